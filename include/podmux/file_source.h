@@ -1,0 +1,45 @@
+/*
+ * file_source — the static-pod file source (source "file"): a directory or
+ * a single manifest file, watched through the watcher and re-listed every
+ * period (spec/pod-config.md section 6).
+ *
+ * Owns: its snapshot store (namespace/name -> pod), the file -> store key
+ * map, the relist timer and the watch on the path.
+ * Never: merges; it sends its complete set as a SET on its mux channel
+ * after every change.  Decoding is manifest's job.
+ */
+#ifndef PODMUX_FILE_SOURCE_H
+#define PODMUX_FILE_SOURCE_H
+
+#include <stdint.h>
+
+#include "podmux/buf.h"
+#include "podmux/loop.h"
+#include "podmux/mux.h"
+#include "podmux/watcher.h"
+
+#define FILE_SOURCE_DEFAULT_PERIOD_USEC (20u * 1000u * 1000u)
+/* Retry of a missing path or a failed watch: 1 s doubling to 20 s. */
+#define FILE_SOURCE_RETRY_USEC (1000u * 1000u)
+#define FILE_SOURCE_RETRY_MAX_USEC (20u * 1000u * 1000u)
+
+struct file_source;
+
+struct file_source_config {
+        const char *path;      /* directory or file; cleaned by the source */
+        const char *node_name;
+        uint64_t period_usec;  /* 0: default */
+};
+
+/* watcher may be NULL (no watch; relist only). */
+int file_source_new(struct loop *loop, struct watcher *watcher,
+                    struct mux_channel *ch,
+                    const struct file_source_config *cfg,
+                    struct file_source **ret_fs, struct buf *err);
+/* First relist now, then the watch and the periodic relist. */
+int file_source_start(struct file_source *fs);
+/* Relist now (tests, SIGHUP). */
+void file_source_relist(struct file_source *fs);
+void file_source_free(struct file_source *fs); /* NULL-safe */
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * json_canon — canonical JSON text of a json-c value, and digests of it.
+ *
+ * Canonical: object keys sorted bytewise, no whitespace, strings escaped the
+ * same way everywhere, numbers in the spelling they were decoded with (json-c
+ * keeps a double's original text; integers print as integers).  Two values
+ * that differ only in key order, whitespace or quoting have equal canonical
+ * text; null, absent, {} and [] stay distinct.
+ * Never: allocates anything the caller must free except through struct buf.
+ */
+#ifndef PODMUX_JSON_CANON_H
+#define PODMUX_JSON_CANON_H
+
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "podmux/buf.h"
+
+/* Appends the canonical text of v (NULL prints as null).  0 or -ENOMEM. */
+int json_canon_append(struct buf *out, json_object *v);
+
+/* 128-bit FNV-1a, streaming. */
+struct fnv128 {
+        uint64_t hi, lo;
+};
+void fnv128_init(struct fnv128 *h);
+void fnv128_update(struct fnv128 *h, const void *p, size_t n);
+/* 16 bytes, big-endian. */
+void fnv128_final(const struct fnv128 *h, uint8_t out[16]);
+/* 32 lowercase hex digits + NUL. */
+void fnv128_hex(const uint8_t digest[16], char out[33]);
+
+/* Parses JSON text into a tree with a nesting limit; err gets a message
+ * with the byte offset.  Caller puts the tree. */
+#define JSON_MAX_DEPTH 64
+int json_parse_text(const char *text, size_t len, json_object **ret_obj,
+                    struct buf *err);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * mux — one channel per named source, read by the merger (the kubelet's
+ * config.Mux).
+ *
+ * Owns: the channels, their queues of pending records, and the set of
+ * configured source names.
+ * Never: looks inside a record; classification is storage's job.
+ *
+ * Everything runs on the loop's thread, so a "send" enqueues the record and
+ * schedules a drain on the loop; the drain hands records to the merge
+ * callback one at a time, in the order they were sent (FIFO per channel and
+ * across channels), so merges are serialised as in the kubelet.
+ */
+#ifndef PODMUX_MUX_H
+#define PODMUX_MUX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "podmux/loop.h"
+#include "podmux/pod.h"
+
+struct mux;
+struct mux_channel;
+
+/* Takes ownership of u. */
+typedef void (*mux_merge_fn)(void *data, const char *source,
+                             struct pod_update *u);
+
+/* loop may be NULL (tests): then nothing is drained until mux_drain(). */
+int mux_new(struct loop *loop, mux_merge_fn merge, void *data,
+            struct mux **ret_mux);
+/* Frees pending records and channels.  NULL-safe. */
+void mux_free(struct mux *m);
+
+/* The channel for source, created on first use (and recorded as a
+ * configured source).  Same name, same channel.  -EINVAL for an empty
+ * name, -ENOMEM. */
+int mux_channel(struct mux *m, const char *source,
+                struct mux_channel **ret_ch);
+const char *mux_channel_name(const struct mux_channel *ch);
+/* Queues u (ownership passes, also on error) for the merger. */
+int mux_channel_send(struct mux_channel *ch, struct pod_update *u);
+
+/* Delivers every queued record now; returns how many. */
+size_t mux_drain(struct mux *m);
+
+/* Configured sources, sorted by name; the array is owned by the mux and is
+ * valid until the next mux_channel(). */
+const char *const *mux_sources(const struct mux *m, size_t *ret_n);
+
+#endif

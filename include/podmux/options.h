@@ -1,0 +1,65 @@
+/*
+ * options — the settings of `podmux run`: command-line flags (the kubelet's
+ * names where one exists) over a KubeletConfiguration file (--config) over
+ * defaults.
+ *
+ * Owns: the strings in struct options.  Never: opens sockets or starts
+ * anything; it only parses and checks.
+ */
+#ifndef PODMUX_OPTIONS_H
+#define PODMUX_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "podmux/buf.h"
+#include "podmux/storage.h"
+
+#define OPTIONS_DEFAULT_SOCKET "/run/podmux/podmux.sock"
+#define OPTIONS_DEFAULT_PLUGINS_DIR "/var/lib/kubelet/plugins_registry"
+
+struct header_value {
+        char *name;
+        char *value;
+};
+
+struct options {
+        char *node_name;
+        char *pod_manifest_path;
+        uint64_t file_check_usec;
+        char *manifest_url;
+        struct header_value *headers;
+        size_t n_headers;
+        uint64_t http_check_usec;
+        char *kubeconfig;
+        bool in_cluster;
+        char *plugins_dir;
+        char *socket_path;
+        mode_t socket_mode;
+        enum storage_mode mode;
+        char *config_file;
+        int verbosity;
+        int log_json;
+        size_t max_backlog;
+        size_t max_consumers;
+        size_t history;
+        bool help;
+};
+
+/*
+ * Parses argv (argv[0] is "run").  On a usage error returns -EINVAL with a
+ * message naming the flag in err; the caller exits 2.  Reads --config when
+ * given (flags win over the file).  Fills defaults, including the node name
+ * from the host name (lower-cased, like the kubelet).
+ */
+int options_parse(int argc, char **argv, struct options *ret_opts, struct buf *err);
+void options_free(struct options *o); /* NULL-safe */
+/* The --help text. */
+const char *options_usage(void);
+
+/* Parses --manifest-url-header syntax "a:x,b:y" into o->headers. */
+int options_add_headers(struct options *o, const char *spec, struct buf *err);
+
+#endif

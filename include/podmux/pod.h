@@ -1,0 +1,157 @@
+/*
+ * pod — the compact, immutable in-memory form of one v1 Pod, and the update
+ * record that carries pods between sources, the merger and the stream.
+ *
+ * Owns: a pod's identity, the digests the merge rules compare, its local
+ * config annotations and the compact JSON text sent to consumers.
+ * Never: keeps a json-c tree.  Pods are parsed at the edge (a source), turned
+ * into a struct pod with pod_from_json(), and the tree is dropped.
+ *
+ * A pod is reference counted and never changes after it is built, so an
+ * emitted record can share pods with the merger's store: "deep copy"
+ * semantics at the cost of a counter.  Memory: the JSON text plus ~150 bytes.
+ *
+ * Local annotations (kubernetes.io/config.source, .seen, .mirror) are kept
+ * out of the text and in their own fields; pod_render() splices them back
+ * into metadata.annotations.  That lets the merger stamp source/seen without
+ * re-serialising the pod.
+ */
+#ifndef PODMUX_POD_H
+#define PODMUX_POD_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "podmux/buf.h"
+
+#define POD_ANNOTATION_SOURCE "kubernetes.io/config.source"
+#define POD_ANNOTATION_SEEN "kubernetes.io/config.seen"
+#define POD_ANNOTATION_MIRROR "kubernetes.io/config.mirror"
+#define POD_ANNOTATION_HASH "kubernetes.io/config.hash"
+
+#define POD_DIGEST_LEN 16
+
+struct pod {
+        unsigned refs;
+        char *uid;       /* metadata.uid, "" if absent */
+        char *name;      /* metadata.name, "" if absent */
+        char *namespace; /* metadata.namespace, "" if absent */
+        char *source;    /* config.source, NULL if absent */
+        char *seen;      /* config.seen, NULL if absent */
+        char *mirror;    /* config.mirror, NULL if absent */
+        /* Digest of what "semantically equal" compares: spec, labels,
+         * deletionTimestamp (as an instant), deletionGracePeriodSeconds and
+         * the non-local annotations, each with absent != empty. */
+        uint8_t semantic[POD_DIGEST_LEN];
+        /* Digest of the whole status subtree. */
+        uint8_t status[POD_DIGEST_LEN];
+        bool deleting; /* metadata.deletionTimestamp is set */
+        /* Compact JSON of the pod without the local annotations.  text is
+         * "{\"metadata\":{...\"annotations\":{<non-local>" + text[splice..]
+         * where the locals are inserted at splice. */
+        char *text;      /* points into body; shared by clones */
+        struct pod_body *body;
+        size_t text_len;
+        size_t splice;
+        bool has_annotations; /* non-local annotations are present */
+};
+
+/* Builds a pod from a decoded v1 Pod object.  obj is only read.  Fails with
+ * -EINVAL (message in err) if obj is not a JSON object or metadata is not an
+ * object.  Returns a pod with refs == 1. */
+int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err);
+/* Same, from JSON text (used by tests and the API source). */
+int pod_from_text(const char *text, size_t len, struct pod **ret_pod,
+                  struct buf *err);
+struct pod *pod_ref(struct pod *p);
+/* Drops a reference; frees at zero.  NULL-safe. */
+void pod_unref(struct pod *p);
+
+/* Returns a private copy (refs == 1) whose local annotations can be set.
+ * The JSON text is shared with the original, so a clone costs ~150 bytes. */
+int pod_clone(const struct pod *p, struct pod **ret_pod);
+/* Set a local annotation on a pod the caller holds the only reference to.
+ * value NULL removes it.  Return 0 or -ENOMEM. */
+int pod_set_source(struct pod *p, const char *value);
+int pod_set_seen(struct pod *p, const char *value);
+
+/* Semantic equality and status equality (digests). */
+bool pod_semantic_equal(const struct pod *a, const struct pod *b);
+bool pod_status_equal(const struct pod *a, const struct pod *b);
+
+/*
+ * The merger's copy rules.  pod_merge_update() returns a new pod: existing's
+ * object with ref's spec, labels, deletionTimestamp,
+ * deletionGracePeriodSeconds, generation, status and annotations copied in
+ * (existing's local annotations win; everything else in metadata stays as
+ * in existing).  pod_merge_status() returns existing with ref's status.
+ */
+int pod_merge_update(const struct pod *existing, const struct pod *ref,
+                     struct pod **ret_pod);
+int pod_merge_status(const struct pod *existing, const struct pod *ref,
+                     struct pod **ret_pod);
+
+/* Appends the full pod JSON (local annotations included) to out. */
+int pod_render(const struct pod *p, struct buf *out);
+/* Full pod as a fresh json-c tree (caller puts it); NULL on error. */
+json_object *pod_to_json(const struct pod *p);
+
+/* "<name>_<namespace>" and "<namespace>/<name>" (just name if no
+ * namespace) into out (reset first). */
+int pod_full_name(const struct pod *p, struct buf *out);
+int pod_store_key(const struct pod *p, struct buf *out);
+/* Orders by namespace, then name, then uid (stable output order). */
+int pod_compare(const struct pod *a, const struct pod *b);
+int pod_compare_ptr(const void *a, const void *b); /* for qsort(struct pod **) */
+
+/* RFC 3339 with nanoseconds, trailing zeros trimmed, UTC "Z": the
+ * config.seen format.  out must hold 40 bytes. */
+void pod_format_seen(uint64_t wall_usec, char *out, size_t size);
+
+/* ---- ops and update records ------------------------------------------ */
+
+/* Values match the classic kubelet constants. */
+enum pod_op {
+        POD_OP_SET = 0,
+        POD_OP_ADD = 1,
+        POD_OP_DELETE = 2,
+        POD_OP_REMOVE = 3,
+        POD_OP_UPDATE = 4,
+        POD_OP_RECONCILE = 5,
+        _POD_OP_MAX,
+        _POD_OP_INVALID = -EINVAL,
+};
+
+const char *pod_op_to_string(enum pod_op op); /* NULL if out of range */
+/* -EINVAL for an unknown name (exact, upper case). */
+enum pod_op pod_op_from_string(const char *s);
+
+#define POD_SOURCE_FILE "file"
+#define POD_SOURCE_HTTP "http"
+#define POD_SOURCE_API "api"
+#define POD_SOURCE_ALL "*"
+
+/* {op, source, pods[]}: a value.  It owns one reference to each pod and its
+ * own copy of source. */
+struct pod_update {
+        enum pod_op op;
+        char *source;
+        struct pod **pods;
+        size_t n_pods;
+        size_t cap_pods;
+};
+
+/* Empty record.  Returns NULL on ENOMEM. */
+struct pod_update *pod_update_new(enum pod_op op, const char *source);
+/* Takes a new reference to p.  0 or -ENOMEM. */
+int pod_update_add(struct pod_update *u, struct pod *p);
+/* NULL-safe. */
+void pod_update_free(struct pod_update *u);
+/* Sorts the pods with pod_compare. */
+void pod_update_sort(struct pod_update *u);
+
+#endif

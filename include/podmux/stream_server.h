@@ -1,0 +1,94 @@
+/*
+ * stream_server — the update stream (DESIGN.md "Update stream, protocol 1"):
+ * a unix stream socket, newline-delimited JSON, fan-out to many consumers,
+ * a bounded history for resume_after, and per-consumer backlog limits.
+ *
+ * Owns: the listening socket and its file, every consumer connection, the
+ * sequence counter, the history of broadcast messages.
+ * Never: knows how pods are merged.  The current state for a new consumer
+ * comes from a callback (wired by main to the merger); the merger hands
+ * records in with stream_server_broadcast().  It never blocks: a consumer
+ * whose unsent backlog passes the bound is sent an error and closed.
+ *
+ * Sequence numbers start at the wall clock in microseconds when the server
+ * starts, so a resume_after from an earlier run of the daemon is always
+ * older than this run's history and gets a full state.
+ */
+#ifndef PODMUX_STREAM_SERVER_H
+#define PODMUX_STREAM_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "podmux/buf.h"
+#include "podmux/loop.h"
+#include "podmux/pod.h"
+
+#define STREAM_PROTOCOL 1
+#define STREAM_DEFAULT_SOCKET_MODE 0660
+#define STREAM_DEFAULT_MAX_CONSUMERS 1024
+#define STREAM_DEFAULT_MAX_BACKLOG (64u * 1024u * 1024u) /* bytes per consumer */
+#define STREAM_DEFAULT_HISTORY 4096                      /* messages */
+/* The history also stops at this many bytes of text (oldest dropped
+ * first), so snapshot-mode messages cannot make it hold gigabytes. */
+#define STREAM_HISTORY_MAX_BYTES (64u * 1024u * 1024u)
+#define STREAM_MAX_CLIENT_LINE 4096 /* bytes of the one line a client sends */
+/* How long a new consumer may take to send its resume line before it is
+ * given the full state.  A client that sends "{}" skips the wait. */
+#define STREAM_RESUME_GRACE_USEC (100u * 1000u)
+
+struct stream_server;
+
+/*
+ * Fills *ret_updates with the current state as the notification mode would
+ * present it: one record per source that has delivered (ADD in incremental
+ * mode, SET otherwise), possibly with zero pods.  The server frees the
+ * records and the array.  Returns 0 or -errno.
+ */
+typedef int (*stream_state_fn)(void *data, struct pod_update ***ret_updates,
+                               size_t *ret_n);
+
+struct stream_server_config {
+        const char *socket_path;
+        mode_t socket_mode; /* 0 means STREAM_DEFAULT_SOCKET_MODE */
+        const char *mode_name; /* "incremental", "snapshot", "snapshot-and-updates" */
+        const char *node_name;
+        size_t max_consumers; /* 0: default */
+        size_t max_backlog;   /* 0: default */
+        size_t history;       /* 0: default */
+        stream_state_fn state_fn;
+        void *state_data;
+};
+
+/*
+ * Creates the socket (replacing a stale socket file; failing with
+ * -EADDRINUSE and a message if another process is listening on it), sets
+ * its mode, and starts accepting on the loop.  Strings in cfg are copied.
+ */
+int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
+                      struct stream_server **ret_srv, struct buf *err);
+
+/* Sends an error message to every consumer, closes them, closes and removes
+ * the socket file, frees everything.  NULL-safe.  Call it before
+ * loop_free(): its handles live on the loop. */
+void stream_server_free(struct stream_server *srv);
+
+/* Broadcasts one "pods" message built from u (not kept).  0 or -ENOMEM
+ * (-EINVAL for an op out of range or no source). */
+int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u);
+
+/* Broadcasts "sources_ready" with these names, once; remembered and sent to
+ * later consumers after their "synced".  Later calls return 0 and change
+ * nothing. */
+int stream_server_sources_ready(struct stream_server *srv,
+                                const char *const *sources, size_t n);
+
+/* Open connections, counting those still waiting for their resume line
+ * and those being closed. */
+size_t stream_server_consumers(const struct stream_server *srv);
+uint64_t stream_server_last_seq(const struct stream_server *srv);
+/* Number of consumers dropped for a slow backlog since start. */
+uint64_t stream_server_dropped(const struct stream_server *srv);
+
+#endif

@@ -1,0 +1,45 @@
+/* podmux — the pod-source front end of a node agent.  Subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "podmux/cmd.h"
+
+static void usage(FILE *f)
+{
+        fputs("Usage: podmux COMMAND [FLAGS]\n"
+              "\n"
+              "Commands:\n"
+              "  run        the daemon: gather, merge and stream the node's pods\n"
+              "  watch      a consumer: print the update stream\n"
+              "  validate   check static pod manifests the way the file source reads them\n"
+              "  version    print the version\n"
+              "\n"
+              "Run 'podmux COMMAND --help' for a command's flags.\n",
+              f);
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stderr);
+                return 2;
+        }
+        if (strcmp(argv[1], "run") == 0)
+                return cmd_run(argc - 1, argv + 1);
+        if (strcmp(argv[1], "watch") == 0)
+                return cmd_watch(argc - 1, argv + 1);
+        if (strcmp(argv[1], "validate") == 0)
+                return cmd_validate(argc - 1, argv + 1);
+        if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+                printf("podmux %s (stream protocol 1)\n", PODMUX_VERSION);
+                return 0;
+        }
+        if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+            strcmp(argv[1], "-h") == 0) {
+                usage(stdout);
+                return 0;
+        }
+        fprintf(stderr, "podmux: unknown command \"%s\"\n", argv[1]);
+        usage(stderr);
+        return 2;
+}

@@ -1,0 +1,268 @@
+/*
+ * `podmux run` — wires the sources, the Mux, the merger, the updates pipe
+ * and the stream server onto one event loop (DESIGN.md "Data flow").
+ *
+ * Signals are taken through a signalfd on the loop, blocked in every thread
+ * (the watcher thread inherits the mask), so shutdown runs as an ordinary
+ * loop callback: consumers are told, the socket is removed, exit 0.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "podmux/cmd.h"
+#include "podmux/file_source.h"
+#include "podmux/log.h"
+#include "podmux/loop.h"
+#include "podmux/mux.h"
+#include "podmux/options.h"
+#include "podmux/storage.h"
+#include "podmux/stream_server.h"
+#include "podmux/updates_pipe.h"
+#include "podmux/watcher.h"
+
+struct daemon {
+        struct options opts;
+        struct loop *loop;
+        struct watcher *watcher;
+        struct mux *mux;
+        struct storage *storage;
+        struct updates_pipe updates;
+        struct stream_server *stream;
+        struct file_source *file;
+        int sigfd;
+        struct loop_io *sig_io;
+        bool ready_sent;
+};
+
+/* The merger's output goes into the updates pipe ... */
+static void on_emit(void *data, struct pod_update *u)
+{
+        struct daemon *d = data;
+
+        if (log_enabled(LOG_LEVEL_DEBUG))
+                log_debug("merge: %s from source \"%s\": %zu pod(s)",
+                          pod_op_to_string(u->op), u->source, u->n_pods);
+        if (updates_pipe_push(&d->updates, u) < 0)
+                log_error("merge: out of memory queueing an update: consumers will resync on reconnect");
+}
+
+static void on_storage_event(void *data, const char *source, const struct pod *p,
+                             const char *reason, const char *message)
+{
+        log_warn("source \"%s\": %s: %s", source, reason, message);
+}
+
+/* ... which the stream server drains right after each merge. */
+static void drain_updates(struct daemon *d)
+{
+        struct pod_update *u;
+        size_t n;
+        const char *const *names;
+
+        while ((u = updates_pipe_pop(&d->updates))) {
+                if (stream_server_broadcast(d->stream, u) < 0)
+                        log_error("stream: out of memory broadcasting an update");
+                pod_update_free(u);
+        }
+        if (d->ready_sent)
+                return;
+        names = mux_sources(d->mux, &n);
+        if (storage_seen_all(d->storage, names, n)) {
+                d->ready_sent = true;
+                log_info("all sources ready (%zu)", n);
+                stream_server_sources_ready(d->stream, names, n);
+        }
+}
+
+static void on_merge(void *data, const char *source, struct pod_update *u)
+{
+        struct daemon *d = data;
+        int r = storage_merge(d->storage, source, u);
+
+        if (r < 0)
+                log_error("merge: source \"%s\": %s", source, ERRNO_STR(r));
+        drain_updates(d);
+}
+
+static int state_for_consumer(void *data, struct pod_update ***ret, size_t *ret_n)
+{
+        struct daemon *d = data;
+
+        return storage_state(d->storage, ret, ret_n);
+}
+
+static void on_signal(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct daemon *d = data;
+        struct signalfd_siginfo si;
+
+        while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                switch (si.ssi_signo) {
+                case SIGINT:
+                case SIGTERM:
+                        log_info("received %s: shutting down", si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+                        loop_stop(d->loop);
+                        break;
+                case SIGHUP:
+                        log_info("received SIGHUP: re-listing sources");
+                        if (d->file)
+                                file_source_relist(d->file);
+                        break;
+                }
+        }
+}
+
+static int setup_signals(struct daemon *d)
+{
+        sigset_t set;
+
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+                return -errno;
+        signal(SIGPIPE, SIG_IGN);
+        d->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (d->sigfd < 0)
+                return -errno;
+        return loop_io_add(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_io);
+}
+
+static int refuse_unbuilt(const struct options *o)
+{
+        const char *what = NULL;
+
+        if (o->manifest_url)
+                what = "--manifest-url (the HTTP source)";
+        else if (o->kubeconfig || o->in_cluster)
+                what = "--kubeconfig/--in-cluster (the API server source)";
+        else if (o->plugins_dir)
+                what = "--plugins-registry-dir (the plugin manager)";
+        if (!what)
+                return 0;
+        fprintf(stderr, "podmux run: %s is not available in this version yet\n", what);
+        return -ENOTSUP;
+}
+
+static void daemon_free(struct daemon *d)
+{
+        file_source_free(d->file);
+        stream_server_free(d->stream);
+        watcher_free(d->watcher);
+        mux_free(d->mux);
+        storage_free(d->storage);
+        updates_pipe_free(&d->updates);
+        loop_io_free(d->sig_io);
+        if (d->sigfd >= 0)
+                close(d->sigfd);
+        loop_free(d->loop);
+        options_free(&d->opts);
+}
+
+int cmd_run(int argc, char **argv)
+{
+        struct daemon d;
+        struct buf err = BUF_INIT;
+        struct storage_config scfg;
+        struct stream_server_config ccfg;
+        struct mux_channel *ch;
+        int r, status = 1;
+
+        memset(&d, 0, sizeof(d));
+        d.sigfd = -1;
+        updates_pipe_init(&d.updates);
+        r = options_parse(argc, argv, &d.opts, &err);
+        if (r < 0) {
+                fprintf(stderr, "podmux run: %s\n", err.data ? err.data : ERRNO_STR(r));
+                buf_free(&err);
+                return 2;
+        }
+        if (d.opts.help) {
+                fputs(options_usage(), stdout);
+                options_free(&d.opts);
+                return 0;
+        }
+        if (refuse_unbuilt(&d.opts) < 0) {
+                options_free(&d.opts);
+                return 2;
+        }
+        log_setup(d.opts.verbosity >= 4 ? LOG_LEVEL_TRACE
+                  : d.opts.verbosity >= 1 ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO,
+                  d.opts.log_json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+
+        if ((r = loop_new(&d.loop)) < 0 || (r = setup_signals(&d)) < 0) {
+                log_error("cannot set up the event loop: %s", ERRNO_STR(r));
+                goto out;
+        }
+        memset(&scfg, 0, sizeof(scfg));
+        scfg.mode = d.opts.mode;
+        scfg.emit = on_emit;
+        scfg.emit_data = &d;
+        scfg.event = on_storage_event;
+        scfg.event_data = &d;
+        if ((r = storage_new(&scfg, &d.storage)) < 0 ||
+            (r = mux_new(d.loop, on_merge, &d, &d.mux)) < 0) {
+                log_error("cannot create the merger: %s", ERRNO_STR(r));
+                goto out;
+        }
+        memset(&ccfg, 0, sizeof(ccfg));
+        ccfg.socket_path = d.opts.socket_path;
+        ccfg.socket_mode = d.opts.socket_mode;
+        ccfg.mode_name = storage_mode_to_string(d.opts.mode);
+        ccfg.node_name = d.opts.node_name;
+        ccfg.max_consumers = d.opts.max_consumers;
+        ccfg.max_backlog = d.opts.max_backlog;
+        ccfg.history = d.opts.history;
+        ccfg.state_fn = state_for_consumer;
+        ccfg.state_data = &d;
+        r = stream_server_new(d.loop, &ccfg, &d.stream, &err);
+        if (r < 0) {
+                log_error("socket \"%s\": %s", d.opts.socket_path,
+                          err.data ? err.data : ERRNO_STR(r));
+                goto out;
+        }
+        if (d.opts.pod_manifest_path) {
+                struct file_source_config fcfg = {
+                        .path = d.opts.pod_manifest_path,
+                        .node_name = d.opts.node_name,
+                        .period_usec = d.opts.file_check_usec,
+                };
+
+                /* The watcher thread starts after the signal mask is set, so
+                 * it never takes SIGINT/SIGTERM. */
+                if ((r = watcher_new(d.loop, &d.watcher)) < 0)
+                        log_warn("inotify unavailable (%s): the static pod path is re-listed every period only",
+                                 ERRNO_STR(r));
+                if ((r = mux_channel(d.mux, POD_SOURCE_FILE, &ch)) < 0 ||
+                    (r = file_source_new(d.loop, d.watcher, ch, &fcfg, &d.file, &err)) < 0) {
+                        log_error("file source: %s", err.data ? err.data : ERRNO_STR(r));
+                        goto out;
+                }
+        }
+        log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION,
+                 d.opts.socket_path, d.opts.node_name, storage_mode_to_string(d.opts.mode));
+        if (d.file)
+                file_source_start(d.file);
+        /* With no source configured, readiness holds at once (vacuously). */
+        drain_updates(&d);
+        r = loop_run(d.loop);
+        if (r < 0) {
+                log_error("event loop failed: %s", ERRNO_STR(r));
+                goto out;
+        }
+        status = 0;
+out:
+        buf_free(&err);
+        daemon_free(&d);
+        return status;
+}

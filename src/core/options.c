@@ -1,0 +1,446 @@
+/*
+ * options — `podmux run` flags and the KubeletConfiguration file (see
+ * include/podmux/options.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "podmux/duration.h"
+#include "podmux/manifest.h"
+#include "podmux/options.h"
+#include "podmux/stream_server.h"
+#include "podmux/yaml_json.h"
+
+#define DEFAULT_CHECK_USEC (20u * 1000u * 1000u)
+
+enum {
+        OPT_NODE_NAME = 256,
+        OPT_POD_MANIFEST_PATH,
+        OPT_FILE_CHECK,
+        OPT_MANIFEST_URL,
+        OPT_MANIFEST_URL_HEADER,
+        OPT_HTTP_CHECK,
+        OPT_KUBECONFIG,
+        OPT_IN_CLUSTER,
+        OPT_PLUGINS_DIR,
+        OPT_SOCKET,
+        OPT_SOCKET_MODE,
+        OPT_MODE,
+        OPT_CONFIG,
+        OPT_LOG_FORMAT,
+        OPT_MAX_BACKLOG,
+        OPT_MAX_CONSUMERS,
+        OPT_HISTORY,
+};
+
+static const struct option long_opts[] = {
+        {"node-name", required_argument, NULL, OPT_NODE_NAME},
+        {"hostname-override", required_argument, NULL, OPT_NODE_NAME},
+        {"pod-manifest-path", required_argument, NULL, OPT_POD_MANIFEST_PATH},
+        {"file-check-frequency", required_argument, NULL, OPT_FILE_CHECK},
+        {"manifest-url", required_argument, NULL, OPT_MANIFEST_URL},
+        {"manifest-url-header", required_argument, NULL, OPT_MANIFEST_URL_HEADER},
+        {"http-check-frequency", required_argument, NULL, OPT_HTTP_CHECK},
+        {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+        {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
+        {"plugins-registry-dir", required_argument, NULL, OPT_PLUGINS_DIR},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"v", required_argument, NULL, 'v'},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+        {"max-consumer-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
+        {"max-consumers", required_argument, NULL, OPT_MAX_CONSUMERS},
+        {"history", required_argument, NULL, OPT_HISTORY},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+const char *options_usage(void)
+{
+        return "Usage: podmux run [FLAGS]\n"
+               "\n"
+               "Sources (each is enabled by its flag):\n"
+               "  --pod-manifest-path PATH      static pod directory or file (no default: off)\n"
+               "  --file-check-frequency DUR    relist period of the static pod path (default 20s)\n"
+               "  --manifest-url URL            HTTP manifest URL (no default: off)\n"
+               "  --manifest-url-header 'k:v,k:v'  headers for the manifest URL (repeatable)\n"
+               "  --http-check-frequency DUR    poll period of the manifest URL (default 20s)\n"
+               "  --kubeconfig FILE             API server source from a kubeconfig (no default: off)\n"
+               "  --in-cluster                  API server source from the service account (default off)\n"
+               "  --plugins-registry-dir DIR    plugin registry directory (default " OPTIONS_DEFAULT_PLUGINS_DIR " when root)\n"
+               "  --config FILE                 KubeletConfiguration YAML: staticPodPath, staticPodURL,\n"
+               "                                staticPodURLHeader, fileCheckFrequency, httpCheckFrequency\n"
+               "                                (flags given on the command line win)\n"
+               "\n"
+               "Node and stream:\n"
+               "  --node-name NAME              node name (default: the host name, lower-cased)\n"
+               "  --socket PATH                 update stream socket (default " OPTIONS_DEFAULT_SOCKET ",\n"
+               "                                or $PODMUX_SOCKET)\n"
+               "  --socket-mode MODE            socket file mode, octal (default 0660)\n"
+               "  --mode MODE                   incremental | snapshot | snapshot-and-updates (default incremental)\n"
+               "  --max-consumers N             consumers at once (default 1024)\n"
+               "  --max-consumer-backlog BYTES  unsent bytes before a consumer is cut off (default 67108864)\n"
+               "  --history N                   messages kept for resume_after (default 4096)\n"
+               "\n"
+               "Logging:\n"
+               "  -v, --v N                     verbosity: 0 info (default), 1-3 debug, 4+ trace\n"
+               "  --log-format text|json        log line format (default text)\n"
+               "\n"
+               "Durations are Go-style: 20s, 1m30s, 500ms.\n";
+}
+
+void options_free(struct options *o)
+{
+        if (!o)
+                return;
+        free(o->node_name);
+        free(o->pod_manifest_path);
+        free(o->manifest_url);
+        for (size_t i = 0; i < o->n_headers; i++) {
+                free(o->headers[i].name);
+                free(o->headers[i].value);
+        }
+        free(o->headers);
+        free(o->kubeconfig);
+        free(o->plugins_dir);
+        free(o->socket_path);
+        free(o->config_file);
+        memset(o, 0, sizeof(*o));
+}
+
+static int set_str(char **slot, const char *v)
+{
+        char *n = strdup(v);
+
+        if (!n)
+                return -ENOMEM;
+        free(*slot);
+        *slot = n;
+        return 0;
+}
+
+static int parse_size(const char *flag, const char *v, size_t min, size_t *ret, struct buf *err)
+{
+        char *end;
+        unsigned long long n;
+
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || n < min) {
+                buf_printf(err, "--%s: invalid value \"%s\" (a whole number >= %zu)", flag, v, min);
+                return -EINVAL;
+        }
+        *ret = (size_t)n;
+        return 0;
+}
+
+static int parse_duration_flag(const char *flag, const char *v, uint64_t *ret, struct buf *err)
+{
+        uint64_t us;
+
+        if (duration_parse(v, &us) < 0 || us == 0) {
+                buf_printf(err, "--%s: invalid duration \"%s\" (use Go syntax like 20s or 1m30s, greater than 0)",
+                           flag, v);
+                return -EINVAL;
+        }
+        *ret = us;
+        return 0;
+}
+
+static int add_header(struct options *o, const char *name, size_t nlen, const char *value,
+                      size_t vlen)
+{
+        struct header_value *n = realloc(o->headers, (o->n_headers + 1) * sizeof(*n));
+
+        if (!n)
+                return -ENOMEM;
+        o->headers = n;
+        n[o->n_headers].name = strndup(name, nlen);
+        n[o->n_headers].value = strndup(value, vlen);
+        if (!n[o->n_headers].name || !n[o->n_headers].value) {
+                free(n[o->n_headers].name);
+                free(n[o->n_headers].value);
+                return -ENOMEM;
+        }
+        o->n_headers++;
+        return 0;
+}
+
+int options_add_headers(struct options *o, const char *spec, struct buf *err)
+{
+        const char *p = spec;
+
+        /* The kubelet's form: "key:value,key:value"; a repeated key adds
+         * another value. */
+        while (*p) {
+                const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
+                const char *colon = memchr(p, ':', (size_t)(end - p));
+
+                if (!colon || colon == p) {
+                        buf_printf(err, "--manifest-url-header: invalid entry \"%.*s\" (want key:value)",
+                                   (int)(end - p), p);
+                        return -EINVAL;
+                }
+                if (add_header(o, p, (size_t)(colon - p), colon + 1, (size_t)(end - colon - 1)) < 0)
+                        return -ENOMEM;
+                p = comma ? comma + 1 : end;
+        }
+        return 0;
+}
+
+/* Reads the KubeletConfiguration fields podmux honours.  Values already
+ * set by flags (set[] marks them) are kept. */
+struct flag_set {
+        bool path, file_check, url, headers, http_check;
+};
+
+static int load_config(struct options *o, const struct flag_set *set, struct buf *err)
+{
+        char *data = NULL;
+        size_t len = 0;
+        json_object *cfg = NULL, *v;
+        struct buf e = BUF_INIT;
+        int r;
+
+        r = manifest_read_file(o->config_file, &data, &len, &e);
+        if (r == 0)
+                r = yaml_to_json(data, len, &cfg, &e);
+        if (r == 0 && !json_object_is_type(cfg, json_type_object)) {
+                buf_puts(&e, "not a mapping");
+                r = -EINVAL;
+        }
+        if (r == 0 && (!json_object_object_get_ex(cfg, "kind", &v) ||
+                       strcmp(json_object_get_string(v), "KubeletConfiguration") != 0)) {
+                buf_puts(&e, "kind must be KubeletConfiguration");
+                r = -EINVAL;
+        }
+        if (r < 0) {
+                buf_printf(err, "--config \"%s\": %s", o->config_file, e.data ? e.data : "invalid");
+                goto out;
+        }
+#define CFG_STRING(key, slot, flagged)                                              \
+        if (!(flagged) && json_object_object_get_ex(cfg, key, &v) &&                   \
+            json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) { \
+                if ((r = set_str(&(slot), json_object_get_string(v))) < 0)              \
+                        goto out;                                                       \
+        }
+#define CFG_DURATION(key, slot, flagged)                                             \
+        if (!(flagged) && json_object_object_get_ex(cfg, key, &v)) {                    \
+                uint64_t us;                                                            \
+                if (!json_object_is_type(v, json_type_string) ||                        \
+                    duration_parse(json_object_get_string(v), &us) < 0 || us == 0) {   \
+                        buf_printf(err, "--config \"%s\": %s: invalid duration \"%s\"", \
+                                   o->config_file, key, json_object_get_string(v));     \
+                        r = -EINVAL;                                                    \
+                        goto out;                                                       \
+                }                                                                       \
+                slot = us;                                                              \
+        }
+        CFG_STRING("staticPodPath", o->pod_manifest_path, set->path);
+        CFG_STRING("staticPodURL", o->manifest_url, set->url);
+        CFG_DURATION("fileCheckFrequency", o->file_check_usec, set->file_check);
+        CFG_DURATION("httpCheckFrequency", o->http_check_usec, set->http_check);
+#undef CFG_STRING
+#undef CFG_DURATION
+        if (!set->headers && json_object_object_get_ex(cfg, "staticPodURLHeader", &v)) {
+                if (!json_object_is_type(v, json_type_object)) {
+                        buf_printf(err, "--config \"%s\": staticPodURLHeader must be a map of name to list of values",
+                                   o->config_file);
+                        r = -EINVAL;
+                        goto out;
+                }
+                json_object_object_foreach(v, name, vals) {
+                        size_t n = json_object_is_type(vals, json_type_array)
+                                           ? json_object_array_length(vals) : 0;
+
+                        if (!json_object_is_type(vals, json_type_array)) {
+                                buf_printf(err, "--config \"%s\": staticPodURLHeader.%s must be a list",
+                                           o->config_file, name);
+                                r = -EINVAL;
+                                goto out;
+                        }
+                        for (size_t i = 0; i < n; i++) {
+                                const char *s = json_object_get_string(json_object_array_get_idx(vals, i));
+
+                                if ((r = add_header(o, name, strlen(name), s, strlen(s))) < 0)
+                                        goto out;
+                        }
+                }
+        }
+        r = 0;
+out:
+        json_object_put(cfg);
+        free(data);
+        buf_free(&e);
+        return r;
+}
+
+int options_parse(int argc, char **argv, struct options *o, struct buf *err)
+{
+        struct flag_set set = {0};
+        const char *env_socket = getenv("PODMUX_SOCKET");
+        int c, r = 0;
+
+        memset(o, 0, sizeof(*o));
+        o->file_check_usec = DEFAULT_CHECK_USEC;
+        o->http_check_usec = DEFAULT_CHECK_USEC;
+        o->socket_mode = STREAM_DEFAULT_SOCKET_MODE;
+        o->mode = STORAGE_MODE_INCREMENTAL;
+        o->max_backlog = STREAM_DEFAULT_MAX_BACKLOG;
+        o->max_consumers = STREAM_DEFAULT_MAX_CONSUMERS;
+        o->history = STREAM_DEFAULT_HISTORY;
+        optind = 0;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {
+                const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+                char *end;
+                long n;
+
+                switch (c) {
+                case OPT_NODE_NAME:
+                        r = set_str(&o->node_name, optarg);
+                        break;
+                case OPT_POD_MANIFEST_PATH:
+                        r = set_str(&o->pod_manifest_path, optarg);
+                        set.path = true;
+                        break;
+                case OPT_FILE_CHECK:
+                        r = parse_duration_flag("file-check-frequency", optarg, &o->file_check_usec, err);
+                        set.file_check = true;
+                        break;
+                case OPT_MANIFEST_URL:
+                        r = set_str(&o->manifest_url, optarg);
+                        set.url = true;
+                        break;
+                case OPT_MANIFEST_URL_HEADER:
+                        r = options_add_headers(o, optarg, err);
+                        set.headers = true;
+                        break;
+                case OPT_HTTP_CHECK:
+                        r = parse_duration_flag("http-check-frequency", optarg, &o->http_check_usec, err);
+                        set.http_check = true;
+                        break;
+                case OPT_KUBECONFIG:
+                        r = set_str(&o->kubeconfig, optarg);
+                        break;
+                case OPT_IN_CLUSTER:
+                        o->in_cluster = true;
+                        break;
+                case OPT_PLUGINS_DIR:
+                        r = set_str(&o->plugins_dir, optarg);
+                        break;
+                case OPT_SOCKET:
+                        r = set_str(&o->socket_path, optarg);
+                        break;
+                case OPT_SOCKET_MODE:
+                        errno = 0;
+                        n = strtol(optarg, &end, 8);
+                        if (errno || end == optarg || *end || n < 0 || n > 0777) {
+                                buf_printf(err, "--socket-mode: invalid mode \"%s\" (octal, e.g. 0660)", optarg);
+                                r = -EINVAL;
+                        } else {
+                                o->socket_mode = (mode_t)n;
+                        }
+                        break;
+                case OPT_MODE:
+                        if (storage_mode_from_string(optarg, &o->mode) < 0) {
+                                buf_printf(err, "--mode: unknown mode \"%s\" (incremental, snapshot or snapshot-and-updates)",
+                                           optarg);
+                                r = -EINVAL;
+                        }
+                        break;
+                case OPT_CONFIG:
+                        r = set_str(&o->config_file, optarg);
+                        break;
+                case 'v':
+                        errno = 0;
+                        n = strtol(optarg, &end, 10);
+                        if (errno || end == optarg || *end || n < 0 || n > 10) {
+                                buf_printf(err, "-v: invalid verbosity \"%s\" (0 to 10)", optarg);
+                                r = -EINVAL;
+                        } else {
+                                o->verbosity = (int)n;
+                        }
+                        break;
+                case OPT_LOG_FORMAT:
+                        if (strcmp(optarg, "text") == 0) {
+                                o->log_json = 0;
+                        } else if (strcmp(optarg, "json") == 0) {
+                                o->log_json = 1;
+                        } else {
+                                buf_printf(err, "--log-format: unknown format \"%s\" (text or json)", optarg);
+                                r = -EINVAL;
+                        }
+                        break;
+                case OPT_MAX_BACKLOG:
+                        r = parse_size("max-consumer-backlog", optarg, 1024, &o->max_backlog, err);
+                        break;
+                case OPT_MAX_CONSUMERS:
+                        r = parse_size("max-consumers", optarg, 1, &o->max_consumers, err);
+                        break;
+                case OPT_HISTORY:
+                        r = parse_size("history", optarg, 1, &o->history, err);
+                        break;
+                case 'h':
+                        o->help = true;
+                        break;
+                case ':':
+                        buf_printf(err, "%s: missing value", flag);
+                        r = -EINVAL;
+                        break;
+                default:
+                        buf_printf(err, "%s: unknown flag (see podmux run --help)", flag);
+                        r = -EINVAL;
+                        break;
+                }
+                if (r < 0)
+                        goto fail;
+        }
+        if (optind < argc) {
+                buf_printf(err, "unexpected argument \"%s\" (see podmux run --help)", argv[optind]);
+                r = -EINVAL;
+                goto fail;
+        }
+        if (o->help)
+                return 0;
+        if (o->config_file && (r = load_config(o, &set, err)) < 0)
+                goto fail;
+        if (!o->socket_path &&
+            (r = set_str(&o->socket_path, env_socket && env_socket[0] ? env_socket : OPTIONS_DEFAULT_SOCKET)) < 0)
+                goto fail;
+        if (!o->node_name) {
+                char host[256] = "";
+
+                if (gethostname(host, sizeof(host) - 1) < 0 || !host[0]) {
+                        buf_puts(err, "--node-name: not given and the host name is unknown");
+                        r = -EINVAL;
+                        goto fail;
+                }
+                for (char *p = host; *p; p++)
+                        *p = (char)tolower((unsigned char)*p);
+                if ((r = set_str(&o->node_name, host)) < 0)
+                        goto fail;
+        }
+        if (!o->node_name[0]) {
+                buf_puts(err, "--node-name: must not be empty");
+                r = -EINVAL;
+                goto fail;
+        }
+        return 0;
+fail:
+        if (r == -ENOMEM && !err->len)
+                buf_puts(err, "out of memory");
+        options_free(o);
+        return r;
+}

@@ -1,0 +1,680 @@
+/*
+ * pod — compact immutable pods and update records (see
+ * include/podmux/pod.h).
+ *
+ * A pod's text is built once from the decoded tree; the merge rules compare
+ * two 16-byte digests; only a semantic change (UPDATE/DELETE) or a status
+ * change (RECONCILE) re-parses a stored pod.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "podmux/json_canon.h"
+#include "podmux/pod.h"
+
+#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+/* The immutable JSON text, shared between a pod and its clones. */
+struct pod_body {
+        unsigned refs;
+        char text[];
+};
+
+static const char *const local_keys[] = {
+        POD_ANNOTATION_SOURCE,
+        POD_ANNOTATION_SEEN,
+        POD_ANNOTATION_MIRROR,
+};
+
+static json_object *get_obj(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        if (!o || !json_object_is_type(o, json_type_object))
+                return NULL;
+        if (!json_object_object_get_ex(o, key, &v))
+                return NULL;
+        return v;
+}
+
+static char *dup_string_field(json_object *o, const char *key)
+{
+        json_object *v = get_obj(o, key);
+
+        if (v && json_object_is_type(v, json_type_string))
+                return strdup(json_object_get_string(v));
+        return strdup("");
+}
+
+/* ---- timestamps ------------------------------------------------------------ */
+
+/*
+ * Parses RFC 3339 ("2006-01-02T15:04:05[.frac](Z|+hh:mm)") into seconds and
+ * nanoseconds since the epoch.  Comparing deletionTimestamp as an instant
+ * matches Go, which compares metav1.Time values, not their spelling.
+ */
+static int parse_rfc3339(const char *s, int64_t *ret_sec, long *ret_nsec)
+{
+        struct tm tm;
+        int y, mo, d, h, mi, sec, n = 0;
+        long nsec = 0;
+        int64_t off = 0;
+        const char *p;
+
+        if (sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi,
+                   &sec, &n) != 6 || n == 0)
+                return -EINVAL;
+        p = s + n;
+        if (*p == '.') {
+                long scale = 100000000;
+
+                p++;
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                while (*p >= '0' && *p <= '9') {
+                        nsec += (*p - '0') * scale;
+                        scale /= 10;
+                        p++;
+                }
+        }
+        if (*p == 'Z' || *p == 'z') {
+                p++;
+        } else if (*p == '+' || *p == '-') {
+                int oh, om;
+
+                if (sscanf(p + 1, "%2d:%2d", &oh, &om) != 2)
+                        return -EINVAL;
+                off = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+                p += 6;
+        } else {
+                return -EINVAL;
+        }
+        if (*p)
+                return -EINVAL;
+        memset(&tm, 0, sizeof(tm));
+        tm.tm_year = y - 1900;
+        tm.tm_mon = mo - 1;
+        tm.tm_mday = d;
+        tm.tm_hour = h;
+        tm.tm_min = mi;
+        tm.tm_sec = sec;
+        *ret_sec = (int64_t)timegm(&tm) - off;
+        *ret_nsec = nsec;
+        return 0;
+}
+
+void pod_format_seen(uint64_t wall, char *out, size_t size)
+{
+        time_t secs = (time_t)(wall / 1000000u);
+        unsigned long nsec = (unsigned long)(wall % 1000000u) * 1000u;
+        struct tm tm;
+        char frac[16] = "";
+
+        gmtime_r(&secs, &tm);
+        if (nsec) {
+                size_t n;
+
+                snprintf(frac, sizeof(frac), ".%09lu", nsec);
+                n = strlen(frac);
+                while (n > 1 && frac[n - 1] == '0')
+                        frac[--n] = '\0';
+        }
+        snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d%sZ",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec, frac);
+}
+
+/* ---- digests -------------------------------------------------------------------- */
+
+/* Each part is tagged and length-prefixed so no two different inputs can
+ * produce the same byte stream; "absent" is a tag of its own. */
+static int digest_part(struct fnv128 *h, struct buf *scratch, char tag,
+                       json_object *v, bool present)
+{
+        uint64_t len;
+
+        fnv128_update(h, &tag, 1);
+        if (!present) {
+                fnv128_update(h, "-", 1);
+                return 0;
+        }
+        buf_reset(scratch);
+        if (json_canon_append(scratch, v) < 0)
+                return -ENOMEM;
+        len = scratch->len;
+        fnv128_update(h, "+", 1);
+        fnv128_update(h, &len, sizeof(len));
+        fnv128_update(h, scratch->data, scratch->len);
+        return 0;
+}
+
+static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
+                           json_object *annotations, struct buf *scratch)
+{
+        struct fnv128 h;
+        json_object *v, *dt = NULL;
+        bool present;
+        int r;
+
+        fnv128_init(&h);
+        present = json_object_object_get_ex(obj, "spec", &v);
+        if ((r = digest_part(&h, scratch, 's', v, present)) < 0)
+                return r;
+        present = meta && json_object_object_get_ex(meta, "labels", &v);
+        if ((r = digest_part(&h, scratch, 'l', v, present)) < 0)
+                return r;
+        present = meta && json_object_object_get_ex(meta, "deletionTimestamp", &dt) &&
+                  !json_object_is_type(dt, json_type_null);
+        p->deleting = present;
+        if (present && json_object_is_type(dt, json_type_string)) {
+                int64_t sec;
+                long nsec;
+                char inst[64];
+
+                if (parse_rfc3339(json_object_get_string(dt), &sec, &nsec) == 0) {
+                        snprintf(inst, sizeof(inst), "%lld.%09ld", (long long)sec, nsec);
+                        fnv128_update(&h, "t", 1);
+                        fnv128_update(&h, inst, strlen(inst) + 1);
+                        present = false;
+                        dt = NULL;
+                }
+        }
+        if (dt && (r = digest_part(&h, scratch, 'd', dt, present)) < 0)
+                return r;
+        present = meta && json_object_object_get_ex(meta, "deletionGracePeriodSeconds", &v) &&
+                  !json_object_is_type(v, json_type_null);
+        if ((r = digest_part(&h, scratch, 'g', v, present)) < 0)
+                return r;
+        /* A missing annotations map counts as empty; local keys were
+         * already taken out of this object. */
+        if ((r = digest_part(&h, scratch, 'a', annotations, annotations != NULL)) < 0)
+                return r;
+        fnv128_final(&h, p->semantic);
+
+        fnv128_init(&h);
+        present = json_object_object_get_ex(obj, "status", &v);
+        if ((r = digest_part(&h, scratch, 'S', v, present)) < 0)
+                return r;
+        fnv128_final(&h, p->status);
+        return 0;
+}
+
+/* ---- construction ------------------------------------------------------------------ */
+
+static void pod_free(struct pod *p)
+{
+        free(p->uid);
+        free(p->name);
+        free(p->namespace);
+        free(p->source);
+        free(p->seen);
+        free(p->mirror);
+        if (p->body && --p->body->refs == 0)
+                free(p->body);
+        free(p);
+}
+
+static int put_member(struct buf *b, bool *first, const char *key, json_object *v)
+{
+        if (!*first && buf_putc(b, ',') < 0)
+                return -ENOMEM;
+        *first = false;
+        if (buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0 ||
+            buf_puts(b, json_object_to_json_string_ext(v, JSON_FLAGS)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
+{
+        struct buf text = BUF_INIT, scratch = BUF_INIT;
+        json_object *meta, *ann, *nonlocal = NULL;
+        struct pod *p;
+        bool first;
+        int r = -ENOMEM;
+
+        if (!obj || !json_object_is_type(obj, json_type_object)) {
+                if (err)
+                        buf_puts(err, "a pod must be a JSON object");
+                return -EINVAL;
+        }
+        meta = get_obj(obj, "metadata");
+        if (meta && json_object_is_type(meta, json_type_null))
+                meta = NULL;
+        if (meta && !json_object_is_type(meta, json_type_object)) {
+                if (err)
+                        buf_puts(err, "metadata must be an object");
+                return -EINVAL;
+        }
+        ann = get_obj(meta, "annotations");
+        if (ann && !json_object_is_type(ann, json_type_object)) {
+                if (!json_object_is_type(ann, json_type_null)) {
+                        if (err)
+                                buf_puts(err, "metadata.annotations must be an object");
+                        return -EINVAL;
+                }
+                ann = NULL;
+        }
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->refs = 1;
+        p->uid = dup_string_field(meta, "uid");
+        p->name = dup_string_field(meta, "name");
+        p->namespace = dup_string_field(meta, "namespace");
+        if (!p->uid || !p->name || !p->namespace)
+                goto fail;
+
+        if (ann) {
+                nonlocal = json_object_new_object();
+                if (!nonlocal)
+                        goto fail;
+                json_object_object_foreach(ann, k, v) {
+                        char **slot = NULL;
+
+                        if (strcmp(k, POD_ANNOTATION_SOURCE) == 0)
+                                slot = &p->source;
+                        else if (strcmp(k, POD_ANNOTATION_SEEN) == 0)
+                                slot = &p->seen;
+                        else if (strcmp(k, POD_ANNOTATION_MIRROR) == 0)
+                                slot = &p->mirror;
+                        if (slot) {
+                                const char *s = json_object_is_type(v, json_type_string)
+                                                        ? json_object_get_string(v)
+                                                        : json_object_to_json_string_ext(v, JSON_FLAGS);
+                                *slot = strdup(s);
+                                if (!*slot)
+                                        goto fail;
+                                continue;
+                        }
+                        if (json_object_object_add(nonlocal, k, json_object_get(v)) < 0)
+                                goto fail;
+                }
+                p->has_annotations = json_object_object_length(nonlocal) > 0;
+        }
+        if (compute_digests(p, obj, meta, nonlocal, &scratch) < 0)
+                goto fail;
+
+        /* {"metadata":{<other>,"annotations":{<non-local>|splice|}}, <rest>} */
+        if (buf_puts(&text, "{\"metadata\":{") < 0)
+                goto fail;
+        first = true;
+        if (meta) {
+                json_object_object_foreach(meta, k, v) {
+                        if (strcmp(k, "annotations") == 0)
+                                continue;
+                        if (put_member(&text, &first, k, v) < 0)
+                                goto fail;
+                }
+        }
+        if ((!first && buf_putc(&text, ',') < 0) ||
+            buf_puts(&text, "\"annotations\":{") < 0)
+                goto fail;
+        if (nonlocal) {
+                bool afirst = true;
+
+                json_object_object_foreach(nonlocal, k, v) {
+                        if (put_member(&text, &afirst, k, v) < 0)
+                                goto fail;
+                }
+        }
+        p->splice = text.len;
+        if (buf_puts(&text, "}}") < 0)
+                goto fail;
+        json_object_object_foreach(obj, k, v) {
+                if (strcmp(k, "metadata") == 0)
+                        continue;
+                first = false;
+                if (put_member(&text, &first, k, v) < 0)
+                        goto fail;
+        }
+        if (buf_putc(&text, '}') < 0)
+                goto fail;
+        p->body = malloc(sizeof(*p->body) + text.len + 1);
+        if (!p->body)
+                goto fail;
+        p->body->refs = 1;
+        memcpy(p->body->text, text.data, text.len + 1);
+        p->text = p->body->text;
+        p->text_len = text.len;
+        buf_free(&text);
+        json_object_put(nonlocal);
+        buf_free(&scratch);
+        *ret_pod = p;
+        return 0;
+fail:
+        json_object_put(nonlocal);
+        buf_free(&text);
+        buf_free(&scratch);
+        pod_free(p);
+        return r;
+}
+
+int pod_from_text(const char *text, size_t len, struct pod **ret_pod,
+                  struct buf *err)
+{
+        json_object *obj = NULL;
+        int r;
+
+        r = json_parse_text(text, len, &obj, err);
+        if (r < 0)
+                return r;
+        r = pod_from_json(obj, ret_pod, err);
+        json_object_put(obj);
+        return r;
+}
+
+struct pod *pod_ref(struct pod *p)
+{
+        if (p)
+                p->refs++;
+        return p;
+}
+
+void pod_unref(struct pod *p)
+{
+        if (!p)
+                return;
+        if (--p->refs == 0)
+                pod_free(p);
+}
+
+static int dup_opt(const char *s, char **ret)
+{
+        *ret = NULL;
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int pod_clone(const struct pod *src, struct pod **ret_pod)
+{
+        struct pod *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return -ENOMEM;
+        *p = *src;
+        p->refs = 1;
+        p->uid = p->name = p->namespace = p->source = p->seen = p->mirror = NULL;
+        p->body->refs++;
+        if (dup_opt(src->uid, &p->uid) < 0 ||
+            dup_opt(src->name, &p->name) < 0 ||
+            dup_opt(src->namespace, &p->namespace) < 0 ||
+            dup_opt(src->source, &p->source) < 0 ||
+            dup_opt(src->seen, &p->seen) < 0 ||
+            dup_opt(src->mirror, &p->mirror) < 0) {
+                pod_free(p);
+                return -ENOMEM;
+        }
+        *ret_pod = p;
+        return 0;
+}
+
+static int set_local(char **slot, const char *value)
+{
+        char *n = NULL;
+
+        if (value && !(n = strdup(value)))
+                return -ENOMEM;
+        free(*slot);
+        *slot = n;
+        return 0;
+}
+
+int pod_set_source(struct pod *p, const char *value)
+{
+        return set_local(&p->source, value);
+}
+
+int pod_set_seen(struct pod *p, const char *value)
+{
+        return set_local(&p->seen, value);
+}
+
+bool pod_semantic_equal(const struct pod *a, const struct pod *b)
+{
+        return memcmp(a->semantic, b->semantic, POD_DIGEST_LEN) == 0;
+}
+
+bool pod_status_equal(const struct pod *a, const struct pod *b)
+{
+        return memcmp(a->status, b->status, POD_DIGEST_LEN) == 0;
+}
+
+/* ---- rendering ---------------------------------------------------------------------- */
+
+int pod_render(const struct pod *p, struct buf *out)
+{
+        const char *vals[3] = {p->source, p->seen, p->mirror};
+        bool comma = p->has_annotations;
+
+        if (buf_append(out, p->text, p->splice) < 0)
+                return -ENOMEM;
+        for (int i = 0; i < 3; i++) {
+                if (!vals[i])
+                        continue;
+                if ((comma && buf_putc(out, ',') < 0) ||
+                    buf_json_string(out, local_keys[i], strlen(local_keys[i])) < 0 ||
+                    buf_putc(out, ':') < 0 ||
+                    buf_json_string(out, vals[i], strlen(vals[i])) < 0)
+                        return -ENOMEM;
+                comma = true;
+        }
+        return buf_append(out, p->text + p->splice, p->text_len - p->splice);
+}
+
+json_object *pod_to_json(const struct pod *p)
+{
+        struct buf b = BUF_INIT;
+        json_object *obj = NULL;
+
+        if (pod_render(p, &b) == 0 && json_parse_text(b.data, b.len, &obj, NULL) < 0)
+                obj = NULL;
+        buf_free(&b);
+        return obj;
+}
+
+/* ---- the merger's copy rules ---------------------------------------------------------- */
+
+/* Sets key in dst to src's value of key, or removes it when src lacks it
+ * (Go assigns the zero value, which JSON omits). */
+static int copy_key(json_object *dst, json_object *src, const char *key)
+{
+        json_object *v = get_obj(src, key);
+
+        if (!v) {
+                json_object_object_del(dst, key);
+                return 0;
+        }
+        return json_object_object_add(dst, key, json_object_get(v));
+}
+
+static json_object *ensure_object(json_object *parent, const char *key)
+{
+        json_object *v = get_obj(parent, key);
+
+        if (v && json_object_is_type(v, json_type_object))
+                return v;
+        v = json_object_new_object();
+        if (!v || json_object_object_add(parent, key, v) < 0) {
+                json_object_put(v);
+                return NULL;
+        }
+        return v;
+}
+
+int pod_merge_update(const struct pod *existing, const struct pod *ref,
+                     struct pod **ret_pod)
+{
+        json_object *e = pod_to_json(existing), *rf = pod_to_json(ref);
+        json_object *emeta, *rmeta, *ann, *rann;
+        int r = -ENOMEM;
+
+        if (!e || !rf)
+                goto out;
+        if (copy_key(e, rf, "spec") < 0 || copy_key(e, rf, "status") < 0)
+                goto out;
+        emeta = ensure_object(e, "metadata");
+        rmeta = get_obj(rf, "metadata");
+        if (!emeta)
+                goto out;
+        if (copy_key(emeta, rmeta, "labels") < 0 ||
+            copy_key(emeta, rmeta, "deletionTimestamp") < 0 ||
+            copy_key(emeta, rmeta, "deletionGracePeriodSeconds") < 0 ||
+            copy_key(emeta, rmeta, "generation") < 0)
+                goto out;
+        /* ref's annotations, then existing's local keys win. */
+        ann = json_object_new_object();
+        if (!ann || json_object_object_add(emeta, "annotations", ann) < 0) {
+                json_object_put(ann);
+                goto out;
+        }
+        rann = get_obj(rmeta, "annotations");
+        if (rann && json_object_is_type(rann, json_type_object)) {
+                json_object_object_foreach(rann, k, v) {
+                        if (json_object_object_add(ann, k, json_object_get(v)) < 0)
+                                goto out;
+                }
+        }
+        {
+                const char *vals[3] = {existing->source, existing->seen, existing->mirror};
+
+                for (int i = 0; i < 3; i++) {
+                        json_object *s;
+
+                        if (!vals[i])
+                                continue;
+                        s = json_object_new_string(vals[i]);
+                        if (!s || json_object_object_add(ann, local_keys[i], s) < 0) {
+                                json_object_put(s);
+                                goto out;
+                        }
+                }
+        }
+        r = pod_from_json(e, ret_pod, NULL);
+out:
+        json_object_put(e);
+        json_object_put(rf);
+        return r;
+}
+
+int pod_merge_status(const struct pod *existing, const struct pod *ref,
+                     struct pod **ret_pod)
+{
+        json_object *e = pod_to_json(existing), *rf = pod_to_json(ref);
+        int r = -ENOMEM;
+
+        if (e && rf && copy_key(e, rf, "status") == 0)
+                r = pod_from_json(e, ret_pod, NULL);
+        json_object_put(e);
+        json_object_put(rf);
+        return r;
+}
+
+/* ---- names and order ------------------------------------------------------------------ */
+
+int pod_full_name(const struct pod *p, struct buf *out)
+{
+        buf_reset(out);
+        return buf_printf(out, "%s_%s", p->name, p->namespace);
+}
+
+int pod_store_key(const struct pod *p, struct buf *out)
+{
+        buf_reset(out);
+        if (!p->namespace[0])
+                return buf_puts(out, p->name);
+        return buf_printf(out, "%s/%s", p->namespace, p->name);
+}
+
+int pod_compare(const struct pod *a, const struct pod *b)
+{
+        int c = strcmp(a->namespace, b->namespace);
+
+        if (c)
+                return c;
+        c = strcmp(a->name, b->name);
+        if (c)
+                return c;
+        return strcmp(a->uid, b->uid);
+}
+
+int pod_compare_ptr(const void *a, const void *b)
+{
+        return pod_compare(*(struct pod *const *)a, *(struct pod *const *)b);
+}
+
+/* ---- ops and records ------------------------------------------------------------------- */
+
+static const char *const op_names[_POD_OP_MAX] = {
+        [POD_OP_SET] = "SET",       [POD_OP_ADD] = "ADD",
+        [POD_OP_DELETE] = "DELETE", [POD_OP_REMOVE] = "REMOVE",
+        [POD_OP_UPDATE] = "UPDATE", [POD_OP_RECONCILE] = "RECONCILE",
+};
+
+const char *pod_op_to_string(enum pod_op op)
+{
+        if ((int)op < 0 || op >= _POD_OP_MAX)
+                return NULL;
+        return op_names[op];
+}
+
+enum pod_op pod_op_from_string(const char *s)
+{
+        for (int i = 0; i < _POD_OP_MAX; i++)
+                if (s && strcmp(s, op_names[i]) == 0)
+                        return (enum pod_op)i;
+        return _POD_OP_INVALID;
+}
+
+struct pod_update *pod_update_new(enum pod_op op, const char *source)
+{
+        struct pod_update *u = calloc(1, sizeof(*u));
+
+        if (!u)
+                return NULL;
+        u->op = op;
+        u->source = strdup(source ? source : "");
+        if (!u->source) {
+                free(u);
+                return NULL;
+        }
+        return u;
+}
+
+int pod_update_add(struct pod_update *u, struct pod *p)
+{
+        if (u->n_pods == u->cap_pods) {
+                size_t cap = u->cap_pods ? u->cap_pods * 2 : 8;
+                struct pod **np = realloc(u->pods, cap * sizeof(*np));
+
+                if (!np)
+                        return -ENOMEM;
+                u->pods = np;
+                u->cap_pods = cap;
+        }
+        u->pods[u->n_pods++] = pod_ref(p);
+        return 0;
+}
+
+void pod_update_free(struct pod_update *u)
+{
+        if (!u)
+                return;
+        for (size_t i = 0; i < u->n_pods; i++)
+                pod_unref(u->pods[i]);
+        free(u->pods);
+        free(u->source);
+        free(u);
+}
+
+void pod_update_sort(struct pod_update *u)
+{
+        if (u->n_pods > 1)
+                qsort(u->pods, u->n_pods, sizeof(*u->pods), pod_compare_ptr);
+}

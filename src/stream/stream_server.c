@@ -1,0 +1,1164 @@
+/*
+ * stream_server — the update stream (see include/podmux/stream_server.h and
+ * DESIGN.md "Update stream, protocol 1").
+ *
+ * Messages are built once, as one line of JSON text, into a reference
+ * counted block (struct msg).  The history ring and every consumer queue
+ * hold references, so a broadcast to N consumers costs one render plus N
+ * pointer appends, never N copies.  Each consumer has a ring of references
+ * and the offset already written of the first one; a flush is one
+ * sendmsg() of up to FLUSH_IOV blocks.
+ *
+ * Writes are batched: queueing arms a zero-delay timer, and the flush pass
+ * writes every consumer whose socket is not known to be full.  A consumer
+ * whose socket is full waits for EPOLLOUT, which is armed only while
+ * something is pending.  So several broadcasts in one loop iteration cost
+ * one syscall per consumer, and nothing here ever blocks.
+ *
+ * A consumer's life: GREETING (hello queued; waiting at most
+ * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
+ * to it — they are in the history, or in the state it will be given) ->
+ * LIVE (after replay or state, synced, sources_ready) -> CLOSING (an error
+ * is queued; nothing else is; closed once the error is written or after
+ * CLOSE_TIMEOUT_USEC).  Because the GREETING -> LIVE step reads the
+ * history or the merger's state at that moment, in the same loop callback,
+ * a consumer holds exactly the merger's state when it sees "synced".
+ *
+ * Sequence numbers: one counter, each message takes the next number.  A
+ * replay re-sends history blocks as they were, with their original
+ * (lower) numbers, between hello and synced; from synced on, numbers a
+ * consumer sees only grow.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4(); the build defines it too */
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "podmux/log.h" /* errno_str() only: this module never logs */
+#include "podmux/stream_server.h"
+
+/* How long a consumer being closed (error queued) may take to read it. */
+#define CLOSE_TIMEOUT_USEC (2u * 1000u * 1000u)
+/* Pause of the listener after accept() ran out of descriptors: the
+ * connection stays pending and the listener readable, so retrying at once
+ * would spin. */
+#define ACCEPT_RETRY_USEC (100u * 1000u)
+/* Connections accepted per wake-up, so a connect storm cannot starve the
+ * other descriptors of the loop. */
+#define ACCEPT_BATCH 64
+/* Message blocks per sendmsg(). */
+#define FLUSH_IOV 64
+/* Bytes a consumer may make us read and drop per wake-up after its first
+ * line (level-triggered epoll brings us back for the rest). */
+#define IGNORE_READ_BUDGET (64u * 1024u)
+/* Nesting allowed in the first line; {"resume_after":N} needs one level. */
+#define CLIENT_LINE_DEPTH 8
+
+struct msg {
+        unsigned refs;
+        uint64_t seq;
+        size_t len;
+        char *text; /* len bytes: one JSON object and '\n' */
+};
+
+enum consumer_state {
+        CONSUMER_GREETING,
+        CONSUMER_LIVE,
+        CONSUMER_CLOSING,
+};
+
+struct consumer {
+        struct stream_server *srv;
+        struct consumer *prev, *next;
+        int fd;
+        struct loop_io *io;
+        struct loop_timer *timer; /* resume grace, then close timeout */
+        enum consumer_state state;
+        bool read_eof;   /* the client shut its side: stop reading */
+        uint32_t events; /* what io is registered for */
+        struct msg **q;  /* ring of references, q_cap a power of two */
+        size_t q_head, q_len, q_cap;
+        size_t offset;   /* bytes of the first block already written */
+        size_t backlog;  /* unwritten bytes in the queue */
+        char *line;      /* the first line, while GREETING */
+        size_t line_len;
+};
+
+struct stream_server {
+        struct loop *loop;
+        char *path;
+        char *mode_name;
+        char *node_name;
+        size_t max_consumers;
+        size_t max_backlog;
+        stream_state_fn state_fn;
+        void *state_data;
+
+        int fd;
+        struct loop_io *io;
+        struct loop_timer *accept_timer;
+        struct loop_timer *flush_timer;
+        bool bound; /* we created the socket file: dev/ino say which */
+        dev_t dev;
+        ino_t ino;
+
+        uint64_t seq;   /* the last number handed out */
+        /* A resume_after below floor may have missed a message no longer
+         * in the history: the newest evicted number, or the counter's start
+         * (nothing from an earlier run can be replayed). */
+        uint64_t floor;
+        struct msg **hist; /* ring of the last hist_cap broadcasts */
+        size_t hist_cap, hist_head, hist_len;
+        size_t hist_bytes; /* text held, at most STREAM_HISTORY_MAX_BYTES */
+
+        char **ready; /* sources_ready names, once announced */
+        size_t n_ready;
+        bool is_ready;
+
+        struct consumer *consumers;
+        size_t n_consumers;
+        uint64_t dropped;
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+static void set_err(struct buf *err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static void set_err(struct buf *err, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (!err)
+                return;
+        buf_reset(err);
+        va_start(ap, fmt);
+        (void)buf_vprintf(err, fmt, ap);
+        va_end(ap);
+}
+
+/* ---- message blocks ---------------------------------------------------- */
+
+static void msg_unref(struct msg *m)
+{
+        if (!m || --m->refs > 0)
+                return;
+        free(m->text);
+        free(m);
+}
+
+/*
+ * Turns the text in b (without its newline) into a block numbered seq and
+ * commits seq as the server's last number.  Builders compute seq as
+ * srv->seq + 1 and call this only when the text is complete, so a failed
+ * build uses no number.  b is left empty.
+ */
+static int msg_finish(struct stream_server *srv, struct buf *b, uint64_t seq,
+                      struct msg **ret_msg)
+{
+        struct msg *m = NULL;
+
+        if (buf_putc(b, '\n') < 0)
+                goto nomem;
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                goto nomem;
+        m->text = buf_steal(b, &m->len);
+        if (!m->text)
+                goto nomem;
+        m->refs = 1;
+        m->seq = seq;
+        srv->seq = seq;
+        *ret_msg = m;
+        return 0;
+nomem:
+        free(m);
+        buf_free(b);
+        return -ENOMEM;
+}
+
+static int msg_hello(struct stream_server *srv, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+
+        if (buf_printf(&b, "{\"type\":\"hello\",\"protocol\":%d,\"mode\":",
+                       STREAM_PROTOCOL) < 0 ||
+            buf_json_string(&b, srv->mode_name, strlen(srv->mode_name)) < 0 ||
+            buf_puts(&b, ",\"node\":") < 0 ||
+            buf_json_string(&b, srv->node_name, strlen(srv->node_name)) < 0 ||
+            buf_printf(&b, ",\"seq\":%" PRIu64 "}", seq) < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        return msg_finish(srv, &b, seq, ret_msg);
+}
+
+static int msg_pods(struct stream_server *srv, const struct pod_update *u,
+                    struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+        const char *op = pod_op_to_string(u->op);
+        size_t i;
+
+        if (!op || !u->source)
+                return -EINVAL;
+        if (buf_printf(&b, "{\"type\":\"pods\",\"seq\":%" PRIu64
+                       ",\"op\":\"%s\",\"source\":", seq, op) < 0 ||
+            buf_json_string(&b, u->source, strlen(u->source)) < 0 ||
+            buf_puts(&b, ",\"pods\":[") < 0)
+                goto nomem;
+        for (i = 0; i < u->n_pods; i++) {
+                if ((i > 0 && buf_putc(&b, ',') < 0) ||
+                    pod_render(u->pods[i], &b) < 0)
+                        goto nomem;
+        }
+        if (buf_puts(&b, "]}") < 0)
+                goto nomem;
+        return msg_finish(srv, &b, seq, ret_msg);
+nomem:
+        buf_free(&b);
+        return -ENOMEM;
+}
+
+static int msg_synced(struct stream_server *srv, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+
+        if (buf_printf(&b, "{\"type\":\"synced\",\"seq\":%" PRIu64 "}", seq) < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        return msg_finish(srv, &b, seq, ret_msg);
+}
+
+static int msg_sources_ready(struct stream_server *srv, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+        size_t i;
+
+        if (buf_printf(&b, "{\"type\":\"sources_ready\",\"seq\":%" PRIu64
+                       ",\"sources\":[", seq) < 0)
+                goto nomem;
+        for (i = 0; i < srv->n_ready; i++) {
+                if ((i > 0 && buf_putc(&b, ',') < 0) ||
+                    buf_json_string(&b, srv->ready[i], strlen(srv->ready[i])) < 0)
+                        goto nomem;
+        }
+        if (buf_puts(&b, "]}") < 0)
+                goto nomem;
+        return msg_finish(srv, &b, seq, ret_msg);
+nomem:
+        buf_free(&b);
+        return -ENOMEM;
+}
+
+static int msg_error(struct stream_server *srv, const char *reason,
+                     const char *message, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+
+        if (buf_printf(&b, "{\"type\":\"error\",\"seq\":%" PRIu64 ",\"reason\":",
+                       seq) < 0 ||
+            buf_json_string(&b, reason, strlen(reason)) < 0 ||
+            buf_puts(&b, ",\"message\":") < 0 ||
+            buf_json_string(&b, message, strlen(message)) < 0 ||
+            buf_putc(&b, '}') < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        return msg_finish(srv, &b, seq, ret_msg);
+}
+
+/* ---- history ----------------------------------------------------------- */
+
+/* Takes a new reference to m, dropping the oldest messages past the count
+ * or the byte bound (a message larger than the byte bound is still kept,
+ * alone).  Cost O(1) amortised; evicting raises the floor. */
+static void history_push(struct stream_server *srv, struct msg *m)
+{
+        while (srv->hist_len > 0 &&
+               (srv->hist_len == srv->hist_cap ||
+                srv->hist_bytes + m->len > STREAM_HISTORY_MAX_BYTES)) {
+                struct msg *old = srv->hist[srv->hist_head];
+
+                srv->floor = old->seq;
+                srv->hist_bytes -= old->len;
+                msg_unref(old);
+                srv->hist_head = (srv->hist_head + 1) % srv->hist_cap;
+                srv->hist_len--;
+        }
+        m->refs++;
+        srv->hist[(srv->hist_head + srv->hist_len) % srv->hist_cap] = m;
+        srv->hist_len++;
+        srv->hist_bytes += m->len;
+}
+
+/* ---- consumers ---------------------------------------------------------- */
+
+static void consumer_free(struct consumer *c)
+{
+        struct stream_server *srv;
+
+        if (!c)
+                return;
+        srv = c->srv;
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (srv->consumers == c)
+                srv->consumers = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        srv->n_consumers--;
+        loop_io_free(c->io);
+        loop_timer_free(c->timer);
+        if (c->fd >= 0)
+                close(c->fd);
+        while (c->q_len > 0) {
+                msg_unref(c->q[c->q_head]);
+                c->q_head = (c->q_head + 1) & (c->q_cap - 1);
+                c->q_len--;
+        }
+        free(c->q);
+        free(c->line);
+        free(c);
+}
+
+static void schedule_flush(struct stream_server *srv)
+{
+        if (!loop_timer_armed(srv->flush_timer))
+                loop_timer_arm(srv->flush_timer, 0);
+}
+
+/* Queues a new reference to m.  0 or -ENOMEM.  Cost O(1) amortised. */
+static int consumer_push(struct consumer *c, struct msg *m)
+{
+        if (c->q_len == c->q_cap) {
+                size_t cap = c->q_cap * 2, i;
+                struct msg **q = malloc(cap * sizeof(*q));
+
+                if (!q)
+                        return -ENOMEM;
+                for (i = 0; i < c->q_len; i++)
+                        q[i] = c->q[(c->q_head + i) & (c->q_cap - 1)];
+                free(c->q);
+                c->q = q;
+                c->q_cap = cap;
+                c->q_head = 0;
+        }
+        m->refs++;
+        c->q[(c->q_head + c->q_len) & (c->q_cap - 1)] = m;
+        c->q_len++;
+        c->backlog += m->len;
+        schedule_flush(c->srv);
+        return 0;
+}
+
+/* Queues a block just built for c alone (build_r is the builder's
+ * result, m NULL when it failed) and drops the builder's reference. */
+static int consumer_push_built(struct consumer *c, int build_r, struct msg *m)
+{
+        int r = build_r;
+
+        if (r >= 0)
+                r = consumer_push(c, m);
+        msg_unref(m);
+        return r;
+}
+
+/*
+ * Queues an error and stops queueing anything else to c: it is closed once
+ * the error is written, or after CLOSE_TIMEOUT_USEC.  The error is queued
+ * past any backlog bound, so the queue may exceed it by that one message.
+ * If the error cannot be built, c is still closed once its queue drains.
+ */
+static void consumer_fail(struct consumer *c, const char *reason,
+                          const char *message)
+{
+        struct msg *m = NULL;
+        int r;
+
+        if (c->state == CONSUMER_CLOSING)
+                return;
+        c->state = CONSUMER_CLOSING;
+        free(c->line);
+        c->line = NULL;
+        r = msg_error(c->srv, reason, message, &m);
+        (void)consumer_push_built(c, r, m);
+        loop_timer_arm(c->timer, CLOSE_TIMEOUT_USEC);
+        schedule_flush(c->srv);
+}
+
+/* Writes what the socket takes.  0 (maybe with data left) or -errno for a
+ * connection that is gone (EPIPE, ECONNRESET, ...). */
+static int consumer_flush(struct consumer *c)
+{
+        while (c->q_len > 0) {
+                struct iovec iov[FLUSH_IOV];
+                struct msghdr mh;
+                size_t n = 0, total = 0, left;
+                ssize_t w;
+
+                while (n < c->q_len && n < FLUSH_IOV) {
+                        struct msg *m = c->q[(c->q_head + n) & (c->q_cap - 1)];
+                        size_t off = n == 0 ? c->offset : 0;
+
+                        iov[n].iov_base = m->text + off;
+                        iov[n].iov_len = m->len - off;
+                        total += m->len - off;
+                        n++;
+                }
+                memset(&mh, 0, sizeof(mh));
+                mh.msg_iov = iov;
+                mh.msg_iovlen = n;
+                /* MSG_NOSIGNAL: a consumer that went away is EPIPE here,
+                 * not a SIGPIPE that kills the daemon. */
+                w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return 0;
+                        return -errno;
+                }
+                c->backlog -= (size_t)w;
+                left = (size_t)w;
+                while (left > 0) {
+                        struct msg *m = c->q[c->q_head];
+                        size_t rest = m->len - c->offset;
+
+                        if (left < rest) {
+                                c->offset += left;
+                                break;
+                        }
+                        left -= rest;
+                        c->offset = 0;
+                        msg_unref(m);
+                        c->q_head = (c->q_head + 1) & (c->q_cap - 1);
+                        c->q_len--;
+                }
+                if ((size_t)w < total)
+                        return 0; /* the socket is full */
+        }
+        return 0;
+}
+
+/* Writes, then closes c if it is done or gone, else watches for what it
+ * still needs: EPOLLIN until the client shut its side, EPOLLOUT only while
+ * something is pending.  c may be freed. */
+static void consumer_pump(struct consumer *c)
+{
+        uint32_t want;
+
+        if (consumer_flush(c) < 0) {
+                consumer_free(c); /* gone: dropped quietly */
+                return;
+        }
+        if (c->state == CONSUMER_CLOSING && c->q_len == 0) {
+                consumer_free(c);
+                return;
+        }
+        want = (c->read_eof ? 0 : EPOLLIN) | (c->q_len > 0 ? EPOLLOUT : 0);
+        if (want != c->events) {
+                if (loop_io_modify(c->io, want) < 0) {
+                        consumer_free(c);
+                        return;
+                }
+                c->events = want;
+        }
+}
+
+/*
+ * The GREETING -> LIVE step.  have_resume: the client asked to resume after
+ * n.  Replays the history after n if nothing after n was evicted and n is
+ * not in the future; otherwise queues the merger's state, one message per
+ * record.  Then synced and, if announced, sources_ready.  Runs inside one
+ * callback, so no broadcast can fall between the history (or state) read
+ * here and the first live message.  The bound on the backlog is not
+ * applied to this catch-up: it is checked when live messages are queued,
+ * so a consumer is dropped only for falling behind live traffic.
+ * 0 or -ENOMEM (the caller closes c).
+ */
+static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
+{
+        struct stream_server *srv = c->srv;
+        struct pod_update **ups = NULL;
+        size_t n_ups = 0, i;
+        struct msg *m = NULL;
+        int r = 0;
+
+        loop_timer_stop(c->timer);
+        free(c->line);
+        c->line = NULL;
+        if (have_resume && n >= srv->floor && n <= srv->seq) {
+                for (i = 0; i < srv->hist_len; i++) {
+                        struct msg *h = srv->hist[(srv->hist_head + i) % srv->hist_cap];
+
+                        if (h->seq <= n)
+                                continue;
+                        r = consumer_push(c, h);
+                        if (r < 0)
+                                return r;
+                }
+        } else if (srv->state_fn) {
+                r = srv->state_fn(srv->state_data, &ups, &n_ups);
+                for (i = 0; i < n_ups && r >= 0; i++) {
+                        m = NULL;
+                        r = msg_pods(srv, ups[i], &m);
+                        r = consumer_push_built(c, r, m);
+                }
+                for (i = 0; i < n_ups; i++)
+                        pod_update_free(ups[i]);
+                free(ups);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0) {
+                        /* The merger could not say what it holds (or handed
+                         * a record with no op name): this consumer cannot be
+                         * brought in sync. */
+                        char text[160];
+
+                        (void)snprintf(text, sizeof(text),
+                                       "cannot build the current state: %s",
+                                       ERRNO_STR(r));
+                        consumer_fail(c, "InternalError", text);
+                        return 0;
+                }
+        }
+        m = NULL;
+        r = msg_synced(srv, &m);
+        r = consumer_push_built(c, r, m);
+        if (r < 0)
+                return r;
+        if (srv->is_ready) {
+                m = NULL;
+                r = msg_sources_ready(srv, &m);
+                r = consumer_push_built(c, r, m);
+                if (r < 0)
+                        return r;
+        }
+        c->state = CONSUMER_LIVE;
+        return 0;
+}
+
+/*
+ * Parses the first line (len bytes at c->line, newline excluded):
+ * {"resume_after":N} with N a non-negative integer, or {} for no resume.
+ * Other members are ignored, so a later protocol can add some.  A bad line
+ * fails c with BadRequest.  0 or -ENOMEM.
+ */
+static int consumer_line(struct consumer *c, size_t len)
+{
+        struct json_tokener *tok = NULL;
+        json_object *obj = NULL, *v = NULL;
+        const char *bad = NULL;
+        bool have = false;
+        uint64_t n = 0;
+        size_t i;
+        int r;
+
+        tok = json_tokener_new_ex(CLIENT_LINE_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+        obj = json_tokener_parse_ex(tok, c->line, (int)len);
+        if (!obj || json_tokener_get_error(tok) != json_tokener_success) {
+                bad = "the first line is not JSON";
+                goto done;
+        }
+        for (i = json_tokener_get_parse_end(tok); i < len; i++) {
+                char ch = c->line[i];
+
+                if (ch != ' ' && ch != '\t' && ch != '\r') {
+                        bad = "the first line has text after the JSON object";
+                        goto done;
+                }
+        }
+        if (!json_object_is_type(obj, json_type_object)) {
+                bad = "the first line is not a JSON object";
+                goto done;
+        }
+        if (json_object_object_get_ex(obj, "resume_after", &v)) {
+                /* json-c keeps integers above INT64_MAX as uint64; below
+                 * zero get_int64 is negative. */
+                if (!json_object_is_type(v, json_type_int) ||
+                    json_object_get_int64(v) < 0) {
+                        bad = "resume_after must be a non-negative integer";
+                        goto done;
+                }
+                n = json_object_get_uint64(v);
+                have = true;
+        }
+done:
+        json_object_put(obj);
+        json_tokener_free(tok);
+        if (bad) {
+                consumer_fail(c, "BadRequest", bad);
+                return 0;
+        }
+        r = consumer_start(c, have, n);
+        return r;
+}
+
+/* GREETING: gathers the first line.  0 or -errno (c is to be closed). */
+static int consumer_read_line(struct consumer *c)
+{
+        for (;;) {
+                size_t room = STREAM_MAX_CLIENT_LINE + 1 - c->line_len;
+                char *nl;
+                ssize_t n;
+
+                n = recv(c->fd, c->line + c->line_len, room, 0);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return 0;
+                        return -errno;
+                }
+                if (n == 0) {
+                        /* Shut without a newline: what came is the line. */
+                        c->read_eof = true;
+                        if (c->line_len == 0)
+                                return consumer_start(c, false, 0);
+                        return consumer_line(c, c->line_len);
+                }
+                nl = memchr(c->line + c->line_len, '\n', (size_t)n);
+                c->line_len += (size_t)n;
+                if (nl)
+                        return consumer_line(c, (size_t)(nl - c->line));
+                if (c->line_len > STREAM_MAX_CLIENT_LINE) {
+                        char text[96];
+
+                        (void)snprintf(text, sizeof(text),
+                                       "the first line is longer than %d bytes",
+                                       STREAM_MAX_CLIENT_LINE);
+                        consumer_fail(c, "BadRequest", text);
+                        return 0;
+                }
+        }
+}
+
+/* After the first line: reads and drops, at most IGNORE_READ_BUDGET bytes
+ * per wake-up.  0 or -errno. */
+static int consumer_read_ignore(struct consumer *c)
+{
+        char scratch[4096];
+        size_t total = 0;
+
+        while (total < IGNORE_READ_BUDGET) {
+                ssize_t n = recv(c->fd, scratch, sizeof(scratch), 0);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return 0;
+                        return -errno;
+                }
+                if (n == 0) {
+                        c->read_eof = true;
+                        return 0;
+                }
+                total += (size_t)n;
+        }
+        return 0;
+}
+
+static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct consumer *c = data;
+        int r = 0;
+
+        /* HUP: the client closed its socket, nothing we send can arrive. */
+        if (events & (EPOLLERR | EPOLLHUP)) {
+                consumer_free(c);
+                return;
+        }
+        if ((events & EPOLLIN) && !c->read_eof) {
+                if (c->state == CONSUMER_GREETING)
+                        r = consumer_read_line(c);
+                else
+                        r = consumer_read_ignore(c);
+                if (r < 0) {
+                        consumer_free(c);
+                        return;
+                }
+        }
+        consumer_pump(c);
+}
+
+static void consumer_timer(struct loop_timer *t, void *data)
+{
+        struct consumer *c = data;
+
+        if (c->state == CONSUMER_GREETING) {
+                /* No resume line in time: the full state. */
+                if (consumer_start(c, false, 0) < 0) {
+                        consumer_free(c);
+                        return;
+                }
+                consumer_pump(c);
+        } else if (c->state == CONSUMER_CLOSING) {
+                consumer_free(c); /* the error was not read in time */
+        }
+}
+
+static int consumer_new(struct stream_server *srv, int fd)
+{
+        struct consumer *c = calloc(1, sizeof(*c));
+        struct msg *m = NULL;
+        int r;
+
+        if (!c) {
+                close(fd);
+                return -ENOMEM;
+        }
+        c->srv = srv;
+        c->fd = fd;
+        c->q_cap = 8;
+        c->q = malloc(c->q_cap * sizeof(*c->q));
+        c->line = malloc(STREAM_MAX_CLIENT_LINE + 1);
+        c->events = EPOLLIN;
+        c->next = srv->consumers;
+        if (srv->consumers)
+                srv->consumers->prev = c;
+        srv->consumers = c;
+        srv->n_consumers++;
+        if (!c->q || !c->line) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = loop_io_add(srv->loop, fd, c->events, consumer_io, c, &c->io);
+        if (r < 0)
+                goto fail;
+        r = loop_timer_new(srv->loop, consumer_timer, c, &c->timer);
+        if (r < 0)
+                goto fail;
+        r = msg_hello(srv, &m);
+        r = consumer_push_built(c, r, m);
+        if (r < 0)
+                goto fail;
+        loop_timer_arm(c->timer, STREAM_RESUME_GRACE_USEC);
+        return 0;
+fail:
+        consumer_free(c);
+        return r;
+}
+
+/* Sends one error to a connection we will not serve, and closes it.  A
+ * fresh socket's buffer takes the short line, so one try is enough. */
+static void refuse(struct stream_server *srv, int fd, const char *reason,
+                   const char *message)
+{
+        struct msg *m = NULL;
+
+        if (msg_error(srv, reason, message, &m) == 0) {
+                ssize_t w = send(fd, m->text, m->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+                (void)w;
+                msg_unref(m);
+        }
+        close(fd);
+}
+
+/* ---- the listener -------------------------------------------------------- */
+
+static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct stream_server *srv = data;
+        int i;
+
+        for (i = 0; i < ACCEPT_BATCH; i++) {
+                int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (cfd < 0) {
+                        if (errno == EINTR || errno == ECONNABORTED ||
+                            errno == EPROTO)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                return;
+                        /* EMFILE, ENFILE, ENOBUFS, ENOMEM: pause. */
+                        if (loop_io_modify(srv->io, 0) == 0)
+                                loop_timer_arm(srv->accept_timer,
+                                               ACCEPT_RETRY_USEC);
+                        return;
+                }
+                if (srv->n_consumers >= srv->max_consumers) {
+                        char text[96];
+
+                        (void)snprintf(text, sizeof(text),
+                                       "the server has its maximum of %zu consumers",
+                                       srv->max_consumers);
+                        refuse(srv, cfd, "TooManyConsumers", text);
+                        continue;
+                }
+                (void)consumer_new(srv, cfd); /* on ENOMEM cfd is closed */
+        }
+}
+
+static void accept_retry(struct loop_timer *t, void *data)
+{
+        struct stream_server *srv = data;
+
+        if (loop_io_modify(srv->io, EPOLLIN) < 0)
+                loop_timer_arm(t, ACCEPT_RETRY_USEC);
+}
+
+static void flush_all(struct loop_timer *t, void *data)
+{
+        struct stream_server *srv = data;
+        struct consumer *c, *next;
+
+        /* O(consumers).  Those waiting for EPOLLOUT are left to it. */
+        for (c = srv->consumers; c; c = next) {
+                next = c->next;
+                if (c->q_len > 0 && !(c->events & EPOLLOUT))
+                        consumer_pump(c);
+        }
+}
+
+/* ---- the socket file ----------------------------------------------------- */
+
+/*
+ * Creates, binds and listens on srv->path.  A socket file nobody listens on
+ * (connect() is refused) is a leftover of a dead daemon and is replaced; a
+ * live one, or anything that is not a socket, is left alone.  The mode is
+ * set with chmod() between bind() and listen(): no connection can be made
+ * before listen(), so the umask never decides who gets in.
+ */
+static int socket_open(struct stream_server *srv, mode_t mode, struct buf *err)
+{
+        struct sockaddr_un sa;
+        struct stat st;
+        char *dir = NULL, *slash;
+        int probe = -1, r;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        if (strlen(srv->path) >= sizeof(sa.sun_path)) {
+                set_err(err, "socket path \"%s\" is longer than %zu bytes",
+                        srv->path, sizeof(sa.sun_path) - 1);
+                return -ENAMETOOLONG;
+        }
+        memcpy(sa.sun_path, srv->path, strlen(srv->path) + 1);
+
+        dir = strdup(srv->path);
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash) {
+                dir[0] = '.';
+                dir[1] = '\0';
+        } else {
+                slash[slash == dir ? 1 : 0] = '\0';
+        }
+        r = stat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+        if (r < 0) {
+                set_err(err, "socket \"%s\": directory \"%s\": %s", srv->path,
+                        dir, ERRNO_STR(r));
+                goto done;
+        }
+
+        if (lstat(srv->path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode)) {
+                        r = -EEXIST;
+                        set_err(err, "\"%s\" exists and is not a socket; "
+                                "not replacing it", srv->path);
+                        goto done;
+                }
+                probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (probe < 0) {
+                        r = -errno;
+                        set_err(err, "socket: %s", ERRNO_STR(r));
+                        goto done;
+                }
+                if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+                    errno == EAGAIN || errno == EINPROGRESS) {
+                        /* EAGAIN: its backlog is full, it is alive. */
+                        r = -EADDRINUSE;
+                        set_err(err, "another podmux is serving on %s", srv->path);
+                        goto done;
+                }
+                if (errno == ECONNREFUSED) {
+                        if (unlink(srv->path) < 0 && errno != ENOENT) {
+                                r = -errno;
+                                set_err(err, "cannot remove stale socket \"%s\": %s",
+                                        srv->path, ERRNO_STR(r));
+                                goto done;
+                        }
+                } else if (errno != ENOENT) {
+                        r = -errno;
+                        set_err(err, "cannot check socket \"%s\": %s", srv->path,
+                                ERRNO_STR(r));
+                        goto done;
+                }
+        } else if (errno != ENOENT) {
+                r = -errno;
+                set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
+                goto done;
+        }
+
+        srv->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (srv->fd < 0) {
+                r = -errno;
+                set_err(err, "socket: %s", ERRNO_STR(r));
+                goto done;
+        }
+        if (bind(srv->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                r = -errno;
+                if (r == -EADDRINUSE)
+                        set_err(err, "another podmux is serving on %s", srv->path);
+                else
+                        set_err(err, "cannot bind socket \"%s\": %s", srv->path,
+                                ERRNO_STR(r));
+                goto done;
+        }
+        if (lstat(srv->path, &st) < 0) {
+                r = -errno;
+                set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
+                goto done;
+        }
+        srv->bound = true;
+        srv->dev = st.st_dev;
+        srv->ino = st.st_ino;
+        if (chmod(srv->path, mode) < 0) {
+                r = -errno;
+                set_err(err, "cannot set mode %04o on socket \"%s\": %s",
+                        (unsigned)mode, srv->path, ERRNO_STR(r));
+                goto done;
+        }
+        if (listen(srv->fd, SOMAXCONN) < 0) {
+                r = -errno;
+                set_err(err, "cannot listen on socket \"%s\": %s", srv->path,
+                        ERRNO_STR(r));
+                goto done;
+        }
+        r = 0;
+done:
+        if (probe >= 0)
+                close(probe);
+        free(dir);
+        return r;
+}
+
+/* ---- public -------------------------------------------------------------- */
+
+int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
+                      struct stream_server **ret_srv, struct buf *err)
+{
+        struct stream_server *srv = NULL;
+        int r;
+
+        if (!loop || !cfg || !cfg->socket_path || !cfg->socket_path[0]) {
+                set_err(err, "no socket path");
+                return -EINVAL;
+        }
+        srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return -ENOMEM;
+        srv->fd = -1;
+        srv->loop = loop;
+        srv->path = strdup(cfg->socket_path);
+        srv->mode_name = strdup(cfg->mode_name ? cfg->mode_name : "incremental");
+        srv->node_name = strdup(cfg->node_name ? cfg->node_name : "");
+        srv->max_consumers = cfg->max_consumers ? cfg->max_consumers
+                                                : STREAM_DEFAULT_MAX_CONSUMERS;
+        srv->max_backlog = cfg->max_backlog ? cfg->max_backlog
+                                            : STREAM_DEFAULT_MAX_BACKLOG;
+        srv->hist_cap = cfg->history ? cfg->history : STREAM_DEFAULT_HISTORY;
+        srv->hist = calloc(srv->hist_cap, sizeof(*srv->hist));
+        srv->state_fn = cfg->state_fn;
+        srv->state_data = cfg->state_data;
+        srv->seq = wall_usec();
+        srv->floor = srv->seq;
+        if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = loop_timer_new(loop, flush_all, srv, &srv->flush_timer);
+        if (r < 0)
+                goto fail;
+        r = loop_timer_new(loop, accept_retry, srv, &srv->accept_timer);
+        if (r < 0)
+                goto fail;
+        r = socket_open(srv, cfg->socket_mode ? cfg->socket_mode
+                                              : STREAM_DEFAULT_SOCKET_MODE, err);
+        if (r < 0)
+                goto fail;
+        r = loop_io_add(loop, srv->fd, EPOLLIN, listener_io, srv, &srv->io);
+        if (r < 0) {
+                set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
+                goto fail;
+        }
+        *ret_srv = srv;
+        return 0;
+fail:
+        stream_server_free(srv);
+        return r;
+}
+
+void stream_server_free(struct stream_server *srv)
+{
+        struct msg *bye = NULL;
+        struct stat st;
+        size_t i;
+
+        if (!srv)
+                return;
+        /* Best effort: one shared block, one write try, then close. */
+        if (srv->consumers)
+                (void)msg_error(srv, "ShuttingDown", "the server is shutting down",
+                                &bye);
+        while (srv->consumers) {
+                struct consumer *c = srv->consumers;
+
+                if (bye && c->state != CONSUMER_CLOSING)
+                        (void)consumer_push(c, bye);
+                (void)consumer_flush(c);
+                consumer_free(c);
+        }
+        msg_unref(bye);
+        loop_io_free(srv->io);
+        if (srv->fd >= 0)
+                close(srv->fd);
+        /* Remove the file only if it is still the one we made: a second
+         * daemon may have replaced it. */
+        if (srv->bound && lstat(srv->path, &st) == 0 && st.st_dev == srv->dev &&
+            st.st_ino == srv->ino)
+                (void)unlink(srv->path);
+        loop_timer_free(srv->flush_timer);
+        loop_timer_free(srv->accept_timer);
+        for (i = 0; i < srv->hist_len; i++)
+                msg_unref(srv->hist[(srv->hist_head + i) % srv->hist_cap]);
+        free(srv->hist);
+        for (i = 0; i < srv->n_ready; i++)
+                free(srv->ready[i]);
+        free(srv->ready);
+        free(srv->path);
+        free(srv->mode_name);
+        free(srv->node_name);
+        free(srv);
+}
+
+/* Queues a broadcast block to every LIVE consumer; one that passes the
+ * bound gets SlowConsumer.  O(consumers). */
+static void fan_out(struct stream_server *srv, struct msg *m)
+{
+        struct consumer *c, *next;
+
+        for (c = srv->consumers; c; c = next) {
+                next = c->next;
+                if (c->state != CONSUMER_LIVE)
+                        continue;
+                if (consumer_push(c, m) < 0) {
+                        /* It would miss this message: drop it rather than
+                         * let it believe it is in sync. */
+                        consumer_free(c);
+                        continue;
+                }
+                if (c->backlog > srv->max_backlog) {
+                        char text[160];
+
+                        (void)snprintf(text, sizeof(text),
+                                       "%zu unsent bytes passed the limit of %zu; "
+                                       "reconnect with resume_after",
+                                       c->backlog, srv->max_backlog);
+                        srv->dropped++;
+                        consumer_fail(c, "SlowConsumer", text);
+                }
+        }
+}
+
+int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u)
+{
+        struct msg *m = NULL;
+        int r;
+
+        r = msg_pods(srv, u, &m);
+        if (r < 0)
+                return r;
+        history_push(srv, m);
+        fan_out(srv, m);
+        msg_unref(m);
+        return 0;
+}
+
+int stream_server_sources_ready(struct stream_server *srv,
+                                const char *const *sources, size_t n)
+{
+        struct msg *m = NULL;
+        char **names = NULL;
+        size_t i;
+        int r;
+
+        if (srv->is_ready)
+                return 0; /* announced once; later calls change nothing */
+        if (n > 0 && !sources)
+                return -EINVAL;
+        for (i = 0; i < n; i++)
+                if (!sources[i])
+                        return -EINVAL;
+        names = calloc(n ? n : 1, sizeof(*names));
+        if (!names)
+                return -ENOMEM;
+        for (i = 0; i < n; i++) {
+                names[i] = strdup(sources[i]);
+                if (!names[i]) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        srv->ready = names;
+        srv->n_ready = n;
+        r = msg_sources_ready(srv, &m);
+        if (r < 0) {
+                srv->ready = NULL;
+                srv->n_ready = 0;
+                goto fail;
+        }
+        srv->is_ready = true;
+        history_push(srv, m);
+        fan_out(srv, m);
+        msg_unref(m);
+        return 0;
+fail:
+        for (i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        return r;
+}
+
+size_t stream_server_consumers(const struct stream_server *srv)
+{
+        return srv->n_consumers;
+}
+
+uint64_t stream_server_last_seq(const struct stream_server *srv)
+{
+        return srv->seq;
+}
+
+uint64_t stream_server_dropped(const struct stream_server *srv)
+{
+        return srv->dropped;
+}

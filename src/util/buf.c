@@ -1,0 +1,171 @@
+/* buf — growable NUL-terminated byte buffer (see include/podmux/buf.h). */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podmux/buf.h"
+
+void buf_init(struct buf *b)
+{
+        b->data = NULL;
+        b->len = 0;
+        b->cap = 0;
+}
+
+void buf_free(struct buf *b)
+{
+        if (!b)
+                return;
+        free(b->data);
+        buf_init(b);
+}
+
+void buf_reset(struct buf *b)
+{
+        b->len = 0;
+        if (b->data)
+                b->data[0] = '\0';
+}
+
+int buf_reserve(struct buf *b, size_t extra)
+{
+        size_t need, cap;
+        char *p;
+
+        if (extra > SIZE_MAX - b->len - 1)
+                return -ENOMEM;
+        need = b->len + extra + 1;
+        if (need <= b->cap)
+                return 0;
+        /* Doubling keeps appends amortised O(1). */
+        cap = b->cap ? b->cap : 64;
+        while (cap < need)
+                cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        p = realloc(b->data, cap);
+        if (!p)
+                return -ENOMEM;
+        b->data = p;
+        b->cap = cap;
+        return 0;
+}
+
+int buf_append(struct buf *b, const void *p, size_t n)
+{
+        if (buf_reserve(b, n) < 0)
+                return -ENOMEM;
+        if (n)
+                memcpy(b->data + b->len, p, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return 0;
+}
+
+int buf_puts(struct buf *b, const char *s)
+{
+        return buf_append(b, s, strlen(s));
+}
+
+int buf_putc(struct buf *b, char c)
+{
+        return buf_append(b, &c, 1);
+}
+
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+        va_list ap2;
+        int n;
+
+        va_copy(ap2, ap);
+        n = vsnprintf(NULL, 0, fmt, ap2);
+        va_end(ap2);
+        if (n < 0)
+                return -EINVAL;
+        if (buf_reserve(b, (size_t)n) < 0)
+                return -ENOMEM;
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        b->len += (size_t)n;
+        return 0;
+}
+
+int buf_printf(struct buf *b, const char *fmt, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = buf_vprintf(b, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int buf_json_string(struct buf *b, const char *s, size_t n)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t i, start = 0;
+
+        /* Worst case every byte becomes \u00XX; reserve the common case. */
+        if (buf_reserve(b, n + 2) < 0 || buf_putc(b, '"') < 0)
+                return -ENOMEM;
+        for (i = 0; i < n; i++) {
+                unsigned char c = (unsigned char)s[i];
+                char esc[7];
+                size_t elen = 2;
+
+                if (c >= 0x20 && c != '"' && c != '\\')
+                        continue;
+                esc[0] = '\\';
+                switch (c) {
+                case '"': esc[1] = '"'; break;
+                case '\\': esc[1] = '\\'; break;
+                case '\n': esc[1] = 'n'; break;
+                case '\r': esc[1] = 'r'; break;
+                case '\t': esc[1] = 't'; break;
+                case '\b': esc[1] = 'b'; break;
+                case '\f': esc[1] = 'f'; break;
+                default:
+                        esc[1] = 'u';
+                        esc[2] = '0';
+                        esc[3] = '0';
+                        esc[4] = hex[c >> 4];
+                        esc[5] = hex[c & 15];
+                        elen = 6;
+                }
+                if (buf_append(b, s + start, i - start) < 0 ||
+                    buf_append(b, esc, elen) < 0)
+                        return -ENOMEM;
+                start = i + 1;
+        }
+        if (buf_append(b, s + start, n - start) < 0 || buf_putc(b, '"') < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+char *buf_steal(struct buf *b, size_t *ret_len)
+{
+        char *p;
+
+        if (!b->data) {
+                if (buf_reserve(b, 0) < 0)
+                        return NULL;
+                b->data[0] = '\0';
+        }
+        p = b->data;
+        if (ret_len)
+                *ret_len = b->len;
+        buf_init(b);
+        return p;
+}
+
+void buf_consume(struct buf *b, size_t n)
+{
+        if (n >= b->len) {
+                buf_reset(b);
+                return;
+        }
+        memmove(b->data, b->data + n, b->len - n);
+        b->len -= n;
+        b->data[b->len] = '\0';
+}

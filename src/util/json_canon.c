@@ -1,0 +1,182 @@
+/*
+ * json_canon — canonical JSON text, FNV-1a-128 and a bounded JSON parser
+ * (see include/podmux/json_canon.h).
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podmux/json_canon.h"
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int canon_object(struct buf *out, json_object *v)
+{
+        size_t n = (size_t)json_object_object_length(v), i = 0;
+        const char **keys = NULL;
+        int r = -ENOMEM;
+
+        if (n == 0)
+                return buf_puts(out, "{}");
+        keys = malloc(n * sizeof(*keys));
+        if (!keys)
+                return -ENOMEM;
+        json_object_object_foreach(v, key, val) {
+                (void)val;
+                keys[i++] = key;
+        }
+        /* Sorting costs O(k log k) per object; canonical text is computed
+         * once per pod version, never per comparison. */
+        qsort(keys, n, sizeof(*keys), cmp_str_ptr);
+        if (buf_putc(out, '{') < 0)
+                goto out;
+        for (i = 0; i < n; i++) {
+                if ((i && buf_putc(out, ',') < 0) ||
+                    buf_json_string(out, keys[i], strlen(keys[i])) < 0 ||
+                    buf_putc(out, ':') < 0)
+                        goto out;
+                r = json_canon_append(out, json_object_object_get(v, keys[i]));
+                if (r < 0)
+                        goto out;
+                r = -ENOMEM;
+        }
+        if (buf_putc(out, '}') < 0)
+                goto out;
+        r = 0;
+out:
+        free(keys);
+        return r;
+}
+
+int json_canon_append(struct buf *out, json_object *v)
+{
+        size_t i, n;
+        int r;
+
+        switch (json_object_get_type(v)) {
+        case json_type_null:
+                return buf_puts(out, "null");
+        case json_type_boolean:
+                return buf_puts(out, json_object_get_boolean(v) ? "true" : "false");
+        case json_type_int:
+        case json_type_double:
+                /* json-c prints an int as decoded and a double with the
+                 * spelling it was parsed from, so "1.0" and "1" stay apart
+                 * as they do for Go's typed values. */
+                return buf_puts(out, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+        case json_type_string:
+                return buf_json_string(out, json_object_get_string(v),
+                                       (size_t)json_object_get_string_len(v));
+        case json_type_object:
+                return canon_object(out, v);
+        case json_type_array:
+                n = json_object_array_length(v);
+                if (buf_putc(out, '[') < 0)
+                        return -ENOMEM;
+                for (i = 0; i < n; i++) {
+                        if (i && buf_putc(out, ',') < 0)
+                                return -ENOMEM;
+                        r = json_canon_append(out, json_object_array_get_idx(v, i));
+                        if (r < 0)
+                                return r;
+                }
+                return buf_putc(out, ']');
+        }
+        return -EINVAL;
+}
+
+/* FNV-1a 128: offset basis 0x6c62272e07bb014262b821756295c58d, prime
+ * 2^88 + 0x13b.  Multiplication done in 64-bit halves. */
+void fnv128_init(struct fnv128 *h)
+{
+        h->hi = 0x6c62272e07bb0142ULL;
+        h->lo = 0x62b821756295c58dULL;
+}
+
+void fnv128_update(struct fnv128 *h, const void *p, size_t n)
+{
+        const unsigned char *s = p;
+        uint64_t hi = h->hi, lo = h->lo;
+
+        for (size_t i = 0; i < n; i++) {
+                unsigned __int128 x, prod;
+
+                lo ^= s[i];
+                x = ((unsigned __int128)hi << 64) | lo;
+                /* x * (2^88 + 0x13b) mod 2^128 */
+                prod = x * 0x13bu + (x << 88);
+                hi = (uint64_t)(prod >> 64);
+                lo = (uint64_t)prod;
+        }
+        h->hi = hi;
+        h->lo = lo;
+}
+
+void fnv128_final(const struct fnv128 *h, uint8_t out[16])
+{
+        for (int i = 0; i < 8; i++) {
+                out[i] = (uint8_t)(h->hi >> (56 - 8 * i));
+                out[8 + i] = (uint8_t)(h->lo >> (56 - 8 * i));
+        }
+}
+
+void fnv128_hex(const uint8_t digest[16], char out[33])
+{
+        static const char hex[] = "0123456789abcdef";
+
+        for (int i = 0; i < 16; i++) {
+                out[2 * i] = hex[digest[i] >> 4];
+                out[2 * i + 1] = hex[digest[i] & 15];
+        }
+        out[32] = '\0';
+}
+
+int json_parse_text(const char *text, size_t len, json_object **ret_obj,
+                    struct buf *err)
+{
+        json_tokener *tok;
+        json_object *obj;
+        enum json_tokener_error jerr;
+        size_t off;
+        int r = -EINVAL;
+
+        if (len > (size_t)INT32_MAX) {
+                if (err)
+                        buf_puts(err, "JSON text too large");
+                return -EFBIG;
+        }
+        tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        obj = json_tokener_parse_ex(tok, text, (int)len);
+        jerr = json_tokener_get_error(tok);
+        off = json_tokener_get_parse_end(tok);
+        if (jerr == json_tokener_continue) {
+                if (err)
+                        buf_puts(err, "unexpected end of JSON input");
+                goto out;
+        }
+        if (jerr != json_tokener_success) {
+                if (err)
+                        buf_printf(err, "byte %zu: %s", off,
+                                   json_tokener_error_desc(jerr));
+                goto out;
+        }
+        while (off < len && text[off] && strchr(" \t\r\n", text[off]))
+                off++;
+        if (off < len) {
+                if (err)
+                        buf_printf(err, "byte %zu: unexpected data after the JSON value", off);
+                json_object_put(obj);
+                goto out;
+        }
+        *ret_obj = obj;
+        r = 0;
+out:
+        json_tokener_free(tok);
+        return r;
+}

@@ -1,0 +1,484 @@
+/*
+ * loop — epoll event loop with one timerfd and a binary heap of timers
+ * (see include/podmux/loop.h).
+ *
+ * Handles are freed lazily: loop_io_free() inside a callback only marks the
+ * handle dead; it is reaped after the current batch of events, so a later
+ * event in the same epoll batch never touches freed memory.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "podmux/loop.h"
+
+#define LOOP_MAX_EVENTS 64
+
+struct loop_io {
+        struct loop *loop;
+        int fd;
+        uint32_t events;
+        loop_io_fn fn;
+        void *data;
+        int dead;
+        struct loop_io *next; /* all handles, for reaping and loop_free */
+};
+
+struct loop_timer {
+        struct loop *loop;
+        loop_timer_fn fn;
+        void *data;
+        uint64_t due;   /* monotonic µs */
+        size_t heap_ix; /* index in the heap, or SIZE_MAX when not armed */
+        int dead;
+        struct loop_timer *next;
+};
+
+struct loop_defer {
+        loop_defer_fn fn;
+        void *data;
+        struct loop_defer *next;
+};
+
+struct loop {
+        int epfd;
+        int tfd;
+        int stopped;
+        uint64_t tfd_due; /* what the timerfd is set to, 0 = disarmed */
+        struct loop_io *ios;
+        struct loop_timer *timers;
+        struct loop_timer **heap;
+        size_t heap_len, heap_cap;
+        struct loop_defer *defer_head, *defer_tail;
+        int need_reap;
+};
+
+static uint64_t clock_usec(clockid_t id)
+{
+        struct timespec ts;
+
+        clock_gettime(id, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t mono_usec(void)
+{
+        return clock_usec(CLOCK_MONOTONIC);
+}
+
+uint64_t wall_usec(void)
+{
+        return clock_usec(CLOCK_REALTIME);
+}
+
+/* ---- timer heap (min-heap on due) ---------------------------------------- */
+
+static void heap_swap(struct loop *l, size_t a, size_t b)
+{
+        struct loop_timer *t = l->heap[a];
+
+        l->heap[a] = l->heap[b];
+        l->heap[b] = t;
+        l->heap[a]->heap_ix = a;
+        l->heap[b]->heap_ix = b;
+}
+
+static void heap_up(struct loop *l, size_t i)
+{
+        while (i > 0) {
+                size_t p = (i - 1) / 2;
+
+                if (l->heap[p]->due <= l->heap[i]->due)
+                        break;
+                heap_swap(l, p, i);
+                i = p;
+        }
+}
+
+static void heap_down(struct loop *l, size_t i)
+{
+        for (;;) {
+                size_t c = 2 * i + 1, m = i;
+
+                if (c < l->heap_len && l->heap[c]->due < l->heap[m]->due)
+                        m = c;
+                if (c + 1 < l->heap_len && l->heap[c + 1]->due < l->heap[m]->due)
+                        m = c + 1;
+                if (m == i)
+                        return;
+                heap_swap(l, i, m);
+                i = m;
+        }
+}
+
+static void heap_remove(struct loop *l, struct loop_timer *t)
+{
+        size_t i = t->heap_ix;
+
+        if (i == SIZE_MAX)
+                return;
+        l->heap_len--;
+        if (i != l->heap_len) {
+                l->heap[i] = l->heap[l->heap_len];
+                l->heap[i]->heap_ix = i;
+                heap_down(l, i);
+                heap_up(l, i);
+        }
+        t->heap_ix = SIZE_MAX;
+}
+
+/* Points the timerfd at the earliest due timer.  Re-arming only when the
+ * earliest deadline moves keeps this to one syscall per change. */
+static void timerfd_sync(struct loop *l)
+{
+        struct itimerspec its;
+        uint64_t due = l->heap_len ? l->heap[0]->due : 0;
+
+        if (due == l->tfd_due)
+                return;
+        memset(&its, 0, sizeof(its));
+        if (due) {
+                /* TFD_TIMER_ABSTIME on CLOCK_MONOTONIC; 0 would disarm. */
+                its.it_value.tv_sec = (time_t)(due / 1000000u);
+                its.it_value.tv_nsec = (long)(due % 1000000u) * 1000;
+                if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+                        its.it_value.tv_nsec = 1;
+        }
+        timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+        l->tfd_due = due;
+}
+
+/* ---- lifecycle -------------------------------------------------------------- */
+
+int loop_new(struct loop **ret_loop)
+{
+        struct loop *l = calloc(1, sizeof(*l));
+        struct epoll_event ev;
+        int r;
+
+        if (!l)
+                return -ENOMEM;
+        l->tfd = -1;
+        l->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (l->epfd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (l->tfd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.ptr = NULL; /* NULL marks the timerfd */
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &ev) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        *ret_loop = l;
+        return 0;
+fail:
+        loop_free(l);
+        return r;
+}
+
+void loop_free(struct loop *l)
+{
+        if (!l)
+                return;
+        while (l->ios) {
+                struct loop_io *io = l->ios;
+
+                l->ios = io->next;
+                free(io);
+        }
+        while (l->timers) {
+                struct loop_timer *t = l->timers;
+
+                l->timers = t->next;
+                free(t);
+        }
+        while (l->defer_head) {
+                struct loop_defer *d = l->defer_head;
+
+                l->defer_head = d->next;
+                free(d);
+        }
+        free(l->heap);
+        if (l->tfd >= 0)
+                close(l->tfd);
+        if (l->epfd >= 0)
+                close(l->epfd);
+        free(l);
+}
+
+void loop_stop(struct loop *l)
+{
+        l->stopped = 1;
+}
+
+bool loop_stopped(const struct loop *l)
+{
+        return l->stopped;
+}
+
+/* ---- io ------------------------------------------------------------------------ */
+
+int loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_fn fn,
+                void *data, struct loop_io **ret_io)
+{
+        struct loop_io *io = calloc(1, sizeof(*io));
+        struct epoll_event ev;
+
+        if (!io)
+                return -ENOMEM;
+        io->loop = l;
+        io->fd = fd;
+        io->events = events;
+        io->fn = fn;
+        io->data = data;
+        memset(&ev, 0, sizeof(ev));
+        ev.events = events;
+        ev.data.ptr = io;
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                int r = -errno;
+
+                free(io);
+                return r;
+        }
+        io->next = l->ios;
+        l->ios = io;
+        if (ret_io)
+                *ret_io = io;
+        return 0;
+}
+
+int loop_io_modify(struct loop_io *io, uint32_t events)
+{
+        struct epoll_event ev;
+
+        if (io->events == events)
+                return 0;
+        memset(&ev, 0, sizeof(ev));
+        ev.events = events;
+        ev.data.ptr = io;
+        if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+                return -errno;
+        io->events = events;
+        return 0;
+}
+
+void loop_io_free(struct loop_io *io)
+{
+        if (!io || io->dead)
+                return;
+        epoll_ctl(io->loop->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+        io->dead = 1;
+        io->loop->need_reap = 1;
+}
+
+/* ---- timers ---------------------------------------------------------------------- */
+
+int loop_timer_new(struct loop *l, loop_timer_fn fn, void *data,
+                   struct loop_timer **ret_timer)
+{
+        struct loop_timer *t = calloc(1, sizeof(*t));
+
+        if (!t)
+                return -ENOMEM;
+        t->loop = l;
+        t->fn = fn;
+        t->data = data;
+        t->heap_ix = SIZE_MAX;
+        t->next = l->timers;
+        l->timers = t;
+        *ret_timer = t;
+        return 0;
+}
+
+void loop_timer_arm(struct loop_timer *t, uint64_t delay_usec)
+{
+        struct loop *l = t->loop;
+
+        if (t->dead)
+                return;
+        heap_remove(l, t);
+        if (l->heap_len == l->heap_cap) {
+                size_t cap = l->heap_cap ? l->heap_cap * 2 : 16;
+                struct loop_timer **h = realloc(l->heap, cap * sizeof(*h));
+
+                /* Out of memory: the timer stays disarmed.  Callers treat a
+                 * timer as best effort only under memory exhaustion. */
+                if (!h)
+                        return;
+                l->heap = h;
+                l->heap_cap = cap;
+        }
+        t->due = mono_usec() + delay_usec;
+        t->heap_ix = l->heap_len;
+        l->heap[l->heap_len++] = t;
+        heap_up(l, t->heap_ix);
+        timerfd_sync(l);
+}
+
+void loop_timer_stop(struct loop_timer *t)
+{
+        if (!t)
+                return;
+        heap_remove(t->loop, t);
+        timerfd_sync(t->loop);
+}
+
+bool loop_timer_armed(const struct loop_timer *t)
+{
+        return t->heap_ix != SIZE_MAX;
+}
+
+void loop_timer_free(struct loop_timer *t)
+{
+        if (!t || t->dead)
+                return;
+        loop_timer_stop(t);
+        t->dead = 1;
+        t->loop->need_reap = 1;
+}
+
+/* ---- deferred calls ---------------------------------------------------------------- */
+
+int loop_defer(struct loop *l, loop_defer_fn fn, void *data)
+{
+        struct loop_defer *d = malloc(sizeof(*d));
+
+        if (!d)
+                return -ENOMEM;
+        d->fn = fn;
+        d->data = data;
+        d->next = NULL;
+        if (l->defer_tail)
+                l->defer_tail->next = d;
+        else
+                l->defer_head = d;
+        l->defer_tail = d;
+        return 0;
+}
+
+static int run_deferred(struct loop *l)
+{
+        int n = 0;
+
+        /* Calls queued by a deferred call run in the same pass, in order. */
+        while (l->defer_head) {
+                struct loop_defer *d = l->defer_head;
+
+                l->defer_head = d->next;
+                if (!l->defer_head)
+                        l->defer_tail = NULL;
+                d->fn(d->data);
+                free(d);
+                n++;
+        }
+        return n;
+}
+
+static void reap(struct loop *l)
+{
+        struct loop_io **pio = &l->ios;
+        struct loop_timer **pt = &l->timers;
+
+        if (!l->need_reap)
+                return;
+        while (*pio) {
+                struct loop_io *io = *pio;
+
+                if (io->dead) {
+                        *pio = io->next;
+                        free(io);
+                } else {
+                        pio = &io->next;
+                }
+        }
+        while (*pt) {
+                struct loop_timer *t = *pt;
+
+                if (t->dead) {
+                        *pt = t->next;
+                        free(t);
+                } else {
+                        pt = &t->next;
+                }
+        }
+        l->need_reap = 0;
+}
+
+static int run_timers(struct loop *l)
+{
+        uint64_t now = mono_usec(), buf;
+        int n = 0;
+        ssize_t rd = read(l->tfd, &buf, sizeof(buf));
+
+        (void)rd;
+        while (l->heap_len && l->heap[0]->due <= now) {
+                struct loop_timer *t = l->heap[0];
+
+                heap_remove(l, t);
+                if (!t->dead) {
+                        t->fn(t, t->data);
+                        n++;
+                }
+        }
+        l->tfd_due = (uint64_t)-1; /* force a re-arm */
+        timerfd_sync(l);
+        return n;
+}
+
+int loop_run_once(struct loop *l, int64_t timeout_usec)
+{
+        struct epoll_event evs[LOOP_MAX_EVENTS];
+        int n, i, ran = 0, timeout_ms;
+
+        if (l->defer_head)
+                timeout_usec = 0;
+        if (timeout_usec < 0)
+                timeout_ms = -1;
+        else
+                timeout_ms = (int)((timeout_usec + 999) / 1000);
+        n = epoll_wait(l->epfd, evs, LOOP_MAX_EVENTS, timeout_ms);
+        if (n < 0) {
+                if (errno == EINTR)
+                        return 0;
+                return -errno;
+        }
+        for (i = 0; i < n; i++) {
+                struct loop_io *io = evs[i].data.ptr;
+
+                if (!io) {
+                        ran += run_timers(l);
+                        continue;
+                }
+                if (io->dead)
+                        continue;
+                io->fn(io, io->fd, evs[i].events, io->data);
+                ran++;
+        }
+        ran += run_deferred(l);
+        reap(l);
+        return ran;
+}
+
+int loop_run(struct loop *l)
+{
+        l->stopped = 0;
+        while (!l->stopped) {
+                int r = loop_run_once(l, -1);
+
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

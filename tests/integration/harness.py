@@ -1,0 +1,1261 @@
+#!/usr/bin/env python3
+"""harness — a tiny TAP framework for podmux's integration tests.
+
+Standard library only.  Every test file does
+
+    import harness
+    from harness import test, MODES
+
+    @test("what the test checks")
+    def _(t):
+        d = t.daemon()
+        c = d.connect()
+        c.wait_until_state([...])
+
+    if __name__ == "__main__":
+        harness.main()
+
+and prints TAP (`1..N`, `ok N - name`, `not ok N - name` followed by a
+`# ` diagnostic block).  The process exits 0 iff every test is ok (skips
+count as ok).
+
+Each test runs in a fresh temporary directory (kept on failure, removed on
+success unless PODMUX_KEEP_TMP=1).  Daemons started by a test are stopped by
+their PID (SIGTERM, then SIGKILL after 10 s) when the test ends; a daemon
+that died on its own, or died from a signal when asked to stop, fails the
+test.
+
+Timeouts are failure bounds only, never assertions about speed; they are
+generous and scale with PODMUX_TEST_TIMEOUT_SCALE (for valgrind/sanitizer
+runs).  Select tests with substrings on the command line or in
+PODMUX_TEST_FILTER (comma separated).
+
+Environment:
+  PODMUX_BIN     the binary (default: $PODMUX_SRCDIR/podmux)
+  PODMUX_SRCDIR  the source tree (default: two levels above this file)
+  PODMUX_RUN_PREFIX  a command prefix for the daemon, e.g. "valgrind -q"
+"""
+
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.environ.get("PODMUX_SRCDIR") or os.path.abspath(
+    os.path.join(HERE, "..", ".."))
+BIN = os.environ.get("PODMUX_BIN") or os.path.join(SRCDIR, "podmux")
+FIXTURES = os.path.join(SRCDIR, "tests", "fixtures")
+RUN_PREFIX = shlex.split(os.environ.get("PODMUX_RUN_PREFIX", ""))
+
+SCALE = float(os.environ.get("PODMUX_TEST_TIMEOUT_SCALE", "1") or "1")
+T_SHORT = 10 * SCALE   # something that should happen at once
+T_WAIT = 20 * SCALE    # something bound by a relist period (1 s) or two
+T_LONG = 30 * SCALE    # floods, many consumers
+T_TEST = 150 * SCALE   # hard bound on one test
+
+MODES = ("incremental", "snapshot", "snapshot-and-updates")
+NODE = "node1"
+UID_RE = re.compile(r"^[0-9a-f]{32}$")
+SEEN_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+# ---------------------------------------------------------------------------
+# Registration and running
+
+class Skip(Exception):
+    pass
+
+
+class TestTimeout(Exception):
+    pass
+
+
+_TESTS = []
+
+
+def test(name, params=None):
+    """Registers a test.  With params, one test per value: the name gets a
+    "[value] " prefix and t.param holds the value."""
+    def deco(fn):
+        if params is None:
+            _TESTS.append((name, fn, None))
+        else:
+            for p in params:
+                _TESTS.append(("[%s] %s" % (p, name), fn, p))
+        return fn
+    return deco
+
+
+def _selected(argv):
+    pats = [a for a in argv if a]
+    env = os.environ.get("PODMUX_TEST_FILTER", "")
+    pats += [p for p in env.split(",") if p]
+    if not pats:
+        return list(_TESTS)
+    return [x for x in _TESTS if any(p in x[0] for p in pats)]
+
+
+def _alarm(signum, frame):
+    raise TestTimeout("test exceeded its hard bound of %.0f s" % T_TEST)
+
+
+def _diag(lines):
+    for line in lines:
+        for sub in str(line).splitlines() or [""]:
+            print("# " + sub)
+
+
+def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    tests = _selected(argv)
+    print("1..%d" % len(tests), flush=True)
+    failed = 0
+    signal.signal(signal.SIGALRM, _alarm)
+    for i, (name, fn, param) in enumerate(tests, 1):
+        t = TestContext(name, param)
+        status, diag = t.run(fn)
+        if status == "ok":
+            print("ok %d - %s" % (i, name))
+        elif status == "skip":
+            print("ok %d - %s # SKIP %s" % (i, name, diag[0] if diag else ""))
+            diag = []
+        else:
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+        _diag(diag)
+        sys.stdout.flush()
+    if failed:
+        _diag(["%d of %d tests failed" % (failed, len(tests))])
+    sys.exit(1 if failed else 0)
+
+
+class TestContext:
+    """Passed to every test: a temp dir, the param, helpers that clean up."""
+
+    def __init__(self, name, param):
+        self.name = name
+        self.param = param
+        self.tmp = None
+        self.daemons = []
+        self.consumers = []
+        self.procs = []
+        self.notes = []
+
+    # -- running ----------------------------------------------------------
+    def run(self, fn):
+        self.tmp = tempfile.mkdtemp(prefix="podmux-it-")
+        status, diag = "ok", []
+        signal.alarm(int(T_TEST))
+        try:
+            if not os.path.exists(BIN):
+                raise AssertionError("podmux binary not found at %s "
+                                     "(set PODMUX_BIN)" % BIN)
+            fn(self)
+        except Skip as e:
+            status, diag = "skip", [str(e)]
+        except BaseException as e:  # noqa: B902 — report everything
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            status = "fail"
+            diag = self._describe(e)
+        finally:
+            signal.alarm(0)
+        try:
+            problems = self._teardown()
+        except BaseException as e:  # noqa: B902
+            problems = ["teardown failed: %r" % (e,)]
+        if problems and status != "fail":
+            status = "fail"
+            diag = ["the test body passed, but:"] + problems
+        elif problems:
+            diag += problems
+        if status == "fail":
+            diag += self._daemon_logs()
+            diag.append("temp dir kept: %s" % self.tmp)
+        elif os.environ.get("PODMUX_KEEP_TMP") != "1":
+            _rmtree(self.tmp)
+        return status, diag
+
+    def _describe(self, e):
+        out = ["%s: %s" % (type(e).__name__, e)]
+        tb = traceback.extract_tb(e.__traceback__)
+        frames = [f for f in tb if not f.filename.endswith("harness.py")]
+        frames = frames or tb
+        for f in frames[-4:]:
+            out.append("  at %s:%d in %s: %s" % (
+                os.path.basename(f.filename), f.lineno, f.name, f.line))
+        return out + self.notes
+
+    def _teardown(self):
+        problems = []
+        for c in self.consumers:
+            c.close()
+        for p in self.procs:
+            if p.poll() is None:
+                _stop_pid(p, signal.SIGTERM, 5)
+        for d in self.daemons:
+            if d.proc is None:
+                continue
+            rc = d.proc.poll()
+            if rc is not None and not d.stopped and not d.expect_exit:
+                problems.append("podmux (pid %d) died on its own during the "
+                                "test with %s" % (d.proc.pid, _rc_str(rc)))
+                continue
+            if rc is None:
+                rc = d.stop()
+                if d.killed:
+                    problems.append("podmux (pid %d) ignored SIGTERM for "
+                                    "10 s and was killed" % d.proc.pid)
+                elif rc is not None and rc < 0:
+                    problems.append("podmux (pid %d) died from %s when "
+                                    "stopped with SIGTERM" %
+                                    (d.proc.pid, _rc_str(rc)))
+        return problems
+
+    def _daemon_logs(self):
+        out = []
+        for d in self.daemons:
+            if not d.stderr_path or not os.path.exists(d.stderr_path):
+                continue
+            with open(d.stderr_path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            out.append("--- last stderr lines of podmux pid %s (%s):" % (
+                d.proc.pid if d.proc else "?", d.stderr_path))
+            for line in lines[-25:]:
+                out.append("  " + line[:400])
+        return out
+
+    # -- helpers ----------------------------------------------------------
+    def skip(self, reason):
+        raise Skip(reason)
+
+    def note(self, msg):
+        self.notes.append(msg)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def mkdir(self, *parts):
+        p = self.path(*parts)
+        os.makedirs(p, exist_ok=True)
+        return p
+
+    @property
+    def mode(self):
+        return self.param if self.param in MODES else "incremental"
+
+    def daemon(self, manifest_path=None, start=True, **kw):
+        """A podmux run.  manifest_path defaults to <tmp>/manifests
+        (created).  Keyword args: see Daemon."""
+        if manifest_path is None:
+            manifest_path = self.mkdir("manifests")
+        kw.setdefault("mode", self.mode)
+        d = Daemon(self, manifest_path, **kw)
+        self.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def run_cmd(self, args, timeout=None, input=None):
+        """Runs `podmux ARGS...` to completion; returns CompletedProcess with
+        text stdout/stderr.  Fails the test if it does not finish."""
+        timeout = timeout or T_WAIT
+        try:
+            return subprocess.run([BIN] + list(args), input=input,
+                                  capture_output=True, timeout=timeout,
+                                  text=True, errors="replace")
+        except subprocess.TimeoutExpired:
+            raise AssertionError("podmux %s did not finish within %.0f s" %
+                                 (" ".join(args), timeout))
+
+    def spawn(self, args):
+        """Starts `podmux ARGS...` with stdout/stderr read by threads."""
+        p = Spawned([BIN] + list(args))
+        self.procs.append(p)
+        return p
+
+
+def _rc_str(rc):
+    if rc is None:
+        return "no exit"
+    if rc < 0:
+        try:
+            return "signal %s" % signal.Signals(-rc).name
+        except ValueError:
+            return "signal %d" % -rc
+    return "exit status %d" % rc
+
+
+def _rmtree(path):
+    # Restore permissions a test may have removed, then delete.
+    for root, dirs, files in os.walk(path):
+        for n in dirs + files:
+            p = os.path.join(root, n)
+            try:
+                if not os.path.islink(p):
+                    os.chmod(p, 0o700)
+            except OSError:
+                pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop_pid(proc, sig, timeout):
+    """Signals one process we started, by its PID; SIGKILL after timeout.
+    Returns (returncode, killed)."""
+    if proc.poll() is not None:
+        return proc.returncode, False
+    try:
+        os.kill(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    try:
+        return proc.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return proc.wait(), True
+
+
+def wait_for(pred, timeout, what, interval=0.02):
+    """Polls pred() until it returns a true value (returned) or fails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s" %
+                                 (timeout, what))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------
+# Processes
+
+class Spawned:
+    """A podmux subcommand with its stdout/stderr collected line by line."""
+
+    def __init__(self, argv):
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.pid = self.proc.pid
+        self.out = []
+        self.err = []
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout,
+                                                      self.out), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr,
+                                                      self.err), daemon=True),
+        ]
+        for th in self._threads:
+            th.start()
+
+    def _pump(self, f, sink):
+        for raw in iter(f.readline, b""):
+            with self._lock:
+                sink.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def poll(self):
+        return self.proc.poll()
+
+    def wait(self, timeout=None):
+        try:
+            rc = self.proc.wait(timeout=timeout or T_WAIT)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("%s did not exit within %.0f s" %
+                                 (" ".join(self.argv[1:]), timeout or T_WAIT))
+        for th in self._threads:
+            th.join(timeout=5)
+        return rc
+
+    def lines(self):
+        with self._lock:
+            return list(self.out)
+
+    def err_lines(self):
+        with self._lock:
+            return list(self.err)
+
+    def wait_line(self, pred, timeout=None, what="an output line"):
+        timeout = timeout or T_WAIT
+
+        def find():
+            for line in self.lines():
+                if pred(line):
+                    return line
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    "%s exited (%s) before printing %s; stdout=%r stderr=%r"
+                    % (" ".join(self.argv[1:]), _rc_str(self.proc.poll()),
+                       what, self.lines()[-10:], self.err_lines()[-10:]))
+            return None
+        try:
+            return wait_for(find, timeout, what)
+        except AssertionError as e:
+            if "timed out" in str(e):
+                raise AssertionError("%s; stdout so far: %r" %
+                                     (e, self.lines()[-10:]))
+            raise
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        rc, _ = _stop_pid(self.proc, sig, timeout)
+        for th in self._threads:
+            th.join(timeout=5)
+        return rc
+
+
+class LogLine:
+    __slots__ = ("level", "msg", "raw")
+
+    def __init__(self, level, msg, raw):
+        self.level, self.msg, self.raw = level, msg, raw
+
+    def __repr__(self):
+        return self.raw[:300]
+
+
+_TEXT_LOG = re.compile(r"^\S+\s+(error|warn|warning|info|debug|trace)\s+(.*)$",
+                       re.I)
+
+
+def parse_log_line(raw):
+    try:
+        obj = json.loads(raw)
+        if isinstance(obj, dict):
+            return LogLine(str(obj.get("level", "")).lower(),
+                           str(obj.get("msg", obj.get("message", ""))), raw)
+    except ValueError:
+        pass
+    m = _TEXT_LOG.match(raw)
+    if m:
+        return LogLine(m.group(1).lower(), m.group(2), raw)
+    return LogLine(None, raw, raw)
+
+
+class Daemon:
+    """One `podmux run`.  Started by PID, stopped only by that PID."""
+
+    _count = 0
+
+    def __init__(self, t, manifest_path, socket_path=None, mode="incremental",
+                 node=NODE, freq="1s", log_format="json", extra=(),
+                 expect_exit=False):
+        Daemon._count += 1
+        self.t = t
+        self.n = Daemon._count
+        self.manifest_path = manifest_path
+        self.sock = socket_path or t.path("podmux.sock")
+        self.mode = mode
+        self.node = node
+        self.freq = freq
+        self.log_format = log_format
+        self.extra = list(extra)
+        self.expect_exit = expect_exit
+        self.proc = None
+        self.stopped = False
+        self.killed = False
+        self.stderr_path = None
+
+    def argv(self):
+        a = [BIN, "run"]
+        if self.manifest_path is not None:
+            a += ["--pod-manifest-path", self.manifest_path]
+        a += ["--socket", self.sock, "--node-name", self.node,
+              "--mode", self.mode]
+        if self.freq:
+            a += ["--file-check-frequency", self.freq]
+        if self.log_format:
+            a += ["--log-format", self.log_format]
+        return RUN_PREFIX + a + self.extra
+
+    def start(self, wait=True):
+        self.starts = getattr(self, "starts", 0) + 1
+        self.stderr_path = self.t.path("podmux-%d.%d.stderr" %
+                                       (self.n, self.starts))
+        self.stdout_path = self.t.path("podmux-%d.%d.stdout" %
+                                       (self.n, self.starts))
+        with open(self.stderr_path, "wb") as ferr, \
+                open(self.stdout_path, "wb") as fout:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                         stdout=fout, stderr=ferr)
+        self.pid = self.proc.pid
+        self.stopped = False
+        if wait:
+            self.wait_socket()
+        return self
+
+    def wait_socket(self, timeout=None):
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    "podmux exited with %s before creating its socket; "
+                    "stderr: %s" % (_rc_str(self.proc.returncode),
+                                    self.stderr_text()[-1500:]))
+            try:
+                return stat.S_ISSOCK(os.stat(self.sock).st_mode)
+            except FileNotFoundError:
+                return False
+        wait_for(ready, timeout or T_SHORT, "the socket %s" % self.sock)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def assert_alive(self):
+        if not self.alive():
+            raise AssertionError("podmux is no longer running (%s)" %
+                                 _rc_str(self.proc.poll()))
+
+    def send_signal(self, sig):
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, timeout=None):
+        try:
+            rc = self.proc.wait(timeout=timeout or T_SHORT)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("podmux did not exit within %.0f s" %
+                                 (timeout or T_SHORT))
+        self.stopped = True
+        return rc
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """SIGTERM (or sig) to our PID; SIGKILL after timeout.  Returns the
+        exit status (negative: killed by a signal)."""
+        if self.proc is None:
+            return None
+        self.stopped = True
+        rc, self.killed = _stop_pid(self.proc, sig, timeout)
+        return rc
+
+    def restart(self):
+        self.stop()
+        self.start()
+        return self
+
+    # -- logs ---------------------------------------------------------------
+    def stderr_text(self):
+        if not self.stderr_path or not os.path.exists(self.stderr_path):
+            return ""
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def logs(self):
+        return [parse_log_line(line) for line in self.stderr_text().splitlines()
+                if line.strip()]
+
+    def wait_log(self, pred, what, timeout=None):
+        def find():
+            for line in self.logs():
+                if pred(line):
+                    return line
+            if not self.alive():
+                raise AssertionError("podmux died (%s) while waiting for "
+                                     "log line: %s" %
+                                     (_rc_str(self.proc.poll()), what))
+            return None
+        try:
+            return wait_for(find, timeout or T_WAIT, "log line: " + what)
+        except AssertionError as e:
+            if "timed out" in str(e):
+                tail = [repr(x) for x in self.logs()[-8:]]
+                raise AssertionError("%s; last log lines: %s" % (e, tail))
+            raise
+
+    def file_errors(self, path, levels=("error",)):
+        """Log lines at one of levels that contain `file "<path>"`."""
+        key = 'file "%s"' % path
+        return [x for x in self.logs() if x.level in levels and key in x.msg]
+
+    def wait_file_error(self, path, levels=("error",), timeout=None):
+        """Waits for a log line at one of levels containing `file "<path>"`
+        followed by a reason; returns it."""
+        key = 'file "%s"' % path
+
+        def ok(x):
+            return x.level in levels and key in x.msg
+        line = self.wait_log(ok, "%s line with %s" % ("/".join(levels), key),
+                             timeout)
+        rest = line.msg.split(key, 1)[1].strip(" :-\t")
+        if len(rest) < 3:
+            raise AssertionError("the log line names the file but gives no "
+                                 "reason: %r" % line.msg)
+        return line
+
+    # -- consumers -------------------------------------------------------------
+    def connect(self, **kw):
+        c = Consumer(self.t, self.sock, **kw)
+        return c
+
+
+# ---------------------------------------------------------------------------
+# Stream consumer and state
+
+class ConsumerClosed(AssertionError):
+    pass
+
+
+def pod_uid(p):
+    return (p.get("metadata") or {}).get("uid", "")
+
+
+def pod_name(p):
+    return (p.get("metadata") or {}).get("name", "")
+
+
+def pod_ann(p, key, default=None):
+    return ((p.get("metadata") or {}).get("annotations") or {}).get(key,
+                                                                   default)
+
+
+def pod_labels(p):
+    return (p.get("metadata") or {}).get("labels") or {}
+
+
+def pod_image(p):
+    try:
+        return p["spec"]["containers"][0]["image"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def msg_uids(m):
+    return [pod_uid(p) for p in m.get("pods") or []]
+
+
+def msg_names(m):
+    return sorted(pod_name(p) for p in m.get("pods") or [])
+
+
+def summarize(m):
+    if not isinstance(m, dict):
+        return repr(m)[:200]
+    if m.get("type") == "pods":
+        pods = ", ".join("%s(%s)" % (pod_name(p), pod_uid(p)[:8])
+                         for p in m.get("pods") or [])
+        return "seq=%s pods %s source=%s [%s]" % (m.get("seq"), m.get("op"),
+                                                  m.get("source"), pods)
+    rest = {k: v for k, v in m.items() if k not in ("type", "seq")}
+    return "seq=%s %s %s" % (m.get("seq"), m.get("type"),
+                             json.dumps(rest)[:200])
+
+
+class State:
+    """Pods a consumer holds, rebuilt from the stream: uid -> pod.
+
+    Applying a message checks what the protocol promises: ADD of a new uid,
+    UPDATE/DELETE/RECONCILE/REMOVE of a known one."""
+
+    def __init__(self, pods=None):
+        self.pods = dict(pods or {})
+
+    def copy(self):
+        return State(self.pods)
+
+    def apply(self, m):
+        op, src, pods = m.get("op"), m.get("source"), m.get("pods")
+        if not isinstance(pods, list):
+            raise AssertionError("pods message without a pods list: %s" %
+                                 summarize(m))
+        if op == "SET":
+            if src == "*":
+                self.pods.clear()
+            else:
+                for uid in [u for u, p in self.pods.items()
+                            if pod_ann(p, "kubernetes.io/config.source",
+                                       src) == src]:
+                    del self.pods[uid]
+            for p in pods:
+                self.pods[pod_uid(p)] = p
+        elif op == "ADD":
+            for p in pods:
+                if pod_uid(p) in self.pods:
+                    raise AssertionError("ADD of a uid the consumer already "
+                                         "holds: %s" % summarize(m))
+                self.pods[pod_uid(p)] = p
+        elif op in ("UPDATE", "DELETE", "RECONCILE"):
+            for p in pods:
+                if pod_uid(p) not in self.pods:
+                    raise AssertionError("%s of a uid the consumer does not "
+                                         "hold: %s" % (op, summarize(m)))
+                self.pods[pod_uid(p)] = p
+        elif op == "REMOVE":
+            for p in pods:
+                if pod_uid(p) not in self.pods:
+                    raise AssertionError("REMOVE of a uid the consumer does "
+                                         "not hold: %s" % summarize(m))
+                del self.pods[pod_uid(p)]
+        else:
+            raise AssertionError("unknown op %r in %s" % (op, summarize(m)))
+
+    def names(self):
+        return sorted(pod_name(p) for p in self.pods.values())
+
+    def uids(self):
+        return set(self.pods)
+
+    def by_name(self, name):
+        return [p for p in self.pods.values() if pod_name(p) == name]
+
+    def one(self, name):
+        ps = self.by_name(name)
+        if len(ps) != 1:
+            raise AssertionError("expected exactly one pod named %s, have %d "
+                                 "(state: %s)" % (name, len(ps), self))
+        return ps[0]
+
+    def __repr__(self):
+        return "{%s}" % ", ".join(sorted("%s(%s)" % (pod_name(p), u[:8])
+                                         for u, p in self.pods.items()))
+
+
+class Consumer:
+    """A stream client.
+
+    first_line: "{}" (default), None (send nothing), an int (sent as
+    {"resume_after": N}) or any other str (sent raw, newline added).
+    threaded: read continuously in a background thread (a consumer that must
+    never fall behind); otherwise the socket is read only inside recv().
+    state: a State to start from (a resuming client keeps its state)."""
+
+    def __init__(self, t, sock_path, first_line="{}", threaded=False,
+                 state=None, read_hello=True, timeout=None):
+        self.t = t
+        self.path = sock_path
+        self.msgs = []
+        self.state = state.copy() if state is not None else State()
+        self.last_seq = None
+        self.eof = False
+        self.hello = None
+        self.synced_index = None
+        self._buf = b""
+        self._q = None
+        self.sock = self._connect(timeout or T_SHORT)
+        t.consumers.append(self)
+        if read_hello:
+            self.hello = self.recv(timeout or T_SHORT)
+            if self.hello.get("type") != "hello":
+                raise AssertionError("first message is not hello: %s" %
+                                     summarize(self.hello))
+        if first_line is not None:
+            if isinstance(first_line, int) and not isinstance(first_line,
+                                                              bool):
+                first_line = json.dumps({"resume_after": first_line})
+            self.send(first_line + "\n")
+        if threaded:
+            self._q = queue.Queue()
+            self._thread = threading.Thread(target=self._reader, daemon=True)
+            self._thread.start()
+
+    def _connect(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.path)
+                return s
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                s.close()
+                if time.monotonic() >= deadline:
+                    raise AssertionError("cannot connect to %s: %s" %
+                                         (self.path, e))
+                time.sleep(0.02)
+
+    def send(self, text):
+        self.sock.sendall(text.encode() if isinstance(text, str) else text)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # -- reading -----------------------------------------------------------
+    def _read_line(self, deadline):
+        """Returns one line (bytes, no newline), None when nothing complete
+        arrived by deadline (a past deadline still reads what is already
+        there), or raises ConsumerClosed at EOF."""
+        while b"\n" not in self._buf:
+            if self.eof:
+                if self._buf:
+                    junk, self._buf = self._buf, b""
+                    raise AssertionError("connection closed in the middle "
+                                         "of a line: %r" % junk[:200])
+                raise ConsumerClosed("the server closed the connection")
+            remaining = deadline - time.monotonic()
+            self.sock.settimeout(max(remaining, 0.0))
+            try:
+                data = self.sock.recv(1 << 18)
+            except (socket.timeout, BlockingIOError):
+                return None
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.eof = True
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def _reader(self):
+        try:
+            while True:
+                line = self._read_line(time.monotonic() + 3600)
+                if line is None:
+                    continue
+                self._q.put(("line", line))
+        except ConsumerClosed:
+            self._q.put(("eof", None))
+        except BaseException as e:  # noqa: B902
+            self._q.put(("exc", e))
+
+    def _next_line(self, deadline):
+        if self._q is None:
+            return self._read_line(deadline)
+        try:
+            kind, v = self._q.get(timeout=max(0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+        if kind == "eof":
+            self.eof = True
+            self._q.put(("eof", None))  # sticky
+            raise ConsumerClosed("the server closed the connection")
+        if kind == "exc":
+            self._q.put(("exc", v))
+            raise v
+        return v
+
+    def recv(self, timeout=None):
+        """Next message (dict), applied to the state.  Raises AssertionError
+        on timeout, ConsumerClosed at EOF."""
+        timeout = T_WAIT if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        line = self._next_line(deadline)
+        if line is None:
+            raise AssertionError("no message within %.0f s" % timeout)
+        return self._accept(line)
+
+    def _accept(self, line):
+        try:
+            m = json.loads(line.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise AssertionError("the server sent a line that is not JSON "
+                                 "(%s): %r" % (e, line[:300]))
+        if not isinstance(m, dict) or "type" not in m:
+            raise AssertionError("message without a type: %r" % line[:300])
+        seq = m.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise AssertionError("message without an integer seq: %s" %
+                                 summarize(m))
+        if self.last_seq is not None and seq <= self.last_seq:
+            raise AssertionError("seq not strictly increasing: %d after %d "
+                                 "(%s)" % (seq, self.last_seq, summarize(m)))
+        self.last_seq = seq
+        self.msgs.append(m)
+        if m["type"] == "pods":
+            self.state.apply(m)
+        elif m["type"] == "synced" and self.synced_index is None:
+            self.synced_index = len(self.msgs) - 1
+        return m
+
+    def drain_available(self):
+        """Reads every complete message already buffered (no waiting)."""
+        out = []
+        while True:
+            try:
+                line = self._next_line(time.monotonic())
+            except ConsumerClosed:
+                return out
+            if line is None:
+                return out
+            out.append(self._accept(line))
+
+    def expect(self, pred, what="a matching message", timeout=None):
+        """Reads until a message satisfies pred; returns it."""
+        timeout = T_WAIT if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        start = len(self.msgs)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise AssertionError("timeout")
+                m = self.recv(remaining)
+            except ConsumerClosed:
+                raise ConsumerClosed("connection closed while waiting for "
+                                     "%s; got: %s" %
+                                     (what, self._recent(start)))
+            except AssertionError as e:
+                if "no message within" in str(e) or str(e) == "timeout":
+                    raise AssertionError(
+                        "timed out after %.0f s waiting for %s; got: %s; "
+                        "state: %s" % (timeout, what, self._recent(start),
+                                       self.state))
+                raise
+            if pred(m):
+                return m
+
+    def _recent(self, start):
+        ms = self.msgs[start:]
+        if not ms:
+            return "nothing"
+        parts = [summarize(m) for m in ms[-8:]]
+        if len(ms) > 8:
+            parts.insert(0, "(%d earlier)" % (len(ms) - 8))
+        return " | ".join(parts)
+
+    def expect_type(self, typ, timeout=None):
+        return self.expect(lambda m: m.get("type") == typ, "a %s message" %
+                           typ, timeout)
+
+    def expect_pods(self, op, names=None, uids=None, contains=None,
+                    pred=None, timeout=None):
+        """A pods message with this op; names/uids: exactly these pods;
+        contains: at least these pod names; pred(msg): extra check."""
+        def ok(m):
+            if m.get("type") != "pods" or m.get("op") != op:
+                return False
+            if names is not None and msg_names(m) != sorted(names):
+                return False
+            if uids is not None and sorted(msg_uids(m)) != sorted(uids):
+                return False
+            if contains is not None and not set(contains) <= set(
+                    msg_names(m)):
+                return False
+            return pred is None or pred(m)
+        desc = "pods %s" % op
+        if names is not None:
+            desc += " with exactly %s" % sorted(names)
+        if uids is not None:
+            desc += " with uids %s" % sorted(u[:8] for u in uids)
+        if contains is not None:
+            desc += " containing %s" % sorted(contains)
+        return self.expect(ok, desc, timeout)
+
+    def read_initial(self, timeout=None):
+        """Reads up to and including synced; returns the messages before it.
+        Only pods (and plugin) messages may come before synced."""
+        start = len(self.msgs)
+        self.expect_type("synced", timeout)
+        before = self.msgs[start:-1]
+        for m in before:
+            if m.get("type") not in ("pods", "plugin"):
+                raise AssertionError("unexpected message before synced: %s" %
+                                     summarize(m))
+        return before
+
+    def wait_state(self, pred, what, timeout=None):
+        """Reads messages until pred(state) holds."""
+        if pred(self.state):
+            return self.state
+        timeout = T_WAIT if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        start = len(self.msgs)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise AssertionError("timeout")
+                self.recv(remaining)
+            except ConsumerClosed:
+                raise ConsumerClosed("connection closed while waiting for "
+                                     "state %s; state: %s; got: %s" %
+                                     (what, self.state, self._recent(start)))
+            except AssertionError as e:
+                if "no message within" in str(e) or str(e) == "timeout":
+                    raise AssertionError(
+                        "timed out after %.0f s waiting for state %s; "
+                        "state: %s; got: %s" % (timeout, what, self.state,
+                                                self._recent(start)))
+                raise
+            if pred(self.state):
+                return self.state
+
+    def wait_until_state(self, expected_names, timeout=None):
+        """Reads until the pod names held are exactly expected_names (a
+        multiset).  Returns the state."""
+        exp = sorted(expected_names)
+        return self.wait_state(lambda s: s.names() == exp,
+                               "with pods %s" % exp, timeout)
+
+    # -- checks over what was received ---------------------------------------
+    def pods_msgs(self, since=0):
+        return [m for m in self.msgs[since:] if m.get("type") == "pods"]
+
+    def assert_kept(self, uids, since=0):
+        """None of uids was ever removed: no REMOVE names them and every SET
+        (of source file or *) still carries them."""
+        uids = set(uids)
+        for m in self.pods_msgs(since):
+            got = set(msg_uids(m))
+            if m["op"] == "REMOVE" and got & uids:
+                raise AssertionError("pods that must stay were removed: %s" %
+                                     summarize(m))
+            if m["op"] == "SET" and not uids <= got:
+                raise AssertionError("a SET lacks pods that must stay: %s" %
+                                     summarize(m))
+
+    def assert_never_named(self, names):
+        for m in self.pods_msgs():
+            bad = set(msg_names(m)) & set(names)
+            if bad:
+                raise AssertionError("pods %s must never appear, but: %s" %
+                                     (sorted(bad), summarize(m)))
+
+
+# ---------------------------------------------------------------------------
+# Manifests
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null",
+               "~"}
+
+
+def _yaml_key(k):
+    if _PLAIN_KEY.match(k) and k.lower() not in _YAML_WORDS:
+        return k
+    return json.dumps(k)
+
+
+def _yaml_scalar(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, dict):
+        return "{}"
+    if isinstance(v, list):
+        return "[]"
+    return json.dumps(v)
+
+
+def _yaml_emit(v, ind, out):
+    pad = "  " * ind
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if isinstance(x, (dict, list)) and x:
+                out.append("%s%s:" % (pad, _yaml_key(k)))
+                _yaml_emit(x, ind + 1, out)
+            else:
+                out.append("%s%s: %s" % (pad, _yaml_key(k), _yaml_scalar(x)))
+    else:
+        for x in v:
+            if isinstance(x, (dict, list)) and x:
+                sub = []
+                _yaml_emit(x, ind + 1, sub)
+                sub[0] = pad + "- " + sub[0][len(pad) + 2:]
+                out.extend(sub)
+            else:
+                out.append("%s- %s" % (pad, _yaml_scalar(x)))
+
+
+def to_yaml(obj, comment=None):
+    out = ["# " + comment] if comment else []
+    _yaml_emit(obj, 0, out)
+    return "\n".join(out) + "\n"
+
+
+def pod_obj(name, image="nginx:1.25", uid=None, namespace=None, labels=None,
+            annotations=None, status=None, deletion=None, grace=None,
+            big=0, kind="Pod", api_version="v1", spec_extra=None):
+    meta = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if uid is not None:
+        meta["uid"] = uid
+    if labels:
+        meta["labels"] = dict(labels)
+    ann = dict(annotations or {})
+    if big:
+        ann["example.com/padding"] = "x" * big
+    if ann:
+        meta["annotations"] = ann
+    if deletion is not None:
+        meta["deletionTimestamp"] = deletion
+    if grace is not None:
+        meta["deletionGracePeriodSeconds"] = grace
+    spec = {"containers": [{"name": "main", "image": image}]}
+    if spec_extra:
+        spec.update(spec_extra)
+    obj = {}
+    if api_version is not None:
+        obj["apiVersion"] = api_version
+    if kind is not None:
+        obj["kind"] = kind
+    obj["metadata"] = meta
+    obj["spec"] = spec
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def pod_yaml(name, **kw):
+    return to_yaml(pod_obj(name, **kw), comment="pod %s" % name)
+
+
+def pod_json(name, **kw):
+    return json.dumps(pod_obj(name, **kw), indent=2) + "\n"
+
+
+def pn(name, node=NODE):
+    """The name podmux gives the pod of manifest name `name`."""
+    return "%s-%s" % (name, node.lower())
+
+
+_tmp_counter = [0]
+
+
+def write_file(path, data, atomic=True):
+    """Writes a file.  atomic: through a hidden temp name in the same
+    directory and a rename (the watcher sees one moved-to); otherwise in
+    place (truncate + write)."""
+    if isinstance(data, str):
+        data = data.encode()
+    if not atomic:
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+    d, base = os.path.split(path)
+    _tmp_counter[0] += 1
+    tmp = os.path.join(d, ".%s.tmp%d" % (base, _tmp_counter[0]))
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.rename(tmp, path)
+    return path
+
+
+# Bad manifests in tests/fixtures/bad: file -> (what is wrong, words one of
+# which the logged/printed reason must contain, lower case).
+_PARSE_WORDS = ("line", "yaml", "json", "parse", "syntax", "expected",
+                "invalid", "unexpected", "scan", "flow")
+_EMPTY_WORDS = ("empty", "null", "no document", "nothing", "no content")
+BAD_FIXTURES = {
+    "syntax-error.yaml": ("unparsable YAML", _PARSE_WORDS + ("mapping",)),
+    "syntax-error.json": ("JSON syntax error", _PARSE_WORDS + ("sequence",)),
+    "deployment.yaml": ("not a Pod (a Deployment)",
+                        ("pod", "kind", "deployment")),
+    "podlist.yaml": ("a PodList in a file", ("list", "single")),
+    "invalid-name.yaml": ("upper-case pod name",
+                          ("name", "dns", "subdomain", "lower")),
+    "bad-namespace.yaml": ("invalid namespace", ("namespace",)),
+    "missing-apiversion.yaml": ("no apiVersion", ("apiversion", "version")),
+    "missing-kind.yaml": ("no kind", ("kind",)),
+    "wrong-apiversion.yaml": ("unknown apiVersion v1betta2",
+                              ("v1betta2", "version")),
+    "empty.yaml": ("empty file", _EMPTY_WORDS),
+    "null-document.yaml": ("a null document", _EMPTY_WORDS),
+    "missing-name.yaml": ("no metadata.name", ("name",)),
+    "no-containers.yaml": ("no containers", ("container",)),
+    "missing-image.yaml": ("a container without image", ("image",)),
+    "service-account.yaml": ("static pod references a service account",
+                             ("serviceaccount", "service account")),
+    "secret-volume.yaml": ("static pod references a secret", ("secret",)),
+    "not-a-mapping.yaml": ("a YAML sequence, not an object",
+                           ("object", "mapping", "map", "kind", "pod",
+                            "apiversion", "array", "sequence", "list")),
+}
+GARBAGE_WORDS = _PARSE_WORDS + ("character", "utf", "control", "binary",
+                                "byte", "kind", "apiversion", "object",
+                                "mapping", "pod", "document")
+TOO_LARGE_WORDS = ("large", "size", "limit", "mib", "bytes", "big", "10")
+UNREADABLE_WORDS = ("permission", "denied", "read", "access")
+
+
+def garbage_bytes():
+    """Deterministic binary garbage: NULs, control bytes, invalid UTF-8."""
+    out = bytearray()
+    x = 0x2545F491
+    for _ in range(4096):
+        x ^= (x << 13) & 0xFFFFFFFF
+        x ^= x >> 17
+        x ^= (x << 5) & 0xFFFFFFFF
+        out.append(x & 0xFF)
+    return b"\x00\xff\xfe" + bytes(out)
+
+
+def assert_reason(text, words, what):
+    low = text.lower()
+    if not any(w in low for w in words):
+        raise AssertionError("%s: the reason %r contains none of %s" %
+                             (what, text, list(words)))
+
+
+MIB10 = 10 * 1024 * 1024
+
+
+def sized_manifest(name, size):
+    """A valid pod manifest padded with a YAML comment to exactly size
+    bytes."""
+    head = pod_yaml(name).encode()
+    pad = size - len(head) - 3
+    assert pad > 0
+    return head + b"#" + b"x" * pad + b"\n" + b"\n"
+
+
+def fixture(*parts):
+    return os.path.join(FIXTURES, *parts)
+
+
+def read_fixture(*parts):
+    with open(fixture(*parts), "rb") as f:
+        return f.read()
+
+
+class Probe:
+    """A relist barrier.  A pinned-uid pod whose manifest in the watched
+    directory is a symlink to a file outside it: changing the target is
+    seen by no watch, only by a relist.  barrier() changes a label and waits
+    until the consumer holds the new label, so everything a relist reads
+    (every file written before the call) has been through one relist."""
+
+    UID = "0e5c6b7a-0000-4000-8000-00000000beef"
+
+    def __init__(self, t, manifest_dir, name="probe", node=NODE):
+        self.t = t
+        self.name = name
+        self.node = node
+        self.round = 0
+        outside = t.mkdir("outside-probe")
+        self.target = os.path.join(outside, "%s.yaml" % name)
+        self._write()
+        self.link = os.path.join(manifest_dir, "zz-%s.yaml" % name)
+        os.symlink(self.target, self.link)
+
+    def _write(self):
+        write_file(self.target, pod_yaml(self.name, image="busybox:1.36",
+                                         uid=self.UID,
+                                         labels={"round": str(self.round)}))
+
+    def pod_name(self):
+        return pn(self.name, self.node)
+
+    def barrier(self, c, timeout=None):
+        self.round += 1
+        self._write()
+        want = str(self.round)
+
+        def ok(s):
+            return any(pod_labels(p).get("round") == want
+                       for p in s.by_name(self.pod_name()))
+        c.wait_state(ok, "after a relist (probe round %s)" % want,
+                     timeout or T_WAIT)

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""Integration tests of the podmux command line (DESIGN.md "Command line"):
+version, validate, watch, and run's flag handling and logging."""
+
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import (BAD_FIXTURES, MIB10, NODE, T_SHORT, UID_RE,  # noqa: E402
+                     assert_reason, fixture, garbage_bytes, pn, pod_yaml,
+                     sized_manifest, test, write_file)
+
+GOOD = {  # fixture -> manifest name
+    "nginx.yaml": "nginx",
+    "pod.json": "json-pod",
+    "multi-doc.yaml": "first-doc",
+    "pinned-uid.yaml": "pinned",
+    "kube-system-etcd.yaml": "etcd",
+    "flow-style.yaml": "flow",
+}
+
+
+def json_values(text):
+    """Every JSON value in text (concatenated or one per line); lists are
+    flattened."""
+    dec = json.JSONDecoder()
+    out, i = [], 0
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        try:
+            v, i = dec.raw_decode(text, i)
+        except ValueError as e:
+            raise AssertionError("stdout is not JSON at offset %d (%s): %r"
+                                 % (i, e, text[i:i + 200]))
+        out.extend(v if isinstance(v, list) else [v])
+
+
+def check_validated_pod(p, name):
+    meta = p.get("metadata") or {}
+    if p.get("kind") != "Pod" or p.get("apiVersion") != "v1":
+        raise AssertionError("%s: not a v1 Pod: %s" %
+                             (name, json.dumps(p)[:300]))
+    if not str(meta.get("name", "")).startswith(name + "-"):
+        raise AssertionError("%s: name %r lacks the node suffix" %
+                             (name, meta.get("name")))
+    uid = meta.get("uid", "")
+    if name != "pinned" and not UID_RE.match(uid):
+        raise AssertionError("%s: uid %r" % (name, uid))
+    if (meta.get("annotations") or {}).get("kubernetes.io/config.hash") != \
+            uid:
+        raise AssertionError("%s: config.hash != uid" % name)
+    spec = p.get("spec") or {}
+    if spec.get("restartPolicy") != "Always" or \
+            spec.get("dnsPolicy") != "ClusterFirst":
+        raise AssertionError("%s: not defaulted: %r" % (name, spec))
+    if (p.get("status") or {}).get("phase") != "Pending":
+        raise AssertionError("%s: status %r" % (name, p.get("status")))
+
+
+def check_bad_output(r, path, words):
+    if r.returncode != 1:
+        raise AssertionError("validate %s: exit %d, want 1; stderr %r" %
+                             (os.path.basename(path), r.returncode,
+                              r.stderr[-300:]))
+    key = '"%s": ' % path
+    lines = [x for x in r.stderr.splitlines() if key in x]
+    if not lines:
+        raise AssertionError("stderr does not contain %r: %r" %
+                             (key, r.stderr[-400:]))
+    assert_reason(lines[0].split(key, 1)[1], words, os.path.basename(path))
+
+
+# ---------------------------------------------------------------------------
+
+@test("podmux version prints a version and exits 0")
+def _(t):
+    r = t.run_cmd(["version"])
+    if r.returncode != 0 or not re.search(r"\d+\.\d+", r.stdout):
+        raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
+
+
+@test("podmux validate on each good fixture: exit 0, the defaulted pod "
+      "JSON on stdout")
+def _(t):
+    for f, name in GOOD.items():
+        r = t.run_cmd(["validate", fixture("good", f)])
+        if r.returncode != 0:
+            raise AssertionError("validate %s: exit %d, stderr %r" %
+                                 (f, r.returncode, r.stderr[-400:]))
+        pods = json_values(r.stdout)
+        if len(pods) != 1:
+            raise AssertionError("validate %s printed %d values" %
+                                 (f, len(pods)))
+        check_validated_pod(pods[0], name)
+
+
+@test("podmux validate on each bad fixture: exit 1, stderr "
+      "'\"<path>\": <reason>'")
+def _(t):
+    for f, (desc, words) in BAD_FIXTURES.items():
+        path = fixture("bad", f)
+        check_bad_output(t.run_cmd(["validate", path]), path, words)
+
+
+@test("podmux validate on generated bad inputs (binary garbage, exactly "
+      "10 MiB, a FIFO, a dangling symlink, a missing path): "
+      "exit 1 with the path and a reason")
+def _(t):
+    d = t.mkdir("in")
+    cases = []
+    p = write_file(os.path.join(d, "garbage.yaml"), garbage_bytes())
+    cases.append((p, harness.GARBAGE_WORDS))
+    p = write_file(os.path.join(d, "huge.yaml"), sized_manifest("huge",
+                                                                 MIB10))
+    cases.append((p, harness.TOO_LARGE_WORDS))
+    p = os.path.join(d, "pipe.yaml")
+    os.mkfifo(p)
+    cases.append((p, ("regular", "fifo", "pipe", "not a file")))
+    p = os.path.join(d, "dangling.yaml")
+    os.symlink(os.path.join(d, "nowhere.yaml"), p)
+    cases.append((p, ("no such", "not exist", "missing", "dangling",
+                      "stat")))
+    p = os.path.join(d, "absent.yaml")
+    cases.append((p, ("no such", "not exist", "missing", "stat")))
+    for path, words in cases:
+        check_bad_output(t.run_cmd(["validate", path]), path, words)
+
+
+@test("podmux validate with several good paths prints every pod, exit 0")
+def _(t):
+    paths = [fixture("good", f) for f in GOOD]
+    r = t.run_cmd(["validate"] + paths)
+    if r.returncode != 0:
+        raise AssertionError("exit %d, stderr %r" % (r.returncode,
+                                                     r.stderr[-400:]))
+    pods = json_values(r.stdout)
+    if len(pods) != len(GOOD):
+        raise AssertionError("%d pods printed for %d files" %
+                             (len(pods), len(GOOD)))
+    for p in pods:
+        nm = p["metadata"]["name"]
+        if not any(nm.startswith(v + "-") for v in GOOD.values()):
+            raise AssertionError("unexpected pod %s" % nm)
+
+
+@test("podmux validate with good and bad paths: exit 1, each bad path "
+      "named with its reason, good paths not reported as errors")
+def _(t):
+    good = [fixture("good", "nginx.yaml"), fixture("good", "pod.json")]
+    bad = ["podlist.yaml", "invalid-name.yaml", "syntax-error.yaml"]
+    paths = [good[0], fixture("bad", bad[0]), good[1], fixture("bad", bad[1]),
+             fixture("bad", bad[2])]
+    r = t.run_cmd(["validate"] + paths)
+    for b in bad:
+        check_bad_output(r, fixture("bad", b), BAD_FIXTURES[b][1])
+    for g in good:
+        if '"%s": ' % g in r.stderr:
+            raise AssertionError("good file reported: %r" % r.stderr)
+
+
+@test("podmux watch -o json against a running daemon prints one JSON "
+      "message per line: hello, state, synced, then live updates")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    d = t.daemon(m)
+    w = t.spawn(["watch", "--socket", d.sock, "-o", "json"])
+
+    def typ(line, ty, name=None):
+        try:
+            x = json.loads(line)
+        except ValueError:
+            return False
+        if x.get("type") != ty:
+            return False
+        return name is None or any(
+            p["metadata"]["name"] == name for p in x.get("pods") or [])
+    w.wait_line(lambda x: typ(x, "synced"), what="a synced line")
+    write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
+    w.wait_line(lambda x: typ(x, "pods", pn("db")),
+                what="a pods line with %s" % pn("db"))
+    lines = w.lines()
+    for line in lines:
+        x = json.loads(line)
+        if "type" not in x or "seq" not in x:
+            raise AssertionError("line without type/seq: %r" % line[:200])
+    if json.loads(lines[0]).get("type") != "hello":
+        raise AssertionError("first line is not hello: %r" % lines[0][:200])
+    w.stop()
+
+
+@test("podmux watch (table) shows the pod names as pods are added and "
+      "removed")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    d = t.daemon(m)
+    w = t.spawn(["watch", "--socket", d.sock])
+    w.wait_line(lambda x: pn("web") in x, what="a line with %s" % pn("web"))
+    write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
+    w.wait_line(lambda x: pn("db") in x, what="a line with %s" % pn("db"))
+    def db_lines():
+        return len([x for x in w.lines() if pn("db") in x])
+    n = db_lines()
+    os.remove(os.path.join(m, "db.yaml"))
+    harness.wait_for(lambda: db_lines() > n, harness.T_WAIT,
+                     "another line with %s (its removal); output: %r" %
+                     (pn("db"), w.lines()[-6:]))
+    for line in w.lines():
+        if line.lstrip().startswith("{"):
+            raise AssertionError("table output contains JSON: %r" % line)
+    w.stop()
+
+
+@test("podmux watch with no daemon exits 1 with a message naming the "
+      "socket")
+def _(t):
+    sock = t.path("nobody.sock")
+    r = t.run_cmd(["watch", "--socket", sock], timeout=T_SHORT)
+    if r.returncode != 1:
+        raise AssertionError("exit %d, want 1" % r.returncode)
+    if sock not in r.stderr:
+        raise AssertionError("stderr does not name %s: %r" %
+                             (sock, r.stderr))
+
+
+def run_args(t):
+    m = t.mkdir("manifests")
+    return ["run", "--pod-manifest-path", m, "--socket",
+            t.path("podmux.sock"), "--node-name", NODE]
+
+
+def check_usage_error(r, words):
+    if r.returncode != 2:
+        raise AssertionError("exit %d, want 2; stderr %r" % (r.returncode,
+                                                             r.stderr[-300:]))
+    if not any(w in r.stderr for w in words):
+        raise AssertionError("stderr does not name %s: %r" %
+                             (" or ".join(words), r.stderr[-300:]))
+
+
+@test("podmux run with an unknown flag: exit 2, the message names the flag")
+def _(t):
+    r = t.run_cmd(run_args(t) + ["--no-such-flag"], timeout=T_SHORT)
+    check_usage_error(r, ["--no-such-flag", "no-such-flag"])
+
+
+@test("podmux run --file-check-frequency 5x (bad duration): exit 2, the "
+      "message names the flag")
+def _(t):
+    r = t.run_cmd(run_args(t) + ["--file-check-frequency", "5x"],
+                  timeout=T_SHORT)
+    check_usage_error(r, ["file-check-frequency"])
+
+
+@test("podmux run --mode fastest (bad mode): exit 2, the message names "
+      "the flag")
+def _(t):
+    r = t.run_cmd(run_args(t) + ["--mode", "fastest"], timeout=T_SHORT)
+    check_usage_error(r, ["--mode", "mode"])
+
+
+@test("podmux run --log-format xml (bad format): exit 2, the message "
+      "names the flag")
+def _(t):
+    r = t.run_cmd(run_args(t) + ["--log-format", "xml"], timeout=T_SHORT)
+    check_usage_error(r, ["log-format"])
+
+
+@test("podmux run --file-check-frequency without a value: exit 2, the "
+      "message names the flag")
+def _(t):
+    r = t.run_cmd(run_args(t) + ["--file-check-frequency"], timeout=T_SHORT)
+    check_usage_error(r, ["file-check-frequency"])
+
+
+@test("podmux run --help lists the flags and exits 0")
+def _(t):
+    r = t.run_cmd(["run", "--help"], timeout=T_SHORT)
+    if r.returncode != 0:
+        raise AssertionError("exit %d" % r.returncode)
+    out = r.stdout + r.stderr
+    missing = [f for f in ("--pod-manifest-path", "--file-check-frequency",
+                           "--node-name", "--socket", "--mode",
+                           "--socket-mode", "--log-format", "-v",
+                           "--max-consumer-backlog")
+               if f not in out]
+    if missing:
+        raise AssertionError("help lacks %s: %r" % (missing, out[:600]))
+
+
+@test("podmux with an unknown subcommand exits non-zero with a usage "
+      "message")
+def _(t):
+    r = t.run_cmd(["frobnicate"], timeout=T_SHORT)
+    if r.returncode == 0 or not r.stderr.strip():
+        raise AssertionError("exit %d, stderr %r" % (r.returncode, r.stderr))
+
+
+@test("Go-style durations are accepted by --file-check-frequency "
+      "(1m30s, 1.5s, 300ms)")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    for dur in ("1m30s", "1.5s", "300ms"):
+        d = t.daemon(m, freq=dur)
+        c = d.connect()
+        c.wait_until_state([pn("web")])
+        rc = d.stop()
+        if rc != 0:
+            raise AssertionError("--file-check-frequency %s: exit %s" %
+                                 (dur, rc))
+
+
+@test("--log-format json: every stderr line is a JSON object with time, "
+      "level and msg; a bad manifest gives an error line with "
+      "file \"<path>\"")
+def _(t):
+    m = t.mkdir("manifests")
+    bad = write_file(os.path.join(m, "bad.yaml"), "kind: Pod\n")
+    d = t.daemon(m, log_format="json")
+    d.wait_file_error(bad)
+    for line in d.stderr_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            x = json.loads(line)
+        except ValueError:
+            raise AssertionError("not a JSON log line: %r" % line)
+        if not {"time", "level", "msg"} <= set(x):
+            raise AssertionError("log line lacks time/level/msg: %r" % line)
+
+
+@test("--log-format text: a bad manifest gives one text line at level "
+      "error with file \"<path>\" and a reason")
+def _(t):
+    m = t.mkdir("manifests")
+    bad = write_file(os.path.join(m, "bad.yaml"), "kind: Pod\n")
+    d = t.daemon(m, log_format="text")
+    d.wait_file_error(bad)
+    for line in d.stderr_text().splitlines():
+        if line.lstrip().startswith("{"):
+            raise AssertionError("JSON line in text format: %r" % line)
+
+
+if __name__ == "__main__":
+    harness.main()

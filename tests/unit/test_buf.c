@@ -1,0 +1,70 @@
+/* Unit tests: buf. */
+#include <string.h>
+
+#include "podmux/buf.h"
+#include "unit.h"
+
+START_TEST(test_buf_append_and_printf)
+{
+        struct buf b = BUF_INIT;
+
+        ck_assert_int_eq(buf_puts(&b, "ab"), 0);
+        ck_assert_int_eq(buf_printf(&b, "-%d-%s", 42, "x"), 0);
+        ck_assert_str_eq(b.data, "ab-42-x");
+        ck_assert_uint_eq(b.len, 7);
+        buf_consume(&b, 3);
+        ck_assert_str_eq(b.data, "42-x");
+        buf_reset(&b);
+        ck_assert_uint_eq(b.len, 0);
+        ck_assert_str_eq(b.data, "");
+        buf_free(&b);
+        ck_assert_ptr_null(b.data);
+}
+END_TEST
+
+START_TEST(test_buf_grows_past_many_doublings)
+{
+        struct buf b = BUF_INIT;
+
+        for (int i = 0; i < 100000; i++)
+                ck_assert_int_eq(buf_putc(&b, (char)('a' + i % 26)), 0);
+        ck_assert_uint_eq(b.len, 100000);
+        ck_assert_int_eq(b.data[99999], 'a' + 99999 % 26);
+        ck_assert_int_eq(b.data[100000], '\0');
+        buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_buf_json_string_escapes)
+{
+        struct buf b = BUF_INIT;
+        const char in[] = "q\"b\\n\n\t\x01\x1f/é";
+
+        ck_assert_int_eq(buf_json_string(&b, in, sizeof(in) - 1), 0);
+        ck_assert_str_eq(b.data, "\"q\\\"b\\\\n\\n\\t\\u0001\\u001f/é\"");
+        buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_buf_steal_empty_and_full)
+{
+        struct buf b = BUF_INIT;
+        size_t n = 99;
+        char *s = buf_steal(&b, &n);
+
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_eq(s, "");
+        ck_assert_uint_eq(n, 0);
+        free(s);
+        buf_puts(&b, "hello");
+        s = buf_steal(&b, &n);
+        ck_assert_str_eq(s, "hello");
+        ck_assert_uint_eq(n, 5);
+        ck_assert_ptr_null(b.data);
+        free(s);
+        buf_free(NULL);
+}
+END_TEST
+
+UNIT_MAIN(test_buf_append_and_printf, test_buf_grows_past_many_doublings,
+          test_buf_json_string_escapes, test_buf_steal_empty_and_full)

@@ -1,0 +1,329 @@
+/*
+ * Unit tests: the file source on a real directory, with the real watcher
+ * thread and loop.  Each test drives the loop until the expected SET arrives
+ * (bounded by an iteration count, never by a timing assertion).
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "podmux/file_source.h"
+#include "podmux/mux.h"
+#include "unit.h"
+
+struct capture {
+        struct pod_update *last; /* last SET received */
+        int sets;
+};
+
+static void capture_merge(void *data, const char *source, struct pod_update *u)
+{
+        struct capture *c = data;
+
+        ck_assert_str_eq(source, "file");
+        ck_assert_int_eq(u->op, POD_OP_SET);
+        pod_update_free(c->last);
+        c->last = u;
+        c->sets++;
+}
+
+struct fixture {
+        char dir[64];
+        struct loop *loop;
+        struct watcher *watcher;
+        struct mux *mux;
+        struct file_source *fs;
+        struct capture cap;
+};
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+        char path[256], tmp[256];
+        FILE *f;
+
+        /* Written under a hidden name and renamed in: one event, whole file. */
+        snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", dir, name);
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(tmp, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+static void pod_file(const char *dir, const char *file, const char *name)
+{
+        char text[512];
+
+        snprintf(text, sizeof(text),
+                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n"
+                 "  containers:\n  - name: c\n    image: busybox:1.36\n",
+                 name);
+        write_file(dir, file, text);
+}
+
+static void setup(struct fixture *fx, const char *path_suffix, int create)
+{
+        struct file_source_config cfg = {0};
+        struct mux_channel *ch;
+        struct buf err = BUF_INIT;
+        char path[128];
+
+        memset(fx, 0, sizeof(*fx));
+        strcpy(fx->dir, "/tmp/podmux-fs-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(fx->dir));
+        snprintf(path, sizeof(path), "%s%s", fx->dir, path_suffix);
+        if (create && path_suffix[0])
+                ck_assert_int_eq(mkdir(path, 0755), 0);
+        ck_assert_int_eq(loop_new(&fx->loop), 0);
+        ck_assert_int_eq(watcher_new(fx->loop, &fx->watcher), 0);
+        ck_assert_int_eq(mux_new(fx->loop, capture_merge, &fx->cap, &fx->mux), 0);
+        ck_assert_int_eq(mux_channel(fx->mux, "file", &ch), 0);
+        cfg.path = path;
+        cfg.node_name = "Node1";
+        cfg.period_usec = 3600ULL * 1000000; /* relist only when a test asks */
+        ck_assert_int_eq(file_source_new(fx->loop, fx->watcher, ch, &cfg, &fx->fs, &err), 0);
+        buf_free(&err);
+}
+
+static void teardown(struct fixture *fx)
+{
+        char cmd[128];
+
+        file_source_free(fx->fs);
+        watcher_free(fx->watcher);
+        mux_free(fx->mux);
+        loop_free(fx->loop);
+        pod_update_free(fx->cap.last);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", fx->dir);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *names_of(struct fixture *fx, char *out, size_t size)
+{
+        out[0] = '\0';
+        if (!fx->cap.last)
+                return "(none)";
+        for (size_t i = 0; i < fx->cap.last->n_pods; i++) {
+                strncat(out, fx->cap.last->pods[i]->name, size - strlen(out) - 2);
+                strncat(out, ",", size - strlen(out) - 1);
+        }
+        return out;
+}
+
+/* Drives the loop until the last SET names exactly `want` ("a,b," form). */
+static void expect_names(struct fixture *fx, const char *want)
+{
+        char got[1024];
+
+        for (int i = 0; i < 400; i++) {
+                if (fx->cap.last && strcmp(names_of(fx, got, sizeof(got)), want) == 0)
+                        return;
+                loop_run_once(fx->loop, 50000);
+        }
+        ck_abort_msg("want pods \"%s\", last SET had \"%s\"", want, names_of(fx, got, sizeof(got)));
+}
+
+START_TEST(test_relist_at_start_reads_sorted_visible_files)
+{
+        struct fixture fx;
+
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir + 0, "m/b.yaml", "bravo");
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        pod_file(fx.dir, "m/.hidden.yaml", "hidden");
+        {
+                char sub[128];
+
+                snprintf(sub, sizeof(sub), "%s/m/subdir", fx.dir);
+                ck_assert_int_eq(mkdir(sub, 0755), 0);
+        }
+        file_source_start(fx.fs);
+        expect_names(&fx, "alpha-node1,bravo-node1,");
+        ck_assert_str_eq(fx.cap.last->pods[0]->namespace, "default");
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_empty_directory_sends_empty_set)
+{
+        struct fixture fx;
+
+        setup(&fx, "/m", 1);
+        file_source_start(&*fx.fs);
+        expect_names(&fx, "");
+        ck_assert_int_eq(fx.cap.sets, 1);
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_watch_add_edit_delete)
+{
+        struct fixture fx;
+        char path[256];
+
+        setup(&fx, "/m", 1);
+        file_source_start(fx.fs);
+        expect_names(&fx, "");
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        expect_names(&fx, "alpha-node1,");
+        pod_file(fx.dir, "m/b.json",
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"bravo\"},"
+                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}");
+        expect_names(&fx, "alpha-node1,bravo-node1,");
+        snprintf(path, sizeof(path), "%s/m/a.yaml", fx.dir);
+        ck_assert_int_eq(unlink(path), 0);
+        expect_names(&fx, "bravo-node1,");
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_bad_file_is_left_out_and_others_stay)
+{
+        struct fixture fx;
+
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        write_file(fx.dir, "m/bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n");
+        file_source_start(fx.fs);
+        expect_names(&fx, "alpha-node1,");
+        /* The bad file becomes good: picked up by the watch. */
+        pod_file(fx.dir, "m/bad.yaml", "fixed");
+        expect_names(&fx, "alpha-node1,fixed-node1,");
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_duplicate_name_first_file_wins)
+{
+        struct fixture fx;
+        char path[256];
+
+        setup(&fx, "/m", 1);
+        write_file(fx.dir, "m/a.yaml",
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: a}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: x\n");
+        write_file(fx.dir, "m/b.yaml",
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: x\n");
+        file_source_start(fx.fs);
+        expect_names(&fx, "same-node1,");
+        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"from\":\"a\""));
+        /* An edit of the losing file through the watch does not take over. */
+        write_file(fx.dir, "m/b.yaml",
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b2}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: x\n");
+        file_source_relist(fx.fs);
+        expect_names(&fx, "same-node1,");
+        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"from\":\"a\""));
+        /* Deleting the winner hands the pod to the other file at once. */
+        snprintf(path, sizeof(path), "%s/m/a.yaml", fx.dir);
+        ck_assert_int_eq(unlink(path), 0);
+        for (int i = 0; i < 400 && !strstr(fx.cap.last->pods[0]->text, "\"from\":\"b2\""); i++) {
+                loop_run_once(fx.loop, 50000);
+                if (!fx.cap.last->n_pods)
+                        continue;
+        }
+        ck_assert_uint_eq(fx.cap.last->n_pods, 1);
+        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"from\":\"b2\""));
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_missing_directory_then_created)
+{
+        struct fixture fx;
+        char path[256];
+
+        setup(&fx, "/later", 0);
+        file_source_start(fx.fs);
+        expect_names(&fx, "");
+        snprintf(path, sizeof(path), "%s/later", fx.dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        pod_file(fx.dir, "later/a.yaml", "alpha");
+        expect_names(&fx, "alpha-node1,");
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_directory_deleted_and_recreated)
+{
+        struct fixture fx;
+        char cmd[256], path[256];
+
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        file_source_start(fx.fs);
+        expect_names(&fx, "alpha-node1,");
+        snprintf(cmd, sizeof(cmd), "rm -rf %s/m", fx.dir);
+        ck_assert_int_eq(system(cmd), 0);
+        expect_names(&fx, "");
+        snprintf(path, sizeof(path), "%s/m", fx.dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        pod_file(fx.dir, "m/b.yaml", "bravo");
+        expect_names(&fx, "bravo-node1,");
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_single_file_path)
+{
+        struct fixture fx;
+        char dir[64];
+
+        setup(&fx, "/one.yaml", 0);
+        strcpy(dir, fx.dir);
+        pod_file(dir, "one.yaml", "solo");
+        file_source_start(fx.fs);
+        expect_names(&fx, "solo-node1,");
+        teardown(&fx);
+}
+END_TEST
+
+START_TEST(test_path_is_cleaned_for_uid_stability)
+{
+        struct fixture a, b;
+        char uid[64];
+
+        setup(&a, "/m", 1);
+        pod_file(a.dir, "m/a.yaml", "alpha");
+        file_source_start(a.fs);
+        expect_names(&a, "alpha-node1,");
+        snprintf(uid, sizeof(uid), "%s", a.cap.last->pods[0]->uid);
+        /* Same directory named with "//" and "/./" and a trailing slash. */
+        {
+                struct file_source_config cfg = {0};
+                struct mux_channel *ch;
+                struct buf err = BUF_INIT;
+                char path[160];
+
+                memset(&b, 0, sizeof(b));
+                snprintf(path, sizeof(path), "%s//./m/", a.dir);
+                ck_assert_int_eq(mux_new(a.loop, capture_merge, &b.cap, &b.mux), 0);
+                ck_assert_int_eq(mux_channel(b.mux, "file", &ch), 0);
+                cfg.path = path;
+                cfg.node_name = "Node1";
+                ck_assert_int_eq(file_source_new(a.loop, NULL, ch, &cfg, &b.fs, &err), 0);
+                file_source_relist(b.fs);
+                for (int i = 0; i < 100 && !b.cap.last; i++)
+                        loop_run_once(a.loop, 10000);
+                ck_assert_ptr_nonnull(b.cap.last);
+                ck_assert_uint_eq(b.cap.last->n_pods, 1);
+                ck_assert_str_eq(b.cap.last->pods[0]->uid, uid);
+                file_source_free(b.fs);
+                mux_free(b.mux);
+                pod_update_free(b.cap.last);
+                buf_free(&err);
+        }
+        teardown(&a);
+}
+END_TEST
+
+UNIT_MAIN(test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
+          test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
+          test_duplicate_name_first_file_wins, test_missing_directory_then_created,
+          test_directory_deleted_and_recreated, test_single_file_path,
+          test_path_is_cleaned_for_uid_stability)

@@ -1,0 +1,138 @@
+/* Unit tests: the event loop (timers, io, deferred calls). */
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "podmux/loop.h"
+#include "unit.h"
+
+static int order[16];
+static int n_order;
+
+static void timer_cb(struct loop_timer *t, void *data)
+{
+        order[n_order++] = (int)(intptr_t)data;
+}
+
+START_TEST(test_timers_fire_in_due_order)
+{
+        struct loop *l;
+        struct loop_timer *t[3];
+
+        n_order = 0;
+        ck_assert_int_eq(loop_new(&l), 0);
+        for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(loop_timer_new(l, timer_cb, (void *)(intptr_t)i, &t[i]), 0);
+        loop_timer_arm(t[0], 30000);
+        loop_timer_arm(t[1], 10000);
+        loop_timer_arm(t[2], 20000);
+        ck_assert(loop_timer_armed(t[0]));
+        for (int i = 0; i < 100 && n_order < 3; i++)
+                loop_run_once(l, 100000);
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(order[0], 1);
+        ck_assert_int_eq(order[1], 2);
+        ck_assert_int_eq(order[2], 0);
+        ck_assert(!loop_timer_armed(t[0]));
+        loop_free(l);
+}
+END_TEST
+
+START_TEST(test_stopped_and_rearmed_timers)
+{
+        struct loop *l;
+        struct loop_timer *a, *b;
+
+        n_order = 0;
+        ck_assert_int_eq(loop_new(&l), 0);
+        loop_timer_new(l, timer_cb, (void *)1, &a);
+        loop_timer_new(l, timer_cb, (void *)2, &b);
+        loop_timer_arm(a, 1000);
+        loop_timer_arm(b, 2000);
+        loop_timer_stop(a);
+        loop_timer_arm(b, 1000); /* re-arm moves it, never fires twice */
+        for (int i = 0; i < 100 && n_order < 1; i++)
+                loop_run_once(l, 100000);
+        loop_run_once(l, 5000);
+        ck_assert_int_eq(n_order, 1);
+        ck_assert_int_eq(order[0], 2);
+        loop_timer_free(a);
+        loop_free(l);
+}
+END_TEST
+
+static int io_hits;
+static void io_cb(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        char c;
+
+        io_hits++;
+        ck_assert(events & EPOLLIN);
+        ck_assert_int_eq(read(fd, &c, 1), 1);
+        loop_io_free(io); /* freeing itself inside its callback is allowed */
+}
+
+START_TEST(test_io_readiness_and_self_free)
+{
+        struct loop *l;
+        int p[2];
+
+        io_hits = 0;
+        ck_assert_int_eq(pipe(p), 0);
+        ck_assert_int_eq(loop_new(&l), 0);
+        ck_assert_int_eq(loop_io_add(l, p[0], EPOLLIN, io_cb, NULL, NULL), 0);
+        ck_assert_int_eq(write(p[1], "ab", 2), 2);
+        loop_run_once(l, 1000000);
+        loop_run_once(l, 10000);
+        ck_assert_int_eq(io_hits, 1);
+        loop_free(l);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
+static struct loop *defer_loop;
+static void defer_cb(void *data)
+{
+        order[n_order++] = (int)(intptr_t)data;
+        if ((intptr_t)data == 1)
+                loop_defer(defer_loop, defer_cb, (void *)3);
+}
+
+START_TEST(test_deferred_calls_run_fifo_without_waiting)
+{
+        n_order = 0;
+        ck_assert_int_eq(loop_new(&defer_loop), 0);
+        loop_defer(defer_loop, defer_cb, (void *)1);
+        loop_defer(defer_loop, defer_cb, (void *)2);
+        /* A pending deferred call makes the wait zero even with timeout -1. */
+        loop_run_once(defer_loop, -1);
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(order[0], 1);
+        ck_assert_int_eq(order[1], 2);
+        ck_assert_int_eq(order[2], 3);
+        loop_free(defer_loop);
+}
+END_TEST
+
+static void stop_cb(struct loop_timer *t, void *data)
+{
+        loop_stop(data);
+}
+
+START_TEST(test_run_until_stop)
+{
+        struct loop *l;
+        struct loop_timer *t;
+
+        ck_assert_int_eq(loop_new(&l), 0);
+        loop_timer_new(l, stop_cb, l, &t);
+        loop_timer_arm(t, 1000);
+        ck_assert_int_eq(loop_run(l), 0);
+        ck_assert(loop_stopped(l));
+        loop_free(l);
+}
+END_TEST
+
+UNIT_MAIN(test_timers_fire_in_due_order, test_stopped_and_rearmed_timers,
+          test_io_readiness_and_self_free, test_deferred_calls_run_fifo_without_waiting,
+          test_run_until_stop)
