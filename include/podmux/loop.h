@@ -64,5 +64,8 @@ void loop_timer_free(struct loop_timer *t);
  * if called from outside a callback).  Calls are run in FIFO order.
  * Returns 0 or -ENOMEM. */
 int loop_defer(struct loop *l, loop_defer_fn fn, void *data);
+/* Drops pending deferred calls of fn with data (an object being freed
+ * cancels what it scheduled).  NULL-safe. */
+void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data);
 
 #endif

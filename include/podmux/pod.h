@@ -45,7 +45,9 @@ struct pod {
         char *mirror;    /* config.mirror, NULL if absent */
         /* Digest of what "semantically equal" compares: spec, labels,
          * deletionTimestamp (as an instant), deletionGracePeriodSeconds and
-         * the non-local annotations, each with absent != empty. */
+         * the non-local annotations.  Absent != empty for spec and labels
+         * (Go's deep equality); a missing annotations map counts as empty
+         * (spec 3.4); null counts as absent. */
         uint8_t semantic[POD_DIGEST_LEN];
         /* Digest of the whole status subtree. */
         uint8_t status[POD_DIGEST_LEN];

@@ -206,7 +206,8 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 if (r < 0)
                         goto out;
                 if (json_object_object_get_ex(seen->keys, key.data, &prev)) {
-                        r = buf_printf(&msg, "pod \"%s\" is already defined by \"%s\"; the file source keeps the first file and ignores this one",
+                        r = buf_printf(&msg, "pod \"%s\" is already defined by \"%s\"; the "
+                                             "file source keeps the first file and ignores this one",
                                        key.data, json_object_get_string(prev));
                         if (r < 0)
                                 goto out;
@@ -307,7 +308,8 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
                         continue;
                 }
                 if (S_ISDIR(st.st_mode)) {
-                        report(names[i], "note: skipped, a directory (the file source does not recurse)");
+                        report(names[i],
+                               "note: skipped, a directory (the file source does not recurse)");
                         continue;
                 }
                 if (!S_ISREG(st.st_mode)) {
@@ -369,7 +371,8 @@ int cmd_validate(int argc, char **argv)
                         o.url_mode = true;
                 } else if (strcmp(a, "--node-name") == 0) {
                         if (i + 1 >= argc) {
-                                fputs("podmux validate: --node-name needs a value\n" TRY_HELP, stderr);
+                                fputs("podmux validate: --node-name needs a value\n" TRY_HELP,
+                                      stderr);
                                 return EXIT_USAGE;
                         }
                         o.node_name = argv[++i];
@@ -382,6 +385,10 @@ int cmd_validate(int argc, char **argv)
         }
         if (i >= argc) {
                 fputs("podmux validate: no PATH given\n" TRY_HELP, stderr);
+                return EXIT_USAGE;
+        }
+        if (o.node_name && !o.node_name[0]) {
+                fputs("podmux validate: --node-name must not be empty\n" TRY_HELP, stderr);
                 return EXIT_USAGE;
         }
         if (!o.node_name) {

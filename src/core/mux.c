@@ -48,6 +48,8 @@ int mux_new(struct loop *loop, mux_merge_fn merge, void *data,
         return 0;
 }
 
+static void drain_deferred(void *data);
+
 static void channel_free(struct mux_channel *ch)
 {
         while (ch->head) {
@@ -65,6 +67,8 @@ void mux_free(struct mux *m)
 {
         if (!m)
                 return;
+        if (m->drain_scheduled)
+                loop_defer_cancel(m->loop, drain_deferred, m);
         for (size_t i = 0; i < m->n; i++)
                 channel_free(m->channels[i]);
         free(m->channels);

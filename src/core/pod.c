@@ -164,7 +164,9 @@ static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
         present = json_object_object_get_ex(obj, "spec", &v);
         if ((r = digest_part(&h, scratch, 's', v, present)) < 0)
                 return r;
-        present = meta && json_object_object_get_ex(meta, "labels", &v);
+        /* Go decodes "labels": null to a nil map, the same as absent. */
+        present = meta && json_object_object_get_ex(meta, "labels", &v) &&
+                  !json_object_is_type(v, json_type_null);
         if ((r = digest_part(&h, scratch, 'l', v, present)) < 0)
                 return r;
         present = meta && json_object_object_get_ex(meta, "deletionTimestamp", &dt) &&
@@ -189,9 +191,11 @@ static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
                   !json_object_is_type(v, json_type_null);
         if ((r = digest_part(&h, scratch, 'g', v, present)) < 0)
                 return r;
-        /* A missing annotations map counts as empty; local keys were
-         * already taken out of this object. */
-        if ((r = digest_part(&h, scratch, 'a', annotations, annotations != NULL)) < 0)
+        /* A missing annotations map counts as empty (spec 3.4); local keys
+         * were already taken out of this object.  Rendering always writes
+         * an annotations map, so absent and empty must digest alike. */
+        if ((r = digest_part(&h, scratch, 'a', annotations,
+                             annotations && json_object_object_length(annotations) > 0)) < 0)
                 return r;
         fnv128_final(&h, p->semantic);
 

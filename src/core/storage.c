@@ -168,29 +168,28 @@ static void event(struct storage *s, const char *source, const struct pod *p,
 
 /*
  * Pre-processing (3.2): drops pods whose full name appeared earlier in the
- * same list, and pods whose UID appears again later in it (the last one is
- * authoritative).  Returns the surviving pods, in order, as borrowed
- * pointers in *ret_keep (caller frees the array).
+ * same list (the first occurrence wins, as in the kubelet), then, among the
+ * survivors, keeps only the last pod of each UID (duplicate UIDs are
+ * undefined upstream; the last one is authoritative here).  Returns the
+ * surviving pods, in order, as borrowed pointers in *ret_keep (caller frees
+ * the array).
  */
 static int preprocess(struct storage *s, const char *source,
                       const struct pod_update *u, struct pod ***ret_keep,
                       size_t *ret_n)
 {
         struct strmap *names = strmap_new(), *uids = strmap_new();
-        struct pod **keep = NULL;
+        struct pod **named = NULL, **keep = NULL;
         struct buf key = BUF_INIT;
-        size_t n = 0;
+        size_t n_named = 0, n = 0;
         int r = -ENOMEM;
 
         if (!names || !uids)
                 goto out;
+        named = malloc((u->n_pods ? u->n_pods : 1) * sizeof(*named));
         keep = malloc((u->n_pods ? u->n_pods : 1) * sizeof(*keep));
-        if (!keep)
+        if (!named || !keep)
                 goto out;
-        /* Last index of each UID. */
-        for (size_t i = 0; i < u->n_pods; i++)
-                if (strmap_put(uids, u->pods[i]->uid, (void *)(uintptr_t)(i + 1), NULL) < 0)
-                        goto out;
         for (size_t i = 0; i < u->n_pods; i++) {
                 struct pod *p = u->pods[i];
 
@@ -207,15 +206,21 @@ static int preprocess(struct storage *s, const char *source,
                 }
                 if (strmap_put(names, key.data, (void *)1, NULL) < 0)
                         goto out;
-                if ((uintptr_t)strmap_get(uids, p->uid) != i + 1)
-                        continue;
-                keep[n++] = p;
+                named[n_named++] = p;
         }
+        /* Last index of each UID among the survivors. */
+        for (size_t i = 0; i < n_named; i++)
+                if (strmap_put(uids, named[i]->uid, (void *)(uintptr_t)(i + 1), NULL) < 0)
+                        goto out;
+        for (size_t i = 0; i < n_named; i++)
+                if ((uintptr_t)strmap_get(uids, named[i]->uid) == i + 1)
+                        keep[n++] = named[i];
         *ret_keep = keep;
         *ret_n = n;
         keep = NULL;
         r = 0;
 out:
+        free(named);
         free(keep);
         buf_free(&key);
         strmap_free(names, NULL);

@@ -250,8 +250,8 @@ static int store_put(struct file_source *fs, struct strmap *store, const char *f
                 goto record;
         }
         if (old && strcmp(old->file, file) != 0)
-                log_warn("file \"%s\": pod \"%s\" was defined by file \"%s\"; file \"%s\" sorts first and now defines it",
-                         old->file, key.data, file, file);
+                log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)",
+                         file, key.data, old->file);
         e = calloc(1, sizeof(*e));
         if (!e)
                 goto out;

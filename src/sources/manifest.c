@@ -38,6 +38,7 @@
 #include "podmux/yaml_json.h"
 
 #define CONFIG_HASH_ANNOTATION "kubernetes.io/config.hash"
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ANNOTATIONS_MAX_BYTES (256 * 1024)
 
 /* ---- error collection and field paths -------------------------------- */
@@ -47,6 +48,7 @@
 struct errs {
         struct buf *b;
         int n;
+        bool oom; /* a check could not allocate: the result is -ENOMEM */
 };
 
 static void errs_vadd(struct errs *e, const char *path, const char *fmt, va_list ap)
@@ -824,8 +826,8 @@ static int api_defaults(json_object *pod)
 static bool toleration_matches(json_object *t)
 {
         /* Go's MatchToleration: same key, operator, value and effect. */
-        return strcmp(get_str(t, "key"), "") == 0 && strcmp(get_str(t, "operator"), "Exists") == 0 &&
-               strcmp(get_str(t, "value"), "") == 0 && strcmp(get_str(t, "effect"), "NoExecute") == 0;
+        return !*get_str(t, "key") && strcmp(get_str(t, "operator"), "Exists") == 0 &&
+               !*get_str(t, "value") && strcmp(get_str(t, "effect"), "NoExecute") == 0;
 }
 
 static json_object *new_static_toleration(void)
@@ -1021,9 +1023,10 @@ static void check_qualified_name(struct errs *e, const char *path, const char *v
         size_t n = strlen(name);
 
         if (slash && strchr(name, '/')) {
-                errs_invalid(e, path, v, "a qualified name must consist of alphanumeric characters, "
-                                         "'-', '_' or '.', with an optional DNS subdomain prefix "
-                                         "and '/' (e.g. 'example.com/MyName')");
+                errs_invalid(e, path, v,
+                             "a qualified name must consist of alphanumeric characters, "
+                             "'-', '_' or '.', with an optional DNS subdomain prefix "
+                             "and '/' (e.g. 'example.com/MyName')");
                 return;
         }
         if (slash) {
@@ -1057,7 +1060,8 @@ static void validate_metadata(struct errs *e, json_object *meta)
 
                         check_qualified_name(e, "metadata.labels", k);
                         if (strlen(s) > 63)
-                                errs_invalid(e, "metadata.labels", s, "must be no more than 63 characters");
+                                errs_invalid(e, "metadata.labels", s,
+                                             "must be no more than 63 characters");
                         else if (*s && !qualified_chars(s, strlen(s)))
                                 errs_invalid(e, "metadata.labels", s, LABEL_VALUE_MSG);
                 }
@@ -1072,7 +1076,8 @@ static void validate_metadata(struct errs *e, json_object *meta)
                                 lower[i] = (k[i] >= 'A' && k[i] <= 'Z') ? (char)(k[i] + 32) : k[i];
                         lower[i] = '\0';
                         if (k[i])
-                                errs_invalid(e, "metadata.annotations", k, "name part must be no more than 63 characters");
+                                errs_invalid(e, "metadata.annotations", k,
+                                             "name part must be no more than 63 characters");
                         else
                                 check_qualified_name(e, "metadata.annotations", lower);
                         total += strlen(k) + (size_t)json_object_get_string_len(v);
@@ -1103,14 +1108,6 @@ static const char *const host_path_types[] = {"", "DirectoryOrCreate", "Director
                                               "FileOrCreate", "File", "Socket",
                                               "CharDevice", "BlockDevice", NULL};
 
-static bool volume_named(json_object *vols, const char *name)
-{
-        for (size_t i = 0; i < arr_len(vols); i++)
-                if (strcmp(get_str(arr_obj(vols, i), "name"), name) == 0)
-                        return true;
-        return false;
-}
-
 static void validate_port_num(struct errs *e, const char *path, int64_t v)
 {
         if (v < 1 || v > 65535)
@@ -1118,31 +1115,25 @@ static void validate_port_num(struct errs *e, const char *path, int64_t v)
                          (long long)v);
 }
 
-/* Whether an earlier container (containers first, then init containers,
- * the order names are checked in) has this name.  Quadratic in the number
- * of containers, which is small. */
-static bool container_name_seen(json_object *spec, size_t list, size_t idx, const char *name)
+/* Adds name to a set (a json object used as a hash set, so duplicate
+ * checks stay linear in the number of names).  True if it was there. */
+static bool set_seen(struct errs *e, json_object *set, const char *name)
 {
-        static const char *const lists[] = {"containers", "initContainers"};
-
-        for (size_t l = 0; l <= list; l++) {
-                json_object *cs = get(spec, lists[l]);
-                size_t end = l == list ? idx : arr_len(cs);
-
-                for (size_t i = 0; i < end; i++)
-                        if (strcmp(get_str(arr_obj(cs, i), "name"), name) == 0)
-                                return true;
-        }
+        if (json_object_object_get_ex(set, name, NULL))
+                return true;
+        if (json_object_object_add(set, name, NULL) != 0)
+                e->oom = true;
         return false;
 }
 
-static void validate_container(struct errs *e, struct path *p, json_object *spec,
-                               size_t list, size_t idx, bool host_net)
+/* cnames: container names so far (containers, then init containers, as
+ * Go checks them); vnames: the pod's volume names. */
+static void validate_container(struct errs *e, struct path *p, json_object *c,
+                               json_object *cnames, json_object *vnames, bool host_net)
 {
-        json_object *c = arr_obj(get(spec, list ? "initContainers" : "containers"), idx);
-        json_object *vols = get(spec, "volumes");
         const char *name = get_str(c, "name"), *image = get_str(c, "image"), *s;
-        json_object *ports = get(c, "ports"), *mounts = get(c, "volumeMounts"), *env = get(c, "env");
+        json_object *ports = get(c, "ports"), *mounts = get(c, "volumeMounts");
+        json_object *env = get(c, "env");
         size_t old, old2;
 
         old = path_key(p, "name");
@@ -1150,7 +1141,7 @@ static void validate_container(struct errs *e, struct path *p, json_object *spec
                 errs_add(e, p->s, "Required value");
         } else {
                 check_dns_label(e, p->s, name);
-                if (container_name_seen(spec, list, idx, name))
+                if (set_seen(e, cnames, name))
                         errs_value(e, p->s, "Duplicate value", name, NULL);
         }
         path_pop(p, old);
@@ -1183,7 +1174,8 @@ static void validate_container(struct errs *e, struct path *p, json_object *spec
                 if (hp && json_object_get_int64(hp) != 0)
                         validate_port_num(e, p->s, json_object_get_int64(hp));
                 if (host_net && hp && cp && json_object_get_int64(hp) != json_object_get_int64(cp))
-                        errs_add(e, p->s, "Invalid value: %lld: must match `containerPort` when `hostNetwork` is true",
+                        errs_add(e, p->s, "Invalid value: %lld: must match `containerPort` "
+                                          "when `hostNetwork` is true",
                                  (long long)json_object_get_int64(hp));
                 path_pop(p, old2);
                 old2 = path_key(p, "protocol");
@@ -1199,7 +1191,7 @@ static void validate_container(struct errs *e, struct path *p, json_object *spec
                 s = get_str(m, "name");
                 if (!*s)
                         errs_add(e, p->s, "Required value");
-                else if (!volume_named(vols, s))
+                else if (!json_object_object_get_ex(vnames, s, NULL))
                         errs_value(e, p->s, "Not found", s, NULL);
                 path_pop(p, old2);
                 path_key(p, "mountPath");
@@ -1229,15 +1221,7 @@ static size_t volume_source_count(json_object *v, const char **ret_first)
         return n;
 }
 
-static bool volume_name_seen(json_object *vols, size_t idx, const char *name)
-{
-        for (size_t i = 0; i < idx; i++)
-                if (strcmp(get_str(arr_obj(vols, i), "name"), name) == 0)
-                        return true;
-        return false;
-}
-
-static void validate_volumes(struct errs *e, json_object *vols)
+static void validate_volumes(struct errs *e, json_object *vols, json_object *vnames)
 {
         struct path p;
 
@@ -1253,7 +1237,7 @@ static void validate_volumes(struct errs *e, json_object *vols)
                         errs_add(e, p.s, "Required value");
                 } else {
                         check_dns_label(e, p.s, name);
-                        if (volume_name_seen(vols, i, name))
+                        if (set_seen(e, vnames, name))
                                 errs_value(e, p.s, "Duplicate value", name, NULL);
                 }
                 path_pop(&p, old);
@@ -1292,15 +1276,19 @@ static void validate_tolerations(struct errs *e, json_object *tols)
                 if (*op && !str_in(op, tol_operators))
                         errs_unsupported(e, p.s, op, tol_operators);
                 else if (!*key && strcmp(op, "Exists") != 0)
-                        errs_invalid(e, p.s, op, "operator must be Exists when `key` is empty, which means \"match all values and all keys\"");
+                        errs_invalid(e, p.s, op,
+                                     "operator must be Exists when `key` is empty, which means "
+                                     "\"match all values and all keys\"");
                 else if (strcmp(op, "Exists") == 0 && *val)
-                        errs_invalid(e, p.s, val, "value must be empty when `operator` is 'Exists'");
+                        errs_invalid(e, p.s, val,
+                                     "value must be empty when `operator` is 'Exists'");
                 path_pop(&p, old);
                 old = path_key(&p, "effect");
                 if (*eff && !str_in(eff, tol_effects))
                         errs_unsupported(e, p.s, eff, tol_effects);
                 else if (get(t, "tolerationSeconds") && strcmp(eff, "NoExecute") != 0)
-                        errs_invalid(e, p.s, eff, "effect must be 'NoExecute' when `tolerationSeconds` is set");
+                        errs_invalid(e, p.s, eff,
+                                     "effect must be 'NoExecute' when `tolerationSeconds` is set");
                 path_pop(&p, old);
         }
 }
@@ -1319,30 +1307,42 @@ static void validate_pod(json_object *pod, struct errs *e)
 {
         static const char *const lists[] = {"containers", "initContainers"};
         json_object *spec = get(pod, "spec");
+        json_object *cnames = json_object_new_object(), *vnames = json_object_new_object();
         bool host_net = json_object_get_boolean(get(spec, "hostNetwork"));
         struct path p;
         const char *s;
 
+        if (!cnames || !vnames) {
+                e->oom = true;
+                goto out;
+        }
         validate_metadata(e, get(pod, "metadata"));
+        /* Volumes first, as Go does: mounts are checked against them. */
+        validate_volumes(e, get(spec, "volumes"), vnames);
         if (arr_len(get(spec, "containers")) == 0)
                 errs_add(e, "spec.containers", "Required value");
         for (size_t l = 0; l < 2; l++) {
-                for (size_t i = 0; i < arr_len(get(spec, lists[l])); i++) {
+                json_object *cs = get(spec, lists[l]);
+
+                for (size_t i = 0; i < arr_len(cs); i++) {
                         path_init(&p, "spec.");
                         path_push(&p, "%s[%zu]", lists[l], i);
-                        validate_container(e, &p, spec, l, i, host_net);
+                        validate_container(e, &p, arr_obj(cs, i), cnames, vnames, host_net);
                 }
         }
         if (arr_len(get(spec, "ephemeralContainers")) > 0)
                 errs_add(e, "spec.ephemeralContainers", "Forbidden: cannot be set on create");
-        validate_volumes(e, get(spec, "volumes"));
         if (!str_in(s = get_str(spec, "restartPolicy"), restart_policies))
                 errs_unsupported(e, "spec.restartPolicy", s, restart_policies);
         if (!str_in(s = get_str(spec, "dnsPolicy"), dns_policies))
                 errs_unsupported(e, "spec.dnsPolicy", s, dns_policies);
         else if (strcmp(s, "None") == 0 && !get(spec, "dnsConfig"))
-                errs_add(e, "spec.dnsConfig", "Required value: must provide `dnsConfig` when `dnsPolicy` is None");
+                errs_add(e, "spec.dnsConfig",
+                         "Required value: must provide `dnsConfig` when `dnsPolicy` is None");
         validate_tolerations(e, get(spec, "tolerations"));
+out:
+        json_object_put(cnames);
+        json_object_put(vnames);
 }
 
 /* ---- step 10: API object references (5.5, strict form) ----------------- */
@@ -1381,13 +1381,15 @@ static bool container_refs(json_object *spec, const char *from, const char *key_
                 json_object *cs = get(spec, container_lists[l]);
 
                 for (size_t i = 0; i < arr_len(cs); i++) {
-                        json_object *c = arr_obj(cs, i), *ef = get(c, "envFrom"), *env = get(c, "env");
+                        json_object *c = arr_obj(cs, i);
+                        json_object *ef = get(c, "envFrom"), *env = get(c, "env");
 
                         for (size_t j = 0; j < arr_len(ef); j++) {
                                 if (!ref_named(arr_obj(ef, j), from))
                                         continue;
                                 path_init(&p, "spec.");
-                                path_push(&p, "%s[%zu].envFrom[%zu].%s", container_lists[l], i, j, from);
+                                path_push(&p, "%s[%zu].envFrom[%zu].%s", container_lists[l], i,
+                                          j, from);
                                 return found(a, &p, resource);
                         }
                         for (size_t j = 0; j < arr_len(env); j++) {
@@ -1533,13 +1535,14 @@ static bool volume_type_refs(json_object *spec, struct apiref *a)
                         }
                         found(a, &p, NULL);
                         snprintf(a->detail, sizeof(a->detail),
-                                 "static pods may not use unknown volume type \"%s\" (volume \"%s\")",
+                                 "static pods may not use unknown volume type \"%s\" "
+                                 "(volume \"%s\")",
                                  unknown, get_str(v, "name"));
                         return true;
                 }
                 if (str_in(type, allowed_volume_types))
                         continue;
-                for (size_t k = 0; k < sizeof(rejected_volume_types) / sizeof(rejected_volume_types[0]); k++) {
+                for (size_t k = 0; k < ARRAY_SIZE(rejected_volume_types); k++) {
                         if (strcmp(type, rejected_volume_types[k].key) == 0) {
                                 path_key(&p, type);
                                 return found(a, &p, rejected_volume_types[k].resource);
@@ -1553,7 +1556,7 @@ static bool volume_type_refs(json_object *spec, struct apiref *a)
                         size_t old = path_push(&p, ".projected.sources[%zu]", j);
                         bool known = false;
 
-                        for (size_t k = 0; k < sizeof(rejected_projections) / sizeof(rejected_projections[0]); k++) {
+                        for (size_t k = 0; k < ARRAY_SIZE(rejected_projections); k++) {
                                 if (get(s, rejected_projections[k].key)) {
                                         path_key(&p, rejected_projections[k].key);
                                         return found(a, &p, rejected_projections[k].resource);
@@ -1563,7 +1566,8 @@ static bool volume_type_refs(json_object *spec, struct apiref *a)
                         if (!known) {
                                 found(a, &p, NULL);
                                 snprintf(a->detail, sizeof(a->detail),
-                                         "static pods may not use an unknown projected volume source (volume \"%s\")",
+                                         "static pods may not use an unknown projected volume "
+                                         "source (volume \"%s\")",
                                          get_str(v, "name"));
                                 return true;
                         }
@@ -1621,7 +1625,7 @@ static int fail(struct buf *err, int code, const char *fmt, ...)
  * Errors go to msg (appended). */
 static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct buf *msg)
 {
-        struct errs e = {msg, 0};
+        struct errs e = {msg, 0, false};
         struct path p;
         struct apiref a;
         char generated[33];
@@ -1659,6 +1663,10 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct b
         if (r < 0)
                 goto out;
         validate_pod(pod, &e);
+        if (e.oom) {
+                r = -ENOMEM;
+                goto out;
+        }
         if (e.n > 0) {
                 r = -EINVAL;
                 goto out;
@@ -1691,7 +1699,8 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         bool bad;
 
         if (!json_object_is_type(root, json_type_object))
-                return fail(err, -EINVAL, "a manifest must be a YAML mapping or JSON object (got %s)",
+                return fail(err, -EINVAL,
+                            "a manifest must be a YAML mapping or JSON object (got %s)",
                             type_name(root));
         kind = str_member(root, "kind", &bad);
         if (bad)
@@ -1787,7 +1796,8 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
         }
         items = json_object_object_get(root, "items");
         if (items && !json_object_is_type(items, json_type_array)) {
-                r = fail(err, -EINVAL, "items: Invalid type: expected array, got %s", type_name(items));
+                r = fail(err, -EINVAL, "items: Invalid type: expected array, got %s",
+                         type_name(items));
                 goto done;
         }
         /* All or nothing: the first failing item rejects the whole list. */
@@ -1795,7 +1805,8 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 json_object *item = json_object_array_get_idx(items, i);
 
                 if (!json_object_is_type(item, json_type_object)) {
-                        r = fail(err, -EINVAL, "items[%zu]: Invalid type: expected object, got %s", i,
+                        r = fail(err, -EINVAL,
+                                 "items[%zu]: Invalid type: expected object, got %s", i,
                                  type_name(item));
                         goto done;
                 }
@@ -1897,7 +1908,8 @@ int manifest_read_file(const char *path, char **ret_data, size_t *ret_len, struc
 
                 if (len == cap - 1) {
                         if (len >= MANIFEST_MAX_BYTES) {
-                                r = fail(err, -EFBIG, "file too large (at least %zu bytes, limit %u)",
+                                r = fail(err, -EFBIG,
+                                         "file too large (at least %zu bytes, limit %u)",
                                          len, MANIFEST_MAX_BYTES);
                                 goto out;
                         }
@@ -1922,7 +1934,8 @@ int manifest_read_file(const char *path, char **ret_data, size_t *ret_len, struc
                 len += (size_t)n;
         }
         if (len >= MANIFEST_MAX_BYTES) {
-                r = fail(err, -EFBIG, "file too large (%zu bytes, limit %u)", len, MANIFEST_MAX_BYTES);
+                r = fail(err, -EFBIG, "file too large (%zu bytes, limit %u)", len,
+                         MANIFEST_MAX_BYTES);
                 goto out;
         }
         data[len] = '\0';

@@ -368,6 +368,27 @@ int loop_defer(struct loop *l, loop_defer_fn fn, void *data)
         return 0;
 }
 
+void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data)
+{
+        struct loop_defer **pd, *prev = NULL;
+
+        if (!l)
+                return;
+        pd = &l->defer_head;
+        while (*pd) {
+                struct loop_defer *d = *pd;
+
+                if (d->fn == fn && d->data == data) {
+                        *pd = d->next;
+                        free(d);
+                        continue;
+                }
+                prev = d;
+                pd = &d->next;
+        }
+        l->defer_tail = prev;
+}
+
 static int run_deferred(struct loop *l)
 {
         int n = 0;

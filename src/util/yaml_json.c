@@ -44,6 +44,10 @@
 #include "podmux/yaml_json.h"
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
+/* Plain scalars longer than this are strings without trying the number
+ * rules (Go would still read a 600-digit run as a float; nobody writes
+ * one in a manifest, and the bound keeps resolution off the heap). */
+#define NUMBER_MAX 512
 
 /* One open collection.  Mappings alternate key / value: key is NULL while
  * a key is expected. */
@@ -129,7 +133,8 @@ static int fail_parser(struct conv *c)
                 yaml_mark_t m = mark_of_offset(c->text, c->len, p->problem_offset);
 
                 if (p->problem_value >= 0)
-                        return fail_at(c, m, "%s (byte 0x%02x): not YAML or JSON text; is this a binary file?",
+                        return fail_at(c, m,
+                                       "%s (byte 0x%02x): not YAML or JSON text; is this a binary file?",
                                        problem, (unsigned)p->problem_value & 0xffu);
                 return fail_at(c, m, "%s: not YAML or JSON text; is this a binary file?", problem);
         }
@@ -304,12 +309,12 @@ static bool yaml_style_float(const char *s, size_t n)
  * (then yaml.v2 falls back to a string). */
 static bool parse_finite(const char *s, size_t n, double *ret)
 {
-        char tmp[128];
+        char tmp[NUMBER_MAX];
         char *end;
         double v;
 
         if (n >= sizeof(tmp))
-                return false; /* longer than any double needs; a string then */
+                return false;
         memcpy(tmp, s, n);
         tmp[n] = '\0';
         errno = 0;
@@ -324,7 +329,7 @@ static bool parse_finite(const char *s, size_t n, double *ret)
 static void resolve_plain(const char *s, size_t n, struct sval *v)
 {
         char ch = n ? s[0] : 'N';
-        char plain[128];
+        char plain[NUMBER_MAX];
         size_t pn = 0;
 
         v->kind = SV_STRING;
@@ -375,7 +380,7 @@ static void resolve_plain(const char *s, size_t n, struct sval *v)
                 if (s[i] == '_')
                         continue;
                 if (pn + 1 >= sizeof(plain))
-                        return; /* too long for any number: a string */
+                        return;
                 plain[pn++] = s[i];
         }
         if (go_parse_int(plain, pn, &v->i)) {
@@ -505,7 +510,8 @@ static int resolve_scalar(struct conv *c, const yaml_event_t *ev, struct sval *v
                 if (ret == -ENOMEM)
                         return ret;
                 if (ret < 0)
-                        return fail_at(c, ev->start_mark, "!!binary value contains invalid base64 data");
+                        return fail_at(c, ev->start_mark,
+                                       "!!binary value contains invalid base64 data");
                 v->text = v->owned;
                 return 0;
         }
@@ -724,7 +730,8 @@ static int json_to_key(struct conv *c, json_object *o, yaml_mark_t mark, char **
                 break;
         case json_type_object:
         case json_type_array:
-                return fail_at(c, mark, "a mapping key must be a scalar (JSON object keys are strings)");
+                return fail_at(c, mark,
+                               "a mapping key must be a scalar (JSON object keys are strings)");
         }
         return sval_to_key(c, &v, mark, ret);
 }
@@ -816,7 +823,8 @@ static int merge_into(struct conv *c, json_object *dst, json_object *src, yaml_m
                         int r;
 
                         if (!json_object_is_type(m, json_type_object))
-                                return fail_at(c, mark, "map merge requires map or sequence of maps as the value");
+                                return fail_at(c, mark, "map merge requires map or "
+                                                        "sequence of maps as the value");
                         r = merge_into(c, dst, m, mark);
                         if (r < 0)
                                 return r;
@@ -938,7 +946,8 @@ static int on_alias(struct conv *c, const yaml_event_t *ev)
 
         for (int i = 0; i < c->depth; i++)
                 if (c->stack[i].anchor && strcmp(c->stack[i].anchor, name) == 0)
-                        return fail_at(c, ev->start_mark, "anchor '%s' value contains itself", name);
+                        return fail_at(c, ev->start_mark, "anchor '%s' value contains itself",
+                                       name);
         e = c->anchors ? lh_table_lookup_entry(c->anchors, name) : NULL;
         if (!e)
                 return fail_at(c, ev->start_mark, "unknown anchor '%s' referenced", name);
@@ -952,7 +961,8 @@ static int on_alias(struct conv *c, const yaml_event_t *ev)
                 return set_key(c, key, false);
         }
         if (c->depth + a->height > YAML_JSON_MAX_DEPTH)
-                return fail_at(c, ev->start_mark, "nesting too deep (limit %d)", YAML_JSON_MAX_DEPTH);
+                return fail_at(c, ev->start_mark, "nesting too deep (limit %d)",
+                               YAML_JSON_MAX_DEPTH);
         r = count_nodes(c, a->nodes, ev->start_mark);
         if (r < 0)
                 return r;
@@ -974,7 +984,8 @@ static int on_start(struct conv *c, const yaml_event_t *ev, bool is_map)
                 return fail_at(c, ev->start_mark,
                                "a mapping key must be a scalar (JSON object keys are strings)");
         if (c->depth >= YAML_JSON_MAX_DEPTH)
-                return fail_at(c, ev->start_mark, "nesting too deep (limit %d)", YAML_JSON_MAX_DEPTH);
+                return fail_at(c, ev->start_mark, "nesting too deep (limit %d)",
+                               YAML_JSON_MAX_DEPTH);
         r = count_nodes(c, 1, ev->start_mark);
         if (r < 0)
                 return r;

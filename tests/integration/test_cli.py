@@ -165,6 +165,63 @@ def _(t):
             raise AssertionError("good file reported: %r" % r.stderr)
 
 
+def strip_local(p):
+    p = json.loads(json.dumps(p))
+    ann = p.get("metadata", {}).get("annotations") or {}
+    for k in ("kubernetes.io/config.source", "kubernetes.io/config.seen"):
+        ann.pop(k, None)
+    return p
+
+
+@test("podmux validate --node-name N DIR prints exactly the pods the daemon "
+      "delivers for that directory (same uids, same JSON apart from "
+      "config.source/config.seen)")
+def _(t):
+    m = t.mkdir("manifests")
+    for f in GOOD:
+        write_file(os.path.join(m, f), harness.read_fixture("good", f))
+    r = t.run_cmd(["validate", "--node-name", NODE, m])
+    if r.returncode != 0:
+        raise AssertionError("exit %d, stderr %r" % (r.returncode,
+                                                     r.stderr[-400:]))
+    printed = {p["metadata"]["uid"]: strip_local(p)
+               for p in json_values(r.stdout)}
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state([pn(v) for v in GOOD.values()])
+    got = {u: strip_local(p) for u, p in c.state.pods.items()}
+    if sorted(printed) != sorted(got):
+        raise AssertionError("uids differ: validate %s, daemon %s" %
+                             (sorted(printed), sorted(got)))
+    for u in got:
+        if printed[u] != got[u]:
+            raise AssertionError("pod %s differs:\n validate %s\n daemon   "
+                                 "%s" % (got[u]["metadata"]["name"],
+                                         json.dumps(printed[u],
+                                                    sort_keys=True)[:600],
+                                         json.dumps(got[u],
+                                                    sort_keys=True)[:600]))
+
+
+@test("podmux validate DIR with good and bad files: exit 1, good pods on "
+      "stdout, each bad file named on stderr, hidden files ignored")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "nginx.yaml"),
+               harness.read_fixture("good", "nginx.yaml"))
+    write_file(os.path.join(m, "podlist.yaml"),
+               harness.read_fixture("bad", "podlist.yaml"))
+    write_file(os.path.join(m, ".hidden.yaml"), "not: [valid")
+    r = t.run_cmd(["validate", "--node-name", NODE, m])
+    check_bad_output(r, os.path.join(m, "podlist.yaml"),
+                     BAD_FIXTURES["podlist.yaml"][1])
+    names = [p["metadata"]["name"] for p in json_values(r.stdout)]
+    if names != [pn("nginx")]:
+        raise AssertionError("stdout pods %s" % names)
+    if ".hidden.yaml" in r.stderr:
+        raise AssertionError("hidden file read: %r" % r.stderr)
+
+
 @test("podmux watch -o json against a running daemon prints one JSON "
       "message per line: hello, state, synced, then live updates")
 def _(t):
@@ -348,6 +405,35 @@ def _(t):
     for line in d.stderr_text().splitlines():
         if line.lstrip().startswith("{"):
             raise AssertionError("JSON line in text format: %r" % line)
+
+
+@test("--log-format json: stderr holds only JSON log lines even when the "
+      "watched directory is deleted and re-created and the daemon stops")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    d = t.daemon(m, log_format="json")
+    c = d.connect()
+    c.wait_until_state([pn("web")])
+    harness.shutil.rmtree(m)
+    c.wait_until_state([])
+    os.mkdir(m)
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    c.wait_until_state([pn("web")])
+    rc = d.stop()
+    if rc != 0:
+        raise AssertionError("exit %s on SIGTERM" % harness._rc_str(rc))
+    bad = []
+    for line in d.stderr_text().splitlines():
+        try:
+            ok = isinstance(json.loads(line), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            bad.append(line)
+    if bad:
+        raise AssertionError("stderr lines that are not JSON log lines: %r"
+                             % bad[:5])
 
 
 if __name__ == "__main__":

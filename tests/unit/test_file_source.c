@@ -44,8 +44,11 @@ static void write_file(const char *dir, const char *name, const char *text)
         char path[256], tmp[256];
         FILE *f;
 
+        const char *slash = strrchr(name, '/');
+        int dlen = slash ? (int)(slash - name) + 1 : 0;
+
         /* Written under a hidden name and renamed in: one event, whole file. */
-        snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", dir, name);
+        snprintf(tmp, sizeof(tmp), "%s/%.*s.tmp-%s", dir, dlen, name, name + dlen);
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         f = fopen(tmp, "w");
         ck_assert_ptr_nonnull(f);
@@ -170,7 +173,7 @@ START_TEST(test_watch_add_edit_delete)
         expect_names(&fx, "");
         pod_file(fx.dir, "m/a.yaml", "alpha");
         expect_names(&fx, "alpha-node1,");
-        pod_file(fx.dir, "m/b.json",
+        write_file(fx.dir, "m/b.json",
                  "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"bravo\"},"
                  "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}");
         expect_names(&fx, "alpha-node1,bravo-node1,");

@@ -117,7 +117,7 @@ START_TEST(test_kubelet_config_file_and_flag_precedence)
                                "staticPodPath: /from/config\n"
                                "fileCheckFrequency: 7s\n"
                                "staticPodURL: http://127.0.0.1:1/x\n"
-                               "staticPodURLHeader:\n  A: [x, y]\n"
+                               "staticPodURLHeader:\n  A: [x, z]\n"
                                "httpCheckFrequency: 1m\n"
                                "cgroupDriver: systemd\n");
         char *argv[] = {"run", "--node-name", "n", "--config", path, NULL};
@@ -130,7 +130,7 @@ START_TEST(test_kubelet_config_file_and_flag_precedence)
         ck_assert_str_eq(o.manifest_url, "http://127.0.0.1:1/x");
         ck_assert_uint_eq(o.http_check_usec, 60000000);
         ck_assert_uint_eq(o.n_headers, 2);
-        ck_assert_str_eq(o.headers[1].value, "y");
+        ck_assert_str_eq(o.headers[1].value, "z");
         options_free(&o);
         ck_assert_int_eq(parse(&o, &err, argv2), 0);
         ck_assert_str_eq(o.pod_manifest_path, "/from/flag");
