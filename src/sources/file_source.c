@@ -315,7 +315,8 @@ static void relist_dir(struct file_source *fs)
                 }
                 closedir(d);
         }
-        qsort(names, n, sizeof(*names), cmp_str);
+        if (n > 1)
+                qsort(names, n, sizeof(*names), cmp_str);
         for (size_t i = 0; i < n; i++) {
                 struct stat st;
                 struct pod *pod = NULL;
