@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "podmux/cmd.h"
+#include "podmux/curl_loop.h"
 #include "podmux/file_source.h"
+#include "podmux/http_source.h"
 #include "podmux/log.h"
 #include "podmux/loop.h"
 #include "podmux/mux.h"
@@ -38,6 +40,8 @@ struct daemon {
         struct updates_pipe updates;
         struct stream_server *stream;
         struct file_source *file;
+        struct curl_loop *curl;
+        struct http_source *http;
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
@@ -142,9 +146,7 @@ static int refuse_unbuilt(const struct options *o)
 {
         const char *what = NULL;
 
-        if (o->manifest_url)
-                what = "--manifest-url (the HTTP source)";
-        else if (o->kubeconfig || o->in_cluster)
+        if (o->kubeconfig || o->in_cluster)
                 what = "--kubeconfig/--in-cluster (the API server source)";
         else if (o->plugins_dir)
                 what = "--plugins-registry-dir (the plugin manager)";
@@ -157,6 +159,8 @@ static int refuse_unbuilt(const struct options *o)
 static void daemon_free(struct daemon *d)
 {
         file_source_free(d->file);
+        http_source_free(d->http);
+        curl_loop_free(d->curl);
         stream_server_free(d->stream);
         watcher_free(d->watcher);
         mux_free(d->mux);
@@ -195,6 +199,12 @@ int cmd_run(int argc, char **argv)
         if (refuse_unbuilt(&d.opts) < 0) {
                 options_free(&d.opts);
                 return 2;
+        }
+        /* Before any thread exists: curl_global_init is not thread-safe. */
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+                fprintf(stderr, "podmux run: cannot initialise libcurl\n");
+                options_free(&d.opts);
+                return 1;
         }
         log_setup(d.opts.verbosity >= 4 ? LOG_LEVEL_TRACE
                   : d.opts.verbosity >= 1 ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO,
@@ -249,10 +259,28 @@ int cmd_run(int argc, char **argv)
                         goto out;
                 }
         }
+        if (d.opts.manifest_url) {
+                struct http_source_config hcfg = {
+                        .url = d.opts.manifest_url,
+                        .headers = d.opts.headers,
+                        .n_headers = d.opts.n_headers,
+                        .node_name = d.opts.node_name,
+                        .period_usec = d.opts.http_check_usec,
+                };
+
+                if ((r = curl_loop_new(d.loop, &d.curl)) < 0 ||
+                    (r = mux_channel(d.mux, POD_SOURCE_HTTP, &ch)) < 0 ||
+                    (r = http_source_new(d.loop, d.curl, ch, &hcfg, &d.http, &err)) < 0) {
+                        log_error("http source: %s", err.data ? err.data : ERRNO_STR(r));
+                        goto out;
+                }
+        }
         log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION,
                  d.opts.socket_path, d.opts.node_name, storage_mode_to_string(d.opts.mode));
         if (d.file)
                 file_source_start(d.file);
+        if (d.http)
+                http_source_start(d.http);
         /* With no source configured, readiness holds at once (vacuously). */
         drain_updates(&d);
         r = loop_run(d.loop);
@@ -264,5 +292,6 @@ int cmd_run(int argc, char **argv)
 out:
         buf_free(&err);
         daemon_free(&d);
+        curl_global_cleanup();
         return status;
 }

@@ -1,0 +1,53 @@
+/*
+ * http_source — the manifest URL source (source "http"): polls one URL
+ * and hands the merger its pods as a SET (spec/pod-config.md section 7).
+ *
+ * Owns: the poll timer, the one transfer in flight, the last body seen.
+ * Never: merges, or logs a header value (they may hold credentials); the
+ * URL is logged without user info or query.
+ *
+ * One request at a time: the next poll starts one period after the previous
+ * one finished, so a slow server never piles requests up.
+ */
+#ifndef PODMUX_HTTP_SOURCE_H
+#define PODMUX_HTTP_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podmux/buf.h"
+#include "podmux/curl_loop.h"
+#include "podmux/loop.h"
+#include "podmux/mux.h"
+#include "podmux/options.h"
+
+#define HTTP_SOURCE_DEFAULT_PERIOD_USEC (20u * 1000u * 1000u)
+/* The kubelet's client timeout; capped by the period. */
+#define HTTP_SOURCE_TIMEOUT_USEC (10u * 1000u * 1000u)
+#define HTTP_SOURCE_MAX_REDIRECTS 10
+/* Failures logged at error level before the source goes quiet. */
+#define HTTP_SOURCE_LOUD_FAILURES 3
+
+struct http_source;
+
+struct http_source_config {
+        const char *url;
+        const struct header_value *headers; /* copied */
+        size_t n_headers;
+        const char *node_name;
+        uint64_t period_usec; /* 0: default */
+        uint64_t timeout_usec; /* 0: HTTP_SOURCE_TIMEOUT_USEC, capped by the period */
+};
+
+int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
+                    const struct http_source_config *cfg, struct http_source **ret_hs,
+                    struct buf *err);
+/* First poll now, then every period after the previous one finished. */
+int http_source_start(struct http_source *hs);
+void http_source_free(struct http_source *hs); /* NULL-safe */
+
+/* The URL as it may be logged: no user info, no query, no fragment.
+ * Caller frees; NULL on ENOMEM. */
+char *http_redact_url(const char *url);
+
+#endif

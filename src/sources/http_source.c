@@ -1,0 +1,346 @@
+/*
+ * http_source — the manifest URL source (see include/podmux/http_source.h
+ * and spec/pod-config.md section 7).
+ *
+ * One poll: GET with the configured headers; transport error, non-200 or an
+ * oversized body -> error, nothing sent (the merger keeps the last pods);
+ * empty body -> empty SET (source seen) and the remembered body is
+ * forgotten (podmux deviation: the kubelet keeps it and would then ignore
+ * the same content coming back); a body identical to the last one -> no
+ * update; otherwise decode as a Pod or a PodList and send a SET, or report
+ * why not.  The body is remembered before decoding, so a bad body is
+ * reported once while it stays the same.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podmux/http_source.h"
+#include "podmux/log.h"
+#include "podmux/manifest.h"
+
+struct http_source {
+        struct loop *loop;
+        struct curl_loop *cl;
+        struct mux_channel *ch;
+        char *url;
+        char *url_log;
+        char *node_name;
+        struct curl_slist *headers;
+        uint64_t period;
+        uint64_t timeout;
+        struct loop_timer *timer;
+        CURL *easy;            /* the transfer in flight, or NULL */
+        struct buf body;       /* of the transfer in flight */
+        int body_too_large;
+        char *last_body;       /* last non-empty body, NULL if none */
+        size_t last_len;
+        unsigned failures;     /* consecutive */
+};
+
+char *http_redact_url(const char *url)
+{
+        CURLU *u = curl_url();
+        char *out = NULL, *tmp = NULL;
+
+        if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) {
+                curl_url_set(u, CURLUPART_USER, NULL, 0);
+                curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
+                curl_url_set(u, CURLUPART_QUERY, NULL, 0);
+                curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0);
+                if (curl_url_get(u, CURLUPART_URL, &tmp, 0) == CURLUE_OK) {
+                        out = strdup(tmp);
+                        curl_free(tmp);
+                }
+        } else {
+                out = strdup("(unparsable URL)");
+        }
+        curl_url_cleanup(u);
+        return out;
+}
+
+/* The kubelet logs the first three consecutive failures, says it goes
+ * quiet on the fourth, and logs later ones only at high verbosity. */
+static void report_failure(struct http_source *hs, const char *detail)
+{
+        hs->failures++;
+        if (hs->failures <= HTTP_SOURCE_LOUD_FAILURES) {
+                log_error("http source \"%s\": %s", hs->url_log, detail);
+        } else if (hs->failures == HTTP_SOURCE_LOUD_FAILURES + 1) {
+                log_error("http source \"%s\": %s (failing repeatedly: further errors are logged at -v 1)",
+                          hs->url_log, detail);
+        } else {
+                log_debug("http source \"%s\": %s", hs->url_log, detail);
+        }
+}
+
+static void report_success(struct http_source *hs)
+{
+        if (hs->failures)
+                log_info("http source \"%s\": succeeded again after %u failure(s)", hs->url_log,
+                         hs->failures);
+        hs->failures = 0;
+}
+
+static void send_pods(struct http_source *hs, json_object *arr)
+{
+        struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_HTTP);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        struct buf err = BUF_INIT;
+
+        if (!u)
+                goto oom;
+        for (size_t i = 0; i < n; i++) {
+                struct pod *p = NULL;
+
+                if (pod_from_json(json_object_array_get_idx(arr, i), &p, &err) < 0 ||
+                    pod_update_add(u, p) < 0) {
+                        pod_unref(p);
+                        pod_update_free(u);
+                        goto oom;
+                }
+                pod_unref(p);
+        }
+        mux_channel_send(hs->ch, u);
+        buf_free(&err);
+        return;
+oom:
+        buf_free(&err);
+        report_failure(hs, "out of memory building an update");
+}
+
+static void schedule_next(struct http_source *hs)
+{
+        loop_timer_arm(hs->timer, hs->period);
+}
+
+static void handle_body(struct http_source *hs)
+{
+        struct manifest_ctx ctx = {
+                .origin = MANIFEST_ORIGIN_URL,
+                .node_name = hs->node_name,
+                .location = hs->url,
+        };
+        struct buf err = BUF_INIT;
+        json_object *pods = NULL;
+        const char *data = hs->body.data ? hs->body.data : "";
+        size_t len = hs->body.len;
+
+        if (len == 0) {
+                /* An empty body means "no pods": they are removed and the
+                 * source counts as seen, as in the kubelet. */
+                free(hs->last_body);
+                hs->last_body = NULL;
+                hs->last_len = 0;
+                send_pods(hs, NULL);
+                report_success(hs);
+                /* The kubelet reports this as an error after sending. */
+                log_warn("http source \"%s\": zero-length body: no pods from this source",
+                         hs->url_log);
+                return;
+        }
+        if (hs->last_body && hs->last_len == len && memcmp(hs->last_body, data, len) == 0) {
+                log_debug("http source \"%s\": content unchanged", hs->url_log);
+                return;
+        }
+        free(hs->last_body);
+        hs->last_body = buf_steal(&hs->body, &hs->last_len);
+        if (!hs->last_body) {
+                hs->last_len = 0;
+                return;
+        }
+        if (manifest_decode_pods(hs->last_body, hs->last_len, &ctx, &pods, &err) < 0) {
+                report_failure(hs, err.data ? err.data : "invalid manifest");
+        } else {
+                send_pods(hs, pods);
+                report_success(hs);
+        }
+        json_object_put(pods);
+        buf_free(&err);
+}
+
+static void on_done(void *data, CURL *easy, CURLcode result)
+{
+        struct http_source *hs = data;
+        long status = 0;
+        struct buf msg = BUF_INIT;
+
+        hs->easy = NULL;
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        if (hs->body_too_large || result == CURLE_FILESIZE_EXCEEDED) {
+                buf_printf(&msg, "response body too large (limit %u bytes): ignored",
+                           MANIFEST_MAX_BYTES - 1);
+                report_failure(hs, msg.data);
+        } else if (result != CURLE_OK) {
+                buf_printf(&msg, "request failed: %s", curl_easy_strerror(result));
+                report_failure(hs, msg.data);
+        } else if (status != 200) {
+                buf_printf(&msg, "HTTP status %ld (want 200): keeping the last pods", status);
+                report_failure(hs, msg.data);
+        } else {
+                handle_body(hs);
+        }
+        buf_free(&msg);
+        buf_reset(&hs->body);
+        curl_easy_cleanup(easy);
+        schedule_next(hs);
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *data)
+{
+        struct http_source *hs = data;
+        size_t n = size * nmemb;
+
+        /* Bodies of MANIFEST_MAX_BYTES or more are refused, like files. */
+        if (hs->body.len + n >= MANIFEST_MAX_BYTES || buf_append(&hs->body, ptr, n) < 0) {
+                hs->body_too_large = 1;
+                return 0;
+        }
+        return n;
+}
+
+static void poll_now(struct http_source *hs)
+{
+        CURL *e = curl_easy_init();
+        struct buf ua = BUF_INIT;
+        int r;
+
+        if (!e) {
+                report_failure(hs, "cannot create an HTTP request");
+                schedule_next(hs);
+                return;
+        }
+        buf_reset(&hs->body);
+        hs->body_too_large = 0;
+        buf_printf(&ua, "podmux/%s", PODMUX_VERSION);
+        curl_easy_setopt(e, CURLOPT_URL, hs->url);
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_SOURCE_MAX_REDIRECTS);
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(hs->timeout / 1000u));
+        curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* every encoding libcurl has */
+        curl_easy_setopt(e, CURLOPT_USERAGENT, ua.data);
+        curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MANIFEST_MAX_BYTES - 1);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, hs);
+        if (hs->headers)
+                curl_easy_setopt(e, CURLOPT_HTTPHEADER, hs->headers);
+        buf_free(&ua);
+        r = curl_loop_add(hs->cl, e, on_done, hs);
+        if (r < 0) {
+                curl_easy_cleanup(e);
+                report_failure(hs, "cannot start the HTTP request");
+                schedule_next(hs);
+                return;
+        }
+        hs->easy = e;
+}
+
+static void on_timer(struct loop_timer *t, void *data)
+{
+        struct http_source *hs = data;
+
+        if (!hs->easy)
+                poll_now(hs);
+}
+
+int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
+                    const struct http_source_config *cfg, struct http_source **ret_hs,
+                    struct buf *err)
+{
+        struct http_source *hs;
+        CURLU *u;
+        int r = -ENOMEM;
+
+        if (!cfg->url || !cfg->url[0]) {
+                buf_puts(err, "the manifest URL is empty");
+                return -EINVAL;
+        }
+        u = curl_url();
+        if (!u)
+                return -ENOMEM;
+        {
+                char *scheme = NULL;
+                CURLUcode uc = curl_url_set(u, CURLUPART_URL, cfg->url, 0);
+
+                if (uc == CURLUE_OK)
+                        uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+                if (uc != CURLUE_OK || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+                        buf_printf(err, "--manifest-url: \"%s\" is not an http:// or https:// URL",
+                                   uc == CURLUE_OK ? scheme : "(unparsable)");
+                        curl_free(scheme);
+                        curl_url_cleanup(u);
+                        return -EINVAL;
+                }
+                curl_free(scheme);
+                curl_url_cleanup(u);
+        }
+        hs = calloc(1, sizeof(*hs));
+        if (!hs)
+                return -ENOMEM;
+        hs->loop = loop;
+        hs->cl = cl;
+        hs->ch = ch;
+        hs->period = cfg->period_usec ? cfg->period_usec : HTTP_SOURCE_DEFAULT_PERIOD_USEC;
+        hs->timeout = cfg->timeout_usec ? cfg->timeout_usec : HTTP_SOURCE_TIMEOUT_USEC;
+        /* A request never outlives the period it belongs to. */
+        if (hs->timeout > hs->period)
+                hs->timeout = hs->period;
+        if (hs->timeout < 1000)
+                hs->timeout = 1000;
+        hs->url = strdup(cfg->url);
+        hs->url_log = http_redact_url(cfg->url);
+        hs->node_name = strdup(cfg->node_name ? cfg->node_name : "");
+        if (!hs->url || !hs->url_log || !hs->node_name)
+                goto fail;
+        for (size_t i = 0; i < cfg->n_headers; i++) {
+                struct buf line = BUF_INIT;
+                struct curl_slist *n;
+
+                /* "Name:" with an empty value would make libcurl drop the
+                 * header; "Name;" sends it empty. */
+                if (cfg->headers[i].value[0])
+                        buf_printf(&line, "%s: %s", cfg->headers[i].name, cfg->headers[i].value);
+                else
+                        buf_printf(&line, "%s;", cfg->headers[i].name);
+                n = line.data ? curl_slist_append(hs->headers, line.data) : NULL;
+                buf_free(&line);
+                if (!n)
+                        goto fail;
+                hs->headers = n;
+        }
+        if ((r = loop_timer_new(loop, on_timer, hs, &hs->timer)) < 0)
+                goto fail;
+        *ret_hs = hs;
+        return 0;
+fail:
+        http_source_free(hs);
+        return r;
+}
+
+int http_source_start(struct http_source *hs)
+{
+        poll_now(hs);
+        return 0;
+}
+
+void http_source_free(struct http_source *hs)
+{
+        if (!hs)
+                return;
+        if (hs->easy) {
+                curl_loop_remove(hs->cl, hs->easy);
+                curl_easy_cleanup(hs->easy);
+        }
+        loop_timer_free(hs->timer);
+        curl_slist_free_all(hs->headers);
+        buf_free(&hs->body);
+        free(hs->last_body);
+        free(hs->url);
+        free(hs->url_log);
+        free(hs->node_name);
+        free(hs);
+}
