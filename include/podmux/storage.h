@@ -69,9 +69,11 @@ bool storage_seen_all(const struct storage *s, const char *const *sources,
 /* The merged state: one SET (source "*") with every pod of every source,
  * sorted.  Caller frees. */
 int storage_merged(const struct storage *s, struct pod_update **ret_u);
-/* The current state per seen source, as the mode presents it to a new
- * consumer (ADD in incremental mode, SET otherwise), sorted by source
- * name; records may be empty.  Caller frees the records and the array. */
+/* The current state per source that has delivered, as the mode presents
+ * it to a new consumer, sorted by source name: in incremental mode an ADD
+ * of that source's pods (possibly empty); in the snapshot modes a SET of
+ * the merged state labelled with that source (a SET always carries every
+ * pod).  Caller frees the records and the array. */
 int storage_state(const struct storage *s, struct pod_update ***ret_updates,
                   size_t *ret_n);
 /* Pods stored for one source (0 if unknown), and in all. */

@@ -529,22 +529,22 @@ int storage_state(const struct storage *s, struct pod_update ***ret_updates,
         struct pod_update **arr;
         size_t n = 0;
 
-        /* Snapshot modes present the merged state as one SET, the form their
-         * live SET records have; incremental mode one ADD per source. */
+        /* Snapshot modes: a SET always carries the complete merged state
+         * (spec 3.6), so each seen source gets one SET of the merged state
+         * labelled with its name — the records its live SETs would be. */
         if (s->cfg.mode != STORAGE_MODE_INCREMENTAL) {
-                bool any = false;
-
-                for (size_t i = 0; i < s->n_sources; i++)
-                        any |= s->sources[i]->seen || strmap_size(s->sources[i]->pods);
-                arr = calloc(1, sizeof(*arr));
+                arr = calloc(s->n_sources ? s->n_sources : 1, sizeof(*arr));
                 if (!arr)
                         return -ENOMEM;
-                if (any && merged_state(s, POD_SOURCE_ALL, &arr[0]) < 0) {
-                        free(arr);
-                        return -ENOMEM;
+                for (size_t i = 0; i < s->n_sources; i++) {
+                        if (!s->sources[i]->seen && strmap_size(s->sources[i]->pods) == 0)
+                                continue;
+                        if (merged_state(s, s->sources[i]->name, &arr[n]) < 0)
+                                goto fail;
+                        n++;
                 }
                 *ret_updates = arr;
-                *ret_n = any ? 1 : 0;
+                *ret_n = n;
                 return 0;
         }
         arr = calloc(s->n_sources ? s->n_sources : 1, sizeof(*arr));

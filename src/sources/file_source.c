@@ -322,8 +322,15 @@ static void relist_dir(struct file_source *fs)
                 struct pod *pod = NULL;
 
                 if (stat(names[i], &st) < 0) {
-                        if (errno != ENOENT)
-                                report_bad(fs, names[i], ERRNO_STR(errno), 0);
+                        int e = errno;
+                        struct stat lst;
+
+                        /* Vanished since the listing: silent.  A link to
+                         * nothing: said once. */
+                        if (e != ENOENT)
+                                report_bad(fs, names[i], ERRNO_STR(e), 0);
+                        else if (lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
+                                report_bad(fs, names[i], "dangling symbolic link: skipped", 0);
                         continue;
                 }
                 if (S_ISDIR(st.st_mode)) {

@@ -70,12 +70,31 @@ struct watcher {
         int req_result;
         int req_done;
 
+        int dead_wds[64]; /* recently dropped by the kernel; thread only */
+        unsigned n_dead;
         struct watcher_watch *watches; /* loop thread only */
         struct buf in;                 /* partial records from the pipe */
         int dispatching;
 };
 
 /* ---- watcher thread ---------------------------------------------------------- */
+
+/* A small ring of wds the kernel dropped; wds are not reused soon (they
+ * count up), so the last 64 are plenty. */
+static void mark_dead(struct watcher *w, int wd)
+{
+        w->dead_wds[w->n_dead++ % 64] = wd;
+}
+
+static int wd_is_dead(const struct watcher *w, int wd)
+{
+        unsigned n = w->n_dead < 64 ? w->n_dead : 64;
+
+        for (unsigned i = 0; i < n; i++)
+                if (w->dead_wds[i] == wd)
+                        return 1;
+        return 0;
+}
 
 static void thread_forward(struct watcher *w, int wd, uint32_t mask,
                            const char *name)
@@ -100,9 +119,20 @@ static void thread_forward(struct watcher *w, int wd, uint32_t mask,
                 atomic_store(&w->overflowed, 1);
 }
 
-static void thread_handle_request(struct watcher *w)
+/* Serves the pending request, if any.  Returns 1 when it was REQ_STOP:
+ * decided under the same lock that acknowledges it, so a stop posted right
+ * after an earlier request is never mistaken for one already served. */
+static int thread_handle_request(struct watcher *w)
 {
+        int stop = 0;
+
         pthread_mutex_lock(&w->mu);
+        if (w->req_done) {
+                /* Spurious wake (the request was served by an earlier
+                 * event): nothing to do. */
+                pthread_mutex_unlock(&w->mu);
+                return 0;
+        }
         switch (w->req) {
         case REQ_ADD:
                 if (inotifytools_watch_file(w->req_path, (int)w->req_mask)) {
@@ -123,19 +153,24 @@ static void thread_handle_request(struct watcher *w)
                 }
                 break;
         case REQ_REMOVE:
-                inotifytools_remove_watch_by_wd(w->req_wd);
+                /* A watch the kernel already dropped (IN_IGNORED seen) is
+                 * not removed again: the library would print an error. */
+                if (!wd_is_dead(w, w->req_wd))
+                        inotifytools_remove_watch_by_wd(w->req_wd);
                 w->req_result = 0;
                 break;
         case REQ_STOP:
-        case REQ_NONE:
+                stop = 1;
                 w->req_result = 0;
                 break;
+        case REQ_NONE:
+                pthread_mutex_unlock(&w->mu);
+                return 0;
         }
-        if (w->req != REQ_NONE) {
-                w->req_done = 1;
-                pthread_cond_signal(&w->cv);
-        }
+        w->req_done = 1;
+        pthread_cond_signal(&w->cv);
         pthread_mutex_unlock(&w->mu);
+        return stop;
 }
 
 static void *thread_main(void *arg)
@@ -144,7 +179,6 @@ static void *thread_main(void *arg)
 
         for (;;) {
                 struct inotify_event *ev = inotifytools_next_event(-1);
-                int stop;
 
                 if (!ev) {
                         int e = inotifytools_error();
@@ -158,14 +192,12 @@ static void *thread_main(void *arg)
                         continue;
                 }
                 if (ev->wd == w->wake_wd) {
-                        thread_handle_request(w);
-                        pthread_mutex_lock(&w->mu);
-                        stop = w->req == REQ_STOP;
-                        pthread_mutex_unlock(&w->mu);
-                        if (stop)
+                        if (thread_handle_request(w))
                                 break;
                         continue;
                 }
+                if (ev->mask & IN_IGNORED)
+                        mark_dead(w, ev->wd);
                 thread_forward(w, ev->wd, ev->mask, ev->len ? ev->name : NULL);
         }
         return NULL;

@@ -53,8 +53,9 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRCDIR = os.environ.get("PODMUX_SRCDIR") or os.path.abspath(
-    os.path.join(HERE, "..", ".."))
+# Normalised: podmux names files by their lexically cleaned path.
+SRCDIR = os.path.normpath(os.environ.get("PODMUX_SRCDIR") or os.path.abspath(
+    os.path.join(HERE, "..", "..")))
 BIN = os.environ.get("PODMUX_BIN") or os.path.join(SRCDIR, "podmux")
 FIXTURES = os.path.join(SRCDIR, "tests", "fixtures")
 RUN_PREFIX = shlex.split(os.environ.get("PODMUX_RUN_PREFIX", ""))
@@ -582,8 +583,8 @@ class Daemon:
             return f.read().decode("utf-8", "replace")
 
     def logs(self):
-        return [parse_log_line(line) for line in self.stderr_text().splitlines()
-                if line.strip()]
+        return [parse_log_line(line)
+                for line in self.stderr_text().splitlines() if line.strip()]
 
     def wait_log(self, pred, what, timeout=None):
         def find():
@@ -625,7 +626,7 @@ class Daemon:
                                  "reason: %r" % line.msg)
         return line
 
-    # -- consumers -------------------------------------------------------------
+    # -- consumers --------------------------------------------------------
     def connect(self, **kw):
         c = Consumer(self.t, self.sock, **kw)
         return c

@@ -285,8 +285,8 @@ def _(t):
     names = [pn("web")]
     # ~30 KB per pod, one ADD per file: paced by the fast consumer so no
     # single message or burst is near the bound for a reading consumer,
-    # while the silent one falls ~2.4 MB behind.
-    for i in range(80):
+    # while the silent one falls ~6 MB behind.
+    for i in range(200):
         name = "big%03d" % i
         write_file(os.path.join(m, name + ".yaml"),
                    pod_yaml(name, big=30000))
@@ -317,6 +317,43 @@ def _(t):
     # The fast consumer is still served, the daemon still accepts.
     write_file(os.path.join(m, "after.yaml"), pod_yaml("after"))
     fast.wait_until_state(names + [pn("after")])
+    d.assert_alive()
+
+
+@test("a consumer dropped as SlowConsumer reconnects with resume_after "
+      "(its last seq) and gets exactly the messages it missed")
+def _(t):
+    m, d = start(t, extra=["--max-consumer-backlog", "262144"])
+    fast = ready(d, threaded=True)
+    slow = d.connect()
+    names = [pn("web")]
+    for i in range(120):
+        name = "big%03d" % i
+        write_file(os.path.join(m, name + ".yaml"),
+                   pod_yaml(name, big=30000))
+        names.append(pn(name))
+        fast.wait_until_state(names, T_WAIT)
+    try:
+        while True:
+            slow.recv(T_LONG)
+    except ConsumerClosed:
+        pass
+    if not any(x["type"] == "error" and x.get("reason") == "SlowConsumer"
+               for x in slow.msgs):
+        raise AssertionError("the silent consumer was not dropped as slow")
+    last = max(x["seq"] for x in slow.msgs if x["type"] != "error")
+    missed = [x for x in fast.msgs if x["seq"] > last and
+              x["type"] == "pods"]
+    r = d.connect(first_line=last, state=slow.state)
+    got = read_until_seq(r, missed[-1]["seq"], T_LONG)
+    pods = [x for x in got if x["type"] == "pods"]
+    if [x["seq"] for x in pods] != [x["seq"] for x in missed] or \
+            pods != missed:
+        raise AssertionError("replay after %d: %d pods messages, expected "
+                             "%d" % (last, len(pods), len(missed)))
+    if r.state.pods != fast.state.pods:
+        raise AssertionError("resumed state %d pods, live %d pods" %
+                             (len(r.state.pods), len(fast.state.pods)))
     d.assert_alive()
 
 

@@ -1747,7 +1747,7 @@ static void expect_state(struct h *h, int line, const char *want)
 }
 
 /* storage_state: what a new consumer gets (ADD per source in incremental
- * mode, one SET of the merged state otherwise). */
+ * mode; otherwise per source a SET of the merged state, labelled with it). */
 START_TEST(test_storage_state)
 {
         static const struct {
@@ -1756,8 +1756,10 @@ START_TEST(test_storage_state)
         } cases[] = {
                 {STORAGE_MODE_INCREMENTAL, "", "ADD@api:c;ADD@file:a,b;ADD@http:",
                  "ADD@api:c;ADD@file:;ADD@http:"},
-                {STORAGE_MODE_SNAPSHOT, "", "SET@*:a,b,c", "SET@*:c"},
-                {STORAGE_MODE_SNAPSHOT_AND_UPDATES, "", "SET@*:a,b,c", "SET@*:c"},
+                {STORAGE_MODE_SNAPSHOT, "", "SET@api:a,b,c;SET@file:a,b,c;SET@http:a,b,c",
+                 "SET@api:c;SET@file:c;SET@http:c"},
+                {STORAGE_MODE_SNAPSHOT_AND_UPDATES, "", "SET@api:a,b,c;SET@file:a,b,c;SET@http:a,b,c",
+                 "SET@api:c;SET@file:c;SET@http:c"},
         };
 
         for (size_t i = 0; i < 3; i++) {
