@@ -1,0 +1,893 @@
+#!/usr/bin/env python3
+"""Integration tests of the HTTP manifest source (spec/pod-config.md
+section 7, merge output 3.6-3.8), run against the real podmux binary and a
+manifest server running in this process (manifest_server.py).
+
+Most tests poll every 1s, so each request has a timeout of 1s
+(min(10 s, period)).  Waits are bounded by generous timeouts; absence is
+only asserted after the server has seen further polls (each poll's result
+is merged and streamed before the next poll starts)."""
+
+import base64
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import (MIB10, NODE, SEEN_RE, T_LONG, T_SHORT, T_WAIT,  # noqa: E402
+                     UID_RE, ConsumerClosed, msg_names, msg_uids, pn,
+                     pod_ann, pod_image, pod_json, pod_labels, pod_name,
+                     pod_obj, pod_uid, pod_yaml, sized_manifest, summarize,
+                     test, to_yaml, write_file)
+from manifest_server import ManifestServer  # noqa: E402
+
+PINNED = "5b0c7e1d-2f4a-4c39-8d7e-6a1b2c3d4e5f"
+PINNED2 = "5b0c7e1d-2f4a-4c39-8d7e-000000000002"
+SOURCE_ANN = "kubernetes.io/config.source"
+HASH_ANN = "kubernetes.io/config.hash"
+SEEN_ANN = "kubernetes.io/config.seen"
+QUIET_WORDS = ("quiet", "verbos", "-v", "repeated", "suppress", "lower",
+               "further")
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+def http_test(name, params=None):
+    """harness.test, plus: t.server() gives a ManifestServer that is
+    stopped when the test ends."""
+    def deco(fn):
+        def wrapped(t):
+            servers = []
+
+            def server():
+                s = ManifestServer()
+                servers.append(s)
+                return s
+            t.server = server
+            try:
+                fn(t)
+            finally:
+                for s in servers:
+                    s.stop()
+        wrapped.__name__ = fn.__name__
+        return test(name, params)(wrapped)
+    return deco
+
+
+def http_daemon(t, url=None, extra=(), manifest_path=None, mode="incremental",
+                period="1s", socket_name="podmux.sock", start=True):
+    """A `podmux run` with the HTTP source (and the file source only if
+    manifest_path is given)."""
+    args = []
+    if url is not None:
+        args += ["--manifest-url", url]
+    if period:
+        args += ["--http-check-frequency", period]
+    d = harness.Daemon(t, manifest_path, socket_path=t.path(socket_name),
+                       mode=mode, extra=args + list(extra))
+    t.daemons.append(d)
+    if start:
+        d.start()
+    return d
+
+
+def pod_list(*pods, fmt="json"):
+    obj = {"apiVersion": "v1", "kind": "PodList", "metadata": {},
+           "items": list(pods)}
+    if fmt == "yaml":
+        return to_yaml(obj, comment="a pod list")
+    return json.dumps(obj, indent=1) + "\n"
+
+
+def redacted(srv, path="/pods"):
+    return srv.url(path)
+
+
+def url_lines(d, url, levels=("error",)):
+    return [x for x in d.logs() if x.level in levels and url in x.msg]
+
+
+def wait_url_error(d, url, n=1, timeout=None, words=None):
+    """Waits for the n-th error line naming url; checks it is one line with
+    a reason after the URL (containing one of words if given); returns
+    it."""
+    def enough():
+        ls = url_lines(d, url)
+        return ls[n - 1] if len(ls) >= n else None
+    try:
+        line = harness.wait_for(enough, timeout or T_WAIT,
+                                "error log line #%d naming %s" % (n, url))
+    except AssertionError as e:
+        raise AssertionError("%s; last log lines: %s" %
+                             (e, [repr(x) for x in d.logs()[-6:]]))
+    if "\n" in line.msg.strip():
+        raise AssertionError("the error is not one line: %r" % line.msg)
+    rest = line.msg.split(url, 1)[1].strip(" \"':-\t")
+    if len(rest) < 3:
+        raise AssertionError("the error names the URL but gives no reason: "
+                             "%r" % line.msg)
+    if words:
+        harness.assert_reason(rest, words, "error for %s" % url)
+    return line
+
+
+def quiet(c, secs=0.4):
+    """Reads whatever arrives within secs; returns the messages."""
+    out = []
+    end = time.monotonic() + secs
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return out
+        try:
+            out.append(c.recv(left))
+        except ConsumerClosed:
+            raise
+        except AssertionError as e:
+            if "no message within" in str(e):
+                return out
+            raise
+
+
+def pods_since(c, i):
+    return [m for m in c.msgs[i:] if m.get("type") == "pods"]
+
+
+def no_pods_since(c, i, why):
+    got = pods_since(c, i)
+    if got:
+        raise AssertionError("%s, but got: %s" %
+                             (why, " | ".join(summarize(m) for m in got)))
+
+
+def index_of(c, op, uid, since=0):
+    for i, m in enumerate(c.msgs):
+        if i >= since and m.get("type") == "pods" and m["op"] == op and \
+                uid in msg_uids(m):
+            return i
+    return None
+
+
+def check_sources(c, since=0, allowed=("http",)):
+    for m in pods_since(c, since):
+        if m.get("source") not in allowed:
+            raise AssertionError("unexpected source: %s" % summarize(m))
+
+
+def tolerations(p):
+    return ((p.get("spec") or {}).get("tolerations")) or []
+
+
+def start_with(t, body, path="/pods", **kw):
+    """Server serving body, daemon polling it, consumer holding its pods.
+    Returns (srv, d, c, url)."""
+    srv = t.server()
+    srv.set(body=body)
+    url = srv.url(path)
+    d = http_daemon(t, url, **kw)
+    c = d.connect()
+    return srv, d, c, url
+
+
+# ===========================================================================
+# Delivery and merge output
+
+@http_test("single pod: ADD from source http, name <name>-<node>, "
+           "config.source=http, config.hash=uid, no NoExecute toleration; "
+           "sources_ready [http]")
+def _(t):
+    srv, d, c, url = start_with(t, pod_yaml("web", labels={"app": "web"}))
+    m = c.expect_pods("ADD", names=[pn("web")])
+    if m.get("source") != "http":
+        raise AssertionError("source must be http: %s" % summarize(m))
+    r = c.expect_type("sources_ready")
+    if r.get("sources") != ["http"]:
+        raise AssertionError("sources_ready must list [http]: %s" % r)
+    p = m["pods"][0]
+    uid = pod_uid(p)
+    meta = p.get("metadata") or {}
+    problems = []
+    if not UID_RE.match(uid):
+        problems.append("uid %r is not 32 lowercase hex digits" % uid)
+    if pod_ann(p, SOURCE_ANN) != "http":
+        problems.append("config.source %r" % pod_ann(p, SOURCE_ANN))
+    if pod_ann(p, HASH_ANN) != uid:
+        problems.append("config.hash %r != uid %r" % (pod_ann(p, HASH_ANN),
+                                                     uid))
+    if not SEEN_RE.match(str(pod_ann(p, SEEN_ANN, ""))):
+        problems.append("config.seen %r" % pod_ann(p, SEEN_ANN))
+    if meta.get("namespace") != "default":
+        problems.append("namespace %r (want default)" % meta.get("namespace"))
+    if (p.get("spec") or {}).get("nodeName") != NODE:
+        problems.append("spec.nodeName %r" % p["spec"].get("nodeName"))
+    if (p.get("status") or {}).get("phase") != "Pending":
+        problems.append("status.phase %r" % p.get("status"))
+    if (p.get("spec") or {}).get("restartPolicy") != "Always":
+        problems.append("restartPolicy not defaulted: %r" %
+                        p["spec"].get("restartPolicy"))
+    if pod_labels(p) != {"app": "web"}:
+        problems.append("labels %r" % pod_labels(p))
+    bad = [x for x in tolerations(p) if x.get("effect") == "NoExecute"]
+    if bad:
+        problems.append("the HTTP source must add no toleration: %s" % bad)
+    if problems:
+        raise AssertionError("; ".join(problems) + " in " +
+                             json.dumps(p)[:600])
+
+    # A consumer connecting later: ADD from http, synced, sources_ready.
+    c2 = d.connect()
+    init = c2.read_initial()
+    pods = [x for x in init if x["type"] == "pods"]
+    if len(pods) != 1 or pods[0]["op"] != "ADD" or \
+            pods[0].get("source") != "http" or \
+            msg_uids(pods[0]) != [uid]:
+        raise AssertionError("late consumer's initial state: %s" %
+                             [summarize(x) for x in init])
+    nxt = c2.recv(T_SHORT)
+    if nxt.get("type") != "sources_ready" or nxt.get("sources") != ["http"]:
+        raise AssertionError("after synced expected sources_ready [http], "
+                             "got %s" % summarize(nxt))
+    c2.close()
+
+    # Same URL + content + node after a restart: same uid.  Another URL
+    # serving the same content: another uid (url:<url> salts it).
+    d2 = http_daemon(t, srv.url("/other"), socket_name="b.sock")
+    c3 = d2.connect()
+    m2 = c3.expect_pods("ADD", names=[pn("web")])
+    if pod_uid(m2["pods"][0]) == uid:
+        raise AssertionError("two URLs with the same content gave the same "
+                             "uid %s" % uid)
+    d2.stop()
+    d.restart()
+    c4 = d.connect()
+    c4.wait_until_state([pn("web")])
+    if pod_uid(c4.state.one(pn("web"))) != uid:
+        raise AssertionError("uid changed across a restart: %s -> %s" %
+                             (uid, pod_uid(c4.state.one(pn("web")))))
+
+
+@http_test("PodList of 3 then 2: ADD of the 3 in one message, then only "
+           "REMOVE of the dropped pod; an unpinned pod edited: REMOVE(old "
+           "uid) then ADD(new uid), never UPDATE")
+def _(t):
+    a, b, cc = pod_obj("a"), pod_obj("b", image="redis:7"), pod_obj("c")
+    srv, d, c, url = start_with(t, pod_list(a, b, cc))
+    m = c.expect_pods("ADD", names=[pn("a"), pn("b"), pn("c")])
+    if m.get("source") != "http":
+        raise AssertionError("source must be http: %s" % summarize(m))
+    uids = {pod_name(p): pod_uid(p) for p in m["pods"]}
+    if len(set(uids.values())) != 3:
+        raise AssertionError("uids not distinct: %s" % uids)
+
+    i = len(c.msgs)
+    srv.set(body=pod_list(a, b))
+    rm = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if rm["op"] != "REMOVE" or msg_uids(rm) != [uids[pn("c")]]:
+        raise AssertionError("3 -> 2 must give exactly REMOVE [c], got %s" %
+                             summarize(rm))
+    srv.wait_more(2, T_WAIT)
+    quiet(c)
+    if len(pods_since(c, i)) != 1:
+        raise AssertionError("3 -> 2 gave more than one pods message: %s" %
+                             [summarize(x) for x in pods_since(c, i)])
+
+    i = len(c.msgs)
+    srv.set(body=pod_list(pod_obj("a", image="nginx:1.26"), b))
+    c.wait_state(lambda s: [pod_image(p) for p in s.by_name(pn("a"))] ==
+                 ["nginx:1.26"], "a with image nginx:1.26")
+    new = pod_uid(c.state.one(pn("a")))
+    old = uids[pn("a")]
+    if new == old or not UID_RE.match(new):
+        raise AssertionError("unpinned edit must change the uid: %s -> %s" %
+                             (old, new))
+    ri, ai = index_of(c, "REMOVE", old, i), index_of(c, "ADD", new, i)
+    if ri is None or ai is None or ri > ai:
+        raise AssertionError("expected REMOVE(old a) then ADD(new a): %s" %
+                             [summarize(x) for x in pods_since(c, i)])
+    for x in pods_since(c, i):
+        if x["op"] == "UPDATE" or uids[pn("b")] in msg_uids(x):
+            raise AssertionError("unexpected message for the edit: %s" %
+                                 summarize(x))
+    if pod_ann(c.state.one(pn("a")), HASH_ANN) != new:
+        raise AssertionError("config.hash must follow the new uid")
+    check_sources(c)
+
+
+@http_test("PodList with pinned uids: spec change -> UPDATE (uid and "
+           "config.seen kept), status-only change -> RECONCILE, "
+           "deletionTimestamp -> DELETE, dropped -> REMOVE")
+def _(t):
+    def p(**kw):
+        kw.setdefault("uid", PINNED)
+        return pod_obj("web", **kw)
+    other = pod_obj("db", uid=PINNED2, image="redis:7")
+    srv, d, c, url = start_with(t, pod_list(p(labels={"v": "1"}), other,
+                                            fmt="yaml"))
+    c.expect_pods("ADD", uids=[PINNED, PINNED2])
+    seen = pod_ann(c.state.pods[PINNED], SEEN_ANN)
+    if pod_ann(c.state.pods[PINNED], HASH_ANN) != PINNED:
+        raise AssertionError("config.hash must be the pinned uid")
+
+    i = len(c.msgs)
+    srv.set(body=pod_list(p(labels={"v": "2"}, image="nginx:1.26"), other,
+                          fmt="yaml"))
+    m = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if m["op"] != "UPDATE" or msg_uids(m) != [PINNED]:
+        raise AssertionError("pinned spec change must be UPDATE [web], got "
+                             "%s" % summarize(m))
+    up = m["pods"][0]
+    if pod_image(up) != "nginx:1.26" or pod_labels(up).get("v") != "2":
+        raise AssertionError("UPDATE lacks the new spec/labels: %s" %
+                             json.dumps(up)[:400])
+    if pod_ann(up, SEEN_ANN) != seen:
+        raise AssertionError("config.seen changed on UPDATE: %r -> %r" %
+                             (seen, pod_ann(up, SEEN_ANN)))
+
+    srv.set(body=pod_list(p(labels={"v": "2"}, image="nginx:1.26",
+                            status={"message": "second"}), other,
+                          fmt="yaml"))
+    m = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if m["op"] != "RECONCILE" or msg_uids(m) != [PINNED]:
+        raise AssertionError("status-only change must be RECONCILE [web], "
+                             "got %s" % summarize(m))
+    if (m["pods"][0].get("status") or {}).get("message") != "second":
+        raise AssertionError("RECONCILE lacks the new status: %s" %
+                             m["pods"][0].get("status"))
+
+    srv.set(body=pod_list(p(labels={"v": "2"}, image="nginx:1.26",
+                            status={"message": "second"},
+                            deletion="2030-01-01T00:00:00Z", grace=30),
+                          other, fmt="yaml"))
+    m = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if m["op"] != "DELETE" or msg_uids(m) != [PINNED]:
+        raise AssertionError("deletionTimestamp must give DELETE [web], got "
+                             "%s" % summarize(m))
+    if not str((m["pods"][0].get("metadata") or {}).get(
+            "deletionTimestamp", "")).startswith("2030-01-01T00:00:00"):
+        raise AssertionError("DELETE lacks the deletionTimestamp")
+
+    srv.set(body=pod_list(other, fmt="yaml"))
+    m = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if m["op"] != "REMOVE" or msg_uids(m) != [PINNED]:
+        raise AssertionError("dropping the pod must give REMOVE [web], got "
+                             "%s" % summarize(m))
+    for x in pods_since(c, i):
+        if PINNED2 in msg_uids(x):
+            raise AssertionError("the unchanged pod was touched: %s" %
+                                 summarize(x))
+    check_sources(c)
+
+
+@http_test("unchanged content: several polls (counted by the server) and no "
+           "pods message between them")
+def _(t):
+    srv, d, c, url = start_with(t, pod_list(pod_obj("a"), pod_obj("b")),
+                                period="500ms")
+    c.expect_pods("ADD", names=[pn("a"), pn("b")])
+    c.expect_type("sources_ready")
+    i = len(c.msgs)
+    srv.wait_more(4, T_WAIT)
+    quiet(c)
+    no_pods_since(c, i, "identical bodies must give no update")
+    errs = url_lines(d, url, ("error", "warn"))
+    if errs:
+        raise AssertionError("identical bodies logged problems: %s" % errs)
+
+
+@http_test("empty body: REMOVE of every http pod (and a warning); the same "
+           "earlier content coming back is ADDed again (podmux deviation)")
+def _(t):
+    body = pod_list(pod_obj("a"), pod_obj("b"))
+    srv, d, c, url = start_with(t, body)
+    m = c.expect_pods("ADD", names=[pn("a"), pn("b")])
+    uids = msg_uids(m)
+    srv.set(body=b"")
+    rm = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if rm["op"] != "REMOVE" or sorted(msg_uids(rm)) != sorted(uids) or \
+            rm.get("source") != "http":
+        raise AssertionError("empty body must REMOVE both http pods, got %s"
+                             % summarize(rm))
+    d.wait_log(lambda x: x.level in ("warn", "warning", "error") and
+               url in x.msg, "a warning naming %s" % url)
+    srv.wait_more(2, T_WAIT)
+    srv.set(body=body)
+    ad = c.expect_pods("ADD", names=[pn("a"), pn("b")])
+    if sorted(msg_uids(ad)) != sorted(uids):
+        raise AssertionError("same content must give the same uids: %s vs "
+                             "%s" % (msg_uids(ad), uids))
+    c.wait_until_state([pn("a"), pn("b")])
+    check_sources(c)
+
+
+@http_test("empty body as the very first answer: zero-pod ADD marker from "
+           "http and sources_ready [http]")
+def _(t):
+    srv, d, c, url = start_with(t, b"")
+    m = c.expect_type("pods")
+    if m["op"] != "ADD" or m["pods"] != [] or m.get("source") != "http":
+        raise AssertionError("expected the empty ADD marker from http, got "
+                             "%s" % summarize(m))
+    r = c.expect_type("sources_ready")
+    if r.get("sources") != ["http"]:
+        raise AssertionError("sources_ready: %s" % r)
+    srv.set(body=pod_yaml("web"))
+    c.expect_pods("ADD", names=[pn("web")])
+
+
+# ===========================================================================
+# Failures: error logged, last pods kept, polling goes on, recovery
+
+def _set_404(t, srv):
+    srv.set(status=404, body=pod_yaml("evil"))
+
+
+def _set_500(t, srv):
+    srv.set(status=500, body=pod_yaml("evil"))
+
+
+def _set_down(t, srv):
+    srv.stop()
+
+
+def _set_slow(t, srv):
+    srv.set(body=pod_yaml("evil"), delay=3)
+
+
+def _set_cut(t, srv):
+    body = pod_yaml("evil") + "#" + "x" * 4000 + "\n"
+    srv.set(body=body, cut=200)
+
+
+def _set_10mib(t, srv):
+    srv.set(body=sized_manifest("evil", MIB10))
+
+
+def _set_10mib_nolen(t, srv):
+    srv.set(body=sized_manifest("evil", MIB10), content_length=False)
+
+
+def _set_not_pod(t, srv):
+    srv.set(body=to_yaml({"apiVersion": "apps/v1", "kind": "Deployment",
+                          "metadata": {"name": "evil"},
+                          "spec": {"replicas": 1}}))
+
+
+def _set_garbage(t, srv):
+    srv.set(body=harness.garbage_bytes())
+
+
+def _set_bad_item(t, srv):
+    srv.set(body=pod_list(pod_obj("evil"), pod_obj("web"),
+                          pod_obj("Bad_Name")))
+
+
+_NET = ("request", "connect", "fail", "error")
+FAILURES = {
+    "HTTP 404": (_set_404, ("404",)),
+    "HTTP 500": (_set_500, ("500",)),
+    "server down (connection refused)": (
+        _set_down, ("refused", "connect", "couldn't", "could not")),
+    "slow server beyond the 1s timeout": (
+        _set_slow, ("timeout", "timed out", "time out")),
+    "connection closed mid-body": (
+        _set_cut, ("partial", "closed", "incomplete", "transfer", "short",
+                   "receive", "recv", "eof")),
+    "body of exactly 10 MiB (Content-Length)": (
+        _set_10mib, harness.TOO_LARGE_WORDS),
+    "body of exactly 10 MiB (no Content-Length)": (
+        _set_10mib_nolen, harness.TOO_LARGE_WORDS),
+    "body that is not a pod (Deployment)": (
+        _set_not_pod, ("pod", "kind", "deployment")),
+    "body that is binary garbage": (_set_garbage, harness.GARBAGE_WORDS),
+    "PodList with one invalid item": (
+        _set_bad_item, ("name", "dns", "subdomain", "lower", "items[2]",
+                        "bad_name", "invalid")),
+}
+BAD_BODIES = ("body that is not a pod (Deployment)",
+              "body that is binary garbage", "PodList with one invalid item")
+
+
+@http_test("failure: error log line naming the redacted URL with a reason, "
+           "last pods kept (no REMOVE), polling goes on; then good content "
+           "updates the pods", params=list(FAILURES))
+def _(t):
+    setter, words = FAILURES[t.param]
+    srv, d, c, url = start_with(t, pod_yaml("web"))
+    m = c.expect_pods("ADD", names=[pn("web")])
+    web = pod_uid(m["pods"][0])
+    c.expect_type("sources_ready")
+    i = len(c.msgs)
+    setter(t, srv)
+    line = wait_url_error(d, url, 1, words=words)
+    t.note("error line: %r" % line)
+    # Polling goes on.
+    if srv.running():
+        srv.wait_more(2, T_WAIT)
+    else:
+        wait_url_error(d, url, 2)
+    quiet(c)
+    no_pods_since(c, i, "a failing poll must keep the last pods")
+    if c.state.uids() != {web}:
+        raise AssertionError("state changed: %s" % c.state)
+    if t.param in BAD_BODIES:
+        # A bad body is remembered: reported once while it stays.
+        n = len(url_lines(d, url))
+        if n != 1:
+            raise AssertionError("a bad body must be reported once while it "
+                                 "stays identical, got %d error lines" % n)
+    # Recovery: new good content (a 10 MiB - 1 body, for the size cases).
+    if "10 MiB" in t.param:
+        good = sized_manifest("fresh", MIB10 - 1)
+    else:
+        good = pod_yaml("fresh")
+    srv.set(body=good)
+    srv.start()
+    c.wait_until_state([pn("fresh")])
+    if index_of(c, "REMOVE", web, i) is None:
+        raise AssertionError("recovery must REMOVE the old pod")
+    c.assert_never_named([pn("evil")])
+    d.wait_log(lambda x: "succeeded again" in x.msg.lower(),
+               "a 'succeeded again' line")
+    check_sources(c)
+
+
+@http_test("repeated failures: 3 error lines, the 4th says it goes quiet, "
+           "the 5th+ are not at error level (visible at -v 1); success "
+           "logs 'succeeded again' once and resets the count")
+def _(t):
+    srv = t.server()
+    srv.set(status=500, body="boom\n")
+    url = srv.url("/pods")
+    d = http_daemon(t, url, period="500ms", extra=["--v", "1"])
+    srv.wait_count(8, T_WAIT)
+    # The 7th poll finished before the 8th started.
+    harness.wait_for(lambda: len([y for y in url_lines(d, url, ("debug",))
+                                  if "500" in y.msg]) >= 2, T_WAIT,
+                     "two debug lines for the 5th and 6th failures")
+    errs = url_lines(d, url)
+    if len(errs) != 4:
+        raise AssertionError("want exactly 4 error-level lines after 7 "
+                             "failures, got %d: %s" % (len(errs), errs))
+    if any(w in errs[i].msg.lower() for i in range(3) for w in
+           ("quiet", "further errors", "verbosity")):
+        raise AssertionError("only the 4th line may say it goes quiet: %s" %
+                             errs[:3])
+    harness.assert_reason(errs[3].msg, QUIET_WORDS, "the 4th failure line")
+    srv.set(body=pod_yaml("web"))
+    c = d.connect()
+    c.expect_pods("ADD", names=[pn("web")])
+    srv.wait_more(2, T_WAIT)
+    ok = [x for x in d.logs() if "succeeded again" in x.msg.lower()]
+    if len(ok) != 1:
+        raise AssertionError("want one 'succeeded again' line, got %s" % ok)
+    # The count starts over: the next failure is at error level again.
+    srv.set(status=500, body="boom\n")
+    wait_url_error(d, url, 5)
+    srv.wait_more(2, T_WAIT)
+    if len(url_lines(d, url)) < 6:
+        raise AssertionError("after a success, failures must be logged at "
+                             "error level again: %s" % url_lines(d, url))
+    c.wait_until_state([pn("web")])
+
+
+# ===========================================================================
+# Requests: headers, encoding, redirects, no pile-up, credentials
+
+HEADER_VALUES = ("val-alpha-1", "val-beta-2", "val-alpha-3")
+
+
+def check_headers(req, d):
+    problems = []
+    xa = req.header_values("X-A")
+    xb = req.header_values("X-B")
+    if sorted(xa) != sorted([HEADER_VALUES[0], HEADER_VALUES[2]]):
+        problems.append("X-A values %r (want %s and %s)" %
+                        (xa, HEADER_VALUES[0], HEADER_VALUES[2]))
+    if xb != [HEADER_VALUES[1]]:
+        problems.append("X-B values %r (want [%s])" % (xb, HEADER_VALUES[1]))
+    ua = req.header_values("User-Agent")
+    if len(ua) != 1 or not ua[0].startswith("podmux/"):
+        problems.append("User-Agent %r (want podmux/<version>)" % ua)
+    ae = ",".join(req.header_values("Accept-Encoding")).lower()
+    if "gzip" not in [x.strip().split(";")[0] for x in ae.split(",")]:
+        problems.append("Accept-Encoding %r lacks gzip" % ae)
+    if problems:
+        raise AssertionError("; ".join(problems) + " (headers: %r)" %
+                             req.headers)
+    leaked = [x for x in d.logs() for v in HEADER_VALUES if v in x.raw]
+    if leaked:
+        raise AssertionError("header values in the log: %s" % leaked[:3])
+
+
+@http_test("headers from --manifest-url-header (repeatable; a repeated "
+           "name is sent twice), User-Agent podmux/..., Accept-Encoding "
+           "gzip, gzip-encoded body decoded; header values never logged")
+def _(t):
+    srv = t.server()
+    srv.set(body=pod_json("web"), gzip=True)
+    url = srv.url("/pods")
+    d = http_daemon(t, url, extra=[
+        "--v", "4",
+        "--manifest-url-header",
+        "X-A:%s,X-B:%s" % (HEADER_VALUES[0], HEADER_VALUES[1]),
+        "--manifest-url-header", "X-A:%s" % HEADER_VALUES[2]])
+    c = d.connect()
+    c.expect_pods("ADD", names=[pn("web")])
+    srv.wait_more(1, T_WAIT)
+    for r in srv.requests():
+        check_headers(r, d)
+    if len(url_lines(d, url)) != 0:
+        raise AssertionError("errors: %s" % url_lines(d, url))
+
+
+@http_test("headers from --config (staticPodURL, staticPodURLHeader, "
+           "httpCheckFrequency)")
+def _(t):
+    srv = t.server()
+    srv.set(body=pod_yaml("web"))
+    url = srv.url("/pods")
+    cfg = t.path("kubelet.yaml")
+    write_file(cfg, to_yaml({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "staticPodURL": url,
+        "staticPodURLHeader": {"X-A": [HEADER_VALUES[0], HEADER_VALUES[2]],
+                               "X-B": [HEADER_VALUES[1]]},
+        "httpCheckFrequency": "1s"}))
+    d = http_daemon(t, None, period=None, extra=["--v", "4", "--config", cfg])
+    c = d.connect()
+    c.expect_pods("ADD", names=[pn("web")])
+    r = c.expect_type("sources_ready")
+    if r.get("sources") != ["http"]:
+        raise AssertionError("sources_ready: %s" % r)
+    # httpCheckFrequency 1s is honoured (the default would be 20s).
+    t.soft(srv.wait_more, 2, 15)
+    for req in srv.requests():
+        check_headers(req, d)
+
+
+@http_test("redirects: a chain of 3 is followed; 10 is still followed; 11 "
+           "fails (error, pods kept); a redirect to file:// is refused")
+def _(t):
+    srv = t.server()
+    srv.route("/final", body=pod_yaml("web"))
+    srv.redirects("/start", 3, "/final")
+    url = srv.url("/start")
+    d = http_daemon(t, url)
+    c = d.connect()
+    m = c.expect_pods("ADD", names=[pn("web")])
+    web = pod_uid(m["pods"][0])
+    first = [r.path for r in srv.requests()[:4]]
+    if first != ["/start", "/hop/1", "/hop/2", "/final"]:
+        raise AssertionError("the 3 hops were not followed in order: %s" %
+                             first)
+
+    # 11 redirects: more than allowed.
+    i = len(c.msgs)
+    srv.route("/final", body=pod_yaml("eleven"))
+    srv.redirects("/start", 11, "/final")
+    wait_url_error(d, url, 1, words=("redirect", "maximum", "too many"))
+    finals = srv.count("/final")
+    srv.wait_more(12, T_WAIT, path=None)
+    quiet(c)
+    no_pods_since(c, i, "too many redirects must keep the last pods")
+    if srv.count("/final") != finals:
+        raise AssertionError("the target of 11 redirects was fetched")
+    if srv.count("/hop/10") == 0:
+        raise AssertionError("hops seen: %s" % sorted(
+            set(r.path for r in srv.requests())))
+
+    # 10 redirects: "up to 10" are followed.
+    srv.route("/final", body=pod_yaml("ten"))
+    srv.redirects("/start", 10, "/final")
+    t.soft(c.wait_until_state, [pn("ten")])
+
+    # A redirect to file:// (a valid manifest there) is refused.
+    evil = t.path("evil.yaml")
+    write_file(evil, pod_yaml("evil"))
+    before = len(url_lines(d, url))
+    i = len(c.msgs)
+    srv.redirects("/start", 1, "file://" + evil)
+    wait_url_error(d, url, before + 1)
+    srv.wait_more(2, T_WAIT, path="/start")
+    quiet(c)
+    no_pods_since(c, i, "a redirect to file:// must keep the last pods")
+    c.assert_never_named([pn("evil")])
+
+    # Back to a good chain: the pods update.
+    srv.route("/final", body=pod_yaml("again"))
+    srv.redirects("/start", 2, "/final")
+    c.wait_until_state([pn("again")])
+    if web in c.state.uids():
+        raise AssertionError("old pod still held")
+
+
+@http_test("no pile-up: period 3s, server delays each answer 2s: never two "
+           "requests at once, next poll one period after the previous "
+           "finished; identical answers give no update")
+def _(t):
+    srv = t.server()
+    srv.set(body=pod_yaml("web"), delay=2)
+    url = srv.url("/pods")
+    d = http_daemon(t, url, period="3s")
+    c = d.connect()
+    c.expect_pods("ADD", names=[pn("web")], timeout=T_WAIT)
+    i = len(c.msgs)
+    srv.wait_count(3, T_LONG)
+    quiet(c)
+    if srv.max_inflight != 1:
+        raise AssertionError("the server saw %d requests at once" %
+                             srv.max_inflight)
+    reqs = srv.requests()
+    for a, b in zip(reqs, reqs[1:]):
+        if a.t_end is None or b.t_start < a.t_end:
+            raise AssertionError("a request started before the previous one "
+                                 "finished: %s" % reqs)
+        if a.outcome != "sent":
+            raise AssertionError("a 2s answer did not complete within the "
+                                 "3s timeout: %s" % reqs)
+    gaps = ["%.2f" % (b.t_start - a.t_end) for a, b in zip(reqs, reqs[1:])]
+    t.note("gaps end->start: %s" % gaps)
+
+    def sliding():
+        if any(float(g) < 2.5 for g in gaps):
+            raise AssertionError("next poll less than a period after the "
+                                 "previous finished: gaps %s" % gaps)
+    t.soft(sliding)
+    no_pods_since(c, i, "identical answers must give no update")
+
+
+@http_test("URL with user:password@ and ?token=secret: used for the request "
+           "but neither appears in the log (even at -v 4) nor the stream")
+def _(t):
+    srv = t.server()
+    srv.set(status=500, body="boom\n")
+    url = srv.url("/pods", userinfo="alice:password", query="token=secret")
+    d = http_daemon(t, url, extra=["--v", "4"])
+    wait_url_error(d, redacted(srv), 1, words=("500",))
+    srv.set(body=pod_yaml("web"))
+    c = d.connect()
+    c.expect_pods("ADD", names=[pn("web")])
+    srv.set(body=b"")
+    c.wait_until_state([])
+    srv.wait_more(1, T_WAIT)
+    r = srv.requests()[0]
+    if r.query != "token=secret":
+        raise AssertionError("query not sent: %r" % r.query)
+    auth = r.header_values("Authorization")
+    if auth != ["Basic " + base64.b64encode(b"alice:password").decode()]:
+        raise AssertionError("user info not sent as basic auth: %r" % auth)
+    text = d.stderr_text()
+    with open(d.stdout_path, "rb") as f:
+        text += f.read().decode("utf-8", "replace")
+    for w in ("password", "secret", "alice", "cGFzc3dvcmQ"):
+        if w in text:
+            raise AssertionError("%r appears in the log: %s" % (
+                w, [x for x in text.splitlines() if w in x][:3]))
+    if "token=" in text:
+        raise AssertionError("the query string was logged")
+    if any(w in json.dumps(c.msgs) for w in ("password", "secret")):
+        raise AssertionError("credentials in the stream")
+
+
+# ===========================================================================
+# Together with the file source; modes; flags
+
+@http_test("HTTP and file sources together: pods keyed apart by source; "
+           "sources_ready waits for both (none while the URL answers 500), "
+           "then [file, http]")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    srv = t.server()
+    srv.set(status=500, body="boom\n")
+    url = srv.url("/pods")
+    d = http_daemon(t, url, manifest_path=m)
+    c = d.connect()
+    fm = c.expect_pods("ADD", names=[pn("web")])
+    if fm.get("source") != "file":
+        raise AssertionError("first ADD must be from file: %s" %
+                             summarize(fm))
+    file_uid = pod_uid(fm["pods"][0])
+    srv.wait_more(3, T_WAIT)
+    quiet(c)
+    early = [x for x in c.msgs if x.get("type") == "sources_ready"]
+    if early:
+        raise AssertionError("sources_ready before http delivered: %s" %
+                             early)
+    srv.set(body=pod_list(pod_obj("web"), pod_obj("api")))
+    hm = c.expect_pods("ADD", names=[pn("api"), pn("web")])
+    if hm.get("source") != "http":
+        raise AssertionError("http pods from source %s" % hm.get("source"))
+    r = c.expect_type("sources_ready")
+    if r.get("sources") != ["file", "http"]:
+        raise AssertionError("sources_ready: %s" % r)
+    webs = c.state.by_name(pn("web"))
+    srcs = sorted(pod_ann(p, SOURCE_ANN) for p in webs)
+    if len(webs) != 2 or srcs != ["file", "http"] or \
+            len(set(pod_uid(p) for p in webs)) != 2:
+        raise AssertionError("the same manifest from file and http must be "
+                             "two pods with distinct uids: %s" % webs)
+    # A late consumer: one ADD per source, synced, sources_ready.
+    c2 = d.connect()
+    init = c2.read_initial()
+    by_src = sorted((x["source"], tuple(msg_names(x))) for x in init
+                    if x["type"] == "pods")
+    want = [("file", (pn("web"),)), ("http", (pn("api"), pn("web")))]
+    if by_src != want:
+        raise AssertionError("late consumer's initial state %s, want %s" %
+                             (by_src, want))
+    nxt = c2.recv(T_SHORT)
+    if nxt.get("type") != "sources_ready" or \
+            nxt.get("sources") != ["file", "http"]:
+        raise AssertionError("late consumer: %s" % summarize(nxt))
+    # Emptying the URL removes only the http pods.
+    srv.set(body=b"")
+    rm = c.expect_pods("REMOVE", names=[pn("api"), pn("web")])
+    if rm.get("source") != "http" or file_uid in msg_uids(rm):
+        raise AssertionError("empty http body touched the file pod: %s" %
+                             summarize(rm))
+    c.wait_until_state([pn("web")])
+    if c.state.uids() != {file_uid}:
+        raise AssertionError("the file pod must stay: %s" % c.state)
+
+
+@http_test("snapshot mode: a change gives a SET from source http carrying "
+           "every pod (http and file)")
+def _(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "local.yaml"), pod_yaml("local"))
+    srv = t.server()
+    srv.set(body=pod_list(pod_obj("a"), fmt="yaml"))
+    d = http_daemon(t, srv.url("/pods"), manifest_path=m, mode="snapshot")
+    c = d.connect()
+    c.wait_until_state([pn("a"), pn("local")])
+    c.expect_type("sources_ready")
+    srv.set(body=pod_list(pod_obj("a"), pod_obj("b"), fmt="yaml"))
+    s = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if s["op"] != "SET" or s.get("source") != "http" or \
+            msg_names(s) != [pn("a"), pn("b"), pn("local")]:
+        raise AssertionError("expected SET from http with a, b, local: %s" %
+                             summarize(s))
+    srcs = {pod_name(p): pod_ann(p, SOURCE_ANN) for p in s["pods"]}
+    if srcs != {pn("a"): "http", pn("b"): "http", pn("local"): "file"}:
+        raise AssertionError("config.source annotations: %s" % srcs)
+    srv.set(body=pod_list(pod_obj("b"), fmt="yaml"))
+    s = c.expect(lambda x: x.get("type") == "pods", "a pods message")
+    if s["op"] != "SET" or msg_names(s) != [pn("b"), pn("local")]:
+        raise AssertionError("expected SET with b, local: %s" % summarize(s))
+    for x in pods_since(c, 0):
+        if x["op"] != "SET":
+            raise AssertionError("snapshot mode emitted %s" % summarize(x))
+
+
+def _bad_flag(t, args, codes, words):
+    r = t.run_cmd(["run", "--socket", t.path("bad.sock"),
+                   "--node-name", NODE] + args, timeout=T_SHORT)
+    if r.returncode not in codes:
+        raise AssertionError("podmux run %s: exit %d (want %s); stderr %r" %
+                             (" ".join(args), r.returncode, codes,
+                              r.stderr[-400:]))
+    if not r.stderr.strip():
+        raise AssertionError("podmux run %s: no message" % " ".join(args))
+    harness.assert_reason(r.stderr, words, "podmux run %s" % " ".join(args))
+
+
+@http_test("bad flags: --manifest-url ftp://x, 'not a url' -> exit 1 or 2 "
+           "with a message; --http-check-frequency 0s -> exit 2")
+def _(t):
+    t.soft(_bad_flag, t, ["--manifest-url", "ftp://x"], (1, 2),
+           ("url", "http", "ftp", "scheme"))
+    t.soft(_bad_flag, t, ["--manifest-url", "not a url"], (1, 2),
+           ("url", "http", "scheme", "pars"))
+    t.soft(_bad_flag, t, ["--manifest-url", "http://127.0.0.1:9/x",
+                          "--http-check-frequency", "0s"], (2,),
+           ("http-check-frequency", "duration"))
+
+
+if __name__ == "__main__":
+    harness.main()
