@@ -18,10 +18,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "podmux/api_source.h"
 #include "podmux/cmd.h"
 #include "podmux/curl_loop.h"
 #include "podmux/file_source.h"
 #include "podmux/http_source.h"
+#include "podmux/kubeconfig.h"
 #include "podmux/log.h"
 #include "podmux/loop.h"
 #include "podmux/mux.h"
@@ -42,6 +44,7 @@ struct daemon {
         struct file_source *file;
         struct curl_loop *curl;
         struct http_source *http;
+        struct api_source *api;
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
@@ -146,9 +149,7 @@ static int refuse_unbuilt(const struct options *o)
 {
         const char *what = NULL;
 
-        if (o->kubeconfig || o->in_cluster)
-                what = "--kubeconfig/--in-cluster (the API server source)";
-        else if (o->plugins_dir)
+        if (o->plugins_dir)
                 what = "--plugins-registry-dir (the plugin manager)";
         if (!what)
                 return 0;
@@ -160,6 +161,7 @@ static void daemon_free(struct daemon *d)
 {
         file_source_free(d->file);
         http_source_free(d->http);
+        api_source_free(d->api);
         curl_loop_free(d->curl);
         stream_server_free(d->stream);
         watcher_free(d->watcher);
@@ -268,10 +270,34 @@ int cmd_run(int argc, char **argv)
                         .period_usec = d.opts.http_check_usec,
                 };
 
-                if ((r = curl_loop_new(d.loop, &d.curl)) < 0 ||
+                if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
                     (r = mux_channel(d.mux, POD_SOURCE_HTTP, &ch)) < 0 ||
                     (r = http_source_new(d.loop, d.curl, ch, &hcfg, &d.http, &err)) < 0) {
                         log_error("http source: %s", err.data ? err.data : ERRNO_STR(r));
+                        goto out;
+                }
+        }
+        if (d.opts.kubeconfig || d.opts.in_cluster) {
+                struct kube_config kc;
+                struct api_source_config acfg;
+
+                if (d.opts.kubeconfig && d.opts.in_cluster) {
+                        log_error("--kubeconfig and --in-cluster: give one");
+                        goto out;
+                }
+                r = d.opts.kubeconfig ? kubeconfig_load(d.opts.kubeconfig, NULL, &kc, &err)
+                                      : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, &err);
+                if (r < 0) {
+                        log_error("api source: %s", err.data ? err.data : ERRNO_STR(r));
+                        goto out;
+                }
+                acfg.kube = &kc;
+                acfg.node_name = d.opts.node_name;
+                if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
+                    (r = mux_channel(d.mux, POD_SOURCE_API, &ch)) < 0 ||
+                    (r = api_source_new(d.loop, d.curl, ch, &acfg, &d.api, &err)) < 0) {
+                        kube_config_free(&kc);
+                        log_error("api source: %s", err.data ? err.data : ERRNO_STR(r));
                         goto out;
                 }
         }
@@ -281,6 +307,8 @@ int cmd_run(int argc, char **argv)
                 file_source_start(d.file);
         if (d.http)
                 http_source_start(d.http);
+        if (d.api)
+                api_source_start(d.api);
         /* With no source configured, readiness holds at once (vacuously). */
         drain_updates(&d);
         r = loop_run(d.loop);

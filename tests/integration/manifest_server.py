@@ -14,6 +14,7 @@ every request:
     srv.set(body=..., gzip=True)               # Content-Encoding: gzip
     srv.set(body=..., cut=100)                 # close after 100 body bytes
     srv.set(body=..., content_length=False)    # body delimited by close
+    srv.script([{"status": 500}, {"body": b"..."}])  # one per request
     srv.redirects("/start", 3, "/final")       # /start -> ... -> /final
     srv.route("/final", body=...)              # a per-path response
     srv.stop(); srv.start()
@@ -163,6 +164,7 @@ class ManifestServer:
         self._requests = []
         self._default = Response()
         self._routes = {}
+        self._script = []
         self.inflight = 0
         self.max_inflight = 0
         self._srv = None
@@ -204,9 +206,24 @@ class ManifestServer:
                                        ("?" + query) if query else "")
 
     def set(self, **kw):
-        """The default response (every path without a route)."""
+        """The default response (every path without a route).  Drops a
+        pending script."""
         with self._cond:
             self._default = Response(**kw)
+            self._script = []
+
+    def script(self, responses, then=None):
+        """The next requests without a route get these responses (dicts of
+        Response arguments), one each, in order; then the default (or
+        `then`, which becomes the default)."""
+        with self._cond:
+            self._script = [Response(**kw) for kw in responses]
+            if then is not None:
+                self._default = Response(**then)
+
+    def script_left(self):
+        with self._cond:
+            return len(self._script)
 
     def route(self, path, **kw):
         with self._cond:
@@ -236,7 +253,10 @@ class ManifestServer:
             self._requests.append(req)
             self.inflight += 1
             self.max_inflight = max(self.max_inflight, self.inflight)
-            resp = self._routes.get(req.path, self._default)
+            resp = self._routes.get(req.path)
+            if resp is None:
+                resp = self._script.pop(0) if self._script else \
+                    self._default
             self._cond.notify_all()
             return resp
 
@@ -280,3 +300,50 @@ class ManifestServer:
         """Waits until k more requests arrive than have arrived now."""
         return self.wait_count(self.count(path) + k, timeout, path,
                                what or "%d more poll(s)" % k)
+
+
+class RawListener:
+    """A TCP listener on 127.0.0.1 that answers every connection with fixed
+    bytes at once and closes it (e.g. plain text where a TLS handshake is
+    expected)."""
+
+    def __init__(self, reply=b"HTTP/1.0 400 this is not TLS\r\n\r\n"):
+        self.reply = reply
+        self.accepted = 0
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.05)
+        self.port = self._sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            try:
+                conn.sendall(self.reply)
+                conn.shutdown(socket.SHUT_WR)
+                # Let the client read the reply before the socket goes.
+                conn.settimeout(1)
+                try:
+                    conn.recv(65536)
+                except OSError:
+                    pass
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sock.close()

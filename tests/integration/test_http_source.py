@@ -22,7 +22,13 @@ from harness import (MIB10, NODE, SEEN_RE, T_LONG, T_SHORT, T_WAIT,  # noqa: E40
                      pod_ann, pod_image, pod_json, pod_labels, pod_name,
                      pod_obj, pod_uid, pod_yaml, sized_manifest, summarize,
                      test, to_yaml, write_file)
-from manifest_server import ManifestServer  # noqa: E402
+from manifest_server import ManifestServer, RawListener  # noqa: E402
+
+# The manifest server is local: never reach it through a proxy from the
+# environment (podmux honours http_proxy like the kubelet).
+for _k in ("no_proxy", "NO_PROXY"):
+    os.environ[_k] = ",".join(x for x in (os.environ.get(_k), "127.0.0.1",
+                                          "localhost") if x)
 
 PINNED = "5b0c7e1d-2f4a-4c39-8d7e-6a1b2c3d4e5f"
 PINNED2 = "5b0c7e1d-2f4a-4c39-8d7e-000000000002"
@@ -47,7 +53,12 @@ def http_test(name, params=None):
                 s = ManifestServer()
                 servers.append(s)
                 return s
+            def raw_listener(**kw):
+                s = RawListener(**kw)
+                servers.append(s)
+                return s
             t.server = server
+            t.raw_listener = raw_listener
             try:
                 fn(t)
             finally:
@@ -269,7 +280,6 @@ def _(t):
     if rm["op"] != "REMOVE" or msg_uids(rm) != [uids[pn("c")]]:
         raise AssertionError("3 -> 2 must give exactly REMOVE [c], got %s" %
                              summarize(rm))
-    srv.wait_more(2, T_WAIT)
     quiet(c)
     if len(pods_since(c, i)) != 1:
         raise AssertionError("3 -> 2 gave more than one pods message: %s" %
@@ -393,7 +403,6 @@ def _(t):
                              % summarize(rm))
     d.wait_log(lambda x: x.level in ("warn", "warning", "error") and
                url in x.msg, "a warning naming %s" % url)
-    srv.wait_more(2, T_WAIT)
     srv.set(body=body)
     ad = c.expect_pods("ADD", names=[pn("a"), pn("b")])
     if sorted(msg_uids(ad)) != sorted(uids):
@@ -429,8 +438,18 @@ def _set_500(t, srv):
     srv.set(status=500, body=pod_yaml("evil"))
 
 
+def _set_204(t, srv):
+    srv.set(status=204, body=b"")
+
+
 def _set_down(t, srv):
     srv.stop()
+
+
+def _set_tls(t, srv):
+    # The next hop answers plain text where a TLS handshake is expected.
+    raw = t.raw_listener()
+    srv.redirects("/pods", 1, "https://127.0.0.1:%d/tls" % raw.port)
 
 
 def _set_slow(t, srv):
@@ -450,6 +469,10 @@ def _set_10mib_nolen(t, srv):
     srv.set(body=sized_manifest("evil", MIB10), content_length=False)
 
 
+def _set_10mib_gzip(t, srv):
+    srv.set(body=sized_manifest("evil", MIB10), gzip=True)
+
+
 def _set_not_pod(t, srv):
     srv.set(body=to_yaml({"apiVersion": "apps/v1", "kind": "Deployment",
                           "metadata": {"name": "evil"},
@@ -465,38 +488,46 @@ def _set_bad_item(t, srv):
                           pod_obj("Bad_Name")))
 
 
-_NET = ("request", "connect", "fail", "error")
+# name -> (make the server fail, words one of which the reason contains,
+#          poll period, a bad body (remembered: reported once))
 FAILURES = {
-    "HTTP 404": (_set_404, ("404",)),
-    "HTTP 500": (_set_500, ("500",)),
+    "HTTP 404": (_set_404, ("404",), "500ms", False),
+    "HTTP 500": (_set_500, ("500",), "500ms", False),
+    "HTTP 204 (no content, still not 200)": (_set_204, ("204",), "500ms",
+                                              False),
     "server down (connection refused)": (
-        _set_down, ("refused", "connect", "couldn't", "could not")),
+        _set_down, ("refused", "connect", "couldn't", "could not"), "500ms",
+        False),
+    "TLS error (redirect to https:// on a port that does not speak TLS)": (
+        _set_tls, ("ssl", "tls", "handshake", "certificate",
+                   "wrong version", "connect"), "500ms", False),
     "slow server beyond the 1s timeout": (
-        _set_slow, ("timeout", "timed out", "time out")),
+        _set_slow, ("timeout", "timed out", "time out"), "1s", False),
     "connection closed mid-body": (
         _set_cut, ("partial", "closed", "incomplete", "transfer", "short",
-                   "receive", "recv", "eof")),
+                   "receive", "recv", "eof"), "500ms", False),
     "body of exactly 10 MiB (Content-Length)": (
-        _set_10mib, harness.TOO_LARGE_WORDS),
+        _set_10mib, harness.TOO_LARGE_WORDS, "1s", False),
     "body of exactly 10 MiB (no Content-Length)": (
-        _set_10mib_nolen, harness.TOO_LARGE_WORDS),
+        _set_10mib_nolen, harness.TOO_LARGE_WORDS, "1s", False),
+    "body of exactly 10 MiB once decoded (gzip, small on the wire)": (
+        _set_10mib_gzip, harness.TOO_LARGE_WORDS, "1s", False),
     "body that is not a pod (Deployment)": (
-        _set_not_pod, ("pod", "kind", "deployment")),
-    "body that is binary garbage": (_set_garbage, harness.GARBAGE_WORDS),
+        _set_not_pod, ("pod", "kind", "deployment"), "1s", True),
+    "body that is binary garbage": (
+        _set_garbage, harness.GARBAGE_WORDS, "1s", True),
     "PodList with one invalid item": (
         _set_bad_item, ("name", "dns", "subdomain", "lower", "items[2]",
-                        "bad_name", "invalid")),
+                        "bad_name", "invalid"), "1s", True),
 }
-BAD_BODIES = ("body that is not a pod (Deployment)",
-              "body that is binary garbage", "PodList with one invalid item")
 
 
 @http_test("failure: error log line naming the redacted URL with a reason, "
            "last pods kept (no REMOVE), polling goes on; then good content "
            "updates the pods", params=list(FAILURES))
 def _(t):
-    setter, words = FAILURES[t.param]
-    srv, d, c, url = start_with(t, pod_yaml("web"))
+    setter, words, period, bad_body = FAILURES[t.param]
+    srv, d, c, url = start_with(t, pod_yaml("web"), period=period)
     m = c.expect_pods("ADD", names=[pn("web")])
     web = pod_uid(m["pods"][0])
     c.expect_type("sources_ready")
@@ -504,26 +535,28 @@ def _(t):
     setter(t, srv)
     line = wait_url_error(d, url, 1, words=words)
     t.note("error line: %r" % line)
-    # Polling goes on.
+    # Polling goes on (a bad body: two more polls, both fully handled
+    # before the last one started, so "reported once" can be checked).
     if srv.running():
-        srv.wait_more(2, T_WAIT)
+        srv.wait_more(3 if bad_body else 1, T_WAIT, path="/pods")
     else:
         wait_url_error(d, url, 2)
-    quiet(c)
+    quiet(c, 0.3)
     no_pods_since(c, i, "a failing poll must keep the last pods")
     if c.state.uids() != {web}:
         raise AssertionError("state changed: %s" % c.state)
-    if t.param in BAD_BODIES:
-        # A bad body is remembered: reported once while it stays.
+    if bad_body:
         n = len(url_lines(d, url))
         if n != 1:
             raise AssertionError("a bad body must be reported once while it "
-                                 "stays identical, got %d error lines" % n)
+                                 "stays identical, got %d error lines: %s"
+                                 % (n, url_lines(d, url)))
     # Recovery: new good content (a 10 MiB - 1 body, for the size cases).
     if "10 MiB" in t.param:
         good = sized_manifest("fresh", MIB10 - 1)
     else:
         good = pod_yaml("fresh")
+    srv.unroute("/pods")
     srv.set(body=good)
     srv.start()
     c.wait_until_state([pn("fresh")])
@@ -574,10 +607,60 @@ def _(t):
     c.wait_until_state([pn("web")])
 
 
+@http_test("failures that are not consecutive (each followed by a poll "
+           "that returns the same good content as before): every one is "
+           "logged at error level, none says it goes quiet, and each "
+           "recovery logs 'succeeded again'")
+def _(t):
+    body = pod_yaml("web")
+    srv, d, c, url = start_with(t, body, period="500ms")
+    c.expect_pods("ADD", names=[pn("web")])
+    i = len(c.msgs)
+    srv.script([{"status": 500, "body": "boom\n"}, {"body": body}] * 4,
+               then={"body": body})
+    harness.wait_for(lambda: srv.script_left() == 0, T_WAIT,
+                     "the scripted answers to be served")
+    srv.wait_more(1, T_WAIT)
+    quiet(c, 0.3)
+    no_pods_since(c, i, "failures between identical good bodies")
+    errs = url_lines(d, url)
+    t.note("error lines: %s" % errs)
+    t.note("'succeeded' lines: %s" % [x for x in d.logs()
+                                      if "succeeded" in x.msg.lower()])
+
+    def four_loud():
+        if len(errs) != 4:
+            raise AssertionError("want 4 error-level lines for 4 separate "
+                                 "failures, got %d" % len(errs))
+        quiet_ones = [x for x in errs if any(
+            w in x.msg.lower() for w in ("quiet", "further errors",
+                                         "repeatedly", "verbosity"))]
+        if quiet_ones:
+            raise AssertionError(
+                "failures 1-4 were never consecutive (a good poll between "
+                "each), yet the log went quiet: %s" % quiet_ones)
+
+    def recovered():
+        ok = [x for x in d.logs() if "succeeded again" in x.msg.lower()]
+        if len(ok) != 4:
+            raise AssertionError(
+                "each good poll after a failure (content identical to the "
+                "last good body) must log 'succeeded again' once: want 4, "
+                "got %d" % len(ok))
+    t.soft(four_loud)
+    t.soft(recovered)
+
+
 # ===========================================================================
 # Requests: headers, encoding, redirects, no pile-up, credentials
 
 HEADER_VALUES = ("val-alpha-1", "val-beta-2", "val-alpha-3")
+
+
+def podmux_version(t):
+    r = t.run_cmd(["version"])
+    words = r.stdout.split()
+    return words[1] if len(words) > 1 else None
 
 
 def check_headers(req, d):
@@ -614,12 +697,24 @@ def _(t):
         "--v", "4",
         "--manifest-url-header",
         "X-A:%s,X-B:%s" % (HEADER_VALUES[0], HEADER_VALUES[1]),
-        "--manifest-url-header", "X-A:%s" % HEADER_VALUES[2]])
+        "--manifest-url-header", "X-A:%s" % HEADER_VALUES[2],
+        "--manifest-url-header", "X-C:a:b,X-Empty:"])
     c = d.connect()
     c.expect_pods("ADD", names=[pn("web")])
     srv.wait_more(1, T_WAIT)
     for r in srv.requests():
         check_headers(r, d)
+    r = srv.requests()[0]
+    t.soft(harness.wait_for, lambda: r.header_values("X-C") == ["a:b"], 0,
+           "X-C:a:b sent as 'X-C: a:b' (value split at the first colon); "
+           "got %r" % r.header_values("X-C"))
+    t.soft(harness.wait_for, lambda: r.header_values("X-Empty") == [""], 0,
+           "X-Empty: sent with an empty value; got %r" %
+           r.header_values("X-Empty"))
+    ver = podmux_version(t)
+    t.soft(harness.wait_for, lambda: r.header_values("User-Agent") ==
+           ["podmux/%s" % ver], 0, "User-Agent podmux/%s; got %r" % (
+               ver, r.header_values("User-Agent")))
     if len(url_lines(d, url)) != 0:
         raise AssertionError("errors: %s" % url_lines(d, url))
 
@@ -693,7 +788,7 @@ def _(t):
     i = len(c.msgs)
     srv.redirects("/start", 1, "file://" + evil)
     wait_url_error(d, url, before + 1)
-    srv.wait_more(2, T_WAIT, path="/start")
+    srv.wait_more(1, T_WAIT, path="/start")
     quiet(c)
     no_pods_since(c, i, "a redirect to file:// must keep the last pods")
     c.assert_never_named([pn("evil")])
@@ -793,7 +888,7 @@ def _(t):
         raise AssertionError("first ADD must be from file: %s" %
                              summarize(fm))
     file_uid = pod_uid(fm["pods"][0])
-    srv.wait_more(3, T_WAIT)
+    srv.wait_more(2, T_WAIT)
     quiet(c)
     early = [x for x in c.msgs if x.get("type") == "sources_ready"]
     if early:
@@ -886,6 +981,9 @@ def _(t):
            ("url", "http", "scheme", "pars"))
     t.soft(_bad_flag, t, ["--manifest-url", "http://127.0.0.1:9/x",
                           "--http-check-frequency", "0s"], (2,),
+           ("http-check-frequency", "duration"))
+    t.soft(_bad_flag, t, ["--manifest-url", "http://127.0.0.1:9/x",
+                          "--http-check-frequency", "soon"], (2,),
            ("http-check-frequency", "duration"))
 
 

@@ -1,0 +1,46 @@
+/*
+ * api_source — the API server source (source "api"): list and watch the
+ * pods bound to this node with client-go's reflector semantics, and hand
+ * the merger the complete set after every change
+ * (spec/apiserver-source.md, spec/pod-config.md section 8).
+ *
+ * Owns: the node's pod store (namespace/name -> pod), the last resource
+ * version, the one request in flight, the backoff state, the cached token.
+ * Never: logs a token, a key or an Authorization header; merges.
+ */
+#ifndef PODMUX_API_SOURCE_H
+#define PODMUX_API_SOURCE_H
+
+#include <stdint.h>
+
+#include "podmux/buf.h"
+#include "podmux/curl_loop.h"
+#include "podmux/kubeconfig.h"
+#include "podmux/loop.h"
+#include "podmux/mux.h"
+
+/* client-go's figures. */
+#define API_PAGE_SIZE 500
+#define API_BACKOFF_INITIAL_USEC 800000ull
+#define API_BACKOFF_CAP_USEC 30000000ull
+#define API_BACKOFF_RESET_USEC 120000000ull
+#define API_WATCH_MIN_TIMEOUT_SEC 300
+#define API_MAX_RETRY_AFTER 10
+#define API_TOKEN_REFRESH_USEC 50000000ull
+/* A watch event or a list larger than this is refused. */
+#define API_MAX_BODY (64u * 1024u * 1024u)
+
+struct api_source;
+
+struct api_source_config {
+        struct kube_config *kube; /* moved in: *kube is zeroed */
+        const char *node_name;
+};
+
+int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
+                   const struct api_source_config *cfg, struct api_source **ret_as,
+                   struct buf *err);
+int api_source_start(struct api_source *as);
+void api_source_free(struct api_source *as); /* NULL-safe */
+
+#endif

@@ -1,0 +1,854 @@
+/*
+ * api_source — list + watch of the node's pods (see
+ * include/podmux/api_source.h and spec/apiserver-source.md sections 2-10).
+ *
+ * One request at a time:
+ *   LIST (paged from RV 0 or unset; unpaged from a known RV) -> replace the
+ *   store, push a SET -> WATCH from the list RV -> per event: apply, push a
+ *   SET -> stream end -> re-watch from the last RV, or, after an error,
+ *   back off and relist from the last RV.
+ * The watch body is decoded incrementally with json_tokener, so events may
+ * be split across reads or share one.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <json-c/json.h>
+
+#include "podmux/api_source.h"
+#include "podmux/json_canon.h"
+#include "podmux/log.h"
+#include "podmux/strmap.h"
+
+enum phase { PHASE_IDLE, PHASE_LIST, PHASE_WATCH };
+
+/* What to do when the backoff timer fires. */
+enum next { NEXT_LIST, NEXT_WATCH, NEXT_RETRY };
+
+struct api_source {
+        struct loop *loop;
+        struct curl_loop *cl;
+        struct mux_channel *ch;
+        struct kube_config kube;
+        char *node_enc;    /* node name, percent-encoded */
+        char *host_log;    /* server URL as it may be logged */
+        struct strmap *store; /* namespace/name -> struct pod* */
+        char *last_rv;
+        int rv_unavailable;
+
+        enum phase phase;
+        CURL *easy;
+        struct curl_slist *hdrs;
+        char *url;         /* of the request in flight (for retries) */
+        struct buf body;   /* list body, or an error body */
+        long status;       /* HTTP status of the request in flight */
+        long retry_after;  /* from the response, -1 if none */
+        unsigned retries;  /* Retry-After retries of this request */
+
+        /* paged list */
+        struct strmap *pages; /* items gathered so far */
+        char *list_rv_asked;  /* RV sent on the first page (NULL: unset) */
+        char *list_rv;        /* RV of the first page */
+        char *cont;           /* continue token of the next page */
+        int paged;
+        int relisted_unset;   /* one retry with RV unset done */
+        int continue_fallback;
+
+        /* watch */
+        json_tokener *tok;
+        uint64_t watch_start;
+        unsigned watch_events;
+        int watch_error;      /* ERROR event or undecodable data */
+        long watch_error_code;
+
+        /* backoff */
+        struct loop_timer *timer;
+        enum next next;
+        uint64_t backoff;
+        uint64_t backoff_at;
+
+        /* token */
+        char *token;
+        uint64_t token_at;
+        int token_stale;
+};
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static uint64_t rand_below(uint64_t n)
+{
+        uint64_t r = 0;
+
+        if (n == 0)
+                return 0;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+                r = mono_usec() * 6364136223846793005ull + 1442695040888963407ull;
+        return r % n;
+}
+
+static char *pct_encode(const char *s)
+{
+        static const char hex[] = "0123456789ABCDEF";
+        struct buf b = BUF_INIT;
+
+        for (; *s; s++) {
+                unsigned char c = (unsigned char)*s;
+
+                if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+                        if (buf_putc(&b, (char)c) < 0)
+                                goto oom;
+                } else if (buf_putc(&b, '%') < 0 || buf_putc(&b, hex[c >> 4]) < 0 ||
+                           buf_putc(&b, hex[c & 15]) < 0) {
+                        goto oom;
+                }
+        }
+        return buf_steal(&b, NULL);
+oom:
+        buf_free(&b);
+        return NULL;
+}
+
+static void set_str(char **slot, const char *v)
+{
+        char *n = v ? strdup(v) : NULL;
+
+        free(*slot);
+        *slot = n;
+}
+
+static const char *rv_of(json_object *obj)
+{
+        json_object *meta = NULL, *rv = NULL;
+
+        if (json_object_object_get_ex(obj, "metadata", &meta) &&
+            json_object_object_get_ex(meta, "resourceVersion", &rv) &&
+            json_object_is_type(rv, json_type_string))
+                return json_object_get_string(rv);
+        return NULL;
+}
+
+static void unref_value(void *v)
+{
+        pod_unref(v);
+}
+
+/* ---- the store and pushes --------------------------------------------------------- */
+
+static void push(struct api_source *as)
+{
+        struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_API);
+        size_t it = 0;
+        void *v;
+
+        if (!u) {
+                log_error("api source: out of memory building an update");
+                return;
+        }
+        while (strmap_next(as->store, &it, NULL, &v)) {
+                if (pod_update_add(u, v) < 0) {
+                        pod_update_free(u);
+                        log_error("api source: out of memory building an update");
+                        return;
+                }
+        }
+        pod_update_sort(u);
+        mux_channel_send(as->ch, u);
+}
+
+/* Puts obj into map under namespace/name.  0, or -errno. */
+static int map_put(struct strmap *map, json_object *obj)
+{
+        struct pod *p = NULL, *old = NULL;
+        struct buf key = BUF_INIT;
+        int r;
+
+        r = pod_from_json(obj, &p, NULL);
+        if (r < 0)
+                return r;
+        r = pod_store_key(p, &key);
+        if (r == 0)
+                r = strmap_put(map, key.data, p, (void **)&old);
+        if (r < 0)
+                pod_unref(p);
+        pod_unref(old);
+        buf_free(&key);
+        return r;
+}
+
+static void map_delete(struct strmap *map, json_object *obj)
+{
+        json_object *meta = NULL, *v;
+        const char *ns = "", *name = "";
+        struct buf key = BUF_INIT;
+
+        if (json_object_object_get_ex(obj, "metadata", &meta)) {
+                if (json_object_object_get_ex(meta, "namespace", &v) && json_object_is_type(v, json_type_string))
+                        ns = json_object_get_string(v);
+                if (json_object_object_get_ex(meta, "name", &v) && json_object_is_type(v, json_type_string))
+                        name = json_object_get_string(v);
+        }
+        if ((ns[0] ? buf_printf(&key, "%s/%s", ns, name) : buf_puts(&key, name)) == 0)
+                pod_unref(strmap_remove(map, key.data));
+        buf_free(&key);
+}
+
+/* ---- token ------------------------------------------------------------------------------ */
+
+/* The bearer token: from the token file (re-read about every 50 s and after
+ * a 401, as client-go does), else the inline token.  NULL if none. */
+static const char *current_token(struct api_source *as)
+{
+        uint64_t now = mono_usec();
+
+        if (!as->kube.token_file)
+                return as->kube.token;
+        if (!as->token || as->token_stale || now - as->token_at >= API_TOKEN_REFRESH_USEC) {
+                FILE *f = fopen(as->kube.token_file, "re");
+                char buf[16384];
+                size_t n = 0;
+
+                if (f) {
+                        n = fread(buf, 1, sizeof(buf) - 1, f);
+                        fclose(f);
+                }
+                buf[n] = '\0';
+                /* Surrounding whitespace is not part of the token. */
+                {
+                        char *s = buf, *e = buf + n;
+
+                        while (*s && isspace((unsigned char)*s))
+                                s++;
+                        while (e > s && isspace((unsigned char)e[-1]))
+                                *--e = '\0';
+                        if (!f || !*s) {
+                                log_error("api source: token file \"%s\": %s", as->kube.token_file,
+                                          f ? "empty" : "cannot be read");
+                                if (!as->token)
+                                        return as->kube.token;
+                        } else {
+                                if (as->token)
+                                        memset(as->token, 0, strlen(as->token));
+                                free(as->token);
+                                as->token = strdup(s);
+                        }
+                }
+                memset(buf, 0, sizeof(buf));
+                as->token_at = now;
+                as->token_stale = 0;
+        }
+        return as->token ? as->token : as->kube.token;
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+static void on_done(void *data, CURL *easy, CURLcode result);
+static void start_list(struct api_source *as);
+static void start_watch(struct api_source *as);
+static void back_off(struct api_source *as, enum next next);
+
+static size_t on_header(char *line, size_t size, size_t n, void *data)
+{
+        struct api_source *as = data;
+        size_t len = size * n;
+
+        if (len > 12 && strncasecmp(line, "retry-after:", 12) == 0) {
+                char *end;
+                long v = strtol(line + 12, &end, 10);
+
+                /* Only the integer form counts (client-go). */
+                while (*end == ' ' || *end == '\t')
+                        end++;
+                if (end != line + 12 && (*end == '\r' || *end == '\n' || !*end) && v >= 0)
+                        as->retry_after = v;
+        }
+        return len;
+}
+
+static void process_event(struct api_source *as, json_object *ev)
+{
+        json_object *type = NULL, *obj = NULL;
+        const char *t, *rv;
+
+        if (!json_object_is_type(ev, json_type_object) ||
+            !json_object_object_get_ex(ev, "type", &type) || !json_object_is_type(type, json_type_string) ||
+            !json_object_object_get_ex(ev, "object", &obj) || !json_object_is_type(obj, json_type_object)) {
+                as->watch_error = 1;
+                as->watch_error_code = 500;
+                log_error("api source: watch: undecodable event: ending the watch");
+                return;
+        }
+        t = json_object_get_string(type);
+        if (strcmp(t, "ERROR") == 0) {
+                json_object *code = NULL, *msg = NULL;
+
+                as->watch_error = 1;
+                as->watch_error_code = json_object_object_get_ex(obj, "code", &code) ? json_object_get_int(code) : 500;
+                json_object_object_get_ex(obj, "message", &msg);
+                log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code,
+                         msg ? json_object_get_string(msg) : "");
+                return;
+        }
+        if (strcmp(t, "ADDED") != 0 && strcmp(t, "MODIFIED") != 0 && strcmp(t, "DELETED") != 0 &&
+            strcmp(t, "BOOKMARK") != 0) {
+                as->watch_error = 1;
+                as->watch_error_code = 500;
+                log_error("api source: watch: unknown event type \"%s\": ending the watch", t);
+                return;
+        }
+        as->watch_events++;
+        rv = rv_of(obj);
+        if (strcmp(t, "BOOKMARK") == 0) {
+                if (rv)
+                        set_str(&as->last_rv, rv);
+                return;
+        }
+        if (strcmp(t, "DELETED") == 0) {
+                map_delete(as->store, obj);
+        } else if (map_put(as->store, obj) < 0) {
+                as->watch_error = 1;
+                as->watch_error_code = 500;
+                log_error("api source: watch: a %s event does not hold a pod: ending the watch", t);
+                return;
+        }
+        if (rv)
+                set_str(&as->last_rv, rv);
+        push(as);
+}
+
+static size_t on_write(char *ptr, size_t size, size_t n, void *data)
+{
+        struct api_source *as = data;
+        size_t len = size * n, off = 0;
+
+        if (as->status == 0)
+                curl_easy_getinfo(as->easy, CURLINFO_RESPONSE_CODE, &as->status);
+        if (as->phase != PHASE_WATCH || as->status != 200) {
+                if (as->body.len + len > API_MAX_BODY || buf_append(&as->body, ptr, len) < 0)
+                        return 0;
+                return len;
+        }
+        if (as->watch_error)
+                return 0;
+        /* Incremental decoding: an event may span reads, a read may hold
+         * several events; whitespace between them is skipped. */
+        while (off < len) {
+                json_object *ev;
+                enum json_tokener_error jerr;
+
+                if (json_tokener_get_parse_end(as->tok) == 0) {
+                        while (off < len && isspace((unsigned char)ptr[off]))
+                                off++;
+                        if (off == len)
+                                break;
+                }
+                ev = json_tokener_parse_ex(as->tok, ptr + off, (int)(len - off));
+                jerr = json_tokener_get_error(as->tok);
+                if (jerr == json_tokener_continue)
+                        break;
+                if (jerr != json_tokener_success) {
+                        as->watch_error = 1;
+                        as->watch_error_code = 500;
+                        log_error("api source: watch: data that is not JSON (%s): ending the watch",
+                                  json_tokener_error_desc(jerr));
+                        return 0;
+                }
+                off += json_tokener_get_parse_end(as->tok);
+                json_tokener_reset(as->tok);
+                process_event(as, ev);
+                json_object_put(ev);
+                if (as->watch_error)
+                        return 0;
+        }
+        return len;
+}
+
+static void set_tls(struct api_source *as, CURL *e)
+{
+        struct curl_blob blob;
+
+        if (as->kube.ca_data.data) {
+                blob.data = as->kube.ca_data.data;
+                blob.len = as->kube.ca_data.len;
+                blob.flags = CURL_BLOB_COPY;
+                curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
+        } else if (as->kube.ca_file) {
+                curl_easy_setopt(e, CURLOPT_CAINFO, as->kube.ca_file);
+        }
+        if (as->kube.cert_data.data) {
+                blob.data = as->kube.cert_data.data;
+                blob.len = as->kube.cert_data.len;
+                blob.flags = CURL_BLOB_COPY;
+                curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &blob);
+                curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+        } else if (as->kube.cert_file) {
+                curl_easy_setopt(e, CURLOPT_SSLCERT, as->kube.cert_file);
+        }
+        if (as->kube.key_data.data) {
+                blob.data = as->kube.key_data.data;
+                blob.len = as->kube.key_data.len;
+                blob.flags = CURL_BLOB_COPY;
+                curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &blob);
+                curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+        } else if (as->kube.key_file) {
+                curl_easy_setopt(e, CURLOPT_SSLKEY, as->kube.key_file);
+        }
+        if (as->kube.insecure) {
+                curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+                curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+        }
+}
+
+/* Starts a GET of as->url in the current phase. */
+static void send_request(struct api_source *as)
+{
+        CURL *e = curl_easy_init();
+        struct buf h = BUF_INIT;
+        const char *token;
+        struct curl_slist *n;
+
+        curl_slist_free_all(as->hdrs);
+        as->hdrs = NULL;
+        buf_reset(&as->body);
+        as->status = 0;
+        as->retry_after = -1;
+        if (!e)
+                goto fail;
+        n = curl_slist_append(NULL, "Accept: application/json");
+        if (!n)
+                goto fail;
+        as->hdrs = n;
+        token = current_token(as);
+        if (token) {
+                buf_printf(&h, "Authorization: Bearer %s", token);
+                n = h.data ? curl_slist_append(as->hdrs, h.data) : NULL;
+                if (h.data)
+                        memset(h.data, 0, h.len);
+                buf_free(&h);
+                if (!n)
+                        goto fail;
+        }
+        buf_printf(&h, "podmux/%s (linux) podmux", PODMUX_VERSION);
+        curl_easy_setopt(e, CURLOPT_URL, as->url);
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, as->hdrs);
+        curl_easy_setopt(e, CURLOPT_USERAGENT, h.data);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, as);
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, as);
+        if (as->phase == PHASE_LIST) {
+                curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 60000L);
+        } else {
+                /* A stalled watch (no byte at all, bookmarks included) is a
+                 * dropped connection; the server's own deadline is at most
+                 * 600 s away, so allow a minute beyond it. */
+                curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+                curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 660L);
+        }
+        set_tls(as, e);
+        buf_free(&h);
+        as->easy = e;
+        if (curl_loop_add(as->cl, e, on_done, as) < 0) {
+                as->easy = NULL;
+                goto fail;
+        }
+        return;
+fail:
+        buf_free(&h);
+        if (e)
+                curl_easy_cleanup(e);
+        log_error("api source: cannot start a request");
+        back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
+}
+
+static void build_list_url(struct api_source *as)
+{
+        struct buf u = BUF_INIT;
+        char *c = NULL;
+
+        buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->kube.server, as->node_enc);
+        if (as->cont) {
+                c = pct_encode(as->cont);
+                buf_printf(&u, "&limit=%d&continue=%s", API_PAGE_SIZE, c ? c : "");
+        } else {
+                if (as->paged)
+                        buf_printf(&u, "&limit=%d", API_PAGE_SIZE);
+                if (as->list_rv_asked) {
+                        char *rv = pct_encode(as->list_rv_asked);
+
+                        buf_printf(&u, "&resourceVersion=%s", rv ? rv : "");
+                        free(rv);
+                }
+        }
+        free(c);
+        free(as->url);
+        as->url = buf_steal(&u, NULL);
+}
+
+/* A list: from lastRV when known (unpaged, "not older than"), else from
+ * RV 0, or with no RV after the RV proved unusable (paged). */
+static void start_list(struct api_source *as)
+{
+        as->phase = PHASE_LIST;
+        as->retries = 0;
+        strmap_free(as->pages, unref_value);
+        as->pages = strmap_new();
+        set_str(&as->cont, NULL);
+        set_str(&as->list_rv, NULL);
+        if (as->rv_unavailable)
+                set_str(&as->list_rv_asked, NULL);
+        else
+                set_str(&as->list_rv_asked, as->last_rv ? as->last_rv : "0");
+        as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0;
+        if (as->continue_fallback) {
+                as->paged = 0;
+                as->continue_fallback = 0;
+        }
+        build_list_url(as);
+        send_request(as);
+}
+
+static void start_watch(struct api_source *as)
+{
+        struct buf u = BUF_INIT;
+        char *rv = pct_encode(as->last_rv ? as->last_rv : "");
+        /* client-go: the 5-minute minimum times (1 + rand). */
+        unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)rand_below(API_WATCH_MIN_TIMEOUT_SEC);
+
+        as->phase = PHASE_WATCH;
+        as->retries = 0;
+        buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
+                       "&resourceVersion=%s&timeoutSeconds=%u",
+                   as->kube.server, as->node_enc, rv ? rv : "", timeout);
+        free(rv);
+        free(as->url);
+        as->url = buf_steal(&u, NULL);
+        json_tokener_reset(as->tok);
+        as->watch_start = mono_usec();
+        as->watch_events = 0;
+        as->watch_error = 0;
+        as->watch_error_code = 0;
+        send_request(as);
+}
+
+/* client-go's backoff manager: d doubles from 0.8 s to 30 s, each wait is
+ * d + rand*d, and d resets after 2 minutes without a backoff. */
+static void back_off(struct api_source *as, enum next next)
+{
+        uint64_t now = mono_usec(), wait;
+
+        if (!as->backoff || now - as->backoff_at > API_BACKOFF_RESET_USEC)
+                as->backoff = API_BACKOFF_INITIAL_USEC;
+        else if (as->backoff < API_BACKOFF_CAP_USEC)
+                as->backoff = as->backoff * 2 > API_BACKOFF_CAP_USEC ? API_BACKOFF_CAP_USEC : as->backoff * 2;
+        as->backoff_at = now;
+        wait = as->backoff + rand_below(as->backoff);
+        as->next = next;
+        as->phase = PHASE_IDLE;
+        log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
+        loop_timer_arm(as->timer, wait);
+}
+
+static void on_timer(struct loop_timer *t, void *data)
+{
+        struct api_source *as = data;
+
+        switch (as->next) {
+        case NEXT_LIST:
+                start_list(as);
+                break;
+        case NEXT_WATCH:
+                start_watch(as);
+                break;
+        case NEXT_RETRY:
+                send_request(as);
+                break;
+        }
+}
+
+/* The Status reason and message of an error body, for the log. */
+static void describe_status(const struct buf *body, long status, struct buf *out)
+{
+        json_object *o = NULL, *v;
+
+        buf_printf(out, "HTTP %ld", status);
+        if (body->len && json_parse_text(body->data, body->len, &o, NULL) == 0 &&
+            json_object_is_type(o, json_type_object)) {
+                if (json_object_object_get_ex(o, "reason", &v))
+                        buf_printf(out, " %s", json_object_get_string(v));
+                if (json_object_object_get_ex(o, "message", &v))
+                        buf_printf(out, ": %s", json_object_get_string(v));
+        }
+        json_object_put(o);
+}
+
+/* 429, or >= 500, with an integer Retry-After: the same request again after
+ * that many seconds, up to 10 times. */
+static int maybe_retry_after(struct api_source *as)
+{
+        if ((as->status == 429 || as->status >= 500) && as->retry_after >= 0 &&
+            as->retries < API_MAX_RETRY_AFTER) {
+                as->retries++;
+                as->next = NEXT_RETRY;
+                log_info("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status, as->retry_after);
+                loop_timer_arm(as->timer, (uint64_t)as->retry_after * 1000000u);
+                return 1;
+        }
+        return 0;
+}
+
+static int too_large_rv(const struct buf *body, long status)
+{
+        return status == 504 && body->data && strstr(body->data, "ResourceVersionTooLarge");
+}
+
+static void list_done(struct api_source *as, CURLcode result)
+{
+        json_object *o = NULL, *meta = NULL, *items = NULL, *v;
+        struct buf why = BUF_INIT;
+
+        if (result != CURLE_OK) {
+                log_error("api source: list failed: %s", curl_easy_strerror(result));
+                back_off(as, NEXT_LIST);
+                return;
+        }
+        if (as->status == 200 && json_parse_text(as->body.data ? as->body.data : "", as->body.len, &o, NULL) == 0 &&
+            json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "items", &items) &&
+            (json_object_is_type(items, json_type_array) || json_object_is_type(items, json_type_null))) {
+                size_t n = json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
+                const char *cont = NULL;
+
+                for (size_t i = 0; i < n; i++) {
+                        if (map_put(as->pages, json_object_array_get_idx(items, i)) < 0) {
+                                log_error("api source: list: item %zu is not a pod", i);
+                                json_object_put(o);
+                                back_off(as, NEXT_LIST);
+                                return;
+                        }
+                }
+                if (json_object_object_get_ex(o, "metadata", &meta)) {
+                        if (!as->list_rv && json_object_object_get_ex(meta, "resourceVersion", &v))
+                                set_str(&as->list_rv, json_object_get_string(v));
+                        if (json_object_object_get_ex(meta, "continue", &v) && json_object_get_string_len(v))
+                                cont = json_object_get_string(v);
+                }
+                if (cont) {
+                        set_str(&as->cont, cont);
+                        json_object_put(o);
+                        as->retries = 0;
+                        build_list_url(as);
+                        send_request(as);
+                        return;
+                }
+                json_object_put(o);
+                /* Replace, not merge: pods missing from the list are gone. */
+                strmap_free(as->store, unref_value);
+                as->store = as->pages;
+                as->pages = strmap_new();
+                set_str(&as->last_rv, as->list_rv);
+                as->rv_unavailable = 0;
+                as->relisted_unset = 0;
+                log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
+                          as->last_rv ? as->last_rv : "?");
+                push(as);
+                start_watch(as);
+                return;
+        }
+        json_object_put(o);
+        if (maybe_retry_after(as))
+                return;
+        describe_status(&as->body, as->status, &why);
+        if (as->status == 200) {
+                log_error("api source: list: the response is not a PodList");
+                back_off(as, NEXT_LIST);
+        } else if (as->status == 410 && as->cont) {
+                /* The continue token expired: one unpaged list instead. */
+                log_warn("api source: list: continue token expired: listing again without paging");
+                as->continue_fallback = 1;
+                start_list(as);
+        } else if ((as->status == 410 || too_large_rv(&as->body, as->status)) && !as->relisted_unset) {
+                log_warn("api source: list at resourceVersion %s: %s: listing the latest state",
+                         as->list_rv_asked ? as->list_rv_asked : "(unset)", why.data);
+                as->rv_unavailable = 1;
+                as->relisted_unset = 1;
+                start_list(as);
+        } else if (as->status == 404) {
+                /* The reflector syncs an empty list, then backs off. */
+                log_error("api source: list: %s: no pods", why.data);
+                strmap_free(as->store, unref_value);
+                as->store = strmap_new();
+                push(as);
+                back_off(as, NEXT_LIST);
+        } else {
+                if (as->status == 401)
+                        as->token_stale = 1;
+                log_error("api source: list: %s", why.data);
+                back_off(as, NEXT_LIST);
+        }
+        buf_free(&why);
+}
+
+static void watch_done(struct api_source *as, CURLcode result)
+{
+        struct buf why = BUF_INIT;
+        uint64_t lasted = mono_usec() - as->watch_start;
+
+        if (as->watch_error) {
+                if (as->watch_error_code == 410) {
+                        /* History is gone: relist from lastRV ("not older
+                         * than"); a second 410 lists with no RV. */
+                        as->relisted_unset = 0;
+                        start_list(as);
+                } else {
+                        back_off(as, NEXT_LIST);
+                }
+                return;
+        }
+        if (as->status == 0 && result != CURLE_OK) {
+                log_warn("api source: watch: %s", curl_easy_strerror(result));
+                back_off(as, result == CURLE_COULDNT_CONNECT ? NEXT_WATCH : NEXT_LIST);
+                return;
+        }
+        if (as->status != 200) {
+                if (maybe_retry_after(as))
+                        return;
+                describe_status(&as->body, as->status, &why);
+                log_error("api source: watch: %s", why.data);
+                buf_free(&why);
+                if (as->status == 401)
+                        as->token_stale = 1;
+                if (as->status == 410) {
+                        as->relisted_unset = 0;
+                        start_list(as);
+                } else {
+                        back_off(as, as->status == 429 ? NEXT_WATCH : NEXT_LIST);
+                }
+                return;
+        }
+        /* The stream ended without an ERROR event: clean close, reset or a
+         * truncated chunk.  Re-watch at once, unless it was a very short
+         * watch with no event (a server that accepts and drops). */
+        if (lasted < 1000000u && as->watch_events == 0) {
+                log_warn("api source: watch closed at once with no event: backing off");
+                back_off(as, NEXT_LIST);
+                return;
+        }
+        if (result != CURLE_OK)
+                log_debug("api source: watch ended: %s: watching again from %s", curl_easy_strerror(result),
+                          as->last_rv ? as->last_rv : "?");
+        start_watch(as);
+}
+
+static void on_done(void *data, CURL *easy, CURLcode result)
+{
+        struct api_source *as = data;
+
+        as->easy = NULL;
+        if (as->status == 0)
+                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &as->status);
+        curl_easy_cleanup(easy);
+        if (as->phase == PHASE_LIST)
+                list_done(as, result);
+        else if (as->phase == PHASE_WATCH)
+                watch_done(as, result);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
+                   const struct api_source_config *cfg, struct api_source **ret_as,
+                   struct buf *err)
+{
+        struct api_source *as = calloc(1, sizeof(*as));
+        int r = -ENOMEM;
+
+        if (!as)
+                return -ENOMEM;
+        as->loop = loop;
+        as->cl = cl;
+        as->ch = ch;
+        as->kube = *cfg->kube;
+        memset(cfg->kube, 0, sizeof(*cfg->kube));
+        as->node_enc = pct_encode(cfg->node_name);
+        as->store = strmap_new();
+        as->pages = strmap_new();
+        as->tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+        {
+                CURLU *u = curl_url();
+                char *s = NULL;
+
+                if (u && curl_url_set(u, CURLUPART_URL, as->kube.server, 0) == CURLUE_OK) {
+                        curl_url_set(u, CURLUPART_USER, NULL, 0);
+                        curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
+                        curl_url_set(u, CURLUPART_QUERY, NULL, 0);
+                        if (curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
+                                as->host_log = strdup(s);
+                                curl_free(s);
+                        }
+                } else {
+                        buf_printf(err, "API server URL \"%s\" cannot be parsed", as->kube.server);
+                        curl_url_cleanup(u);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                curl_url_cleanup(u);
+        }
+        if (!as->node_enc || !as->store || !as->pages || !as->tok || !as->host_log)
+                goto fail;
+        if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0)
+                goto fail;
+        *ret_as = as;
+        return 0;
+fail:
+        api_source_free(as);
+        return r;
+}
+
+int api_source_start(struct api_source *as)
+{
+        log_info("api source: listing and watching the pods of this node on %s", as->host_log);
+        start_list(as);
+        return 0;
+}
+
+void api_source_free(struct api_source *as)
+{
+        if (!as)
+                return;
+        if (as->easy) {
+                curl_loop_remove(as->cl, as->easy);
+                curl_easy_cleanup(as->easy);
+        }
+        loop_timer_free(as->timer);
+        curl_slist_free_all(as->hdrs);
+        strmap_free(as->store, unref_value);
+        strmap_free(as->pages, unref_value);
+        if (as->tok)
+                json_tokener_free(as->tok);
+        buf_free(&as->body);
+        if (as->token)
+                memset(as->token, 0, strlen(as->token));
+        free(as->token);
+        free(as->url);
+        free(as->last_rv);
+        free(as->list_rv_asked);
+        free(as->list_rv);
+        free(as->cont);
+        free(as->node_enc);
+        free(as->host_log);
+        kube_config_free(&as->kube);
+        free(as);
+}

@@ -1,0 +1,369 @@
+/*
+ * kubeconfig — kubeconfig and in-cluster settings (see
+ * include/podmux/kubeconfig.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <openssl/evp.h>
+
+#include "podmux/kubeconfig.h"
+#include "podmux/log.h"
+#include "podmux/manifest.h"
+#include "podmux/yaml_json.h"
+
+void kube_config_free(struct kube_config *c)
+{
+        if (!c)
+                return;
+        free(c->server);
+        free(c->ca_file);
+        free(c->ca_data.data);
+        free(c->cert_file);
+        free(c->cert_data.data);
+        free(c->key_file);
+        if (c->key_data.data) /* key material: wipe before freeing */
+                memset(c->key_data.data, 0, c->key_data.len);
+        free(c->key_data.data);
+        if (c->token)
+                memset(c->token, 0, strlen(c->token));
+        free(c->token);
+        free(c->token_file);
+        free(c->tls_server_name);
+        free(c->context);
+        memset(c, 0, sizeof(*c));
+}
+
+int kube_base64_decode(const char *in, size_t len, char **ret, size_t *ret_len)
+{
+        char *clean = malloc(len + 1), *out = NULL;
+        size_t n = 0, pad = 0;
+        int got;
+
+        if (!clean)
+                return -ENOMEM;
+        for (size_t i = 0; i < len; i++)
+                if (!strchr(" \t\r\n", in[i]))
+                        clean[n++] = in[i];
+        clean[n] = '\0';
+        if (n % 4 != 0)
+                goto bad;
+        out = malloc(n / 4 * 3 + 1);
+        if (!out) {
+                free(clean);
+                return -ENOMEM;
+        }
+        got = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)clean, (int)n);
+        if (got < 0)
+                goto bad;
+        /* EVP_DecodeBlock counts the padding as zero bytes. */
+        if (n >= 1 && clean[n - 1] == '=')
+                pad++;
+        if (n >= 2 && clean[n - 2] == '=')
+                pad++;
+        out[got - pad] = '\0';
+        *ret = out;
+        *ret_len = (size_t)got - pad;
+        free(clean);
+        return 0;
+bad:
+        free(out);
+        free(clean);
+        return -EINVAL;
+}
+
+/* ---- helpers over the decoded YAML ------------------------------------------------ */
+
+static json_object *member(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v) &&
+            !json_object_is_type(v, json_type_null))
+                return v;
+        return NULL;
+}
+
+static const char *string_member(json_object *o, const char *key)
+{
+        json_object *v = member(o, key);
+
+        if (v && json_object_is_type(v, json_type_string) && json_object_get_string_len(v))
+                return json_object_get_string(v);
+        return NULL;
+}
+
+/* The entry named name in a kubeconfig list (clusters/users/contexts). */
+static json_object *named_entry(json_object *root, const char *list, const char *item,
+                                const char *name)
+{
+        json_object *arr = member(root, list);
+        size_t n = arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
+
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(arr, i);
+                const char *en = string_member(e, "name");
+
+                if (en && strcmp(en, name) == 0)
+                        return member(e, item);
+        }
+        return NULL;
+}
+
+static char *resolve_path(const char *dir, const char *p)
+{
+        struct buf b = BUF_INIT;
+
+        if (p[0] == '/' || !dir)
+                return strdup(p);
+        if (buf_printf(&b, "%s/%s", dir, p) < 0)
+                return NULL;
+        return buf_steal(&b, NULL);
+}
+
+static int set_dup(char **slot, const char *v)
+{
+        if (!v)
+                return 0;
+        *slot = strdup(v);
+        return *slot ? 0 : -ENOMEM;
+}
+
+/* Reads one of the pairs "<field>" (a path) and "<field>-data" (base64). */
+static int load_pair(json_object *o, const char *field, const char *dir, const char *where,
+                     char **ret_file, struct kube_blob *ret_data, struct buf *err)
+{
+        char data_key[64];
+        const char *file = string_member(o, field), *data;
+
+        snprintf(data_key, sizeof(data_key), "%s-data", field);
+        data = string_member(o, data_key);
+        if (file && data) {
+                buf_printf(err, "%s: both %s and %s are set (use one)", where, field, data_key);
+                return -EINVAL;
+        }
+        if (data) {
+                int r = kube_base64_decode(data, strlen(data), &ret_data->data, &ret_data->len);
+
+                if (r == -EINVAL)
+                        buf_printf(err, "%s: %s is not valid base64", where, data_key);
+                return r;
+        }
+        if (file) {
+                *ret_file = resolve_path(dir, file);
+                return *ret_file ? 0 : -ENOMEM;
+        }
+        return 0;
+}
+
+static int normalize_server(const char *server, char **ret)
+{
+        struct buf b = BUF_INIT;
+        size_t n = strlen(server);
+
+        while (n > 0 && server[n - 1] == '/')
+                n--;
+        if (!strstr(server, "://") && buf_puts(&b, "https://") < 0)
+                return -ENOMEM;
+        if (buf_append(&b, server, n) < 0)
+                return -ENOMEM;
+        *ret = buf_steal(&b, NULL);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static const char *const unsupported_user_fields[] = {
+        "exec", "auth-provider", "username", "password", "as", "as-groups", "as-uid",
+        "as-user-extra",
+};
+
+int kubeconfig_load(const char *path, const char *context, struct kube_config *ret_cfg,
+                    struct buf *err)
+{
+        struct kube_config c;
+        struct buf e = BUF_INIT, where = BUF_INIT;
+        json_object *root = NULL, *ctx, *cluster, *user = NULL, *v;
+        const char *ctx_name, *cluster_name, *user_name, *s;
+        char *data = NULL, *dir = NULL, *slash;
+        size_t len = 0;
+        int r;
+
+        memset(&c, 0, sizeof(c));
+        r = manifest_read_file(path, &data, &len, &e);
+        if (r == 0)
+                r = yaml_to_json(data, len, &root, &e);
+        if (r == 0 && !json_object_is_type(root, json_type_object)) {
+                buf_puts(&e, "not a mapping");
+                r = -EINVAL;
+        }
+        if (r < 0) {
+                buf_printf(err, "kubeconfig \"%s\": %s", path, e.data ? e.data : "unreadable");
+                goto out;
+        }
+        r = -EINVAL;
+        dir = strdup(path);
+        if (!dir) {
+                r = -ENOMEM;
+                goto out;
+        }
+        slash = strrchr(dir, '/');
+        if (slash)
+                *slash = '\0';
+        else
+                strcpy(dir, "."); /* fits: path is at least one byte */
+        if (slash == dir)
+                strcpy(dir, "/");
+        ctx_name = context ? context : string_member(root, "current-context");
+        if (!ctx_name) {
+                buf_printf(err, "kubeconfig \"%s\": current-context is not set", path);
+                goto out;
+        }
+        ctx = named_entry(root, "contexts", "context", ctx_name);
+        if (!ctx) {
+                buf_printf(err, "kubeconfig \"%s\": context \"%s\" not found in contexts", path, ctx_name);
+                goto out;
+        }
+        cluster_name = string_member(ctx, "cluster");
+        if (!cluster_name) {
+                buf_printf(err, "kubeconfig \"%s\": context \"%s\" has no cluster", path, ctx_name);
+                goto out;
+        }
+        cluster = named_entry(root, "clusters", "cluster", cluster_name);
+        if (!cluster) {
+                buf_printf(err, "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters",
+                           path, cluster_name, ctx_name);
+                goto out;
+        }
+        user_name = string_member(ctx, "user");
+        if (user_name) {
+                user = named_entry(root, "users", "user", user_name);
+                if (!user) {
+                        buf_printf(err, "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
+                                   path, user_name, ctx_name);
+                        goto out;
+                }
+        }
+        s = string_member(cluster, "server");
+        if (!s) {
+                buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": server is not set", path, cluster_name);
+                goto out;
+        }
+        if ((r = normalize_server(s, &c.server)) < 0 || (r = set_dup(&c.context, ctx_name)) < 0)
+                goto out;
+        r = -EINVAL;
+        if (string_member(cluster, "proxy-url")) {
+                buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
+                           cluster_name);
+                goto out;
+        }
+        buf_printf(&where, "kubeconfig \"%s\": cluster \"%s\"", path, cluster_name);
+        if ((r = load_pair(cluster, "certificate-authority", dir, where.data, &c.ca_file, &c.ca_data,
+                           err)) < 0)
+                goto out;
+        r = -EINVAL;
+        v = member(cluster, "insecure-skip-tls-verify");
+        c.insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+        if (c.insecure && (c.ca_file || c.ca_data.data)) {
+                buf_printf(err, "%s: certificate-authority and insecure-skip-tls-verify are both set "
+                                "(a root certificate with the insecure flag is not allowed)",
+                           where.data);
+                goto out;
+        }
+        if ((r = set_dup(&c.tls_server_name, string_member(cluster, "tls-server-name"))) < 0)
+                goto out;
+        r = -EINVAL;
+        if (user) {
+                buf_reset(&where);
+                buf_printf(&where, "kubeconfig \"%s\": user \"%s\"", path, user_name);
+                for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
+                        if (member(user, unsupported_user_fields[i])) {
+                                buf_printf(err, "%s: %s is not supported (use a token, a token file or a client certificate)",
+                                           where.data, unsupported_user_fields[i]);
+                                goto out;
+                        }
+                }
+                if ((r = load_pair(user, "client-certificate", dir, where.data, &c.cert_file,
+                                   &c.cert_data, err)) < 0 ||
+                    (r = load_pair(user, "client-key", dir, where.data, &c.key_file, &c.key_data,
+                                   err)) < 0)
+                        goto out;
+                r = -EINVAL;
+                if ((c.cert_file || c.cert_data.data) != (c.key_file || c.key_data.data)) {
+                        buf_printf(err, "%s: %s is set without %s", where.data,
+                                   c.cert_file || c.cert_data.data ? "client-certificate" : "client-key",
+                                   c.cert_file || c.cert_data.data ? "client-key" : "client-certificate");
+                        goto out;
+                }
+                if ((r = set_dup(&c.token, string_member(user, "token"))) < 0)
+                        goto out;
+                s = string_member(user, "tokenFile");
+                if (s && !(c.token_file = resolve_path(dir, s))) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+        }
+        *ret_cfg = c;
+        memset(&c, 0, sizeof(c));
+        r = 0;
+out:
+        kube_config_free(&c);
+        json_object_put(root);
+        if (data)
+                memset(data, 0, len); /* may hold a token or a key */
+        free(data);
+        free(dir);
+        buf_free(&e);
+        buf_free(&where);
+        return r;
+}
+
+int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struct buf *err)
+{
+        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+        struct kube_config c;
+        struct buf b = BUF_INIT;
+        struct stat st;
+        int r = -ENOMEM;
+
+        memset(&c, 0, sizeof(c));
+        if (!sa_dir)
+                sa_dir = KUBE_SERVICE_ACCOUNT_DIR;
+        if (!host || !host[0] || !port || !port[0]) {
+                buf_puts(err, "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+                return -EINVAL;
+        }
+        /* An IPv6 host gets brackets. */
+        if (buf_printf(&b, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port) < 0)
+                goto fail;
+        c.server = buf_steal(&b, NULL);
+        buf_printf(&b, "%s/token", sa_dir);
+        c.token_file = buf_steal(&b, NULL);
+        buf_printf(&b, "%s/ca.crt", sa_dir);
+        c.ca_file = buf_steal(&b, NULL);
+        c.context = strdup("in-cluster");
+        if (!c.server || !c.token_file || !c.ca_file || !c.context)
+                goto fail;
+        if (stat(c.token_file, &st) < 0) {
+                buf_printf(err, "--in-cluster: service account token \"%s\": %s", c.token_file,
+                           ERRNO_STR(errno));
+                r = -EINVAL;
+                goto fail;
+        }
+        /* client-go falls back to the system roots when ca.crt is missing. */
+        if (stat(c.ca_file, &st) < 0) {
+                free(c.ca_file);
+                c.ca_file = NULL;
+        }
+        *ret_cfg = c;
+        return 0;
+fail:
+        buf_free(&b);
+        kube_config_free(&c);
+        return r;
+}
