@@ -78,6 +78,15 @@ void stream_server_free(struct stream_server *srv);
  * (-EINVAL for an op out of range or no source). */
 int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u);
 
+/*
+ * Broadcasts a "plugin" message: op is REGISTERED, DEREGISTERED or FAILED;
+ * plugin_json is the rendered "plugin" object; error (FAILED) may be NULL.
+ * REGISTERED plugins (keyed by socket) are sent to later consumers in
+ * their initial state, until DEREGISTERED.  0, -EINVAL or -ENOMEM.
+ */
+int stream_server_plugin(struct stream_server *srv, const char *op, const char *socket,
+                         const char *plugin_json, const char *error);
+
 /* Broadcasts "sources_ready" with these names, once; remembered and sent to
  * later consumers after their "synced".  Later calls return 0 and change
  * nothing. */

@@ -28,6 +28,7 @@
 #include "podmux/loop.h"
 #include "podmux/mux.h"
 #include "podmux/options.h"
+#include "podmux/plugin_manager.h"
 #include "podmux/storage.h"
 #include "podmux/stream_server.h"
 #include "podmux/updates_pipe.h"
@@ -45,6 +46,7 @@ struct daemon {
         struct curl_loop *curl;
         struct http_source *http;
         struct api_source *api;
+        struct plugin_manager *plugins;
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
@@ -100,6 +102,17 @@ static void on_merge(void *data, const char *source, struct pod_update *u)
         drain_updates(d);
 }
 
+static void on_plugin_event(void *data, const struct plugin_event *ev)
+{
+        struct daemon *d = data;
+        struct buf b = BUF_INIT;
+
+        if (plugin_event_render(ev, &b) < 0 ||
+            stream_server_plugin(d->stream, ev->op, ev->socket, b.data, ev->error) < 0)
+                log_error("stream: out of memory publishing a plugin event");
+        buf_free(&b);
+}
+
 static int state_for_consumer(void *data, struct pod_update ***ret, size_t *ret_n)
 {
         struct daemon *d = data;
@@ -149,8 +162,6 @@ static int refuse_unbuilt(const struct options *o)
 {
         const char *what = NULL;
 
-        if (o->plugins_dir)
-                what = "--plugins-registry-dir (the plugin manager)";
         if (!what)
                 return 0;
         fprintf(stderr, "podmux run: %s is not available in this version yet\n", what);
@@ -159,6 +170,7 @@ static int refuse_unbuilt(const struct options *o)
 
 static void daemon_free(struct daemon *d)
 {
+        plugin_manager_free(d->plugins);
         file_source_free(d->file);
         http_source_free(d->http);
         api_source_free(d->api);
@@ -252,7 +264,7 @@ int cmd_run(int argc, char **argv)
 
                 /* The watcher thread starts after the signal mask is set, so
                  * it never takes SIGINT/SIGTERM. */
-                if ((r = watcher_new(d.loop, &d.watcher)) < 0)
+                if (!d.watcher && (r = watcher_new(d.loop, &d.watcher)) < 0)
                         log_warn("inotify unavailable (%s): the static pod path is re-listed every period only",
                                  ERRNO_STR(r));
                 if ((r = mux_channel(d.mux, POD_SOURCE_FILE, &ch)) < 0 ||
@@ -301,6 +313,21 @@ int cmd_run(int argc, char **argv)
                         goto out;
                 }
         }
+        if (d.opts.plugins_dir && d.opts.plugins_dir[0]) {
+                struct plugin_manager_config pcfg = {
+                        .dir = d.opts.plugins_dir,
+                        .event = on_plugin_event,
+                        .event_data = &d,
+                };
+
+                if (!d.watcher && (r = watcher_new(d.loop, &d.watcher)) < 0)
+                        log_warn("inotify unavailable (%s): plugins are found at start only", ERRNO_STR(r));
+                if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
+                    (r = plugin_manager_new(d.loop, d.watcher, d.curl, &pcfg, &d.plugins, &err)) < 0) {
+                        log_error("plugin manager: %s", err.data ? err.data : ERRNO_STR(r));
+                        goto out;
+                }
+        }
         log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION,
                  d.opts.socket_path, d.opts.node_name, storage_mode_to_string(d.opts.mode));
         if (d.file)
@@ -309,6 +336,10 @@ int cmd_run(int argc, char **argv)
                 http_source_start(d.http);
         if (d.api)
                 api_source_start(d.api);
+        if (d.plugins && (r = plugin_manager_start(d.plugins, &err)) < 0) {
+                log_error("plugin manager: %s", err.data ? err.data : ERRNO_STR(r));
+                goto out;
+        }
         /* With no source configured, readiness holds at once (vacuously). */
         drain_updates(&d);
         r = loop_run(d.loop);

@@ -432,6 +432,11 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 if ((r = set_str(&o->node_name, host)) < 0)
                         goto fail;
         }
+        /* The kubelet's registry when running as root; off otherwise
+         * (and with --plugins-registry-dir ""). */
+        if (!o->plugins_dir && geteuid() == 0 &&
+            (r = set_str(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
+                goto fail;
         if (!o->node_name[0]) {
                 buf_puts(err, "--node-name: must not be empty");
                 r = -EINVAL;

@@ -51,6 +51,7 @@
 
 #include "podmux/log.h" /* errno_str() only: this module never logs */
 #include "podmux/stream_server.h"
+#include "podmux/strmap.h"
 
 /* How long a consumer being closed (error queued) may take to read it. */
 #define CLOSE_TIMEOUT_USEC (2u * 1000u * 1000u)
@@ -125,6 +126,10 @@ struct stream_server {
         struct msg **hist; /* ring of the last hist_cap broadcasts */
         size_t hist_cap, hist_head, hist_len;
         size_t hist_bytes; /* text held, at most STREAM_HISTORY_MAX_BYTES */
+
+        /* Registered plugins, socket -> rendered "plugin" object, sent as
+         * REGISTERED messages in a new consumer's initial state. */
+        struct strmap *plugins;
 
         char **ready; /* sources_ready names, once announced */
         size_t n_ready;
@@ -235,6 +240,61 @@ static int msg_pods(struct stream_server *srv, const struct pod_update *u,
 nomem:
         buf_free(&b);
         return -ENOMEM;
+}
+
+static int msg_plugin(struct stream_server *srv, const char *op, const char *plugin_json,
+                      const char *error, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+
+        if (buf_printf(&b, "{\"type\":\"plugin\",\"seq\":%" PRIu64 ",\"op\":", seq) < 0 ||
+            buf_json_string(&b, op, strlen(op)) < 0 || buf_puts(&b, ",\"plugin\":") < 0 ||
+            buf_puts(&b, plugin_json) < 0)
+                goto nomem;
+        if (error && (buf_puts(&b, ",\"error\":") < 0 || buf_json_string(&b, error, strlen(error)) < 0))
+                goto nomem;
+        if (buf_putc(&b, '}') < 0)
+                goto nomem;
+        return msg_finish(srv, &b, seq, ret_msg);
+nomem:
+        buf_free(&b);
+        return -ENOMEM;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int consumer_push_built(struct consumer *c, int build_r, struct msg *m);
+
+/* The REGISTERED messages of a new consumer's initial state, in socket
+ * order. */
+static int push_plugins(struct consumer *c)
+{
+        struct stream_server *srv = c->srv;
+        size_t n = strmap_size(srv->plugins), i = 0, it = 0;
+        const char **keys;
+        const char *k;
+        int r = 0;
+
+        if (n == 0)
+                return 0;
+        keys = calloc(n, sizeof(*keys));
+        if (!keys)
+                return -ENOMEM;
+        while (strmap_next(srv->plugins, &it, &k, NULL))
+                keys[i++] = k;
+        qsort(keys, n, sizeof(*keys), cmp_cstr);
+        for (i = 0; i < n && r >= 0; i++) {
+                struct msg *m = NULL;
+
+                r = msg_plugin(srv, "REGISTERED", strmap_get(srv->plugins, keys[i]), NULL, &m);
+                r = consumer_push_built(c, r, m);
+        }
+        free(keys);
+        return r;
 }
 
 static int msg_synced(struct stream_server *srv, struct msg **ret_msg)
@@ -543,6 +603,11 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
                         consumer_fail(c, "InternalError", text);
                         return 0;
                 }
+        }
+        if (!(have_resume && n >= srv->floor && n <= srv->seq)) {
+                r = push_plugins(c);
+                if (r < 0)
+                        return r;
         }
         m = NULL;
         r = msg_synced(srv, &m);
@@ -981,6 +1046,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->path = strdup(cfg->socket_path);
         srv->mode_name = strdup(cfg->mode_name ? cfg->mode_name : "incremental");
         srv->node_name = strdup(cfg->node_name ? cfg->node_name : "");
+        srv->plugins = strmap_new();
         srv->max_consumers = cfg->max_consumers ? cfg->max_consumers
                                                 : STREAM_DEFAULT_MAX_CONSUMERS;
         srv->max_backlog = cfg->max_backlog ? cfg->max_backlog
@@ -991,7 +1057,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->state_data = cfg->state_data;
         srv->seq = wall_usec();
         srv->floor = srv->seq;
-        if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist) {
+        if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist || !srv->plugins) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -1054,6 +1120,7 @@ void stream_server_free(struct stream_server *srv)
         for (i = 0; i < srv->n_ready; i++)
                 free(srv->ready[i]);
         free(srv->ready);
+        strmap_free(srv->plugins, free);
         free(srv->path);
         free(srv->mode_name);
         free(srv->node_name);
@@ -1095,6 +1162,34 @@ int stream_server_broadcast(struct stream_server *srv, const struct pod_update *
         int r;
 
         r = msg_pods(srv, u, &m);
+        if (r < 0)
+                return r;
+        history_push(srv, m);
+        fan_out(srv, m);
+        msg_unref(m);
+        return 0;
+}
+
+int stream_server_plugin(struct stream_server *srv, const char *op, const char *socket,
+                         const char *plugin_json, const char *error)
+{
+        struct msg *m = NULL;
+        char *copy = NULL, *old = NULL;
+        int r;
+
+        if (!op || !socket || !plugin_json)
+                return -EINVAL;
+        if (strcmp(op, "REGISTERED") == 0) {
+                copy = strdup(plugin_json);
+                if (!copy || strmap_put(srv->plugins, socket, copy, (void **)&old) < 0) {
+                        free(copy);
+                        return -ENOMEM;
+                }
+                free(old);
+        } else if (strcmp(op, "DEREGISTERED") == 0) {
+                free(strmap_remove(srv->plugins, socket));
+        }
+        r = msg_plugin(srv, op, plugin_json, error, &m);
         if (r < 0)
                 return r;
         history_push(srv, m);

@@ -1,0 +1,43 @@
+/*
+ * plugin_handlers — the in-process handlers of plugin types (CSIPlugin,
+ * DevicePlugin, DRAPlugin), doing what the kubelet's handlers check when a
+ * plugin registers (spec/plugin-manager.md section 8).
+ *
+ * Owns: per type, what is registered (CSI: driver name -> highest version;
+ * DRA: driver name -> endpoints; devices: resource names).
+ * Never: talks to plugins, logs.  Errors are returned as text for the
+ * plugin and the consumers.
+ */
+#ifndef PODMUX_PLUGIN_HANDLERS_H
+#define PODMUX_PLUGIN_HANDLERS_H
+
+#include <stddef.h>
+
+#include "podmux/buf.h"
+
+#define PLUGIN_TYPE_CSI "CSIPlugin"
+#define PLUGIN_TYPE_DEVICE "DevicePlugin"
+#define PLUGIN_TYPE_DRA "DRAPlugin"
+
+struct plugin_handlers;
+
+int plugin_handlers_new(struct plugin_handlers **ret_h);
+void plugin_handlers_free(struct plugin_handlers *h); /* NULL-safe */
+
+/* 1 if a handler exists for type (exact, case-sensitive), else 0. */
+int plugin_handlers_has(const struct plugin_handlers *h, const char *type);
+/* 0, or -EINVAL with the reason in err. */
+int plugin_handlers_validate(struct plugin_handlers *h, const char *type, const char *name,
+                             const char *endpoint, char *const *versions, size_t n,
+                             struct buf *err);
+int plugin_handlers_register(struct plugin_handlers *h, const char *type, const char *name,
+                             const char *endpoint, char *const *versions, size_t n,
+                             struct buf *err);
+void plugin_handlers_deregister(struct plugin_handlers *h, const char *type, const char *name,
+                                const char *endpoint);
+
+/* "[v]MAJOR.MINOR[.PATCH...]" with at least two numeric parts: 0 and the
+ * first three parts in ret (missing PATCH = 0), or -EINVAL. */
+int plugin_parse_version(const char *s, unsigned long ret[3]);
+
+#endif

@@ -1,0 +1,277 @@
+/* plugin_handlers — CSI, device and DRA plugin handlers (see
+ * include/podmux/plugin_handlers.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podmux/plugin_handlers.h"
+#include "podmux/strmap.h"
+
+struct version {
+        unsigned long v[3];
+};
+
+struct plugin_handlers {
+        struct strmap *csi;    /* name -> struct version* */
+        struct strmap *dra;    /* "name\nendpoint" -> (void*)1 */
+        struct strmap *device; /* "name\nendpoint" -> (void*)1 */
+};
+
+int plugin_handlers_new(struct plugin_handlers **ret_h)
+{
+        struct plugin_handlers *h = calloc(1, sizeof(*h));
+
+        if (!h)
+                return -ENOMEM;
+        h->csi = strmap_new();
+        h->dra = strmap_new();
+        h->device = strmap_new();
+        if (!h->csi || !h->dra || !h->device) {
+                plugin_handlers_free(h);
+                return -ENOMEM;
+        }
+        *ret_h = h;
+        return 0;
+}
+
+void plugin_handlers_free(struct plugin_handlers *h)
+{
+        if (!h)
+                return;
+        strmap_free(h->csi, free);
+        strmap_free(h->dra, NULL);
+        strmap_free(h->device, NULL);
+        free(h);
+}
+
+int plugin_handlers_has(const struct plugin_handlers *h, const char *type)
+{
+        return type && (strcmp(type, PLUGIN_TYPE_CSI) == 0 || strcmp(type, PLUGIN_TYPE_DEVICE) == 0 ||
+                        strcmp(type, PLUGIN_TYPE_DRA) == 0);
+}
+
+int plugin_parse_version(const char *s, unsigned long ret[3])
+{
+        unsigned long v[3] = {0, 0, 0};
+        int parts = 0;
+        const char *p = s;
+
+        if (*p == 'v' || *p == 'V')
+                p++;
+        while (*p) {
+                char *end;
+
+                if (!isdigit((unsigned char)*p))
+                        return -EINVAL;
+                {
+                        unsigned long n = strtoul(p, &end, 10);
+
+                        if (parts < 3)
+                                v[parts] = n;
+                }
+                parts++;
+                p = end;
+                if (*p == '.') {
+                        p++;
+                        if (!*p)
+                                return -EINVAL;
+                        continue;
+                }
+                /* A pre-release or build suffix ends the numbers. */
+                if (*p == '-' || *p == '+')
+                        break;
+                if (*p)
+                        return -EINVAL;
+        }
+        if (parts < 2)
+                return -EINVAL;
+        memcpy(ret, v, sizeof(v));
+        return 0;
+}
+
+static int version_cmp(const struct version *a, const struct version *b)
+{
+        for (int i = 0; i < 3; i++)
+                if (a->v[i] != b->v[i])
+                        return a->v[i] < b->v[i] ? -1 : 1;
+        return 0;
+}
+
+/* The highest 1.x version among versions (unparsable and >1.x skipped). */
+static int csi_highest(char *const *versions, size_t n, struct version *ret, struct buf *err)
+{
+        int found = 0;
+
+        if (n == 0) {
+                buf_puts(err, "CSI plugin reports no supported versions");
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct version v;
+
+                if (plugin_parse_version(versions[i], v.v) < 0 || v.v[0] > 1)
+                        continue;
+                if (!found || version_cmp(&v, ret) > 0)
+                        *ret = v;
+                found = 1;
+        }
+        if (!found || ret->v[0] != 1) {
+                buf_puts(err, "none of the CSI versions reported by the plugin are supported (need 1.x)");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int dns_label_char(char c)
+{
+        return islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-';
+}
+
+/* A domain-qualified extended resource name, not in kubernetes.io, not
+ * starting with "requests.". */
+static int valid_extended_resource(const char *name)
+{
+        const char *slash = strchr(name, '/');
+        size_t plen, nlen;
+
+        if (!slash || strstr(name, "kubernetes.io/") || strncmp(name, "requests.", 9) == 0)
+                return 0;
+        plen = (size_t)(slash - name);
+        nlen = strlen(slash + 1);
+        if (plen == 0 || plen > 253 || nlen == 0 || nlen > 63)
+                return 0;
+        for (size_t i = 0; i < plen; i++)
+                if (!dns_label_char(name[i]) && name[i] != '.')
+                        return 0;
+        if (!isalnum((unsigned char)name[0]) || !isalnum((unsigned char)name[plen - 1]))
+                return 0;
+        for (const char *p = slash + 1; *p; p++)
+                if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+                        return 0;
+        if (!isalnum((unsigned char)slash[1]) || !isalnum((unsigned char)slash[nlen]))
+                return 0;
+        return 1;
+}
+
+static int has_version(char *const *versions, size_t n, const char *want)
+{
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(versions[i], want) == 0)
+                        return 1;
+        return 0;
+}
+
+static char *pair_key(const char *name, const char *endpoint)
+{
+        struct buf b = BUF_INIT;
+
+        if (buf_printf(&b, "%s\n%s", name, endpoint) < 0)
+                return NULL;
+        return buf_steal(&b, NULL);
+}
+
+int plugin_handlers_validate(struct plugin_handlers *h, const char *type, const char *name,
+                             const char *endpoint, char *const *versions, size_t n,
+                             struct buf *err)
+{
+        if (!name || !name[0]) {
+                buf_puts(err, "the plugin reports no name");
+                return -EINVAL;
+        }
+        if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
+                struct version hi, *cur;
+
+                if (csi_highest(versions, n, &hi, err) < 0)
+                        return -EINVAL;
+                cur = strmap_get(h->csi, name);
+                if (cur && version_cmp(&hi, cur) <= 0) {
+                        buf_printf(err, "CSI driver \"%s\" is already registered with version %lu.%lu.%lu, "
+                                        "which is not lower than %lu.%lu.%lu",
+                                   name, cur->v[0], cur->v[1], cur->v[2], hi.v[0], hi.v[1], hi.v[2]);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        if (strcmp(type, PLUGIN_TYPE_DEVICE) == 0) {
+                if (!has_version(versions, n, "v1beta1")) {
+                        buf_puts(err, "device plugin does not support version v1beta1");
+                        return -EINVAL;
+                }
+                if (!valid_extended_resource(name)) {
+                        buf_printf(err, "invalid extended resource name \"%s\" (want a domain-qualified name "
+                                        "like vendor.example/gpu, outside kubernetes.io)",
+                                   name);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        if (strcmp(type, PLUGIN_TYPE_DRA) == 0) {
+                if (n == 0) {
+                        buf_puts(err, "DRA plugin reports no supported services");
+                        return -EINVAL;
+                }
+                if (!has_version(versions, n, "v1.DRAPlugin") && !has_version(versions, n, "v1beta1.DRAPlugin")) {
+                        buf_puts(err, "DRA plugin supports none of the services v1.DRAPlugin, v1beta1.DRAPlugin");
+                        return -EINVAL;
+                }
+                (void)endpoint;
+                return 0;
+        }
+        buf_printf(err, "no handler for plugin type \"%s\"", type);
+        return -EINVAL;
+}
+
+int plugin_handlers_register(struct plugin_handlers *h, const char *type, const char *name,
+                             const char *endpoint, char *const *versions, size_t n,
+                             struct buf *err)
+{
+        if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
+                struct version *v = malloc(sizeof(*v)), *old = NULL;
+
+                if (!v)
+                        return -ENOMEM;
+                if (csi_highest(versions, n, v, err) < 0) {
+                        free(v);
+                        return -EINVAL;
+                }
+                if (strmap_put(h->csi, name, v, (void **)&old) < 0) {
+                        free(v);
+                        return -ENOMEM;
+                }
+                free(old);
+                return 0;
+        }
+        if (strcmp(type, PLUGIN_TYPE_DRA) == 0 || strcmp(type, PLUGIN_TYPE_DEVICE) == 0) {
+                struct strmap *m = strcmp(type, PLUGIN_TYPE_DRA) == 0 ? h->dra : h->device;
+                char *k = pair_key(name, endpoint);
+                int r;
+
+                if (!k)
+                        return -ENOMEM;
+                if (m == h->dra && strmap_get(m, k)) {
+                        buf_printf(err, "DRA driver \"%s\" already has endpoint \"%s\" registered", name, endpoint);
+                        free(k);
+                        return -EEXIST;
+                }
+                r = strmap_put(m, k, (void *)1, NULL);
+                free(k);
+                return r;
+        }
+        buf_printf(err, "no handler for plugin type \"%s\"", type);
+        return -EINVAL;
+}
+
+void plugin_handlers_deregister(struct plugin_handlers *h, const char *type, const char *name,
+                                const char *endpoint)
+{
+        if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
+                free(strmap_remove(h->csi, name));
+        } else if (strcmp(type, PLUGIN_TYPE_DRA) == 0 || strcmp(type, PLUGIN_TYPE_DEVICE) == 0) {
+                char *k = pair_key(name, endpoint);
+
+                if (k)
+                        strmap_remove(strcmp(type, PLUGIN_TYPE_DRA) == 0 ? h->dra : h->device, k);
+                free(k);
+        }
+}

@@ -1,0 +1,755 @@
+/*
+ * plugin_manager — registry watcher, reconciler, executor and registration
+ * ops (see include/podmux/plugin_manager.h and spec/plugin-manager.md).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "pluginregistration.pb-c.h"
+#include "podmux/grpc_client.h"
+#include "podmux/log.h"
+#include "podmux/plugin_cache.h"
+#include "podmux/plugin_handlers.h"
+#include "podmux/plugin_manager.h"
+#include "podmux/strmap.h"
+
+#define DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF)
+#define METHOD_GETINFO "/pluginregistration.Registration/GetInfo"
+#define METHOD_NOTIFY "/pluginregistration.Registration/NotifyRegistrationStatus"
+
+struct reg_op;
+
+/* Executor state of one socket path (shared by register and unregister). */
+struct op_state {
+        char *path;
+        int pending;
+        uint64_t last_error;  /* monotonic µs */
+        uint64_t duration;    /* backoff; 0 = no failure record */
+        struct reg_op *op;
+        uint64_t failed_generation; /* FAILED published for this ... */
+        char *failed_text;          /* ... and this text */
+};
+
+struct reg_op {
+        struct plugin_manager *pm;
+        struct op_state *st;
+        char *path;
+        uint64_t generation;
+        uint64_t timestamp;
+        struct grpc_call *call;
+        Pluginregistration__PluginInfo *info;
+        char *endpoint;
+        char *fail_text;   /* the op's failure, sent with Notify(false) */
+        int notify_ok;     /* the Notify in flight says "registered" */
+};
+
+struct plugin_manager {
+        struct loop *loop;
+        struct watcher *watcher;
+        struct curl_loop *cl;
+        char *dir;
+        plugin_event_fn event;
+        void *event_data;
+        struct plugin_cache *cache;
+        struct plugin_handlers *handlers;
+        struct strmap *ops;     /* path -> struct op_state* */
+        struct strmap *watches; /* directory -> struct watcher_watch* */
+        struct loop_timer *timer;
+        uint64_t pass_due; /* monotonic µs the armed pass is due, 0 if none */
+};
+
+/* ---- events ------------------------------------------------------------------------ */
+
+int plugin_event_render(const struct plugin_event *ev, struct buf *out)
+{
+        const char *s;
+
+        if (buf_puts(out, "{\"type\":") < 0 || buf_json_string(out, ev->type, strlen(ev->type)) < 0 ||
+            buf_puts(out, ",\"name\":") < 0 || buf_json_string(out, ev->name, strlen(ev->name)) < 0 ||
+            buf_puts(out, ",\"endpoint\":") < 0 ||
+            buf_json_string(out, ev->endpoint, strlen(ev->endpoint)) < 0 ||
+            buf_puts(out, ",\"versions\":[") < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < ev->n_versions; i++) {
+                s = ev->versions[i];
+                if ((i && buf_putc(out, ',') < 0) || buf_json_string(out, s, strlen(s)) < 0)
+                        return -ENOMEM;
+        }
+        if (buf_puts(out, "],\"socket\":") < 0 ||
+            buf_json_string(out, ev->socket, strlen(ev->socket)) < 0 || buf_putc(out, '}') < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static void publish(struct plugin_manager *pm, const char *op, const char *socket,
+                    const Pluginregistration__PluginInfo *info, const char *endpoint,
+                    const char *error)
+{
+        struct plugin_event ev = {
+                .op = op,
+                .socket = socket,
+                .type = info && info->type ? info->type : "",
+                .name = info && info->name ? info->name : "",
+                .endpoint = endpoint ? endpoint : "",
+                .versions = info ? info->supported_versions : NULL,
+                .n_versions = info ? info->n_supported_versions : 0,
+                .error = error,
+        };
+
+        if (pm->event)
+                pm->event(pm->event_data, &ev);
+}
+
+/* ---- reconcile scheduling ------------------------------------------------------------ */
+
+/*
+ * The kubelet reconciles every second whether or not anything changed.
+ * Here a pass runs when something can have changed — the desired state,
+ * an op ending, a backoff running out — so an idle daemon never wakes up,
+ * and nothing waits longer than it would for the kubelet's next tick.
+ */
+static void schedule_reconcile(struct plugin_manager *pm, uint64_t delay)
+{
+        uint64_t due = mono_usec() + delay;
+
+        if (pm->pass_due && pm->pass_due <= due && loop_timer_armed(pm->timer))
+                return;
+        pm->pass_due = due;
+        loop_timer_arm(pm->timer, delay);
+}
+
+/* ---- executor -------------------------------------------------------------------- */
+
+static void op_state_free(void *v)
+{
+        struct op_state *st = v;
+
+        if (!st)
+                return;
+        free(st->path);
+        free(st->failed_text);
+        free(st);
+}
+
+/* Admits an op for path: 0 (now pending), -EALREADY (in flight) or -EAGAIN
+ * (in backoff: a retry is allowed once strictly more than the backoff has
+ * elapsed since the last failure). */
+static int executor_admit(struct plugin_manager *pm, const char *path, struct op_state **ret)
+{
+        struct op_state *st = strmap_get(pm->ops, path);
+
+        if (st && st->pending)
+                return -EALREADY;
+        if (st && st->duration && mono_usec() - st->last_error <= st->duration) {
+                /* Come back once strictly more than the backoff elapsed. */
+                schedule_reconcile(pm, st->duration - (mono_usec() - st->last_error) + 1000);
+                return -EAGAIN;
+        }
+        if (!st) {
+                st = calloc(1, sizeof(*st));
+                if (!st || !(st->path = strdup(path)) || strmap_put(pm->ops, path, st, NULL) < 0) {
+                        op_state_free(st);
+                        return -ENOMEM;
+                }
+        }
+        st->pending = 1;
+        *ret = st;
+        return 0;
+}
+
+static void executor_success(struct plugin_manager *pm, struct op_state *st)
+{
+        op_state_free(strmap_remove(pm->ops, st->path));
+        schedule_reconcile(pm, 0);
+}
+
+static void executor_failure(struct plugin_manager *pm, struct op_state *st)
+{
+        st->pending = 0;
+        st->op = NULL;
+        st->duration = st->duration ? st->duration * 2 : PLUGIN_BACKOFF_INITIAL_USEC;
+        if (st->duration > PLUGIN_BACKOFF_CAP_USEC)
+                st->duration = PLUGIN_BACKOFF_CAP_USEC;
+        st->last_error = mono_usec();
+        schedule_reconcile(pm, st->duration + 1000);
+}
+
+/* ---- registration op ---------------------------------------------------------------- */
+
+static void reg_op_free(struct reg_op *op)
+{
+        if (!op)
+                return;
+        grpc_call_cancel(op->call);
+        if (op->info)
+                pluginregistration__plugin_info__free_unpacked(op->info, NULL);
+        free(op->path);
+        free(op->endpoint);
+        free(op->fail_text);
+        free(op);
+}
+
+static void reg_op_fail(struct reg_op *op, const char *text)
+{
+        struct plugin_manager *pm = op->pm;
+        struct op_state *st = op->st;
+
+        log_error("plugin socket \"%s\": registration failed: %s", op->path, text);
+        /* FAILED once per (path, generation, text): backoff retries of the
+         * same failure do not flood consumers. */
+        if (!st->failed_text || st->failed_generation != op->generation || strcmp(st->failed_text, text) != 0) {
+                free(st->failed_text);
+                st->failed_text = strdup(text);
+                st->failed_generation = op->generation;
+                publish(pm, "FAILED", op->path, op->info, op->endpoint, text);
+        }
+        executor_failure(pm, st);
+        reg_op_free(op);
+}
+
+static void on_notify(void *data, int status, const char *message, const uint8_t *reply, size_t len);
+
+/* NotifyRegistrationStatus(registered, error).  The op goes on in
+ * on_notify. */
+static void notify(struct reg_op *op, int registered, const char *error)
+{
+        Pluginregistration__RegistrationStatus rs = PLUGINREGISTRATION__REGISTRATION_STATUS__INIT;
+        struct grpc_call_config cfg = {0};
+        uint8_t *bytes;
+        size_t n;
+
+        rs.plugin_registered = registered;
+        rs.error = (char *)(error ? error : "");
+        n = pluginregistration__registration_status__get_packed_size(&rs);
+        bytes = malloc(n ? n : 1);
+        if (!bytes) {
+                reg_op_fail(op, "out of memory");
+                return;
+        }
+        pluginregistration__registration_status__pack(&rs, bytes);
+        op->notify_ok = registered;
+        cfg.socket_path = op->path;
+        cfg.method = METHOD_NOTIFY;
+        cfg.request = bytes;
+        cfg.request_len = n;
+        cfg.deadline_usec = PLUGIN_NOTIFY_USEC;
+        cfg.dial_usec = PLUGIN_NOTIFY_USEC;
+        op->call = NULL;
+        if (grpc_call_start(op->pm->loop, op->pm->cl, &cfg, on_notify, op, &op->call) < 0) {
+                free(bytes);
+                reg_op_fail(op, "cannot start NotifyRegistrationStatus");
+                return;
+        }
+        free(bytes);
+}
+
+static void on_notify(void *data, int status, const char *message, const uint8_t *reply, size_t len)
+{
+        struct reg_op *op = data;
+        struct plugin_manager *pm = op->pm;
+
+        op->call = NULL;
+        if (!op->notify_ok) {
+                /* The plugin was told why; the op fails with that reason. */
+                if (status != GRPC_STATUS_OK) {
+                        struct buf t = BUF_INIT;
+
+                        buf_printf(&t, "%s (and telling the plugin failed: %s)", op->fail_text, message);
+                        reg_op_fail(op, t.data ? t.data : op->fail_text);
+                        buf_free(&t);
+                } else {
+                        reg_op_fail(op, op->fail_text);
+                }
+                return;
+        }
+        log_info("plugin socket \"%s\": registered %s \"%s\" (endpoint \"%s\")", op->path, op->info->type,
+                 op->info->name, op->endpoint);
+        publish(pm, "REGISTERED", op->path, op->info, op->endpoint, NULL);
+        if (status != GRPC_STATUS_OK) {
+                /* Registered all the same (kubelet quirk Q2); the path
+                 * gets a failure record. */
+                struct buf t = BUF_INIT;
+
+                buf_printf(&t, "failed to send registration status at socket %s, err: %s", op->path, message);
+                log_error("plugin socket \"%s\": %s", op->path, t.data ? t.data : "notify failed");
+                executor_failure(pm, op->st);
+                buf_free(&t);
+                reg_op_free(op);
+                return;
+        }
+        executor_success(pm, op->st);
+        reg_op_free(op);
+}
+
+/* Fails the op after telling the plugin why (Notify(false, text)). */
+static void fail_and_tell(struct reg_op *op, const char *text)
+{
+        free(op->fail_text);
+        op->fail_text = strdup(text);
+        if (!op->fail_text) {
+                reg_op_fail(op, "out of memory");
+                return;
+        }
+        notify(op, 0, text);
+}
+
+static void on_getinfo(void *data, int status, const char *message, const uint8_t *reply, size_t len)
+{
+        struct reg_op *op = data;
+        struct plugin_manager *pm = op->pm;
+        struct plugin_asw_entry a;
+        struct buf t = BUF_INIT, e = BUF_INIT;
+        Pluginregistration__PluginInfo *info;
+
+        op->call = NULL;
+        if (status != GRPC_STATUS_OK) {
+                buf_printf(&t, "failed to get plugin info using RPC GetInfo at socket %s, err: %s", op->path,
+                           message);
+                reg_op_fail(op, t.data ? t.data : "GetInfo failed");
+                goto out;
+        }
+        info = pluginregistration__plugin_info__unpack(NULL, len, reply);
+        if (!info) {
+                buf_printf(&t, "GetInfo at socket %s: the reply is not a PluginInfo", op->path);
+                reg_op_fail(op, t.data ? t.data : "undecodable GetInfo reply");
+                goto out;
+        }
+        op->info = info;
+        op->endpoint = strdup(info->endpoint && info->endpoint[0] ? info->endpoint : op->path);
+        if (!op->endpoint) {
+                reg_op_fail(op, "out of memory");
+                goto out;
+        }
+        if (!plugin_handlers_has(pm->handlers, info->type)) {
+                buf_printf(&t, "RegisterPlugin error -- no handler registered for plugin type: %s at socket %s",
+                           info->type, op->path);
+                fail_and_tell(op, t.data ? t.data : "no handler");
+                goto out;
+        }
+        if (plugin_handlers_validate(pm->handlers, info->type, info->name, op->endpoint,
+                                     info->supported_versions, info->n_supported_versions, &e) < 0) {
+                buf_printf(&t, "RegisterPlugin error -- plugin validation failed with err: %s",
+                           e.data ? e.data : "invalid");
+                fail_and_tell(op, t.data ? t.data : "validation failed");
+                goto out;
+        }
+        /* The ASW entry comes before the handler's register, so a delete
+         * arriving meanwhile is handled as an unregister. */
+        memset(&a, 0, sizeof(a));
+        a.path = op->path;
+        a.generation = op->generation;
+        a.timestamp = op->timestamp;
+        a.type = info->type;
+        a.name = info->name;
+        a.endpoint = op->endpoint;
+        a.versions = info->supported_versions;
+        a.n_versions = info->n_supported_versions;
+        if (plugin_asw_add(pm->cache, &a) < 0)
+                log_error("plugin socket \"%s\": cannot record the plugin", op->path);
+        buf_reset(&e);
+        if (plugin_handlers_register(pm->handlers, info->type, info->name, op->endpoint,
+                                     info->supported_versions, info->n_supported_versions, &e) < 0) {
+                buf_printf(&t, "RegisterPlugin error -- plugin registration failed with err: %s",
+                           e.data ? e.data : "refused");
+                fail_and_tell(op, t.data ? t.data : "registration failed");
+                goto out;
+        }
+        notify(op, 1, NULL);
+out:
+        buf_free(&t);
+        buf_free(&e);
+}
+
+static void submit_register(struct plugin_manager *pm, const struct plugin_dsw_entry *d)
+{
+        struct grpc_call_config cfg = {0};
+        struct op_state *st;
+        struct reg_op *op;
+        int r = executor_admit(pm, d->path, &st);
+
+        if (r == -EALREADY || r == -EAGAIN)
+                return;
+        if (r < 0) {
+                log_error("plugin socket \"%s\": cannot start a registration: %s", d->path, ERRNO_STR(r));
+                return;
+        }
+        op = calloc(1, sizeof(*op));
+        if (!op || !(op->path = strdup(d->path))) {
+                free(op);
+                st->pending = 0;
+                return;
+        }
+        op->pm = pm;
+        op->st = st;
+        op->generation = d->generation;
+        op->timestamp = d->timestamp;
+        st->op = op;
+        cfg.socket_path = d->path;
+        cfg.method = METHOD_GETINFO;
+        cfg.request = NULL; /* InfoRequest is empty */
+        cfg.request_len = 0;
+        cfg.deadline_usec = PLUGIN_GETINFO_USEC;
+        cfg.dial_usec = PLUGIN_DIAL_USEC;
+        log_debug("plugin socket \"%s\": registering", d->path);
+        if (grpc_call_start(pm->loop, pm->cl, &cfg, on_getinfo, op, &op->call) < 0)
+                reg_op_fail(op, "cannot start GetInfo");
+}
+
+/* Unregistration: forget the plugin first, then tell its handler.  The
+ * plugin is not contacted (its socket is usually gone). */
+static void submit_unregister(struct plugin_manager *pm, const struct plugin_asw_entry *a)
+{
+        Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+        struct op_state *st;
+        char *path, *type, *name, *endpoint;
+        int r = executor_admit(pm, a->path, &st);
+
+        if (r == -EALREADY || r == -EAGAIN)
+                return;
+        if (r < 0) {
+                log_error("plugin socket \"%s\": cannot start an unregistration: %s", a->path, ERRNO_STR(r));
+                return;
+        }
+        path = strdup(a->path);
+        type = strdup(a->type);
+        name = strdup(a->name);
+        endpoint = strdup(a->endpoint);
+        info.type = type;
+        info.name = name;
+        info.supported_versions = a->versions;
+        info.n_supported_versions = a->n_versions;
+        if (path && type && name && endpoint) {
+                /* Publish while the versions still exist, then forget. */
+                log_info("plugin socket \"%s\": deregistered %s \"%s\"", path, type, name);
+                publish(pm, "DEREGISTERED", path, &info, endpoint, NULL);
+                plugin_asw_remove(pm->cache, path);
+                plugin_handlers_deregister(pm->handlers, type, name, endpoint);
+                executor_success(pm, st);
+        } else {
+                executor_failure(pm, st);
+        }
+        free(path);
+        free(type);
+        free(name);
+        free(endpoint);
+}
+
+/* ---- reconciler ----------------------------------------------------------------------- */
+
+static void reconcile(struct plugin_manager *pm)
+{
+        const struct plugin_asw_entry **asw = NULL;
+        const struct plugin_dsw_entry **dsw = NULL;
+        size_t na = 0, nd = 0;
+
+        /* Unregister what is gone or was re-created ... */
+        if (plugin_asw_list(pm->cache, &asw, &na) == 0) {
+                for (size_t i = 0; i < na; i++) {
+                        const struct plugin_dsw_entry *d = plugin_dsw_get(pm->cache, asw[i]->path);
+
+                        if (!d || d->generation != asw[i]->generation)
+                                submit_unregister(pm, asw[i]);
+                }
+        }
+        free(asw);
+        /* ... then register what is missing. */
+        if (plugin_dsw_list(pm->cache, &dsw, &nd) == 0) {
+                for (size_t i = 0; i < nd; i++)
+                        if (!plugin_asw_same_generation(pm->cache, dsw[i]))
+                                submit_register(pm, dsw[i]);
+        }
+        free(dsw);
+}
+
+static void on_reconcile(struct loop_timer *t, void *data)
+{
+        struct plugin_manager *pm = data;
+
+        pm->pass_due = 0;
+        reconcile(pm);
+}
+
+/* The desired state changed: reconcile once the current burst of events
+ * is handled. */
+static void dsw_changed(struct plugin_manager *pm)
+{
+        schedule_reconcile(pm, 0);
+}
+
+/* ---- watcher ------------------------------------------------------------------------------ */
+
+static void on_dir_event(void *data, const char *path, const char *name, uint32_t mask);
+
+static int is_candidate(const char *full, const char *name)
+{
+        struct stat st;
+
+        return name[0] != '.' && stat(full, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static char *join(const char *dir, const char *name)
+{
+        struct buf b = BUF_INIT;
+
+        if (buf_printf(&b, "%s/%s", dir, name) < 0)
+                return NULL;
+        return buf_steal(&b, NULL);
+}
+
+static int watch_dir(struct plugin_manager *pm, const char *dir)
+{
+        struct watcher_watch *ww = NULL;
+        int r;
+
+        if (!pm->watcher || strmap_get(pm->watches, dir))
+                return 0;
+        r = watcher_add(pm->watcher, dir, DIR_MASK, on_dir_event, pm, &ww);
+        if (r < 0)
+                return r;
+        if (strmap_put(pm->watches, dir, ww, NULL) < 0) {
+                watcher_remove(ww);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Depth-first, lexical order; symlinked directories are not followed.
+ * The directory is watched before it is read, so nothing created during
+ * the walk is missed. */
+static void walk(struct plugin_manager *pm, const char *dir)
+{
+        char **names = NULL, **tmp;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        DIR *d;
+        int r = watch_dir(pm, dir);
+
+        if (r < 0) {
+                log_error("plugin registry: cannot watch \"%s\": %s", dir, ERRNO_STR(r));
+                return;
+        }
+        d = opendir(dir);
+        if (!d) {
+                log_error("plugin registry: cannot read \"%s\": %s", dir, ERRNO_STR(errno));
+                return;
+        }
+        while ((de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        tmp = realloc(names, cap * sizeof(*names));
+                        if (!tmp)
+                                break;
+                        names = tmp;
+                }
+                names[n] = strdup(de->d_name);
+                if (names[n])
+                        n++;
+        }
+        closedir(d);
+        if (n > 1)
+                qsort(names, n, sizeof(*names), cmp_name);
+        for (size_t i = 0; i < n; i++) {
+                char *full = join(dir, names[i]);
+                struct stat st;
+
+                if (!full)
+                        continue;
+                if (lstat(full, &st) < 0)
+                        log_error("plugin registry: cannot stat \"%s\": %s", full, ERRNO_STR(errno));
+                else if (S_ISDIR(st.st_mode))
+                        walk(pm, full);
+                else if (is_candidate(full, names[i]) &&
+                         plugin_dsw_add_or_update(pm->cache, full, wall_usec()) == 0)
+                        dsw_changed(pm);
+                free(full);
+                free(names[i]);
+        }
+        free(names);
+}
+
+/* After lost events: every socket on disk is (re-)observed, and paths no
+ * longer there are dropped. */
+static void resync(struct plugin_manager *pm)
+{
+        const struct plugin_dsw_entry **dsw = NULL;
+        size_t n = 0;
+
+        if (plugin_dsw_list(pm->cache, &dsw, &n) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        struct stat st;
+
+                        if (stat(dsw[i]->path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+                                char *p = strdup(dsw[i]->path);
+
+                                if (p) {
+                                        plugin_dsw_remove(pm->cache, p);
+                                        dsw_changed(pm);
+                                }
+                                free(p);
+                        }
+                }
+        }
+        free(dsw);
+        walk(pm, pm->dir);
+}
+
+static void on_dir_event(void *data, const char *path, const char *name, uint32_t mask)
+{
+        struct plugin_manager *pm = data;
+        char *full;
+        struct stat st;
+
+        if (mask & IN_Q_OVERFLOW) {
+                log_warn("plugin registry: events were lost: re-reading \"%s\"", pm->dir);
+                resync(pm);
+                return;
+        }
+        if (mask & IN_IGNORED) {
+                /* The kernel dropped this directory's watch; the watcher
+                 * frees the handle after this call. */
+                strmap_remove(pm->watches, path);
+                return;
+        }
+        if (!name[0])
+                return;
+        full = join(path, name);
+        if (!full)
+                return;
+        if (mask & IN_DELETE) {
+                if (plugin_dsw_get(pm->cache, full)) {
+                        plugin_dsw_remove(pm->cache, full);
+                        dsw_changed(pm);
+                }
+        } else if (mask & (IN_CREATE | IN_MOVED_TO)) {
+                if (stat(full, &st) < 0)
+                        log_debug("plugin registry: \"%s\" vanished: %s", full, ERRNO_STR(errno));
+                else if (name[0] == '.')
+                        ; /* hidden files and directories created later are ignored */
+                else if (S_ISDIR(st.st_mode))
+                        walk(pm, full);
+                else if (S_ISSOCK(st.st_mode) && plugin_dsw_add_or_update(pm->cache, full, wall_usec()) == 0)
+                        dsw_changed(pm);
+        }
+        free(full);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+static int mkdir_p(const char *path)
+{
+        char *p = strdup(path);
+        int r = 0;
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        r = -errno;
+                *s = '/';
+                if (r < 0)
+                        break;
+        }
+        if (r == 0 && mkdir(p, 0755) < 0 && errno != EEXIST)
+                r = -errno;
+        free(p);
+        return r;
+}
+
+int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_loop *cl,
+                       const struct plugin_manager_config *cfg, struct plugin_manager **ret_pm,
+                       struct buf *err)
+{
+        struct plugin_manager *pm;
+        size_t n;
+        int r = -ENOMEM;
+
+        if (!cfg->dir || !cfg->dir[0]) {
+                buf_puts(err, "the plugin registry directory is empty");
+                return -EINVAL;
+        }
+        pm = calloc(1, sizeof(*pm));
+        if (!pm)
+                return -ENOMEM;
+        pm->loop = loop;
+        pm->watcher = watcher;
+        pm->cl = cl;
+        pm->event = cfg->event;
+        pm->event_data = cfg->event_data;
+        pm->dir = strdup(cfg->dir);
+        if (!pm->dir)
+                goto fail;
+        n = strlen(pm->dir);
+        while (n > 1 && pm->dir[n - 1] == '/')
+                pm->dir[--n] = '\0';
+        pm->ops = strmap_new();
+        pm->watches = strmap_new();
+        if (!pm->ops || !pm->watches || plugin_cache_new(&pm->cache) < 0 ||
+            plugin_handlers_new(&pm->handlers) < 0)
+                goto fail;
+        if ((r = loop_timer_new(loop, on_reconcile, pm, &pm->timer)) < 0)
+                goto fail;
+        *ret_pm = pm;
+        return 0;
+fail:
+        plugin_manager_free(pm);
+        return r;
+}
+
+int plugin_manager_start(struct plugin_manager *pm, struct buf *err)
+{
+        int r = mkdir_p(pm->dir);
+
+        if (r < 0) {
+                buf_printf(err, "cannot create the plugin registry directory \"%s\": %s", pm->dir, ERRNO_STR(r));
+                return r;
+        }
+        walk(pm, pm->dir);
+        log_info("plugin registry: watching \"%s\"", pm->dir);
+        reconcile(pm);
+        return 0;
+}
+
+static void free_watch(void *v)
+{
+        watcher_remove(v);
+}
+
+void plugin_manager_free(struct plugin_manager *pm)
+{
+        size_t it = 0;
+        void *v;
+
+        if (!pm)
+                return;
+        if (pm->ops) {
+                while (strmap_next(pm->ops, &it, NULL, &v)) {
+                        struct op_state *st = v;
+
+                        reg_op_free(st->op);
+                }
+        }
+        strmap_free(pm->ops, op_state_free);
+        strmap_free(pm->watches, free_watch);
+        loop_timer_free(pm->timer);
+        plugin_cache_free(pm->cache);
+        plugin_handlers_free(pm->handlers);
+        free(pm->dir);
+        free(pm);
+}
