@@ -190,7 +190,8 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         struct buf e = BUF_INIT, where = BUF_INIT;
         json_object *root = NULL, *ctx, *cluster, *user = NULL, *v;
         const char *ctx_name, *cluster_name, *user_name, *s;
-        char *data = NULL, *dir = NULL, *slash;
+        char *data = NULL, *dir = NULL;
+        const char *slash;
         size_t len = 0;
         int r;
 
@@ -207,18 +208,13 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 goto out;
         }
         r = -EINVAL;
-        dir = strdup(path);
+        /* Relative paths in the file are relative to its folder. */
+        slash = strrchr(path, '/');
+        dir = !slash ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
         if (!dir) {
                 r = -ENOMEM;
                 goto out;
         }
-        slash = strrchr(dir, '/');
-        if (slash)
-                *slash = '\0';
-        else
-                strcpy(dir, "."); /* fits: path is at least one byte */
-        if (slash == dir)
-                strcpy(dir, "/");
         ctx_name = context ? context : string_member(root, "current-context");
         if (!ctx_name) {
                 buf_printf(err, "kubeconfig \"%s\": current-context is not set", path);
