@@ -35,6 +35,7 @@ struct http_source {
         int body_too_large;
         char *last_body;       /* last non-empty body, NULL if none */
         size_t last_len;
+        int last_ok;           /* last_body decoded into pods */
         unsigned failures;     /* consecutive */
 };
 
@@ -140,6 +141,11 @@ static void handle_body(struct http_source *hs)
                 return;
         }
         if (hs->last_body && hs->last_len == len && memcmp(hs->last_body, data, len) == 0) {
+                /* An unchanged good body is a success (the failure count
+                 * starts over, as in the kubelet); an unchanged bad body,
+                 * already reported, is neither. */
+                if (hs->last_ok)
+                        report_success(hs);
                 log_debug("http source \"%s\": content unchanged", hs->url_log);
                 return;
         }
@@ -149,9 +155,11 @@ static void handle_body(struct http_source *hs)
                 hs->last_len = 0;
                 return;
         }
+        hs->last_ok = 0;
         if (manifest_decode_pods(hs->last_body, hs->last_len, &ctx, &pods, &err) < 0) {
                 report_failure(hs, err.data ? err.data : "invalid manifest");
         } else {
+                hs->last_ok = 1;
                 send_pods(hs, pods);
                 report_success(hs);
         }
