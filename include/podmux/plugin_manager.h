@@ -20,6 +20,7 @@
 
 #include "podmux/buf.h"
 #include "podmux/curl_loop.h"
+#include "podmux/grpc_client.h"
 #include "podmux/loop.h"
 #include "podmux/watcher.h"
 
@@ -45,10 +46,30 @@ struct plugin_event {
 
 typedef void (*plugin_event_fn)(void *data, const struct plugin_event *ev);
 
+/*
+ * Test seam: the transport of the registration calls.  Unset (NULL, the
+ * default), the manager uses grpc_call_start() / grpc_call_cancel() on the
+ * loop and curl_loop given to plugin_manager_new(); nothing else changes.
+ * Set, call replaces grpc_call_start with the same contract: 0 and the
+ * call handle in *ret (or -errno, nothing started), then done(done_data,
+ * ...) exactly once, later, from the loop (never inside call) — unless
+ * cancel(call_data, handle) came first, after which done is never called.
+ * The handle is opaque to the manager; it is over once done returns.
+ * The dial timeout is not passed (a fake has no connection to make).
+ * call and cancel are set together (-EINVAL otherwise).
+ */
+typedef int (*plugin_call_fn)(void *call_data, const char *socket, const char *method,
+                              const uint8_t *req, size_t len, uint64_t deadline_usec,
+                              grpc_done_fn done, void *done_data, struct grpc_call **ret);
+typedef void (*plugin_cancel_fn)(void *call_data, struct grpc_call *call);
+
 struct plugin_manager_config {
         const char *dir;
         plugin_event_fn event;
         void *event_data;
+        plugin_call_fn call;     /* test seam, see above; NULL in the daemon */
+        plugin_cancel_fn cancel;
+        void *call_data;
 };
 
 /* watcher may be NULL (no events: the start-up walk only). */

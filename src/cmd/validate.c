@@ -25,6 +25,7 @@
 #include "podmux/cmd.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/path.h"
 #include "podmux/yaml_json.h"
 
 #define EXIT_USAGE 2
@@ -58,68 +59,6 @@ static void usage(FILE *f)
               f);
 }
 
-/*
- * Lexical cleaning as Go's filepath.Clean: one '/' between elements, no
- * "." elements, ".." removes the element before it (or vanishes at the
- * root), no trailing '/', "" becomes ".".  No realpath: symlinks stay,
- * as the file source keeps the path it was given.  The caller frees.
- */
-static char *clean_path(const char *in)
-{
-        size_t n = strlen(in), w = 0, i = 0, dotdot = 0;
-        bool rooted = n > 0 && in[0] == '/';
-        char *out = malloc(n + 2);
-
-        if (!out)
-                return NULL;
-        if (rooted) {
-                out[w++] = '/';
-                i = 1;
-                dotdot = 1;
-        }
-        while (i < n) {
-                if (in[i] == '/') {
-                        i++;
-                } else if (in[i] == '.' && (i + 1 == n || in[i + 1] == '/')) {
-                        i++;
-                } else if (in[i] == '.' && in[i + 1] == '.' && (i + 2 == n || in[i + 2] == '/')) {
-                        i += 2;
-                        if (w > dotdot) {
-                                /* Back up over the last element. */
-                                w--;
-                                while (w > dotdot && out[w] != '/')
-                                        w--;
-                        } else if (!rooted) {
-                                if (w > 0)
-                                        out[w++] = '/';
-                                out[w++] = '.';
-                                out[w++] = '.';
-                                dotdot = w;
-                        }
-                } else {
-                        if ((rooted && w != 1) || (!rooted && w != 0))
-                                out[w++] = '/';
-                        while (i < n && in[i] != '/')
-                                out[w++] = in[i++];
-                }
-        }
-        if (w == 0)
-                out[w++] = '.';
-        out[w] = '\0';
-        return out;
-}
-
-static char *join_path(const char *dir, const char *name)
-{
-        struct buf b = BUF_INIT;
-
-        if (buf_puts(&b, dir) < 0 ||
-            (strcmp(dir, "/") != 0 && buf_putc(&b, '/') < 0) || buf_puts(&b, name) < 0) {
-                buf_free(&b);
-                return NULL;
-        }
-        return buf_steal(&b, NULL);
-}
 
 /* The kubelet's default node name: the host name, trimmed and
  * lower-cased (nodeutil.GetHostname). */
@@ -279,7 +218,7 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
                         }
                         names = bigger;
                 }
-                names[n] = join_path(dir, de->d_name);
+                names[n] = path_join(dir, de->d_name);
                 if (!names[n]) {
                         r = -ENOMEM;
                         goto out;
@@ -336,7 +275,7 @@ static int validate_path(const struct validate_opts *o, const char *arg)
 {
         struct seen none = {NULL};
         struct stat st;
-        char *path = clean_path(arg);
+        char *path = path_clean(arg);
         int r;
 
         if (!path)

@@ -15,6 +15,7 @@
 #include "pluginregistration.pb-c.h"
 #include "podmux/grpc_client.h"
 #include "podmux/log.h"
+#include "podmux/path.h"
 #include "podmux/plugin_cache.h"
 #include "podmux/plugin_handlers.h"
 #include "podmux/plugin_manager.h"
@@ -57,6 +58,9 @@ struct plugin_manager {
         char *dir;
         plugin_event_fn event;
         void *event_data;
+        plugin_call_fn call;     /* test seam: NULL = grpc_call_start */
+        plugin_cancel_fn cancel;
+        void *call_data;
         struct plugin_cache *cache;
         struct plugin_handlers *handlers;
         struct strmap *ops;     /* path -> struct op_state* */
@@ -183,11 +187,29 @@ static void executor_failure(struct plugin_manager *pm, struct op_state *st)
 
 /* ---- registration op ---------------------------------------------------------------- */
 
+/* The gRPC transport, or the test seam's (plugin_manager.h). */
+static int call_start(struct plugin_manager *pm, const struct grpc_call_config *cfg, grpc_done_fn fn,
+                      void *data, struct grpc_call **ret_call)
+{
+        if (pm->call)
+                return pm->call(pm->call_data, cfg->socket_path, cfg->method, cfg->request,
+                                cfg->request_len, cfg->deadline_usec, fn, data, ret_call);
+        return grpc_call_start(pm->loop, pm->cl, cfg, fn, data, ret_call);
+}
+
+static void call_cancel(struct plugin_manager *pm, struct grpc_call *call)
+{
+        if (call && pm->cancel)
+                pm->cancel(pm->call_data, call);
+        else
+                grpc_call_cancel(call);
+}
+
 static void reg_op_free(struct reg_op *op)
 {
         if (!op)
                 return;
-        grpc_call_cancel(op->call);
+        call_cancel(op->pm, op->call);
         if (op->info)
                 pluginregistration__plugin_info__free_unpacked(op->info, NULL);
         free(op->path);
@@ -242,7 +264,7 @@ static void notify(struct reg_op *op, int registered, const char *error)
         cfg.deadline_usec = PLUGIN_NOTIFY_USEC;
         cfg.dial_usec = PLUGIN_NOTIFY_USEC;
         op->call = NULL;
-        if (grpc_call_start(op->pm->loop, op->pm->cl, &cfg, on_notify, op, &op->call) < 0) {
+        if (call_start(op->pm, &cfg, on_notify, op, &op->call) < 0) {
                 free(bytes);
                 reg_op_fail(op, "cannot start NotifyRegistrationStatus");
                 return;
@@ -398,7 +420,7 @@ static void submit_register(struct plugin_manager *pm, const struct plugin_dsw_e
         cfg.deadline_usec = PLUGIN_GETINFO_USEC;
         cfg.dial_usec = PLUGIN_DIAL_USEC;
         log_debug("plugin socket \"%s\": registering", d->path);
-        if (grpc_call_start(pm->loop, pm->cl, &cfg, on_getinfo, op, &op->call) < 0)
+        if (call_start(pm, &cfg, on_getinfo, op, &op->call) < 0)
                 reg_op_fail(op, "cannot start GetInfo");
 }
 
@@ -494,14 +516,6 @@ static int is_candidate(const char *full, const char *name)
         return name[0] != '.' && stat(full, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-static char *join(const char *dir, const char *name)
-{
-        struct buf b = BUF_INIT;
-
-        if (buf_printf(&b, "%s/%s", dir, name) < 0)
-                return NULL;
-        return buf_steal(&b, NULL);
-}
 
 static int watch_dir(struct plugin_manager *pm, const char *dir)
 {
@@ -563,7 +577,7 @@ static void walk(struct plugin_manager *pm, const char *dir)
         if (n > 1)
                 qsort(names, n, sizeof(*names), cmp_name);
         for (size_t i = 0; i < n; i++) {
-                char *full = join(dir, names[i]);
+                char *full = path_join(dir, names[i]);
                 struct stat st;
 
                 if (!full)
@@ -626,7 +640,7 @@ static void on_dir_event(void *data, const char *path, const char *name, uint32_
         }
         if (!name[0])
                 return;
-        full = join(path, name);
+        full = path_join(path, name);
         if (!full)
                 return;
         if (mask & IN_DELETE) {
@@ -684,6 +698,10 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
                 buf_puts(err, "the plugin registry directory is empty");
                 return -EINVAL;
         }
+        if (!cfg->call != !cfg->cancel) {
+                buf_puts(err, "the plugin call hook needs both call and cancel");
+                return -EINVAL;
+        }
         pm = calloc(1, sizeof(*pm));
         if (!pm)
                 return -ENOMEM;
@@ -692,6 +710,9 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
         pm->cl = cl;
         pm->event = cfg->event;
         pm->event_data = cfg->event_data;
+        pm->call = cfg->call;
+        pm->cancel = cfg->cancel;
+        pm->call_data = cfg->call_data;
         pm->dir = strdup(cfg->dir);
         if (!pm->dir)
                 goto fail;

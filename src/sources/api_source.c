@@ -369,36 +369,28 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
         return len;
 }
 
+/* One PEM item: in-memory bytes (a *-data field) win over a file path. */
+static void set_pem(CURL *e, CURLoption blob_opt, CURLoption file_opt, const struct kube_blob *data,
+                    const char *file)
+{
+        if (data->data) {
+                struct curl_blob blob = {data->data, data->len, CURL_BLOB_COPY};
+
+                curl_easy_setopt(e, blob_opt, &blob);
+        } else if (file) {
+                curl_easy_setopt(e, file_opt, file);
+        }
+}
+
 static void set_tls(struct api_source *as, CURL *e)
 {
-        struct curl_blob blob;
-
-        if (as->kube.ca_data.data) {
-                blob.data = as->kube.ca_data.data;
-                blob.len = as->kube.ca_data.len;
-                blob.flags = CURL_BLOB_COPY;
-                curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
-        } else if (as->kube.ca_file) {
-                curl_easy_setopt(e, CURLOPT_CAINFO, as->kube.ca_file);
-        }
-        if (as->kube.cert_data.data) {
-                blob.data = as->kube.cert_data.data;
-                blob.len = as->kube.cert_data.len;
-                blob.flags = CURL_BLOB_COPY;
-                curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &blob);
+        set_pem(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &as->kube.ca_data, as->kube.ca_file);
+        set_pem(e, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, &as->kube.cert_data, as->kube.cert_file);
+        set_pem(e, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, &as->kube.key_data, as->kube.key_file);
+        if (as->kube.cert_data.data || as->kube.cert_file)
                 curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
-        } else if (as->kube.cert_file) {
-                curl_easy_setopt(e, CURLOPT_SSLCERT, as->kube.cert_file);
-        }
-        if (as->kube.key_data.data) {
-                blob.data = as->kube.key_data.data;
-                blob.len = as->kube.key_data.len;
-                blob.flags = CURL_BLOB_COPY;
-                curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &blob);
+        if (as->kube.key_data.data || as->kube.key_file)
                 curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
-        } else if (as->kube.key_file) {
-                curl_easy_setopt(e, CURLOPT_SSLKEY, as->kube.key_file);
-        }
         if (as->kube.insecure) {
                 curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
                 curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);

@@ -25,6 +25,7 @@
 #include "podmux/file_source.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/path.h"
 #include "podmux/strmap.h"
 
 #define DIR_MASK (IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE | \
@@ -64,67 +65,6 @@ static void entry_free(void *v)
         pod_unref(e->pod);
         free(e->file);
         free(e);
-}
-
-/* Lexical clean like Go's filepath.Clean: one path string per file, so a
- * watch event and a relist name the same file the same way (and get the
- * same UID). */
-static char *clean_path(const char *in)
-{
-        size_t n = strlen(in), out_len = 0;
-        char *out = malloc(n + 2);
-        int rooted = in[0] == '/';
-        const char *p = in;
-
-        if (!out)
-                return NULL;
-        if (rooted)
-                out[out_len++] = '/';
-        while (*p) {
-                const char *seg;
-                size_t len;
-
-                while (*p == '/')
-                        p++;
-                seg = p;
-                while (*p && *p != '/')
-                        p++;
-                len = (size_t)(p - seg);
-                if (len == 0 || (len == 1 && seg[0] == '.'))
-                        continue;
-                if (len == 2 && seg[0] == '.' && seg[1] == '.') {
-                        size_t base = rooted ? 1 : 0;
-                        size_t last = out_len;
-
-                        /* Drop the last segment unless it is itself "..". */
-                        while (last > base && out[last - 1] != '/')
-                                last--;
-                        if (out_len > base &&
-                            !(out_len - last == 2 && out[last] == '.' && out[last + 1] == '.')) {
-                                out_len = last > base ? last - 1 : base;
-                                continue;
-                        }
-                        if (rooted)
-                                continue;
-                }
-                if (out_len > (size_t)(rooted ? 1 : 0))
-                        out[out_len++] = '/';
-                memcpy(out + out_len, seg, len);
-                out_len += len;
-        }
-        if (out_len == 0)
-                out[out_len++] = '.';
-        out[out_len] = '\0';
-        return out;
-}
-
-static char *join(const char *dir, const char *name)
-{
-        struct buf b = BUF_INIT;
-
-        if (buf_printf(&b, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name) < 0)
-                return NULL;
-        return buf_steal(&b, NULL);
 }
 
 /* Logs a bad file once per distinct reason. */
@@ -309,7 +249,7 @@ static void relist_dir(struct file_source *fs)
                                         break;
                                 names = tmp;
                         }
-                        names[n] = join(fs->path, de->d_name);
+                        names[n] = path_join(fs->path, de->d_name);
                         if (names[n])
                                 n++;
                 }
@@ -488,7 +428,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         if (fs->watch_is_dir) {
                 if (!name[0] || name[0] == '.')
                         return;
-                file = join(path, name);
+                file = path_join(path, name);
         } else {
                 file = strdup(fs->path);
         }
@@ -570,7 +510,7 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->watcher = watcher;
         fs->ch = ch;
         fs->period = cfg->period_usec ? cfg->period_usec : FILE_SOURCE_DEFAULT_PERIOD_USEC;
-        fs->path = clean_path(cfg->path);
+        fs->path = path_clean(cfg->path);
         fs->node_name = strdup(cfg->node_name);
         fs->store = strmap_new();
         fs->files = strmap_new();
