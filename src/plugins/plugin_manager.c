@@ -691,7 +691,6 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
                        struct buf *err)
 {
         struct plugin_manager *pm;
-        size_t n;
         int r = -ENOMEM;
 
         if (!cfg->dir || !cfg->dir[0]) {
@@ -713,12 +712,11 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
         pm->call = cfg->call;
         pm->cancel = cfg->cancel;
         pm->call_data = cfg->call_data;
-        pm->dir = strdup(cfg->dir);
+        /* Cleaned once, so every socket is named one way (as the file
+         * source names manifests). */
+        pm->dir = path_clean(cfg->dir);
         if (!pm->dir)
                 goto fail;
-        n = strlen(pm->dir);
-        while (n > 1 && pm->dir[n - 1] == '/')
-                pm->dir[--n] = '\0';
         pm->ops = strmap_new();
         pm->watches = strmap_new();
         if (!pm->ops || !pm->watches || plugin_cache_new(&pm->cache) < 0 ||
