@@ -27,6 +27,9 @@
 #define API_WATCH_MIN_TIMEOUT_SEC 300
 #define API_MAX_RETRY_AFTER 10
 #define API_TOKEN_REFRESH_USEC 50000000ull
+/* A server that accepts and sends no response headers this long is
+ * treated as a dropped connection (the API server answers at once). */
+#define API_RESPONSE_TIMEOUT_USEC 30000000ull
 /* A watch event or a list larger than this is refused. */
 #define API_MAX_BODY (64u * 1024u * 1024u)
 

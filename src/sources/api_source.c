@@ -68,6 +68,10 @@ struct api_source {
         int watch_error;      /* ERROR event or undecodable data */
         long watch_error_code;
 
+        /* response headers deadline of the request in flight */
+        struct loop_timer *hdr_timer;
+        int got_headers;
+
         /* backoff */
         struct loop_timer *timer;
         enum next next;
@@ -258,6 +262,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
         struct api_source *as = data;
         size_t len = size * n;
 
+        if (!as->got_headers && len > 5 && strncmp(line, "HTTP/", 5) == 0) {
+                as->got_headers = 1;
+                loop_timer_stop(as->hdr_timer);
+        }
         if (len > 12 && strncasecmp(line, "retry-after:", 12) == 0) {
                 char *end;
                 long v = strtol(line + 12, &end, 10);
@@ -453,6 +461,8 @@ static void send_request(struct api_source *as)
         set_tls(as, e);
         buf_free(&h);
         as->easy = e;
+        as->got_headers = 0;
+        loop_timer_arm(as->hdr_timer, API_RESPONSE_TIMEOUT_USEC);
         if (curl_loop_add(as->cl, e, on_done, as) < 0) {
                 as->easy = NULL;
                 goto fail;
@@ -744,10 +754,26 @@ static void watch_done(struct api_source *as, CURLcode result)
         start_watch(as);
 }
 
+/* No response headers in time: the connection is as good as dropped. */
+static void on_header_timeout(struct loop_timer *t, void *data)
+{
+        struct api_source *as = data;
+
+        if (!as->easy)
+                return;
+        curl_loop_remove(as->cl, as->easy);
+        curl_easy_cleanup(as->easy);
+        as->easy = NULL;
+        log_warn("api source: %s: no response from the server within %llu s", as->phase == PHASE_LIST ? "list" : "watch",
+                 API_RESPONSE_TIMEOUT_USEC / 1000000ull);
+        back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
+}
+
 static void on_done(void *data, CURL *easy, CURLcode result)
 {
         struct api_source *as = data;
 
+        loop_timer_stop(as->hdr_timer);
         as->easy = NULL;
         if (as->status == 0)
                 curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &as->status);
@@ -800,7 +826,8 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         }
         if (!as->node_enc || !as->store || !as->pages || !as->tok || !as->host_log)
                 goto fail;
-        if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0)
+        if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
+            (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0)
                 goto fail;
         *ret_as = as;
         return 0;
@@ -825,6 +852,7 @@ void api_source_free(struct api_source *as)
                 curl_easy_cleanup(as->easy);
         }
         loop_timer_free(as->timer);
+        loop_timer_free(as->hdr_timer);
         curl_slist_free_all(as->hdrs);
         strmap_free(as->store, unref_value);
         strmap_free(as->pages, unref_value);
