@@ -129,23 +129,35 @@ static int dns_label_char(char c)
 }
 
 /* A domain-qualified extended resource name, not in kubernetes.io, not
- * starting with "requests.". */
+ * starting with "requests.": the kubelet checks "requests." + name as a
+ * qualified name, so the domain is a DNS subdomain of at most 244
+ * characters (253 with the prefix) whose labels start and end with a
+ * letter or digit, and the name part is at most 63 characters of
+ * [A-Za-z0-9_.-] starting and ending with a letter or digit. */
 static int valid_extended_resource(const char *name)
 {
-        const char *slash = strchr(name, '/');
+        const char *slash = strchr(name, '/'), *label;
         size_t plen, nlen;
 
         if (!slash || strstr(name, "kubernetes.io/") || strncmp(name, "requests.", 9) == 0)
                 return 0;
         plen = (size_t)(slash - name);
         nlen = strlen(slash + 1);
-        if (plen == 0 || plen > 253 || nlen == 0 || nlen > 63)
+        if (plen == 0 || plen > 253 - 9 || nlen == 0 || nlen > 63)
                 return 0;
-        for (size_t i = 0; i < plen; i++)
-                if (!dns_label_char(name[i]) && name[i] != '.')
+        label = name;
+        for (size_t i = 0; i <= plen; i++) {
+                if (i == plen || name[i] == '.') {
+                        size_t llen = (size_t)(name + i - label);
+
+                        if (llen == 0 || llen > 63 || !isalnum((unsigned char)label[0]) ||
+                            !isalnum((unsigned char)name[i - 1]))
+                                return 0;
+                        label = name + i + 1;
+                } else if (!dns_label_char(name[i])) {
                         return 0;
-        if (!isalnum((unsigned char)name[0]) || !isalnum((unsigned char)name[plen - 1]))
-                return 0;
+                }
+        }
         for (const char *p = slash + 1; *p; p++)
                 if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
                         return 0;

@@ -682,6 +682,15 @@ static int mkdir_p(const char *path)
         }
         if (r == 0 && mkdir(p, 0755) < 0 && errno != EEXIST)
                 r = -errno;
+        if (r == 0) {
+                struct stat st;
+
+                /* EEXIST also covers a file in the way. */
+                if (stat(p, &st) < 0)
+                        r = -errno;
+                else if (!S_ISDIR(st.st_mode))
+                        r = -ENOTDIR;
+        }
         free(p);
         return r;
 }

@@ -119,6 +119,30 @@ static void thread_forward(struct watcher *w, int wd, uint32_t mask,
                 atomic_store(&w->overflowed, 1);
 }
 
+/*
+ * libinotifytools keeps the name of a watch the kernel dropped (the path was
+ * deleted), so after the path is re-created and watched again, a lookup by
+ * name would return the dead watch.  Renaming the dead entry to a name no
+ * path can have makes the lookup find the new watch.
+ */
+static void forget_stale_name(struct watcher *w, const char *path)
+{
+        char name[PATH_MAX + 2];
+
+        for (int slash = 0; slash < 2; slash++) {
+                int wd;
+
+                snprintf(name, sizeof(name), slash ? "%s/" : "%s", path);
+                wd = inotifytools_wd_from_filename(name);
+                if (wd >= 0 && wd_is_dead(w, wd)) {
+                        char dead[64];
+
+                        snprintf(dead, sizeof(dead), "\001dead-watch-%d", wd);
+                        inotifytools_set_filename_by_wd(wd, dead);
+                }
+        }
+}
+
 /* Serves the pending request, if any.  Returns 1 when it was REQ_STOP:
  * decided under the same lock that acknowledges it, so a stop posted right
  * after an earlier request is never mistaken for one already served. */
@@ -135,6 +159,7 @@ static int thread_handle_request(struct watcher *w)
         }
         switch (w->req) {
         case REQ_ADD:
+                forget_stale_name(w, w->req_path);
                 if (inotifytools_watch_file(w->req_path, (int)w->req_mask)) {
                         w->req_wd = inotifytools_wd_from_filename(w->req_path);
                         if (w->req_wd < 0) {
