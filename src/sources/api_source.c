@@ -721,6 +721,15 @@ static void watch_done(struct api_source *as, CURLcode result)
         }
         if (as->status == 0 && result != CURLE_OK) {
                 log_warn("api source: watch: %s", curl_easy_strerror(result));
+                /* A reset or EOF before any answer: the same request again
+                 * as if the server had said Retry-After: 1 (client-go). */
+                if ((result == CURLE_RECV_ERROR || result == CURLE_SEND_ERROR ||
+                     result == CURLE_GOT_NOTHING) && as->retries < API_MAX_RETRY_AFTER) {
+                        as->retries++;
+                        as->next = NEXT_RETRY;
+                        loop_timer_arm(as->timer, 1000000u);
+                        return;
+                }
                 back_off(as, result == CURLE_COULDNT_CONNECT ? NEXT_WATCH : NEXT_LIST);
                 return;
         }

@@ -1,0 +1,2005 @@
+#!/usr/bin/env python3
+"""Integration tests of the API server source (spec/apiserver-source.md,
+spec/pod-config.md sections 3.6 and 8), run against the real podmux binary
+and scripts/fake-apiserver (driven through tests/integration/fakeapi.py).
+
+What is checked: the wire protocol (the exact queries of list, continue and
+watch; how the client reacts to every error, framing fault and dropped
+connection: the conformance checklist of section 11), what the consumer
+sees (ADD/UPDATE/DELETE/REMOVE/RECONCILE from source api, always converging
+to the server's true set of this node's pods), authentication and TLS,
+kubeconfig variants and errors, in-cluster settings, and all three sources
+together.  The fake server itself is checked against real clients (kubectl
+and Debian's python3-kubernetes) so that what it serves is what a real API
+server serves.
+
+Timing: nothing asserts speed.  Bounds are generous failure limits; the
+only lower bounds asserted are the Retry-After waits the spec makes a MUST.
+Backoff gaps are recorded as notes.  The hung-server test takes about 30 s
+(the daemon's response-header deadline); the known-slow test of token
+rotation without a 401 (about a minute) runs only with PODMUX_SLOW_TESTS=1.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import apitls  # noqa: E402
+import harness  # noqa: E402
+from fakeapi import FakeAPI, describe  # noqa: E402
+from harness import (NODE, SEEN_RE, T_SHORT, T_WAIT, msg_names,  # noqa: E402
+                     msg_uids, pn, pod_ann, pod_labels, pod_name, pod_uid,
+                     pod_yaml, summarize, test, write_file)
+
+SOURCE_ANN = "kubernetes.io/config.source"
+SEEN_ANN = "kubernetes.io/config.seen"
+LOCAL_ANNS = (SOURCE_ANN, SEEN_ANN, "kubernetes.io/config.mirror")
+SLOW = os.environ.get("PODMUX_SLOW_TESTS") == "1"
+SYS_PYTHON = "/usr/bin/python3"
+
+
+# ---------------------------------------------------------------------------
+# Setup helpers
+
+def api_test(name, params=None):
+    """harness.test, plus the fake servers' log tails in the diagnostics
+    when the test fails."""
+    def deco(fn):
+        def wrapped(t):
+            t.servers = []
+            try:
+                fn(t)
+            except BaseException:
+                for s in t.servers:
+                    try:
+                        t.note("fake-apiserver %d requests: %s" % (
+                            s.n, s.summary()))
+                    except BaseException:  # noqa: B902
+                        pass
+                    tail = s.log().strip().splitlines()[-6:]
+                    if tail:
+                        t.note("fake-apiserver %d log: %s" % (
+                            s.n, " / ".join(tail)))
+                raise
+            finally:
+                for s in t.servers:
+                    s.close()
+        wrapped.__name__ = fn.__name__
+        return test(name, params)(wrapped)
+    return deco
+
+
+def server(t, **kw):
+    s = FakeAPI(t, **kw)
+    t.servers.append(s)
+    return s
+
+
+class ApiDaemon(harness.Daemon):
+    """A Daemon that can be started with extra environment variables
+    (None removes one)."""
+
+    def __init__(self, *a, env=None, **kw):
+        super().__init__(*a, **kw)
+        self.env = env
+
+    def start(self, wait=True):
+        saved = {}
+        for k, v in (self.env or {}).items():
+            saved[k] = os.environ.get(k)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        try:
+            return super().start(wait)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def api_daemon(t, kubeconfig=None, extra=(), manifest_path=None, node=NODE,
+               env=None, start=True, verbosity=None, in_cluster=False):
+    args = []
+    if kubeconfig is not None:
+        args += ["--kubeconfig", kubeconfig]
+    if in_cluster:
+        args += ["--in-cluster"]
+    if verbosity is not None:
+        args += ["-v", str(verbosity)]
+    d = ApiDaemon(t, manifest_path, node=node, env=env,
+                  freq="1s" if manifest_path else None,
+                  extra=args + list(extra))
+    t.daemons.append(d)
+    if start:
+        d.start()
+    return d
+
+
+def plain_kubeconfig(t, srv, user=None, name="kubeconfig"):
+    """A kubeconfig for a plain-http fake server."""
+    return apitls.simple_kubeconfig(t.path(name), srv.url, user=user)
+
+
+def setup(t, pods=(), other=(), node=NODE, server_kw=None, user=None,
+          extra=(), connect=True, verbosity=None):
+    """A plain-http fake server holding pods (names, on node) and other
+    (names, on node2), a podmux on it and one consumer."""
+    srv = server(t, **(server_kw or {}))
+    for name in pods:
+        srv.create(name, node=node)
+    for name in other:
+        srv.create(name, node="node2")
+    kc = plain_kubeconfig(t, srv, user=user)
+    d = api_daemon(t, kc, node=node, extra=extra, verbosity=verbosity)
+    c = d.connect() if connect else None
+    return srv, d, c
+
+
+# ---------------------------------------------------------------------------
+# Checks
+
+def api_pods(state):
+    return {u: p for u, p in state.pods.items()
+            if pod_ann(p, SOURCE_ANN) == "api"}
+
+
+def _public_anns(p):
+    anns = (p.get("metadata") or {}).get("annotations") or {}
+    return {k: v for k, v in anns.items() if k not in LOCAL_ANNS}
+
+
+def diff_truth(state, truth):
+    """Why the consumer's api pods differ from the server's pods (None if
+    they do not).  Compared: uid, namespace/name, spec, labels,
+    annotations (minus local ones), deletionTimestamp, status."""
+    have = api_pods(state)
+    want = {p["metadata"]["uid"]: p for p in truth}
+    if set(have) != set(want):
+        return "uids differ: consumer has %s, server has %s" % (
+            sorted("%s(%s)" % (pod_name(p), u[:8]) for u, p in have.items()),
+            sorted("%s(%s)" % (pod_name(p), u[:8]) for u, p in want.items()))
+    for u, w in want.items():
+        h = have[u]
+        hm, wm = h.get("metadata") or {}, w["metadata"]
+        for k in ("name", "namespace", "deletionTimestamp"):
+            if hm.get(k) != wm.get(k):
+                return "%s: %s %r != server's %r" % (wm["name"], k,
+                                                      hm.get(k), wm.get(k))
+        if (hm.get("labels") or {}) != (wm.get("labels") or {}):
+            return "%s: labels %r != %r" % (wm["name"], hm.get("labels"),
+                                            wm.get("labels"))
+        if _public_anns(h) != _public_anns(w):
+            return "%s: annotations %r != %r" % (wm["name"], _public_anns(h),
+                                                 _public_anns(w))
+        for k in ("spec", "status"):
+            if h.get(k) != w.get(k):
+                return "%s: %s %s != server's %s" % (
+                    wm["name"], k, json.dumps(h.get(k))[:200],
+                    json.dumps(w.get(k))[:200])
+    return None
+
+
+def converge(c, srv, node=NODE, timeout=None):
+    """Reads until the consumer's api pods equal the server's pods on node
+    (the server's state is read once: call it after the last change)."""
+    truth = srv.truth(node)
+    why = [None]
+
+    def ok(state):
+        why[0] = diff_truth(state, truth)
+        return why[0] is None
+    try:
+        c.wait_state(ok, "equal to the server's %d pods on %s" % (
+            len(truth), node), timeout or T_WAIT)
+    except AssertionError as e:
+        raise AssertionError("%s; last difference: %s" % (e, why[0]))
+    return truth
+
+
+def check_annotations(c):
+    for p in api_pods(c.state).values():
+        if not SEEN_RE.match(pod_ann(p, SEEN_ANN) or ""):
+            raise AssertionError("%s: config.seen %r is not RFC 3339" % (
+                pod_name(p), pod_ann(p, SEEN_ANN)))
+
+
+def check_sources(c, allowed=("api",)):
+    for m in c.pods_msgs():
+        if m.get("source") not in allowed:
+            raise AssertionError("unexpected source: %s" % summarize(m))
+
+
+def quiet(c, secs):
+    """Reads whatever arrives within secs; returns the messages."""
+    out = []
+    deadline = time.monotonic() + secs
+    while True:
+        rem = deadline - time.monotonic()
+        if rem <= 0:
+            return out
+        try:
+            out.append(c.recv(rem))
+        except harness.ConsumerClosed:
+            raise
+        except AssertionError as e:
+            if "no message within" in str(e):
+                return out
+            raise
+
+
+def pods_reqs(srv, since=0):
+    return srv.requests(since, kind=("list", "continue", "watch"))
+
+
+def is_watch(r):
+    return r.get("kind") == "watch"
+
+
+def rv_of(r):
+    return (r.get("params") or {}).get("resourceVersion")
+
+
+def last_rv(srv):
+    """The newest resource version the client has been sent: from the last
+    watch that got an event or bookmark, else the last list's or watch's
+    RV."""
+    for r in reversed(pods_reqs(srv)):
+        if is_watch(r):
+            if r.get("last_rv"):
+                return r["last_rv"]
+            if r.get("status") == 200 and (r.get("outcome") or "").startswith(
+                    ("open", "closed", "timeout")):
+                return rv_of(r)
+        elif r.get("status") == 200 and r["kind"] == "list":
+            return r.get("list_rv")
+    return None
+
+
+def wait_settled(srv, since=0, secs=0.6):
+    """Waits for one open watch after since, then a little: requests that
+    would follow by mistake (a relist) have a chance to show up."""
+    w = srv.wait_watch(since)
+    time.sleep(secs)
+    return w
+
+
+def assert_no_list(srv, since, what):
+    lists = srv.requests(since, kind=("list", "continue"))
+    if lists:
+        raise AssertionError("%s, but the client listed: %s" % (
+            what, " | ".join(describe(r) for r in lists)))
+
+
+def note_gaps(t, reqs, what):
+    if len(reqs) > 1:
+        gaps = ["%.2f" % (b["t"] - (a["t_end"] or a["t"]))
+                for a, b in zip(reqs, reqs[1:])]
+        t.note("%s: gaps between requests (s): %s" % (what, gaps))
+
+
+def watch_param_ok(w, rv, node=NODE):
+    p = w.get("params") or {}
+    errs = []
+    if p.get("watch") not in ("true", "1"):
+        errs.append("watch=%r" % p.get("watch"))
+    if p.get("allowWatchBookmarks") != "true":
+        errs.append("allowWatchBookmarks=%r" % p.get("allowWatchBookmarks"))
+    if rv is not None and p.get("resourceVersion") != str(rv):
+        errs.append("resourceVersion=%r (want %s)" % (
+            p.get("resourceVersion"), rv))
+    if p.get("fieldSelector") != "spec.nodeName=" + node:
+        errs.append("fieldSelector=%r" % p.get("fieldSelector"))
+    try:
+        ts = int(p.get("timeoutSeconds"))
+        if not 300 <= ts < 600:
+            errs.append("timeoutSeconds=%d not in [300, 600)" % ts)
+    except (TypeError, ValueError):
+        errs.append("timeoutSeconds=%r" % p.get("timeoutSeconds"))
+    for k in ("limit", "continue", "resourceVersionMatch"):
+        if k in p:
+            errs.append("%s must not be sent on a watch" % k)
+    if errs:
+        raise AssertionError("watch #%d: %s (query %s)" % (
+            w["id"], ", ".join(errs), w.get("query")))
+
+
+def first_after(srv, since, pred, what, timeout=None):
+    return srv.wait_request(lambda r: r.get("kind") in (
+        "list", "continue", "watch") and pred(r), what, since, timeout)
+
+
+def next_pods_req(srv, since, what, timeout=None):
+    """The first pods request (list, continue or watch) after since."""
+    return first_after(srv, since, lambda r: True, what, timeout)
+
+
+def open_for_a_second(srv, since=0):
+    """Waits for an open watch and until it has been open for over a second
+    (so closing it is not a "very short watch")."""
+    w = srv.wait_watch(since)
+    rest = 1.2 - (time.time() - w["t"])
+    if rest > 0:
+        time.sleep(rest)
+    return w
+
+
+# ===========================================================================
+# The fake server against real clients, and its own wire behaviour
+
+def find_kubectl():
+    k = shutil.which("kubectl")
+    if k:
+        return k
+    k = os.path.join(harness.SRCDIR, "build", "test-tools", "usr", "bin",
+                     "kubectl")
+    return k if os.access(k, os.X_OK) else None
+
+
+def tls_server(t, **kw):
+    pki = apitls.copy_pki(t.path("pki"))
+    return server(t, tls=True, pki=pki, **kw), pki
+
+
+@api_test("fake-apiserver against kubectl: get pods -A (token over TLS, "
+          "then a client certificate), get -w sees create/status/delete")
+def _(t):
+    kubectl = find_kubectl()
+    if not kubectl:
+        t.skip("no kubectl (scripts/deps-test-tools installs Debian's "
+               "kubernetes-client)")
+    srv, pki = tls_server(t, tokens=["kubectl-tok"], client_ca=True,
+                          client_cert="optional")
+    srv.create("web", labels={"app": "web"})
+    srv.create("db", node="node2", namespace="kube-system")
+    kc = apitls.simple_kubeconfig(
+        t.path("kube", "token.yaml"), srv.url,
+        cluster={"certificate-authority-data": apitls.b64file(pki["ca.crt"])},
+        user={"token": "kubectl-tok"})
+    shutil.copytree(t.path("pki"), t.path("kube", "pki"))
+    kc_cert = apitls.simple_kubeconfig(
+        t.path("kube", "cert.yaml"), srv.url,
+        cluster={"certificate-authority": "pki/ca.crt"},
+        user={"client-certificate": "pki/client.crt",
+              "client-key": "pki/client.key"})
+    env = dict(os.environ, HOME=t.tmp, KUBECONFIG="")
+    env.pop("KUBECONFIG")
+
+    def run(*args):
+        p = subprocess.run([kubectl] + list(args), capture_output=True,
+                           text=True, timeout=60, env=env)
+        t.note("kubectl %s -> %d: %s %s" % (" ".join(args), p.returncode,
+                                            p.stdout[-500:], p.stderr[-300:]))
+        return p
+    for kcf, auth in ((kc, "token:0"), (kc_cert, "cert")):
+        mark = srv.last_id()
+        p = run("--kubeconfig", kcf, "get", "pods", "-A", "-o", "wide")
+        if p.returncode != 0:
+            raise AssertionError("kubectl get pods -A failed: %s" % p.stderr)
+        rows = [ln.split() for ln in p.stdout.splitlines()[1:]]
+        got = sorted((r[0], r[1], r[3]) for r in rows)
+        if got != [("default", "web", "Pending"),
+                   ("kube-system", "db", "Pending")]:
+            raise AssertionError("kubectl listed %s" % got)
+        auths = {r.get("auth") for r in srv.requests(mark)}
+        if auths != {auth}:
+            raise AssertionError("requests authenticated as %s, want %s" %
+                                 (auths, auth))
+    p = run("--kubeconfig", kc, "get", "pods", "-A", "--field-selector",
+            "spec.nodeName=node1", "-o", "name")
+    if p.stdout.split() != ["pod/web"]:
+        raise AssertionError("field selector: %r" % p.stdout)
+    w = subprocess.Popen([kubectl, "--kubeconfig", kc, "get", "pods", "-A",
+                          "-w"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    t.procs.append(w)
+    try:
+        mark = srv.last_id()
+        srv.wait_request(lambda r: r["kind"] == "watch" and
+                         r.get("outcome") == "open", "kubectl's watch", mark)
+        srv.create("late")
+        srv.status("late", {"phase": "Running"})
+        srv.delete("web", grace=30)
+        srv.delete("web")
+        deadline = time.monotonic() + T_WAIT
+        seen = []
+        os.set_blocking(w.stdout.fileno(), False)
+        buf = b""
+        while time.monotonic() < deadline:
+            chunk = w.stdout.read() or b""
+            buf += chunk
+            seen = [ln.split() for ln in buf.decode().splitlines()]
+            if any(r[:2] == ["default", "late"] and "Running" in r
+                   for r in seen) and sum(
+                       1 for r in seen if r[:2] == ["default", "web"]) >= 3:
+                break
+            time.sleep(0.1)
+        t.note("kubectl -w printed: %r" % buf.decode()[-800:])
+        if not any(r[:2] == ["default", "late"] and "Running" in r
+                   for r in seen):
+            raise AssertionError("kubectl -w did not show late Running")
+        if not any(r[:2] == ["default", "web"] and "Terminating" in r
+                   for r in seen):
+            raise AssertionError("kubectl -w did not show web Terminating")
+    finally:
+        w.kill()
+        w.wait()
+    wreq = [r for r in srv.requests(kind="watch")]
+    if not wreq or wreq[-1]["headers"].get("user-agent", "").split("/")[0] \
+            != "kubectl":
+        raise AssertionError("no watch from kubectl in the log")
+
+
+PYCLIENT = r'''
+import json, sys
+from kubernetes import client, config, watch
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+lst = v1.list_pod_for_all_namespaces(field_selector="spec.nodeName=node1")
+print(json.dumps({"list": sorted(p.metadata.namespace + "/" + p.metadata.name
+                                 for p in lst.items),
+                  "rv": lst.metadata.resource_version}), flush=True)
+w = watch.Watch()
+for ev in w.stream(v1.list_pod_for_all_namespaces,
+                   field_selector="spec.nodeName=node1",
+                   resource_version=lst.metadata.resource_version,
+                   timeout_seconds=int(sys.argv[2])):
+    o = ev["object"]
+    print(json.dumps({"type": ev["type"], "name": o.metadata.name,
+                      "rv": o.metadata.resource_version,
+                      "phase": o.status.phase if o.status else None}),
+          flush=True)
+    if ev["type"] == "DELETED" and o.metadata.name == "b1":
+        w.stop()
+print(json.dumps({"done": True}), flush=True)
+'''
+
+
+@api_test("fake-apiserver against python3-kubernetes: "
+          "list_pod_for_all_namespaces(field_selector) and "
+          "watch.Watch().stream(), with a client certificate",
+          params=("client-cert", "token"))
+def _(t):
+    probe = subprocess.run([SYS_PYTHON, "-c", "import kubernetes"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        t.skip("python3-kubernetes is not installed for %s "
+               "(scripts/deps-test-tools installs it)" % SYS_PYTHON)
+    if t.param == "client-cert":
+        srv, pki = tls_server(t, client_ca=True)
+        user = {"client-certificate-data": apitls.b64file(pki["client.crt"]),
+                "client-key-data": apitls.b64file(pki["client.key"])}
+        want_auth = "cert"
+    else:
+        srv, pki = tls_server(t, tokens=["py-tok"])
+        user = {"token": "py-tok"}
+        want_auth = "token:0"
+    kc = apitls.simple_kubeconfig(
+        t.path("kubeconfig"), srv.url,
+        cluster={"certificate-authority": pki["ca.crt"]}, user=user)
+    srv.create("a1")
+    srv.create("x1", node="node2")
+    script = t.path("pyclient.py")
+    with open(script, "w") as f:
+        f.write(PYCLIENT)
+    p = subprocess.Popen([SYS_PYTHON, script, kc, "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, HOME=t.tmp))
+    t.procs.append(p)
+    import select
+    if not select.select([p.stdout], [], [], T_WAIT)[0]:
+        raise AssertionError("the python client printed nothing in %.0f s" %
+                             T_WAIT)
+    first = json.loads(p.stdout.readline().decode() or "{}")
+    if first.get("list") != ["default/a1"]:
+        raise AssertionError("python client listed %s; stderr %s" % (
+            first, p.stderr.read()[-600:] if p.poll() is not None else ""))
+    srv.wait_request(lambda r: r["kind"] == "watch" and
+                     r.get("outcome") == "open", "the python client's watch")
+    srv.create("b1")
+    srv.create("x2", node="node2")
+    srv.status("b1", {"phase": "Running"})
+    srv.delete("b1")
+    try:
+        out, err = p.communicate(timeout=T_WAIT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    evs = [json.loads(x) for x in out.decode().splitlines() if x.strip()]
+    t.note("python client: %s; stderr: %s" % (evs, err.decode()[-400:]))
+    got = [(e["type"], e["name"]) for e in evs if "type" in e]
+    if got != [("ADDED", "b1"), ("MODIFIED", "b1"), ("DELETED", "b1")]:
+        raise AssertionError("python client's watch saw %s" % got)
+    if evs[1].get("phase") != "Running" or not evs[-1].get("done"):
+        raise AssertionError("unexpected python client output %s" % evs)
+    auths = {r.get("auth") for r in srv.requests(kind=("list", "watch"))}
+    if auths != {want_auth}:
+        raise AssertionError("python client authenticated as %s" % auths)
+
+
+def raw_request(srv, target, headers=None, read_for=1.0, ca=None):
+    """One GET over a raw (TLS) socket; returns (status line, headers,
+    [chunk payloads], body bytes, how it ended)."""
+    import socket
+    import ssl
+    s = socket.create_connection((srv.host, srv.port), timeout=5)
+    if srv.tls:
+        ctx = ssl.create_default_context(cafile=ca)
+        s = ctx.wrap_socket(s, server_hostname="127.0.0.1")
+    h = {"Host": "127.0.0.1", "Accept": "application/json"}
+    h.update(headers or {})
+    req = "GET %s HTTP/1.1\r\n%s\r\n" % (target, "".join(
+        "%s: %s\r\n" % kv for kv in h.items()))
+    s.sendall(req.encode())
+    data = b""
+    end = "timeout"
+    deadline = time.monotonic() + read_for
+    s.settimeout(0.05)
+    while time.monotonic() < deadline:
+        try:
+            d = s.recv(65536)
+        except OSError as e:
+            if "timed out" in str(e):
+                continue
+            end = "reset" if "reset" in str(e).lower() else "error"
+            break
+        if not d:
+            end = "eof"
+            break
+        data += d
+        if _complete(data):
+            end = "complete"
+            break
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    hdrs = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    chunks = []
+    if hdrs.get("transfer-encoding") == "chunked":
+        rest = body
+        while rest:
+            size_line, sep, rest = rest.partition(b"\r\n")
+            if not sep:
+                break
+            n = int(size_line, 16)
+            if n == 0:
+                break
+            chunks.append(rest[:n])
+            rest = rest[n + 2:]
+    return lines[0] if lines else "", hdrs, chunks, body, end
+
+
+def _complete(data):
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    if re.search(rb"(?i)transfer-encoding: chunked", head):
+        return body == b"0\r\n\r\n" or body.endswith(b"\r\n0\r\n\r\n")
+    m = re.search(rb"(?i)content-length: (\d+)", head)
+    return bool(m) and len(body) >= int(m.group(1))
+
+
+@api_test("fake-apiserver wire self-check: selectors, paging, RV rules, "
+          "410 after compaction, framing modes, faults, auth")
+def _(t):
+    srv = server(t, tokens=["tk-secret-xyz"])
+    auth = {"Authorization": "Bearer tk-secret-xyz"}
+    for i in range(5):
+        srv.create("p%d" % i)
+    srv.create("q", node="node2")
+    fs = "fieldSelector=spec.nodeName%3Dnode1"
+
+    def get(target, **kw):
+        kw.setdefault("headers", auth)
+        return raw_request(srv, target, **kw)
+    st, h, _, body, _ = get("/api/v1/pods?" + fs, headers={})
+    assert " 401 " in st, st
+    st, h, _, body, _ = get("/api/v1/pods?fieldSelector=foo%3Dbar")
+    assert " 400 " in st and b"field label not supported" in body, body
+    st, h, _, body, _ = get("/api/v1/pods?%s&limit=2&resourceVersion=0" % fs)
+    page = json.loads(body)
+    assert [i["metadata"]["name"] for i in page["items"]] == ["p0", "p1"]
+    tok = page["metadata"]["continue"]
+    assert page["metadata"]["remainingItemCount"] == 3
+    st, h, _, body, _ = get("/api/v1/pods?%s&limit=2&continue=%s&"
+                            "resourceVersion=5" % (fs, tok))
+    assert " 400 " in st, st
+    st, h, _, body, _ = get("/api/v1/pods?%s&limit=2&continue=%s" % (fs, tok))
+    assert [i["metadata"]["name"] for i in json.loads(body)["items"]] == \
+        ["p2", "p3"]
+    srv.cmd("expire_continue")
+    st, h, _, body, _ = get("/api/v1/pods?%s&limit=2&continue=%s" % (fs, tok))
+    assert " 410 " in st and json.loads(body)["reason"] == "Expired", body
+    rv_before = srv.rv()
+    srv.patch("p0", {"metadata": {"labels": {"x": "1"}}})
+    srv.compact()
+    st, h, _, body, _ = get("/api/v1/pods?%s&limit=500&resourceVersion=%d"
+                            % (fs, rv_before))
+    assert " 410 " in st, st
+    st, h, _, body, _ = get("/api/v1/pods?%s&resourceVersion=%d" % (
+        fs, rv_before))
+    assert " 200 " in st, st
+    st, h, chunks, body, _ = get("/api/v1/pods?%s&watch=true&"
+                                 "resourceVersion=%d" % (fs, rv_before))
+    assert " 200 " in st and len(chunks) == 1, (st, chunks)
+    ev = json.loads(chunks[0])
+    assert ev["type"] == "ERROR" and ev["object"]["code"] == 410 and \
+        ev["object"]["message"].startswith("too old resource version"), ev
+    srv.config(too_large_wait=0.2)
+    st, h, _, body, _ = get("/api/v1/pods?%s&resourceVersion=%d" % (
+        fs, srv.rv() + 50))
+    assert " 504 " in st and b"ResourceVersionTooLarge" in body, body
+    # framing: one event per chunk, split, batch, trickle
+    for mode, check in (
+            ("normal", lambda c, n: len(c) == n),
+            ("split", lambda c, n: len(c) == 3 * n),
+            ("batch", lambda c, n: len(c) == 1),
+            ("trickle", lambda c, n: all(len(x) == 1 for x in c))):
+        srv.config(framing=mode)
+        rv = srv.rv()
+        srv.batch({"cmd": "patch", "name": "p1", "patch": {
+            "metadata": {"labels": {"m": mode}}}},
+            {"cmd": "patch", "name": "p2", "patch": {
+                "metadata": {"labels": {"m": mode}}}})
+        st, h, chunks, body, _ = get("/api/v1/pods?%s&watch=1&"
+                                     "resourceVersion=%d&timeoutSeconds=1"
+                                     % (fs, rv), read_for=3)
+        evs = b"".join(chunks).splitlines()
+        assert len(evs) == 2 and check(chunks, 2), (mode, len(chunks), evs)
+        assert [json.loads(e)["type"] for e in evs] == ["MODIFIED"] * 2
+    srv.config(framing="normal", bookmark_interval=0.3)
+    st, h, chunks, body, _ = get("/api/v1/pods?%s&watch=true&"
+                                 "allowWatchBookmarks=true&resourceVersion=%d"
+                                 "&timeoutSeconds=1" % (fs, srv.rv()),
+                                 read_for=3)
+    evs = [json.loads(x) for x in b"".join(chunks).splitlines()]
+    assert len(evs) >= 2 and all(e["type"] == "BOOKMARK" and e["object"][
+        "metadata"]["resourceVersion"] == str(srv.rv()) for e in evs), evs
+    srv.config(bookmark_interval=0)
+    srv.create("p0", namespace="other", labels={"app": "x"})
+    st, h, _, body, _ = get("/api/v1/namespaces/other/pods")
+    assert [i["metadata"]["namespace"] for i in json.loads(body)[
+        "items"]] == ["other"], body
+    st, h, _, body, _ = get("/api/v1/pods?labelSelector=app%20in%20(x,y)")
+    assert [i["metadata"]["name"] for i in json.loads(body)["items"]] == \
+        ["p0"], body
+    srv.fail(match="list", status=503, retry_after=3, body="html")
+    st, h, _, body, _ = get("/api/v1/pods?" + fs)
+    assert " 503 " in st and h.get("retry-after") == "3" and \
+        body.startswith(b"<html>"), (st, h, body)
+    reqs = srv.requests()
+    assert all(r.get("headers", {}).get("authorization") in (
+        None, "Bearer <present>") for r in reqs)
+    assert "tk-secret-xyz" not in json.dumps(reqs)
+
+
+# ===========================================================================
+# Conformance: the wire
+
+@api_test("first list is GET /api/v1/pods?fieldSelector=spec.nodeName%3D"
+          "<node>&limit=500&resourceVersion=0; the watch carries watch, "
+          "allowWatchBookmarks, the list RV and timeoutSeconds in [300, 600)")
+def _(t):
+    node = "node-1.example"
+    srv, d, c = setup(t, pods=["web"], other=["db"], node=node)
+    converge(c, srv, node=node)
+    w = srv.wait_watch()
+    reqs = pods_reqs(srv)
+    first = reqs[0]
+    if first["kind"] != "list" or first["path"] != "/api/v1/pods":
+        raise AssertionError("first request %s %s" % (first["kind"],
+                                                      first["path"]))
+    want = ["fieldSelector=spec.nodeName%3Dnode-1.example", "limit=500",
+            "resourceVersion=0"]
+    got = first["query"].split("&")
+    if sorted(got) != want:
+        raise AssertionError("first list query %r, want %r" % (
+            first["query"], "&".join(want)))
+    if got != want:
+        t.note("query parameters in another order than client-go's: %r" %
+               first["query"])
+    ua = first["headers"].get("user-agent", "")
+    if not ua.startswith("podmux/"):
+        raise AssertionError("User-Agent %r does not start with podmux/" % ua)
+    if "application/json" not in first["headers"].get("accept", ""):
+        raise AssertionError("Accept %r" % first["headers"].get("accept"))
+    if reqs[1]["id"] != w["id"]:
+        raise AssertionError("the request after the list is not the watch: "
+                             "%s" % describe(reqs[1]))
+    watch_param_ok(w, first["list_rv"], node=node)
+    if w["path"] != "/api/v1/pods":
+        raise AssertionError("watch path %s" % w["path"])
+    if "fieldSelector=spec.nodeName%3Dnode-1.example" not in w["query"]:
+        raise AssertionError("watch query not percent-encoded: %s" %
+                             w["query"])
+    c.assert_never_named(["db"])
+    if w["headers"].get("user-agent") != ua:
+        raise AssertionError("the watch's User-Agent differs: %r" %
+                             w["headers"].get("user-agent"))
+
+
+@api_test("empty initial list: an ADD with zero pods from source api, "
+          "synced, sources_ready [\"api\"]")
+def _(t):
+    srv, d, c = setup(t, other=["elsewhere"])
+    m = c.expect_type("sources_ready")
+    if m.get("sources") != ["api"]:
+        raise AssertionError("sources_ready %s" % summarize(m))
+    marker = [x for x in c.pods_msgs() if x["op"] == "ADD" and
+              x.get("source") == "api" and not x["pods"]]
+    if not marker:
+        raise AssertionError("no empty ADD marker from api: %s" %
+                             [summarize(x) for x in c.msgs])
+    c2 = d.connect()
+    init = c2.read_initial()
+    pods = [x for x in init if x["type"] == "pods"]
+    if len(pods) != 1 or pods[0]["op"] != "ADD" or pods[0].get(
+            "source") != "api" or pods[0]["pods"]:
+        raise AssertionError("a late consumer's initial state: %s" %
+                             [summarize(x) for x in init])
+    nxt = c2.recv(T_SHORT)
+    if nxt.get("type") != "sources_ready" or nxt.get("sources") != ["api"]:
+        raise AssertionError("after synced: %s" % summarize(nxt))
+    srv.create("first")
+    c.expect_pods("ADD", names=["first"])
+    if any(x["pods"] for x in c.pods_msgs() if x["op"] != "ADD"):
+        raise AssertionError("unexpected messages: %s" % [
+            summarize(x) for x in c.pods_msgs()])
+
+
+@api_test("create/update/delete converge to the server's set of this "
+          "node's pods; other nodes' pods are ignored; same name in two "
+          "namespaces are two pods; pods pass through untouched")
+def _(t):
+    srv, d, c = setup(t, pods=["a", "b"], other=["x1"])
+    c.expect_pods("ADD", names=["a", "b"])
+    converge(c, srv)
+    srv.create("c", labels={"tier": "db"},
+               annotations={"example.com/note": "hi"})
+    srv.create("x2", node="node2")
+    srv.patch("x1", {"metadata": {"labels": {"moved": "no"}}})
+    srv.create("web", namespace="default")
+    srv.create("web", namespace="kube-system")
+    converge(c, srv)
+    webs = c.state.by_name("web")
+    if sorted(p["metadata"]["namespace"] for p in webs) != [
+            "default", "kube-system"]:
+        raise AssertionError("two pods named web expected: %s" % webs)
+    srv.delete("a")
+    srv.delete("web", namespace="kube-system")
+    converge(c, srv)
+    c.assert_never_named(["x1", "x2"])
+    check_annotations(c)
+    check_sources(c)
+    for p in api_pods(c.state).values():
+        anns = p["metadata"].get("annotations") or {}
+        if "kubernetes.io/config.hash" in anns:
+            raise AssertionError("api pods get no config.hash: %s" % anns)
+        if p["spec"].get("tolerations"):
+            raise AssertionError("api pods get no toleration: %s" %
+                                 p["spec"])
+
+
+@api_test("label or image change gives UPDATE; a status-only change gives "
+          "RECONCILE (not UPDATE)")
+def _(t):
+    srv, d, c = setup(t, pods=["web", "db"])
+    converge(c, srv)
+    start = len(c.msgs)
+    srv.label("web", tier="front")
+    m = c.expect_pods("UPDATE", names=["web"])
+    if pod_labels(m["pods"][0]).get("tier") != "front":
+        raise AssertionError("UPDATE without the new label: %s" %
+                             m["pods"][0]["metadata"])
+    srv.set_image("db", "redis:7.2")
+    c.expect_pods("UPDATE", names=["db"])
+    srv.status("web", {"phase": "Running", "podIP": "10.0.0.7"})
+    m = c.expect_pods("RECONCILE", names=["web"])
+    if m["pods"][0]["status"].get("podIP") != "10.0.0.7":
+        raise AssertionError("RECONCILE without the new status: %s" %
+                             m["pods"][0]["status"])
+    srv.patch("db", {"metadata": {"annotations": {"example.com/a": "1"}}})
+    c.expect_pods("UPDATE", names=["db"])
+    converge(c, srv)
+    ops = [(x["op"], msg_names(x)) for x in c.pods_msgs(start)]
+    if ops != [("UPDATE", ["web"]), ("UPDATE", ["db"]),
+               ("RECONCILE", ["web"]), ("UPDATE", ["db"])]:
+        raise AssertionError("messages: %s" % ops)
+
+
+@api_test("graceful delete: DELETE (deletionTimestamp set) while the pod "
+          "terminates, then REMOVE when it is gone")
+def _(t):
+    srv, d, c = setup(t, pods=["web", "keep"])
+    converge(c, srv)
+    uid = pod_uid(c.state.one("web"))
+    srv.delete("web", grace=30)
+    m = c.expect_pods("DELETE", names=["web"])
+    p = m["pods"][0]
+    if not p["metadata"].get("deletionTimestamp") or \
+            p["metadata"].get("deletionGracePeriodSeconds") != 30:
+        raise AssertionError("DELETE without deletionTimestamp/grace: %s" %
+                             p["metadata"])
+    converge(c, srv)
+    srv.delete("web")
+    c.expect_pods("REMOVE", uids=[uid])
+    converge(c, srv)
+    ops = [x["op"] for x in c.pods_msgs() if uid in msg_uids(x)]
+    if ops != ["ADD", "DELETE", "REMOVE"]:
+        raise AssertionError("ops for the pod: %s" % ops)
+
+
+@api_test("same name re-created with a new uid: REMOVE(old uid) then "
+          "ADD(new uid), both when the events come together and apart")
+def _(t):
+    srv, d, c = setup(t, pods=["web"])
+    converge(c, srv)
+    old = pod_uid(c.state.one("web"))
+    srv.batch({"cmd": "delete", "name": "web", "namespace": "default"},
+              {"cmd": "create", "pod": FakeAPI.pod("web", image="nginx:2")})
+    converge(c, srv)
+    new = pod_uid(c.state.one("web"))
+    if new == old:
+        raise AssertionError("the uid did not change")
+    srv.delete("web")
+    srv.create("web", image="nginx:3")
+    converge(c, srv)
+    newer = pod_uid(c.state.one("web"))
+    seq = [(x["op"], msg_uids(x)) for x in c.pods_msgs()]
+    for a, b in ((old, new), (new, newer)):
+        ir = [i for i, (op, us) in enumerate(seq) if op == "REMOVE" and
+              a in us]
+        ia = [i for i, (op, us) in enumerate(seq) if op == "ADD" and b in us]
+        if not ir or not ia or ir[0] > ia[0]:
+            raise AssertionError("want REMOVE(%s) before ADD(%s): %s" % (
+                a[:8], b[:8], seq))
+    if any(op in ("UPDATE", "DELETE") for op, _ in seq):
+        raise AssertionError("a re-created pod is not an UPDATE: %s" % seq)
+
+
+@api_test("paging: the client follows continue to the end with the same "
+          "selector and limit and no resourceVersion; one push with every "
+          "pod; the watch starts at the first page's RV")
+def _(t):
+    srv = server(t)
+    srv.config(page_size=2)
+    names = ["p%d" % i for i in range(5)]
+    for n in names:
+        srv.create(n)
+    for n in ("o1", "o2", "o3"):
+        srv.create(n, node="node2")
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
+                 "api", "the first api message")
+    if m["op"] != "ADD" or msg_names(m) != names:
+        raise AssertionError("first push must hold all 5 pods: %s" %
+                             summarize(m))
+    w = srv.wait_watch()
+    reqs = pods_reqs(srv)
+    kinds = [r["kind"] for r in reqs]
+    if kinds[:4] != ["list", "continue", "continue", "watch"]:
+        raise AssertionError("requests: %s" % [describe(r) for r in reqs])
+    first = reqs[0]
+    prev = first
+    for r in reqs[1:3]:
+        p = r["params"]
+        if p.get("continue") != prev.get("continue"):
+            raise AssertionError("continue %r is not the token the previous "
+                                 "page returned (%r)" % (p.get("continue"),
+                                                         prev.get(
+                                                             "continue")))
+        if "resourceVersion" in p:
+            raise AssertionError("a continuation sent resourceVersion: %s" %
+                                 r["query"])
+        if p.get("limit") != "500" or p.get("fieldSelector") != \
+                "spec.nodeName=" + NODE:
+            raise AssertionError("continuation query %s" % r["query"])
+        prev = r
+    watch_param_ok(w, first["list_rv"])
+    converge(c, srv)
+
+
+@api_test("a continue token that expires mid-list: one full non-paged list "
+          "(no limit, no continue, the RV first asked for)")
+def _(t):
+    srv = server(t)
+    srv.config(page_size=2)
+    names = ["p%d" % i for i in range(5)]
+    for n in names:
+        srv.create(n)
+    srv.fail(match="continue", status=410, count=1)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
+                 "api", "the first api message")
+    if msg_names(m) != names:
+        raise AssertionError("first push must hold all 5 pods: %s" %
+                             summarize(m))
+    srv.wait_watch()
+    reqs = pods_reqs(srv)
+    if [r["kind"] for r in reqs[:3]] != ["list", "continue", "list"] or \
+            reqs[1]["status"] != 410:
+        raise AssertionError("requests: %s" % [describe(r) for r in reqs])
+    p = reqs[2]["params"]
+    if "limit" in p or "continue" in p or p.get("resourceVersion") != "0":
+        raise AssertionError("the fallback list must have no limit, no "
+                             "continue and resourceVersion=0: %s" %
+                             reqs[2]["query"])
+    if reqs[2]["continue"]:
+        raise AssertionError("the fake server paged the fallback list")
+    converge(c, srv)
+
+
+@api_test("an error on a continuation page abandons the whole list: no "
+          "partial push; after backoff the list starts again")
+def _(t):
+    srv = server(t)
+    srv.config(page_size=2)
+    names = ["p%d" % i for i in range(5)]
+    for n in names:
+        srv.create(n)
+    srv.fail(match="continue", status=500, count=1)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
+                 "api", "the first api message")
+    if msg_names(m) != names:
+        raise AssertionError("first push must hold all 5 pods (a partial "
+                             "list was handed on?): %s" % summarize(m))
+    srv.wait_watch()
+    reqs = pods_reqs(srv)
+    if [r["kind"] for r in reqs[:3]] != ["list", "continue", "list"]:
+        raise AssertionError("requests: %s" % [describe(r) for r in reqs])
+    note_gaps(t, reqs[:3], "500 on a continuation")
+    converge(c, srv)
+
+
+@api_test("watch events split across chunks, batched in one chunk, "
+          "trickled byte by byte or cut at random give the same store, with "
+          "no relist and no re-watch",
+          params=("split", "batch", "trickle", "mixed"))
+def _(t):
+    srv = server(t)
+    srv.config(framing=t.param)
+    srv.create("seed", annotations={"example.com/pad": "y" * 1500})
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    pod = FakeAPI.pod
+    srv.batch({"cmd": "create", "pod": pod("b1")},
+              {"cmd": "create", "pod": pod("b2", labels={"a": "b"})},
+              {"cmd": "create", "pod": pod("x", node="node2")},
+              {"cmd": "create", "pod": pod("b3", annotations={
+                  "example.com/pad": "z" * 3000})})
+    srv.batch({"cmd": "patch", "name": "b1", "patch": {
+        "metadata": {"labels": {"v": "2"}}}},
+        {"cmd": "status", "name": "b2", "status": {"phase": "Running"}},
+        {"cmd": "delete", "name": "seed", "grace": 10})
+    srv.batch({"cmd": "delete", "name": "seed"},
+              {"cmd": "delete", "name": "b3"})
+    converge(c, srv)
+    time.sleep(0.5)
+    reqs = pods_reqs(srv)
+    if [r["kind"] for r in reqs] != ["list", "watch"]:
+        raise AssertionError("framing %s made the client re-watch or "
+                             "relist: %s" % (t.param, [describe(r)
+                                                       for r in reqs]))
+    ops = [x["op"] for x in c.pods_msgs()]
+    for op in ("ADD", "UPDATE", "RECONCILE", "DELETE", "REMOVE"):
+        if op not in ops:
+            raise AssertionError("no %s among %s" % (op, ops))
+
+
+# ===========================================================================
+# Conformance: watch ends, errors, relists
+
+@api_test("410 ERROR on the watch: relist with RV=lastRV first (not "
+          "paged); a second 410 gives a list with no RV; no watch is ever "
+          "retried from the expired RV; an unchanged relist sends nothing")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    srv.wait_watch()
+    srv.create("b")
+    converge(c, srv)
+    time.sleep(0.2)
+    expired = last_rv(srv)
+    srv.create("elsewhere", node="node2")   # the server moves on
+    n_msgs = len(c.msgs)
+    mark = srv.last_id()
+    srv.fail(match="list", status=410, count=1,
+             message="too old resource version")
+    srv.action("expire")
+    w2 = srv.wait_watch(mark)
+    time.sleep(0.3)
+    reqs = pods_reqs(srv, mark)
+    if len(reqs) < 3 or reqs[0]["kind"] != "list" or \
+            reqs[1]["kind"] != "list":
+        raise AssertionError("after the 410 event expected list, list, "
+                             "watch: %s" % [describe(r) for r in reqs])
+    p0, p1 = reqs[0]["params"], reqs[1]["params"]
+    if p0.get("resourceVersion") != expired or "limit" in p0:
+        raise AssertionError("the first relist must use RV=lastRV (%s) and "
+                             "no limit: %s" % (expired, reqs[0]["query"]))
+    if "resourceVersion" in p1 or "continue" in p1:
+        raise AssertionError("after a second 410 the list must have no RV:"
+                             " %s" % reqs[1]["query"])
+    if reqs[1]["status"] != 200:
+        raise AssertionError("the quorum list failed: %s" % describe(
+            reqs[1]))
+    watch_param_ok(w2, reqs[1]["list_rv"])
+    for r in srv.requests(mark, kind="watch"):
+        if rv_of(r) == expired:
+            raise AssertionError("a watch was retried from the expired RV "
+                                 "%s: %s" % (expired, describe(r)))
+    more = quiet(c, 0.5)
+    if [x for x in c.msgs[n_msgs:] + more if x.get("type") == "pods"]:
+        raise AssertionError("a relist with nothing changed must send "
+                             "nothing: %s" % [summarize(x) for x in
+                                              c.msgs[n_msgs:]])
+    srv.create("c")
+    converge(c, srv)
+
+
+@api_test("changes compacted away while the client backs off: the watch "
+          "from lastRV gets a 410 ERROR, the relist uses RV=lastRV (not "
+          "paged), the watch follows the new list; never again the expired "
+          "RV")
+def _(t):
+    srv, d, c = setup(t, pods=["a", "b"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    # The re-watch gets a 429 without Retry-After: the client backs off
+    # (spec 6.2 step 4) and meanwhile the server moves on and compacts.
+    srv.fail(match="watch", status=429, count=1)
+    srv.action("close")
+    srv.wait_request(lambda r: r.get("status") == 429, "the 429", mark)
+    srv.create("c")
+    srv.patch("a", {"metadata": {"labels": {"v": "2"}}})
+    srv.delete("b")
+    srv.compact()
+    converge(c, srv, timeout=40)
+    reqs = pods_reqs(srv, mark)
+    exp = [i for i, r in enumerate(reqs) if is_watch(r) and
+           (r.get("outcome") or "").startswith("expired")]
+    if not exp:
+        raise AssertionError("no watch from the compacted RV: %s" % [
+            describe(r) for r in reqs])
+    if rv_of(reqs[exp[0]]) != lrv:
+        raise AssertionError("the watch used RV %s, not lastRV %s" % (
+            rv_of(reqs[exp[0]]), lrv))
+    nxt = reqs[exp[0] + 1] if len(reqs) > exp[0] + 1 else None
+    if not nxt or nxt["kind"] != "list" or rv_of(nxt) != lrv or \
+            "limit" in nxt["params"]:
+        raise AssertionError("after the 410 the client must relist with "
+                             "RV=lastRV %s and no limit: %s" % (
+                                 lrv, [describe(r) for r in reqs]))
+    w = srv.wait_watch(nxt["id"])
+    watch_param_ok(w, nxt["list_rv"])
+    for r in reqs[exp[0] + 1:]:
+        if is_watch(r) and rv_of(r) == lrv:
+            raise AssertionError("watched again from the expired RV: %s" %
+                                 describe(r))
+
+
+@api_test("server restart without compaction: the client watches again "
+          "from lastRV, with no relist, and gets what changed while down")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)      # not a "very short watch"
+    lrv = last_rv(srv)
+    srv.stop()
+    srv.create("b")
+    srv.label("a", v="2")
+    mark = srv.last_id()
+    srv.start()
+    converge(c, srv, timeout=40)
+    reqs = pods_reqs(srv, mark)
+    if not reqs or not is_watch(reqs[0]) or rv_of(reqs[0]) != lrv:
+        raise AssertionError("the first request after the restart must be "
+                             "a watch from lastRV %s: %s" % (
+                                 lrv, [describe(r) for r in reqs]))
+    t.soft(assert_no_list, srv, mark, "a refused connection needs no relist"
+           " (spec 6.2 step 4)")
+    if not [x for x in c.pods_msgs() if x["op"] == "ADD" and
+            msg_names(x) == ["b"]]:
+        raise AssertionError("no ADD of b: %s" % [summarize(x)
+                                                  for x in c.pods_msgs()])
+
+
+@api_test("a clean end of the watch (as at timeoutSeconds) gives an "
+          "immediate re-watch from lastRV and no relist")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    srv.create("b")
+    converge(c, srv)
+    time.sleep(0.2)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    srv.action("close")
+    w = srv.wait_watch(mark)
+    watch_param_ok(w, lrv)
+    time.sleep(0.5)
+    assert_no_list(srv, mark, "a clean close needs no relist")
+    srv.create("c")
+    converge(c, srv)
+    gap = w["t"] - srv.requests(mark - 1, kind="watch")[0]["t"]
+    t.note("re-watch came %.2f s after the close" % gap)
+
+
+@api_test("a connection reset or a truncated chunk mid-event: re-watch from "
+          "lastRV, no relist; the partial event is dropped and the event "
+          "arrives again", params=("reset", "truncate"))
+def _(t):
+    srv, d, c = setup(t, pods=["a", "b"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    srv.stream_fault(t.param)
+    srv.patch("a", {"metadata": {"labels": {"v": "2"}, "annotations": {
+        "example.com/pad": "x" * 600}}})
+    w = srv.wait_watch(mark)
+    watch_param_ok(w, lrv)
+    converge(c, srv)
+    time.sleep(0.3)
+    assert_no_list(srv, mark, "a dropped connection needs no relist")
+    ups = [x for x in c.pods_msgs() if x["op"] == "UPDATE"]
+    if len(ups) != 1 or msg_names(ups[0]) != ["a"]:
+        raise AssertionError("want exactly one UPDATE of a: %s" % [
+            summarize(x) for x in c.pods_msgs()])
+    # the same with a fake partial event injected as the stream dies
+    open_for_a_second(srv, mark)
+    mark = srv.last_id()
+    lrv = last_rv(srv)
+    srv.action("truncate" if t.param == "truncate" else "reset")
+    w = srv.wait_watch(mark)
+    watch_param_ok(w, lrv)
+    srv.create("c")
+    converge(c, srv)
+    assert_no_list(srv, mark, "a dropped connection needs no relist")
+
+
+@api_test("garbage in the stream ends the watch; nothing after it is "
+          "applied; after a backoff the client relists from the lastRV it "
+          "had before the garbage")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    srv.stream_fault("garbage")
+    srv.label("a", v="after-garbage")
+    lst = first_after(srv, mark, lambda r: r["kind"] == "list",
+                      "a relist after the garbage")
+    if rv_of(lst) != lrv:
+        raise AssertionError("the relist used RV %s; the lastRV before the "
+                             "garbage was %s (was an event after the garbage"
+                             " applied?)" % (rv_of(lst), lrv))
+    if "limit" in lst["params"]:
+        raise AssertionError("a relist at RV %s must not page: %s" % (
+            lrv, lst["query"]))
+    reqs = pods_reqs(srv, mark)
+    if is_watch(reqs[0]) or reqs[0]["id"] != lst["id"]:
+        raise AssertionError("after garbage expected a relist first: %s" %
+                             [describe(r) for r in reqs])
+    garbage_watch = srv.requests(mark - 200, kind="watch")
+    garbage_watch = [r for r in garbage_watch if "garbage" in (
+        r.get("faults") or [])]
+    if garbage_watch:
+        t.note("relist %.2f s after the garbage" % (
+            lst["t"] - (garbage_watch[0]["t_end"] or lst["t"])))
+    converge(c, srv)
+    m = [x for x in c.pods_msgs() if x["op"] == "UPDATE"]
+    if len(m) != 1:
+        raise AssertionError("want one UPDATE: %s" % [summarize(x)
+                                                      for x in m])
+
+
+@api_test("a watch that closes at once with no events is an error: backoff, "
+          "then a relist from lastRV (no hot loop)")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    srv.watch_fault("close_immediately", count=2)
+    srv.action("close")
+    lst = first_after(srv, mark, lambda r: r["kind"] == "list",
+                      "a relist after a very short watch", timeout=30)
+    if rv_of(lst) != lrv:
+        raise AssertionError("relist RV %s, want lastRV %s" % (rv_of(lst),
+                                                                lrv))
+    srv.wait_watch(mark, timeout=40)
+    reqs = pods_reqs(srv, mark)
+    note_gaps(t, reqs, "very short watches")
+    shorts = [r for r in reqs if r.get("fault") == "close_immediately"]
+    if len(reqs) > 12:
+        raise AssertionError("a hot loop? %d requests: %s" % (
+            len(reqs), [describe(r) for r in reqs]))
+    if not shorts:
+        raise AssertionError("no short watch seen: %s" % [describe(r)
+                                                          for r in reqs])
+    srv.create("b")
+    converge(c, srv)
+
+
+@api_test("an ERROR event with code 500 (or a watch refused with 500/403) "
+          "ends the cycle: backoff, relist from lastRV, watch again",
+          params=("error-event", "watch-500", "watch-403"))
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    if t.param == "error-event":
+        srv.action("error", code=500, reason="InternalError",
+                   message="etcdserver: request timed out")
+    else:
+        srv.fail(match="watch", status=int(t.param[-3:]), count=1)
+        srv.action("close")
+    lst = first_after(srv, mark, lambda r: r["kind"] == "list",
+                      "a relist", timeout=30)
+    if rv_of(lst) != lrv or "limit" in lst["params"]:
+        raise AssertionError("relist query %s, want resourceVersion=%s "
+                             "without limit" % (lst["query"], lrv))
+    w = srv.wait_watch(lst["id"])
+    watch_param_ok(w, lst["list_rv"])
+    srv.create("b")
+    converge(c, srv)
+
+
+@api_test("list failures at start (500 with a Status, 503 with an HTML "
+          "page, 403): backoff and retry the same list; no sources_ready "
+          "before the list succeeds")
+def _(t):
+    srv = server(t)
+    srv.create("a")
+    srv.fail(match="list", status=500, count=1)
+    srv.fail(match="list", status=503, count=1, body="html")
+    srv.fail(match="list", status=403, count=1)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    m = c.expect(lambda x: x.get("type") in ("sources_ready", "pods") and
+                 x.get("source", "api") == "api", "the first api message",
+                 timeout=40)
+    if m.get("type") != "pods" or msg_names(m) != ["a"]:
+        raise AssertionError("first api message %s" % summarize(m))
+    lists = srv.requests(kind="list")
+    if [r["status"] for r in lists[:4]] != [500, 503, 403, 200]:
+        raise AssertionError("lists: %s" % [describe(r) for r in lists])
+    if len({r["query"] for r in lists[:4]}) != 1:
+        raise AssertionError("the retries changed the query: %s" % [
+            r["query"] for r in lists[:4]])
+    note_gaps(t, lists[:4], "list retries after 500/503/403")
+    converge(c, srv)
+
+
+@api_test("429/503 with Retry-After: N on the list: the same request again "
+          "after at least N s (rest-client retry)",
+          params=("429", "503"))
+def _(t):
+    srv = server(t)
+    srv.create("a")
+    srv.fail(match="list", status=int(t.param), retry_after=1, count=2)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    lists = srv.requests(kind="list")
+    if [r["status"] for r in lists[:3]] != [int(t.param)] * 2 + [200]:
+        raise AssertionError("lists: %s" % [describe(r) for r in lists])
+    if len({r["query"] for r in lists[:3]}) != 1:
+        raise AssertionError("the retry changed the query: %s" % [
+            r["query"] for r in lists[:3]])
+    note_gaps(t, lists[:3], "Retry-After: 1")
+    for a, b in zip(lists, lists[1:3]):
+        gap = b["t"] - a["t_end"]
+        if gap < 0.9:
+            raise AssertionError("retried after %.2f s, before the 1 s "
+                                 "Retry-After" % gap)
+
+
+@api_test("429 on opening the watch: with Retry-After the same watch after "
+          "N s, without it a backoff and the watch again from lastRV; no "
+          "relist either way", params=("retry-after", "no-retry-after"))
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    srv.fail(match="watch", status=429, count=1,
+             retry_after=1 if t.param == "retry-after" else None)
+    srv.action("close")
+    w = srv.wait_watch(mark, timeout=30)
+    watches = srv.requests(mark, kind="watch")
+    if [r["status"] for r in watches[:2]] != [429, 200]:
+        raise AssertionError("watches: %s" % [describe(r) for r in watches])
+    for r in watches[:2]:
+        watch_param_ok(r, lrv)
+    note_gaps(t, watches[:2], "watch 429 (%s)" % t.param)
+    if t.param == "retry-after" and watches[1]["t"] - \
+            watches[0]["t_end"] < 0.9:
+        raise AssertionError("retried before the 1 s Retry-After")
+    time.sleep(0.3)
+    assert_no_list(srv, mark, "a 429 on the watch needs no relist")
+    srv.create("b")
+    converge(c, srv)
+    if w["id"] != watches[1]["id"]:
+        raise AssertionError("unexpected watch")
+
+
+@api_test("a request answered with a connection reset and no response is "
+          "retried as the same request (spec 7.2: as if Retry-After: 1); "
+          "a watch is not turned into a relist", params=("list", "watch"))
+def _(t):
+    srv = server(t)
+    srv.create("a")
+    if t.param == "list":
+        srv.fail(match="list", body="reset", count=1)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    if t.param == "list":
+        lists = srv.requests(kind="list")
+        if len(lists) < 2 or lists[0]["query"] != lists[1]["query"]:
+            raise AssertionError("the list was not retried as it was: %s" %
+                                 [describe(r) for r in lists])
+        note_gaps(t, lists[:2], "list after a reset")
+        return
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    mark = srv.last_id()
+    srv.fail(match="watch", body="reset", count=1)
+    srv.action("close")
+    w = srv.wait_watch(mark, timeout=30)
+    time.sleep(0.3)
+    reqs = pods_reqs(srv, mark)
+    t.note("after the reset: %s" % [describe(r) for r in reqs])
+    watch_param_ok(w, lrv)
+    assert_no_list(srv, mark, "a reset while opening the watch needs no "
+                   "relist")
+    srv.create("b")
+    converge(c, srv)
+
+
+@api_test("the server's resourceVersion went backwards (restored etcd): "
+          "watch ERROR 'too large', list at lastRV 504 too large, then a "
+          "list with no RV; the consumer converges")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    srv.config(too_large_wait=0.3)
+    converge(c, srv)
+    open_for_a_second(srv)
+    lrv = last_rv(srv)
+    srv.stop()
+    srv.cmd("set_rv", rv=500)
+    srv.create("b")
+    mark = srv.last_id()
+    srv.start()
+    lst = first_after(srv, mark, lambda r: r["kind"] == "list" and
+                      "resourceVersion" not in r["params"],
+                      "a list with no resourceVersion", timeout=40)
+    reqs = pods_reqs(srv, mark)
+    too_large = [r for r in reqs if r["kind"] == "list" and rv_of(r) == lrv]
+    if not too_large or too_large[0]["status"] != 504:
+        raise AssertionError("expected a list at lastRV %s answered 504: %s"
+                             % (lrv, [describe(r) for r in reqs]))
+    if lst["status"] != 200:
+        raise AssertionError("quorum list failed: %s" % describe(lst))
+    converge(c, srv, timeout=30)
+    note_gaps(t, pods_reqs(srv, mark), "after the RV went backwards")
+    t.note("requests: %s" % srv.summary(mark))
+
+
+@api_test("bookmarks advance lastRV with no consumer message; the next "
+          "watch (after a close, and after a server restart) starts from "
+          "the bookmark's RV")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    w = open_for_a_second(srv)
+    n = len(c.msgs)
+    srv.create("x1", node="node2")
+    srv.create("x2", node="node2")
+    bm = srv.bookmark()
+    if bm["watchers"] != 1:
+        raise AssertionError("the watch did not allow bookmarks")
+    bm_rv = str(bm["rv"])
+    srv.wait_request(lambda r: r["id"] == w["id"] and r.get("bookmarks"),
+                     "the bookmark sent")
+    srv.bookmark()      # several in a row are fine
+    more = quiet(c, 0.8)
+    if [x for x in c.msgs[n:] + more if x.get("type") == "pods"]:
+        raise AssertionError("a bookmark caused a push: %s" % [
+            summarize(x) for x in c.msgs[n:]])
+    mark = srv.last_id()
+    srv.action("close")
+    w2 = srv.wait_watch(mark)
+    watch_param_ok(w2, bm_rv)
+    assert_no_list(srv, mark, "after a close")
+    time.sleep(1.1)
+    srv.create("x3", node="node2")
+    bm2 = srv.bookmark()
+    srv.wait_request(lambda r: r["id"] == w2["id"] and r.get("bookmarks"),
+                     "the second bookmark sent")
+    time.sleep(0.3)
+    mark = srv.last_id()
+    srv.restart(down=0.3)
+    srv.wait_watch(mark, timeout=40)
+    first = pods_reqs(srv, mark)[0]
+    if rv_of(first) != str(bm2["rv"]):
+        raise AssertionError("after the restart the client asked for RV %s,"
+                             " not the bookmark's %s: %s" % (
+                                 rv_of(first), bm2["rv"], describe(first)))
+    if not is_watch(first):
+        # A relist here is the restart problem the test "server restart
+        # without compaction" reports; this test is about the RV.
+        t.note("after the restart the client listed first: %s" %
+               describe(first))
+    srv.create("b")
+    converge(c, srv)
+
+
+@api_test("randomized changes with faults interleaved (dropped streams, "
+          "410s, garbage, closes, framing changes): the consumer always "
+          "converges to the server's true set")
+def _(t):
+    seed = int(os.environ.get("PODMUX_TEST_SEED") or time.time())
+    t.note("seed %d (PODMUX_TEST_SEED to repeat)" % seed)
+    rnd = random.Random(seed)
+    srv, d, c = setup(t, pods=["p0", "p1", "p2"], other=["q0"])
+    converge(c, srv)
+    names = ["p%d" % i for i in range(8)] + ["q%d" % i for i in range(3)]
+    faults = ["close", "reset", "truncate", "expire", "garbage", "none",
+              "none", "none"]
+    for round_ in range(6):
+        for _ in range(rnd.randint(2, 6)):
+            n = rnd.choice(names)
+            node = "node2" if n.startswith("q") else NODE
+            have = {p["metadata"]["name"]: p
+                    for p in srv.cmd("state")["pods"]}
+            if n not in have:
+                srv.create(n, node=node, labels={"r": str(round_)})
+                continue
+            op = rnd.choice(["label", "status", "delete", "grace", "image"])
+            if op == "label":
+                srv.label(n, r=str(round_), k=str(rnd.randint(0, 9)))
+            elif op == "status":
+                srv.status(n, {"phase": rnd.choice(["Running", "Pending",
+                                                    "Succeeded"])})
+            elif op == "image":
+                srv.set_image(n, "img:%d" % rnd.randint(0, 99))
+            else:
+                srv.delete(n, grace=30 if op == "grace" else 0)
+        f = rnd.choice(faults)
+        if f == "garbage":
+            srv.stream_fault("garbage")
+            srv.create("g%d" % round_)
+        elif f in ("reset", "truncate") and rnd.random() < 0.5:
+            srv.stream_fault(f)
+            srv.create("s%d" % round_)
+        elif f != "none":
+            srv.action(f)
+        if rnd.random() < 0.3:
+            srv.config(framing=rnd.choice(["normal", "split", "batch",
+                                           "mixed"]))
+        converge(c, srv, timeout=40)
+    check_sources(c)
+
+
+@api_test("a server that accepts the watch and then sends nothing: the "
+          "client gives up on it and recovers (slow: about 30 s, bound "
+          "120 s)")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    open_for_a_second(srv)
+    mark = srv.last_id()
+    srv.watch_fault("hang", count=1)
+    srv.action("close")
+    srv.wait_request(lambda r: r.get("fault") == "hang", "the hung watch",
+                     mark)
+    srv.create("b")
+    t0 = time.monotonic()
+    converge(c, srv, timeout=120)
+    t.note("recovered after %.0f s" % (time.monotonic() - t0))
+
+
+# ===========================================================================
+# Authentication, TLS, kubeconfig
+
+@api_test("token file rotation: a 401 makes the client re-read the token "
+          "file; the new token is used and the consumer converges")
+def _(t):
+    srv, pki = tls_server(t, tokens=["tok-one"])
+    kdir = t.mkdir("kube")
+    shutil.copyfile(pki["ca.crt"], os.path.join(kdir, "ca.crt"))
+    write_file(os.path.join(kdir, "token"), "tok-one\n")
+    kc = apitls.simple_kubeconfig(
+        os.path.join(kdir, "config"), srv.url,
+        cluster={"certificate-authority": "ca.crt"},
+        user={"tokenFile": "token"})
+    srv.create("a")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    open_for_a_second(srv)
+    write_file(os.path.join(kdir, "token"), "  tok-two\n")
+    srv.set_tokens("tok-two")
+    mark = srv.last_id()
+    srv.action("close")
+    srv.wait_request(lambda r: r.get("auth") == "token:0" and
+                     r.get("status") == 200, "a request with the new token",
+                     mark, timeout=40)
+    srv.create("b")
+    converge(c, srv, timeout=40)
+    reqs = srv.requests(mark, kind=("list", "continue", "watch"))
+    auths = [r.get("auth") for r in reqs]
+    if "token:0" not in auths:
+        raise AssertionError("the new token was never used: %s" % auths)
+    if "token-mismatch" in auths:
+        first_ok = auths.index("token:0")
+        if any(a != "token:0" for a in auths[first_ok:]):
+            raise AssertionError("the old token came back after the new "
+                                 "one: %s" % auths)
+    else:
+        t.note("the client re-read the file before any 401: %s" % auths)
+
+
+@api_test("a rotated token file is picked up within about a minute even "
+          "without a 401 [known-slow]")
+def _(t):
+    if not SLOW:
+        t.skip("known-slow (about 60 s); run with PODMUX_SLOW_TESTS=1")
+    srv = server(t, tokens=["tok-one", "tok-two"])
+    write_file(t.path("token"), "tok-one")
+    kc = plain_kubeconfig(t, srv, user={"tokenFile": t.path("token")})
+    srv.create("a")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    write_file(t.path("token"), "tok-two")
+    t0 = time.monotonic()
+    mark = srv.last_id()
+    deadline = t0 + 100
+    while time.monotonic() < deadline:
+        if any(r.get("auth") == "token:1" for r in srv.requests(mark)):
+            break
+        try:
+            open_for_a_second(srv, srv.last_id() - 5)
+        except AssertionError:
+            pass
+        srv.action("close")
+        time.sleep(3)
+    else:
+        raise AssertionError("the rotated token was not used within 100 s")
+    t.note("new token used after %.0f s" % (time.monotonic() - t0))
+
+
+@api_test("the token never appears in the daemon's output at -v 4 (inline "
+          "token and token file; the file wins over the inline token)")
+def _(t):
+    inline, in_file = "inline-SECRET-a1b2c3d4", "file-SECRET-e5f6a7b8"
+    srv = server(t, tokens=[in_file])
+    write_file(t.path("tok"), in_file + "\n")
+    kc = plain_kubeconfig(t, srv, user={"token": inline,
+                                        "tokenFile": t.path("tok")})
+    srv.create("a")
+    d = api_daemon(t, kc, verbosity=4)
+    c = d.connect()
+    converge(c, srv)
+    open_for_a_second(srv)
+    srv.set_tokens("something-else")
+    srv.action("close")
+    srv.wait_request(lambda r: r.get("status") == 401, "a 401")
+    srv.set_tokens(in_file)
+    srv.create("b")
+    converge(c, srv, timeout=40)
+    auths = {r.get("auth") for r in pods_reqs(srv)}
+    if "token:0" not in auths:
+        raise AssertionError("the token from the file was not used: %s" %
+                             auths)
+    d.stop()
+    with open(d.stdout_path, "rb") as f:
+        out = f.read().decode("utf-8", "replace")
+    text = d.stderr_text() + out
+    for secret in (inline, in_file, "SECRET"):
+        if secret in text:
+            line = [ln for ln in text.splitlines() if secret in ln][0]
+            raise AssertionError("the token appears in the output: %r" %
+                                 line[:300])
+    if len(d.stderr_text().splitlines()) < 3:
+        t.note("few log lines at -v 4: %r" % d.stderr_text()[-500:])
+
+
+@api_test("TLS: bearer token with the CA as a file (absolute, relative to "
+          "the kubeconfig's folder, or inline data), the localhost name, a "
+          "server without scheme",
+          params=("ca-relative", "ca-absolute", "ca-data", "localhost",
+                  "no-scheme"))
+def _(t):
+    srv, pki = tls_server(t, tokens=["tls-tok"])
+    kdir = t.mkdir("conf", "kube")
+    shutil.copytree(t.path("pki"), os.path.join(kdir, "pki"))
+    cluster = {"certificate-authority": "pki/ca.crt"}
+    url = srv.url
+    if t.param == "ca-absolute":
+        cluster = {"certificate-authority": pki["ca.crt"]}
+    elif t.param == "ca-data":
+        cluster = {"certificate-authority-data": apitls.b64file(pki[
+            "ca.crt"])}
+    elif t.param == "localhost":
+        url = srv.url_host("localhost")
+    elif t.param == "no-scheme":
+        url = "127.0.0.1:%d" % srv.port
+    kc = apitls.simple_kubeconfig(os.path.join(kdir, "config"), url,
+                                  cluster=cluster, user={"token": "tls-tok"})
+    srv.create("a")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    reqs = pods_reqs(srv)
+    if {r.get("auth") for r in reqs} != {"token:0"}:
+        raise AssertionError("auth: %s" % [r.get("auth") for r in reqs])
+    if srv.requests(kind="tls-error"):
+        raise AssertionError("TLS errors: %s" % srv.requests(
+            kind="tls-error"))
+
+
+@api_test("TLS: client certificate authentication (inline data, relative "
+          "files, and together with a token)",
+          params=("cert-data", "cert-files", "cert-and-token"))
+def _(t):
+    tokens = ["both-tok"] if t.param == "cert-and-token" else None
+    srv, pki = tls_server(t, client_ca=True, tokens=tokens)
+    kdir = t.mkdir("kube")
+    shutil.copytree(t.path("pki"), os.path.join(kdir, "certs"))
+    if t.param == "cert-data":
+        user = {"client-certificate-data": apitls.b64file(
+            pki["client.crt"]), "client-key-data": apitls.b64file(
+                pki["client.key"])}
+        cluster = {"certificate-authority-data": apitls.b64file(
+            pki["ca.crt"])}
+    else:
+        user = {"client-certificate": "certs/client.crt",
+                "client-key": "certs/client.key"}
+        cluster = {"certificate-authority": "certs/ca.crt"}
+        if tokens:
+            user["token"] = tokens[0]
+    kc = apitls.simple_kubeconfig(os.path.join(kdir, "config"), srv.url,
+                                  cluster=cluster, user=user)
+    srv.create("a")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    for r in pods_reqs(srv):
+        if r.get("client_cert") != apitls.CLIENT_CN:
+            raise AssertionError("request without the client certificate: "
+                                 "%s" % r)
+        want = "token:0" if tokens else "cert"
+        if r.get("auth") != want:
+            raise AssertionError("auth %s, want %s" % (r.get("auth"), want))
+
+
+@api_test("TLS: insecure-skip-tls-verify without a CA talks to a server "
+          "whose certificate no trusted CA signed")
+def _(t):
+    pki = apitls.copy_pki(t.path("pki"))
+    srv = server(t, tls=True, pki=pki, tokens=["tk"],
+                 server_cert=(pki["other-server.crt"],
+                              pki["other-server.key"]))
+    kc = apitls.simple_kubeconfig(t.path("kubeconfig"), srv.url,
+                                  cluster={"insecure-skip-tls-verify": True},
+                                  user={"token": "tk"})
+    srv.create("a")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+
+
+@api_test("TLS: a server certificate from an unknown CA is refused: no pods, "
+          "no sources_ready, the daemon keeps running and logs the error")
+def _(t):
+    pki = apitls.copy_pki(t.path("pki"))
+    srv = server(t, tls=True, pki=pki, tokens=["tk"],
+                 server_cert=(pki["other-server.crt"],
+                              pki["other-server.key"]))
+    kc = apitls.simple_kubeconfig(
+        t.path("kubeconfig"), srv.url,
+        cluster={"certificate-authority": pki["ca.crt"]},
+        user={"token": "tk"})
+    srv.create("a")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    srv.wait_request(lambda r: r["kind"] == "tls-error", "a refused TLS "
+                     "handshake")
+    msgs = quiet(c, 2.5)
+    if any(x.get("type") in ("pods", "sources_ready") for x in msgs):
+        raise AssertionError("the daemon trusted an unknown CA: %s" % [
+            summarize(x) for x in msgs])
+    if pods_reqs(srv):
+        raise AssertionError("requests got through: %s" % pods_reqs(srv))
+    d.assert_alive()
+    errs = [x for x in d.logs() if x.level in ("error", "warn", "warning")]
+    if not errs:
+        raise AssertionError("nothing logged about the TLS failure: %s" %
+                             d.logs()[-5:])
+
+
+@api_test("kubeconfig: current-context selects the cluster and the user "
+          "among several; JSON kubeconfig; server with a path prefix and a "
+          "trailing slash")
+def _(t):
+    srv = server(t, tokens=["good"], prefix="/k8s")
+    dead = server(t, tokens=["good"])
+    dead.stop()                       # a closed port
+    srv.create("a")
+    clusters = {"dead": {"server": dead.url},
+                "live": {"server": srv.url + "/"},
+                "noprefix": {"server": "http://127.0.0.1:%d" % srv.port}}
+    users = {"bad": {"token": "bad"}, "good": {"token": "good"}}
+    contexts = {"a-dead": {"cluster": "dead", "user": "good"},
+                "b-baduser": {"cluster": "live", "user": "bad"},
+                "c-right": {"cluster": "live", "user": "good"},
+                "d-noprefix": {"cluster": "noprefix", "user": "good"}}
+    kc = apitls.write_kubeconfig(t.path("kubeconfig.json"), clusters, users,
+                                 contexts, current="c-right", fmt="json")
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    for r in pods_reqs(srv):
+        if r.get("auth") != "token:0":
+            raise AssertionError("used the wrong user: %s" % r)
+        if not r["path"].startswith("/k8s/api/v1/"):
+            raise AssertionError("path prefix lost: %s" % r["path"])
+        if "//" in r["path"]:
+            raise AssertionError("doubled slash: %s" % r["path"])
+
+
+KUBECONFIG_ERRORS = {
+    # name: (clusters, users, contexts, current, words one of which the
+    # message must contain, lower case)
+    "no-current-context": ({"c": {"server": "https://127.0.0.1:1"}},
+                           {"u": {"token": "t"}},
+                           {"x": {"cluster": "c", "user": "u"}}, None,
+                           ("current-context", "context")),
+    "unknown-context": ({"c": {"server": "https://127.0.0.1:1"}},
+                        {"u": {"token": "t"}},
+                        {"x": {"cluster": "c", "user": "u"}}, "nosuchctx",
+                        ("nosuchctx",)),
+    "unknown-cluster": ({"c": {"server": "https://127.0.0.1:1"}},
+                        {"u": {"token": "t"}},
+                        {"x": {"cluster": "nosuchcluster", "user": "u"}}, "x",
+                        ("nosuchcluster",)),
+    "unknown-user": ({"c": {"server": "https://127.0.0.1:1"}},
+                     {"u": {"token": "t"}},
+                     {"x": {"cluster": "c", "user": "nosuchuser"}}, "x",
+                     ("nosuchuser",)),
+    "no-server": ({"c": {"insecure-skip-tls-verify": True}},
+                  {"u": {"token": "t"}},
+                  {"x": {"cluster": "c", "user": "u"}}, "x", ("server",)),
+    "cert-without-key": ({"c": {"server": "https://127.0.0.1:1"}},
+                         {"u": {"client-certificate-data": "QUJD"}},
+                         {"x": {"cluster": "c", "user": "u"}}, "x",
+                         ("client-key", "key")),
+    "key-without-cert": ({"c": {"server": "https://127.0.0.1:1"}},
+                         {"u": {"client-key-data": "QUJD"}},
+                         {"x": {"cluster": "c", "user": "u"}}, "x",
+                         ("client-certificate", "certificate")),
+    "ca-and-insecure": ({"c": {"server": "https://127.0.0.1:1",
+                               "certificate-authority-data": "QUJD",
+                               "insecure-skip-tls-verify": True}},
+                        {"u": {"token": "t"}},
+                        {"x": {"cluster": "c", "user": "u"}}, "x",
+                        ("insecure",)),
+    "exec-plugin": ({"c": {"server": "https://127.0.0.1:1"}},
+                    {"u": {"exec": {"apiVersion":
+                                    "client.authentication.k8s.io/v1",
+                                    "command": "aws-iam-authenticator"}}},
+                    {"x": {"cluster": "c", "user": "u"}}, "x", ("exec",)),
+    "auth-provider": ({"c": {"server": "https://127.0.0.1:1"}},
+                      {"u": {"auth-provider": {"name": "oidc"}}},
+                      {"x": {"cluster": "c", "user": "u"}}, "x",
+                      ("auth-provider",)),
+    "username-password": ({"c": {"server": "https://127.0.0.1:1"}},
+                          {"u": {"username": "admin", "password": "pw"}},
+                          {"x": {"cluster": "c", "user": "u"}}, "x",
+                          ("username", "password", "basic")),
+    "impersonation": ({"c": {"server": "https://127.0.0.1:1"}},
+                      {"u": {"token": "t", "as": "system:admin"}},
+                      {"x": {"cluster": "c", "user": "u"}}, "x",
+                      ("\"as\"", " as ", "as:", "impersonat")),
+    "proxy-url": ({"c": {"server": "https://127.0.0.1:1",
+                         "proxy-url": "http://127.0.0.1:3128"}},
+                  {"u": {"token": "t"}},
+                  {"x": {"cluster": "c", "user": "u"}}, "x", ("proxy-url",)),
+}
+
+
+def run_refused(t, args, words, env=None):
+    sock = t.path("podmux.sock")
+    cmd = [harness.BIN, "run", "--node-name", NODE, "--socket", sock] + args
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10,
+                           errors="replace",
+                           env=env if env is not None else None)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("podmux run did not exit within 10 s on a "
+                             "bad configuration")
+    err = p.stderr.strip()
+    t.note("exit %d, stderr: %r" % (p.returncode, err[-400:]))
+    if p.returncode == 0:
+        raise AssertionError("podmux run exited 0 on a bad configuration")
+    if p.returncode < 0:
+        raise AssertionError("podmux run died from signal %d" %
+                             -p.returncode)
+    low = err.lower()
+    if not any(w in low for w in words):
+        raise AssertionError("the message %r names none of %s" % (
+            err[-300:], list(words)))
+    if os.path.exists(sock):
+        t.note("the socket was created before the configuration was "
+               "checked")
+    return err
+
+
+@api_test("kubeconfig error: podmux run exits non-zero naming the field",
+          params=sorted(KUBECONFIG_ERRORS))
+def _(t):
+    clusters, users, contexts, current, words = KUBECONFIG_ERRORS[t.param]
+    kc = apitls.write_kubeconfig(t.path("kubeconfig"), clusters, users,
+                                 contexts, current=current)
+    err = run_refused(t, ["--kubeconfig", kc], words)
+    if "pw" in users.get("u", {}).get("password", "") and ": pw" in err:
+        raise AssertionError("the password is in the message: %r" % err)
+
+
+@api_test("kubeconfig error: a missing file, and a file that is not YAML",
+          params=("missing", "not-yaml"))
+def _(t):
+    kc = t.path("kubeconfig")
+    if t.param == "not-yaml":
+        write_file(kc, "clusters: [unclosed\n  - {{{\n")
+        words = ("yaml", "parse", "syntax", "line", "invalid", "expected",
+                 "mapping", "flow")
+    else:
+        words = ("no such file", "not found", "cannot", "open", "missing",
+                 "read")
+    run_refused(t, ["--kubeconfig", kc], words)
+
+
+def in_cluster_env(srv, sa_dir):
+    return {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(srv.port),
+            "PODMUX_SERVICE_ACCOUNT_DIR": sa_dir}
+
+
+@api_test("in-cluster: KUBERNETES_SERVICE_HOST/PORT and the service account "
+          "folder from PODMUX_SERVICE_ACCOUNT_DIR (token + ca.crt)")
+def _(t):
+    srv, pki = tls_server(t, tokens=["sa-token"])
+    sa = t.mkdir("serviceaccount")
+    shutil.copyfile(pki["ca.crt"], os.path.join(sa, "ca.crt"))
+    write_file(os.path.join(sa, "token"), "sa-token")
+    write_file(os.path.join(sa, "namespace"), "kube-system")
+    srv.create("a")
+    srv.create("b", namespace="kube-system")
+    d = api_daemon(t, in_cluster=True, env=in_cluster_env(srv, sa))
+    c = d.connect()
+    converge(c, srv)
+    if {r.get("auth") for r in pods_reqs(srv)} != {"token:0"}:
+        raise AssertionError("auth: %s" % [r.get("auth")
+                                           for r in pods_reqs(srv)])
+
+
+@api_test("in-cluster without KUBERNETES_SERVICE_HOST: exit non-zero naming "
+          "it")
+def _(t):
+    env = dict(os.environ)
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    env["KUBERNETES_SERVICE_PORT"] = "443"
+    env["PODMUX_SERVICE_ACCOUNT_DIR"] = t.mkdir("sa")
+    run_refused(t, ["--in-cluster"], ("kubernetes_service_host",), env=env)
+
+
+# ===========================================================================
+# All three sources
+
+@api_test("file + http + api together: the consumer holds the union, each "
+          "pod once with its source; sources_ready [api, file, http]; "
+          "changes stay within their source")
+def _(t):
+    from manifest_server import ManifestServer
+    ms = ManifestServer()
+    try:
+        ms.set(body=pod_yaml("from-http"))
+        m = t.mkdir("manifests")
+        write_file(os.path.join(m, "web.yaml"), pod_yaml("from-file"))
+        srv = server(t)
+        srv.create("from-api")
+        srv.create("from-file")           # the same name as the static pod
+        srv.create("elsewhere", node="node2")
+        kc = plain_kubeconfig(t, srv)
+        d = api_daemon(t, kc, manifest_path=m,
+                       extra=["--manifest-url", ms.url("/pod"),
+                              "--http-check-frequency", "1s"])
+        c = d.connect()
+        r = c.expect_type("sources_ready", timeout=T_WAIT)
+        if r.get("sources") != ["api", "file", "http"]:
+            raise AssertionError("sources_ready %s" % summarize(r))
+        want = sorted(["from-api", "from-file", pn("from-file"),
+                       pn("from-http")])
+        c.wait_until_state(want)
+        by_src = {}
+        for p in c.state.pods.values():
+            by_src.setdefault(pod_ann(p, SOURCE_ANN), []).append(pod_name(p))
+        if {k: sorted(v) for k, v in by_src.items()} != {
+                "api": ["from-api", "from-file"], "file": [pn("from-file")],
+                "http": [pn("from-http")]}:
+            raise AssertionError("pods by source: %s" % by_src)
+        for x in c.pods_msgs():
+            for p in x["pods"]:
+                if pod_ann(p, SOURCE_ANN) != x.get("source"):
+                    raise AssertionError("a %s pod in a %s message: %s" % (
+                        pod_ann(p, SOURCE_ANN), x.get("source"),
+                        summarize(x)))
+        adds = {}
+        for x in c.pods_msgs():
+            if x["op"] == "ADD":
+                for p in x["pods"]:
+                    adds[pod_uid(p)] = adds.get(pod_uid(p), 0) + 1
+        if any(v != 1 for v in adds.values()):
+            raise AssertionError("a pod was added twice: %s" % adds)
+        start = len(c.msgs)
+        srv.label("from-file", v="2")
+        upd = c.expect_pods("UPDATE", names=["from-file"])
+        if upd.get("source") != "api":
+            raise AssertionError("update from %s" % summarize(upd))
+        os.unlink(os.path.join(m, "web.yaml"))
+        rem = c.expect_pods("REMOVE", names=[pn("from-file")])
+        if rem.get("source") != "file":
+            raise AssertionError("remove from %s" % summarize(rem))
+        c.wait_until_state(sorted(["from-api", "from-file",
+                                   pn("from-http")]))
+        for x in c.msgs[start:]:
+            if x.get("type") == "pods" and x.get("source") == "http":
+                raise AssertionError("the http source moved: %s" %
+                                     summarize(x))
+        converge(c, srv)
+        c2 = d.connect()
+        init = [x for x in c2.read_initial() if x["type"] == "pods"]
+        srcs = sorted(x.get("source") for x in init)
+        if srcs != ["api", "file", "http"] or any(x["op"] != "ADD"
+                                                 for x in init):
+            raise AssertionError("a late consumer's initial state: %s" % [
+                summarize(x) for x in init])
+    finally:
+        ms.stop()
+
+
+if __name__ == "__main__":
+    harness.main()
