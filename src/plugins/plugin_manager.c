@@ -142,10 +142,10 @@ static void op_state_free(void *v)
         free(st);
 }
 
-/* Admits an op for path: 0 (now pending), -EALREADY (in flight) or -EAGAIN
- * (in backoff: a retry is allowed once strictly more than the backoff has
- * elapsed since the last failure). */
-static int executor_admit(struct plugin_manager *pm, const char *path, struct op_state **ret)
+/* 0 (now pending), -EALREADY (in flight) or -EAGAIN (in backoff: a retry
+ * is allowed only once strictly more than the backoff has elapsed since
+ * the last failure). */
+static int executor_try(struct plugin_manager *pm, const char *path, struct op_state **ret)
 {
         struct op_state *st = strmap_get(pm->ops, path);
 
@@ -166,6 +166,19 @@ static int executor_admit(struct plugin_manager *pm, const char *path, struct op
         st->pending = 1;
         *ret = st;
         return 0;
+}
+
+/* Admits an op (what: "a registration", "an unregistration") for path: 0
+ * when it is now pending; <0 when refused — in flight or in backoff are the
+ * expected refusals, silent; anything else is logged. */
+static int executor_admit(struct plugin_manager *pm, const char *path, const char *what,
+                          struct op_state **ret)
+{
+        int r = executor_try(pm, path, ret);
+
+        if (r < 0 && r != -EALREADY && r != -EAGAIN)
+                log_error("plugin socket \"%s\": cannot start %s: %s", path, what, ERRNO_STR(r));
+        return r;
 }
 
 static void executor_success(struct plugin_manager *pm, struct op_state *st)
@@ -394,14 +407,9 @@ static void submit_register(struct plugin_manager *pm, const struct plugin_dsw_e
         struct grpc_call_config cfg = {0};
         struct op_state *st;
         struct reg_op *op;
-        int r = executor_admit(pm, d->path, &st);
 
-        if (r == -EALREADY || r == -EAGAIN)
+        if (executor_admit(pm, d->path, "a registration", &st) < 0)
                 return;
-        if (r < 0) {
-                log_error("plugin socket \"%s\": cannot start a registration: %s", d->path, ERRNO_STR(r));
-                return;
-        }
         op = calloc(1, sizeof(*op));
         if (!op || !(op->path = strdup(d->path))) {
                 free(op);
@@ -431,14 +439,9 @@ static void submit_unregister(struct plugin_manager *pm, const struct plugin_asw
         Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
         struct op_state *st;
         char *path, *type, *name, *endpoint;
-        int r = executor_admit(pm, a->path, &st);
 
-        if (r == -EALREADY || r == -EAGAIN)
+        if (executor_admit(pm, a->path, "an unregistration", &st) < 0)
                 return;
-        if (r < 0) {
-                log_error("plugin socket \"%s\": cannot start an unregistration: %s", a->path, ERRNO_STR(r));
-                return;
-        }
         path = strdup(a->path);
         type = strdup(a->type);
         name = strdup(a->name);
