@@ -1308,6 +1308,11 @@ def _(t):
     d = api_daemon(t, plain_kubeconfig(t, srv))
     c = d.connect()
     converge(c, srv)
+    # The consumer can hold the pods before the fake server has logged the
+    # answer it sent: wait for the log, bounded.
+    harness.wait_for(lambda: len(srv.requests(kind="list")) >= 3 and
+                     all(r["status"] is not None for r in srv.requests(kind="list")[:3]),
+                     20, "the fake server's log of three lists")
     lists = srv.requests(kind="list")
     if [r["status"] for r in lists[:3]] != [int(t.param)] * 2 + [200]:
         raise AssertionError("lists: %s" % [describe(r) for r in lists])
