@@ -63,6 +63,7 @@ struct api_source {
 
         /* watch */
         json_tokener *tok;
+        size_t event_bytes; /* fed into the event being decoded */
         uint64_t watch_start;
         unsigned watch_events;
         int watch_error;      /* ERROR event or undecodable data */
@@ -358,8 +359,19 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 }
                 ev = json_tokener_parse_ex(as->tok, ptr + off, (int)(len - off));
                 jerr = json_tokener_get_error(as->tok);
-                if (jerr == json_tokener_continue)
+                if (jerr == json_tokener_continue) {
+                        /* One event may be large, never unbounded. */
+                        as->event_bytes += len - off;
+                        if (as->event_bytes > API_MAX_EVENT) {
+                                as->watch_error = 1;
+                                as->watch_error_code = 500;
+                                log_error("api source: watch: an event larger than %u bytes: ending the watch",
+                                          API_MAX_EVENT);
+                                return 0;
+                        }
                         break;
+                }
+                as->event_bytes = 0;
                 if (jerr != json_tokener_success) {
                         as->watch_error = 1;
                         as->watch_error_code = 500;
@@ -539,6 +551,7 @@ static void start_watch(struct api_source *as)
         free(as->url);
         as->url = buf_steal(&u, NULL);
         json_tokener_reset(as->tok);
+        as->event_bytes = 0;
         as->watch_start = mono_usec();
         as->watch_events = 0;
         as->watch_error = 0;

@@ -2006,5 +2006,21 @@ def _(t):
         ms.stop()
 
 
+
+@api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
+def _(t):
+    srv = server(t)
+    srv.create("small")
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    # 17 MiB of annotation: the ADDED event is over the limit; the list
+    # that follows (limit 64 MiB) carries it.
+    srv.create("huge", annotations={"example.com/blob": "x" * (17 * 1024 * 1024)})
+    d.wait_log(lambda l: "larger than" in l.msg and "event" in l.msg,
+               "the oversized event logged", timeout=60)
+    c.wait_until_state(["small", "huge"], timeout=90)
+    d.assert_alive()
+
 if __name__ == "__main__":
     harness.main()
