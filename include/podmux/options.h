@@ -38,6 +38,12 @@ struct options {
         char *plugins_dir;
         char *socket_path;
         mode_t socket_mode;
+        bool set_socket_gid;
+        gid_t socket_gid;
+        uid_t *allow_uids;
+        size_t n_allow_uids;
+        gid_t *allow_gids;
+        size_t n_allow_gids;
         enum storage_mode mode;
         char *config_file;
         int verbosity;

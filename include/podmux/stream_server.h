@@ -17,6 +17,7 @@
 #ifndef PODMUX_STREAM_SERVER_H
 #define PODMUX_STREAM_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,6 +60,18 @@ struct stream_server_config {
         size_t history;       /* 0: default */
         stream_state_fn state_fn;
         void *state_data;
+        /* Group of the socket file (chown between bind and listen) when
+         * set_socket_gid; otherwise the daemon's. */
+        bool set_socket_gid;
+        gid_t socket_gid;
+        /* Peer-credential check (SO_PEERCRED): when either list is
+         * non-empty, a consumer whose uid is not in allow_uids and whose
+         * gid is not in allow_gids is refused with "Forbidden".  Root and
+         * the daemon's own uid are always allowed.  Copied. */
+        const uid_t *allow_uids;
+        size_t n_allow_uids;
+        const gid_t *allow_gids;
+        size_t n_allow_gids;
 };
 
 /*

@@ -242,6 +242,12 @@ int cmd_run(int argc, char **argv)
         memset(&ccfg, 0, sizeof(ccfg));
         ccfg.socket_path = d.opts.socket_path;
         ccfg.socket_mode = d.opts.socket_mode;
+        ccfg.set_socket_gid = d.opts.set_socket_gid;
+        ccfg.socket_gid = d.opts.socket_gid;
+        ccfg.allow_uids = d.opts.allow_uids;
+        ccfg.n_allow_uids = d.opts.n_allow_uids;
+        ccfg.allow_gids = d.opts.allow_gids;
+        ccfg.n_allow_gids = d.opts.n_allow_gids;
         ccfg.mode_name = storage_mode_to_string(d.opts.mode);
         ccfg.node_name = d.opts.node_name;
         ccfg.max_consumers = d.opts.max_consumers;

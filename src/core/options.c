@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +41,9 @@ enum {
         OPT_MAX_BACKLOG,
         OPT_MAX_CONSUMERS,
         OPT_HISTORY,
+        OPT_SOCKET_GROUP,
+        OPT_ALLOW_UIDS,
+        OPT_ALLOW_GIDS,
 };
 
 static const struct option long_opts[] = {
@@ -62,6 +66,9 @@ static const struct option long_opts[] = {
         {"max-consumer-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
         {"max-consumers", required_argument, NULL, OPT_MAX_CONSUMERS},
         {"history", required_argument, NULL, OPT_HISTORY},
+        {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
+        {"allow-uids", required_argument, NULL, OPT_ALLOW_UIDS},
+        {"allow-gids", required_argument, NULL, OPT_ALLOW_GIDS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -88,6 +95,10 @@ const char *options_usage(void)
                "  --socket PATH                 update stream socket (default " OPTIONS_DEFAULT_SOCKET ",\n"
                "                                or $PODMUX_SOCKET)\n"
                "  --socket-mode MODE            socket file mode, octal (default 0660)\n"
+               "  --socket-group GROUP          group of the socket file, a name or a number (default: the daemon's)\n"
+               "  --allow-uids UID,...          only these users (and root, and the daemon's user) may connect;\n"
+               "  --allow-gids GID,...          or users whose primary group is listed (default: anyone the\n"
+               "                                socket mode lets in); checked with SO_PEERCRED\n"
                "  --mode MODE                   incremental | snapshot | snapshot-and-updates (default incremental)\n"
                "  --max-consumers N             consumers at once (default 1024)\n"
                "  --max-consumer-backlog BYTES  unsent bytes before a consumer is cut off (default 67108864)\n"
@@ -116,6 +127,8 @@ void options_free(struct options *o)
         free(o->plugins_dir);
         free(o->socket_path);
         free(o->config_file);
+        free(o->allow_uids);
+        free(o->allow_gids);
         memset(o, 0, sizeof(*o));
 }
 
@@ -196,6 +209,67 @@ int options_add_headers(struct options *o, const char *spec, struct buf *err)
                         return -ENOMEM;
                 p = comma ? comma + 1 : end;
         }
+        return 0;
+}
+
+_Static_assert(sizeof(uid_t) == sizeof(unsigned) && sizeof(gid_t) == sizeof(unsigned),
+               "ids are parsed as unsigned int");
+
+/* "1000,1001" into a list of ids (uid_t and gid_t are both unsigned int
+ * here).  Names are not looked up: ids are what SO_PEERCRED reports. */
+static int parse_ids(const char *flag, const char *v, unsigned **ret, size_t *ret_n, struct buf *err)
+{
+        unsigned *ids = NULL, *tmp;
+        size_t n = 0;
+        const char *p = v;
+
+        while (*p) {
+                char *end;
+                unsigned long id;
+
+                errno = 0;
+                id = strtoul(p, &end, 10);
+                if (errno || end == p || (*end && *end != ',') || id > 0xfffffffeul || *p == '-') {
+                        buf_printf(err, "--%s: invalid id list \"%s\" (numbers separated by commas)", flag, v);
+                        free(ids);
+                        return -EINVAL;
+                }
+                tmp = realloc(ids, (n + 1) * sizeof(*ids));
+                if (!tmp) {
+                        free(ids);
+                        return -ENOMEM;
+                }
+                ids = tmp;
+                ids[n++] = (unsigned)id;
+                p = *end ? end + 1 : end;
+        }
+        if (n == 0) {
+                buf_printf(err, "--%s: empty id list", flag);
+                return -EINVAL;
+        }
+        free(*ret);
+        *ret = ids;
+        *ret_n = n;
+        return 0;
+}
+
+static int parse_group(const char *v, gid_t *ret, struct buf *err)
+{
+        struct group gr, *res = NULL;
+        char scratch[4096], *end;
+        unsigned long id;
+
+        errno = 0;
+        id = strtoul(v, &end, 10);
+        if (!errno && end != v && !*end && v[0] != '-' && id <= 0xfffffffeul) {
+                *ret = (gid_t)id;
+                return 0;
+        }
+        if (getgrnam_r(v, &gr, scratch, sizeof(scratch), &res) != 0 || !res) {
+                buf_printf(err, "--socket-group: no group named \"%s\"", v);
+                return -EINVAL;
+        }
+        *ret = gr.gr_gid;
         return 0;
 }
 
@@ -352,6 +426,16 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         } else {
                                 o->socket_mode = (mode_t)n;
                         }
+                        break;
+                case OPT_SOCKET_GROUP:
+                        r = parse_group(optarg, &o->socket_gid, err);
+                        o->set_socket_gid = r == 0;
+                        break;
+                case OPT_ALLOW_UIDS:
+                        r = parse_ids("allow-uids", optarg, (unsigned **)&o->allow_uids, &o->n_allow_uids, err);
+                        break;
+                case OPT_ALLOW_GIDS:
+                        r = parse_ids("allow-gids", optarg, (unsigned **)&o->allow_gids, &o->n_allow_gids, err);
                         break;
                 case OPT_MODE:
                         if (storage_mode_from_string(optarg, &o->mode) < 0) {

@@ -138,6 +138,12 @@ struct stream_server {
         struct consumer *consumers;
         size_t n_consumers;
         uint64_t dropped;
+
+        gid_t socket_gid;
+        uid_t *allow_uids;
+        size_t n_allow_uids;
+        gid_t *allow_gids;
+        size_t n_allow_gids;
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -848,6 +854,28 @@ static void refuse(struct stream_server *srv, int fd, const char *reason,
 
 /* ---- the listener -------------------------------------------------------- */
 
+/* The allow lists, checked with the peer's credentials at connect time
+ * (they cannot be forged over a unix socket). */
+static bool peer_allowed(const struct stream_server *srv, int fd)
+{
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+
+        if (!srv->n_allow_uids && !srv->n_allow_gids)
+                return true;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return false;
+        if (cred.uid == 0 || cred.uid == geteuid())
+                return true;
+        for (size_t i = 0; i < srv->n_allow_uids; i++)
+                if (srv->allow_uids[i] == cred.uid)
+                        return true;
+        for (size_t i = 0; i < srv->n_allow_gids; i++)
+                if (srv->allow_gids[i] == cred.gid)
+                        return true;
+        return false;
+}
+
 static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
         struct stream_server *srv = data;
@@ -867,6 +895,11 @@ static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
                                 loop_timer_arm(srv->accept_timer,
                                                ACCEPT_RETRY_USEC);
                         return;
+                }
+                if (!peer_allowed(srv, cfd)) {
+                        refuse(srv, cfd, "Forbidden",
+                               "this user may not read the pod stream (see --allow-uids/--allow-gids)");
+                        continue;
                 }
                 if (srv->n_consumers >= srv->max_consumers) {
                         char text[96];
@@ -1006,6 +1039,12 @@ static int socket_open(struct stream_server *srv, mode_t mode, struct buf *err)
         srv->bound = true;
         srv->dev = st.st_dev;
         srv->ino = st.st_ino;
+        if (srv->socket_gid != (gid_t)-1 && chown(srv->path, (uid_t)-1, srv->socket_gid) < 0) {
+                r = -errno;
+                set_err(err, "cannot set group %u on socket \"%s\": %s",
+                        (unsigned)srv->socket_gid, srv->path, ERRNO_STR(r));
+                goto done;
+        }
         if (chmod(srv->path, mode) < 0) {
                 r = -errno;
                 set_err(err, "cannot set mode %04o on socket \"%s\": %s",
@@ -1047,6 +1086,21 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->mode_name = strdup(cfg->mode_name ? cfg->mode_name : "incremental");
         srv->node_name = strdup(cfg->node_name ? cfg->node_name : "");
         srv->plugins = strmap_new();
+        srv->socket_gid = cfg->set_socket_gid ? cfg->socket_gid : (gid_t)-1;
+        if (cfg->n_allow_uids) {
+                srv->allow_uids = malloc(cfg->n_allow_uids * sizeof(uid_t));
+                if (srv->allow_uids) {
+                        memcpy(srv->allow_uids, cfg->allow_uids, cfg->n_allow_uids * sizeof(uid_t));
+                        srv->n_allow_uids = cfg->n_allow_uids;
+                }
+        }
+        if (cfg->n_allow_gids) {
+                srv->allow_gids = malloc(cfg->n_allow_gids * sizeof(gid_t));
+                if (srv->allow_gids) {
+                        memcpy(srv->allow_gids, cfg->allow_gids, cfg->n_allow_gids * sizeof(gid_t));
+                        srv->n_allow_gids = cfg->n_allow_gids;
+                }
+        }
         srv->max_consumers = cfg->max_consumers ? cfg->max_consumers
                                                 : STREAM_DEFAULT_MAX_CONSUMERS;
         srv->max_backlog = cfg->max_backlog ? cfg->max_backlog
@@ -1057,7 +1111,8 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->state_data = cfg->state_data;
         srv->seq = wall_usec();
         srv->floor = srv->seq;
-        if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist || !srv->plugins) {
+        if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist || !srv->plugins ||
+            srv->n_allow_uids != cfg->n_allow_uids || srv->n_allow_gids != cfg->n_allow_gids) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -1121,6 +1176,8 @@ void stream_server_free(struct stream_server *srv)
                 free(srv->ready[i]);
         free(srv->ready);
         strmap_free(srv->plugins, free);
+        free(srv->allow_uids);
+        free(srv->allow_gids);
         free(srv->path);
         free(srv->mode_name);
         free(srv->node_name);
