@@ -158,16 +158,6 @@ static int setup_signals(struct daemon *d)
         return loop_io_add(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_io);
 }
 
-static int refuse_unbuilt(const struct options *o)
-{
-        const char *what = NULL;
-
-        if (!what)
-                return 0;
-        fprintf(stderr, "podmux run: %s is not available in this version yet\n", what);
-        return -ENOTSUP;
-}
-
 static void daemon_free(struct daemon *d)
 {
         plugin_manager_free(d->plugins);
@@ -209,10 +199,6 @@ int cmd_run(int argc, char **argv)
                 fputs(options_usage(), stdout);
                 options_free(&d.opts);
                 return 0;
-        }
-        if (refuse_unbuilt(&d.opts) < 0) {
-                options_free(&d.opts);
-                return 2;
         }
         /* Before any thread exists: curl_global_init is not thread-safe. */
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

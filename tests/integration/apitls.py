@@ -29,6 +29,8 @@ import shutil
 import subprocess
 import tempfile
 
+import harness
+
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 _CACHE = {}
 
@@ -130,46 +132,9 @@ def b64file(path):
 # ---------------------------------------------------------------------------
 # kubeconfig
 
-def _yaml_scalar(v):
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    return json.dumps(v)
-
-
-def _yaml(v, ind, out):
-    pad = "  " * ind
-    if isinstance(v, dict):
-        if not v:
-            return
-        for k, x in v.items():
-            if isinstance(x, (dict, list)) and x:
-                out.append("%s%s:" % (pad, k))
-                _yaml(x, ind + 1, out)
-            elif isinstance(x, dict):
-                out.append("%s%s: {}" % (pad, k))
-            elif isinstance(x, list):
-                out.append("%s%s: []" % (pad, k))
-            else:
-                out.append("%s%s: %s" % (pad, k, _yaml_scalar(x)))
-    else:
-        for x in v:
-            if isinstance(x, dict) and x:
-                sub = []
-                _yaml(x, ind + 1, sub)
-                sub[0] = pad + "- " + sub[0][len(pad) + 2:]
-                out.extend(sub)
-            else:
-                out.append("%s- %s" % (pad, _yaml_scalar(x)))
-
-
 def to_yaml(obj):
-    out = ["# written by tests/integration/apitls.py"]
-    _yaml(obj, 0, out)
-    return "\n".join(out) + "\n"
+    """The harness's YAML writer (one writer for every fixture)."""
+    return harness.to_yaml(obj)
 
 
 def kubeconfig_obj(clusters, users, contexts, current="test"):
