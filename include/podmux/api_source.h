@@ -32,9 +32,6 @@
 #define API_RESPONSE_TIMEOUT_USEC 30000000ull
 /* A list page larger than this is refused. */
 #define API_MAX_BODY (64u * 1024u * 1024u)
-/* One watch event larger than this ends the watch (a relist follows), so
- * a broken stream cannot exhaust memory. */
-#define API_MAX_EVENT (16u * 1024u * 1024u)
 
 struct api_source;
 

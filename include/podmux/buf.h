@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct buf {
         char *data;
@@ -36,6 +37,9 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
 /* Appends s (n bytes) as a JSON string literal, quotes included. */
 int buf_json_string(struct buf *b, const char *s, size_t n);
+/* Appends a wall-clock time (microseconds since the epoch) as a quoted
+ * RFC 3339 UTC string to the second, or null for 0 ("never"). */
+int buf_json_time(struct buf *b, uint64_t wall_usec);
 /* Hands the block to the caller (who frees it); b becomes empty.  Returns
  * an empty heap string for an empty buffer; NULL only on ENOMEM. */
 char *buf_steal(struct buf *b, size_t *ret_len);

@@ -50,6 +50,13 @@ struct stream_server;
 typedef int (*stream_state_fn)(void *data, struct pod_update ***ret_updates,
                                size_t *ret_n);
 
+/*
+ * Appends the daemon's own members to a status message (a status request,
+ * see stream_request.h): text of the form ,"name":value... (a leading
+ * comma, no closing brace).  0 or -ENOMEM.
+ */
+typedef int (*stream_status_fn)(void *data, struct buf *out);
+
 struct stream_server_config {
         const char *socket_path;
         mode_t socket_mode; /* 0 means STREAM_DEFAULT_SOCKET_MODE */
@@ -60,6 +67,8 @@ struct stream_server_config {
         size_t history;       /* 0: default */
         stream_state_fn state_fn;
         void *state_data;
+        stream_status_fn status_fn; /* may be NULL */
+        void *status_data;
         /* Group of the socket file (chown between bind and listen) when
          * set_socket_gid; otherwise the daemon's. */
         bool set_socket_gid;

@@ -22,6 +22,7 @@
 
 #include <json-c/json.h>
 
+#include "podmux/api_decode.h"
 #include "podmux/api_source.h"
 #include "podmux/json_canon.h"
 #include "podmux/log.h"
@@ -62,8 +63,7 @@ struct api_source {
         int continue_fallback;
 
         /* watch */
-        json_tokener *tok;
-        size_t event_bytes; /* fed into the event being decoded */
+        struct watch_decoder *dec;
         uint64_t watch_start;
         unsigned watch_events;
         int watch_error;      /* ERROR event or undecodable data */
@@ -128,22 +128,6 @@ static void set_str(char **slot, const char *v)
         *slot = n;
 }
 
-static const char *rv_of(json_object *obj)
-{
-        json_object *meta = NULL, *rv = NULL;
-
-        if (json_object_object_get_ex(obj, "metadata", &meta) &&
-            json_object_object_get_ex(meta, "resourceVersion", &rv) &&
-            json_object_is_type(rv, json_type_string))
-                return json_object_get_string(rv);
-        return NULL;
-}
-
-static void unref_value(void *v)
-{
-        pod_unref(v);
-}
-
 /* ---- the store and pushes --------------------------------------------------------- */
 
 static void push(struct api_source *as)
@@ -165,43 +149,6 @@ static void push(struct api_source *as)
         }
         pod_update_sort(u);
         mux_channel_send(as->ch, u);
-}
-
-/* Puts obj into map under namespace/name.  0, or -errno. */
-static int map_put(struct strmap *map, json_object *obj)
-{
-        struct pod *p = NULL, *old = NULL;
-        struct buf key = BUF_INIT;
-        int r;
-
-        r = pod_from_json(obj, &p, NULL);
-        if (r < 0)
-                return r;
-        r = pod_store_key(p, &key);
-        if (r == 0)
-                r = strmap_put(map, key.data, p, (void **)&old);
-        if (r < 0)
-                pod_unref(p);
-        pod_unref(old);
-        buf_free(&key);
-        return r;
-}
-
-static void map_delete(struct strmap *map, json_object *obj)
-{
-        json_object *meta = NULL, *v;
-        const char *ns = "", *name = "";
-        struct buf key = BUF_INIT;
-
-        if (json_object_object_get_ex(obj, "metadata", &meta)) {
-                if (json_object_object_get_ex(meta, "namespace", &v) && json_object_is_type(v, json_type_string))
-                        ns = json_object_get_string(v);
-                if (json_object_object_get_ex(meta, "name", &v) && json_object_is_type(v, json_type_string))
-                        name = json_object_get_string(v);
-        }
-        if ((ns[0] ? buf_printf(&key, "%s/%s", ns, name) : buf_puts(&key, name)) == 0)
-                pod_unref(strmap_remove(map, key.data));
-        buf_free(&key);
 }
 
 /* ---- token ------------------------------------------------------------------------------ */
@@ -280,61 +227,21 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
         return len;
 }
 
-static void process_event(struct api_source *as, json_object *ev)
+static void on_event(void *arg, enum watch_event_type t)
 {
-        json_object *type = NULL, *obj = NULL;
-        const char *t, *rv;
+        struct api_source *as = arg;
 
-        if (!json_object_is_type(ev, json_type_object) ||
-            !json_object_object_get_ex(ev, "type", &type) || !json_object_is_type(type, json_type_string) ||
-            !json_object_object_get_ex(ev, "object", &obj) || !json_object_is_type(obj, json_type_object)) {
-                as->watch_error = 1;
-                as->watch_error_code = 500;
-                log_error("api source: watch: undecodable event: ending the watch");
-                return;
-        }
-        t = json_object_get_string(type);
-        if (strcmp(t, "ERROR") == 0) {
-                json_object *code = NULL, *msg = NULL;
-
-                as->watch_error = 1;
-                as->watch_error_code = json_object_object_get_ex(obj, "code", &code) ? json_object_get_int(code) : 500;
-                json_object_object_get_ex(obj, "message", &msg);
-                log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code,
-                         msg ? json_object_get_string(msg) : "");
-                return;
-        }
-        if (strcmp(t, "ADDED") != 0 && strcmp(t, "MODIFIED") != 0 && strcmp(t, "DELETED") != 0 &&
-            strcmp(t, "BOOKMARK") != 0) {
-                as->watch_error = 1;
-                as->watch_error_code = 500;
-                log_error("api source: watch: unknown event type \"%s\": ending the watch", t);
-                return;
-        }
         as->watch_events++;
-        rv = rv_of(obj);
-        if (strcmp(t, "BOOKMARK") == 0) {
-                if (rv)
-                        set_str(&as->last_rv, rv);
-                return;
-        }
-        if (strcmp(t, "DELETED") == 0) {
-                map_delete(as->store, obj);
-        } else if (map_put(as->store, obj) < 0) {
-                as->watch_error = 1;
-                as->watch_error_code = 500;
-                log_error("api source: watch: a %s event does not hold a pod: ending the watch", t);
-                return;
-        }
-        if (rv)
-                set_str(&as->last_rv, rv);
-        push(as);
+        if (t != WATCH_BOOKMARK)
+                push(as);
 }
 
 static size_t on_write(char *ptr, size_t size, size_t n, void *data)
 {
         struct api_source *as = data;
-        size_t len = size * n, off = 0;
+        size_t len = size * n;
+        struct buf why = BUF_INIT;
+        int r;
 
         if (as->status == 0)
                 curl_easy_getinfo(as->easy, CURLINFO_RESPONSE_CODE, &as->status);
@@ -345,46 +252,19 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
         }
         if (as->watch_error)
                 return 0;
-        /* Incremental decoding: an event may span reads, a read may hold
-         * several events; whitespace between them is skipped. */
-        while (off < len) {
-                json_object *ev;
-                enum json_tokener_error jerr;
-
-                if (json_tokener_get_parse_end(as->tok) == 0) {
-                        while (off < len && isspace((unsigned char)ptr[off]))
-                                off++;
-                        if (off == len)
-                                break;
-                }
-                ev = json_tokener_parse_ex(as->tok, ptr + off, (int)(len - off));
-                jerr = json_tokener_get_error(as->tok);
-                if (jerr == json_tokener_continue) {
-                        /* One event may be large, never unbounded. */
-                        as->event_bytes += len - off;
-                        if (as->event_bytes > API_MAX_EVENT) {
-                                as->watch_error = 1;
-                                as->watch_error_code = 500;
-                                log_error("api source: watch: an event larger than %u bytes: ending the watch",
-                                          API_MAX_EVENT);
-                                return 0;
-                        }
-                        break;
-                }
-                as->event_bytes = 0;
-                if (jerr != json_tokener_success) {
-                        as->watch_error = 1;
-                        as->watch_error_code = 500;
-                        log_error("api source: watch: data that is not JSON (%s): ending the watch",
-                                  json_tokener_error_desc(jerr));
-                        return 0;
-                }
-                off += json_tokener_get_parse_end(as->tok);
-                json_tokener_reset(as->tok);
-                process_event(as, ev);
-                json_object_put(ev);
-                if (as->watch_error)
-                        return 0;
+        r = watch_decoder_feed(as->dec, ptr, len, as->store, &as->last_rv, on_event, as, &as->watch_error_code,
+                               &why);
+        if (r < 0) {
+                as->watch_error = 1;
+                if (r == -EPROTO)
+                        log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code,
+                                 why.data ? why.data : "");
+                else if (r == -ENOMEM)
+                        log_error("api source: watch: out of memory: ending the watch");
+                else
+                        log_error("api source: watch: %s: ending the watch", why.data ? why.data : "");
+                buf_free(&why);
+                return 0;
         }
         return len;
 }
@@ -518,7 +398,7 @@ static void start_list(struct api_source *as)
 {
         as->phase = PHASE_LIST;
         as->retries = 0;
-        strmap_free(as->pages, unref_value);
+        api_store_free(as->pages);
         as->pages = strmap_new();
         set_str(&as->cont, NULL);
         set_str(&as->list_rv, NULL);
@@ -550,8 +430,7 @@ static void start_watch(struct api_source *as)
         free(rv);
         free(as->url);
         as->url = buf_steal(&u, NULL);
-        json_tokener_reset(as->tok);
-        as->event_bytes = 0;
+        watch_decoder_reset(as->dec);
         as->watch_start = mono_usec();
         as->watch_events = 0;
         as->watch_error = 0;
@@ -632,7 +511,6 @@ static int too_large_rv(const struct buf *body, long status)
 
 static void list_done(struct api_source *as, CURLcode result)
 {
-        json_object *o = NULL, *meta = NULL, *items = NULL, *v;
         struct buf why = BUF_INIT;
 
         if (result != CURLE_OK) {
@@ -640,37 +518,31 @@ static void list_done(struct api_source *as, CURLcode result)
                 back_off(as, NEXT_LIST);
                 return;
         }
-        if (as->status == 200 && json_parse_text(as->body.data ? as->body.data : "", as->body.len, &o, NULL) == 0 &&
-            json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "items", &items) &&
-            (json_object_is_type(items, json_type_array) || json_object_is_type(items, json_type_null))) {
-                size_t n = json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
-                const char *cont = NULL;
+        if (as->status == 200) {
+                char *rv = NULL, *cont = NULL;
+                int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
 
-                for (size_t i = 0; i < n; i++) {
-                        if (map_put(as->pages, json_object_array_get_idx(items, i)) < 0) {
-                                log_error("api source: list: item %zu is not a pod", i);
-                                json_object_put(o);
-                                back_off(as, NEXT_LIST);
-                                return;
-                        }
+                if (r < 0) {
+                        log_error("api source: list: %s", r == -ENOMEM ? "out of memory" : why.data);
+                        buf_free(&why);
+                        back_off(as, NEXT_LIST);
+                        return;
                 }
-                if (json_object_object_get_ex(o, "metadata", &meta)) {
-                        if (!as->list_rv && json_object_object_get_ex(meta, "resourceVersion", &v))
-                                set_str(&as->list_rv, json_object_get_string(v));
-                        if (json_object_object_get_ex(meta, "continue", &v) && json_object_get_string_len(v))
-                                cont = json_object_get_string(v);
+                if (!as->list_rv) {
+                        as->list_rv = rv;
+                        rv = NULL;
                 }
+                free(rv);
                 if (cont) {
-                        set_str(&as->cont, cont);
-                        json_object_put(o);
+                        free(as->cont);
+                        as->cont = cont;
                         as->retries = 0;
                         build_list_url(as);
                         send_request(as);
                         return;
                 }
-                json_object_put(o);
                 /* Replace, not merge: pods missing from the list are gone. */
-                strmap_free(as->store, unref_value);
+                api_store_free(as->store);
                 as->store = as->pages;
                 as->pages = strmap_new();
                 set_str(&as->last_rv, as->list_rv);
@@ -682,14 +554,10 @@ static void list_done(struct api_source *as, CURLcode result)
                 start_watch(as);
                 return;
         }
-        json_object_put(o);
         if (maybe_retry_after(as))
                 return;
         describe_status(&as->body, as->status, &why);
-        if (as->status == 200) {
-                log_error("api source: list: the response is not a PodList");
-                back_off(as, NEXT_LIST);
-        } else if (as->status == 410 && as->cont) {
+        if (as->status == 410 && as->cont) {
                 /* The continue token expired: one unpaged list instead. */
                 log_warn("api source: list: continue token expired: listing again without paging");
                 as->continue_fallback = 1;
@@ -703,7 +571,7 @@ static void list_done(struct api_source *as, CURLcode result)
         } else if (as->status == 404) {
                 /* The reflector syncs an empty list, then backs off. */
                 log_error("api source: list: %s: no pods", why.data);
-                strmap_free(as->store, unref_value);
+                api_store_free(as->store);
                 as->store = strmap_new();
                 push(as);
                 back_off(as, NEXT_LIST);
@@ -825,7 +693,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new();
         as->pages = strmap_new();
-        as->tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+        as->dec = watch_decoder_new();
         {
                 CURLU *u = curl_url();
                 char *s = NULL;
@@ -846,7 +714,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                 }
                 curl_url_cleanup(u);
         }
-        if (!as->node_enc || !as->store || !as->pages || !as->tok || !as->host_log)
+        if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->host_log)
                 goto fail;
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0)
@@ -876,10 +744,9 @@ void api_source_free(struct api_source *as)
         loop_timer_free(as->timer);
         loop_timer_free(as->hdr_timer);
         curl_slist_free_all(as->hdrs);
-        strmap_free(as->store, unref_value);
-        strmap_free(as->pages, unref_value);
-        if (as->tok)
-                json_tokener_free(as->tok);
+        api_store_free(as->store);
+        api_store_free(as->pages);
+        watch_decoder_free(as->dec);
         buf_free(&as->body);
         if (as->token)
                 memset(as->token, 0, strlen(as->token));

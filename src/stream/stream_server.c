@@ -50,6 +50,7 @@
 #include <json-c/json.h>
 
 #include "podmux/log.h" /* errno_str() only: this module never logs */
+#include "podmux/stream_request.h"
 #include "podmux/stream_server.h"
 #include "podmux/strmap.h"
 
@@ -67,8 +68,6 @@
 /* Bytes a consumer may make us read and drop per wake-up after its first
  * line (level-triggered epoll brings us back for the rest). */
 #define IGNORE_READ_BUDGET (64u * 1024u)
-/* Nesting allowed in the first line; {"resume_after":N} needs one level. */
-#define CLIENT_LINE_DEPTH 8
 
 struct msg {
         unsigned refs;
@@ -98,6 +97,10 @@ struct consumer {
         size_t backlog;  /* unwritten bytes in the queue */
         char *line;      /* the first line, while GREETING */
         size_t line_len;
+        bool status;     /* asked for the status, not the stream */
+        pid_t pid;       /* the peer, from SO_PEERCRED (0 if unknown) */
+        uid_t uid;
+        uint64_t since;  /* wall clock at accept, microseconds */
 };
 
 struct stream_server {
@@ -109,6 +112,8 @@ struct stream_server {
         size_t max_backlog;
         stream_state_fn state_fn;
         void *state_data;
+        stream_status_fn status_fn;
+        void *status_data;
 
         int fd;
         struct loop_io *io;
@@ -353,6 +358,75 @@ static int msg_error(struct stream_server *srv, const char *reason,
                 return -ENOMEM;
         }
         return msg_finish(srv, &b, seq, ret_msg);
+}
+
+static const char *consumer_state_name(const struct consumer *c)
+{
+        switch (c->state) {
+        case CONSUMER_GREETING:
+                return "greeting";
+        case CONSUMER_LIVE:
+                return "live";
+        case CONSUMER_CLOSING:
+                break;
+        }
+        return "closing";
+}
+
+/* The answer to a status request (`podmux status`): what this server
+ * holds, plus the members the daemon adds through status_fn. */
+static int msg_status(struct stream_server *srv, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+        const char **keys = NULL;
+        size_t n = strmap_size(srv->plugins), i = 0, it = 0;
+        const char *k;
+        bool first = true;
+
+        if (buf_printf(&b, "{\"type\":\"status\",\"seq\":%" PRIu64 ",\"protocol\":%d,\"mode\":", seq,
+                       STREAM_PROTOCOL) < 0 ||
+            buf_json_string(&b, srv->mode_name, strlen(srv->mode_name)) < 0 || buf_puts(&b, ",\"node\":") < 0 ||
+            buf_json_string(&b, srv->node_name, strlen(srv->node_name)) < 0 ||
+            buf_printf(&b, ",\"last_seq\":%" PRIu64 ",\"history\":{\"messages\":%zu,\"bytes\":%zu}"
+                           ",\"dropped_consumers\":%" PRIu64 ",\"consumers\":[",
+                       srv->seq, srv->hist_len, srv->hist_bytes, srv->dropped) < 0)
+                goto nomem;
+        for (const struct consumer *c = srv->consumers; c; c = c->next) {
+                if (c->status)
+                        continue;
+                if ((!first && buf_putc(&b, ',') < 0) ||
+                    buf_printf(&b, "{\"pid\":%ld,\"uid\":%lu,\"since\":", (long)c->pid, (unsigned long)c->uid) < 0 ||
+                    buf_json_time(&b, c->since) < 0 ||
+                    buf_printf(&b, ",\"state\":\"%s\",\"backlog\":%zu}", consumer_state_name(c), c->backlog) < 0)
+                        goto nomem;
+                first = false;
+        }
+        if (buf_puts(&b, "],\"plugins\":[") < 0)
+                goto nomem;
+        if (n > 0) {
+                keys = calloc(n, sizeof(*keys));
+                if (!keys)
+                        goto nomem;
+                while (strmap_next(srv->plugins, &it, &k, NULL))
+                        keys[i++] = k;
+                qsort(keys, n, sizeof(*keys), cmp_cstr);
+                for (i = 0; i < n; i++)
+                        if ((i > 0 && buf_putc(&b, ',') < 0) || buf_puts(&b, strmap_get(srv->plugins, keys[i])) < 0)
+                                goto nomem;
+        }
+        if (buf_putc(&b, ']') < 0)
+                goto nomem;
+        if (srv->status_fn && srv->status_fn(srv->status_data, &b) < 0)
+                goto nomem;
+        if (buf_putc(&b, '}') < 0)
+                goto nomem;
+        free(keys);
+        return msg_finish(srv, &b, seq, ret_msg);
+nomem:
+        free(keys);
+        buf_free(&b);
+        return -ENOMEM;
 }
 
 /* ---- history ----------------------------------------------------------- */
@@ -631,63 +705,44 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
         return 0;
 }
 
-/*
- * Parses the first line (len bytes at c->line, newline excluded):
- * {"resume_after":N} with N a non-negative integer, or {} for no resume.
- * Other members are ignored, so a later protocol can add some.  A bad line
- * fails c with BadRequest.  0 or -ENOMEM.
- */
-static int consumer_line(struct consumer *c, size_t len)
+/* A status request: one status message, then the connection closes. */
+static int consumer_status(struct consumer *c)
 {
-        struct json_tokener *tok = NULL;
-        json_object *obj = NULL, *v = NULL;
-        const char *bad = NULL;
-        bool have = false;
-        uint64_t n = 0;
-        size_t i;
+        struct msg *m = NULL;
         int r;
 
-        tok = json_tokener_new_ex(CLIENT_LINE_DEPTH);
-        if (!tok)
-                return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-        obj = json_tokener_parse_ex(tok, c->line, (int)len);
-        if (!obj || json_tokener_get_error(tok) != json_tokener_success) {
-                bad = "the first line is not JSON";
-                goto done;
-        }
-        for (i = json_tokener_get_parse_end(tok); i < len; i++) {
-                char ch = c->line[i];
+        loop_timer_stop(c->timer);
+        free(c->line);
+        c->line = NULL;
+        r = msg_status(c->srv, &m);
+        r = consumer_push_built(c, r, m);
+        if (r < 0)
+                return r;
+        c->state = CONSUMER_CLOSING;
+        loop_timer_arm(c->timer, CLOSE_TIMEOUT_USEC);
+        return 0;
+}
 
-                if (ch != ' ' && ch != '\t' && ch != '\r') {
-                        bad = "the first line has text after the JSON object";
-                        goto done;
-                }
-        }
-        if (!json_object_is_type(obj, json_type_object)) {
-                bad = "the first line is not a JSON object";
-                goto done;
-        }
-        if (json_object_object_get_ex(obj, "resume_after", &v)) {
-                /* json-c keeps integers above INT64_MAX as uint64; below
-                 * zero get_int64 is negative. */
-                if (!json_object_is_type(v, json_type_int) ||
-                    json_object_get_int64(v) < 0) {
-                        bad = "resume_after must be a non-negative integer";
-                        goto done;
-                }
-                n = json_object_get_uint64(v);
-                have = true;
-        }
-done:
-        json_object_put(obj);
-        json_tokener_free(tok);
-        if (bad) {
-                consumer_fail(c, "BadRequest", bad);
+/* The first line (len bytes at c->line, newline excluded), see
+ * stream_request.h.  A bad line fails c with BadRequest.  0 or -ENOMEM. */
+static int consumer_line(struct consumer *c, size_t len)
+{
+        struct stream_request req;
+        const char *why = NULL;
+        int r;
+
+        r = stream_request_parse(c->line, len, &req, &why);
+        if (r == -EINVAL) {
+                consumer_fail(c, "BadRequest", why);
                 return 0;
         }
-        r = consumer_start(c, have, n);
-        return r;
+        if (r < 0)
+                return r;
+        if (req.status) {
+                c->status = true;
+                return consumer_status(c);
+        }
+        return consumer_start(c, req.have_resume, req.resume_after);
 }
 
 /* GREETING: gathers the first line.  0 or -errno (c is to be closed). */
@@ -806,6 +861,16 @@ static int consumer_new(struct stream_server *srv, int fd)
         }
         c->srv = srv;
         c->fd = fd;
+        c->since = wall_usec();
+        {
+                struct ucred cred;
+                socklen_t len = sizeof(cred);
+
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                        c->pid = cred.pid;
+                        c->uid = cred.uid;
+                }
+        }
         c->q_cap = 8;
         c->q = malloc(c->q_cap * sizeof(*c->q));
         c->line = malloc(STREAM_MAX_CLIENT_LINE + 1);
@@ -1109,6 +1174,8 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->hist = calloc(srv->hist_cap, sizeof(*srv->hist));
         srv->state_fn = cfg->state_fn;
         srv->state_data = cfg->state_data;
+        srv->status_fn = cfg->status_fn;
+        srv->status_data = cfg->status_data;
         srv->seq = wall_usec();
         srv->floor = srv->seq;
         if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist || !srv->plugins ||

@@ -1,0 +1,73 @@
+/*
+ * api_decode — the bytes the API server sends for the pods of a node,
+ * decoded into a pod store: one PodList page at a time, and the watch
+ * stream (newline- or space-separated JSON events) incrementally, so an
+ * event may span reads and a read may hold several events.
+ *
+ * A pod store is a strmap "namespace/name" -> struct pod * (one reference
+ * each).  Nothing here logs or does I/O: errors come back in a buf for the
+ * caller to log once.  Kept apart from api_source so that every byte the
+ * server controls can be fuzzed without a network (tests/fuzz/).
+ *
+ * Owns (watch_decoder): the json_tokener and the size of the event being
+ * decoded.
+ */
+#ifndef PODMUX_API_DECODE_H
+#define PODMUX_API_DECODE_H
+
+#include <stddef.h>
+
+#include "podmux/buf.h"
+#include "podmux/strmap.h"
+
+/* One watch event larger than this ends the watch (a relist follows), so
+ * a broken stream cannot exhaust memory. */
+#define API_MAX_EVENT (16u * 1024u * 1024u)
+
+/* Frees a pod store and the pods in it.  NULL-safe. */
+void api_store_free(struct strmap *store);
+
+/*
+ * Adds the items of one PodList page to pages.  *ret_rv gets a copy of
+ * metadata.resourceVersion (NULL if absent), *ret_cont a copy of a
+ * non-empty metadata.continue (NULL if none).  0; -EINVAL when body is not
+ * a PodList or an item is not a pod (err says which; pages may then hold
+ * part of the page); -ENOMEM.
+ */
+int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
+                         char **ret_cont, struct buf *err);
+
+enum watch_event_type {
+        WATCH_ADDED,
+        WATCH_MODIFIED,
+        WATCH_DELETED,
+        WATCH_BOOKMARK,
+};
+
+struct watch_decoder;
+
+struct watch_decoder *watch_decoder_new(void); /* NULL on ENOMEM */
+void watch_decoder_free(struct watch_decoder *d);   /* NULL-safe */
+/* Forgets a partial event: call before each new watch. */
+void watch_decoder_reset(struct watch_decoder *d);
+
+/*
+ * Decodes the bytes of one read and applies each complete event to store:
+ * ADDED/MODIFIED put the pod, DELETED removes it, BOOKMARK only moves the
+ * resource version.  After each event, *rv_slot (if given) holds a copy of
+ * its resourceVersion when it has one, and on_event (if given) is called.
+ *
+ * 0 when every event was applied (a partial event is kept for the next
+ * read).  Otherwise the watch must end:
+ *   -EPROTO  an ERROR event; *ret_code gets its code (500 if none) and err
+ *            its message;
+ *   -EBADMSG data that is not JSON, not an event, an unknown type, an
+ *            event whose object is not a pod, or one event over
+ *            API_MAX_EVENT bytes (*ret_code 500; err says which);
+ *   -ENOMEM.
+ */
+int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, struct strmap *store,
+                       char **rv_slot, void (*on_event)(void *arg, enum watch_event_type t), void *arg,
+                       long *ret_code, struct buf *err);
+
+#endif

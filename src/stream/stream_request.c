@@ -1,0 +1,69 @@
+/*
+ * stream_request — the client's first line (see
+ * include/podmux/stream_request.h).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "podmux/stream_request.h"
+
+int stream_request_parse(const char *line, size_t len, struct stream_request *ret_req,
+                         const char **ret_why)
+{
+        struct stream_request req = {0};
+        struct json_tokener *tok = NULL;
+        json_object *obj = NULL, *v = NULL;
+        const char *why = NULL;
+        int r = -EINVAL;
+
+        if (len > INT32_MAX) {
+                *ret_why = "the first line is too long";
+                return -EINVAL;
+        }
+        tok = json_tokener_new_ex(STREAM_REQUEST_MAX_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+        obj = json_tokener_parse_ex(tok, line, (int)len);
+        if (!obj || json_tokener_get_error(tok) != json_tokener_success) {
+                why = "the first line is not JSON";
+                goto done;
+        }
+        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
+                if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r') {
+                        why = "the first line has text after the JSON object";
+                        goto done;
+                }
+        }
+        if (!json_object_is_type(obj, json_type_object)) {
+                why = "the first line is not a JSON object";
+                goto done;
+        }
+        if (json_object_object_get_ex(obj, "resume_after", &v)) {
+                /* json-c keeps integers above INT64_MAX as uint64; below
+                 * zero get_int64 is negative. */
+                if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0) {
+                        why = "resume_after must be a non-negative integer";
+                        goto done;
+                }
+                req.resume_after = json_object_get_uint64(v);
+                req.have_resume = true;
+        }
+        if (json_object_object_get_ex(obj, "request", &v)) {
+                if (!json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), "status") != 0) {
+                        why = "request must be \"status\"";
+                        goto done;
+                }
+                req.status = true;
+        }
+        *ret_req = req;
+        r = 0;
+done:
+        json_object_put(obj);
+        json_tokener_free(tok);
+        if (why)
+                *ret_why = why;
+        return r;
+}
