@@ -17,6 +17,7 @@
 #include "podmux/curl_loop.h"
 #include "podmux/kubeconfig.h"
 #include "podmux/loop.h"
+#include "podmux/metrics.h"
 #include "podmux/mux.h"
 
 /* client-go's figures. */
@@ -38,6 +39,7 @@ struct api_source;
 struct api_source_config {
         struct kube_config *kube; /* moved in: *kube is zeroed */
         const char *node_name;
+        struct source_stats *stats; /* counted into when not NULL; outlives the source */
 };
 
 int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,

@@ -8,5 +8,6 @@
 int cmd_run(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "podmux/buf.h"
 #include "podmux/loop.h"
+#include "podmux/metrics.h"
 #include "podmux/mux.h"
 #include "podmux/watcher.h"
 
@@ -29,6 +30,7 @@ struct file_source_config {
         const char *path;      /* directory or file; cleaned by the source */
         const char *node_name;
         uint64_t period_usec;  /* 0: default */
+        struct source_stats *stats; /* counted into when not NULL; outlives the source */
 };
 
 /* watcher may be NULL (no watch; relist only). */

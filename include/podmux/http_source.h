@@ -18,6 +18,7 @@
 #include "podmux/buf.h"
 #include "podmux/curl_loop.h"
 #include "podmux/loop.h"
+#include "podmux/metrics.h"
 #include "podmux/mux.h"
 #include "podmux/options.h"
 
@@ -37,6 +38,7 @@ struct http_source_config {
         const char *node_name;
         uint64_t period_usec; /* 0: default */
         uint64_t timeout_usec; /* 0: HTTP_SOURCE_TIMEOUT_USEC, capped by the period */
+        struct source_stats *stats; /* counted into when not NULL; outlives the source */
 };
 
 int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <getopt.h>
 #include <sys/types.h>
 
 #include "podmux/buf.h"
@@ -51,6 +52,7 @@ struct options {
         size_t max_backlog;
         size_t max_consumers;
         size_t history;
+        char *metrics_address;
         bool help;
 };
 
@@ -64,6 +66,9 @@ int options_parse(int argc, char **argv, struct options *ret_opts, struct buf *e
 void options_free(struct options *o); /* NULL-safe */
 /* The --help text. */
 const char *options_usage(void);
+/* The long flags podmux run takes (ends with a zeroed entry), so tests
+ * can check that --help documents each. */
+const struct option *options_flags(void);
 
 /* Parses --manifest-url-header syntax "a:x,b:y" into o->headers. */
 int options_add_headers(struct options *o, const char *spec, struct buf *err);

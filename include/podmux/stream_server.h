@@ -119,6 +119,8 @@ int stream_server_sources_ready(struct stream_server *srv,
  * and those being closed. */
 size_t stream_server_consumers(const struct stream_server *srv);
 uint64_t stream_server_last_seq(const struct stream_server *srv);
+/* Plugins registered now (REGISTERED and not yet DEREGISTERED). */
+size_t stream_server_plugins(const struct stream_server *srv);
 /* Number of consumers dropped for a slow backlog since start. */
 uint64_t stream_server_dropped(const struct stream_server *srv);
 

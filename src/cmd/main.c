@@ -12,6 +12,7 @@ static void usage(FILE *f)
               "  run        the daemon: gather, merge and stream the node's pods\n"
               "  watch      a consumer: print the update stream\n"
               "  validate   check static pod manifests the way the file source reads them\n"
+              "  status     ask a running daemon for its sources, consumers and plugins\n"
               "  version    print the version\n"
               "\n"
               "Run 'podmux COMMAND --help' for a command's flags.\n",
@@ -30,6 +31,8 @@ int main(int argc, char **argv)
                 return cmd_watch(argc - 1, argv + 1);
         if (strcmp(argv[1], "validate") == 0)
                 return cmd_validate(argc - 1, argv + 1);
+        if (strcmp(argv[1], "status") == 0)
+                return cmd_status(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
                 printf("podmux %s (stream protocol 1)\n", PODMUX_VERSION);
                 return 0;

@@ -26,6 +26,8 @@
 #include "podmux/kubeconfig.h"
 #include "podmux/log.h"
 #include "podmux/loop.h"
+#include "podmux/metrics.h"
+#include "podmux/metrics_server.h"
 #include "podmux/mux.h"
 #include "podmux/options.h"
 #include "podmux/plugin_manager.h"
@@ -47,6 +49,8 @@ struct daemon {
         struct http_source *http;
         struct api_source *api;
         struct plugin_manager *plugins;
+        struct metrics metrics;
+        struct metrics_server *metrics_srv;
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
@@ -78,6 +82,7 @@ static void drain_updates(struct daemon *d)
         const char *const *names;
 
         while ((u = updates_pipe_pop(&d->updates))) {
+                metrics_count_update(&d->metrics, u);
                 if (stream_server_broadcast(d->stream, u) < 0)
                         log_error("stream: out of memory broadcasting an update");
                 pod_update_free(u);
@@ -95,8 +100,10 @@ static void drain_updates(struct daemon *d)
 static void on_merge(void *data, const char *source, struct pod_update *u)
 {
         struct daemon *d = data;
+        uint64_t t0 = mono_usec();
         int r = storage_merge(d->storage, source, u);
 
+        metrics_observe_merge(&d->metrics, mono_usec() - t0);
         if (r < 0)
                 log_error("merge: source \"%s\": %s", source, ERRNO_STR(r));
         drain_updates(d);
@@ -107,6 +114,7 @@ static void on_plugin_event(void *data, const struct plugin_event *ev)
         struct daemon *d = data;
         struct buf b = BUF_INIT;
 
+        metrics_count_plugin(&d->metrics, ev->op);
         if (plugin_event_render(ev, &b) < 0 ||
             stream_server_plugin(d->stream, ev->op, ev->socket, b.data, ev->error) < 0)
                 log_error("stream: out of memory publishing a plugin event");
@@ -118,6 +126,37 @@ static int state_for_consumer(void *data, struct pod_update ***ret, size_t *ret_
         struct daemon *d = data;
 
         return storage_state(d->storage, ret, ret_n);
+}
+
+/* The daemon's members of a status message (`podmux status`). */
+static int status_for_consumer(void *data, struct buf *out)
+{
+        struct daemon *d = data;
+        int r;
+
+        r = buf_printf(out, ",\"version\":\"%s\",\"pid\":%ld,\"metrics_address\":", PODMUX_VERSION,
+                       (long)getpid());
+        if (r >= 0)
+                r = d->metrics_srv ? buf_json_string(out, metrics_server_address(d->metrics_srv),
+                                                     strlen(metrics_server_address(d->metrics_srv)))
+                                   : buf_puts(out, "null");
+        if (r >= 0)
+                r = metrics_render_status(&d->metrics, out);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+/* GET /metrics. */
+static int render_metrics(void *data, struct buf *out)
+{
+        struct daemon *d = data;
+        struct metrics_gauges g = {
+                .consumers = stream_server_consumers(d->stream),
+                .consumers_dropped = stream_server_dropped(d->stream),
+                .plugins_registered = stream_server_plugins(d->stream),
+                .stream_seq = stream_server_last_seq(d->stream),
+        };
+
+        return metrics_render(&d->metrics, &g, out);
 }
 
 static void on_signal(struct loop_io *io, int fd, uint32_t events, void *data)
@@ -161,6 +200,7 @@ static int setup_signals(struct daemon *d)
 static void daemon_free(struct daemon *d)
 {
         plugin_manager_free(d->plugins);
+        metrics_server_free(d->metrics_srv);
         file_source_free(d->file);
         http_source_free(d->http);
         api_source_free(d->api);
@@ -187,6 +227,7 @@ int cmd_run(int argc, char **argv)
         int r, status = 1;
 
         memset(&d, 0, sizeof(d));
+        metrics_init(&d.metrics);
         d.sigfd = -1;
         updates_pipe_init(&d.updates);
         r = options_parse(argc, argv, &d.opts, &err);
@@ -241,6 +282,8 @@ int cmd_run(int argc, char **argv)
         ccfg.history = d.opts.history;
         ccfg.state_fn = state_for_consumer;
         ccfg.state_data = &d;
+        ccfg.status_fn = status_for_consumer;
+        ccfg.status_data = &d;
         r = stream_server_new(d.loop, &ccfg, &d.stream, &err);
         if (r < 0) {
                 log_error("socket \"%s\": %s", d.opts.socket_path,
@@ -252,6 +295,7 @@ int cmd_run(int argc, char **argv)
                         .path = d.opts.pod_manifest_path,
                         .node_name = d.opts.node_name,
                         .period_usec = d.opts.file_check_usec,
+                        .stats = metrics_source(&d.metrics, POD_SOURCE_FILE),
                 };
 
                 /* The watcher thread starts after the signal mask is set, so
@@ -272,6 +316,7 @@ int cmd_run(int argc, char **argv)
                         .n_headers = d.opts.n_headers,
                         .node_name = d.opts.node_name,
                         .period_usec = d.opts.http_check_usec,
+                        .stats = metrics_source(&d.metrics, POD_SOURCE_HTTP),
                 };
 
                 if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
@@ -285,10 +330,6 @@ int cmd_run(int argc, char **argv)
                 struct kube_config kc;
                 struct api_source_config acfg;
 
-                if (d.opts.kubeconfig && d.opts.in_cluster) {
-                        log_error("--kubeconfig and --in-cluster: give one");
-                        goto out;
-                }
                 r = d.opts.kubeconfig ? kubeconfig_load(d.opts.kubeconfig, NULL, &kc, &err)
                                       : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, &err);
                 if (r < 0) {
@@ -297,6 +338,7 @@ int cmd_run(int argc, char **argv)
                 }
                 acfg.kube = &kc;
                 acfg.node_name = d.opts.node_name;
+                acfg.stats = metrics_source(&d.metrics, POD_SOURCE_API);
                 if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
                     (r = mux_channel(d.mux, POD_SOURCE_API, &ch)) < 0 ||
                     (r = api_source_new(d.loop, d.curl, ch, &acfg, &d.api, &err)) < 0) {
@@ -319,6 +361,28 @@ int cmd_run(int argc, char **argv)
                         log_error("plugin manager: %s", err.data ? err.data : ERRNO_STR(r));
                         goto out;
                 }
+        }
+        if (d.file)
+                metrics_source(&d.metrics, POD_SOURCE_FILE)->configured = true;
+        if (d.http)
+                metrics_source(&d.metrics, POD_SOURCE_HTTP)->configured = true;
+        if (d.api)
+                metrics_source(&d.metrics, POD_SOURCE_API)->configured = true;
+        if (d.opts.metrics_address) {
+                struct metrics_server_config mcfg = {
+                        .address = d.opts.metrics_address,
+                        .socket_mode = d.opts.socket_mode,
+                        .socket_gid = d.opts.set_socket_gid ? d.opts.socket_gid : (gid_t)-1,
+                        .render = render_metrics,
+                        .render_data = &d,
+                };
+
+                r = metrics_server_new(d.loop, &mcfg, &d.metrics_srv, &err);
+                if (r < 0) {
+                        log_error("metrics: %s", err.data ? err.data : ERRNO_STR(r));
+                        goto out;
+                }
+                log_info("metrics on %s (GET /metrics)", metrics_server_address(d.metrics_srv));
         }
         log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION,
                  d.opts.socket_path, d.opts.node_name, storage_mode_to_string(d.opts.mode));

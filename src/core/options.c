@@ -17,6 +17,7 @@
 
 #include "podmux/duration.h"
 #include "podmux/manifest.h"
+#include "podmux/metrics_server.h"
 #include "podmux/options.h"
 #include "podmux/stream_server.h"
 #include "podmux/yaml_json.h"
@@ -44,6 +45,7 @@ enum {
         OPT_SOCKET_GROUP,
         OPT_ALLOW_UIDS,
         OPT_ALLOW_GIDS,
+        OPT_METRICS_ADDRESS,
 };
 
 static const struct option long_opts[] = {
@@ -69,9 +71,15 @@ static const struct option long_opts[] = {
         {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
         {"allow-uids", required_argument, NULL, OPT_ALLOW_UIDS},
         {"allow-gids", required_argument, NULL, OPT_ALLOW_GIDS},
+        {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
+
+const struct option *options_flags(void)
+{
+        return long_opts;
+}
 
 const char *options_usage(void)
 {
@@ -88,7 +96,7 @@ const char *options_usage(void)
                "  --plugins-registry-dir DIR    plugin registry directory (default " OPTIONS_DEFAULT_PLUGINS_DIR " when root)\n"
                "  --config FILE                 KubeletConfiguration YAML: staticPodPath, staticPodURL,\n"
                "                                staticPodURLHeader, fileCheckFrequency, httpCheckFrequency\n"
-               "                                (flags given on the command line win)\n"
+               "                                (flags given on the command line win; default: none)\n"
                "\n"
                "Node and stream:\n"
                "  --node-name NAME              node name (default: the host name, lower-cased)\n"
@@ -96,17 +104,24 @@ const char *options_usage(void)
                "                                or $PODMUX_SOCKET)\n"
                "  --socket-mode MODE            socket file mode, octal (default 0660)\n"
                "  --socket-group GROUP          group of the socket file, a name or a number (default: the daemon's)\n"
-               "  --allow-uids UID,...          only these users (and root, and the daemon's user) may connect;\n"
-               "  --allow-gids GID,...          or users whose primary group is listed (default: anyone the\n"
-               "                                socket mode lets in); checked with SO_PEERCRED\n"
+               "  --allow-uids UID,...          only these users (and root, and the daemon's user) may connect,\n"
+               "                                checked with SO_PEERCRED (default: anyone the socket mode lets in)\n"
+               "  --allow-gids GID,...          also users whose primary group is listed (default: none)\n"
                "  --mode MODE                   incremental | snapshot | snapshot-and-updates (default incremental)\n"
                "  --max-consumers N             consumers at once (default 1024)\n"
                "  --max-consumer-backlog BYTES  unsent bytes before a consumer is cut off (default 67108864)\n"
                "  --history N                   messages kept for resume_after (default 4096)\n"
                "\n"
+               "Observability:\n"
+               "  --metrics-address ADDR        Prometheus metrics at GET /metrics on a unix socket (/path or\n"
+               "                                unix:/path, mode and group as --socket-mode/--socket-group) or a\n"
+               "                                loopback port (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)\n"
+               "                                (default: off)\n"
+               "\n"
                "Logging:\n"
                "  -v, --v N                     verbosity: 0 info (default), 1-3 debug, 4+ trace\n"
                "  --log-format text|json        log line format (default text)\n"
+               "  -h, --help                    this help\n"
                "\n"
                "Durations are Go-style: 20s, 1m30s, 500ms.\n";
 }
@@ -129,6 +144,7 @@ void options_free(struct options *o)
         free(o->config_file);
         free(o->allow_uids);
         free(o->allow_gids);
+        free(o->metrics_address);
         memset(o, 0, sizeof(*o));
 }
 
@@ -437,6 +453,17 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 case OPT_ALLOW_GIDS:
                         r = parse_ids("allow-gids", optarg, (unsigned **)&o->allow_gids, &o->n_allow_gids, err);
                         break;
+                case OPT_METRICS_ADDRESS: {
+                        struct buf why = BUF_INIT;
+
+                        r = metrics_address_check(optarg, &why);
+                        if (r == -EINVAL)
+                                buf_printf(err, "--metrics-address: %s", why.data ? why.data : "invalid");
+                        else if (r == 0)
+                                r = set_str(&o->metrics_address, optarg);
+                        buf_free(&why);
+                        break;
+                }
                 case OPT_MODE:
                         if (storage_mode_from_string(optarg, &o->mode) < 0) {
                                 buf_printf(err, "--mode: unknown mode \"%s\" (incremental, snapshot or snapshot-and-updates)",
@@ -521,6 +548,11 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         if (!o->plugins_dir && geteuid() == 0 &&
             (r = set_str(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
                 goto fail;
+        if (o->kubeconfig && o->in_cluster) {
+                buf_puts(err, "--kubeconfig and --in-cluster: give one");
+                r = -EINVAL;
+                goto fail;
+        }
         if (!o->node_name[0]) {
                 buf_puts(err, "--node-name: must not be empty");
                 r = -EINVAL;

@@ -15,6 +15,8 @@
 #endif
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,9 @@ struct api_source {
         uint64_t backoff;
         uint64_t backoff_at;
 
+        struct source_stats *stats; /* may be NULL */
+        bool listed;                /* a list was started before */
+
         /* token */
         char *token;
         uint64_t token_at;
@@ -128,6 +133,26 @@ static void set_str(char **slot, const char *v)
         *slot = n;
 }
 
+/* Logs a failure and records it as the source's last error. */
+static void report(struct api_source *as, bool warn, bool parse, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static void report(struct api_source *as, bool warn, bool parse, const char *fmt, ...)
+{
+        struct buf b = BUF_INIT;
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void)buf_vprintf(&b, fmt, ap);
+        va_end(ap);
+        if (warn)
+                log_warn("api source: %s", b.data ? b.data : "?");
+        else
+                log_error("api source: %s", b.data ? b.data : "?");
+        source_stats_error(as->stats, parse, "%s", b.data ? b.data : "?");
+        buf_free(&b);
+}
+
 /* ---- the store and pushes --------------------------------------------------------- */
 
 static void push(struct api_source *as)
@@ -148,6 +173,7 @@ static void push(struct api_source *as)
                 }
         }
         pod_update_sort(u);
+        source_stats_success(as->stats, u->n_pods);
         mux_channel_send(as->ch, u);
 }
 
@@ -180,8 +206,8 @@ static const char *current_token(struct api_source *as)
                         while (e > s && isspace((unsigned char)e[-1]))
                                 *--e = '\0';
                         if (!f || !*s) {
-                                log_error("api source: token file \"%s\": %s", as->kube.token_file,
-                                          f ? "empty" : "cannot be read");
+                                report(as, false, false, "token file \"%s\": %s", as->kube.token_file,
+                                       f ? "empty" : "cannot be read");
                                 if (!as->token)
                                         return as->kube.token;
                         } else {
@@ -256,13 +282,16 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                                &why);
         if (r < 0) {
                 as->watch_error = 1;
-                if (r == -EPROTO)
+                if (r == -EPROTO && as->watch_error_code == 410)
                         log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code,
                                  why.data ? why.data : "");
+                else if (r == -EPROTO)
+                        report(as, true, false, "watch ended by the server: %ld %s", as->watch_error_code,
+                               why.data ? why.data : "");
                 else if (r == -ENOMEM)
-                        log_error("api source: watch: out of memory: ending the watch");
+                        report(as, false, false, "watch: out of memory: ending the watch");
                 else
-                        log_error("api source: watch: %s: ending the watch", why.data ? why.data : "");
+                        report(as, false, true, "watch: %s: ending the watch", why.data ? why.data : "");
                 buf_free(&why);
                 return 0;
         }
@@ -364,7 +393,7 @@ fail:
         buf_free(&h);
         if (e)
                 curl_easy_cleanup(e);
-        log_error("api source: cannot start a request");
+        report(as, false, false, "cannot start a request");
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
 }
 
@@ -398,6 +427,9 @@ static void start_list(struct api_source *as)
 {
         as->phase = PHASE_LIST;
         as->retries = 0;
+        if (as->listed && as->stats)
+                as->stats->relists++;
+        as->listed = true;
         api_store_free(as->pages);
         as->pages = strmap_new();
         set_str(&as->cont, NULL);
@@ -514,7 +546,7 @@ static void list_done(struct api_source *as, CURLcode result)
         struct buf why = BUF_INIT;
 
         if (result != CURLE_OK) {
-                log_error("api source: list failed: %s", curl_easy_strerror(result));
+                report(as, false, false, "list failed: %s", curl_easy_strerror(result));
                 back_off(as, NEXT_LIST);
                 return;
         }
@@ -523,7 +555,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
 
                 if (r < 0) {
-                        log_error("api source: list: %s", r == -ENOMEM ? "out of memory" : why.data);
+                        report(as, false, r != -ENOMEM, "list: %s", r == -ENOMEM ? "out of memory" : why.data);
                         buf_free(&why);
                         back_off(as, NEXT_LIST);
                         return;
@@ -570,7 +602,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 start_list(as);
         } else if (as->status == 404) {
                 /* The reflector syncs an empty list, then backs off. */
-                log_error("api source: list: %s: no pods", why.data);
+                report(as, false, false, "list: %s: no pods", why.data);
                 api_store_free(as->store);
                 as->store = strmap_new();
                 push(as);
@@ -578,7 +610,7 @@ static void list_done(struct api_source *as, CURLcode result)
         } else {
                 if (as->status == 401)
                         as->token_stale = 1;
-                log_error("api source: list: %s", why.data);
+                report(as, false, false, "list: %s", why.data);
                 back_off(as, NEXT_LIST);
         }
         buf_free(&why);
@@ -588,6 +620,9 @@ static void watch_done(struct api_source *as, CURLcode result)
 {
         struct buf why = BUF_INIT;
         uint64_t lasted = mono_usec() - as->watch_start;
+
+        if (as->stats)
+                as->stats->watch_restarts++;
 
         if (as->watch_error) {
                 if (as->watch_error_code == 410) {
@@ -601,7 +636,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                 return;
         }
         if (as->status == 0 && result != CURLE_OK) {
-                log_warn("api source: watch: %s", curl_easy_strerror(result));
+                report(as, true, false, "watch: %s", curl_easy_strerror(result));
                 /* A reset or EOF before any answer: the same request again
                  * as if the server had said Retry-After: 1 (client-go). */
                 if ((result == CURLE_RECV_ERROR || result == CURLE_SEND_ERROR ||
@@ -618,7 +653,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                 if (maybe_retry_after(as))
                         return;
                 describe_status(&as->body, as->status, &why);
-                log_error("api source: watch: %s", why.data);
+                report(as, false, false, "watch: %s", why.data);
                 buf_free(&why);
                 if (as->status == 401)
                         as->token_stale = 1;
@@ -634,7 +669,7 @@ static void watch_done(struct api_source *as, CURLcode result)
          * truncated chunk.  Re-watch at once, unless it was a very short
          * watch with no event (a server that accepts and drops). */
         if (lasted < 1000000u && as->watch_events == 0) {
-                log_warn("api source: watch closed at once with no event: backing off");
+                report(as, true, false, "watch closed at once with no event: backing off");
                 back_off(as, NEXT_LIST);
                 return;
         }
@@ -654,8 +689,8 @@ static void on_header_timeout(struct loop_timer *t, void *data)
         curl_loop_remove(as->cl, as->easy);
         curl_easy_cleanup(as->easy);
         as->easy = NULL;
-        log_warn("api source: %s: no response from the server within %llu s", as->phase == PHASE_LIST ? "list" : "watch",
-                 API_RESPONSE_TIMEOUT_USEC / 1000000ull);
+        report(as, true, false, "%s: no response from the server within %llu s",
+               as->phase == PHASE_LIST ? "list" : "watch", API_RESPONSE_TIMEOUT_USEC / 1000000ull);
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
 }
 
@@ -689,6 +724,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->cl = cl;
         as->ch = ch;
         as->kube = *cfg->kube;
+        as->stats = cfg->stats;
         memset(cfg->kube, 0, sizeof(*cfg->kube));
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new();

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "podmux/file_source.h"
+#include "podmux/metrics.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/path.h"
@@ -44,6 +45,7 @@ struct file_source {
         char *path;
         char *node_name;
         uint64_t period;
+        struct source_stats *stats; /* may be NULL */
         struct strmap *store;  /* key -> struct entry* */
         struct strmap *files;  /* file -> key (char*) */
         struct strmap *errors; /* file -> last logged reason (char*) */
@@ -69,7 +71,7 @@ static void entry_free(void *v)
 
 /* Logs a bad file once per distinct reason. */
 static void report_bad(struct file_source *fs, const char *file, const char *reason,
-                       int quiet)
+                       int quiet, bool parse)
 {
         char *prev = strmap_get(fs->errors, file), *copy;
 
@@ -78,6 +80,7 @@ static void report_bad(struct file_source *fs, const char *file, const char *rea
                 return;
         }
         log_error("file \"%s\": %s", file, reason);
+        source_stats_error(fs->stats, parse, "file \"%s\": %s", file, reason);
         copy = strdup(reason);
         if (copy && strmap_put(fs->errors, file, copy, (void **)&prev) == 0)
                 free(prev);
@@ -119,7 +122,7 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         if (r == 0)
                 r = pod_from_json(obj, ret_pod, &err);
         if (r < 0)
-                report_bad(fs, file, err.data ? err.data : "invalid manifest", quiet);
+                report_bad(fs, file, err.data ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
         else
                 clear_bad(fs, file);
 out:
@@ -151,6 +154,7 @@ static void send_store(struct file_source *fs)
                 }
         }
         pod_update_sort(u);
+        source_stats_success(fs->stats, u->n_pods);
         mux_channel_send(fs->ch, u);
 }
 
@@ -236,8 +240,10 @@ static void relist_dir(struct file_source *fs)
         d = opendir(fs->path);
         if (!d) {
                 /* The kubelet lists an unreadable directory as empty. */
-                log_error("file source: cannot read directory \"%s\": %s",
-                          fs->path, ERRNO_STR(errno));
+                int e = errno;
+
+                log_error("file source: cannot read directory \"%s\": %s", fs->path, ERRNO_STR(e));
+                source_stats_error(fs->stats, false, "cannot read directory \"%s\": %s", fs->path, ERRNO_STR(e));
         } else {
                 while ((de = readdir(d))) {
                         if (de->d_name[0] == '.')
@@ -268,9 +274,9 @@ static void relist_dir(struct file_source *fs)
                         /* Vanished since the listing: silent.  A link to
                          * nothing: said once. */
                         if (e != ENOENT)
-                                report_bad(fs, names[i], ERRNO_STR(e), 0);
+                                report_bad(fs, names[i], ERRNO_STR(e), 0, false);
                         else if (lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
-                                report_bad(fs, names[i], "dangling symbolic link: skipped", 0);
+                                report_bad(fs, names[i], "dangling symbolic link: skipped", 0, false);
                         continue;
                 }
                 if (S_ISDIR(st.st_mode)) {
@@ -278,7 +284,7 @@ static void relist_dir(struct file_source *fs)
                         continue;
                 }
                 if (!S_ISREG(st.st_mode)) {
-                        report_bad(fs, names[i], "not a regular file: skipped", 0);
+                        report_bad(fs, names[i], "not a regular file: skipped", 0, false);
                         continue;
                 }
                 if (load_file(fs, names[i], 0, &pod) < 0)
@@ -306,8 +312,10 @@ void file_source_relist(struct file_source *fs)
                         clear_store(fs);
                         send_store(fs);
                 } else {
-                        log_error("file source: cannot stat \"%s\": %s", fs->path,
-                                  ERRNO_STR(errno));
+                        int e = errno;
+
+                        log_error("file source: cannot stat \"%s\": %s", fs->path, ERRNO_STR(e));
+                        source_stats_error(fs->stats, false, "cannot stat \"%s\": %s", fs->path, ERRNO_STR(e));
                 }
                 return;
         }
@@ -354,7 +362,7 @@ static void watch_event_add(struct file_source *fs, const char *file, uint32_t m
         if (stat(file, &st) < 0 || S_ISDIR(st.st_mode))
                 return;
         if (!S_ISREG(st.st_mode)) {
-                report_bad(fs, file, "not a regular file: skipped", 0);
+                report_bad(fs, file, "not a regular file: skipped", 0, false);
                 return;
         }
         if ((mask & IN_CREATE) && st.st_size == 0)
@@ -512,6 +520,7 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->period = cfg->period_usec ? cfg->period_usec : FILE_SOURCE_DEFAULT_PERIOD_USEC;
         fs->path = path_clean(cfg->path);
         fs->node_name = strdup(cfg->node_name);
+        fs->stats = cfg->stats;
         fs->store = strmap_new();
         fs->files = strmap_new();
         fs->errors = strmap_new();

@@ -26,6 +26,7 @@ struct http_source {
         char *url;
         char *url_log;
         char *node_name;
+        struct source_stats *stats; /* may be NULL */
         struct curl_slist *headers;
         uint64_t period;
         uint64_t timeout;
@@ -62,8 +63,9 @@ char *http_redact_url(const char *url)
 
 /* The kubelet logs the first three consecutive failures, says it goes
  * quiet on the fourth, and logs later ones only at high verbosity. */
-static void report_failure(struct http_source *hs, const char *detail)
+static void report_failure(struct http_source *hs, const char *detail, bool parse)
 {
+        source_stats_error(hs->stats, parse, "%s", detail);
         hs->failures++;
         if (hs->failures <= HTTP_SOURCE_LOUD_FAILURES) {
                 log_error("http source \"%s\": %s", hs->url_log, detail);
@@ -77,6 +79,7 @@ static void report_failure(struct http_source *hs, const char *detail)
 
 static void report_success(struct http_source *hs)
 {
+        source_stats_success(hs->stats, METRICS_PODS_UNCHANGED);
         if (hs->failures)
                 log_info("http source \"%s\": succeeded again after %u failure(s)", hs->url_log,
                          hs->failures);
@@ -102,12 +105,13 @@ static void send_pods(struct http_source *hs, json_object *arr)
                 }
                 pod_unref(p);
         }
+        source_stats_success(hs->stats, u->n_pods);
         mux_channel_send(hs->ch, u);
         buf_free(&err);
         return;
 oom:
         buf_free(&err);
-        report_failure(hs, "out of memory building an update");
+        report_failure(hs, "out of memory building an update", false);
 }
 
 static void schedule_next(struct http_source *hs)
@@ -157,7 +161,7 @@ static void handle_body(struct http_source *hs)
         }
         hs->last_ok = 0;
         if (manifest_decode_pods(hs->last_body, hs->last_len, &ctx, &pods, &err) < 0) {
-                report_failure(hs, err.data ? err.data : "invalid manifest");
+                report_failure(hs, err.data ? err.data : "invalid manifest", true);
         } else {
                 hs->last_ok = 1;
                 send_pods(hs, pods);
@@ -178,13 +182,13 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         if (hs->body_too_large || result == CURLE_FILESIZE_EXCEEDED) {
                 buf_printf(&msg, "response body too large (limit %u bytes): ignored",
                            MANIFEST_MAX_BYTES - 1);
-                report_failure(hs, msg.data);
+                report_failure(hs, msg.data, false);
         } else if (result != CURLE_OK) {
                 buf_printf(&msg, "request failed: %s", curl_easy_strerror(result));
-                report_failure(hs, msg.data);
+                report_failure(hs, msg.data, false);
         } else if (status != 200) {
                 buf_printf(&msg, "HTTP status %ld (want 200): keeping the last pods", status);
-                report_failure(hs, msg.data);
+                report_failure(hs, msg.data, false);
         } else {
                 handle_body(hs);
         }
@@ -214,7 +218,7 @@ static void poll_now(struct http_source *hs)
         int r;
 
         if (!e) {
-                report_failure(hs, "cannot create an HTTP request");
+                report_failure(hs, "cannot create an HTTP request", false);
                 schedule_next(hs);
                 return;
         }
@@ -240,7 +244,7 @@ static void poll_now(struct http_source *hs)
         r = curl_loop_add(hs->cl, e, on_done, hs);
         if (r < 0) {
                 curl_easy_cleanup(e);
-                report_failure(hs, "cannot start the HTTP request");
+                report_failure(hs, "cannot start the HTTP request", false);
                 schedule_next(hs);
                 return;
         }
@@ -302,6 +306,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         hs->url = strdup(cfg->url);
         hs->url_log = http_redact_url(cfg->url);
         hs->node_name = strdup(cfg->node_name ? cfg->node_name : "");
+        hs->stats = cfg->stats;
         if (!hs->url || !hs->url_log || !hs->node_name)
                 goto fail;
         for (size_t i = 0; i < cfg->n_headers; i++) {

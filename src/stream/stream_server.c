@@ -53,6 +53,7 @@
 #include "podmux/stream_request.h"
 #include "podmux/stream_server.h"
 #include "podmux/strmap.h"
+#include "podmux/unix_listen.h"
 
 /* How long a consumer being closed (error queued) may take to read it. */
 #define CLOSE_TIMEOUT_USEC (2u * 1000u * 1000u)
@@ -115,13 +116,10 @@ struct stream_server {
         stream_status_fn status_fn;
         void *status_data;
 
-        int fd;
+        struct unix_listener lis;
         struct loop_io *io;
         struct loop_timer *accept_timer;
         struct loop_timer *flush_timer;
-        bool bound; /* we created the socket file: dev/ino say which */
-        dev_t dev;
-        ino_t ino;
 
         uint64_t seq;   /* the last number handed out */
         /* A resume_after below floor may have missed a message no longer
@@ -1002,134 +1000,6 @@ static void flush_all(struct loop_timer *t, void *data)
 
 /* ---- the socket file ----------------------------------------------------- */
 
-/*
- * Creates, binds and listens on srv->path.  A socket file nobody listens on
- * (connect() is refused) is a leftover of a dead daemon and is replaced; a
- * live one, or anything that is not a socket, is left alone.  The mode is
- * set with chmod() between bind() and listen(): no connection can be made
- * before listen(), so the umask never decides who gets in.
- */
-static int socket_open(struct stream_server *srv, mode_t mode, struct buf *err)
-{
-        struct sockaddr_un sa;
-        struct stat st;
-        char *dir = NULL, *slash;
-        int probe = -1, r;
-
-        memset(&sa, 0, sizeof(sa));
-        sa.sun_family = AF_UNIX;
-        if (strlen(srv->path) >= sizeof(sa.sun_path)) {
-                set_err(err, "socket path \"%s\" is longer than %zu bytes",
-                        srv->path, sizeof(sa.sun_path) - 1);
-                return -ENAMETOOLONG;
-        }
-        memcpy(sa.sun_path, srv->path, strlen(srv->path) + 1);
-
-        dir = strdup(srv->path);
-        if (!dir)
-                return -ENOMEM;
-        slash = strrchr(dir, '/');
-        if (!slash) {
-                dir[0] = '.';
-                dir[1] = '\0';
-        } else {
-                slash[slash == dir ? 1 : 0] = '\0';
-        }
-        r = stat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-        if (r < 0) {
-                set_err(err, "socket \"%s\": directory \"%s\": %s", srv->path,
-                        dir, ERRNO_STR(r));
-                goto done;
-        }
-
-        if (lstat(srv->path, &st) == 0) {
-                if (!S_ISSOCK(st.st_mode)) {
-                        r = -EEXIST;
-                        set_err(err, "\"%s\" exists and is not a socket; "
-                                "not replacing it", srv->path);
-                        goto done;
-                }
-                probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-                if (probe < 0) {
-                        r = -errno;
-                        set_err(err, "socket: %s", ERRNO_STR(r));
-                        goto done;
-                }
-                if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
-                    errno == EAGAIN || errno == EINPROGRESS) {
-                        /* EAGAIN: its backlog is full, it is alive. */
-                        r = -EADDRINUSE;
-                        set_err(err, "another podmux is serving on %s", srv->path);
-                        goto done;
-                }
-                if (errno == ECONNREFUSED) {
-                        if (unlink(srv->path) < 0 && errno != ENOENT) {
-                                r = -errno;
-                                set_err(err, "cannot remove stale socket \"%s\": %s",
-                                        srv->path, ERRNO_STR(r));
-                                goto done;
-                        }
-                } else if (errno != ENOENT) {
-                        r = -errno;
-                        set_err(err, "cannot check socket \"%s\": %s", srv->path,
-                                ERRNO_STR(r));
-                        goto done;
-                }
-        } else if (errno != ENOENT) {
-                r = -errno;
-                set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
-                goto done;
-        }
-
-        srv->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (srv->fd < 0) {
-                r = -errno;
-                set_err(err, "socket: %s", ERRNO_STR(r));
-                goto done;
-        }
-        if (bind(srv->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                r = -errno;
-                if (r == -EADDRINUSE)
-                        set_err(err, "another podmux is serving on %s", srv->path);
-                else
-                        set_err(err, "cannot bind socket \"%s\": %s", srv->path,
-                                ERRNO_STR(r));
-                goto done;
-        }
-        if (lstat(srv->path, &st) < 0) {
-                r = -errno;
-                set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
-                goto done;
-        }
-        srv->bound = true;
-        srv->dev = st.st_dev;
-        srv->ino = st.st_ino;
-        if (srv->socket_gid != (gid_t)-1 && chown(srv->path, (uid_t)-1, srv->socket_gid) < 0) {
-                r = -errno;
-                set_err(err, "cannot set group %u on socket \"%s\": %s",
-                        (unsigned)srv->socket_gid, srv->path, ERRNO_STR(r));
-                goto done;
-        }
-        if (chmod(srv->path, mode) < 0) {
-                r = -errno;
-                set_err(err, "cannot set mode %04o on socket \"%s\": %s",
-                        (unsigned)mode, srv->path, ERRNO_STR(r));
-                goto done;
-        }
-        if (listen(srv->fd, SOMAXCONN) < 0) {
-                r = -errno;
-                set_err(err, "cannot listen on socket \"%s\": %s", srv->path,
-                        ERRNO_STR(r));
-                goto done;
-        }
-        r = 0;
-done:
-        if (probe >= 0)
-                close(probe);
-        free(dir);
-        return r;
-}
-
 /* ---- public -------------------------------------------------------------- */
 
 int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
@@ -1145,7 +1015,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv = calloc(1, sizeof(*srv));
         if (!srv)
                 return -ENOMEM;
-        srv->fd = -1;
+        srv->lis.fd = -1;
         srv->loop = loop;
         srv->path = strdup(cfg->socket_path);
         srv->mode_name = strdup(cfg->mode_name ? cfg->mode_name : "incremental");
@@ -1189,11 +1059,12 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         r = loop_timer_new(loop, accept_retry, srv, &srv->accept_timer);
         if (r < 0)
                 goto fail;
-        r = socket_open(srv, cfg->socket_mode ? cfg->socket_mode
-                                              : STREAM_DEFAULT_SOCKET_MODE, err);
+        buf_reset(err);
+        r = unix_listen(srv->path, cfg->socket_mode ? cfg->socket_mode : STREAM_DEFAULT_SOCKET_MODE,
+                        srv->socket_gid, &srv->lis, err);
         if (r < 0)
                 goto fail;
-        r = loop_io_add(loop, srv->fd, EPOLLIN, listener_io, srv, &srv->io);
+        r = loop_io_add(loop, srv->lis.fd, EPOLLIN, listener_io, srv, &srv->io);
         if (r < 0) {
                 set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
                 goto fail;
@@ -1208,7 +1079,6 @@ fail:
 void stream_server_free(struct stream_server *srv)
 {
         struct msg *bye = NULL;
-        struct stat st;
         size_t i;
 
         if (!srv)
@@ -1227,13 +1097,7 @@ void stream_server_free(struct stream_server *srv)
         }
         msg_unref(bye);
         loop_io_free(srv->io);
-        if (srv->fd >= 0)
-                close(srv->fd);
-        /* Remove the file only if it is still the one we made: a second
-         * daemon may have replaced it. */
-        if (srv->bound && lstat(srv->path, &st) == 0 && st.st_dev == srv->dev &&
-            st.st_ino == srv->ino)
-                (void)unlink(srv->path);
+        unix_listener_close(&srv->lis);
         loop_timer_free(srv->flush_timer);
         loop_timer_free(srv->accept_timer);
         for (i = 0; i < srv->hist_len; i++)
@@ -1375,6 +1239,11 @@ size_t stream_server_consumers(const struct stream_server *srv)
 uint64_t stream_server_last_seq(const struct stream_server *srv)
 {
         return srv->seq;
+}
+
+size_t stream_server_plugins(const struct stream_server *srv)
+{
+        return strmap_size(srv->plugins);
 }
 
 uint64_t stream_server_dropped(const struct stream_server *srv)

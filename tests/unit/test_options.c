@@ -174,5 +174,98 @@ START_TEST(test_bad_config_files)
 }
 END_TEST
 
+/* Every flag `podmux run` takes is in --help, and the help entry of each
+ * says its default (or that it is off, or repeatable). */
+START_TEST(test_help_documents_every_flag_with_default)
+{
+        const char *usage = options_usage();
+        const struct option *f;
+        size_t n = 0;
+
+        for (f = options_flags(); f->name; f++, n++) {
+                char want[64];
+                const char *at, *end, *next;
+
+                (void)snprintf(want, sizeof(want), strlen(f->name) == 1 ? "-%s" : "--%s", f->name);
+                if (strcmp(f->name, "hostname-override") == 0)
+                        continue; /* an alias, documented with --node-name */
+                at = strstr(usage, want);
+                ck_assert_msg(at != NULL, "--help does not mention %s", want);
+                if (strcmp(f->name, "help") == 0)
+                        continue;
+                /* The entry runs until the next line that starts a flag. */
+                end = at;
+                for (next = strchr(at, '\n'); next; next = strchr(next + 1, '\n')) {
+                        const char *p = next + 1;
+
+                        while (*p == ' ')
+                                p++;
+                        end = next;
+                        if (*p == '-' || *p == '\n' || *p == '\0')
+                                break;
+                }
+                {
+                        char entry[1024];
+                        size_t len = (size_t)(end - at) < sizeof(entry) - 1 ? (size_t)(end - at) : sizeof(entry) - 1;
+
+                        memcpy(entry, at, len);
+                        entry[len] = '\0';
+                        ck_assert_msg(strstr(entry, "default") || strstr(entry, "repeatable"),
+                                      "--help entry of %s gives no default: \"%s\"", want, entry);
+                }
+        }
+        ck_assert_uint_gt(n, 20);
+}
+END_TEST
+
+START_TEST(test_metrics_address_and_source_conflicts)
+{
+        struct buf err = BUF_INIT;
+        struct {
+                const char *value;
+                const char *ok; /* NULL: refused, with this text in the error */
+                const char *why;
+        } cases[] = {
+                {"/run/podmux/metrics.sock", "/run/podmux/metrics.sock", NULL},
+                {"unix:/tmp/m.sock", "unix:/tmp/m.sock", NULL},
+                {"127.0.0.1:9100", "127.0.0.1:9100", NULL},
+                {"[::1]:9100", "[::1]:9100", NULL},
+                {"localhost:0", "localhost:0", NULL},
+                {"0.0.0.0:9100", NULL, "loopback only"},
+                {"10.1.2.3:9100", NULL, "loopback only"},
+                {"127.0.0.1:99999", NULL, "invalid port"},
+                {"127.0.0.1:", NULL, "invalid port"},
+                {"unix:relative.sock", NULL, "absolute path"},
+                {"9100", NULL, "HOST:PORT"},
+                {"", NULL, "empty"},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct options o;
+                char *argv[] = {"run", "--node-name", "n1", "--metrics-address", (char *)cases[i].value, NULL};
+                int r = parse(&o, &err, argv);
+
+                if (cases[i].ok) {
+                        ck_assert_msg(r == 0, "%s: %s", cases[i].value, err.data ? err.data : "");
+                        ck_assert_str_eq(o.metrics_address, cases[i].ok);
+                        options_free(&o);
+                } else {
+                        ck_assert_int_eq(r, -EINVAL);
+                        ck_assert_ptr_nonnull(strstr(err.data, "--metrics-address"));
+                        ck_assert_msg(strstr(err.data, cases[i].why), "%s: %s", cases[i].value, err.data);
+                }
+        }
+        {
+                struct options o;
+                char *argv[] = {"run", "--node-name", "n1", "--kubeconfig", "/k", "--in-cluster", NULL};
+
+                ck_assert_int_eq(parse(&o, &err, argv), -EINVAL);
+                ck_assert_ptr_nonnull(strstr(err.data, "--in-cluster"));
+        }
+        buf_free(&err);
+}
+END_TEST
+
 UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag,
-          test_kubelet_config_file_and_flag_precedence, test_bad_config_files)
+          test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
+          test_help_documents_every_flag_with_default, test_metrics_address_and_source_conflicts)

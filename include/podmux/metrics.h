@@ -1,0 +1,96 @@
+/*
+ * metrics — the daemon's counters, and their two renderings: Prometheus
+ * text format (the metrics endpoint) and the "sources" member of a status
+ * message (`podmux status`).
+ *
+ * Owns: plain counters, one struct per daemon (no globals), written only
+ * from the loop thread.  The sources record into their source_stats
+ * through a pointer they are given (NULL: not counted), run.c records
+ * updates, merges and plugin events.  Gauges that other modules own
+ * (consumers, plugins registered) are passed in at render time.
+ * Never: logs, or holds anything secret (error texts are the log lines the
+ * sources wrote, which never hold a token or a key).
+ */
+#ifndef PODMUX_METRICS_H
+#define PODMUX_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podmux/buf.h"
+#include "podmux/pod.h"
+
+#define METRICS_ERROR_TEXT 256 /* bytes kept of a source's last error */
+
+/* What one source has done; times are wall-clock microseconds, 0 never. */
+struct source_stats {
+        bool configured;
+        uint64_t last_success;
+        uint64_t last_error_at;
+        char last_error[METRICS_ERROR_TEXT];
+        uint64_t errors;         /* failed polls, lists, watches, reads */
+        uint64_t parse_errors;   /* manifests or objects that did not decode */
+        uint64_t relists;        /* api: lists started */
+        uint64_t watch_restarts; /* api: watches ended and started again */
+        size_t pods;             /* in the source's last delivery */
+};
+
+/* NULL-safe: a source given no stats counts nothing.  pods is the number
+ * delivered, or METRICS_PODS_UNCHANGED (a poll that found no change). */
+#define METRICS_PODS_UNCHANGED ((size_t)-1)
+void source_stats_success(struct source_stats *st, size_t pods);
+/* Records an error (parse: also a parse error); the text is formatted
+ * from fmt and truncated to METRICS_ERROR_TEXT - 1 bytes. */
+void source_stats_error(struct source_stats *st, bool parse, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+enum metrics_source {
+        METRICS_SOURCE_FILE,
+        METRICS_SOURCE_HTTP,
+        METRICS_SOURCE_API,
+        METRICS_SOURCE_ALL, /* "*": merged snapshots */
+        _METRICS_SOURCE_MAX,
+};
+
+/* Merge latency buckets, upper bounds in microseconds (+Inf follows). */
+#define METRICS_MERGE_BUCKETS 14
+
+struct metrics {
+        uint64_t started; /* wall clock */
+        struct source_stats sources[METRICS_SOURCE_API + 1];
+        uint64_t updates[_POD_OP_MAX][_METRICS_SOURCE_MAX];
+        uint64_t update_pods[_POD_OP_MAX][_METRICS_SOURCE_MAX];
+        uint64_t merge_buckets[METRICS_MERGE_BUCKETS + 1];
+        uint64_t merge_count;
+        uint64_t merge_sum_usec;
+        uint64_t plugin_registrations;
+        uint64_t plugin_deregistrations;
+        uint64_t plugin_failures;
+        uint64_t scrapes;
+};
+
+/* What other modules own, read at render time. */
+struct metrics_gauges {
+        size_t consumers;
+        uint64_t consumers_dropped;
+        size_t plugins_registered;
+        uint64_t stream_seq;
+};
+
+void metrics_init(struct metrics *m); /* zeroes, stamps the start time */
+/* "file", "http", "api" -> that source's stats; NULL for anything else. */
+struct source_stats *metrics_source(struct metrics *m, const char *source);
+void metrics_count_update(struct metrics *m, const struct pod_update *u);
+void metrics_observe_merge(struct metrics *m, uint64_t usec);
+/* op: REGISTERED, DEREGISTERED or FAILED (others are ignored). */
+void metrics_count_plugin(struct metrics *m, const char *op);
+
+/* Appends the Prometheus text exposition (format 0.0.4).  0 or -ENOMEM. */
+int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out);
+/* Appends ,"started":...,"sources":[...] for a status message: each
+ * configured source with its last success, last error and counters.
+ * 0 or -ENOMEM. */
+int metrics_render_status(const struct metrics *m, struct buf *out);
+
+#endif

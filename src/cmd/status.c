@@ -1,0 +1,284 @@
+/*
+ * status — `podmux status`: asks the daemon, over its update stream
+ * socket, for one status message ({"request":"status"}, see
+ * stream_request.h) and prints it: the daemon, each source with its last
+ * success and last error, the consumers, the registered plugins.
+ *
+ * A one-shot client: blocking socket with send and receive deadlines, so
+ * a stuck daemon cannot hang it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "podmux/buf.h"
+#include "podmux/cmd.h"
+#include "podmux/json_canon.h"
+#include "podmux/log.h"
+#include "podmux/options.h"
+
+#define STATUS_TIMEOUT_SEC 5
+/* The answer is a few KB; a daemon with thousands of consumers or plugins
+ * stays far below this. */
+#define STATUS_MAX_BYTES (16u * 1024u * 1024u)
+
+static void usage(FILE *f)
+{
+        fputs("Usage: podmux status [--socket PATH] [-o text|json]\n"
+              "\n"
+              "Asks a running `podmux run` for its status and prints it: the\n"
+              "sources with their last success and last error, the consumers of\n"
+              "the update stream, the registered plugins.\n"
+              "\n"
+              "Flags:\n"
+              "  --socket PATH       the stream socket (default $PODMUX_SOCKET, else\n"
+              "                      " OPTIONS_DEFAULT_SOCKET ")\n"
+              "  -o, --output FMT    text (default) or json (the status message as sent)\n"
+              "  -h, --help          this help\n"
+              "\n"
+              "Exit status: 0 on an answer, 1 when the daemon cannot be reached or\n"
+              "refuses, 2 on bad flags.\n",
+              f);
+}
+
+/* Connects, asks, and reads until the server closes.  0 or -errno (err
+ * says what failed). */
+static int fetch(const char *path, struct buf *out, struct buf *err)
+{
+        static const char line[] = "{\"request\":\"status\"}\n";
+        struct timeval tv = {.tv_sec = STATUS_TIMEOUT_SEC};
+        struct sockaddr_un sa;
+        size_t sent = 0;
+        int fd, r = 0;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        if (strlen(path) >= sizeof(sa.sun_path)) {
+                buf_printf(err, "socket path \"%s\" is too long", path);
+                return -ENAMETOOLONG;
+        }
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+            connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                r = -errno;
+                buf_printf(err, "cannot connect to \"%s\": %s", path, ERRNO_STR(r));
+                goto done;
+        }
+        while (sent < sizeof(line) - 1) {
+                ssize_t n = send(fd, line + sent, sizeof(line) - 1 - sent, MSG_NOSIGNAL);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        buf_printf(err, "\"%s\": %s", path, ERRNO_STR(r));
+                        goto done;
+                }
+                sent += (size_t)n;
+        }
+        for (;;) {
+                char chunk[8192];
+                ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        buf_printf(err, "\"%s\": %s", path,
+                                   r == -EAGAIN ? "no answer in time" : ERRNO_STR(r));
+                        goto done;
+                }
+                if (n == 0)
+                        break;
+                if (out->len + (size_t)n > STATUS_MAX_BYTES) {
+                        r = -EFBIG;
+                        buf_printf(err, "\"%s\": the answer is larger than %u bytes", path, STATUS_MAX_BYTES);
+                        goto done;
+                }
+                if ((r = buf_append(out, chunk, (size_t)n)) < 0)
+                        goto done;
+        }
+done:
+        close(fd);
+        return r;
+}
+
+static const char *str(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+static const char *str_or(json_object *o, const char *key, const char *dflt)
+{
+        const char *s = str(o, key);
+
+        return s ? s : dflt;
+}
+
+static json_object *array(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_array) ? v : NULL;
+}
+
+static void print_text(json_object *st)
+{
+        json_object *sources = array(st, "sources"), *consumers = array(st, "consumers"),
+                    *plugins = array(st, "plugins"), *hist = NULL;
+        size_t n;
+
+        printf("podmux %s (pid %s), node %s, mode %s, up since %s\n", str_or(st, "version", "?"),
+               str_or(st, "pid", "?"), str_or(st, "node", "?"), str_or(st, "mode", "?"),
+               str_or(st, "started", "?"));
+        json_object_object_get_ex(st, "history", &hist);
+        printf("stream: last seq %s, history %s message(s) (%s bytes), %zu consumer(s), %s dropped\n",
+               str_or(st, "last_seq", "?"), str_or(hist, "messages", "?"), str_or(hist, "bytes", "?"),
+               consumers ? json_object_array_length(consumers) : 0, str_or(st, "dropped_consumers", "0"));
+        printf("metrics: %s\n", str_or(st, "metrics_address", "off"));
+
+        n = sources ? json_object_array_length(sources) : 0;
+        printf("\nSOURCES (%zu)\n", n);
+        if (n)
+                printf("%-6s %6s  %-20s  %s\n", "NAME", "PODS", "LAST SUCCESS", "LAST ERROR");
+        for (size_t i = 0; i < n; i++) {
+                json_object *s = json_object_array_get_idx(sources, i), *le = NULL;
+
+                json_object_object_get_ex(s, "last_error", &le);
+                printf("%-6s %6s  %-20s  %s%s%s\n", str_or(s, "name", "?"), str_or(s, "pods", "0"),
+                       str_or(s, "last_success", "never"), le ? str_or(le, "time", "") : "none",
+                       le ? " " : "", le ? str_or(le, "message", "") : "");
+                printf("       errors %s, parse errors %s", str_or(s, "errors", "0"), str_or(s, "parse_errors", "0"));
+                if (str(s, "relists"))
+                        printf(", relists %s, watch restarts %s", str(s, "relists"), str_or(s, "watch_restarts", "0"));
+                putchar('\n');
+        }
+
+        n = consumers ? json_object_array_length(consumers) : 0;
+        printf("\nCONSUMERS (%zu)\n", n);
+        if (n)
+                printf("%-8s %-6s %-20s  %-9s %s\n", "PID", "UID", "SINCE", "STATE", "BACKLOG");
+        for (size_t i = 0; i < n; i++) {
+                json_object *c = json_object_array_get_idx(consumers, i);
+
+                printf("%-8s %-6s %-20s  %-9s %s\n", str_or(c, "pid", "?"), str_or(c, "uid", "?"),
+                       str_or(c, "since", "?"), str_or(c, "state", "?"), str_or(c, "backlog", "0"));
+        }
+
+        n = plugins ? json_object_array_length(plugins) : 0;
+        printf("\nPLUGINS (%zu)\n", n);
+        if (n)
+                printf("%-14s %-28s %-10s %s\n", "TYPE", "NAME", "VERSIONS", "ENDPOINT");
+        for (size_t i = 0; i < n; i++) {
+                json_object *p = json_object_array_get_idx(plugins, i), *v = NULL;
+                struct buf vs = BUF_INIT;
+
+                if (json_object_object_get_ex(p, "versions", &v) && json_object_is_type(v, json_type_array))
+                        for (size_t k = 0; k < json_object_array_length(v); k++)
+                                buf_printf(&vs, "%s%s", k ? "," : "",
+                                           json_object_get_string(json_object_array_get_idx(v, k)));
+                printf("%-14s %-28s %-10s %s\n", str_or(p, "type", "?"), str_or(p, "name", "?"),
+                       vs.data ? vs.data : "", str_or(p, "endpoint", "?"));
+                buf_free(&vs);
+        }
+}
+
+int cmd_status(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                {"socket", required_argument, NULL, 's'},
+                {"output", required_argument, NULL, 'o'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
+        };
+        const char *env = getenv("PODMUX_SOCKET"), *path;
+        struct buf in = BUF_INIT, err = BUF_INIT;
+        bool json = false;
+        int c, r, status = 1;
+        char *line, *save = NULL;
+
+        path = env && *env ? env : OPTIONS_DEFAULT_SOCKET;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's':
+                        path = optarg;
+                        break;
+                case 'o':
+                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
+                                fprintf(stderr, "podmux status: -o \"%s\": want text or json\n", optarg);
+                                return 2;
+                        }
+                        json = strcmp(optarg, "json") == 0;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                case ':':
+                        fprintf(stderr, "podmux status: %s needs a value\n", argv[optind - 1]);
+                        usage(stderr);
+                        return 2;
+                default:
+                        fprintf(stderr, "podmux status: unknown flag \"%s\"\n", argv[optind - 1]);
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "podmux status: unexpected argument \"%s\"\n", argv[optind]);
+                usage(stderr);
+                return 2;
+        }
+        r = fetch(path, &in, &err);
+        if (r < 0) {
+                fprintf(stderr, "podmux status: %s\n", err.data ? err.data : ERRNO_STR(r));
+                goto out;
+        }
+        for (line = strtok_r(in.data ? in.data : (char *)"", "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                json_object *o = NULL;
+                const char *type;
+
+                if (json_parse_text(line, strlen(line), &o, NULL) < 0)
+                        continue;
+                type = str(o, "type");
+                if (type && strcmp(type, "error") == 0) {
+                        fprintf(stderr, "podmux status: the daemon refused: %s: %s\n", str_or(o, "reason", "?"),
+                                str_or(o, "message", ""));
+                        json_object_put(o);
+                        goto out;
+                }
+                if (type && strcmp(type, "status") == 0) {
+                        if (json)
+                                printf("%s\n", line);
+                        else
+                                print_text(o);
+                        json_object_put(o);
+                        status = 0;
+                        goto out;
+                }
+                json_object_put(o);
+        }
+        fprintf(stderr, "podmux status: \"%s\" gave no status (is it a podmux older than status?)\n", path);
+out:
+        buf_free(&in);
+        buf_free(&err);
+        return status;
+}

@@ -1,0 +1,290 @@
+/*
+ * metrics — counters and their renderings (see include/podmux/metrics.h).
+ *
+ * Counting costs a few additions per update on the loop thread; a scrape
+ * renders about 4 KB of text.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "podmux/loop.h"
+#include "podmux/metrics.h"
+
+static const uint64_t merge_bounds[METRICS_MERGE_BUCKETS] = {
+        25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
+};
+
+static const char *const source_names[_METRICS_SOURCE_MAX] = {"file", "http", "api", "*"};
+
+void source_stats_success(struct source_stats *st, size_t pods)
+{
+        if (!st)
+                return;
+        st->last_success = wall_usec();
+        if (pods != METRICS_PODS_UNCHANGED)
+                st->pods = pods;
+}
+
+/* Drops a multi-byte character cut by truncation, so the text stays
+ * valid UTF-8 in a status message. */
+static void utf8_trim(char *s)
+{
+        size_t n = strlen(s), i = n, want;
+
+        while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+                i--;
+        if (i == 0 || (unsigned char)s[i - 1] < 0xC0)
+                return;
+        want = (unsigned char)s[i - 1] >= 0xF0 ? 4 : (unsigned char)s[i - 1] >= 0xE0 ? 3 : 2;
+        if (n - (i - 1) < want)
+                s[i - 1] = '\0';
+}
+
+void source_stats_error(struct source_stats *st, bool parse, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (!st)
+                return;
+        st->last_error_at = wall_usec();
+        st->errors++;
+        if (parse)
+                st->parse_errors++;
+        va_start(ap, fmt);
+        n = vsnprintf(st->last_error, sizeof(st->last_error), fmt, ap);
+        va_end(ap);
+        if (n >= (int)sizeof(st->last_error))
+                utf8_trim(st->last_error);
+}
+
+void metrics_init(struct metrics *m)
+{
+        memset(m, 0, sizeof(*m));
+        m->started = wall_usec();
+}
+
+static int source_index(const char *source)
+{
+        for (int i = 0; i < _METRICS_SOURCE_MAX; i++)
+                if (source && strcmp(source, source_names[i]) == 0)
+                        return i;
+        return -1;
+}
+
+struct source_stats *metrics_source(struct metrics *m, const char *source)
+{
+        int i = source_index(source);
+
+        return i >= 0 && i <= METRICS_SOURCE_API ? &m->sources[i] : NULL;
+}
+
+void metrics_count_update(struct metrics *m, const struct pod_update *u)
+{
+        int i = source_index(u->source);
+
+        if (i < 0 || (int)u->op < 0 || u->op >= _POD_OP_MAX)
+                return;
+        m->updates[u->op][i]++;
+        m->update_pods[u->op][i] += u->n_pods;
+}
+
+void metrics_observe_merge(struct metrics *m, uint64_t usec)
+{
+        size_t b = 0;
+
+        while (b < METRICS_MERGE_BUCKETS && usec > merge_bounds[b])
+                b++;
+        m->merge_buckets[b]++;
+        m->merge_count++;
+        m->merge_sum_usec += usec;
+}
+
+void metrics_count_plugin(struct metrics *m, const char *op)
+{
+        if (strcmp(op, "REGISTERED") == 0)
+                m->plugin_registrations++;
+        else if (strcmp(op, "DEREGISTERED") == 0)
+                m->plugin_deregistrations++;
+        else if (strcmp(op, "FAILED") == 0)
+                m->plugin_failures++;
+}
+
+static int help(struct buf *out, const char *name, const char *type, const char *text)
+{
+        return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+/* One sample per configured source of a per-source counter. */
+static int per_source(const struct metrics *m, struct buf *out, const char *name, const char *type,
+                      const char *text, size_t offset, bool is_size)
+{
+        int r = help(out, name, type, text);
+
+        for (int i = 0; i <= METRICS_SOURCE_API && r >= 0; i++) {
+                const char *field = (const char *)&m->sources[i] + offset;
+                uint64_t v = is_size ? (uint64_t) * (const size_t *)field : *(const uint64_t *)field;
+
+                if (m->sources[i].configured)
+                        r = buf_printf(out, "%s{source=\"%s\"} %" PRIu64 "\n", name, source_names[i], v);
+        }
+        return r;
+}
+
+/* A wall time in seconds with microseconds, as Prometheus timestamps are
+ * written in *_timestamp_seconds gauges. */
+static int seconds(struct buf *out, uint64_t usec)
+{
+        return buf_printf(out, "%" PRIu64 ".%06" PRIu64, usec / 1000000u, usec % 1000000u);
+}
+
+int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out)
+{
+        uint64_t cum = 0;
+        int r;
+
+        r = help(out, "podmux_start_time_seconds", "gauge", "Start time of the daemon since the epoch.");
+        if (r >= 0 && (r = buf_puts(out, "podmux_start_time_seconds ")) >= 0 && (r = seconds(out, m->started)) >= 0)
+                r = buf_putc(out, '\n');
+        if (r >= 0)
+                r = help(out, "podmux_updates_total", "counter",
+                         "Update messages sent to consumers, by op and source.");
+        for (int op = 0; op < _POD_OP_MAX && r >= 0; op++)
+                for (int s = 0; s < _METRICS_SOURCE_MAX && r >= 0; s++)
+                        if (m->updates[op][s])
+                                r = buf_printf(out, "podmux_updates_total{op=\"%s\",source=\"%s\"} %" PRIu64 "\n",
+                                               pod_op_to_string((enum pod_op)op), source_names[s], m->updates[op][s]);
+        if (r >= 0)
+                r = help(out, "podmux_update_pods_total", "counter",
+                         "Pods carried by update messages, by op and source.");
+        for (int op = 0; op < _POD_OP_MAX && r >= 0; op++)
+                for (int s = 0; s < _METRICS_SOURCE_MAX && r >= 0; s++)
+                        if (m->updates[op][s])
+                                r = buf_printf(out, "podmux_update_pods_total{op=\"%s\",source=\"%s\"} %" PRIu64 "\n",
+                                               pod_op_to_string((enum pod_op)op), source_names[s],
+                                               m->update_pods[op][s]);
+        if (r >= 0)
+                r = per_source(m, out, "podmux_source_pods", "gauge", "Pods in the source's last delivery.",
+                               offsetof(struct source_stats, pods), true);
+        if (r >= 0)
+                r = per_source(m, out, "podmux_source_errors_total", "counter",
+                               "Failed reads, polls, lists and watches, by source.",
+                               offsetof(struct source_stats, errors), false);
+        if (r >= 0)
+                r = per_source(m, out, "podmux_parse_errors_total", "counter",
+                               "Manifests or objects that could not be decoded, by source.",
+                               offsetof(struct source_stats, parse_errors), false);
+        if (r >= 0)
+                r = help(out, "podmux_source_last_success_timestamp_seconds", "gauge",
+                         "When the source last delivered (0: never).");
+        for (int i = 0; i <= METRICS_SOURCE_API && r >= 0; i++) {
+                if (!m->sources[i].configured)
+                        continue;
+                if ((r = buf_printf(out, "podmux_source_last_success_timestamp_seconds{source=\"%s\"} ",
+                                    source_names[i])) >= 0 &&
+                    (r = seconds(out, m->sources[i].last_success)) >= 0)
+                        r = buf_putc(out, '\n');
+        }
+        if (m->sources[METRICS_SOURCE_API].configured) {
+                if (r >= 0)
+                        r = help(out, "podmux_api_relists_total", "counter", "Lists of the node's pods started.");
+                if (r >= 0)
+                        r = buf_printf(out, "podmux_api_relists_total %" PRIu64 "\n",
+                                       m->sources[METRICS_SOURCE_API].relists);
+                if (r >= 0)
+                        r = help(out, "podmux_api_watch_restarts_total", "counter",
+                                 "Watches that ended (closed, failed or expired) and were started again.");
+                if (r >= 0)
+                        r = buf_printf(out, "podmux_api_watch_restarts_total %" PRIu64 "\n",
+                                       m->sources[METRICS_SOURCE_API].watch_restarts);
+        }
+        if (r >= 0)
+                r = help(out, "podmux_consumers", "gauge", "Open connections on the update stream.");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_consumers %zu\n", g->consumers);
+        if (r >= 0)
+                r = help(out, "podmux_consumers_dropped_total", "counter",
+                         "Consumers cut off because their backlog passed the bound.");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_consumers_dropped_total %" PRIu64 "\n", g->consumers_dropped);
+        if (r >= 0)
+                r = help(out, "podmux_plugins_registered", "gauge", "Plugins registered now.");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_plugins_registered %zu\n", g->plugins_registered);
+        if (r >= 0)
+                r = help(out, "podmux_plugin_registrations_total", "counter", "Plugin registrations that succeeded.");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_plugin_registrations_total %" PRIu64 "\n", m->plugin_registrations);
+        if (r >= 0)
+                r = help(out, "podmux_plugin_deregistrations_total", "counter", "Plugins deregistered.");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_plugin_deregistrations_total %" PRIu64 "\n", m->plugin_deregistrations);
+        if (r >= 0)
+                r = help(out, "podmux_plugin_registration_failures_total", "counter",
+                         "Plugin registrations that failed (GetInfo, validation or the handler).");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_plugin_registration_failures_total %" PRIu64 "\n", m->plugin_failures);
+        if (r >= 0)
+                r = help(out, "podmux_merge_duration_seconds", "histogram",
+                         "Time to merge one source delivery and classify its changes.");
+        for (size_t b = 0; b <= METRICS_MERGE_BUCKETS && r >= 0; b++) {
+                cum += m->merge_buckets[b];
+                if (b == METRICS_MERGE_BUCKETS)
+                        r = buf_printf(out, "podmux_merge_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+                else if ((r = buf_puts(out, "podmux_merge_duration_seconds_bucket{le=\"")) >= 0 &&
+                         (r = seconds(out, merge_bounds[b])) >= 0)
+                        r = buf_printf(out, "\"} %" PRIu64 "\n", cum);
+        }
+        if (r >= 0 && (r = buf_puts(out, "podmux_merge_duration_seconds_sum ")) >= 0 &&
+            (r = seconds(out, m->merge_sum_usec)) >= 0)
+                r = buf_printf(out, "\npodmux_merge_duration_seconds_count %" PRIu64 "\n", m->merge_count);
+        if (r >= 0)
+                r = help(out, "podmux_stream_last_seq", "gauge", "The last sequence number of the update stream.");
+        if (r >= 0)
+                r = buf_printf(out, "podmux_stream_last_seq %" PRIu64 "\n", g->stream_seq);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+int metrics_render_status(const struct metrics *m, struct buf *out)
+{
+        bool first = true;
+        int r;
+
+        if ((r = buf_puts(out, ",\"started\":")) < 0 || (r = buf_json_time(out, m->started)) < 0 ||
+            (r = buf_puts(out, ",\"sources\":[")) < 0)
+                return r;
+        for (int i = 0; i <= METRICS_SOURCE_API; i++) {
+                const struct source_stats *st = &m->sources[i];
+
+                if (!st->configured)
+                        continue;
+                if ((!first && (r = buf_putc(out, ',')) < 0) ||
+                    (r = buf_printf(out, "{\"name\":\"%s\",\"pods\":%zu,\"last_success\":", source_names[i],
+                                    st->pods)) < 0 ||
+                    (r = buf_json_time(out, st->last_success)) < 0 || (r = buf_puts(out, ",\"last_error\":")) < 0)
+                        return r;
+                if (st->last_error_at) {
+                        if ((r = buf_puts(out, "{\"time\":")) < 0 || (r = buf_json_time(out, st->last_error_at)) < 0 ||
+                            (r = buf_puts(out, ",\"message\":")) < 0 ||
+                            (r = buf_json_string(out, st->last_error, strlen(st->last_error))) < 0 ||
+                            (r = buf_putc(out, '}')) < 0)
+                                return r;
+                } else if ((r = buf_puts(out, "null")) < 0) {
+                        return r;
+                }
+                if ((r = buf_printf(out, ",\"errors\":%" PRIu64 ",\"parse_errors\":%" PRIu64, st->errors,
+                                    st->parse_errors)) < 0)
+                        return r;
+                if (i == METRICS_SOURCE_API &&
+                    (r = buf_printf(out, ",\"relists\":%" PRIu64 ",\"watch_restarts\":%" PRIu64, st->relists,
+                                    st->watch_restarts)) < 0)
+                        return r;
+                if ((r = buf_putc(out, '}')) < 0)
+                        return r;
+                first = false;
+        }
+        return buf_putc(out, ']');
+}

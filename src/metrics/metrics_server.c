@@ -1,0 +1,365 @@
+/*
+ * metrics_server — GET /metrics over libmicrohttpd on our loop (see
+ * include/podmux/metrics_server.h).
+ *
+ * We make the listening socket ourselves (a unix socket with the same safe
+ * creation as the update stream, or a TCP socket checked to be loopback)
+ * and hand it over with MHD_OPTION_LISTEN_SOCKET.  libmicrohttpd runs in
+ * "external epoll" mode: its epoll descriptor sits on our loop, and a
+ * timer follows MHD_get_timeout() for idle connections.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "podmux/log.h" /* ERRNO_STR only: this module never logs */
+#include "podmux/metrics_server.h"
+#include "podmux/unix_listen.h"
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct metrics_server {
+        struct loop *loop;
+        struct unix_listener lis; /* unix socket; or just .fd for TCP */
+        struct MHD_Daemon *mhd;
+        struct loop_io *io;
+        struct loop_timer *timer;
+        metrics_render_fn render;
+        void *render_data;
+        char *address;
+};
+
+/* Splits "host:port" / "[v6]:port".  0 or -EINVAL.  host is a copy. */
+static int split_host_port(const char *address, char **ret_host, const char **ret_port)
+{
+        const char *colon;
+        char *host;
+
+        if (address[0] == '[') {
+                const char *end = strchr(address, ']');
+
+                if (!end || end[1] != ':')
+                        return -EINVAL;
+                host = strndup(address + 1, (size_t)(end - address - 1));
+                colon = end + 1;
+        } else {
+                colon = strrchr(address, ':');
+                if (!colon || strchr(address, ':') != colon)
+                        return -EINVAL;
+                host = strndup(address, (size_t)(colon - address));
+        }
+        if (!host)
+                return -ENOMEM;
+        *ret_host = host;
+        *ret_port = colon + 1;
+        return 0;
+}
+
+static bool is_unix(const char *address)
+{
+        return address[0] == '/' || strncmp(address, "unix:", 5) == 0;
+}
+
+static bool sockaddr_is_loopback(const struct sockaddr *sa)
+{
+        if (sa->sa_family == AF_INET)
+                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+        if (sa->sa_family == AF_INET6)
+                return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+        return false;
+}
+
+int metrics_address_check(const char *address, struct buf *err)
+{
+        char *host = NULL, *end;
+        const char *port;
+        unsigned long p;
+        int r;
+
+        if (!address || !address[0]) {
+                buf_puts(err, "empty address");
+                return -EINVAL;
+        }
+        if (is_unix(address)) {
+                const char *path = address[0] == '/' ? address : address + 5;
+
+                if (path[0] != '/') {
+                        buf_printf(err, "\"%s\": a unix socket needs an absolute path", address);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        r = split_host_port(address, &host, &port);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                buf_printf(err, "\"%s\": expected HOST:PORT (loopback) or a unix socket path", address);
+                return -EINVAL;
+        }
+        errno = 0;
+        p = strtoul(port, &end, 10);
+        if (!port[0] || *end || errno || p > 65535) {
+                buf_printf(err, "\"%s\": invalid port \"%s\"", address, port);
+                r = -EINVAL;
+        } else if (strcmp(host, "localhost") != 0 && strcmp(host, "::1") != 0 &&
+                   strncmp(host, "127.", 4) != 0) {
+                buf_printf(err, "\"%s\": the metrics endpoint listens on loopback only (127.0.0.1, ::1, localhost)",
+                           address);
+                r = -EINVAL;
+        }
+        free(host);
+        return r;
+}
+
+/* A loopback TCP listener.  0 or -errno with err set. */
+static int tcp_listen(struct metrics_server *ms, const char *address, struct buf *err)
+{
+        struct addrinfo hints, *res = NULL, *ai;
+        char *host = NULL;
+        const char *port;
+        int r, fd = -1, one = 1;
+
+        r = split_host_port(address, &host, &port);
+        if (r < 0)
+                return r;
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
+        r = getaddrinfo(host, port, &hints, &res);
+        if (r != 0) {
+                buf_printf(err, "metrics address \"%s\": %s", address, gai_strerror(r));
+                r = -EINVAL;
+                goto done;
+        }
+        r = -EADDRNOTAVAIL;
+        for (ai = res; ai; ai = ai->ai_next) {
+                if (!sockaddr_is_loopback(ai->ai_addr))
+                        continue;
+                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+                if (fd < 0) {
+                        r = -errno;
+                        continue;
+                }
+                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
+                        break;
+                r = -errno;
+                close(fd);
+                fd = -1;
+        }
+        if (fd < 0) {
+                buf_printf(err, "metrics address \"%s\": %s", address,
+                           r == -EADDRNOTAVAIL ? "not a loopback address" : ERRNO_STR(r));
+                goto done;
+        }
+        {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                char name[INET6_ADDRSTRLEN] = "?";
+                unsigned port_no = 0;
+
+                if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+                        if (ss.ss_family == AF_INET) {
+                                inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, name, sizeof(name));
+                                port_no = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+                        } else {
+                                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, name, sizeof(name));
+                                port_no = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+                        }
+                }
+                ms->address = malloc(strlen(name) + 16);
+                if (!ms->address) {
+                        close(fd);
+                        r = -ENOMEM;
+                        goto done;
+                }
+                (void)snprintf(ms->address, strlen(name) + 16, ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+                               name, port_no);
+        }
+        ms->lis.fd = fd;
+        r = 0;
+done:
+        if (res)
+                freeaddrinfo(res);
+        free(host);
+        return r;
+}
+
+static enum MHD_Result answer(struct MHD_Connection *conn, unsigned status, const char *text, size_t len,
+                              enum MHD_ResponseMemoryMode mode)
+{
+        struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)text, mode);
+        enum MHD_Result ret;
+
+        if (!resp)
+                return MHD_NO;
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+        ret = MHD_queue_response(conn, status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size,
+                                  void **req_cls)
+{
+        static const char not_found[] = "not found: try /metrics\n";
+        static const char bad_method[] = "only GET and HEAD\n";
+        struct metrics_server *ms = cls;
+        struct buf b = BUF_INIT;
+        enum MHD_Result ret;
+        char *text;
+        size_t len;
+
+        (void)version;
+        (void)upload_data;
+        /* A body is never wanted: refuse it on the first call, before any
+         * of it is read. */
+        if (*upload_size != 0)
+                return MHD_NO;
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+                (void)req_cls;
+                return answer(conn, MHD_HTTP_METHOD_NOT_ALLOWED, bad_method, sizeof(bad_method) - 1,
+                              MHD_RESPMEM_PERSISTENT);
+        }
+        if (strcmp(url, "/metrics") != 0)
+                return answer(conn, MHD_HTTP_NOT_FOUND, not_found, sizeof(not_found) - 1, MHD_RESPMEM_PERSISTENT);
+        if (ms->render(ms->render_data, &b) < 0 || !(text = buf_steal(&b, &len))) {
+                buf_free(&b);
+                return answer(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", 14, MHD_RESPMEM_PERSISTENT);
+        }
+        ret = answer(conn, MHD_HTTP_OK, text, len, MHD_RESPMEM_MUST_FREE);
+        if (ret != MHD_YES)
+                free(text);
+        return ret;
+}
+
+static void rearm(struct metrics_server *ms)
+{
+        MHD_UNSIGNED_LONG_LONG ms_left;
+
+        if (MHD_get_timeout(ms->mhd, &ms_left) == MHD_YES)
+                loop_timer_arm(ms->timer, (uint64_t)ms_left * 1000u);
+        else
+                loop_timer_stop(ms->timer);
+}
+
+static void on_io(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct metrics_server *ms = data;
+
+        (void)io;
+        (void)fd;
+        (void)events;
+        (void)MHD_run(ms->mhd);
+        rearm(ms);
+}
+
+static void on_timer(struct loop_timer *t, void *data)
+{
+        struct metrics_server *ms = data;
+
+        (void)t;
+        (void)MHD_run(ms->mhd);
+        rearm(ms);
+}
+
+int metrics_server_new(struct loop *loop, const struct metrics_server_config *cfg,
+                       struct metrics_server **ret_ms, struct buf *err)
+{
+        struct metrics_server *ms;
+        const union MHD_DaemonInfo *info;
+        int r;
+
+        r = metrics_address_check(cfg->address, err);
+        if (r < 0)
+                return r;
+        ms = calloc(1, sizeof(*ms));
+        if (!ms)
+                return -ENOMEM;
+        ms->loop = loop;
+        ms->lis.fd = -1;
+        ms->render = cfg->render;
+        ms->render_data = cfg->render_data;
+        if (is_unix(cfg->address)) {
+                const char *path = cfg->address[0] == '/' ? cfg->address : cfg->address + 5;
+
+                r = unix_listen(path, cfg->socket_mode ? cfg->socket_mode : 0660, cfg->socket_gid, &ms->lis, err);
+                if (r < 0)
+                        goto fail;
+                ms->address = malloc(strlen(path) + 6);
+                if (!ms->address) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                memcpy(ms->address, "unix:", 5);
+                memcpy(ms->address + 5, path, strlen(path) + 1);
+        } else {
+                r = tcp_listen(ms, cfg->address, err);
+                if (r < 0)
+                        goto fail;
+        }
+        /* No MHD_USE_ERROR_LOG: the library would write to stderr, past
+         * our log format. */
+        ms->mhd = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, ms, MHD_OPTION_LISTEN_SOCKET,
+                                   ms->lis.fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_MAX_CONNECTIONS,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_CONNECTION_TIMEOUT_SEC,
+                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32u * 1024u), MHD_OPTION_END);
+        if (!ms->mhd) {
+                buf_printf(err, "metrics endpoint \"%s\": libmicrohttpd could not start", cfg->address);
+                r = -EIO;
+                goto fail;
+        }
+        info = MHD_get_daemon_info(ms->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info) {
+                buf_printf(err, "metrics endpoint \"%s\": libmicrohttpd has no epoll descriptor", cfg->address);
+                r = -EIO;
+                goto fail;
+        }
+        if ((r = loop_timer_new(loop, on_timer, ms, &ms->timer)) < 0 ||
+            (r = loop_io_add(loop, info->epoll_fd, EPOLLIN, on_io, ms, &ms->io)) < 0) {
+                buf_printf(err, "metrics endpoint \"%s\": %s", cfg->address, ERRNO_STR(r));
+                goto fail;
+        }
+        *ret_ms = ms;
+        return 0;
+fail:
+        metrics_server_free(ms);
+        return r;
+}
+
+const char *metrics_server_address(const struct metrics_server *ms)
+{
+        return ms->address;
+}
+
+void metrics_server_free(struct metrics_server *ms)
+{
+        if (!ms)
+                return;
+        loop_io_free(ms->io);
+        loop_timer_free(ms->timer);
+        /* MHD_stop_daemon closes the listening socket it was given. */
+        if (ms->mhd) {
+                MHD_stop_daemon(ms->mhd);
+                ms->lis.fd = -1;
+        }
+        if (ms->lis.path)
+                unix_listener_close(&ms->lis);
+        else if (ms->lis.fd >= 0)
+                close(ms->lis.fd);
+        free(ms->address);
+        free(ms);
+}

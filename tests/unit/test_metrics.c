@@ -1,0 +1,165 @@
+/* Unit tests: metrics counters, the Prometheus text and the status members. */
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "podmux/json_canon.h"
+#include "podmux/metrics.h"
+#include "unit.h"
+
+static struct pod_update *update(enum pod_op op, const char *source, size_t n_pods)
+{
+        struct pod_update *u = pod_update_new(op, source);
+
+        ck_assert_ptr_nonnull(u);
+        u->n_pods = n_pods; /* counted only; never rendered here */
+        return u;
+}
+
+static void count(struct metrics *m, enum pod_op op, const char *source, size_t n_pods)
+{
+        struct pod_update *u = update(op, source, n_pods);
+
+        metrics_count_update(m, u);
+        u->n_pods = 0;
+        pod_update_free(u);
+}
+
+static void has_line(const struct buf *b, const char *line)
+{
+        char want[512];
+
+        (void)snprintf(want, sizeof(want), "\n%s\n", line);
+        ck_assert_msg(strstr(b->data, want) != NULL, "no line \"%s\" in:\n%s", line, b->data);
+}
+
+START_TEST(test_render_counts_updates_sources_plugins)
+{
+        struct metrics m;
+        struct metrics_gauges g = {.consumers = 3, .consumers_dropped = 2, .plugins_registered = 1, .stream_seq = 99};
+        struct buf b = BUF_INIT;
+
+        metrics_init(&m);
+        metrics_source(&m, "file")->configured = true;
+        metrics_source(&m, "api")->configured = true;
+        ck_assert_ptr_null(metrics_source(&m, "*"));
+        ck_assert_ptr_null(metrics_source(&m, "nope"));
+        count(&m, POD_OP_ADD, "file", 2);
+        count(&m, POD_OP_ADD, "file", 1);
+        count(&m, POD_OP_UPDATE, "api", 5);
+        count(&m, POD_OP_SET, "*", 7);
+        count(&m, POD_OP_ADD, "bogus", 1); /* not a source: ignored */
+        source_stats_success(metrics_source(&m, "file"), 3);
+        source_stats_success(metrics_source(&m, "file"), METRICS_PODS_UNCHANGED);
+        source_stats_error(metrics_source(&m, "file"), true, "file \"%s\": bad", "/x.yaml");
+        source_stats_error(metrics_source(&m, "api"), false, "list: 500");
+        metrics_source(&m, "api")->relists = 4;
+        metrics_source(&m, "api")->watch_restarts = 6;
+        metrics_count_plugin(&m, "REGISTERED");
+        metrics_count_plugin(&m, "REGISTERED");
+        metrics_count_plugin(&m, "FAILED");
+        metrics_count_plugin(&m, "DEREGISTERED");
+        metrics_count_plugin(&m, "OTHER");
+        ck_assert_int_eq(metrics_render(&m, &g, &b), 0);
+        has_line(&b, "podmux_updates_total{op=\"ADD\",source=\"file\"} 2");
+        has_line(&b, "podmux_update_pods_total{op=\"ADD\",source=\"file\"} 3");
+        has_line(&b, "podmux_updates_total{op=\"UPDATE\",source=\"api\"} 1");
+        has_line(&b, "podmux_updates_total{op=\"SET\",source=\"*\"} 1");
+        has_line(&b, "podmux_source_pods{source=\"file\"} 3");
+        has_line(&b, "podmux_parse_errors_total{source=\"file\"} 1");
+        has_line(&b, "podmux_parse_errors_total{source=\"api\"} 0");
+        has_line(&b, "podmux_source_errors_total{source=\"api\"} 1");
+        has_line(&b, "podmux_api_relists_total 4");
+        has_line(&b, "podmux_api_watch_restarts_total 6");
+        has_line(&b, "podmux_consumers 3");
+        has_line(&b, "podmux_consumers_dropped_total 2");
+        has_line(&b, "podmux_plugins_registered 1");
+        has_line(&b, "podmux_plugin_registrations_total 2");
+        has_line(&b, "podmux_plugin_registration_failures_total 1");
+        has_line(&b, "podmux_plugin_deregistrations_total 1");
+        has_line(&b, "podmux_stream_last_seq 99");
+        /* A source not configured has no samples. */
+        ck_assert_ptr_null(strstr(b.data, "source=\"http\""));
+        /* Every family is announced once, with HELP before TYPE. */
+        ck_assert_ptr_nonnull(strstr(b.data, "# HELP podmux_updates_total "));
+        ck_assert_ptr_nonnull(strstr(b.data, "# TYPE podmux_updates_total counter\n"));
+        ck_assert_ptr_null(strstr(strstr(b.data, "# TYPE podmux_updates_total") + 1, "# TYPE podmux_updates_total "));
+        buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_merge_histogram_is_cumulative)
+{
+        struct metrics m;
+        struct metrics_gauges g = {0};
+        struct buf b = BUF_INIT;
+
+        metrics_init(&m);
+        metrics_observe_merge(&m, 10);      /* <= 25 us */
+        metrics_observe_merge(&m, 25);      /* <= 25 us: bounds are inclusive */
+        metrics_observe_merge(&m, 700);     /* <= 1 ms */
+        metrics_observe_merge(&m, 5000000); /* above every bound */
+        ck_assert_int_eq(metrics_render(&m, &g, &b), 0);
+        has_line(&b, "podmux_merge_duration_seconds_bucket{le=\"0.000025\"} 2");
+        has_line(&b, "podmux_merge_duration_seconds_bucket{le=\"0.000500\"} 2");
+        has_line(&b, "podmux_merge_duration_seconds_bucket{le=\"0.001000\"} 3");
+        has_line(&b, "podmux_merge_duration_seconds_bucket{le=\"1.000000\"} 3");
+        has_line(&b, "podmux_merge_duration_seconds_bucket{le=\"+Inf\"} 4");
+        has_line(&b, "podmux_merge_duration_seconds_count 4");
+        has_line(&b, "podmux_merge_duration_seconds_sum 5.000735");
+        buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_status_members_are_json)
+{
+        struct metrics m;
+        struct buf b = BUF_INIT;
+        json_object *o = NULL, *sources, *s0, *s1, *v;
+        char long_text[METRICS_ERROR_TEXT * 2];
+        size_t i;
+
+        metrics_init(&m);
+        metrics_source(&m, "http")->configured = true;
+        metrics_source(&m, "api")->configured = true;
+        /* An error text cut in the middle of a two-byte character must
+         * still be valid UTF-8. */
+        long_text[0] = 'x';
+        for (i = 1; i + 2 < sizeof(long_text); i += 2) {
+                long_text[i] = (char)0xC3;
+                long_text[i + 1] = (char)0xA9; /* é */
+        }
+        long_text[i] = '\0';
+        source_stats_error(metrics_source(&m, "http"), true, "%s", long_text);
+        ck_assert_uint_lt(strlen(metrics_source(&m, "http")->last_error), METRICS_ERROR_TEXT);
+        source_stats_success(metrics_source(&m, "api"), 4);
+        ck_assert_int_eq(buf_puts(&b, "{\"x\":1"), 0);
+        ck_assert_int_eq(metrics_render_status(&m, &b), 0);
+        ck_assert_int_eq(buf_putc(&b, '}'), 0);
+        ck_assert_msg(json_parse_text(b.data, b.len, &o, NULL) == 0, "not JSON: %s", b.data);
+        ck_assert(json_object_object_get_ex(o, "sources", &sources));
+        ck_assert_uint_eq(json_object_array_length(sources), 2);
+        s0 = json_object_array_get_idx(sources, 0);
+        s1 = json_object_array_get_idx(sources, 1);
+        ck_assert(json_object_object_get_ex(s0, "name", &v));
+        ck_assert_str_eq(json_object_get_string(v), "http");
+        ck_assert(json_object_object_get_ex(s0, "last_success", &v));
+        ck_assert(json_object_is_type(v, json_type_null));
+        ck_assert(json_object_object_get_ex(s0, "parse_errors", &v));
+        ck_assert_int_eq(json_object_get_int(v), 1);
+        ck_assert(json_object_object_get_ex(s0, "last_error", &v));
+        ck_assert(json_object_object_get_ex(v, "message", &v));
+        ck_assert_int_eq(json_object_get_string(v)[0], 'x');
+        ck_assert(json_object_object_get_ex(s1, "pods", &v));
+        ck_assert_int_eq(json_object_get_int(v), 4);
+        ck_assert(json_object_object_get_ex(s1, "last_error", &v));
+        ck_assert(json_object_is_type(v, json_type_null));
+        ck_assert(json_object_object_get_ex(s1, "watch_restarts", &v));
+        json_object_put(o);
+        buf_free(&b);
+}
+END_TEST
+
+UNIT_MAIN(test_render_counts_updates_sources_plugins, test_merge_histogram_is_cumulative,
+          test_status_members_are_json)
