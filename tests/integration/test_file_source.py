@@ -710,6 +710,38 @@ def _(t):
     c.assert_kept([db])
 
 
+@test("symlink policy (the kubelet's): a link to a file outside the "
+      "directory is followed; a link to a directory outside is not recursed "
+      "into; links to a device or a FIFO outside are skipped with a log line "
+      "and never block or exhaust the daemon; a link loop is reported")
+def _(t):
+    m = t.mkdir("manifests")
+    out = t.mkdir("outside")
+    write_file(os.path.join(out, "far.yaml"), pod_yaml("far"))
+    os.symlink(os.path.join(out, "far.yaml"), os.path.join(m, "far.yaml"))
+    os.mkdir(os.path.join(out, "dir"))
+    write_file(os.path.join(out, "dir", "inner.yaml"), pod_yaml("inner"))
+    os.symlink(os.path.join(out, "dir"), os.path.join(m, "dir.yaml"))
+    zero = os.path.join(m, "zero.yaml")
+    os.symlink("/dev/zero", zero)
+    fifo = os.path.join(out, "pipe")
+    os.mkfifo(fifo)
+    os.symlink(fifo, os.path.join(m, "pipe.yaml"))
+    loop = os.path.join(m, "loop.yaml")
+    os.symlink(loop, loop)
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    pr = Probe(t, m)
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state([pn("far"), pn("probe"), pn("web")])
+    d.wait_file_error(zero, levels=("error", "warn"))
+    d.wait_file_error(os.path.join(m, "pipe.yaml"), levels=("error", "warn"))
+    d.wait_file_error(loop, levels=("error", "warn"))
+    pr.barrier(c)
+    c.assert_never_named([pn("inner")])
+    d.assert_alive()
+
+
 @test("manifest moved out of the directory: REMOVE; moved back in: ADD "
       "with the same uid (same node, path and content)")
 def _(t):
