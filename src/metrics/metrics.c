@@ -118,6 +118,14 @@ static int help(struct buf *out, const char *name, const char *type, const char 
         return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
+/* A family with one unlabelled sample. */
+static int single(struct buf *out, const char *name, const char *type, const char *text, uint64_t v)
+{
+        int r = help(out, name, type, text);
+
+        return r < 0 ? r : buf_printf(out, "%s %" PRIu64 "\n", name, v);
+}
+
 /* One sample per configured source of a per-source counter. */
 static int per_source(const struct metrics *m, struct buf *out, const char *name, const char *type,
                       const char *text, size_t offset, bool is_size)
@@ -190,43 +198,29 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
         }
         if (m->sources[METRICS_SOURCE_API].configured) {
                 if (r >= 0)
-                        r = help(out, "podmux_api_relists_total", "counter", "Lists of the node's pods started.");
+                        r = single(out, "podmux_api_relists_total", "counter", "Lists of the node's pods started.",
+                                   m->sources[METRICS_SOURCE_API].relists);
                 if (r >= 0)
-                        r = buf_printf(out, "podmux_api_relists_total %" PRIu64 "\n",
-                                       m->sources[METRICS_SOURCE_API].relists);
-                if (r >= 0)
-                        r = help(out, "podmux_api_watch_restarts_total", "counter",
-                                 "Watches that ended (closed, failed or expired) and were started again.");
-                if (r >= 0)
-                        r = buf_printf(out, "podmux_api_watch_restarts_total %" PRIu64 "\n",
-                                       m->sources[METRICS_SOURCE_API].watch_restarts);
+                        r = single(out, "podmux_api_watch_restarts_total", "counter",
+                                   "Watches that ended (closed, failed or expired) and were started again.",
+                                   m->sources[METRICS_SOURCE_API].watch_restarts);
         }
         if (r >= 0)
-                r = help(out, "podmux_consumers", "gauge", "Open connections on the update stream.");
+                r = single(out, "podmux_consumers", "gauge", "Open connections on the update stream.", g->consumers);
         if (r >= 0)
-                r = buf_printf(out, "podmux_consumers %zu\n", g->consumers);
+                r = single(out, "podmux_consumers_dropped_total", "counter",
+                           "Consumers cut off because their backlog passed the bound.", g->consumers_dropped);
         if (r >= 0)
-                r = help(out, "podmux_consumers_dropped_total", "counter",
-                         "Consumers cut off because their backlog passed the bound.");
+                r = single(out, "podmux_plugins_registered", "gauge", "Plugins registered now.", g->plugins_registered);
         if (r >= 0)
-                r = buf_printf(out, "podmux_consumers_dropped_total %" PRIu64 "\n", g->consumers_dropped);
+                r = single(out, "podmux_plugin_registrations_total", "counter", "Plugin registrations that succeeded.",
+                           m->plugin_registrations);
         if (r >= 0)
-                r = help(out, "podmux_plugins_registered", "gauge", "Plugins registered now.");
+                r = single(out, "podmux_plugin_deregistrations_total", "counter", "Plugins deregistered.",
+                           m->plugin_deregistrations);
         if (r >= 0)
-                r = buf_printf(out, "podmux_plugins_registered %zu\n", g->plugins_registered);
-        if (r >= 0)
-                r = help(out, "podmux_plugin_registrations_total", "counter", "Plugin registrations that succeeded.");
-        if (r >= 0)
-                r = buf_printf(out, "podmux_plugin_registrations_total %" PRIu64 "\n", m->plugin_registrations);
-        if (r >= 0)
-                r = help(out, "podmux_plugin_deregistrations_total", "counter", "Plugins deregistered.");
-        if (r >= 0)
-                r = buf_printf(out, "podmux_plugin_deregistrations_total %" PRIu64 "\n", m->plugin_deregistrations);
-        if (r >= 0)
-                r = help(out, "podmux_plugin_registration_failures_total", "counter",
-                         "Plugin registrations that failed (GetInfo, validation or the handler).");
-        if (r >= 0)
-                r = buf_printf(out, "podmux_plugin_registration_failures_total %" PRIu64 "\n", m->plugin_failures);
+                r = single(out, "podmux_plugin_registration_failures_total", "counter",
+                           "Plugin registrations that failed (GetInfo, validation or the handler).", m->plugin_failures);
         if (r >= 0)
                 r = help(out, "podmux_merge_duration_seconds", "histogram",
                          "Time to merge one source delivery and classify its changes.");
@@ -242,9 +236,8 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
             (r = seconds(out, m->merge_sum_usec)) >= 0)
                 r = buf_printf(out, "\npodmux_merge_duration_seconds_count %" PRIu64 "\n", m->merge_count);
         if (r >= 0)
-                r = help(out, "podmux_stream_last_seq", "gauge", "The last sequence number of the update stream.");
-        if (r >= 0)
-                r = buf_printf(out, "podmux_stream_last_seq %" PRIu64 "\n", g->stream_seq);
+                r = single(out, "podmux_stream_last_seq", "gauge", "The last sequence number of the update stream.",
+                           g->stream_seq);
         return r < 0 ? -ENOMEM : 0;
 }
 
