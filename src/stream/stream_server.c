@@ -306,12 +306,16 @@ static int push_plugins(struct consumer *c)
         return r;
 }
 
-static int msg_synced(struct stream_server *srv, struct msg **ret_msg)
+/* resumed: what came before was a replay of the history (true) or the
+ * full current state (false), so a client that asked to resume knows
+ * which it got. */
+static int msg_synced(struct stream_server *srv, bool resumed, struct msg **ret_msg)
 {
         struct buf b = BUF_INIT;
         uint64_t seq = srv->seq + 1;
 
-        if (buf_printf(&b, "{\"type\":\"synced\",\"seq\":%" PRIu64 "}", seq) < 0) {
+        if (buf_printf(&b, "{\"type\":\"synced\",\"seq\":%" PRIu64 ",\"resumed\":%s}", seq,
+                       resumed ? "true" : "false") < 0) {
                 buf_free(&b);
                 return -ENOMEM;
         }
@@ -528,6 +532,13 @@ static int consumer_push_built(struct consumer *c, int build_r, struct msg *m)
  * the error is written, or after CLOSE_TIMEOUT_USEC.  The error is queued
  * past any backlog bound, so the queue may exceed it by that one message.
  * If the error cannot be built, c is still closed once its queue drains.
+ *
+ * The queue ahead of the error is not dropped: the error's number is past
+ * every queued message, and a client resumes after the last number it
+ * read, so dropping them would lose them.  A client that has stopped
+ * reading altogether therefore may not get the error before the close
+ * timeout: it sees the end of the stream (maybe after a partial line) and
+ * resumes after the last whole message, losing nothing.
  */
 static void consumer_fail(struct consumer *c, const char *reason,
                           const char *message)
@@ -642,12 +653,13 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
         struct pod_update **ups = NULL;
         size_t n_ups = 0, i;
         struct msg *m = NULL;
+        bool replay = have_resume && n >= srv->floor && n <= srv->seq;
         int r = 0;
 
         loop_timer_stop(c->timer);
         free(c->line);
         c->line = NULL;
-        if (have_resume && n >= srv->floor && n <= srv->seq) {
+        if (replay) {
                 for (i = 0; i < srv->hist_len; i++) {
                         struct msg *h = srv->hist[(srv->hist_head + i) % srv->hist_cap];
 
@@ -682,13 +694,13 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
                         return 0;
                 }
         }
-        if (!(have_resume && n >= srv->floor && n <= srv->seq)) {
+        if (!replay) {
                 r = push_plugins(c);
                 if (r < 0)
                         return r;
         }
         m = NULL;
-        r = msg_synced(srv, &m);
+        r = msg_synced(srv, replay, &m);
         r = consumer_push_built(c, r, m);
         if (r < 0)
                 return r;

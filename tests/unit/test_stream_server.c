@@ -449,6 +449,17 @@ static void assert_seq_increasing(const struct client *c, size_t from)
 
 /* ---- tests --------------------------------------------------------------- */
 
+/* The "resumed" member of the synced line at index i. */
+static bool synced_resumed(struct client *c, size_t i)
+{
+        json_object *v = NULL;
+
+        ck_assert_str_eq(line_type(c, i), "synced");
+        ck_assert(json_object_object_get_ex(c->lines[i].obj, "resumed", &v));
+        ck_assert(json_object_is_type(v, json_type_boolean));
+        return json_object_get_boolean(v);
+}
+
 START_TEST(test_hello_fields)
 {
         struct env e;
@@ -478,7 +489,14 @@ START_TEST(test_hello_fields)
         client_puts(&e, c, "{}\n");
         DRIVE_UNTIL(&e, has_type(c, "synced"));
         ck_assert_uint_eq(c->n_lines, 2);
-        ck_assert_int_eq(json_object_object_length(c->lines[1].obj), 2);
+        ck_assert_int_eq(json_object_object_length(c->lines[1].obj), 3);
+        {
+                json_object *v = NULL;
+
+                /* Not a replay: what came before synced was the state. */
+                ck_assert(json_object_object_get_ex(c->lines[1].obj, "resumed", &v));
+                ck_assert(json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v));
+        }
         ck_assert_uint_gt(line_seq(c, 1), line_seq(c, 0));
         ck_assert_uint_eq(line_seq(c, 1), stream_server_last_seq(e.srv));
         ck_assert_uint_eq(stream_server_consumers(e.srv), 1);
@@ -577,6 +595,7 @@ START_TEST(test_resume_within_history)
                 ck_assert_str_eq(b->lines[1 + i].text, a->lines[from + i].text);
         ck_assert_str_eq(line_type(b, 4), "synced");
         ck_assert_uint_gt(line_seq(b, 4), line_seq(b, 0));
+        ck_assert(synced_resumed(b, 4));
 
         /* From the middle: only what came after. */
         (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", b1);
@@ -689,6 +708,7 @@ START_TEST(test_resume_from_the_future_or_another_run)
         b = client_synced(&e, line);
         ck_assert_uint_eq(e.mock.calls, 2);
         ck_assert_uint_eq(count_type(b, "pods"), 0); /* the mock state is empty */
+        ck_assert(!synced_resumed(b, b->n_lines - 1)); /* a state, not a replay */
 
         /* An earlier run's number: older than this run's start. */
         (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n",
@@ -702,6 +722,7 @@ START_TEST(test_resume_from_the_future_or_another_run)
         d = client_synced(&e, line);
         ck_assert_uint_eq(e.mock.calls, 3);
         ck_assert_uint_eq(d->n_lines, 2);
+        ck_assert(synced_resumed(d, 1)); /* an empty replay */
         (void)c;
         env_done(&e);
 }
