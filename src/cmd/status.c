@@ -77,11 +77,16 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
                 buf_printf(err, "cannot connect to \"%s\": %s", path, ERRNO_STR(r));
                 goto done;
         }
+        /* A daemon that refuses (Forbidden, TooManyConsumers) writes its
+         * error and closes without reading: the send may then fail with
+         * EPIPE, and the answer is still there to read. */
         while (sent < sizeof(line) - 1) {
                 ssize_t n = send(fd, line + sent, sizeof(line) - 1 - sent, MSG_NOSIGNAL);
 
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+                        break;
                 if (n < 0) {
                         r = -errno;
                         buf_printf(err, "\"%s\": %s", path, ERRNO_STR(r));
@@ -95,6 +100,10 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
 
                 if (n < 0 && errno == EINTR)
                         continue;
+                /* Closed with our request unread: a reset, after which
+                 * what was read is all there is. */
+                if (n < 0 && errno == ECONNRESET && out->len > 0)
+                        break;
                 if (n < 0) {
                         r = -errno;
                         buf_printf(err, "\"%s\": %s", path,
