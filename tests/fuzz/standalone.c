@@ -144,6 +144,19 @@ static int read_all(const char *path, uint8_t **ret, size_t *ret_len)
         return 0;
 }
 
+/* "corpus/x" for ".../corpus/x": short TAP lines that still say where. */
+static const char *short_name(const char *path)
+{
+        const char *last = strrchr(path, '/');
+
+        if (!last)
+                return path;
+        for (const char *p = last - 1; p >= path; p--)
+                if (*p == '/')
+                        return p + 1;
+        return path;
+}
+
 int main(int argc, char **argv)
 {
         struct list files = {0};
@@ -181,7 +194,8 @@ int main(int argc, char **argv)
                 int r = read_all(files.v[i], &data, &len);
 
                 if (r < 0) {
-                        printf("not ok %zu - %s: cannot read (%s)\n", i + 1, files.v[i], strerror(-r));
+                        printf("not ok %zu - %s: cannot read (%s)\n", i + 1, short_name(files.v[i]),
+                               strerror(-r));
                         status = 1;
                         continue;
                 }
@@ -189,7 +203,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "# running %s\n", files.v[i]);
                 LLVMFuzzerTestOneInput(data, len);
                 free(data);
-                printf("ok %zu - %s (%zu bytes)\n", i + 1, files.v[i], len);
+                printf("ok %zu - %s (%zu bytes)\n", i + 1, short_name(files.v[i]), len);
                 fflush(stdout);
         }
         for (size_t i = 0; i < files.n; i++)
