@@ -35,8 +35,13 @@ int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
-/* Appends s (n bytes) as a JSON string literal, quotes included. */
+/* Appends s (n bytes) as a JSON string literal, quotes included.  The
+ * literal is always valid UTF-8: a byte of s that is not part of a
+ * well-formed sequence is written as \ufffd (as Go's encoding/json does). */
 int buf_json_string(struct buf *b, const char *s, size_t n);
+/* Appends JSON text s (n bytes) as json-c writes it — bytes >= 0x80 only
+ * inside strings — with the same replacement, so it is valid UTF-8 too. */
+int buf_json_text(struct buf *b, const char *s, size_t n);
 /* Appends a wall-clock time (microseconds since the epoch) as a quoted
  * RFC 3339 UTC string to the second, or null for 0 ("never"). */
 int buf_json_time(struct buf *b, uint64_t wall_usec);

@@ -54,4 +54,20 @@ int grpc_call_start(struct loop *loop, struct curl_loop *cl, const struct grpc_c
 /* Cancels without calling back.  NULL-safe. */
 void grpc_call_cancel(struct grpc_call *call);
 
+/*
+ * The pure parts of a reply, kept apart from the I/O so that every byte a
+ * plugin controls can be fuzzed (tests/fuzz/).
+ *
+ * grpc_unframe: a unary reply body must be exactly one uncompressed
+ * length-prefixed message.  0 with *ret_msg and *ret_len pointing into data;
+ * -EBADMSG with *ret_why a static sentence.
+ *
+ * grpc_message_decode: a grpc-message value s[0..n) is percent-encoded
+ * UTF-8 ("%XX"; anything else is kept as is).  0 and a new NUL-terminated
+ * string in *ret (caller frees; a "%00" ends it early); -ENOMEM.
+ */
+int grpc_unframe(const uint8_t *data, size_t len, const uint8_t **ret_msg, size_t *ret_len,
+                 const char **ret_why);
+int grpc_message_decode(const char *s, size_t n, char **ret);
+
 #endif

@@ -310,7 +310,8 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 buf_puts(&e, "not a mapping");
                 r = -EINVAL;
         }
-        if (r == 0 && (!json_object_object_get_ex(cfg, "kind", &v) ||
+        /* kind: null decodes to a NULL object: check the type first. */
+        if (r == 0 && (!json_object_object_get_ex(cfg, "kind", &v) || !json_object_is_type(v, json_type_string) ||
                        strcmp(json_object_get_string(v), "KubeletConfiguration") != 0)) {
                 buf_puts(&e, "kind must be KubeletConfiguration");
                 r = -EINVAL;
@@ -330,8 +331,9 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 uint64_t us;                                                            \
                 if (!json_object_is_type(v, json_type_string) ||                        \
                     duration_parse(json_object_get_string(v), &us) < 0 || us == 0) {   \
-                        buf_printf(err, "--config \"%s\": %s: invalid duration \"%s\"", \
-                                   o->config_file, key, json_object_get_string(v));     \
+                        buf_printf(err, "--config \"%s\": %s: invalid duration %s",   \
+                                   o->config_file, key,                                 \
+                                   json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE)); \
                         r = -EINVAL;                                                    \
                         goto out;                                                       \
                 }                                                                       \
@@ -361,9 +363,19 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                                 goto out;
                         }
                         for (size_t i = 0; i < n; i++) {
-                                const char *s = json_object_get_string(json_object_array_get_idx(vals, i));
+                                json_object *s = json_object_array_get_idx(vals, i);
 
-                                if ((r = add_header(o, name, strlen(name), s, strlen(s))) < 0)
+                                /* []string, as the kubelet decodes it: a
+                                 * null (a NULL object) or a number is an
+                                 * error, not a value. */
+                                if (!json_object_is_type(s, json_type_string)) {
+                                        buf_printf(err, "--config \"%s\": staticPodURLHeader.%s must be a list of strings",
+                                                   o->config_file, name);
+                                        r = -EINVAL;
+                                        goto out;
+                                }
+                                if ((r = add_header(o, name, strlen(name), json_object_get_string(s),
+                                                    (size_t)json_object_get_string_len(s))) < 0)
                                         goto out;
                         }
                 }

@@ -224,11 +224,14 @@ static void pod_free(struct pod *p)
 
 static int put_member(struct buf *b, bool *first, const char *key, json_object *v)
 {
+        const char *json = json_object_to_json_string_ext(v, JSON_FLAGS);
+
         if (!*first && buf_putc(b, ',') < 0)
                 return -ENOMEM;
         *first = false;
-        if (buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0 ||
-            buf_puts(b, json_object_to_json_string_ext(v, JSON_FLAGS)) < 0)
+        /* json-c copies string bytes as they are; consumers get UTF-8. */
+        if (!json || buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0 ||
+            buf_json_text(b, json, strlen(json)) < 0)
                 return -ENOMEM;
         return 0;
 }

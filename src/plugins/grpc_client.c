@@ -61,14 +61,13 @@ static void finish(struct grpc_call *c, int status, const char *message, const u
         call_free(c);
 }
 
-/* grpc-message is percent-encoded UTF-8. */
-static char *pct_decode(const char *s, size_t n)
+int grpc_message_decode(const char *s, size_t n, char **ret)
 {
         char *out = malloc(n + 1);
         size_t o = 0;
 
         if (!out)
-                return NULL;
+                return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
                     isxdigit((unsigned char)s[i + 2])) {
@@ -81,7 +80,31 @@ static char *pct_decode(const char *s, size_t n)
                 }
         }
         out[o] = '\0';
-        return out;
+        *ret = out;
+        return 0;
+}
+
+int grpc_unframe(const uint8_t *data, size_t len, const uint8_t **ret_msg, size_t *ret_len,
+                 const char **ret_why)
+{
+        uint32_t mlen;
+
+        if (len < 5) {
+                *ret_why = "reply without a message";
+                return -EBADMSG;
+        }
+        if (data[0] != 0) {
+                *ret_why = "compressed reply";
+                return -EBADMSG;
+        }
+        mlen = (uint32_t)data[1] << 24 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 8 | data[4];
+        if ((size_t)mlen + 5 != len) {
+                *ret_why = "reply length does not match its prefix";
+                return -EBADMSG;
+        }
+        *ret_msg = data + 5;
+        *ret_len = mlen;
+        return 0;
 }
 
 static size_t on_header(char *line, size_t size, size_t n, void *data)
@@ -101,7 +124,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
                 while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n'))
                         vlen--;
                 free(c->grpc_message);
-                c->grpc_message = pct_decode(v, vlen);
+                c->grpc_message = NULL;
+                (void)grpc_message_decode(v, vlen, &c->grpc_message); /* NULL on ENOMEM: "" */
         }
         return len;
 }
@@ -170,25 +194,15 @@ static void on_done(void *data, CURL *easy, CURLcode result)
                 finish(c, c->grpc_status, c->grpc_message ? c->grpc_message : "", NULL, 0);
                 return;
         }
-        /* Exactly one uncompressed length-prefixed message. */
         {
-                const uint8_t *b = (const uint8_t *)c->reply.data;
-                uint32_t mlen;
+                const uint8_t *m = NULL;
+                const char *why = NULL;
+                size_t mlen = 0;
 
-                if (c->reply.len < 5) {
-                        finish(c, GRPC_STATUS_INTERNAL, "reply without a message", NULL, 0);
-                        return;
-                }
-                mlen = (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
-                if (b[0] != 0) {
-                        finish(c, GRPC_STATUS_INTERNAL, "compressed reply", NULL, 0);
-                        return;
-                }
-                if ((size_t)mlen + 5 != c->reply.len) {
-                        finish(c, GRPC_STATUS_INTERNAL, "reply length does not match its prefix", NULL, 0);
-                        return;
-                }
-                finish(c, GRPC_STATUS_OK, "", b + 5, mlen);
+                if (grpc_unframe((const uint8_t *)c->reply.data, c->reply.len, &m, &mlen, &why) < 0)
+                        finish(c, GRPC_STATUS_INTERNAL, why, NULL, 0);
+                else
+                        finish(c, GRPC_STATUS_OK, "", m, mlen);
         }
 }
 

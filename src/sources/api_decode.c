@@ -150,6 +150,12 @@ struct watch_decoder *watch_decoder_new(void)
                 free(d);
                 return NULL;
         }
+        /* Strict JSON, as client-go reads it.  Without this json-c takes
+         * comments, and after an event it goes on eating what may start
+         * one ("/"), so whether an event was applied depended on where
+         * the reads were cut.  Strict json-c refuses text after a value
+         * unless told that the stream holds several. */
+        json_tokener_set_flags(d->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
         return d;
 }
 

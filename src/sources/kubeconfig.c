@@ -252,6 +252,18 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         }
         if ((r = normalize_server(s, &c.server)) < 0 || (r = set_dup(&c.context, ctx_name)) < 0)
                 goto out;
+        /* client-go refuses a server without a host ("https://", ":///"):
+         * it is not a URL libcurl could reach either. */
+        {
+                const char *host = strstr(c.server, "://");
+
+                if (!host || !host[3] || strchr("/?#", host[3])) {
+                        buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
+                                   cluster_name, s);
+                        r = -EINVAL;
+                        goto out;
+                }
+        }
         r = -EINVAL;
         if (string_member(cluster, "proxy-url")) {
                 buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,

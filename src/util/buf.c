@@ -102,6 +102,61 @@ int buf_printf(struct buf *b, const char *fmt, ...)
         return r;
 }
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (s[0] >= 0x80), or
+ * 0: RFC 3629, so no overlong forms, no surrogates, nothing above
+ * U+10FFFF — what Go's utf8.DecodeRune accepts. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+        unsigned char lo = 0x80, hi = 0xbf;
+        size_t len;
+
+        if (s[0] >= 0xc2 && s[0] <= 0xdf)
+                len = 2;
+        else if (s[0] >= 0xe0 && s[0] <= 0xef)
+                len = 3;
+        else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+                len = 4;
+        else
+                return 0;
+        if (len > n)
+                return 0;
+        if (s[0] == 0xe0)
+                lo = 0xa0; /* overlong */
+        else if (s[0] == 0xed)
+                hi = 0x9f; /* surrogates */
+        else if (s[0] == 0xf0)
+                lo = 0x90; /* overlong */
+        else if (s[0] == 0xf4)
+                hi = 0x8f; /* above U+10FFFF */
+        if (s[1] < lo || s[1] > hi)
+                return 0;
+        for (size_t i = 2; i < len; i++)
+                if (s[i] < 0x80 || s[i] > 0xbf)
+                        return 0;
+        return len;
+}
+
+int buf_json_text(struct buf *b, const char *s, size_t n)
+{
+        size_t i, start = 0;
+
+        for (i = 0; i < n; i++) {
+                size_t len;
+
+                if ((unsigned char)s[i] < 0x80)
+                        continue;
+                len = utf8_len((const unsigned char *)s + i, n - i);
+                if (len) {
+                        i += len - 1;
+                        continue;
+                }
+                if (buf_append(b, s + start, i - start) < 0 || buf_append(b, "\\ufffd", 6) < 0)
+                        return -ENOMEM;
+                start = i + 1;
+        }
+        return buf_append(b, s + start, n - start);
+}
+
 int buf_json_string(struct buf *b, const char *s, size_t n)
 {
         static const char hex[] = "0123456789abcdef";
@@ -115,24 +170,39 @@ int buf_json_string(struct buf *b, const char *s, size_t n)
                 char esc[7];
                 size_t elen = 2;
 
-                if (c >= 0x20 && c != '"' && c != '\\')
-                        continue;
-                esc[0] = '\\';
-                switch (c) {
-                case '"': esc[1] = '"'; break;
-                case '\\': esc[1] = '\\'; break;
-                case '\n': esc[1] = 'n'; break;
-                case '\r': esc[1] = 'r'; break;
-                case '\t': esc[1] = 't'; break;
-                case '\b': esc[1] = 'b'; break;
-                case '\f': esc[1] = 'f'; break;
-                default:
-                        esc[1] = 'u';
-                        esc[2] = '0';
-                        esc[3] = '0';
-                        esc[4] = hex[c >> 4];
-                        esc[5] = hex[c & 15];
+                if (c >= 0x80) {
+                        size_t len = utf8_len((const unsigned char *)s + i, n - i);
+
+                        if (len) {
+                                i += len - 1;
+                                continue;
+                        }
+                        /* A byte that starts no valid sequence becomes
+                         * U+FFFD, one per byte, as Go's encoding/json
+                         * writes it: the stream is UTF-8 whatever the
+                         * input held. */
+                        memcpy(esc, "\\ufffd", 6);
                         elen = 6;
+                } else if (c >= 0x20 && c != '"' && c != '\\') {
+                        continue;
+                } else {
+                        esc[0] = '\\';
+                        switch (c) {
+                        case '"': esc[1] = '"'; break;
+                        case '\\': esc[1] = '\\'; break;
+                        case '\n': esc[1] = 'n'; break;
+                        case '\r': esc[1] = 'r'; break;
+                        case '\t': esc[1] = 't'; break;
+                        case '\b': esc[1] = 'b'; break;
+                        case '\f': esc[1] = 'f'; break;
+                        default:
+                                esc[1] = 'u';
+                                esc[2] = '0';
+                                esc[3] = '0';
+                                esc[4] = hex[c >> 4];
+                                esc[5] = hex[c & 15];
+                                elen = 6;
+                        }
                 }
                 if (buf_append(b, s + start, i - start) < 0 ||
                     buf_append(b, esc, elen) < 0)

@@ -46,6 +46,36 @@ START_TEST(test_buf_json_string_escapes)
 }
 END_TEST
 
+/* Found by tests/fuzz/fuzz_api_list: a pod from the API server with
+ * bytes that are not UTF-8 reached consumers as they were, so the stream
+ * line was not valid UTF-8 JSON.  Each such byte is now U+FFFD, as in Go;
+ * well-formed sequences up to 4 bytes pass unchanged. */
+START_TEST(test_buf_json_string_invalid_utf8)
+{
+        static const struct {
+                const char *in, *want;
+        } cases[] = {
+                {"a\xff", "\"a\\ufffd\""},
+                {"\xc3", "\"\\ufffd\""},                      /* cut short */
+                {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\""},
+                {"\xc0\xaf", "\"\\ufffd\\ufffd\""},              /* overlong '/' */
+                {"\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\""},      /* overlong */
+                {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},      /* a surrogate */
+                {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* above U+10FFFF */
+                {"\xe2\x82x", "\"\\ufffd\\ufffdx\""},
+        };
+        struct buf b = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                buf_reset(&b);
+                ck_assert_int_eq(buf_json_string(&b, cases[i].in, strlen(cases[i].in)), 0);
+                ck_assert_msg(strcmp(b.data, cases[i].want) == 0, "case %zu: got %s, want %s", i, b.data,
+                              cases[i].want);
+        }
+        buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_buf_steal_empty_and_full)
 {
         struct buf b = BUF_INIT;
@@ -67,4 +97,5 @@ START_TEST(test_buf_steal_empty_and_full)
 END_TEST
 
 UNIT_MAIN(test_buf_append_and_printf, test_buf_grows_past_many_doublings,
-          test_buf_json_string_escapes, test_buf_steal_empty_and_full)
+          test_buf_json_string_escapes, test_buf_json_string_invalid_utf8,
+          test_buf_steal_empty_and_full)

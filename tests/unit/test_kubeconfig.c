@@ -162,5 +162,32 @@ START_TEST(test_in_cluster)
 }
 END_TEST
 
-UNIT_MAIN(test_base64, test_paths_data_and_context, test_errors_name_the_field,
+/* Found by tests/fuzz/fuzz_kubeconfig: "https://" lost its slashes to the
+ * trailing-'/' trim and came out as the server "https:"; a server without
+ * a host is refused, as client-go refuses it. */
+START_TEST(test_server_without_host)
+{
+        static const char *const servers[] = {"'https://'", "'https:///'", "'http://?x'", "':///'",
+                                              "'https://#'"};
+        struct buf err = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(servers) / sizeof(servers[0]); i++) {
+                char text[256];
+                struct kube_config c;
+                const char *p;
+
+                snprintf(text, sizeof(text), HEAD "clusters: [{name: k, cluster: {server: %s}}]\n"
+                                                  "users: [{name: u, user: {}}]\n",
+                         servers[i]);
+                p = write_in("nohost", text);
+                buf_reset(&err);
+                ck_assert_msg(kubeconfig_load(p, NULL, &c, &err) == -EINVAL, "server %s accepted", servers[i]);
+                ck_assert_msg(err.data && strstr(err.data, "has no host"), "server %s: message \"%s\"",
+                              servers[i], err.data);
+        }
+        buf_free(&err);
+}
+END_TEST
+
+UNIT_MAIN(test_base64, test_paths_data_and_context, test_errors_name_the_field, test_server_without_host,
           test_token_never_in_messages, test_in_cluster)

@@ -266,6 +266,43 @@ START_TEST(test_metrics_address_and_source_conflicts)
 }
 END_TEST
 
+/* Found by tests/fuzz/fuzz_kubelet_config: a null (json-c's NULL object)
+ * where a string was expected crashed in strcmp/strlen; a number was taken
+ * as a header value where the kubelet wants []string. */
+START_TEST(test_config_null_and_wrong_types)
+{
+        static const struct {
+                const char *text, *want;
+        } bad[] = {
+                {"kind: null\n", "kind must be KubeletConfiguration"},
+                {"kind: 7\n", "kind must be KubeletConfiguration"},
+                {"kind: KubeletConfiguration\nstaticPodURLHeader: {a: [null]}\n",
+                 "staticPodURLHeader.a must be a list of strings"},
+                {"kind: KubeletConfiguration\nstaticPodURLHeader: {a: [x, 1]}\n",
+                 "staticPodURLHeader.a must be a list of strings"},
+                {"kind: KubeletConfiguration\nfileCheckFrequency: null\n",
+                 "fileCheckFrequency: invalid duration null"},
+                {"kind: KubeletConfiguration\nhttpCheckFrequency: 20\n",
+                 "httpCheckFrequency: invalid duration 20"},
+        };
+        struct buf err = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct options o;
+                char *path = write_tmp(bad[i].text);
+                char *argv[] = {"run", "--node-name", "n", "--config", path, NULL};
+
+                ck_assert_msg(parse(&o, &err, argv) == -EINVAL, "config %zu accepted", i);
+                ck_assert_msg(err.data && strstr(err.data, bad[i].want), "config %zu: message \"%s\", want \"%s\"",
+                              i, err.data, bad[i].want);
+                unlink(path);
+                free(path);
+        }
+        buf_free(&err);
+}
+END_TEST
+
 UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag,
           test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
-          test_help_documents_every_flag_with_default, test_metrics_address_and_source_conflicts)
+          test_help_documents_every_flag_with_default, test_metrics_address_and_source_conflicts,
+          test_config_null_and_wrong_types)

@@ -266,6 +266,24 @@ START_TEST(test_from_json_fields)
 }
 END_TEST
 
+/* Found by tests/fuzz/fuzz_api_list: json-c keeps a string's bytes as
+ * they are, so a pod from the API server with bytes that are not UTF-8
+ * reached consumers in a line that was not UTF-8.  Every such byte, in a
+ * key or a value at any depth, becomes U+FFFD, as Go's decoder does. */
+START_TEST(test_render_invalid_utf8_becomes_ufffd)
+{
+        struct pod *p = pod_new_text("{\"metadata\":{\"name\":\"a\xff\",\"annotations\":"
+                                     "{\"k\xc3\":\"\xed\xa0\x80\"}},\"spec\":{\"x\":[\"\xc3\xa9\xf8\"]}}");
+        struct buf out = BUF_INIT;
+
+        ck_assert_int_eq(pod_render(p, &out), 0);
+        ck_assert_str_eq(out.data, "{\"metadata\":{\"name\":\"a\\ufffd\",\"annotations\":"
+                                   "{\"k\\ufffd\":\"\\ufffd\\ufffd\\ufffd\"}},\"spec\":{\"x\":[\"\xc3\xa9\\ufffd\"]}}");
+        buf_free(&out);
+        pod_unref(p);
+}
+END_TEST
+
 START_TEST(test_ref_unref)
 {
         struct pod *p = pod_new_text("{\"metadata\":{\"uid\":\"u\"}}");
@@ -1121,4 +1139,4 @@ UNIT_MAIN(test_from_json_rejects_non_object, test_from_json_rejects_bad_metadata
           test_merge_update_copy_rules, test_merge_status_copy_rules,
           test_merge_keeps_semantic_digest_without_annotations, test_clone, test_names,
           test_compare_order, test_format_seen, test_op_strings,
-          test_update_add_sort_free)
+          test_update_add_sort_free, test_render_invalid_utf8_becomes_ufffd)
