@@ -608,23 +608,6 @@ def bare_daemon(t, extra):
     return d
 
 
-def quiet(c, secs):
-    """Reads whatever arrives for secs (a settle window)."""
-    deadline = time.monotonic() + secs
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        try:
-            c.recv(left)
-        except ConsumerClosed:
-            raise
-        except AssertionError as e:
-            if "no message within" not in str(e):
-                raise
-            return
-
-
 def with_servers(fn):
     """Stops the manifest servers a test made (t.mserver())."""
     def wrapped(t):
@@ -728,7 +711,7 @@ def _(t):
     t.soft(exact_start, e)
 
     # The bad file stays bad over several relists: counted once.
-    quiet(c, SETTLE)
+    read_for(c, SETTLE)
     e = s.metrics()
     t.soft(expect_eq, e.get("podmux_parse_errors_total", source="file"), 1,
            "parse_errors{file} after a few relists of the same bad file")
