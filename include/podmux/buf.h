@@ -34,7 +34,8 @@ int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
-int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+        __attribute__((format(printf, 2, 0)));
 /* Appends s (n bytes) as a JSON string literal, quotes included.  The
  * literal is always valid UTF-8: a byte of s that is not part of a
  * well-formed sequence is written as \ufffd (as Go's encoding/json does). */
