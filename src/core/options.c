@@ -19,6 +19,7 @@
 #include "podmux/manifest.h"
 #include "podmux/metrics_server.h"
 #include "podmux/options.h"
+#include "podmux/str.h"
 #include "podmux/stream_server.h"
 #include "podmux/yaml_json.h"
 
@@ -146,17 +147,6 @@ void options_free(struct options *o)
         free(o->allow_gids);
         free(o->metrics_address);
         memset(o, 0, sizeof(*o));
-}
-
-static int set_str(char **slot, const char *v)
-{
-        char *n = strdup(v);
-
-        if (!n)
-                return -ENOMEM;
-        free(*slot);
-        *slot = n;
-        return 0;
 }
 
 static int parse_size(const char *flag, const char *v, size_t min, size_t *ret, struct buf *err)
@@ -323,7 +313,7 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
 #define CFG_STRING(key, slot, flagged)                                              \
         if (!(flagged) && json_object_object_get_ex(cfg, key, &v) &&                   \
             json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) { \
-                if ((r = set_str(&(slot), json_object_get_string(v))) < 0)              \
+                if ((r = str_set(&(slot), json_object_get_string(v))) < 0)              \
                         goto out;                                                       \
         }
 #define CFG_DURATION(key, slot, flagged)                                             \
@@ -411,10 +401,10 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 
                 switch (c) {
                 case OPT_NODE_NAME:
-                        r = set_str(&o->node_name, optarg);
+                        r = str_set(&o->node_name, optarg);
                         break;
                 case OPT_POD_MANIFEST_PATH:
-                        r = set_str(&o->pod_manifest_path, optarg);
+                        r = str_set(&o->pod_manifest_path, optarg);
                         set.path = true;
                         break;
                 case OPT_FILE_CHECK:
@@ -422,7 +412,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         set.file_check = true;
                         break;
                 case OPT_MANIFEST_URL:
-                        r = set_str(&o->manifest_url, optarg);
+                        r = str_set(&o->manifest_url, optarg);
                         set.url = true;
                         break;
                 case OPT_MANIFEST_URL_HEADER:
@@ -434,16 +424,16 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         set.http_check = true;
                         break;
                 case OPT_KUBECONFIG:
-                        r = set_str(&o->kubeconfig, optarg);
+                        r = str_set(&o->kubeconfig, optarg);
                         break;
                 case OPT_IN_CLUSTER:
                         o->in_cluster = true;
                         break;
                 case OPT_PLUGINS_DIR:
-                        r = set_str(&o->plugins_dir, optarg);
+                        r = str_set(&o->plugins_dir, optarg);
                         break;
                 case OPT_SOCKET:
-                        r = set_str(&o->socket_path, optarg);
+                        r = str_set(&o->socket_path, optarg);
                         break;
                 case OPT_SOCKET_MODE:
                         errno = 0;
@@ -472,7 +462,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         if (r == -EINVAL)
                                 buf_printf(err, "--metrics-address: %s", why.data ? why.data : "invalid");
                         else if (r == 0)
-                                r = set_str(&o->metrics_address, optarg);
+                                r = str_set(&o->metrics_address, optarg);
                         buf_free(&why);
                         break;
                 }
@@ -484,7 +474,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         }
                         break;
                 case OPT_CONFIG:
-                        r = set_str(&o->config_file, optarg);
+                        r = str_set(&o->config_file, optarg);
                         break;
                 case 'v':
                         errno = 0;
@@ -540,7 +530,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         if (o->config_file && (r = load_config(o, &set, err)) < 0)
                 goto fail;
         if (!o->socket_path &&
-            (r = set_str(&o->socket_path, env_socket && env_socket[0] ? env_socket : OPTIONS_DEFAULT_SOCKET)) < 0)
+            (r = str_set(&o->socket_path, env_socket && env_socket[0] ? env_socket : OPTIONS_DEFAULT_SOCKET)) < 0)
                 goto fail;
         if (!o->node_name) {
                 char host[256] = "";
@@ -552,13 +542,13 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 }
                 for (char *p = host; *p; p++)
                         *p = (char)tolower((unsigned char)*p);
-                if ((r = set_str(&o->node_name, host)) < 0)
+                if ((r = str_set(&o->node_name, host)) < 0)
                         goto fail;
         }
         /* The kubelet's registry when running as root; off otherwise
          * (and with --plugins-registry-dir ""). */
         if (!o->plugins_dir && geteuid() == 0 &&
-            (r = set_str(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
+            (r = str_set(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
                 goto fail;
         if (o->kubeconfig && o->in_cluster) {
                 buf_puts(err, "--kubeconfig and --in-cluster: give one");

@@ -15,6 +15,7 @@
 
 #include "podmux/json_canon.h"
 #include "podmux/pod.h"
+#include "podmux/str.h"
 
 #define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
@@ -422,25 +423,14 @@ int pod_clone(const struct pod *src, struct pod **ret_pod)
         return 0;
 }
 
-static int set_local(char **slot, const char *value)
-{
-        char *n = NULL;
-
-        if (value && !(n = strdup(value)))
-                return -ENOMEM;
-        free(*slot);
-        *slot = n;
-        return 0;
-}
-
 int pod_set_source(struct pod *p, const char *value)
 {
-        return set_local(&p->source, value);
+        return str_set(&p->source, value);
 }
 
 int pod_set_seen(struct pod *p, const char *value)
 {
-        return set_local(&p->seen, value);
+        return str_set(&p->seen, value);
 }
 
 bool pod_semantic_equal(const struct pod *a, const struct pod *b)

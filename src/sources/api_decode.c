@@ -12,6 +12,7 @@
 #include "podmux/api_decode.h"
 #include "podmux/json_canon.h"
 #include "podmux/pod.h"
+#include "podmux/str.h"
 
 struct watch_decoder {
         json_tokener *tok;
@@ -36,18 +37,6 @@ static const char *member_string(json_object *obj, const char *outer, const char
             json_object_is_type(v, json_type_string))
                 return json_object_get_string(v);
         return NULL;
-}
-
-/* Replaces *slot with a copy of v (NULL clears).  0 or -ENOMEM. */
-static int set_copy(char **slot, const char *v)
-{
-        char *n = NULL;
-
-        if (v && !(n = strdup(v)))
-                return -ENOMEM;
-        free(*slot);
-        *slot = n;
-        return 0;
 }
 
 /* Puts obj into store under namespace/name.  0, -EINVAL (not a pod) or
@@ -227,7 +216,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot,
         if (rv_slot) {
                 const char *rv = member_string(obj, "metadata", "resourceVersion");
 
-                if (rv && set_copy(rv_slot, rv) < 0)
+                if (rv && str_set(rv_slot, rv) < 0)
                         return -ENOMEM;
         }
         if (on_event)

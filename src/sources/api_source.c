@@ -28,6 +28,7 @@
 #include "podmux/api_source.h"
 #include "podmux/json_canon.h"
 #include "podmux/log.h"
+#include "podmux/str.h"
 #include "podmux/strmap.h"
 
 enum phase { PHASE_IDLE, PHASE_LIST, PHASE_WATCH };
@@ -123,14 +124,6 @@ static char *pct_encode(const char *s)
 oom:
         buf_free(&b);
         return NULL;
-}
-
-static void set_str(char **slot, const char *v)
-{
-        char *n = v ? strdup(v) : NULL;
-
-        free(*slot);
-        *slot = n;
 }
 
 /* Logs a failure and records it as the source's last error. */
@@ -432,12 +425,12 @@ static void start_list(struct api_source *as)
         as->listed = true;
         api_store_free(as->pages);
         as->pages = strmap_new();
-        set_str(&as->cont, NULL);
-        set_str(&as->list_rv, NULL);
+        (void)str_set(&as->cont, NULL);
+        (void)str_set(&as->list_rv, NULL);
         if (as->rv_unavailable)
-                set_str(&as->list_rv_asked, NULL);
+                (void)str_set(&as->list_rv_asked, NULL);
         else
-                set_str(&as->list_rv_asked, as->last_rv ? as->last_rv : "0");
+                (void)str_set(&as->list_rv_asked, as->last_rv ? as->last_rv : "0");
         as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0;
         if (as->continue_fallback) {
                 as->paged = 0;
@@ -577,7 +570,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 api_store_free(as->store);
                 as->store = as->pages;
                 as->pages = strmap_new();
-                set_str(&as->last_rv, as->list_rv);
+                (void)str_set(&as->last_rv, as->list_rv);
                 as->rv_unavailable = 0;
                 as->relisted_unset = 0;
                 log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),

@@ -278,16 +278,17 @@ static int cmp_cstr(const void *a, const void *b)
 
 static int consumer_push_built(struct consumer *c, int build_r, struct msg *m);
 
-/* The REGISTERED messages of a new consumer's initial state, in socket
- * order. */
-static int push_plugins(struct consumer *c)
+/* The sockets of the registered plugins, sorted (the order consumers get
+ * them in).  *ret_keys (NULL when none) points into the map; the caller
+ * frees the array only.  0 or -ENOMEM. */
+static int plugin_keys(const struct stream_server *srv, const char ***ret_keys, size_t *ret_n)
 {
-        struct stream_server *srv = c->srv;
         size_t n = strmap_size(srv->plugins), i = 0, it = 0;
         const char **keys;
         const char *k;
-        int r = 0;
 
+        *ret_keys = NULL;
+        *ret_n = 0;
         if (n == 0)
                 return 0;
         keys = calloc(n, sizeof(*keys));
@@ -296,7 +297,21 @@ static int push_plugins(struct consumer *c)
         while (strmap_next(srv->plugins, &it, &k, NULL))
                 keys[i++] = k;
         qsort(keys, n, sizeof(*keys), cmp_cstr);
-        for (i = 0; i < n && r >= 0; i++) {
+        *ret_keys = keys;
+        *ret_n = n;
+        return 0;
+}
+
+/* The REGISTERED messages of a new consumer's initial state, in socket
+ * order. */
+static int push_plugins(struct consumer *c)
+{
+        struct stream_server *srv = c->srv;
+        const char **keys = NULL;
+        size_t n = 0;
+        int r = plugin_keys(srv, &keys, &n);
+
+        for (size_t i = 0; i < n && r >= 0; i++) {
                 struct msg *m = NULL;
 
                 r = msg_plugin(srv, "REGISTERED", strmap_get(srv->plugins, keys[i]), NULL, &m);
@@ -382,8 +397,7 @@ static int msg_status(struct stream_server *srv, struct msg **ret_msg)
         struct buf b = BUF_INIT;
         uint64_t seq = srv->seq + 1;
         const char **keys = NULL;
-        size_t n = strmap_size(srv->plugins), i = 0, it = 0;
-        const char *k;
+        size_t n = 0;
         bool first = true;
 
         if (buf_printf(&b, "{\"type\":\"status\",\"seq\":%" PRIu64 ",\"protocol\":%d,\"mode\":", seq,
@@ -406,17 +420,11 @@ static int msg_status(struct stream_server *srv, struct msg **ret_msg)
         }
         if (buf_puts(&b, "],\"plugins\":[") < 0)
                 goto nomem;
-        if (n > 0) {
-                keys = calloc(n, sizeof(*keys));
-                if (!keys)
+        if (plugin_keys(srv, &keys, &n) < 0)
+                goto nomem;
+        for (size_t i = 0; i < n; i++)
+                if ((i > 0 && buf_putc(&b, ',') < 0) || buf_puts(&b, strmap_get(srv->plugins, keys[i])) < 0)
                         goto nomem;
-                while (strmap_next(srv->plugins, &it, &k, NULL))
-                        keys[i++] = k;
-                qsort(keys, n, sizeof(*keys), cmp_cstr);
-                for (i = 0; i < n; i++)
-                        if ((i > 0 && buf_putc(&b, ',') < 0) || buf_puts(&b, strmap_get(srv->plugins, keys[i])) < 0)
-                                goto nomem;
-        }
         if (buf_putc(&b, ']') < 0)
                 goto nomem;
         if (srv->status_fn && srv->status_fn(srv->status_data, &b) < 0)
@@ -859,7 +867,7 @@ static void consumer_timer(struct loop_timer *t, void *data)
         }
 }
 
-static int consumer_new(struct stream_server *srv, int fd)
+static int consumer_new(struct stream_server *srv, int fd, const struct ucred *cred)
 {
         struct consumer *c = calloc(1, sizeof(*c));
         struct msg *m = NULL;
@@ -872,14 +880,9 @@ static int consumer_new(struct stream_server *srv, int fd)
         c->srv = srv;
         c->fd = fd;
         c->since = wall_usec();
-        {
-                struct ucred cred;
-                socklen_t len = sizeof(cred);
-
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-                        c->pid = cred.pid;
-                        c->uid = cred.uid;
-                }
+        if (cred) {
+                c->pid = cred->pid;
+                c->uid = cred->uid;
         }
         c->q_cap = 8;
         c->q = malloc(c->q_cap * sizeof(*c->q));
@@ -931,22 +934,19 @@ static void refuse(struct stream_server *srv, int fd, const char *reason,
 
 /* The allow lists, checked with the peer's credentials at connect time
  * (they cannot be forged over a unix socket). */
-static bool peer_allowed(const struct stream_server *srv, int fd)
+static bool peer_allowed(const struct stream_server *srv, const struct ucred *cred)
 {
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-
         if (!srv->n_allow_uids && !srv->n_allow_gids)
                 return true;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        if (!cred)
                 return false;
-        if (cred.uid == 0 || cred.uid == geteuid())
+        if (cred->uid == 0 || cred->uid == geteuid())
                 return true;
         for (size_t i = 0; i < srv->n_allow_uids; i++)
-                if (srv->allow_uids[i] == cred.uid)
+                if (srv->allow_uids[i] == cred->uid)
                         return true;
         for (size_t i = 0; i < srv->n_allow_gids; i++)
-                if (srv->allow_gids[i] == cred.gid)
+                if (srv->allow_gids[i] == cred->gid)
                         return true;
         return false;
 }
@@ -954,6 +954,9 @@ static bool peer_allowed(const struct stream_server *srv, int fd)
 static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
         struct stream_server *srv = data;
+        struct ucred cred;
+        socklen_t cred_len;
+        bool have_cred;
         int i;
 
         for (i = 0; i < ACCEPT_BATCH; i++) {
@@ -971,7 +974,11 @@ static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
                                                ACCEPT_RETRY_USEC);
                         return;
                 }
-                if (!peer_allowed(srv, cfd)) {
+                /* One read of the peer's credentials serves the allow
+                 * lists and the status (pid, uid). */
+                cred_len = sizeof(cred);
+                have_cred = getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0;
+                if (!peer_allowed(srv, have_cred ? &cred : NULL)) {
                         refuse(srv, cfd, "Forbidden",
                                "this user may not read the pod stream (see --allow-uids/--allow-gids)");
                         continue;
@@ -985,7 +992,7 @@ static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
                         refuse(srv, cfd, "TooManyConsumers", text);
                         continue;
                 }
-                (void)consumer_new(srv, cfd); /* on ENOMEM cfd is closed */
+                (void)consumer_new(srv, cfd, have_cred ? &cred : NULL); /* on ENOMEM cfd is closed */
         }
 }
 
