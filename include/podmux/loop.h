@@ -53,7 +53,8 @@ void loop_io_free(struct loop_io *io);
 
 int loop_timer_new(struct loop *l, loop_timer_fn fn, void *data,
                    struct loop_timer **ret_timer);
-/* (Re)arms the timer to fire once, delay_usec from now. */
+/* (Re)arms the timer to fire once, delay_usec from now.  Never fails: the
+ * timer's heap slot was reserved by loop_timer_new(). */
 void loop_timer_arm(struct loop_timer *t, uint64_t delay_usec);
 void loop_timer_stop(struct loop_timer *t);
 bool loop_timer_armed(const struct loop_timer *t);

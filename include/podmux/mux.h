@@ -23,9 +23,20 @@
 struct mux;
 struct mux_channel;
 
-/* Takes ownership of u. */
-typedef void (*mux_merge_fn)(void *data, const char *source,
-                             struct pod_update *u);
+/* First and last pause before a record whose merge ran out of memory is
+ * merged again (doubling in between). */
+#define MUX_RETRY_MIN_USEC 1000u
+#define MUX_RETRY_MAX_USEC (1000u * 1000u)
+
+/*
+ * Merges *u.  The callback may keep the record by taking it (setting *u to
+ * NULL); otherwise the mux frees it after the call.  Returning -ENOMEM with
+ * *u still set means nothing of it was applied: the record stays first in
+ * its channel and is merged again after a pause, so no record is ever lost
+ * or reordered.  Any other result is final.
+ */
+typedef int (*mux_merge_fn)(void *data, const char *source,
+                            struct pod_update **u);
 
 /* loop may be NULL (tests): then nothing is drained until mux_drain(). */
 int mux_new(struct loop *loop, mux_merge_fn merge, void *data,
@@ -42,7 +53,8 @@ const char *mux_channel_name(const struct mux_channel *ch);
 /* Queues u (ownership passes, also on error) for the merger. */
 int mux_channel_send(struct mux_channel *ch, struct pod_update *u);
 
-/* Delivers every queued record now; returns how many. */
+/* Delivers every queued record now; returns how many were merged (it stops
+ * early at a merge that ran out of memory). */
 size_t mux_drain(struct mux *m);
 
 /* Configured sources, sorted by name; the array is owned by the mux and is

@@ -145,6 +145,7 @@ struct pod_update {
         struct pod **pods;
         size_t n_pods;
         size_t cap_pods;
+        struct pod_update *next; /* link of the queue holding it (updates_pipe) */
 };
 
 /* Empty record.  Returns NULL on ENOMEM. */

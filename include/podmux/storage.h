@@ -52,8 +52,15 @@ struct storage_config {
 int storage_new(const struct storage_config *cfg, struct storage **ret_s);
 void storage_free(struct storage *s); /* NULL-safe */
 
-/* Merges one record from source (ownership of u passes, also on error).
- * -EINVAL for an empty source name; -ENOMEM. */
+/*
+ * Merges one record from source; u is only read.  -EINVAL for an empty
+ * source name; -ENOMEM, and then nothing changed and nothing was emitted:
+ * the same record can be merged again later.  A merge either updates the
+ * store and emits all its records, or does neither, so the store and what
+ * consumers were told never diverge.
+ */
+int storage_apply(struct storage *s, const char *source, const struct pod_update *u);
+/* storage_apply(), then frees u (ownership passes, also on error). */
 int storage_merge(struct storage *s, const char *source, struct pod_update *u);
 
 /* Emits one SET of the merged state with source "*" (the classic Sync). */

@@ -97,7 +97,11 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
 void stream_server_free(struct stream_server *srv);
 
 /* Broadcasts one "pods" message built from u (not kept).  0 or -ENOMEM
- * (-EINVAL for an op out of range or no source). */
+ * (-EINVAL for an op out of range or no source).  On -ENOMEM no consumer
+ * is left believing it is in sync: every live one is cut with the error
+ * ResourceExhausted, and a resume gets the full state, so no consumer ever
+ * misses a change.  A consumer whose queue cannot take a message is cut
+ * the same way (the message is in the history: resuming gets it). */
 int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u);
 
 /*
@@ -111,7 +115,7 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
 
 /* Broadcasts "sources_ready" with these names, once; remembered and sent to
  * later consumers after their "synced".  Later calls return 0 and change
- * nothing. */
+ * nothing.  -ENOMEM: nothing was announced; call again later. */
 int stream_server_sources_ready(struct stream_server *srv,
                                 const char *const *sources, size_t n);
 

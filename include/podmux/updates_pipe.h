@@ -14,13 +14,14 @@
 #include "podmux/pod.h"
 
 struct updates_pipe {
-        struct pod_update **items;
-        size_t head, len, cap;
+        struct pod_update *head, *tail; /* linked through pod_update.next */
+        size_t len;
 };
 
 void updates_pipe_init(struct updates_pipe *p);
-/* Takes ownership of u, also on error (-ENOMEM frees it). */
-int updates_pipe_push(struct updates_pipe *p, struct pod_update *u);
+/* Takes ownership of u.  Never fails: the queue links the records
+ * themselves, so a merge's output is never lost to an allocation. */
+void updates_pipe_push(struct updates_pipe *p, struct pod_update *u);
 /* Oldest record, or NULL when empty; the caller owns it. */
 struct pod_update *updates_pipe_pop(struct updates_pipe *p);
 size_t updates_pipe_len(const struct updates_pipe *p);

@@ -64,8 +64,7 @@ static void on_emit(void *data, struct pod_update *u)
         if (log_enabled(LOG_LEVEL_DEBUG))
                 log_debug("merge: %s from source \"%s\": %zu pod(s)",
                           pod_op_to_string(u->op), u->source, u->n_pods);
-        if (updates_pipe_push(&d->updates, u) < 0)
-                log_error("merge: out of memory queueing an update: consumers will resync on reconnect");
+        updates_pipe_push(&d->updates, u);
 }
 
 static void on_storage_event(void *data, const char *source, const struct pod *p,
@@ -84,29 +83,35 @@ static void drain_updates(struct daemon *d)
         while ((u = updates_pipe_pop(&d->updates))) {
                 metrics_count_update(&d->metrics, u);
                 if (stream_server_broadcast(d->stream, u) < 0)
-                        log_error("stream: out of memory broadcasting an update");
+                        log_error("stream: out of memory broadcasting an update: consumers were cut and resync on reconnect");
                 pod_update_free(u);
         }
         if (d->ready_sent)
                 return;
         names = mux_sources(d->mux, &n);
-        if (storage_seen_all(d->storage, names, n)) {
+        /* Out of memory: announced again after the next merge. */
+        if (storage_seen_all(d->storage, names, n) &&
+            stream_server_sources_ready(d->stream, names, n) == 0) {
                 d->ready_sent = true;
                 log_info("all sources ready (%zu)", n);
-                stream_server_sources_ready(d->stream, names, n);
         }
 }
 
-static void on_merge(void *data, const char *source, struct pod_update *u)
+/* A record that ran out of memory is merged again by the mux (it stays
+ * first in line); nothing of it was applied. */
+static int on_merge(void *data, const char *source, struct pod_update **u)
 {
         struct daemon *d = data;
         uint64_t t0 = mono_usec();
-        int r = storage_merge(d->storage, source, u);
+        int r = storage_apply(d->storage, source, *u);
 
         metrics_observe_merge(&d->metrics, mono_usec() - t0);
-        if (r < 0)
+        if (r == -ENOMEM)
+                log_error("merge: source \"%s\": out of memory: merging the update again shortly", source);
+        else if (r < 0)
                 log_error("merge: source \"%s\": %s", source, ERRNO_STR(r));
         drain_updates(d);
+        return r;
 }
 
 static void on_plugin_event(void *data, const struct plugin_event *ev)

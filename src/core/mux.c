@@ -27,6 +27,10 @@ struct mux {
         struct loop *loop;
         mux_merge_fn merge;
         void *data;
+        /* Armed when a merge ran out of memory (the record waits at the
+         * head of its channel) or a drain could not be deferred. */
+        struct loop_timer *retry_timer;
+        uint64_t retry_delay;
         struct mux_channel **channels; /* sorted by name */
         const char **names;            /* parallel to channels */
         size_t n;
@@ -34,21 +38,27 @@ struct mux {
         int drain_scheduled;
 };
 
+static void drain_deferred(void *data);
+static void retry_fired(struct loop_timer *t, void *data);
+
 int mux_new(struct loop *loop, mux_merge_fn merge, void *data,
             struct mux **ret_mux)
 {
         struct mux *m = calloc(1, sizeof(*m));
+        int r;
 
         if (!m)
                 return -ENOMEM;
         m->loop = loop;
         m->merge = merge;
         m->data = data;
+        if (loop && (r = loop_timer_new(loop, retry_fired, m, &m->retry_timer)) < 0) {
+                free(m);
+                return r;
+        }
         *ret_mux = m;
         return 0;
 }
-
-static void drain_deferred(void *data);
 
 static void channel_free(struct mux_channel *ch)
 {
@@ -69,6 +79,7 @@ void mux_free(struct mux *m)
                 return;
         if (m->drain_scheduled)
                 loop_defer_cancel(m->loop, drain_deferred, m);
+        loop_timer_free(m->retry_timer);
         for (size_t i = 0; i < m->n; i++)
                 channel_free(m->channels[i]);
         free(m->channels);
@@ -131,6 +142,12 @@ static void drain_deferred(void *data)
         mux_drain(m);
 }
 
+static void retry_fired(struct loop_timer *t, void *data)
+{
+        (void)t;
+        mux_drain(data);
+}
+
 int mux_channel_send(struct mux_channel *ch, struct pod_update *u)
 {
         struct mux *m = ch->mux;
@@ -148,8 +165,12 @@ int mux_channel_send(struct mux_channel *ch, struct pod_update *u)
         else
                 ch->head = e;
         ch->tail = e;
-        if (m->loop && !m->drain_scheduled && loop_defer(m->loop, drain_deferred, m) == 0)
-                m->drain_scheduled = 1;
+        if (m->loop && !m->drain_scheduled && !loop_timer_armed(m->retry_timer)) {
+                if (loop_defer(m->loop, drain_deferred, m) == 0)
+                        m->drain_scheduled = 1;
+                else
+                        loop_timer_arm(m->retry_timer, 0); /* cannot fail */
+        }
         return 0;
 }
 
@@ -157,6 +178,8 @@ size_t mux_drain(struct mux *m)
 {
         size_t done = 0;
 
+        if (m->retry_timer)
+                loop_timer_stop(m->retry_timer);
         for (;;) {
                 struct mux_channel *best = NULL;
                 struct mux_entry *e;
@@ -170,12 +193,23 @@ size_t mux_drain(struct mux *m)
                 if (!best)
                         return done;
                 e = best->head;
+                /* The merge may send more records (tests do); they queue
+                 * behind this one and are handed over in this same drain. */
+                if (m->merge(m->data, best->name, &e->u) == -ENOMEM && e->u) {
+                        /* Nothing of it was applied: it stays first in line
+                         * (FIFO holds) and is merged again after a pause. */
+                        m->retry_delay = m->retry_delay ? m->retry_delay * 2 : MUX_RETRY_MIN_USEC;
+                        if (m->retry_delay > MUX_RETRY_MAX_USEC)
+                                m->retry_delay = MUX_RETRY_MAX_USEC;
+                        if (m->retry_timer)
+                                loop_timer_arm(m->retry_timer, m->retry_delay);
+                        return done;
+                }
+                m->retry_delay = 0;
                 best->head = e->next;
                 if (!best->head)
                         best->tail = NULL;
-                /* The merge may send more records (tests do); they queue
-                 * behind this one and are handed over in this same drain. */
-                m->merge(m->data, best->name, e->u);
+                pod_update_free(e->u);
                 free(e);
                 done++;
         }

@@ -292,121 +292,229 @@ static int emit(struct storage *s, struct pod_update **u)
         return 0;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+        uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * The merged state as one SET labelled source, sorted, leaving out the
+ * stored pods in skip (pointer identity; may be NULL): the pods a REMOVE
+ * is about to take out.  O(N log N) in the node's pods: inherent, a SET
+ * carries every pod.
+ */
 static int merged_state(const struct storage *s, const char *source,
-                        struct pod_update **ret_u)
+                        const struct pod_update *skip, struct pod_update **ret_u)
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, source);
+        struct pod **gone = NULL;
+        size_t n_gone = skip ? skip->n_pods : 0;
 
         if (!u)
                 return -ENOMEM;
+        if (n_gone) {
+                gone = malloc(n_gone * sizeof(*gone));
+                if (!gone)
+                        goto nomem;
+                memcpy(gone, skip->pods, n_gone * sizeof(*gone));
+                qsort(gone, n_gone, sizeof(*gone), cmp_ptr);
+        }
         for (size_t i = 0; i < s->n_sources; i++) {
                 size_t it = 0;
                 void *v;
 
                 while (strmap_next(s->sources[i]->pods, &it, NULL, &v)) {
-                        if (pod_update_add(u, v) < 0) {
-                                pod_update_free(u);
-                                return -ENOMEM;
-                        }
+                        if (n_gone && bsearch(&v, gone, n_gone, sizeof(*gone), cmp_ptr))
+                                continue;
+                        if (pod_update_add(u, v) < 0)
+                                goto nomem;
                 }
         }
+        free(gone);
         pod_update_sort(u);
         *ret_u = u;
         return 0;
+nomem:
+        free(gone);
+        pod_update_free(u);
+        return -ENOMEM;
 }
 
-/* Emission per notification mode (3.6). */
-static int emit_lists(struct storage *s, const char *source,
-                      struct merge_lists *l, bool first)
+/*
+ * What one merge sends, in the order the notification mode prescribes
+ * (3.6).  Built completely before the merge is committed, so a merge
+ * either changes the store and sends all of this, or does neither.
+ */
+struct emission {
+        struct pod_update *rec[6];
+        size_t n;
+};
+
+static void emission_free(struct emission *e)
 {
-        struct pod_update *set = NULL, *marker;
+        for (size_t i = 0; i < e->n; i++)
+                pod_update_free(e->rec[i]);
+        e->n = 0;
+}
+
+static void take(struct emission *e, struct pod_update **u)
+{
+        e->rec[e->n++] = *u;
+        *u = NULL;
+}
+
+/* Call with the store already holding the merge's result (skip: the pods
+ * a REMOVE takes out, still in the store).  Moves the lists of l into e
+ * only on success; 0 or -ENOMEM with e empty. */
+static int emission_build(struct storage *s, const char *source, struct merge_lists *l,
+                          bool first, const struct pod_update *skip, struct emission *e)
+{
+        struct pod_update *set = NULL, *marker = NULL;
         bool a = l->add->n_pods, upd = l->update->n_pods,
              d = l->del->n_pods, rm = l->remove->n_pods,
              c = l->reconcile->n_pods;
 
+        e->n = 0;
         switch (s->cfg.mode) {
         case STORAGE_MODE_INCREMENTAL:
-                if (rm)
-                        emit(s, &l->remove);
-                if (a)
-                        emit(s, &l->add);
-                if (upd)
-                        emit(s, &l->update);
-                if (d)
-                        emit(s, &l->del);
                 if (first && !a && !upd && !d) {
                         marker = pod_update_new(POD_OP_ADD, source);
                         if (!marker)
                                 return -ENOMEM;
-                        emit(s, &marker);
                 }
+                if (rm)
+                        take(e, &l->remove);
+                if (a)
+                        take(e, &l->add);
+                if (upd)
+                        take(e, &l->update);
+                if (d)
+                        take(e, &l->del);
+                if (marker)
+                        take(e, &marker);
                 if (c)
-                        emit(s, &l->reconcile);
+                        take(e, &l->reconcile);
                 break;
         case STORAGE_MODE_SNAPSHOT_AND_UPDATES:
-                if (rm || a || first) {
-                        if (merged_state(s, source, &set) < 0)
-                                return -ENOMEM;
-                        emit(s, &set);
-                }
+                if ((rm || a || first) && merged_state(s, source, skip, &set) < 0)
+                        return -ENOMEM;
+                if (set)
+                        take(e, &set);
                 if (upd)
-                        emit(s, &l->update);
+                        take(e, &l->update);
                 if (d)
-                        emit(s, &l->del);
+                        take(e, &l->del);
                 break;
         case STORAGE_MODE_SNAPSHOT:
-                if (a || upd || d || rm || first) {
-                        if (merged_state(s, source, &set) < 0)
-                                return -ENOMEM;
-                        emit(s, &set);
-                }
+                if ((a || upd || d || rm || first) && merged_state(s, source, skip, &set) < 0)
+                        return -ENOMEM;
+                if (set)
+                        take(e, &set);
                 break;
         }
         return 0;
 }
 
-/* ADD / UPDATE / DELETE: upserts, nothing removed. */
+static void emission_send(struct storage *s, struct emission *e)
+{
+        for (size_t i = 0; i < e->n; i++)
+                emit(s, &e->rec[i]);
+        e->n = 0;
+}
+
+/*
+ * ADD / UPDATE / DELETE: upserts, nothing removed.  Every pod is classified
+ * first (no change to the store), then put in with an undo log, then the
+ * emission is built; any failure puts the store back as it was.
+ * O(k) for k pods in the record, plus a SET in the snapshot modes.
+ */
 static int merge_upsert(struct storage *s, struct source_state *ss,
-                        struct pod **keep, size_t n, struct merge_lists *l)
+                        struct pod **keep, size_t n, struct merge_lists *l,
+                        struct emission *e)
 {
-        for (size_t i = 0; i < n; i++) {
-                struct pod *store = NULL, *old = NULL;
-                int r = classify(s, ss->name, keep[i],
-                                 strmap_get(ss->pods, keep[i]->uid), l, &store);
+        struct pod **store = calloc(n ? n : 1, sizeof(*store));
+        struct pod **old = calloc(n ? n : 1, sizeof(*old));
+        size_t put = 0, i;
+        int r = -ENOMEM;
 
+        if (!store || !old)
+                goto out;
+        for (i = 0; i < n; i++) {
+                r = classify(s, ss->name, keep[i], strmap_get(ss->pods, keep[i]->uid), l, &store[i]);
                 if (r < 0)
-                        return r;
-                r = strmap_put(ss->pods, keep[i]->uid, store, (void **)&old);
-                if (r < 0) {
-                        pod_unref(store);
-                        return r;
-                }
-                pod_unref(old);
+                        goto out;
         }
+        for (put = 0; put < n; put++) {
+                r = strmap_put(ss->pods, keep[put]->uid, store[put], (void **)&old[put]);
+                if (r < 0)
+                        goto undo;
+        }
+        r = emission_build(s, ss->name, l, false, NULL, e);
+        if (r < 0)
+                goto undo;
+        /* Committed: the store holds store[], the old pods go. */
+        for (i = 0; i < n; i++)
+                pod_unref(old[i]);
+        free(store);
+        free(old);
         return 0;
+undo:
+        /* Replacing a present key or removing one never allocates. */
+        while (put-- > 0) {
+                if (old[put])
+                        (void)strmap_put(ss->pods, keep[put]->uid, old[put], NULL);
+                else
+                        (void)strmap_remove(ss->pods, keep[put]->uid);
+        }
+out:
+        if (store)
+                for (i = 0; i < n; i++)
+                        pod_unref(store[i]);
+        free(store);
+        free(old);
+        return r;
 }
 
-static int merge_remove(struct source_state *ss, const struct pod_update *u,
-                        struct merge_lists *l)
+/* REMOVE: the stored pods of the listed UIDs go.  The emission is built
+ * while they are still stored, so nothing is changed until it is ready.
+ * O(k) for k UIDs, plus a SET in the snapshot modes. */
+static int merge_remove(struct storage *s, struct source_state *ss,
+                        const struct pod_update *u, struct merge_lists *l,
+                        struct emission *e)
 {
+        struct pod_update *gone;
+        int r;
+
         for (size_t i = 0; i < u->n_pods; i++) {
-                struct pod *old = strmap_remove(ss->pods, u->pods[i]->uid);
-                int r;
+                struct pod *p = strmap_get(ss->pods, u->pods[i]->uid);
+                bool dup = false;
 
-                if (!old)
+                if (!p)
                         continue;
-                r = pod_update_add(l->remove, old);
-                pod_unref(old);
-                if (r < 0)
+                for (size_t j = 0; j < l->remove->n_pods && !dup; j++)
+                        dup = l->remove->pods[j] == p;
+                if (!dup && (r = pod_update_add(l->remove, p)) < 0)
                         return r;
         }
+        gone = l->remove; /* may move into e: it lives until e is freed */
+        r = emission_build(s, ss->name, l, false, gone, e);
+        if (r < 0)
+                return r;
+        for (size_t j = 0; j < gone->n_pods; j++)
+                pod_unref(strmap_remove(ss->pods, gone->pods[j]->uid));
         return 0;
 }
 
+/* SET: the source's whole state.  A fresh map is built aside and swapped
+ * in; if the emission cannot be built the old map is put back.  O(n) for
+ * the n pods of the record: inherent, a SET is the whole source. */
 static int merge_set(struct storage *s, struct source_state *ss,
-                     struct pod **keep, size_t n, struct merge_lists *l)
+                     struct pod **keep, size_t n, struct merge_lists *l,
+                     bool first, struct emission *e)
 {
-        struct strmap *fresh = strmap_new();
+        struct strmap *fresh = strmap_new(), *prev;
         size_t it = 0;
         const char *uid;
         void *v;
@@ -435,27 +543,32 @@ static int merge_set(struct storage *s, struct source_state *ss,
         }
         /* The kubelet's REMOVE order here is Go map order; ours is sorted. */
         pod_update_sort(l->remove);
-        strmap_free(ss->pods, unref_pod_value);
+        prev = ss->pods;
         ss->pods = fresh;
+        r = emission_build(s, ss->name, l, first, NULL, e);
+        if (r < 0) {
+                ss->pods = prev;
+                goto fail;
+        }
+        strmap_free(prev, unref_pod_value);
         return 0;
 fail:
         strmap_free(fresh, unref_pod_value);
         return r;
 }
 
-int storage_merge(struct storage *s, const char *source, struct pod_update *u)
+int storage_apply(struct storage *s, const char *source, const struct pod_update *u)
 {
         struct source_state *ss;
         struct merge_lists l;
+        struct emission e = {.n = 0};
         struct pod **keep = NULL;
         size_t n = 0;
         bool first = false;
         int r;
 
-        if (!source || !source[0]) {
-                pod_update_free(u);
+        if (!source || !source[0])
                 return -EINVAL;
-        }
         if (u->op != POD_OP_SET && u->op != POD_OP_ADD && u->op != POD_OP_UPDATE &&
             u->op != POD_OP_DELETE && u->op != POD_OP_REMOVE) {
                 const char *name = pod_op_to_string(u->op);
@@ -465,30 +578,38 @@ int storage_merge(struct storage *s, const char *source, struct pod_update *u)
                            name ? name : "(unknown)", source);
                 event(s, source, NULL, "InvalidOp", msg.data ? msg.data : "invalid update type");
                 buf_free(&msg);
-                pod_update_free(u);
                 return 0;
         }
         r = get_source(s, source, &ss);
-        if (r < 0 || (r = lists_init(&l, source)) < 0) {
-                pod_update_free(u);
+        if (r < 0 || (r = lists_init(&l, source)) < 0)
                 return r;
-        }
         if (u->op == POD_OP_REMOVE) {
-                r = merge_remove(ss, u, &l);
+                r = merge_remove(s, ss, u, &l, &e);
         } else {
                 r = preprocess(s, source, u, &keep, &n);
                 if (r == 0 && u->op == POD_OP_SET) {
                         first = !ss->seen;
-                        ss->seen = true;
-                        r = merge_set(s, ss, keep, n, &l);
+                        r = merge_set(s, ss, keep, n, &l, first, &e);
+                        if (r == 0)
+                                ss->seen = true;
                 } else if (r == 0) {
-                        r = merge_upsert(s, ss, keep, n, &l);
+                        r = merge_upsert(s, ss, keep, n, &l, &e);
                 }
         }
+        /* Past this point nothing can fail: the store holds the merge's
+         * result and its records go out. */
         if (r == 0)
-                r = emit_lists(s, source, &l, first);
+                emission_send(s, &e);
+        emission_free(&e);
         free(keep);
         lists_free(&l);
+        return r;
+}
+
+int storage_merge(struct storage *s, const char *source, struct pod_update *u)
+{
+        int r = storage_apply(s, source, u);
+
         pod_update_free(u);
         return r;
 }
@@ -496,7 +617,7 @@ int storage_merge(struct storage *s, const char *source, struct pod_update *u)
 int storage_sync(struct storage *s)
 {
         struct pod_update *u;
-        int r = merged_state(s, POD_SOURCE_ALL, &u);
+        int r = merged_state(s, POD_SOURCE_ALL, NULL, &u);
 
         if (r < 0)
                 return r;
@@ -520,7 +641,7 @@ bool storage_seen_all(const struct storage *s, const char *const *sources, size_
 
 int storage_merged(const struct storage *s, struct pod_update **ret_u)
 {
-        return merged_state(s, POD_SOURCE_ALL, ret_u);
+        return merged_state(s, POD_SOURCE_ALL, NULL, ret_u);
 }
 
 int storage_state(const struct storage *s, struct pod_update ***ret_updates,
@@ -539,7 +660,7 @@ int storage_state(const struct storage *s, struct pod_update ***ret_updates,
                 for (size_t i = 0; i < s->n_sources; i++) {
                         if (!s->sources[i]->seen && strmap_size(s->sources[i]->pods) == 0)
                                 continue;
-                        if (merged_state(s, s->sources[i]->name, &arr[n]) < 0)
+                        if (merged_state(s, s->sources[i]->name, NULL, &arr[n]) < 0)
                                 goto fail;
                         n++;
                 }

@@ -1,46 +1,37 @@
 /* updates_pipe — FIFO of merged records (see include/podmux/updates_pipe.h).
- * A ring buffer: push and pop are O(1) amortised. */
-#include <errno.h>
-#include <stdlib.h>
+ * A list threaded through the records' own link field: push and pop are
+ * O(1) and never allocate, so a merged record can always be queued. */
+#include <stddef.h>
 
 #include "podmux/updates_pipe.h"
 
 void updates_pipe_init(struct updates_pipe *p)
 {
-        p->items = NULL;
-        p->head = p->len = p->cap = 0;
+        p->head = p->tail = NULL;
+        p->len = 0;
 }
 
-int updates_pipe_push(struct updates_pipe *p, struct pod_update *u)
+void updates_pipe_push(struct updates_pipe *p, struct pod_update *u)
 {
-        if (p->len == p->cap) {
-                size_t cap = p->cap ? p->cap * 2 : 16;
-                struct pod_update **n = malloc(cap * sizeof(*n));
-
-                if (!n) {
-                        pod_update_free(u);
-                        return -ENOMEM;
-                }
-                for (size_t i = 0; i < p->len; i++)
-                        n[i] = p->items[(p->head + i) % p->cap];
-                free(p->items);
-                p->items = n;
-                p->cap = cap;
-                p->head = 0;
-        }
-        p->items[(p->head + p->len) % p->cap] = u;
+        u->next = NULL;
+        if (p->tail)
+                p->tail->next = u;
+        else
+                p->head = u;
+        p->tail = u;
         p->len++;
-        return 0;
 }
 
 struct pod_update *updates_pipe_pop(struct updates_pipe *p)
 {
-        struct pod_update *u;
+        struct pod_update *u = p->head;
 
-        if (!p->len)
+        if (!u)
                 return NULL;
-        u = p->items[p->head];
-        p->head = (p->head + 1) % p->cap;
+        p->head = u->next;
+        if (!p->head)
+                p->tail = NULL;
+        u->next = NULL;
         p->len--;
         return u;
 }
@@ -58,6 +49,5 @@ void updates_pipe_free(struct updates_pipe *p)
                 return;
         while ((u = updates_pipe_pop(p)))
                 pod_update_free(u);
-        free(p->items);
         updates_pipe_init(p);
 }

@@ -451,7 +451,8 @@ static void history_push(struct stream_server *srv, struct msg *m)
                 srv->hist_bytes + m->len > STREAM_HISTORY_MAX_BYTES)) {
                 struct msg *old = srv->hist[srv->hist_head];
 
-                srv->floor = old->seq;
+                if (old->seq > srv->floor)
+                        srv->floor = old->seq;
                 srv->hist_bytes -= old->len;
                 msg_unref(old);
                 srv->hist_head = (srv->hist_head + 1) % srv->hist_cap;
@@ -1145,9 +1146,12 @@ static void fan_out(struct stream_server *srv, struct msg *m)
                 if (c->state != CONSUMER_LIVE)
                         continue;
                 if (consumer_push(c, m) < 0) {
-                        /* It would miss this message: drop it rather than
-                         * let it believe it is in sync. */
-                        consumer_free(c);
+                        /* It would miss this message: cut it rather than
+                         * let it believe it is in sync.  The message is in
+                         * the history, so resuming gets it. */
+                        srv->dropped++;
+                        consumer_fail(c, "ResourceExhausted",
+                                      "out of memory queueing a message; reconnect with resume_after");
                         continue;
                 }
                 if (c->backlog > srv->max_backlog) {
@@ -1163,12 +1167,38 @@ static void fan_out(struct stream_server *srv, struct msg *m)
         }
 }
 
+/*
+ * A message for every live consumer could not be built, so none of them
+ * can be told this change: each is cut with ResourceExhausted (a client
+ * reconnects and resumes), and the floor rises past every number handed
+ * out so far, so no resume can be answered by a replay that lacks the
+ * lost message: a consumer resuming gets the full state.  Consumers still
+ * GREETING lose nothing: they are given the merger's state when they
+ * start.  O(consumers).
+ */
+static void lose_broadcast(struct stream_server *srv)
+{
+        struct consumer *c, *next;
+
+        srv->floor = srv->seq + 1;
+        for (c = srv->consumers; c; c = next) {
+                next = c->next;
+                if (c->state != CONSUMER_LIVE)
+                        continue;
+                srv->dropped++;
+                consumer_fail(c, "ResourceExhausted",
+                              "out of memory building an update; reconnect with resume_after");
+        }
+}
+
 int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u)
 {
         struct msg *m = NULL;
         int r;
 
         r = msg_pods(srv, u, &m);
+        if (r == -ENOMEM)
+                lose_broadcast(srv);
         if (r < 0)
                 return r;
         history_push(srv, m);
@@ -1197,6 +1227,8 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
                 free(strmap_remove(srv->plugins, socket));
         }
         r = msg_plugin(srv, op, plugin_json, error, &m);
+        if (r == -ENOMEM)
+                lose_broadcast(srv);
         if (r < 0)
                 return r;
         history_push(srv, m);

@@ -53,7 +53,8 @@ struct loop {
         struct loop_io *ios;
         struct loop_timer *timers;
         struct loop_timer **heap;
-        size_t heap_len, heap_cap;
+        /* heap_cap >= n_timers always, so arming never allocates. */
+        size_t heap_len, heap_cap, n_timers;
         struct loop_defer *defer_head, *defer_tail;
         int need_reap;
 };
@@ -288,10 +289,22 @@ void loop_io_free(struct loop_io *io)
 int loop_timer_new(struct loop *l, loop_timer_fn fn, void *data,
                    struct loop_timer **ret_timer)
 {
-        struct loop_timer *t = calloc(1, sizeof(*t));
+        struct loop_timer *t;
 
+        /* The heap gets its slot now: arming a timer cannot fail. */
+        if (l->heap_cap < l->n_timers + 1) {
+                size_t cap = l->heap_cap ? l->heap_cap * 2 : 16;
+                struct loop_timer **h = realloc(l->heap, cap * sizeof(*h));
+
+                if (!h)
+                        return -ENOMEM;
+                l->heap = h;
+                l->heap_cap = cap;
+        }
+        t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
+        l->n_timers++;
         t->loop = l;
         t->fn = fn;
         t->data = data;
@@ -309,17 +322,6 @@ void loop_timer_arm(struct loop_timer *t, uint64_t delay_usec)
         if (t->dead)
                 return;
         heap_remove(l, t);
-        if (l->heap_len == l->heap_cap) {
-                size_t cap = l->heap_cap ? l->heap_cap * 2 : 16;
-                struct loop_timer **h = realloc(l->heap, cap * sizeof(*h));
-
-                /* Out of memory: the timer stays disarmed.  Callers treat a
-                 * timer as best effort only under memory exhaustion. */
-                if (!h)
-                        return;
-                l->heap = h;
-                l->heap_cap = cap;
-        }
         t->due = mono_usec() + delay_usec;
         t->heap_ix = l->heap_len;
         l->heap[l->heap_len++] = t;
@@ -429,6 +431,7 @@ static void reap(struct loop *l)
 
                 if (t->dead) {
                         *pt = t->next;
+                        l->n_timers--;
                         free(t);
                 } else {
                         pt = &t->next;

@@ -19,15 +19,18 @@ struct capture {
         int sets;
 };
 
-static void capture_merge(void *data, const char *source, struct pod_update *u)
+static int capture_merge(void *data, const char *source, struct pod_update **up)
 {
         struct capture *c = data;
+        struct pod_update *u = *up;
 
         ck_assert_str_eq(source, "file");
         ck_assert_int_eq(u->op, POD_OP_SET);
         pod_update_free(c->last);
         c->last = u;
+        *up = NULL; /* kept */
         c->sets++;
+        return 0;
 }
 
 struct fixture {

@@ -37,9 +37,10 @@ static struct pod_update *rec(const char *tag)
         return u;
 }
 
-static void on_merge(void *data, const char *source, struct pod_update *u)
+static int on_merge(void *data, const char *source, struct pod_update **up)
 {
         struct sink *s = data;
+        struct pod_update *u = *up;
 
         ck_assert_msg(s->n < MAX_SEEN, "too many merges");
         snprintf(s->seen[s->n++], sizeof(s->seen[0]), "%s:%s", source, u->source);
@@ -47,7 +48,7 @@ static void on_merge(void *data, const char *source, struct pod_update *u)
                 ck_assert_int_eq(mux_channel_send(s->resend_ch, rec(s->resend_tag)), 0);
                 s->resend_on = NULL;
         }
-        pod_update_free(u);
+        return 0; /* the mux frees u */
 }
 
 static void expect_merged(const struct sink *s, int line, const char *want)

@@ -720,9 +720,10 @@ END_TEST
 /* TestPodConfigRace: creating channels and asking seen_all_sources
  * interleaved (podmux runs both on one thread, so this checks they
  * interleave correctly, not locking). */
-static void race_merge(void *data, const char *source, struct pod_update *u)
+static int race_merge(void *data, const char *source, struct pod_update **u)
 {
-        ck_assert_int_eq(storage_merge(data, source, u), 0);
+        ck_assert_int_eq(storage_apply(data, source, *u), 0);
+        return 0;
 }
 
 START_TEST(test_kubelet_pod_config_race)
