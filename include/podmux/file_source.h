@@ -31,6 +31,9 @@ struct file_source_config {
         const char *node_name;
         uint64_t period_usec;  /* 0: default */
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
+        /* First pause before a failed relist is tried again (doubling to
+         * the period); 0: FILE_SOURCE_RETRY_USEC.  Tests make it short. */
+        uint64_t retry_usec;
 };
 
 /* watcher may be NULL (no watch; relist only). */
@@ -40,7 +43,15 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
                     struct file_source **ret_fs, struct buf *err);
 /* First relist now, then the watch and the periodic relist. */
 int file_source_start(struct file_source *fs);
-/* Relist now (tests, SIGHUP). */
+/*
+ * Relist now (tests, SIGHUP).  All or nothing: the state found replaces
+ * the source's state, or, after an error that is not one file's own (the
+ * directory cannot be read, memory or descriptors run out, the path
+ * cannot be stat'ed for a reason other than not existing), the last good
+ * state stays, the error is logged and counted, and the relist is tried
+ * again after 1 s doubling to the period.  A path that does not exist
+ * means no pods; a bad file drops its own pod, as in the kubelet.
+ */
 void file_source_relist(struct file_source *fs);
 void file_source_free(struct file_source *fs); /* NULL-safe */
 

@@ -20,6 +20,12 @@
 /* Appends the canonical text of v (NULL prints as null).  0 or -ENOMEM. */
 int json_canon_append(struct buf *out, json_object *v);
 
+/* Appends v as compact JSON text in its own member order, as json-c's
+ * plain printer writes it but always valid UTF-8 (see buf_json_string)
+ * and with every allocation checked: 0 or -ENOMEM, never a text with
+ * pieces missing (json-c's printer can return one when memory runs out). */
+int json_write(struct buf *out, json_object *v);
+
 /* 128-bit FNV-1a, streaming. */
 struct fnv128 {
         uint64_t hi, lo;

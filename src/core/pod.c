@@ -17,8 +17,6 @@
 #include "podmux/pod.h"
 #include "podmux/str.h"
 
-#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-
 /* The immutable JSON text, shared between a pod and its clones. */
 struct pod_body {
         unsigned refs;
@@ -225,16 +223,12 @@ static void pod_free(struct pod *p)
 
 static int put_member(struct buf *b, bool *first, const char *key, json_object *v)
 {
-        const char *json = json_object_to_json_string_ext(v, JSON_FLAGS);
-
         if (!*first && buf_putc(b, ',') < 0)
                 return -ENOMEM;
         *first = false;
-        /* json-c copies string bytes as they are; consumers get UTF-8. */
-        if (!json || buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0 ||
-            buf_json_text(b, json, strlen(json)) < 0)
+        if (buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0)
                 return -ENOMEM;
-        return 0;
+        return json_write(b, v);
 }
 
 int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
@@ -291,16 +285,23 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                         else if (strcmp(k, POD_ANNOTATION_MIRROR) == 0)
                                 slot = &p->mirror;
                         if (slot) {
-                                const char *s = json_object_is_type(v, json_type_string)
-                                                        ? json_object_get_string(v)
-                                                        : json_object_to_json_string_ext(v, JSON_FLAGS);
-                                *slot = strdup(s);
+                                struct buf t = BUF_INIT;
+
+                                if (json_object_is_type(v, json_type_string)) {
+                                        *slot = strdup(json_object_get_string(v));
+                                } else {
+                                        *slot = json_write(&t, v) < 0 ? NULL : buf_steal(&t, NULL);
+                                        buf_free(&t);
+                                }
                                 if (!*slot)
                                         goto fail;
                                 continue;
                         }
-                        if (json_object_object_add(nonlocal, k, json_object_get(v)) < 0)
+                        /* json-c leaves the value to us when it fails. */
+                        if (json_object_object_add(nonlocal, k, json_object_get(v)) < 0) {
+                                json_object_put(v);
                                 goto fail;
+                        }
                 }
                 p->has_annotations = json_object_object_length(nonlocal) > 0;
         }
@@ -488,7 +489,11 @@ static int copy_key(json_object *dst, json_object *src, const char *key)
                 json_object_object_del(dst, key);
                 return 0;
         }
-        return json_object_object_add(dst, key, json_object_get(v));
+        if (json_object_object_add(dst, key, json_object_get(v)) < 0) {
+                json_object_put(v); /* json-c leaves it to us on failure */
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 static json_object *ensure_object(json_object *parent, const char *key)
@@ -534,8 +539,10 @@ int pod_merge_update(const struct pod *existing, const struct pod *ref,
         rann = get_obj(rmeta, "annotations");
         if (rann && json_object_is_type(rann, json_type_object)) {
                 json_object_object_foreach(rann, k, v) {
-                        if (json_object_object_add(ann, k, json_object_get(v)) < 0)
+                        if (json_object_object_add(ann, k, json_object_get(v)) < 0) {
+                                json_object_put(v);
                                 goto out;
+                        }
                 }
         }
         {

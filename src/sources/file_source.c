@@ -17,6 +17,7 @@
 #endif
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -27,6 +28,7 @@
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/path.h"
+#include "podmux/str.h"
 #include "podmux/strmap.h"
 
 #define DIR_MASK (IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE | \
@@ -54,9 +56,24 @@ struct file_source {
         struct loop_timer *relist_timer;
         struct loop_timer *retry_timer;
         uint64_t retry_delay;
+        /* A relist or an event that failed for want of a resource (memory,
+         * descriptors, a directory read error): the last good state stays
+         * and a relist is tried again after relist_delay. */
+        struct loop_timer *relist_retry_timer;
+        uint64_t relist_retry_base;
+        uint64_t relist_delay;
+        char *failure; /* the failure being retried, logged once */
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
+
+/* An error that says nothing about a file or the directory's content but
+ * that this process is short of something: memory or descriptors.  It
+ * must never cost a pod; the work is tried again later. */
+static bool resource_error(int r)
+{
+        return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
+}
 
 static void entry_free(void *v)
 {
@@ -99,7 +116,9 @@ static void clear_bad(struct file_source *fs, const char *file)
 }
 
 /* Reads and decodes one file into a pod.  Returns -ENOENT quietly when the
- * file vanished; other errors are reported (once) unless quiet. */
+ * file vanished, and a resource error (see resource_error()) quietly for
+ * the caller to handle; other errors are the file's, reported (once)
+ * unless quiet. */
 static int load_file(struct file_source *fs, const char *file, int quiet,
                      struct pod **ret_pod)
 {
@@ -115,12 +134,14 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         int r;
 
         r = manifest_read_file(file, &data, &len, &err);
-        if (r == -ENOENT)
+        if (r == -ENOENT || resource_error(r))
                 goto out;
         if (r == 0)
                 r = manifest_decode_pod(data, len, &ctx, &obj, &err);
         if (r == 0)
                 r = pod_from_json(obj, ret_pod, &err);
+        if (resource_error(r))
+                goto out; /* not the file's fault: the caller retries */
         if (r < 0)
                 report_bad(fs, file, err.data ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
         else
@@ -134,40 +155,50 @@ out:
 
 /* ---- sending ---------------------------------------------------------------------- */
 
-static void send_store(struct file_source *fs)
+/* The store's whole content as one SET, sorted.  0 or -ENOMEM.  O(n) in
+ * the source's pods: inherent while a source speaks in SETs. */
+static int store_update(struct strmap *store, struct pod_update **ret_u)
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_FILE);
         size_t it = 0;
         void *v;
 
-        if (!u) {
-                log_error("file source: out of memory building an update");
-                return;
-        }
-        while (strmap_next(fs->store, &it, NULL, &v)) {
+        if (!u)
+                return -ENOMEM;
+        while (strmap_next(store, &it, NULL, &v)) {
                 struct entry *e = v;
 
                 if (pod_update_add(u, e->pod) < 0) {
                         pod_update_free(u);
-                        log_error("file source: out of memory building an update");
-                        return;
+                        return -ENOMEM;
                 }
         }
         pod_update_sort(u);
-        source_stats_success(fs->stats, u->n_pods);
-        mux_channel_send(fs->ch, u);
+        *ret_u = u;
+        return 0;
 }
 
-static void clear_store(struct file_source *fs)
+/* Sends store as the source's state.  0, or -ENOMEM with nothing sent. */
+static int send_state(struct file_source *fs, struct strmap *store)
 {
-        strmap_free(fs->store, entry_free);
-        fs->store = strmap_new();
+        struct pod_update *u = NULL;
+        size_t n;
+        int r = store_update(store, &u);
+
+        if (r < 0)
+                return r;
+        n = u->n_pods;
+        r = mux_channel_send(fs->ch, u);
+        if (r < 0)
+                return r;
+        source_stats_success(fs->stats, n);
+        return 0;
 }
 
 /* Puts (file -> pod) into store/files.  The first file in sorted order
  * keeps a namespace/name; a later one is refused with a warning naming both.
  * Returns 1 if the store changed, 0 if not, -errno. */
-static int store_put(struct file_source *fs, struct strmap *store, const char *file,
+static int store_put(struct strmap *store, struct strmap *files, const char *file,
                      struct pod *pod)
 {
         struct buf key = BUF_INIT;
@@ -209,7 +240,7 @@ static int store_put(struct file_source *fs, struct strmap *store, const char *f
         r = 1;
 record:
         k = strdup(key.data);
-        if (!k || strmap_put(fs->files, file, k, (void **)&oldk) < 0) {
+        if (!k || strmap_put(files, file, k, (void **)&oldk) < 0) {
                 free(k);
                 r = -ENOMEM;
                 goto out;
@@ -227,50 +258,96 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void relist_dir(struct file_source *fs)
+static void free_names(char **names, size_t n)
 {
-        struct strmap *fresh = strmap_new();
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+}
+
+/*
+ * The entries of the directory, as full paths, sorted (dot files left
+ * out).  All or nothing: an error while reading the directory (readdir's
+ * own, or an allocation) fails the whole listing with -errno and
+ * *ret_what naming the step, so a partial listing is never taken for the
+ * directory's content.  O(entries log entries).
+ */
+static int list_dir(const char *path, char ***ret_names, size_t *ret_n, const char **ret_what)
+{
         char **names = NULL, **tmp;
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
+        int r = 0;
 
-        if (!fresh)
-                return;
-        d = opendir(fs->path);
+        d = opendir(path);
         if (!d) {
-                /* The kubelet lists an unreadable directory as empty. */
-                int e = errno;
-
-                log_error("file source: cannot read directory \"%s\": %s", fs->path, ERRNO_STR(e));
-                source_stats_error(fs->stats, false, "cannot read directory \"%s\": %s", fs->path, ERRNO_STR(e));
-        } else {
-                while ((de = readdir(d))) {
-                        if (de->d_name[0] == '.')
-                                continue;
-                        if (n == cap) {
-                                cap = cap ? cap * 2 : 32;
-                                tmp = realloc(names, cap * sizeof(*names));
-                                if (!tmp)
-                                        break;
-                                names = tmp;
-                        }
-                        names[n] = path_join(fs->path, de->d_name);
-                        if (names[n])
-                                n++;
+                *ret_what = "cannot open directory";
+                return -errno;
+        }
+        for (;;) {
+                errno = 0;
+                de = readdir(d);
+                if (!de) {
+                        r = -errno; /* 0 at the end */
+                        *ret_what = "cannot read directory";
+                        break;
                 }
-                closedir(d);
+                if (de->d_name[0] == '.')
+                        continue;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 32;
+                        tmp = realloc(names, cap * sizeof(*names));
+                        if (!tmp) {
+                                r = -ENOMEM;
+                                *ret_what = "cannot list directory";
+                                break;
+                        }
+                        names = tmp;
+                }
+                names[n] = path_join(path, de->d_name);
+                if (!names[n]) {
+                        r = -ENOMEM;
+                        *ret_what = "cannot list directory";
+                        break;
+                }
+                n++;
+        }
+        closedir(d);
+        if (r < 0) {
+                free_names(names, n);
+                return r;
         }
         if (n > 1)
                 qsort(names, n, sizeof(*names), cmp_str);
+        *ret_names = names;
+        *ret_n = n;
+        return 0;
+}
+
+/*
+ * Loads every listed file into store/files (fresh maps).  A file that
+ * vanished is skipped; a file that is bad (unreadable, invalid, not a
+ * regular file) is reported and skipped, so its pod drops out as in the
+ * kubelet; a resource error fails the whole load.  0 or -errno (a resource
+ * error) with *ret_what set.
+ */
+static int load_all(struct file_source *fs, char **names, size_t n, struct strmap *store,
+                    struct strmap *files, const char **ret_what)
+{
         for (size_t i = 0; i < n; i++) {
                 struct stat st;
                 struct pod *pod = NULL;
+                int r;
 
                 if (stat(names[i], &st) < 0) {
                         int e = errno;
                         struct stat lst;
 
+                        if (resource_error(-e)) {
+                                *ret_what = "cannot check a file";
+                                return -e;
+                        }
                         /* Vanished since the listing: silent.  A link to
                          * nothing: said once. */
                         if (e != ENOENT)
@@ -287,51 +364,168 @@ static void relist_dir(struct file_source *fs)
                         report_bad(fs, names[i], "not a regular file: skipped", 0, false);
                         continue;
                 }
-                if (load_file(fs, names[i], 0, &pod) < 0)
+                r = load_file(fs, names[i], 0, &pod);
+                if (resource_error(r)) {
+                        *ret_what = "cannot load a file";
+                        return r;
+                }
+                if (r < 0)
                         continue;
-                /* store_put records files[] in fs; point it at fresh. */
-                store_put(fs, fresh, names[i], pod);
+                r = store_put(store, files, names[i], pod);
                 pod_unref(pod);
+                if (r < 0) {
+                        *ret_what = "cannot store a pod";
+                        return r;
+                }
         }
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
+        return 0;
+}
+
+/* Installs store/files as the source's state and sends it.  On failure
+ * nothing changes and the caller frees store/files.  0 or -ENOMEM. */
+static int replace_state(struct file_source *fs, struct strmap *store, struct strmap *files)
+{
+        int r = send_state(fs, store);
+
+        if (r < 0)
+                return r;
         strmap_free(fs->store, entry_free);
-        fs->store = fresh;
-        send_store(fs);
+        strmap_free(fs->files, free);
+        fs->store = store;
+        fs->files = files;
+        return 0;
+}
+
+/*
+ * One relist of the path: the state it finds replaces the source's whole
+ * state, or, on any error that is not a file's own, nothing changes.
+ * 0, or -errno with *ret_what naming the step.  O(files): a relist reads
+ * every file (inherent).
+ */
+static int relist(struct file_source *fs, const char **ret_what)
+{
+        struct strmap *store = NULL, *files = NULL;
+        char **names = NULL;
+        size_t n = 0;
+        struct stat st;
+        int r;
+
+        *ret_what = "cannot stat";
+        if (stat(fs->path, &st) < 0) {
+                r = -errno;
+                /* Only a path that is not there means "no pods". */
+                if (r != -ENOENT && r != -ENOTDIR)
+                        return r;
+                log_debug("file source: path \"%s\" does not exist", fs->path);
+                st.st_mode = 0;
+        }
+        store = strmap_new();
+        files = strmap_new();
+        if (!store || !files) {
+                r = -ENOMEM;
+                *ret_what = "cannot list";
+                goto out;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                r = list_dir(fs->path, &names, &n, ret_what);
+                /* The directory went away between stat and open. */
+                if (r == -ENOENT || r == -ENOTDIR)
+                        r = 0;
+                if (r == 0)
+                        r = load_all(fs, names, n, store, files, ret_what);
+        } else if (S_ISREG(st.st_mode)) {
+                struct pod *pod = NULL;
+
+                r = load_file(fs, fs->path, 0, &pod);
+                if (r == -ENOENT) {
+                        r = 0; /* gone: no pods */
+                } else if (r < 0) {
+                        /* A bad file keeps what was sent before; a resource
+                         * error is retried. */
+                        *ret_what = "cannot load the file";
+                        if (!resource_error(r))
+                                r = 1;
+                        goto out;
+                } else {
+                        r = store_put(store, files, fs->path, pod);
+                        pod_unref(pod);
+                        *ret_what = "cannot store the pod";
+                        if (r > 0)
+                                r = 0;
+                }
+        } else if (st.st_mode) {
+                log_error("file source: \"%s\" is neither a directory nor a regular file",
+                          fs->path);
+                r = 1;
+                goto out;
+        } else {
+                r = 0;
+        }
+        if (r == 0) {
+                *ret_what = "cannot send the pods";
+                r = replace_state(fs, store, files);
+                if (r == 0)
+                        store = files = NULL;
+        }
+out:
+        free_names(names, n);
+        strmap_free(store, entry_free);
+        strmap_free(files, free);
+        return r;
+}
+
+/* Logs a failure once per distinct text, and arms the retry: 1 s (the
+ * configured base) doubling to the relist period. */
+static void relist_failed(struct file_source *fs, const char *what, int r)
+{
+        char text[512];
+
+        (void)snprintf(text, sizeof(text), "%s \"%s\": %s", what, fs->path, ERRNO_STR(r));
+        fs->relist_delay = fs->relist_delay ? fs->relist_delay * 2 : fs->relist_retry_base;
+        if (fs->relist_delay > fs->period)
+                fs->relist_delay = fs->period;
+        if (!fs->failure || strcmp(fs->failure, text) != 0) {
+                log_error("file source: %s: keeping the last good state, trying again in %.1f s",
+                          text, (double)fs->relist_delay / 1e6);
+                source_stats_error(fs->stats, false, "%s", text);
+                (void)str_set(&fs->failure, text);
+        } else {
+                log_debug("file source: %s: trying again in %.1f s", text,
+                          (double)fs->relist_delay / 1e6);
+        }
+        loop_timer_arm(fs->relist_retry_timer, fs->relist_delay);
 }
 
 void file_source_relist(struct file_source *fs)
 {
-        struct stat st;
-        struct pod *pod = NULL;
+        const char *what = "cannot list";
+        int r = relist(fs, &what);
 
-        if (stat(fs->path, &st) < 0) {
-                if (errno == ENOENT) {
-                        log_debug("file source: path \"%s\" does not exist", fs->path);
-                        clear_store(fs);
-                        send_store(fs);
-                } else {
-                        int e = errno;
-
-                        log_error("file source: cannot stat \"%s\": %s", fs->path, ERRNO_STR(e));
-                        source_stats_error(fs->stats, false, "cannot stat \"%s\": %s", fs->path, ERRNO_STR(e));
-                }
+        if (r < 0) {
+                relist_failed(fs, what, r);
                 return;
         }
-        if (S_ISDIR(st.st_mode)) {
-                relist_dir(fs);
-        } else if (S_ISREG(st.st_mode)) {
-                if (load_file(fs, fs->path, 0, &pod) < 0)
-                        return;
-                clear_store(fs);
-                store_put(fs, fs->store, fs->path, pod);
-                pod_unref(pod);
-                send_store(fs);
-        } else {
-                log_error("file source: \"%s\" is neither a directory nor a regular file",
-                          fs->path);
+        loop_timer_stop(fs->relist_retry_timer);
+        fs->relist_delay = 0;
+        if (fs->failure) {
+                log_info("file source: \"%s\" listed again", fs->path);
+                free(fs->failure);
+                fs->failure = NULL;
         }
+}
+
+/* An event could not be applied for want of a resource: the store may
+ * now differ from what was sent, so a relist puts both right. */
+static void event_failed(struct file_source *fs, const char *file, int r)
+{
+        log_debug("file source: file \"%s\": %s: re-listing", file, ERRNO_STR(r));
+        relist_failed(fs, "cannot apply an event for", r);
+}
+
+static void on_relist_retry(struct loop_timer *t, void *data)
+{
+        (void)t;
+        file_source_relist(data);
 }
 
 /* ---- watch ---------------------------------------------------------------------------- */
@@ -358,8 +552,14 @@ static void watch_event_add(struct file_source *fs, const char *file, uint32_t m
         /* A file still being written fails to parse on early events; only
          * the close after writing (or a rename into place) reports errors. */
         int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
+        int r;
 
-        if (stat(file, &st) < 0 || S_ISDIR(st.st_mode))
+        if (stat(file, &st) < 0) {
+                if (resource_error(-errno))
+                        event_failed(fs, file, -errno);
+                return;
+        }
+        if (S_ISDIR(st.st_mode))
                 return;
         if (!S_ISREG(st.st_mode)) {
                 report_bad(fs, file, "not a regular file: skipped", 0, false);
@@ -367,11 +567,18 @@ static void watch_event_add(struct file_source *fs, const char *file, uint32_t m
         }
         if ((mask & IN_CREATE) && st.st_size == 0)
                 return; /* content follows with IN_MODIFY / IN_CLOSE_WRITE */
-        if (load_file(fs, file, quiet, &pod) < 0)
+        r = load_file(fs, file, quiet, &pod);
+        if (r < 0) {
+                if (resource_error(r))
+                        event_failed(fs, file, r);
                 return;
-        if (store_put(fs, fs->store, file, pod) > 0)
-                send_store(fs);
+        }
+        r = store_put(fs->store, fs->files, file, pod);
         pod_unref(pod);
+        if (r > 0)
+                r = send_state(fs, fs->store);
+        if (r < 0)
+                event_failed(fs, file, r);
 }
 
 static void watch_event_delete(struct file_source *fs, const char *file)
@@ -381,6 +588,7 @@ static void watch_event_delete(struct file_source *fs, const char *file)
         size_t it = 0;
         const char *other;
         void *v;
+        int r = 0;
 
         if (!key)
                 return;
@@ -397,13 +605,20 @@ static void watch_event_delete(struct file_source *fs, const char *file)
 
                         if (strcmp(v, key) != 0)
                                 continue;
-                        if (load_file(fs, other, 0, &pod) == 0) {
-                                store_put(fs, fs->store, other, pod);
+                        r = load_file(fs, other, 0, &pod);
+                        if (r == 0) {
+                                r = store_put(fs->store, fs->files, other, pod);
                                 pod_unref(pod);
                                 break;
                         }
+                        if (resource_error(r))
+                                break;
+                        r = 0;
                 }
-                send_store(fs);
+                if (r >= 0)
+                        r = send_state(fs, fs->store);
+                if (r < 0)
+                        event_failed(fs, file, r);
         }
         free(key);
 }
@@ -526,8 +741,10 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->errors = strmap_new();
         if (!fs->path || !fs->node_name || !fs->store || !fs->files || !fs->errors)
                 goto fail;
+        fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
-            (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0)
+            (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0)
                 goto fail;
         *ret_fs = fs;
         return 0;
@@ -551,6 +768,8 @@ void file_source_free(struct file_source *fs)
         watcher_remove(fs->watch);
         loop_timer_free(fs->relist_timer);
         loop_timer_free(fs->retry_timer);
+        loop_timer_free(fs->relist_retry_timer);
+        free(fs->failure);
         strmap_free(fs->store, entry_free);
         strmap_free(fs->files, free);
         strmap_free(fs->errors, free);

@@ -1180,7 +1180,6 @@ static void lose_broadcast(struct stream_server *srv)
 {
         struct consumer *c, *next;
 
-        srv->floor = srv->seq + 1;
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->state != CONSUMER_LIVE)
@@ -1189,6 +1188,8 @@ static void lose_broadcast(struct stream_server *srv)
                 consumer_fail(c, "ResourceExhausted",
                               "out of memory building an update; reconnect with resume_after");
         }
+        /* After the errors: a client resumes after its error's number. */
+        srv->floor = srv->seq + 1;
 }
 
 int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u)

@@ -4,6 +4,7 @@
  */
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,10 +53,18 @@ out:
         return r;
 }
 
-int json_canon_append(struct buf *out, json_object *v)
+/*
+ * A scalar as json-c prints it: an int as decoded, a double with the
+ * spelling it was parsed from, so "1.0" and "1" stay apart as they do for
+ * Go's typed values.  json-c's printer is used for numbers alone: a number
+ * fits the printer's first block, so the only allocation it makes is
+ * checked (NULL).  Containers and strings never go through it, because
+ * json-c ignores failed appends there and would return a text with pieces
+ * missing.
+ */
+static int put_scalar(struct buf *out, json_object *v)
 {
-        size_t i, n;
-        int r;
+        const char *text;
 
         switch (json_object_get_type(v)) {
         case json_type_null:
@@ -64,29 +73,70 @@ int json_canon_append(struct buf *out, json_object *v)
                 return buf_puts(out, json_object_get_boolean(v) ? "true" : "false");
         case json_type_int:
         case json_type_double:
-                /* json-c prints an int as decoded and a double with the
-                 * spelling it was parsed from, so "1.0" and "1" stay apart
-                 * as they do for Go's typed values. */
-                return buf_puts(out, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+                text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+                return text ? buf_puts(out, text) : -ENOMEM;
         case json_type_string:
                 return buf_json_string(out, json_object_get_string(v),
                                        (size_t)json_object_get_string_len(v));
+        default:
+                return -EINVAL;
+        }
+}
+
+static int put_array(struct buf *out, json_object *v, int (*put)(struct buf *, json_object *))
+{
+        size_t n = json_object_array_length(v);
+        int r;
+
+        if (buf_putc(out, '[') < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (i && buf_putc(out, ',') < 0)
+                        return -ENOMEM;
+                r = put(out, json_object_array_get_idx(v, i));
+                if (r < 0)
+                        return r;
+        }
+        return buf_putc(out, ']');
+}
+
+int json_canon_append(struct buf *out, json_object *v)
+{
+        switch (json_object_get_type(v)) {
         case json_type_object:
                 return canon_object(out, v);
         case json_type_array:
-                n = json_object_array_length(v);
-                if (buf_putc(out, '[') < 0)
+                return put_array(out, v, json_canon_append);
+        default:
+                return put_scalar(out, v);
+        }
+}
+
+int json_write(struct buf *out, json_object *v)
+{
+        bool first = true;
+
+        switch (json_object_get_type(v)) {
+        case json_type_object:
+                if (buf_putc(out, '{') < 0)
                         return -ENOMEM;
-                for (i = 0; i < n; i++) {
-                        if (i && buf_putc(out, ',') < 0)
+                json_object_object_foreach(v, key, val) {
+                        int r;
+
+                        if ((!first && buf_putc(out, ',') < 0) ||
+                            buf_json_string(out, key, strlen(key)) < 0 || buf_putc(out, ':') < 0)
                                 return -ENOMEM;
-                        r = json_canon_append(out, json_object_array_get_idx(v, i));
+                        first = false;
+                        r = json_write(out, val);
                         if (r < 0)
                                 return r;
                 }
-                return buf_putc(out, ']');
+                return buf_putc(out, '}');
+        case json_type_array:
+                return put_array(out, v, json_write);
+        default:
+                return put_scalar(out, v);
         }
-        return -EINVAL;
 }
 
 /* FNV-1a 128: offset basis 0x6c62272e07bb014262b821756295c58d, prime

@@ -1,0 +1,307 @@
+/*
+ * failalloc — see failalloc.h.  glibc exports its allocator as
+ * __libc_malloc and friends, so the interposed functions forward there
+ * without dlsym (which may itself allocate); system calls are found once
+ * with dlsym(RTLD_NEXT).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "failalloc.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define FAILALLOC_INTERPOSE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FAILALLOC_INTERPOSE 0
+#endif
+#endif
+#ifndef FAILALLOC_INTERPOSE
+#define FAILALLOC_INTERPOSE 1
+#endif
+
+/* Armed state: read and written by the arming thread only, except
+ * live, which every thread updates. */
+static pthread_t armed_thread;
+static bool armed, persist, paused, failed_once;
+static long countdown, counted;
+static long live;
+
+struct sysfault {
+        long countdown, counted;
+        int err;
+        bool armed, failed;
+};
+static struct sysfault sys[_FAILSYS_MAX];
+
+bool failalloc_enabled(void)
+{
+        return FAILALLOC_INTERPOSE;
+}
+
+void failalloc_arm(long n)
+{
+        armed_thread = pthread_self();
+        armed = n > 0;
+        countdown = n;
+        counted = 0;
+        failed_once = false;
+        if (n == 0)
+                persist = false;
+}
+
+void failalloc_persist(bool on)
+{
+        persist = on;
+}
+
+void failalloc_pause(bool on)
+{
+        paused = on;
+}
+
+long failalloc_count(void)
+{
+        return counted;
+}
+
+long failalloc_live(void)
+{
+        return __atomic_load_n(&live, __ATOMIC_SEQ_CST);
+}
+
+bool failalloc_failed(void)
+{
+        return failed_once;
+}
+
+void failsys_arm(enum failsys_call call, long n, int err)
+{
+        armed_thread = pthread_self();
+        sys[call].armed = n > 0;
+        sys[call].countdown = n;
+        sys[call].counted = 0;
+        sys[call].err = err;
+        sys[call].failed = false;
+}
+
+long failsys_count(enum failsys_call call)
+{
+        return sys[call].counted;
+}
+
+bool failsys_failed(enum failsys_call call)
+{
+        return sys[call].failed;
+}
+
+#if FAILALLOC_INTERPOSE
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+
+/* True when this allocation is to fail. */
+static bool should_fail(void)
+{
+        if (!armed || paused || !pthread_equal(pthread_self(), armed_thread))
+                return false;
+        counted++;
+        if (failed_once && persist)
+                return true;
+        if (failed_once || --countdown > 0)
+                return false;
+        failed_once = true;
+        if (getenv("FAILALLOC_BACKTRACE")) {
+                /* Where the injected failure hit (debugging a sweep). */
+                void *frames[24];
+
+                paused = true;
+                backtrace_symbols_fd(frames, backtrace(frames, 24), 2);
+                paused = false;
+        }
+        return true;
+}
+
+static void *counted_block(void *p)
+{
+        if (p)
+                __atomic_add_fetch(&live, 1, __ATOMIC_SEQ_CST);
+        return p;
+}
+
+void *malloc(size_t n)
+{
+        if (should_fail()) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        return counted_block(__libc_malloc(n));
+}
+
+void *calloc(size_t n, size_t size)
+{
+        if (should_fail()) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        return counted_block(__libc_calloc(n, size));
+}
+
+void *realloc(void *p, size_t n)
+{
+        void *q;
+
+        if (!p)
+                return malloc(n);
+        if (n == 0) {
+                free(p);
+                return NULL;
+        }
+        if (should_fail()) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        q = __libc_realloc(p, n);
+        return q;
+}
+
+void free(void *p)
+{
+        if (!p)
+                return;
+        __atomic_sub_fetch(&live, 1, __ATOMIC_SEQ_CST);
+        __libc_free(p);
+}
+
+/* Never failed, only counted, so free() stays balanced. */
+void *memalign(size_t align, size_t n)
+{
+        return counted_block(__libc_memalign(align, n));
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+        return counted_block(__libc_memalign(align, n));
+}
+
+int posix_memalign(void **ret, size_t align, size_t n)
+{
+        void *p = __libc_memalign(align, n);
+
+        if (!p)
+                return ENOMEM;
+        *ret = counted_block(p);
+        return 0;
+}
+
+/* ---- system calls -------------------------------------------------------- */
+
+/* -1 (with errno set) or 1 (write short) when the call is to fail. */
+static int sys_fault(enum failsys_call call)
+{
+        struct sysfault *f = &sys[call];
+
+        if (!f->armed || paused || f->failed || !pthread_equal(pthread_self(), armed_thread))
+                return 0;
+        f->counted++;
+        if (--f->countdown > 0)
+                return 0;
+        f->failed = true;
+        if (f->err == 0)
+                return 1;
+        errno = f->err;
+        return -1;
+}
+
+typedef DIR *(*opendir_fn)(const char *);
+typedef struct dirent *(*readdir_fn)(DIR *);
+typedef int (*open_fn)(const char *, int, ...);
+typedef ssize_t (*read_fn)(int, void *, size_t);
+typedef ssize_t (*sendmsg_fn)(int, const struct msghdr *, int);
+
+#define REAL(name)                                                        \
+        static name##_fn real_##name;                                     \
+        if (!real_##name)                                                 \
+                real_##name = (name##_fn)(uintptr_t)dlsym(RTLD_NEXT, #name)
+
+DIR *opendir(const char *path)
+{
+        REAL(opendir);
+        if (sys_fault(FAILSYS_OPENDIR) < 0)
+                return NULL;
+        return real_opendir(path);
+}
+
+struct dirent *readdir(DIR *d)
+{
+        REAL(readdir);
+        if (sys_fault(FAILSYS_READDIR) < 0)
+                return NULL;
+        return real_readdir(d);
+}
+
+int open(const char *path, int flags, ...)
+{
+        mode_t mode = 0;
+
+        REAL(open);
+        if (flags & (O_CREAT | O_TMPFILE)) {
+                va_list ap;
+
+                va_start(ap, flags);
+                mode = va_arg(ap, mode_t);
+                va_end(ap);
+        }
+        if (sys_fault(FAILSYS_OPEN) < 0)
+                return -1;
+        return real_open(path, flags, mode);
+}
+
+ssize_t read(int fd, void *p, size_t n)
+{
+        REAL(read);
+        if (sys_fault(FAILSYS_READ) < 0)
+                return -1;
+        return real_read(fd, p, n);
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
+{
+        int f;
+
+        REAL(sendmsg);
+        f = sys_fault(FAILSYS_SENDMSG);
+        if (f < 0)
+                return -1;
+        if (f > 0 && mh->msg_iovlen > 0 && mh->msg_iov[0].iov_len > 1) {
+                /* A short write: half of the first block. */
+                struct msghdr half = *mh;
+                struct iovec one = mh->msg_iov[0];
+
+                one.iov_len /= 2;
+                half.msg_iov = &one;
+                half.msg_iovlen = 1;
+                return real_sendmsg(fd, &half, flags);
+        }
+        return real_sendmsg(fd, mh, flags);
+}
+
+#endif

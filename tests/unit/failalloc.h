@@ -1,0 +1,56 @@
+/*
+ * failalloc — fault injection for unit tests, the way SQLite tests malloc
+ * failure: the Nth allocation from now fails, or the Nth call of a system
+ * call fails with a chosen errno (or, for sendmsg, writes only part).
+ *
+ * It works by symbol interposition: a test executable linked with
+ * failalloc.c defines malloc, calloc, realloc, free and a few system-call
+ * wrappers itself, so every library in the process (json-c, libyaml, libc's
+ * own strdup and opendir) allocates through it.  Faults are injected only
+ * on the thread that armed them; other threads (the watcher's) are counted
+ * but never failed, so a sweep is deterministic.
+ *
+ * Under AddressSanitizer the sanitizer owns malloc, so nothing is
+ * interposed: failalloc_enabled() is false and the sweeps skip themselves.
+ */
+#ifndef PODMUX_TESTS_FAILALLOC_H
+#define PODMUX_TESTS_FAILALLOC_H
+
+#include <stdbool.h>
+
+/* False when the build cannot interpose (sanitizers). */
+bool failalloc_enabled(void);
+/* The nth allocation from now on this thread fails (n >= 1); 0 disarms.
+ * Also clears failalloc_failed() and the count. */
+void failalloc_arm(long n);
+/* With on, every allocation after the first injected failure fails too,
+ * until failalloc_arm(0). */
+void failalloc_persist(bool on);
+/* While paused, nothing is counted or failed (the test's own work). */
+void failalloc_pause(bool on);
+/* Allocations counted since the last arm (on the arming thread). */
+long failalloc_count(void);
+/* Blocks allocated and not yet freed, all threads: a leak check compares
+ * it before and after a piece of work. */
+long failalloc_live(void);
+/* Whether a failure was injected since the last arm. */
+bool failalloc_failed(void);
+
+enum failsys_call {
+        FAILSYS_OPENDIR,
+        FAILSYS_READDIR,
+        FAILSYS_OPEN,
+        FAILSYS_READ,
+        FAILSYS_SENDMSG,
+        _FAILSYS_MAX,
+};
+
+/* The nth call of call from now on the arming thread fails once with err;
+ * err 0 for FAILSYS_SENDMSG makes it write only part of what it was given
+ * (at least one byte).  n 0 disarms that call. */
+void failsys_arm(enum failsys_call call, long n, int err);
+/* Calls of call counted since it was armed. */
+long failsys_count(enum failsys_call call);
+bool failsys_failed(enum failsys_call call);
+
+#endif
