@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "podmux/json_canon.h"
+#include "podmux/json_parse.h"
 
 static int cmp_str_ptr(const void *a, const void *b)
 {
@@ -188,45 +189,5 @@ void fnv128_hex(const uint8_t digest[16], char out[33])
 int json_parse_text(const char *text, size_t len, json_object **ret_obj,
                     struct buf *err)
 {
-        json_tokener *tok;
-        json_object *obj;
-        enum json_tokener_error jerr;
-        size_t off;
-        int r = -EINVAL;
-
-        if (len > (size_t)INT32_MAX) {
-                if (err)
-                        buf_puts(err, "JSON text too large");
-                return -EFBIG;
-        }
-        tok = json_tokener_new_ex(JSON_MAX_DEPTH);
-        if (!tok)
-                return -ENOMEM;
-        obj = json_tokener_parse_ex(tok, text, (int)len);
-        jerr = json_tokener_get_error(tok);
-        off = json_tokener_get_parse_end(tok);
-        if (jerr == json_tokener_continue) {
-                if (err)
-                        buf_puts(err, "unexpected end of JSON input");
-                goto out;
-        }
-        if (jerr != json_tokener_success) {
-                if (err)
-                        buf_printf(err, "byte %zu: %s", off,
-                                   json_tokener_error_desc(jerr));
-                goto out;
-        }
-        while (off < len && text[off] && strchr(" \t\r\n", text[off]))
-                off++;
-        if (off < len) {
-                if (err)
-                        buf_printf(err, "byte %zu: unexpected data after the JSON value", off);
-                json_object_put(obj);
-                goto out;
-        }
-        *ret_obj = obj;
-        r = 0;
-out:
-        json_tokener_free(tok);
-        return r;
+        return json_parse(text, len, JSON_MAX_DEPTH, ret_obj, err);
 }

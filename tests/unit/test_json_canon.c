@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "podmux/json_canon.h"
+#include "podmux/json_parse.h"
 #include "unit.h"
 
 static char *canon_of(const char *text)
@@ -77,5 +78,117 @@ START_TEST(test_parse_errors_and_depth_limit)
 }
 END_TEST
 
-UNIT_MAIN(test_canon_sorts_keys_and_strips_space, test_canon_keeps_number_spelling_and_empties,
+
+/* What json-c's own strict parser makes of text, printed plainly, or NULL
+ * if it refuses it. */
+static char *jsonc_says(const char *text)
+{
+        json_tokener *tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+        json_object *o;
+        char *out = NULL;
+
+        ck_assert_ptr_nonnull(tok);
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+        o = json_tokener_parse_ex(tok, text, (int)strlen(text) + 1); /* the NUL ends a number */
+        if (json_tokener_get_error(tok) == json_tokener_success)
+                out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        json_tokener_free(tok);
+        return out;
+}
+
+static char *ours_says(const char *text)
+{
+        json_object *o = NULL;
+        char *out = NULL;
+
+        if (json_parse(text, strlen(text), JSON_MAX_DEPTH, &o, NULL) == 0)
+                out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+        return out;
+}
+
+/* Our parser builds the tree json-c's strict parser builds, value for
+ * value (types, number spellings, decoded strings), and refuses what it
+ * refuses. */
+START_TEST(test_parse_matches_jsonc)
+{
+        static const char *const same[] = {
+                "{}", "[]", "0", "-0", "1", "-1", "1.0", "-1.5e-3", "1e5", "1E+5", "0.5",
+                "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+                "18446744073709551615", "123456789012345678901234567890.5",
+                "true", "false", "null", "\"\"", "\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"",
+                "\"\\u00e9\\u4e2d\\ud83d\\ude00\"", "\"caf\xc3\xa9\"",
+                "{\"a\":1,\"b\":[1,2,{\"c\":null}],\"d\":{\"e\":\"f\"}}",
+                " \t\r\n{ \"a\" : [ 1 , 2 ] } \n", "{\"k\":1,\"k\":2}", "[[[[[]]]]]",
+                "{\"\":0}", "[1.25,-0.0,3e-7,1e400]",
+        };
+        static const char *const refused[] = {
+                "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "- 1", "1e", "NaN",
+                "Infinity", "'a'", "{'a':1}", "/*c*/{}", "{} //c", "tru", "nul", "\"\\x\"",
+                "\"\\u12\"", "\"\\u12g4\"", "{\"a\" 1}", "{1:2}", "[1 2]", "\"a\x01\"", "{} {}",
+        };
+        char *a, *b;
+
+        for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+                a = jsonc_says(same[i]);
+                b = ours_says(same[i]);
+                ck_assert_msg(a && b, "%s: json-c %s, ours %s", same[i], a ? a : "(refused)",
+                              b ? b : "(refused)");
+                ck_assert_msg(strcmp(a, b) == 0, "%s: json-c %s, ours %s", same[i], a, b);
+                free(a);
+                free(b);
+        }
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                b = ours_says(refused[i]);
+                ck_assert_msg(!b, "%s: accepted as %s", refused[i], b);
+        }
+}
+END_TEST
+
+/* Piece by piece: a value cut anywhere is -EAGAIN until it is whole. */
+START_TEST(test_parse_next_pieces)
+{
+        const char *text = "{\"a\":[1,2.5,\"x\\u00e9\\ud83d\\ude00\"],\"b\":true} 42 ";
+        size_t len = strlen(text), pos;
+        json_object *o = NULL;
+        struct buf err = BUF_INIT;
+
+        for (size_t cut = 0; cut < 44; cut++) {
+                pos = 0;
+                ck_assert_msg(json_parse_next(text, cut, &pos, JSON_MAX_DEPTH, &o, NULL) == -EAGAIN,
+                              "cut at %zu", cut);
+                ck_assert_uint_eq(pos, 0);
+        }
+        pos = 0;
+        ck_assert_int_eq(json_parse_next(text, len, &pos, JSON_MAX_DEPTH, &o, &err), 0);
+        ck_assert_uint_eq(pos, 44);
+        ck_assert_str_eq(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                         "{\"a\":[1,2.5,\"x\xc3\xa9\xf0\x9f\x98\x80\"],\"b\":true}");
+        json_object_put(o);
+        /* The number needs what follows it to be known whole. */
+        ck_assert_int_eq(json_parse_next(text, 47, &pos, JSON_MAX_DEPTH, &o, NULL), -EAGAIN);
+        ck_assert_int_eq(json_parse_next(text, len, &pos, JSON_MAX_DEPTH, &o, NULL), 0);
+        ck_assert_int_eq(json_object_get_int(o), 42);
+        json_object_put(o);
+        /* A bad byte is -EINVAL at once, with its offset. */
+        pos = 0;
+        ck_assert_int_eq(json_parse_next("[1,x", 4, &pos, JSON_MAX_DEPTH, &o, &err), -EINVAL);
+        ck_assert_msg(strstr(err.data, "byte 3") != NULL, "%s", err.data);
+        buf_free(&err);
+}
+END_TEST
+
+/* A lone surrogate decodes to U+FFFD, as Go decodes it. */
+START_TEST(test_parse_lone_surrogates)
+{
+        char *b = ours_says("[\"\\ud800\",\"\\udc00x\",\"\\ud800\\u0041\"]");
+
+        ck_assert_str_eq(b, "[\"\xef\xbf\xbd\",\"\xef\xbf\xbdx\",\"\xef\xbf\xbd" "A\"]");
+        free(b);
+}
+END_TEST
+
+UNIT_MAIN(test_parse_matches_jsonc, test_parse_next_pieces, test_parse_lone_surrogates,
+          test_canon_sorts_keys_and_strips_space, test_canon_keeps_number_spelling_and_empties,
           test_fnv128_known_vectors, test_parse_errors_and_depth_limit)
