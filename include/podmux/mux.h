@@ -4,7 +4,8 @@
  *
  * Owns: the channels, their queues of pending records, and the set of
  * configured source names.
- * Never: looks inside a record; classification is storage's job.
+ * Never: classifies; that is storage's job.  It only folds a source's
+ * pending SETs and deltas together (pod_update_fold), by UID.
  *
  * Everything runs on the loop's thread, so a "send" enqueues the record and
  * schedules a drain on the loop; the drain hands records to the merge
@@ -50,7 +51,15 @@ void mux_free(struct mux *m);
 int mux_channel(struct mux *m, const char *source,
                 struct mux_channel **ret_ch);
 const char *mux_channel_name(const struct mux_channel *ch);
-/* Queues u (ownership passes, also on error) for the merger. */
+/*
+ * Queues u (ownership passes, also on error) for the merger.  A SET or a
+ * delta is folded into the channel's last record if that is a SET or a
+ * delta still waiting, so a source that sends only those has at most one
+ * record pending, whatever the burst: its memory is bounded by the
+ * source's state.  The plain ops (ADD, UPDATE, DELETE, REMOVE; no source
+ * of ours sends them) are queued as they come.  Cost O(k) for a delta of k
+ * pods.  0 or -ENOMEM.
+ */
 int mux_channel_send(struct mux_channel *ch, struct pod_update *u);
 
 /* Delivers every queued record now; returns how many were merged (it stops

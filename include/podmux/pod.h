@@ -28,6 +28,8 @@
 
 #include "podmux/buf.h"
 
+struct strmap;
+
 #define POD_ANNOTATION_SOURCE "kubernetes.io/config.source"
 #define POD_ANNOTATION_SEEN "kubernetes.io/config.seen"
 #define POD_ANNOTATION_MIRROR "kubernetes.io/config.mirror"
@@ -137,14 +139,34 @@ enum pod_op pod_op_from_string(const char *s);
 #define POD_SOURCE_API "api"
 #define POD_SOURCE_ALL "*"
 
-/* {op, source, pods[]}: a value.  It owns one reference to each pod and its
- * own copy of source. */
+/*
+ * {op, source, pods[]}: a value.  It owns one reference to each pod and its
+ * own copy of source.
+ *
+ * A delta (op SET, delta true) is how a source says what changed since its
+ * last record without repeating the rest: pods are its pods that are new
+ * or changed, gone the pods (by UID) it no longer has; no UID is in both.
+ * The merger decides exactly as for the full SET it stands for (the
+ * source's previous state with these changes), at a cost that follows the
+ * change.  A delta never goes to consumers: the merger's records are plain.
+ */
 struct pod_update {
         enum pod_op op;
         char *source;
         struct pod **pods;
         size_t n_pods;
         size_t cap_pods;
+        bool delta;
+        /* pods are in pod_compare order (kept by pod_update_add; cleared
+         * by a fold); pod_update_sort() restores it. */
+        bool sorted;
+        struct pod **gone; /* delta: pods whose UIDs are gone */
+        size_t n_gone;
+        size_t cap_gone;
+        /* UID -> position + 1 in pods / gone, built by the first fold into
+         * this record and kept in step after it (keys borrowed from the
+         * pods). */
+        struct strmap *pods_ix, *gone_ix;
         struct pod_update *next; /* link of the queue holding it (updates_pipe) */
 };
 
@@ -152,9 +174,29 @@ struct pod_update {
 struct pod_update *pod_update_new(enum pod_op op, const char *source);
 /* Takes a new reference to p.  0 or -ENOMEM. */
 int pod_update_add(struct pod_update *u, struct pod *p);
+/* An empty delta of source (see struct pod_update).  NULL on ENOMEM. */
+struct pod_update *pod_update_new_delta(const char *source);
+/* Delta: p's UID is gone (a new reference to p).  0 or -ENOMEM. */
+int pod_update_add_gone(struct pod_update *u, struct pod *p);
+/* Whether a delta carries no change. */
+bool pod_update_empty(const struct pod_update *u);
+/* Whether a record can be folded (a SET or a delta; the plain ops ADD,
+ * UPDATE, DELETE and REMOVE cannot). */
+bool pod_update_foldable(const struct pod_update *u);
+/*
+ * Folds next (a later record of the same source, SET or delta; only read)
+ * into u (SET or delta), so that u alone says what u then next said: a
+ * full SET next replaces u's content; a delta next upserts its pods by UID
+ * and takes its gone UIDs out of u's pods (and, u being a delta, records
+ * them as gone).  u's pods may then be out of order (sorted false).
+ * All or nothing: 0, -EINVAL (not foldable), or -ENOMEM with u unchanged.
+ * Cost O(k) for the k pods of a delta next, plus a one-time O(n) index of
+ * u's n pods on the first fold; O(k) for a full SET next.
+ */
+int pod_update_fold(struct pod_update *u, const struct pod_update *next);
 /* NULL-safe. */
 void pod_update_free(struct pod_update *u);
-/* Sorts the pods with pod_compare. */
+/* Sorts the pods with pod_compare.  O(n log n). */
 void pod_update_sort(struct pod_update *u);
 
 #endif

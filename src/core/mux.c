@@ -4,8 +4,15 @@
  * Each channel has its own FIFO; every queued record carries a global
  * ticket so a drain can hand records over in exactly the order they were
  * sent, across channels.  A drain is scheduled once per burst of sends.
+ *
+ * A SET or delta sent while the channel's last record is a SET or delta
+ * still waiting is folded into that record (pod_update_fold) instead of
+ * queued behind it: a burst of changes costs one merge, and a channel
+ * whose source speaks in SETs and deltas never holds more than one
+ * record, however long the burst.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +21,7 @@
 struct mux_entry {
         uint64_t ticket;
         struct pod_update *u;
+        bool merging; /* being handed to the merger: not to be folded into */
         struct mux_entry *next;
 };
 
@@ -148,17 +156,45 @@ static void retry_fired(struct loop_timer *t, void *data)
         mux_drain(data);
 }
 
+/* Folds u into the channel's last record when both are foldable and that
+ * record is still waiting.  1 folded (u freed), 0 not foldable here,
+ * -ENOMEM (nothing changed; u kept). */
+static int fold_into_tail(struct mux_channel *ch, struct pod_update *u)
+{
+        struct mux_entry *t = ch->tail;
+        int r;
+
+        if (!t || t->merging || !pod_update_foldable(t->u) || !pod_update_foldable(u))
+                return 0;
+        if (!u->delta) {
+                /* A whole state replaces what waits: swap, no copy. */
+                pod_update_free(t->u);
+                t->u = u;
+                return 1;
+        }
+        r = pod_update_fold(t->u, u);
+        if (r < 0)
+                return r;
+        pod_update_free(u);
+        return 1;
+}
+
 int mux_channel_send(struct mux_channel *ch, struct pod_update *u)
 {
         struct mux *m = ch->mux;
-        struct mux_entry *e = malloc(sizeof(*e));
+        struct mux_entry *e;
 
+        /* Out of memory folding: queue it on its own instead. */
+        if (fold_into_tail(ch, u) == 1)
+                return 0;
+        e = malloc(sizeof(*e));
         if (!e) {
                 pod_update_free(u);
                 return -ENOMEM;
         }
         e->ticket = m->next_ticket++;
         e->u = u;
+        e->merging = false;
         e->next = NULL;
         if (ch->tail)
                 ch->tail->next = e;
@@ -183,6 +219,7 @@ size_t mux_drain(struct mux *m)
         for (;;) {
                 struct mux_channel *best = NULL;
                 struct mux_entry *e;
+                int r;
 
                 for (size_t i = 0; i < m->n; i++) {
                         struct mux_channel *ch = m->channels[i];
@@ -193,11 +230,19 @@ size_t mux_drain(struct mux *m)
                 if (!best)
                         return done;
                 e = best->head;
+                /* A folded record is merged in the order a SET of the
+                 * source would have (O(n log n) for its n pods). */
+                if (!e->u->sorted)
+                        pod_update_sort(e->u);
                 /* The merge may send more records (tests do); they queue
                  * behind this one and are handed over in this same drain. */
-                if (m->merge(m->data, best->name, &e->u) == -ENOMEM && e->u) {
+                e->merging = true;
+                r = m->merge(m->data, best->name, &e->u);
+                e->merging = false;
+                if (r == -ENOMEM && e->u) {
                         /* Nothing of it was applied: it stays first in line
-                         * (FIFO holds) and is merged again after a pause. */
+                         * (FIFO holds; later changes may fold into it) and
+                         * is merged again after a pause. */
                         m->retry_delay = m->retry_delay ? m->retry_delay * 2 : MUX_RETRY_MIN_USEC;
                         if (m->retry_delay > MUX_RETRY_MAX_USEC)
                                 m->retry_delay = MUX_RETRY_MAX_USEC;

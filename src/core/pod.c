@@ -16,6 +16,7 @@
 #include "podmux/json_canon.h"
 #include "podmux/pod.h"
 #include "podmux/str.h"
+#include "podmux/strmap.h"
 
 /* The immutable JSON text, shared between a pod and its clones. */
 struct pod_body {
@@ -643,6 +644,7 @@ struct pod_update *pod_update_new(enum pod_op op, const char *source)
         if (!u)
                 return NULL;
         u->op = op;
+        u->sorted = true;
         u->source = strdup(source ? source : "");
         if (!u->source) {
                 free(u);
@@ -651,18 +653,185 @@ struct pod_update *pod_update_new(enum pod_op op, const char *source)
         return u;
 }
 
+/* Room for n more pointers in *arr.  0 or -ENOMEM (nothing changed). */
+static int reserve_pods(struct pod ***arr, size_t *cap, size_t len, size_t n)
+{
+        size_t c = *cap ? *cap : 8;
+        struct pod **np;
+
+        if (len + n <= *cap)
+                return 0;
+        while (c < len + n)
+                c *= 2;
+        np = realloc(*arr, c * sizeof(*np));
+        if (!np)
+                return -ENOMEM;
+        *arr = np;
+        *cap = c;
+        return 0;
+}
+
 int pod_update_add(struct pod_update *u, struct pod *p)
 {
-        if (u->n_pods == u->cap_pods) {
-                size_t cap = u->cap_pods ? u->cap_pods * 2 : 8;
-                struct pod **np = realloc(u->pods, cap * sizeof(*np));
-
-                if (!np)
-                        return -ENOMEM;
-                u->pods = np;
-                u->cap_pods = cap;
-        }
+        if (reserve_pods(&u->pods, &u->cap_pods, u->n_pods, 1) < 0)
+                return -ENOMEM;
+        /* Kept in step when present (a record being folded into). */
+        if (u->pods_ix && (strmap_reserve(u->pods_ix, 1) < 0 ||
+                           strmap_put(u->pods_ix, p->uid, (void *)(uintptr_t)(u->n_pods + 1), NULL) < 0))
+                return -ENOMEM;
         u->pods[u->n_pods++] = pod_ref(p);
+        if (u->n_pods > 1 && pod_compare(u->pods[u->n_pods - 2], p) > 0)
+                u->sorted = false;
+        return 0;
+}
+
+struct pod_update *pod_update_new_delta(const char *source)
+{
+        struct pod_update *u = pod_update_new(POD_OP_SET, source);
+
+        if (u)
+                u->delta = true;
+        return u;
+}
+
+int pod_update_add_gone(struct pod_update *u, struct pod *p)
+{
+        if (reserve_pods(&u->gone, &u->cap_gone, u->n_gone, 1) < 0)
+                return -ENOMEM;
+        if (u->gone_ix && (strmap_reserve(u->gone_ix, 1) < 0 ||
+                           strmap_put(u->gone_ix, p->uid, (void *)(uintptr_t)(u->n_gone + 1), NULL) < 0))
+                return -ENOMEM;
+        u->gone[u->n_gone++] = pod_ref(p);
+        return 0;
+}
+
+bool pod_update_empty(const struct pod_update *u)
+{
+        return u->n_pods == 0 && u->n_gone == 0;
+}
+
+bool pod_update_foldable(const struct pod_update *u)
+{
+        return u->op == POD_OP_SET;
+}
+
+/* An index UID -> position + 1 of arr[0..n), keys borrowed from the pods.
+ * NULL on ENOMEM.  O(n). */
+static struct strmap *index_pods(struct pod **arr, size_t n)
+{
+        struct strmap *ix = strmap_new_borrowed();
+
+        if (!ix || strmap_reserve(ix, n) < 0) {
+                strmap_free(ix, NULL);
+                return NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+                (void)strmap_put(ix, arr[i]->uid, (void *)(uintptr_t)(i + 1), NULL); /* reserved */
+        return ix;
+}
+
+/* Position of uid in an index, or SIZE_MAX. */
+static size_t ix_get(const struct strmap *ix, const char *uid)
+{
+        uintptr_t v = (uintptr_t)strmap_get(ix, uid);
+
+        return v ? (size_t)v - 1 : SIZE_MAX;
+}
+
+/* Takes arr[i] out by moving the last pointer into its place; never
+ * allocates. */
+static void swap_remove(struct pod **arr, size_t *n, struct strmap *ix, size_t i)
+{
+        struct pod *gone = arr[i];
+
+        (void)strmap_remove(ix, gone->uid);
+        (*n)--;
+        if (i != *n) {
+                arr[i] = arr[*n];
+                (void)strmap_put(ix, arr[i]->uid, (void *)(uintptr_t)(i + 1), NULL); /* present */
+        }
+        pod_unref(gone);
+}
+
+int pod_update_fold(struct pod_update *u, const struct pod_update *next)
+{
+        size_t i;
+
+        if (!pod_update_foldable(u) || !pod_update_foldable(next))
+                return -EINVAL;
+        if (!next->delta) {
+                /* A whole state: nothing of u counts any more. */
+                struct pod **pods = NULL, **gone = u->gone;
+                size_t cap = 0;
+
+                if (reserve_pods(&pods, &cap, 0, next->n_pods) < 0)
+                        return -ENOMEM;
+                for (i = 0; i < u->n_pods; i++)
+                        pod_unref(u->pods[i]);
+                for (i = 0; i < u->n_gone; i++)
+                        pod_unref(gone[i]);
+                free(u->pods);
+                free(gone);
+                strmap_free(u->pods_ix, NULL);
+                strmap_free(u->gone_ix, NULL);
+                u->pods_ix = u->gone_ix = NULL;
+                u->gone = NULL;
+                u->n_gone = u->cap_gone = 0;
+                u->pods = pods;
+                u->cap_pods = cap;
+                for (i = 0; i < next->n_pods; i++)
+                        pods[i] = pod_ref(next->pods[i]);
+                u->n_pods = next->n_pods;
+                u->sorted = next->sorted;
+                u->delta = false;
+                return 0;
+        }
+        /* Everything that can fail comes first; then nothing can. */
+        if (!u->pods_ix && !(u->pods_ix = index_pods(u->pods, u->n_pods)))
+                return -ENOMEM;
+        if (u->delta && !u->gone_ix && !(u->gone_ix = index_pods(u->gone, u->n_gone)))
+                return -ENOMEM;
+        if (reserve_pods(&u->pods, &u->cap_pods, u->n_pods, next->n_pods) < 0 ||
+            strmap_reserve(u->pods_ix, next->n_pods) < 0)
+                return -ENOMEM;
+        if (u->delta && (reserve_pods(&u->gone, &u->cap_gone, u->n_gone, next->n_gone) < 0 ||
+                         strmap_reserve(u->gone_ix, next->n_gone) < 0))
+                return -ENOMEM;
+        for (i = 0; i < next->n_gone; i++) {
+                struct pod *g = next->gone[i];
+                size_t at = ix_get(u->pods_ix, g->uid);
+
+                if (at != SIZE_MAX) {
+                        swap_remove(u->pods, &u->n_pods, u->pods_ix, at);
+                        u->sorted = false;
+                }
+                if (u->delta && ix_get(u->gone_ix, g->uid) == SIZE_MAX) {
+                        u->gone[u->n_gone] = pod_ref(g);
+                        (void)strmap_put(u->gone_ix, g->uid, (void *)(uintptr_t)(u->n_gone + 1), NULL);
+                        u->n_gone++;
+                }
+        }
+        for (i = 0; i < next->n_pods; i++) {
+                struct pod *p = next->pods[i];
+                size_t at;
+
+                if (u->delta && (at = ix_get(u->gone_ix, p->uid)) != SIZE_MAX)
+                        swap_remove(u->gone, &u->n_gone, u->gone_ix, at);
+                at = ix_get(u->pods_ix, p->uid);
+                if (at != SIZE_MAX) {
+                        struct pod *old = u->pods[at];
+
+                        /* The index borrows old's UID: it takes p's first. */
+                        (void)strmap_put(u->pods_ix, p->uid, (void *)(uintptr_t)(at + 1), NULL);
+                        u->pods[at] = pod_ref(p);
+                        pod_unref(old);
+                } else {
+                        u->pods[u->n_pods] = pod_ref(p);
+                        (void)strmap_put(u->pods_ix, p->uid, (void *)(uintptr_t)(u->n_pods + 1), NULL);
+                        u->n_pods++;
+                }
+                u->sorted = false;
+        }
         return 0;
 }
 
@@ -673,6 +842,11 @@ void pod_update_free(struct pod_update *u)
         for (size_t i = 0; i < u->n_pods; i++)
                 pod_unref(u->pods[i]);
         free(u->pods);
+        for (size_t i = 0; i < u->n_gone; i++)
+                pod_unref(u->gone[i]);
+        free(u->gone);
+        strmap_free(u->pods_ix, NULL);
+        strmap_free(u->gone_ix, NULL);
         free(u->source);
         free(u);
 }
@@ -681,4 +855,8 @@ void pod_update_sort(struct pod_update *u)
 {
         if (u->n_pods > 1)
                 qsort(u->pods, u->n_pods, sizeof(*u->pods), pod_compare_ptr);
+        /* Positions moved: the index is rebuilt if it is needed again. */
+        strmap_free(u->pods_ix, NULL);
+        u->pods_ix = NULL;
+        u->sorted = true;
 }

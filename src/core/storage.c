@@ -425,17 +425,20 @@ static void emission_send(struct storage *s, struct emission *e)
 }
 
 /*
- * ADD / UPDATE / DELETE: upserts, nothing removed.  Every pod is classified
- * first (no change to the store), then put in with an undo log, then the
- * emission is built; any failure puts the store back as it was.
- * O(k) for k pods in the record, plus a SET in the snapshot modes.
+ * ADD / UPDATE / DELETE (upserts only), and a SET delta (upserts, then the
+ * stored pods in l->remove go).  Every pod is classified first (no change
+ * to the store), then put in with an undo log, then the emission is built
+ * while the pods to remove are still stored; any failure puts the store
+ * back as it was.  O(k) for the k pods of the record, plus a SET in the
+ * snapshot modes.
  */
 static int merge_upsert(struct storage *s, struct source_state *ss,
                         struct pod **keep, size_t n, struct merge_lists *l,
-                        struct emission *e)
+                        bool first, struct emission *e)
 {
         struct pod **store = calloc(n ? n : 1, sizeof(*store));
         struct pod **old = calloc(n ? n : 1, sizeof(*old));
+        struct pod_update *gone = l->remove; /* may move into e */
         size_t put = 0, i;
         int r = -ENOMEM;
 
@@ -451,12 +454,15 @@ static int merge_upsert(struct storage *s, struct source_state *ss,
                 if (r < 0)
                         goto undo;
         }
-        r = emission_build(s, ss->name, l, false, NULL, e);
+        r = emission_build(s, ss->name, l, first, gone, e);
         if (r < 0)
                 goto undo;
-        /* Committed: the store holds store[], the old pods go. */
+        /* Committed: the store holds store[], the old pods go, and so do
+         * the removed ones (removing never allocates). */
         for (i = 0; i < n; i++)
                 pod_unref(old[i]);
+        for (i = 0; i < gone->n_pods; i++)
+                pod_unref(strmap_remove(ss->pods, gone->pods[i]->uid));
         free(store);
         free(old);
         return 0;
@@ -474,6 +480,46 @@ out:
                         pod_unref(store[i]);
         free(store);
         free(old);
+        return r;
+}
+
+/*
+ * A SET delta: the decisions of the full SET it stands for.  Pods the
+ * source did not mention are unchanged, and a full SET would classify
+ * them as unchanged too; the gone UIDs still stored are what the full SET
+ * would leave out (REMOVE).  O(k + g) for k pods and g gone UIDs.
+ */
+static int merge_delta(struct storage *s, struct source_state *ss, const struct pod_update *u,
+                       struct pod **keep, size_t n, struct merge_lists *l, bool first,
+                       struct emission *e)
+{
+        struct strmap *upserted = NULL;
+        int r = -ENOMEM;
+
+        if (u->n_gone && n) {
+                upserted = strmap_new();
+                if (!upserted)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        if (strmap_put(upserted, keep[i]->uid, (void *)1, NULL) < 0)
+                                goto out;
+        }
+        for (size_t i = 0; i < u->n_gone; i++) {
+                const char *uid = u->gone[i]->uid;
+                struct pod *p = strmap_get(ss->pods, uid);
+                bool dup = false;
+
+                if (!p || (upserted && strmap_get(upserted, uid)))
+                        continue;
+                for (size_t j = 0; j < l->remove->n_pods && !dup; j++)
+                        dup = l->remove->pods[j] == p;
+                if (!dup && pod_update_add(l->remove, p) < 0)
+                        goto out;
+        }
+        pod_update_sort(l->remove); /* as a full SET orders them */
+        r = merge_upsert(s, ss, keep, n, l, first, e);
+out:
+        strmap_free(upserted, NULL);
         return r;
 }
 
@@ -589,11 +635,14 @@ int storage_apply(struct storage *s, const char *source, const struct pod_update
                 r = preprocess(s, source, u, &keep, &n);
                 if (r == 0 && u->op == POD_OP_SET) {
                         first = !ss->seen;
-                        r = merge_set(s, ss, keep, n, &l, first, &e);
+                        if (u->delta)
+                                r = merge_delta(s, ss, u, keep, n, &l, first, &e);
+                        else
+                                r = merge_set(s, ss, keep, n, &l, first, &e);
                         if (r == 0)
                                 ss->seen = true;
                 } else if (r == 0) {
-                        r = merge_upsert(s, ss, keep, n, &l, &e);
+                        r = merge_upsert(s, ss, keep, n, &l, false, &e);
                 }
         }
         /* Past this point nothing can fail: the store holds the merge's

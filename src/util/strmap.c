@@ -1,6 +1,7 @@
 /* strmap — string-keyed open-addressing hash map (see
  * include/podmux/strmap.h).  Deletion uses tombstones, cleared on growth. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ struct slot {
 };
 
 struct strmap {
+        bool borrowed; /* keys are the caller's, not copies */
         struct slot *slots;
         size_t cap;  /* power of two */
         size_t size; /* live entries */
@@ -33,12 +35,13 @@ static size_t hash_key(const char *s)
         return (size_t)h;
 }
 
-struct strmap *strmap_new(void)
+static struct strmap *map_new(bool borrowed)
 {
         struct strmap *m = calloc(1, sizeof(*m));
 
         if (!m)
                 return NULL;
+        m->borrowed = borrowed;
         m->cap = 16;
         m->slots = calloc(m->cap, sizeof(*m->slots));
         if (!m->slots) {
@@ -46,6 +49,16 @@ struct strmap *strmap_new(void)
                 return NULL;
         }
         return m;
+}
+
+struct strmap *strmap_new(void)
+{
+        return map_new(false);
+}
+
+struct strmap *strmap_new_borrowed(void)
+{
+        return map_new(true);
 }
 
 void strmap_free(struct strmap *m, void (*free_value)(void *))
@@ -59,7 +72,8 @@ void strmap_free(struct strmap *m, void (*free_value)(void *))
                         continue;
                 if (free_value)
                         free_value(s->value);
-                free(s->key);
+                if (!m->borrowed)
+                        free(s->key);
         }
         free(m->slots);
         free(m);
@@ -92,9 +106,9 @@ void *strmap_get(const struct strmap *m, const char *key)
         return s ? s->value : NULL;
 }
 
-static int grow(struct strmap *m)
+/* Moves the live entries into a table of cap slots (tombstones go). */
+static int rehash(struct strmap *m, size_t cap)
 {
-        size_t cap = m->size * 2 >= m->cap ? m->cap * 2 : m->cap;
         struct slot *slots = calloc(cap, sizeof(*slots));
 
         if (!slots)
@@ -117,6 +131,28 @@ static int grow(struct strmap *m)
         return 0;
 }
 
+/* Whether n more keys fit under the 70% load bound. */
+static bool fits(const struct strmap *m, size_t n)
+{
+        return (m->used + n) * 10 <= m->cap * 7;
+}
+
+static int grow(struct strmap *m)
+{
+        return rehash(m, m->size * 2 >= m->cap ? m->cap * 2 : m->cap);
+}
+
+int strmap_reserve(struct strmap *m, size_t n)
+{
+        size_t cap = m->cap;
+
+        if (fits(m, n + 1))
+                return 0;
+        while ((m->size + n + 1) * 10 > cap * 7)
+                cap *= 2;
+        return rehash(m, cap);
+}
+
 int strmap_put(struct strmap *m, const char *key, void *value, void **ret_old)
 {
         struct slot *s = find(m, key);
@@ -127,11 +163,13 @@ int strmap_put(struct strmap *m, const char *key, void *value, void **ret_old)
                 if (ret_old)
                         *ret_old = s->value;
                 s->value = value;
+                if (m->borrowed)
+                        s->key = (char *)key;
                 return 0;
         }
-        if ((m->used + 1) * 10 > m->cap * 7 && grow(m) < 0)
+        if (!fits(m, 1) && grow(m) < 0)
                 return -ENOMEM;
-        k = strdup(key);
+        k = m->borrowed ? (char *)key : strdup(key);
         if (!k)
                 return -ENOMEM;
         mask = m->cap - 1;
@@ -156,7 +194,8 @@ void *strmap_remove(struct strmap *m, const char *key)
         if (!s)
                 return NULL;
         v = s->value;
-        free(s->key);
+        if (!m->borrowed)
+                free(s->key);
         s->key = tombstone;
         s->value = NULL;
         m->size--;

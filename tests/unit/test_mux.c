@@ -28,10 +28,11 @@ struct sink {
         const char *resend_tag;
 };
 
-/* Records are tagged by their source field (the mux never looks inside). */
+/* Records are tagged by their source field.  They are plain ADDs, which
+ * the mux queues as they come (SETs and deltas fold: see the fold tests). */
 static struct pod_update *rec(const char *tag)
 {
-        struct pod_update *u = pod_update_new(POD_OP_SET, tag);
+        struct pod_update *u = pod_update_new(POD_OP_ADD, tag);
 
         ck_assert_ptr_nonnull(u);
         return u;
@@ -367,6 +368,164 @@ START_TEST(test_free_with_drain_scheduled_loop_keeps_running)
 }
 END_TEST
 
-UNIT_MAIN(test_channel_per_name, test_sources_sorted, test_fifo_within_and_across_channels,
+
+/* ---- folding ------------------------------------------------------------------- */
+
+struct keeper {
+        struct pod_update *got[8]; /* merged records, kept */
+        size_t n;
+        struct mux_channel *resend; /* sends a delta from inside the first merge */
+};
+
+static struct pod *named(const char *name, const char *uid)
+{
+        char json[128];
+        struct pod *p = NULL;
+
+        snprintf(json, sizeof(json), "{\"metadata\":{\"name\":\"%s\",\"uid\":\"%s\"}}", name, uid);
+        ck_assert_int_eq(pod_from_text(json, strlen(json), &p, NULL), 0);
+        return p;
+}
+
+/* A record of op (or a delta when delta) with pods "+name" (upserted) or
+ * "-name" (gone); each pod's UID is "u" + name. */
+static struct pod_update *make(enum pod_op op, bool delta, const char *spec)
+{
+        struct pod_update *u = delta ? pod_update_new_delta("file") : pod_update_new(op, "file");
+        char buf[128], *save = NULL;
+
+        ck_assert_ptr_nonnull(u);
+        snprintf(buf, sizeof(buf), "%s", spec);
+        for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+                char uid[64];
+                struct pod *p;
+
+                snprintf(uid, sizeof(uid), "u%s", t + 1);
+                p = named(t + 1, uid);
+                ck_assert_int_eq(t[0] == '-' ? pod_update_add_gone(u, p) : pod_update_add(u, p), 0);
+                pod_unref(p);
+        }
+        return u;
+}
+
+static const char *names_of(const struct pod_update *u, char *out, size_t size)
+{
+        size_t off = 0;
+
+        out[0] = '\0';
+        off += (size_t)snprintf(out, size, "%s%s:", pod_op_to_string(u->op), u->delta ? "~" : "");
+        for (size_t i = 0; i < u->n_pods; i++)
+                off += (size_t)snprintf(out + off, size - off, "+%s", u->pods[i]->name);
+        for (size_t i = 0; i < u->n_gone; i++)
+                off += (size_t)snprintf(out + off, size - off, "-%s", u->gone[i]->name);
+        return out;
+}
+
+static int keep_merge(void *data, const char *source, struct pod_update **up)
+{
+        struct keeper *k = data;
+
+        (void)source;
+        ck_assert_uint_lt(k->n, 8);
+        k->got[k->n++] = *up;
+        *up = NULL;
+        if (k->resend) {
+                struct mux_channel *ch = k->resend;
+
+                k->resend = NULL;
+                ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+late")), 0);
+        }
+        return 0;
+}
+
+static void keeper_reset(struct keeper *k)
+{
+        for (size_t i = 0; i < k->n; i++)
+                pod_update_free(k->got[i]);
+        k->n = 0;
+}
+
+START_TEST(test_sets_and_deltas_fold_while_waiting)
+{
+        struct keeper k = {0};
+        struct mux *m = NULL;
+        struct mux_channel *ch, *other;
+        char out[128];
+
+        ck_assert_int_eq(mux_new(NULL, keep_merge, &k, &m), 0);
+        ch = channel(m, "file");
+        other = channel(m, "api");
+        /* A SET and two deltas behind it: one merge of the SET they make,
+         * its pods back in order. */
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "+a +b")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+c +b")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "-a +a2")), 0);
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_str_eq(names_of(k.got[0], out, sizeof(out)), "SET:+a2+b+c");
+        ck_assert(k.got[0]->sorted);
+        keeper_reset(&k);
+        /* Deltas fold into a delta; a full SET replaces them all. */
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+x -y")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+y -x")), 0);
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_str_eq(names_of(k.got[0], out, sizeof(out)), "SET~:+y-x");
+        keeper_reset(&k);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+x -y")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "+s")), 0);
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_str_eq(names_of(k.got[0], out, sizeof(out)), "SET:+s");
+        keeper_reset(&k);
+        /* Plain ops are queued as they come, and nothing folds across
+         * them or across channels; the order of sends holds. */
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+d1")), 0);
+        ck_assert_int_eq(mux_channel_send(other, make(0, true, "+o1")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_ADD, false, "+p")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+d2")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_REMOVE, false, "+p")), 0);
+        ck_assert_uint_eq(mux_drain(m), 5);
+        ck_assert_str_eq(names_of(k.got[0], out, sizeof(out)), "SET~:+d1");
+        ck_assert_str_eq(names_of(k.got[1], out, sizeof(out)), "SET~:+o1");
+        ck_assert_str_eq(names_of(k.got[2], out, sizeof(out)), "ADD:+p");
+        ck_assert_str_eq(names_of(k.got[3], out, sizeof(out)), "SET~:+d2");
+        ck_assert_str_eq(names_of(k.got[4], out, sizeof(out)), "REMOVE:+p");
+        keeper_reset(&k);
+        /* A record being merged is not folded into: a delta sent from
+         * inside its merge is merged after it. */
+        k.resend = ch;
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "+a")), 0);
+        ck_assert_uint_eq(mux_drain(m), 2);
+        ck_assert_str_eq(names_of(k.got[0], out, sizeof(out)), "SET:+a");
+        ck_assert_str_eq(names_of(k.got[1], out, sizeof(out)), "SET~:+late");
+        keeper_reset(&k);
+        mux_free(m);
+}
+END_TEST
+
+/* A burst of deltas on a channel holds one record, however long. */
+START_TEST(test_burst_of_deltas_is_one_record)
+{
+        struct keeper k = {0};
+        struct mux *m = NULL;
+        struct mux_channel *ch;
+
+        ck_assert_int_eq(mux_new(NULL, keep_merge, &k, &m), 0);
+        ch = channel(m, "file");
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "")), 0);
+        for (int i = 0; i < 2000; i++) {
+                char spec[32];
+
+                snprintf(spec, sizeof(spec), "+p%d", i % 100);
+                ck_assert_int_eq(mux_channel_send(ch, make(0, true, spec)), 0);
+        }
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_uint_eq(k.got[0]->n_pods, 100);
+        ck_assert(!k.got[0]->delta);
+        keeper_reset(&k);
+        mux_free(m);
+}
+END_TEST
+
+UNIT_MAIN(test_sets_and_deltas_fold_while_waiting, test_burst_of_deltas_is_one_record,
+          test_channel_per_name, test_sources_sorted, test_fifo_within_and_across_channels,
           test_send_from_merge_same_drain, test_loop_deferred_drain, test_free_with_pending,
           test_free_with_drain_scheduled_loop_keeps_running)

@@ -1126,7 +1126,144 @@ START_TEST(test_update_add_sort_free)
 }
 END_TEST
 
-UNIT_MAIN(test_from_json_rejects_non_object, test_from_json_rejects_bad_metadata,
+
+/* A pod named ns/name with uid and one label value (to tell versions). */
+static struct pod *fold_pod(const char *name, const char *uid, const char *v)
+{
+        char json[256];
+
+        snprintf(json, sizeof(json),
+                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"%s\",\"uid\":\"%s\","
+                 "\"labels\":{\"v\":\"%s\"}},\"spec\":{}}", name, uid, v);
+        return pod_new_text(json);
+}
+
+/* "name=v,..." of the pods (in record order), and "|gone:uid,..." */
+static const char *fold_desc(const struct pod_update *u, char *out, size_t size)
+{
+        size_t off = 0;
+
+        out[0] = '\0';
+        for (size_t i = 0; i < u->n_pods; i++) {
+                char *v = field(u->pods[i], "metadata", "labels", "v", NULL);
+                size_t vl = strlen(v);
+
+                /* The label's canonical JSON is a quoted string. */
+                off += (size_t)snprintf(out + off, size - off, "%s%s=%.*s", i ? "," : "",
+                                        u->pods[i]->name, (int)(vl - 2), v + 1);
+                free(v);
+        }
+        if (u->n_gone) {
+                off += (size_t)snprintf(out + off, size - off, "|gone:");
+                for (size_t i = 0; i < u->n_gone; i++)
+                        off += (size_t)snprintf(out + off, size - off, "%s%s", i ? "," : "",
+                                                u->gone[i]->uid);
+        }
+        return out;
+}
+
+static void add_new(struct pod_update *u, struct pod *p, bool gone)
+{
+        ck_assert_int_eq(gone ? pod_update_add_gone(u, p) : pod_update_add(u, p), 0);
+        pod_unref(p);
+}
+
+START_TEST(test_fold_delta_into_set)
+{
+        struct pod_update *set = pod_update_new(POD_OP_SET, "file");
+        struct pod_update *d = pod_update_new_delta("file");
+        char out[256];
+
+        add_new(set, fold_pod("a", "ua", "1"), false);
+        add_new(set, fold_pod("b", "ub", "1"), false);
+        add_new(set, fold_pod("c", "uc", "1"), false);
+        ck_assert(set->sorted);
+        add_new(d, fold_pod("b", "ub", "2"), false);  /* changed */
+        add_new(d, fold_pod("d", "ud", "1"), false);  /* new */
+        add_new(d, fold_pod("a", "ua", "1"), true);   /* gone */
+        add_new(d, fold_pod("z", "uz", "1"), true);   /* gone, never there */
+        ck_assert(pod_update_foldable(set) && pod_update_foldable(d));
+        ck_assert_int_eq(pod_update_fold(set, d), 0);
+        ck_assert(!set->delta);
+        ck_assert(!set->sorted);
+        ck_assert_uint_eq(set->n_gone, 0); /* a SET has no gone list */
+        pod_update_sort(set);
+        ck_assert_str_eq(fold_desc(set, out, sizeof(out)), "b=2,c=1,d=1");
+        /* d was only read. */
+        ck_assert_str_eq(fold_desc(d, out, sizeof(out)), "b=2,d=1|gone:ua,uz");
+        /* Folding again (an index exists now) keeps it in step. */
+        pod_update_free(d);
+        d = pod_update_new_delta("file");
+        add_new(d, fold_pod("c", "uc", "3"), false);
+        add_new(d, fold_pod("b", "ub", "x"), true);
+        ck_assert_int_eq(pod_update_fold(set, d), 0);
+        pod_update_sort(set);
+        ck_assert_str_eq(fold_desc(set, out, sizeof(out)), "c=3,d=1");
+        pod_update_free(d);
+        pod_update_free(set);
+}
+END_TEST
+
+START_TEST(test_fold_delta_into_delta)
+{
+        struct pod_update *u = pod_update_new_delta("file");
+        struct pod_update *d = pod_update_new_delta("file");
+        char out[256];
+
+        add_new(u, fold_pod("a", "ua", "1"), false);
+        add_new(u, fold_pod("b", "ub", "1"), false);
+        add_new(u, fold_pod("x", "ux", "1"), true);
+        /* a goes, x comes back, b changes again */
+        add_new(d, fold_pod("x", "ux", "2"), false);
+        add_new(d, fold_pod("b", "ub", "2"), false);
+        add_new(d, fold_pod("a", "ua", "1"), true);
+        ck_assert_int_eq(pod_update_fold(u, d), 0);
+        ck_assert(u->delta);
+        pod_update_sort(u);
+        ck_assert_str_eq(fold_desc(u, out, sizeof(out)), "b=2,x=2|gone:ua");
+        pod_update_free(d);
+        /* No UID is both upserted and gone. */
+        d = pod_update_new_delta("file");
+        add_new(d, fold_pod("a", "ua", "3"), false);
+        add_new(d, fold_pod("x", "ux", "2"), true);
+        ck_assert_int_eq(pod_update_fold(u, d), 0);
+        pod_update_sort(u);
+        ck_assert_str_eq(fold_desc(u, out, sizeof(out)), "a=3,b=2|gone:ux");
+        pod_update_free(d);
+        pod_update_free(u);
+}
+END_TEST
+
+START_TEST(test_fold_set_replaces_and_plain_ops_refused)
+{
+        struct pod_update *u = pod_update_new_delta("api");
+        struct pod_update *set = pod_update_new(POD_OP_SET, "api");
+        struct pod_update *add = pod_update_new(POD_OP_ADD, "api");
+        struct pod *keep = fold_pod("k", "uk", "1");
+        char out[256];
+
+        add_new(u, fold_pod("a", "ua", "1"), false);
+        add_new(u, fold_pod("g", "ug", "1"), true);
+        ck_assert_int_eq(pod_update_add(set, keep), 0);
+        ck_assert_int_eq(pod_update_fold(u, set), 0);
+        ck_assert(!u->delta);
+        ck_assert_str_eq(fold_desc(u, out, sizeof(out)), "k=1");
+        ck_assert_uint_eq(keep->refs, 3);
+        /* Plain ops do not fold, either way. */
+        ck_assert(!pod_update_foldable(add));
+        ck_assert_int_eq(pod_update_fold(u, add), -EINVAL);
+        ck_assert_int_eq(pod_update_fold(add, u), -EINVAL);
+        ck_assert_str_eq(fold_desc(u, out, sizeof(out)), "k=1");
+        pod_update_free(u);
+        pod_update_free(set);
+        pod_update_free(add);
+        ck_assert_uint_eq(keep->refs, 1);
+        pod_unref(keep);
+}
+END_TEST
+
+UNIT_MAIN(test_fold_delta_into_set, test_fold_delta_into_delta,
+          test_fold_set_replaces_and_plain_ops_refused, test_from_json_rejects_non_object, test_from_json_rejects_bad_metadata,
           test_from_text_rejects_bad_json, test_from_json_missing_metadata_ok,
           test_from_json_fields, test_ref_unref, test_render_round_trip,
           test_render_round_trip_without_annotations, test_render_splices_locals,

@@ -1998,7 +1998,175 @@ START_TEST(test_snapshot_merged_state_all_sources)
 }
 END_TEST
 
-UNIT_MAIN(test_kubelet_new_pod_added, test_kubelet_new_pod_added_invalid_namespace,
+
+/* ---- deltas decide exactly as the SETs they stand for -------------------- */
+
+/* xorshift: the same sequence on every run. */
+static uint64_t rng_state;
+
+static unsigned rnd(unsigned n)
+{
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        return (unsigned)(rng_state % n);
+}
+
+#define EQ_NAMES 10
+
+struct eq_pod {
+        int present;
+        int gen;  /* UID generation: a new UID is a new pod of the same name */
+        int v;    /* label value (spec change) */
+        int ph;   /* status phase */
+        int del;  /* deletionTimestamp set */
+};
+
+static struct pod *eq_make(int i, const struct eq_pod *e)
+{
+        return podf("{\"metadata\":{\"name\":\"p%d\",\"namespace\":\"ns\",\"uid\":\"p%d-g%d\","
+                    "\"labels\":{\"v\":\"%d\"}%s},\"spec\":{\"containers\":[]},"
+                    "\"status\":{\"phase\":\"P%d\"}}",
+                    i, i, e->gen, e->v,
+                    e->del ? ",\"deletionTimestamp\":\"2025-01-01T00:00:00Z\"" : "", e->ph);
+}
+
+static void eq_record(const struct pod_update *u, struct buf *out)
+{
+        ck_assert_int_eq(buf_printf(out, "%s@%s[", pod_op_to_string(u->op), u->source), 0);
+        for (size_t i = 0; i < u->n_pods; i++) {
+                ck_assert_int_eq(pod_render(u->pods[i], out), 0);
+                ck_assert_int_eq(buf_putc(out, ';'), 0);
+        }
+        ck_assert_int_eq(buf_puts(out, "]\n"), 0);
+}
+
+/* Every record emitted so far, as op@source and each pod's text; the
+ * records are then dropped. */
+static void eq_describe(struct h *h, struct buf *out)
+{
+        for (size_t i = 0; i < h->n; i++) {
+                eq_record(h->recs[i], out);
+                pod_update_free(h->recs[i]);
+        }
+        h->n = 0;
+}
+
+/*
+ * Two mergers: one is told each batch of changes as the source's full SET
+ * (what sources sent before deltas existed), the other as deltas folded
+ * together the way the mux folds them.  Random changes (new pods, spec,
+ * status and deletion changes, UID changes, removals), many seeds, every
+ * mode: the records emitted and the state held must be identical.
+ */
+static void deltas_match_sets(enum storage_mode mode, uint64_t seed)
+{
+        struct h a, b;
+        struct eq_pod st[EQ_NAMES];
+        struct buf da = BUF_INIT, db = BUF_INIT;
+        struct pod_update **sa = NULL, **sb = NULL;
+        size_t na = 0, nb = 0;
+
+        memset(st, 0, sizeof(st));
+        rng_state = seed;
+        h_init(&a, mode);
+        h_init(&b, mode);
+        for (int step = 0; step < 60; step++) {
+                struct pod_update *set = pod_update_new(POD_OP_SET, TEST_SOURCE), *fold = NULL;
+                int changes = 1 + (int)rnd(3), first = step == 0;
+
+                /* Some batches are several deltas folded into one record. */
+                for (int c = 0; c < changes; c++) {
+                        struct pod_update *d = pod_update_new_delta(TEST_SOURCE);
+                        int i = (int)rnd(EQ_NAMES);
+                        struct eq_pod old = st[i];
+
+                        switch (rnd(6)) {
+                        case 0: st[i].present = !st[i].present; st[i].del = 0; break;
+                        case 1: st[i].v++; st[i].present = 1; break;
+                        case 2: st[i].ph++; st[i].present = 1; break;
+                        case 3: st[i].del = 1; st[i].present = 1; break;
+                        case 4: st[i].gen++; st[i].present = 1; st[i].del = 0; break;
+                        default: break; /* an unchanged re-read */
+                        }
+                        if (st[i].present) {
+                                struct pod *p = eq_make(i, &st[i]);
+
+                                ck_assert_int_eq(pod_update_add(d, p), 0);
+                                pod_unref(p);
+                        }
+                        if (old.present && (!st[i].present || old.gen != st[i].gen)) {
+                                struct pod *p = eq_make(i, &old);
+
+                                ck_assert_int_eq(pod_update_add_gone(d, p), 0);
+                                pod_unref(p);
+                        }
+                        if (!fold)
+                                fold = d;
+                        else {
+                                ck_assert_int_eq(pod_update_fold(fold, d), 0);
+                                pod_update_free(d);
+                        }
+                }
+                for (int i = 0; i < EQ_NAMES; i++) {
+                        if (st[i].present) {
+                                struct pod *p = eq_make(i, &st[i]);
+
+                                ck_assert_int_eq(pod_update_add(set, p), 0);
+                                pod_unref(p);
+                        }
+                }
+                pod_update_sort(set);
+                if (first) {
+                        /* A source starts with a full SET. */
+                        pod_update_free(fold);
+                        fold = pod_update_new(POD_OP_SET, TEST_SOURCE);
+                        ck_assert_int_eq(pod_update_fold(fold, set), 0);
+                }
+                pod_update_sort(fold);
+                fake_now += 1000000;
+                ck_assert_int_eq(storage_merge(a.st, TEST_SOURCE, set), 0);
+                ck_assert_int_eq(storage_merge(b.st, TEST_SOURCE, fold), 0);
+                buf_reset(&da);
+                buf_reset(&db);
+                eq_describe(&a, &da);
+                eq_describe(&b, &db);
+                ck_assert_msg(strcmp(da.data ? da.data : "", db.data ? db.data : "") == 0,
+                              "mode %s seed %llu step %d:\nSET gave:\n%s\ndelta gave:\n%s", mode_name(mode),
+                              (unsigned long long)seed, step, da.data ? da.data : "", db.data ? db.data : "");
+        }
+        ck_assert_int_eq(storage_state(a.st, &sa, &na), 0);
+        ck_assert_int_eq(storage_state(b.st, &sb, &nb), 0);
+        ck_assert_uint_eq(na, nb);
+        for (size_t i = 0; i < na; i++) {
+                buf_reset(&da);
+                buf_reset(&db);
+                eq_record(sa[i], &da);
+                eq_record(sb[i], &db);
+                ck_assert_str_eq(da.data, db.data);
+                pod_update_free(sa[i]);
+                pod_update_free(sb[i]);
+        }
+        free(sa);
+        free(sb);
+        buf_free(&da);
+        buf_free(&db);
+        h_free(&a);
+        h_free(&b);
+}
+
+START_TEST(test_deltas_decide_as_sets)
+{
+        static const enum storage_mode modes[] = {STORAGE_MODE_INCREMENTAL, STORAGE_MODE_SNAPSHOT,
+                                                  STORAGE_MODE_SNAPSHOT_AND_UPDATES};
+
+        for (size_t m = 0; m < 3; m++)
+                for (uint64_t seed = 1; seed <= 40; seed++)
+                        deltas_match_sets(modes[m], seed * 0x9e3779b97f4a7c15ull);
+}
+END_TEST
+
+UNIT_MAIN(test_deltas_decide_as_sets, test_kubelet_new_pod_added, test_kubelet_new_pod_added_invalid_namespace,
           test_kubelet_new_pod_added_default_namespace,
           test_kubelet_new_pod_added_different_namespaces, test_kubelet_invalid_pod_filtered,
           test_kubelet_new_pod_added_snapshot_and_updates, test_kubelet_new_pod_added_snapshot,
