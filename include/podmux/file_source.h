@@ -5,8 +5,11 @@
  *
  * Owns: its snapshot store (namespace/name -> pod), the file -> store key
  * map, the relist timer and the watch on the path.
- * Never: merges; it sends its complete set as a SET on its mux channel
- * after every change.  Decoding is manifest's job.
+ * Never: merges.  It sends its complete set as a SET on its mux channel
+ * when it lists the path (start, each period, SIGHUP, a watch overflow),
+ * and on each event only what changed, as a delta (see struct
+ * pod_update); a file read again unchanged sends nothing.  Decoding is
+ * manifest's job.
  */
 #ifndef PODMUX_FILE_SOURCE_H
 #define PODMUX_FILE_SOURCE_H
@@ -23,6 +26,11 @@
 /* Retry of a missing path or a failed watch: 1 s doubling to 20 s. */
 #define FILE_SOURCE_RETRY_USEC (1000u * 1000u)
 #define FILE_SOURCE_RETRY_MAX_USEC (20u * 1000u * 1000u)
+
+/* Changed files read per loop turn at most: a burst of files is taken in
+ * pieces of this many (about 30 ms of parsing), and the loop answers
+ * signals, consumers and the other sources in between. */
+#define FILE_SOURCE_BATCH 256
 
 struct file_source;
 

@@ -34,6 +34,7 @@ void log_write(enum log_level level, const char *fmt, ...)
 #define log_warn(...) log_write(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_write(LOG_LEVEL_INFO, __VA_ARGS__)
 #define log_debug(...) log_write(LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define log_trace(...) log_write(LOG_LEVEL_TRACE, __VA_ARGS__)
 
 /* strerror_r wrapper: a message for a positive or negative errno. */
 const char *errno_str(int err, char *buf, size_t size);

@@ -19,6 +19,13 @@
 
 #include "podmux/loop.h"
 
+/* Events handed to subscribers per loop turn at most; the rest wait for
+ * the next turn, so a burst never keeps the loop from its other work.
+ * Events are read at most 64 KB ahead of that; past it they wait in the
+ * kernel, and if they overflow there every subscriber is told
+ * (IN_Q_OVERFLOW) and relists. */
+#define WATCHER_BATCH 1024
+
 struct watcher;
 struct watcher_watch;
 

@@ -3,11 +3,15 @@
  * include/podmux/file_source.h and spec/pod-config.md section 6).
  *
  * State: store (namespace/name -> entry{pod, file}) and files (path ->
- * store key).  Every change to the store sends the store's whole content as
- * one SET on the channel.  Deviations from the kubelet (README): an empty or
- * missing relist clears the store; the first file in sorted order wins a
- * duplicate namespace/name; the watch is re-armed when the path is deleted,
- * moved or re-created.
+ * store key).  A relist sends the store's whole content as one SET; an
+ * event marks its file dirty, and dirty files are read in batches
+ * (FILE_SOURCE_BATCH per loop turn), each change going out as a delta of
+ * that one pod, so an event costs the same whatever the number of files.
+ * Deviations from the kubelet (README): an empty or missing relist clears
+ * the store; the first file in sorted order wins a duplicate
+ * namespace/name (also when the winner is deleted: the next file in sorted
+ * order takes over at once); the watch is re-armed when the path is
+ * deleted, moved or re-created.
  *
  * Bad files are logged once per distinct reason (a relist every period
  * would otherwise repeat the same line forever).
@@ -51,6 +55,16 @@ struct file_source {
         struct strmap *store;  /* key -> struct entry* */
         struct strmap *files;  /* file -> key (char*) */
         struct strmap *errors; /* file -> last logged reason (char*) */
+        /* Indexes that keep an event's cost independent of the number of
+         * files: how many stored pods have each UID (a shared UID needs a
+         * full SET), and how many files name each key (only a key named
+         * by several files needs a search for the next one). */
+        struct strmap *uids;    /* uid -> count (uintptr_t) */
+        struct strmap *keyrefs; /* key -> count (uintptr_t) */
+        /* Files with events not yet looked at -> the events' masks OR'ed
+         * (uintptr_t); batch_timer (zero delay) works through them. */
+        struct strmap *dirty;
+        struct loop_timer *batch_timer;
         struct watcher_watch *watch;
         int watch_is_dir;
         struct loop_timer *relist_timer;
@@ -66,6 +80,23 @@ struct file_source {
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
+
+static size_t count_of(struct strmap *m, const char *k)
+{
+        return (size_t)(uintptr_t)strmap_get(m, k);
+}
+
+/* Adds delta to k's count, dropping it at zero.  0 or -ENOMEM. */
+static int count_add(struct strmap *m, const char *k, int delta)
+{
+        size_t n = count_of(m, k) + (size_t)(ptrdiff_t)delta;
+
+        if (n == 0) {
+                (void)strmap_remove(m, k);
+                return 0;
+        }
+        return strmap_put(m, k, (void *)(uintptr_t)n, NULL);
+}
 
 /* An error that says nothing about a file or the directory's content but
  * that this process is short of something: memory or descriptors.  It
@@ -92,7 +123,13 @@ static void report_bad(struct file_source *fs, const char *file, const char *rea
 {
         char *prev = strmap_get(fs->errors, file), *copy;
 
-        if (quiet || (prev && strcmp(prev, reason) == 0)) {
+        /* One line per change of the file's state: a write in progress
+         * says nothing, a reason already given is not repeated. */
+        if (quiet) {
+                log_trace("file \"%s\": %s (still being written?)", file, reason);
+                return;
+        }
+        if (prev && strcmp(prev, reason) == 0) {
                 log_debug("file \"%s\": %s", file, reason);
                 return;
         }
@@ -195,11 +232,12 @@ static int send_state(struct file_source *fs, struct strmap *store)
         return 0;
 }
 
-/* Puts (file -> pod) into store/files.  The first file in sorted order
- * keeps a namespace/name; a later one is refused with a warning naming both.
+/* Puts (file -> pod) into store/files (and counts the file in keyrefs,
+ * which may be NULL).  The first file in sorted order keeps a
+ * namespace/name; a later one is refused with a warning naming both.
  * Returns 1 if the store changed, 0 if not, -errno. */
-static int store_put(struct strmap *store, struct strmap *files, const char *file,
-                     struct pod *pod)
+static int store_put(struct strmap *store, struct strmap *files, struct strmap *keyrefs,
+                     const char *file, struct pod *pod)
 {
         struct buf key = BUF_INIT;
         struct entry *e, *old = NULL;
@@ -244,6 +282,12 @@ record:
                 free(k);
                 r = -ENOMEM;
                 goto out;
+        }
+        if (keyrefs && (!oldk || strcmp(oldk, k) != 0)) {
+                if (count_add(keyrefs, k, 1) < 0)
+                        r = -ENOMEM;
+                if (oldk)
+                        (void)count_add(keyrefs, oldk, -1); /* never allocates */
         }
         free(oldk);
 out:
@@ -371,7 +415,7 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct strma
                 }
                 if (r < 0)
                         continue;
-                r = store_put(store, files, names[i], pod);
+                r = store_put(store, files, NULL, names[i], pod);
                 pod_unref(pod);
                 if (r < 0) {
                         *ret_what = "cannot store a pod";
@@ -385,15 +429,38 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct strma
  * nothing changes and the caller frees store/files.  0 or -ENOMEM. */
 static int replace_state(struct file_source *fs, struct strmap *store, struct strmap *files)
 {
-        int r = send_state(fs, store);
+        struct strmap *uids = strmap_new(), *keyrefs = strmap_new();
+        size_t it = 0;
+        const char *k;
+        void *v;
+        int r = -ENOMEM;
 
+        /* The indexes of the new state: O(files), like the relist. */
+        if (!uids || !keyrefs)
+                goto fail;
+        while (strmap_next(store, &it, NULL, &v))
+                if (count_add(uids, ((struct entry *)v)->pod->uid, 1) < 0)
+                        goto fail;
+        it = 0;
+        while (strmap_next(files, &it, &k, &v))
+                if (count_add(keyrefs, v, 1) < 0)
+                        goto fail;
+        r = send_state(fs, store);
         if (r < 0)
-                return r;
+                goto fail;
         strmap_free(fs->store, entry_free);
         strmap_free(fs->files, free);
+        strmap_free(fs->uids, NULL);
+        strmap_free(fs->keyrefs, NULL);
         fs->store = store;
         fs->files = files;
+        fs->uids = uids;
+        fs->keyrefs = keyrefs;
         return 0;
+fail:
+        strmap_free(uids, NULL);
+        strmap_free(keyrefs, NULL);
+        return r;
 }
 
 /*
@@ -447,7 +514,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                                 r = 1;
                         goto out;
                 } else {
-                        r = store_put(store, files, fs->path, pod);
+                        r = store_put(store, files, NULL, fs->path, pod);
                         pod_unref(pod);
                         *ret_what = "cannot store the pod";
                         if (r > 0)
@@ -496,6 +563,16 @@ static void relist_failed(struct file_source *fs, const char *what, int r)
         loop_timer_arm(fs->relist_retry_timer, fs->relist_delay);
 }
 
+static void clear_dirty(struct file_source *fs)
+{
+        size_t it = 0;
+        const char *k;
+
+        while (strmap_next(fs->dirty, &it, &k, NULL))
+                (void)strmap_remove(fs->dirty, k);
+        loop_timer_stop(fs->batch_timer);
+}
+
 void file_source_relist(struct file_source *fs)
 {
         const char *what = "cannot list";
@@ -507,6 +584,9 @@ void file_source_relist(struct file_source *fs)
         }
         loop_timer_stop(fs->relist_retry_timer);
         fs->relist_delay = 0;
+        /* The listing read every file after the events still waiting: they
+         * are in the state just sent. */
+        clear_dirty(fs);
         if (fs->failure) {
                 log_info("file source: \"%s\" listed again", fs->path);
                 free(fs->failure);
@@ -545,82 +625,225 @@ static void schedule_retry(struct file_source *fs, int missing)
         loop_timer_arm(fs->retry_timer, fs->retry_delay);
 }
 
-static void watch_event_add(struct file_source *fs, const char *file, uint32_t mask)
+/*
+ * What changed under one key (before and after: the pod stored there,
+ * NULL for none), sent as a delta: nothing for an unchanged re-read, the
+ * new pod, and the old one as gone when its UID changed.  A UID that
+ * another stored pod also has is the one case where the decision needs
+ * the whole set (a full SET keeps only the last pod of a UID), so then the
+ * full SET goes: O(n), only for pinned UIDs shared between files.  Else
+ * O(1).  0 or -ENOMEM (the caller re-lists).
+ */
+static int send_change(struct file_source *fs, struct pod *before, struct pod *after)
 {
-        struct stat st;
-        struct pod *pod = NULL;
+        struct pod_update *u;
+        bool shared;
+        int r;
+
+        if (before == after)
+                return 0;
+        if (before)
+                (void)count_add(fs->uids, before->uid, -1); /* never allocates */
+        if (after && count_add(fs->uids, after->uid, 1) < 0)
+                return -ENOMEM;
+        if (before && after && strcmp(before->uid, after->uid) == 0 &&
+            pod_semantic_equal(before, after) && pod_status_equal(before, after))
+                return 0; /* the merger would find nothing changed */
+        shared = (after && count_of(fs->uids, after->uid) > 1) ||
+                 (before && count_of(fs->uids, before->uid) > 0);
+        if (shared)
+                return send_state(fs, fs->store);
+        u = pod_update_new_delta(POD_SOURCE_FILE);
+        if (!u)
+                return -ENOMEM;
+        if ((after && pod_update_add(u, after) < 0) ||
+            (before && (!after || strcmp(before->uid, after->uid) != 0) &&
+             pod_update_add_gone(u, before) < 0)) {
+                pod_update_free(u);
+                return -ENOMEM;
+        }
+        r = mux_channel_send(fs->ch, u);
+        if (r == 0)
+                source_stats_success(fs->stats, strmap_size(fs->store));
+        return r;
+}
+
+/* The pod stored under key now (a new reference), or NULL. */
+static struct pod *stored_pod(struct file_source *fs, const char *key)
+{
+        struct entry *e = key ? strmap_get(fs->store, key) : NULL;
+
+        return e ? pod_ref(e->pod) : NULL;
+}
+
+/* A file that is there: (re)load it and send what changed. */
+static void file_changed(struct file_source *fs, const char *file, uint32_t mask)
+{
+        struct pod *pod = NULL, *before = NULL, *after = NULL;
+        struct buf key = BUF_INIT;
         /* A file still being written fails to parse on early events; only
          * the close after writing (or a rename into place) reports errors. */
         int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
         int r;
 
-        if (stat(file, &st) < 0) {
-                if (resource_error(-errno))
-                        event_failed(fs, file, -errno);
-                return;
-        }
-        if (S_ISDIR(st.st_mode))
-                return;
-        if (!S_ISREG(st.st_mode)) {
-                report_bad(fs, file, "not a regular file: skipped", 0, false);
-                return;
-        }
-        if ((mask & IN_CREATE) && st.st_size == 0)
-                return; /* content follows with IN_MODIFY / IN_CLOSE_WRITE */
         r = load_file(fs, file, quiet, &pod);
         if (r < 0) {
                 if (resource_error(r))
                         event_failed(fs, file, r);
                 return;
         }
-        r = store_put(fs->store, fs->files, file, pod);
-        pod_unref(pod);
-        if (r > 0)
-                r = send_state(fs, fs->store);
+        r = pod_store_key(pod, &key);
+        if (r == 0) {
+                before = stored_pod(fs, key.data);
+                r = store_put(fs->store, fs->files, fs->keyrefs, file, pod);
+                after = stored_pod(fs, key.data);
+        }
+        if (r >= 0)
+                r = send_change(fs, before, after);
         if (r < 0)
                 event_failed(fs, file, r);
+        pod_unref(before);
+        pod_unref(after);
+        pod_unref(pod);
+        buf_free(&key);
 }
 
-static void watch_event_delete(struct file_source *fs, const char *file)
+/*
+ * The pod of key moves to the first other file in sorted order that still
+ * defines it (the kubelet's next relist would pick that one, so the pod
+ * changes hands once).  Looks through every file, but only when another
+ * file names key (a duplicate), so the common delete costs O(1).  0 or
+ * -errno (a resource error).
+ */
+static int take_over(struct file_source *fs, const char *key)
 {
-        char *key = strmap_remove(fs->files, file);
-        struct entry *e;
-        size_t it = 0;
+        const char **cands = NULL;
+        size_t n = 0, it = 0;
         const char *other;
         void *v;
         int r = 0;
 
+        if (count_of(fs->keyrefs, key) == 0)
+                return 0;
+        cands = malloc(count_of(fs->keyrefs, key) * sizeof(*cands));
+        if (!cands)
+                return -ENOMEM;
+        while (strmap_next(fs->files, &it, &other, &v) && n < count_of(fs->keyrefs, key))
+                if (strcmp(v, key) == 0)
+                        cands[n++] = other;
+        if (n > 1)
+                qsort(cands, n, sizeof(*cands), cmp_str);
+        for (size_t i = 0; i < n && r == 0 && !strmap_get(fs->store, key); i++) {
+                struct pod *pod = NULL;
+                struct buf k = BUF_INIT;
+
+                r = load_file(fs, cands[i], 0, &pod);
+                if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, key) == 0)
+                        r = store_put(fs->store, fs->files, fs->keyrefs, cands[i], pod);
+                /* A bad file is skipped (reported); a file that now
+                 * defines another pod is left to its own event. */
+                if (r > 0 || (r < 0 && !resource_error(r)))
+                        r = 0;
+                pod_unref(pod);
+                buf_free(&k);
+        }
+        free(cands);
+        return r;
+}
+
+/* A file that is gone (or no longer a regular file): its pod goes, or
+ * moves to another file defining it. */
+static void file_gone(struct file_source *fs, const char *file)
+{
+        char *key = strmap_remove(fs->files, file);
+        struct entry *e;
+        struct pod *before = NULL, *after = NULL;
+        int r = 0;
+
+        clear_bad(fs, file);
         if (!key)
                 return;
+        (void)count_add(fs->keyrefs, key, -1); /* never allocates */
         e = strmap_get(fs->store, key);
         if (!e) {
                 log_error("file source: file \"%s\" maps to pod \"%s\" which is not in the store",
                           file, key);
         } else if (strcmp(e->file, file) == 0) {
+                before = pod_ref(e->pod);
                 entry_free(strmap_remove(fs->store, key));
                 /* Another file defining the same pod takes over at once
                  * (the kubelet waits for the next relist). */
-                while (strmap_next(fs->files, &it, &other, &v)) {
-                        struct pod *pod = NULL;
-
-                        if (strcmp(v, key) != 0)
-                                continue;
-                        r = load_file(fs, other, 0, &pod);
-                        if (r == 0) {
-                                r = store_put(fs->store, fs->files, other, pod);
-                                pod_unref(pod);
-                                break;
-                        }
-                        if (resource_error(r))
-                                break;
-                        r = 0;
-                }
+                r = take_over(fs, key);
+                after = stored_pod(fs, key);
                 if (r >= 0)
-                        r = send_state(fs, fs->store);
+                        r = send_change(fs, before, after);
                 if (r < 0)
                         event_failed(fs, file, r);
         }
+        pod_unref(before);
+        pod_unref(after);
         free(key);
+}
+
+/* What the file is now decides, whatever the events said; the mask only
+ * says whether the writer is done (errors are reported) and whether an
+ * empty file is still being created. */
+static void process_file(struct file_source *fs, const char *file, uint32_t mask)
+{
+        struct stat st;
+
+        if (stat(file, &st) < 0) {
+                if (resource_error(-errno))
+                        event_failed(fs, file, -errno);
+                else
+                        file_gone(fs, file);
+                return;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                if (!S_ISDIR(st.st_mode))
+                        report_bad(fs, file, "not a regular file: skipped", 0, false);
+                file_gone(fs, file);
+                return;
+        }
+        if ((mask & IN_CREATE) && !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) && st.st_size == 0)
+                return; /* content follows with IN_MODIFY / IN_CLOSE_WRITE */
+        file_changed(fs, file, mask);
+}
+
+/*
+ * Up to FILE_SOURCE_BATCH changed files, then back to the loop; the rest
+ * waits for the next turn.  Events for one file that came in the meantime
+ * were folded into one entry, so a file written in several steps is read
+ * once.  O(batch).
+ */
+static void on_batch(struct loop_timer *t, void *data)
+{
+        struct file_source *fs = data;
+        size_t it = 0, done = 0;
+        const char *file;
+        void *v;
+
+        while (done < FILE_SOURCE_BATCH && strmap_next(fs->dirty, &it, &file, &v)) {
+                process_file(fs, file, (uint32_t)(uintptr_t)v);
+                (void)strmap_remove(fs->dirty, file); /* the current key */
+                done++;
+        }
+        if (strmap_size(fs->dirty) > 0)
+                loop_timer_arm(t, 0);
+}
+
+/* Remembers that file changed; it is looked at in the next batch. */
+static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask)
+{
+        uint32_t was = (uint32_t)(uintptr_t)strmap_get(fs->dirty, file);
+
+        if (strmap_put(fs->dirty, file, (void *)(uintptr_t)(was | mask), NULL) < 0) {
+                /* Cannot remember it: a relist will find the change. */
+                event_failed(fs, file, -ENOMEM);
+                return;
+        }
+        if (!loop_timer_armed(fs->batch_timer))
+                loop_timer_arm(fs->batch_timer, 0);
 }
 
 static void on_watch_event(void *data, const char *path, const char *name, uint32_t mask)
@@ -635,7 +858,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         }
         if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
                 if (!fs->watch_is_dir && (mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
-                        watch_event_delete(fs, fs->path);
+                        file_gone(fs, fs->path);
                 if (mask & IN_IGNORED) {
                         /* The kernel dropped the watch (the path went away):
                          * re-arm, treating the path as missing meanwhile. */
@@ -648,6 +871,9 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
                 }
                 return;
         }
+        if (!(mask & (IN_DELETE | IN_MOVED_FROM | IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB |
+                      IN_CLOSE_WRITE)))
+                return;
         if (fs->watch_is_dir) {
                 if (!name[0] || name[0] == '.')
                         return;
@@ -655,12 +881,11 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         } else {
                 file = strdup(fs->path);
         }
-        if (!file)
+        if (!file) {
+                event_failed(fs, fs->path, -ENOMEM);
                 return;
-        if (mask & (IN_DELETE | IN_MOVED_FROM))
-                watch_event_delete(fs, file);
-        else if (mask & (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE))
-                watch_event_add(fs, file, mask);
+        }
+        mark_dirty(fs, file, mask);
         free(file);
 }
 
@@ -739,12 +964,17 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->store = strmap_new();
         fs->files = strmap_new();
         fs->errors = strmap_new();
-        if (!fs->path || !fs->node_name || !fs->store || !fs->files || !fs->errors)
+        fs->uids = strmap_new();
+        fs->keyrefs = strmap_new();
+        fs->dirty = strmap_new();
+        if (!fs->path || !fs->node_name || !fs->store || !fs->files || !fs->errors || !fs->uids ||
+            !fs->keyrefs || !fs->dirty)
                 goto fail;
         fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
             (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
-            (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0)
+            (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_batch, fs, &fs->batch_timer)) < 0)
                 goto fail;
         *ret_fs = fs;
         return 0;
@@ -769,10 +999,14 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->relist_timer);
         loop_timer_free(fs->retry_timer);
         loop_timer_free(fs->relist_retry_timer);
+        loop_timer_free(fs->batch_timer);
         free(fs->failure);
         strmap_free(fs->store, entry_free);
         strmap_free(fs->files, free);
         strmap_free(fs->errors, free);
+        strmap_free(fs->uids, NULL);
+        strmap_free(fs->keyrefs, NULL);
+        strmap_free(fs->dirty, NULL);
         free(fs->path);
         free(fs->node_name);
         free(fs);

@@ -34,6 +34,9 @@
 #include "podmux/buf.h"
 #include "podmux/watcher.h"
 
+/* Bytes read from the pipe ahead of what was dispatched. */
+#define WATCHER_BUFFER (64u * 1024u)
+
 enum req_kind { REQ_NONE, REQ_ADD, REQ_REMOVE, REQ_STOP };
 
 struct record {
@@ -73,7 +76,8 @@ struct watcher {
         int dead_wds[64]; /* recently dropped by the kernel; thread only */
         unsigned n_dead;
         struct watcher_watch *watches; /* loop thread only */
-        struct buf in;                 /* partial records from the pipe */
+        struct buf in;                 /* records read, not yet dispatched */
+        struct loop_timer *more_timer; /* dispatches what is left in `in` */
         int dispatching;
 };
 
@@ -288,21 +292,29 @@ static void dispatch_all_overflow(struct watcher *w)
         }
 }
 
-static void on_pipe(struct loop_io *io, int fd, uint32_t events, void *data)
+/* The pipe's bytes cannot be framed any more (some were lost): drop what
+ * is buffered and what is in the pipe, which ends on a record boundary
+ * (records are written whole), and have every subscriber relist. */
+static void lose_events(struct watcher *w)
 {
-        struct watcher *w = data;
         char chunk[8192];
-        ssize_t n;
-        size_t off = 0;
 
-        for (;;) {
-                n = read(fd, chunk, sizeof(chunk));
-                if (n <= 0)
-                        break;
-                if (buf_append(&w->in, chunk, (size_t)n) < 0)
-                        break;
-        }
-        while (w->in.len - off >= sizeof(struct record)) {
+        while (read(w->pipe_rd, chunk, sizeof(chunk)) > 0)
+                ;
+        buf_reset(&w->in);
+        atomic_store(&w->overflowed, 1);
+}
+
+/*
+ * Hands at most WATCHER_BATCH buffered records to their subscribers, then
+ * returns to the loop: the rest waits for the next turn (the more timer),
+ * so a burst of events never keeps the loop from its other descriptors.
+ */
+static void dispatch(struct watcher *w)
+{
+        size_t off = 0, n = 0;
+
+        while (n < WATCHER_BATCH && w->in.len - off >= sizeof(struct record)) {
                 struct record rec;
                 char name[NAME_MAX + 1];
                 struct watcher_watch *ww;
@@ -313,6 +325,7 @@ static void on_pipe(struct loop_io *io, int fd, uint32_t events, void *data)
                 memcpy(name, w->in.data + off + sizeof(rec), rec.len);
                 name[rec.len] = '\0';
                 off += sizeof(rec) + rec.len;
+                n++;
                 if (rec.wd < 0) {
                         dispatch_all_overflow(w);
                         continue;
@@ -332,6 +345,39 @@ static void on_pipe(struct loop_io *io, int fd, uint32_t events, void *data)
         buf_consume(&w->in, off);
         if (atomic_exchange(&w->overflowed, 0))
                 dispatch_all_overflow(w);
+        /* Whole records left over, with nothing more to read, would wait
+         * for an event that may never come: continue next turn. */
+        if (w->in.len >= sizeof(struct record))
+                loop_timer_arm(w->more_timer, 0);
+}
+
+static void on_more(struct loop_timer *t, void *data)
+{
+        (void)t;
+        dispatch(data);
+}
+
+/* Reads at most WATCHER_BUFFER bytes ahead of what was dispatched; the
+ * rest stays in the pipe (and past the pipe, the thread reports an
+ * overflow: the subscribers relist).  Memory stays bounded in any burst. */
+static void on_pipe(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct watcher *w = data;
+        char chunk[8192];
+        ssize_t n;
+
+        while (w->in.len < WATCHER_BUFFER) {
+                size_t room = WATCHER_BUFFER - w->in.len;
+
+                n = read(fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk));
+                if (n <= 0)
+                        break;
+                if (buf_append(&w->in, chunk, (size_t)n) < 0) {
+                        lose_events(w);
+                        break;
+                }
+        }
+        dispatch(w);
 }
 
 int watcher_new(struct loop *loop, struct watcher **ret_w)
@@ -384,6 +430,9 @@ int watcher_new(struct loop *loop, struct watcher **ret_w)
         r = loop_io_add(loop, w->pipe_rd, EPOLLIN, on_pipe, w, &w->io);
         if (r < 0)
                 goto fail;
+        r = loop_timer_new(loop, on_more, w, &w->more_timer);
+        if (r < 0)
+                goto fail;
         r = -pthread_create(&w->thread, NULL, thread_main, w);
         if (r < 0)
                 goto fail;
@@ -408,6 +457,7 @@ void watcher_free(struct watcher *w)
         while (w->watches)
                 unlink_watch(w, w->watches);
         loop_io_free(w->io);
+        loop_timer_free(w->more_timer);
         inotifytools_cleanup();
         if (w->wake_fd >= 0)
                 close(w->wake_fd);

@@ -5,8 +5,9 @@
  * One "world" is what `podmux run` wires for a manifest directory: the
  * file source (with the real watcher thread), the mux, the merger, the
  * updates pipe and the stream server, with three consumers connected over
- * its unix socket.  A scenario edits one manifest (an inotify event), adds
- * another and re-lists the directory.  It is run once without faults to
+ * its unix socket.  A scenario edits two manifests (inotify events; one
+ * keeps its pinned UID, so the merger merges the change into the stored
+ * pod), adds another and re-lists the directory.  It is run once without faults to
  * learn every pod text a consumer may legitimately see; then, for every N
  * along the path, again with the Nth allocation failing (once, and from N
  * on until released), and with the Nth readdir, opendir, open, read and
@@ -62,7 +63,15 @@ static const char *const manifests[][2] = {
         {"c.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: gamma\n  namespace: kube-system\n"
                    "spec:\n  hostNetwork: true\n  containers:\n  - name: c\n    image: etcd:3.5\n"
                    "    command: [etcd, --data-dir=/var/lib/etcd]\n"},
+        /* A pinned UID: an edit keeps it, so the merger merges the
+         * change into the stored pod (UPDATE) instead of REMOVE + ADD. */
+        {"e.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: epsilon\n  uid: pinned-e\n"
+                   "  labels: {tier: x}\nspec:\n  containers:\n  - name: c\n    image: app:1\n"},
 };
+static const char *const edited_e =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: epsilon\n  uid: pinned-e\n"
+        "  labels: {tier: two}\n  annotations: {note: \"edited \\u00e9\"}\nspec:\n  containers:\n"
+        "  - name: c\n    image: app:2\n    env: [{name: K, value: \"1\"}]\n";
 /* The edit (an inotify event) and the file added before the relist. */
 static const char *const edited_b =
         "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"beta\","
@@ -516,9 +525,11 @@ static void scenario(struct world *w, uint64_t phase_usec)
 {
         write_file(w, "b.json", edited_b);
         run_until(w, cond_marker, "redis:7.2", phase_usec);
+        write_file(w, "e.yaml", edited_e);
+        run_until(w, cond_marker, "app:2", phase_usec);
         write_file(w, "d.yaml", added_d);
         file_source_relist(w->fs);
-        run_until(w, cond_count, (void *)(uintptr_t)4, phase_usec);
+        run_until(w, cond_count, (void *)(uintptr_t)5, phase_usec);
 }
 
 /* The fault-free run: learns every legitimate text and the final state. */
@@ -527,14 +538,14 @@ static void learn(struct world *w, enum storage_mode mode)
         w->valid = strmap_new();
         w->want = NULL;
         world_up(w, mode);
-        if (!run_until(w, cond_count, (void *)(uintptr_t)3, 5000000)) {
+        if (!run_until(w, cond_count, (void *)(uintptr_t)4, 5000000)) {
                 for (int i = 0; i < N_CLIENTS; i++)
                         fprintf(stderr, "# client %d: synced %d, %zu pod(s), fd %d, problem %s\n", i,
                                 w->cl[i].synced, strmap_size(w->cl[i].held), w->cl[i].fd, w->problem);
                 ck_abort_msg("no initial state");
         }
         scenario(w, 5000000);
-        ck_assert_msg(all_hold(w, NULL, 4), "the fault-free scenario did not converge");
+        ck_assert_msg(all_hold(w, NULL, 5), "the fault-free scenario did not converge");
         ck_assert_msg(!w->problem[0], "fault-free run: %s", w->problem);
         /* The final state, from the first client. */
         {
@@ -574,7 +585,7 @@ static bool run_with(struct world *w, const struct fault *f)
         if (getenv("FAULTS_VERBOSE"))
                 fprintf(stderr, "# run %s %ld%s\n", f->what, f->n, f->persist ? " persistent" : "");
         world_up(w, w->mode);
-        ck_assert_msg(run_until(w, cond_count, (void *)(uintptr_t)3, 5000000),
+        ck_assert_msg(run_until(w, cond_count, (void *)(uintptr_t)4, 5000000),
                       "%s %ld: no initial state", f->what, f->n);
         if (f->call < 0) {
                 failalloc_persist(f->persist);
@@ -662,7 +673,7 @@ START_TEST(test_alloc_sweep_persistent)
 {
         if (skipped("test_alloc_sweep_persistent"))
                 return;
-        sweep_allocations(STORAGE_MODE_INCREMENTAL, 3, true);
+        sweep_allocations(STORAGE_MODE_INCREMENTAL, 5, true);
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "podmux/file_source.h"
@@ -15,10 +16,14 @@
 #include "unit.h"
 
 struct capture {
-        struct pod_update *last; /* last SET received */
+        struct pod_update *last; /* the source's state: its SETs with its deltas folded in */
         int sets;
+        int deltas;
+        size_t max_delta; /* most pods one delta carried */
 };
 
+/* The merger's view of the source: a full SET replaces it, a delta is
+ * folded into it (as the merger would apply it). */
 static int capture_merge(void *data, const char *source, struct pod_update **up)
 {
         struct capture *c = data;
@@ -26,6 +31,15 @@ static int capture_merge(void *data, const char *source, struct pod_update **up)
 
         ck_assert_str_eq(source, "file");
         ck_assert_int_eq(u->op, POD_OP_SET);
+        if (u->delta) {
+                ck_assert_ptr_nonnull(c->last); /* a delta follows a SET */
+                if (u->n_pods + u->n_gone > c->max_delta)
+                        c->max_delta = u->n_pods + u->n_gone;
+                ck_assert_int_eq(pod_update_fold(c->last, u), 0);
+                pod_update_sort(c->last);
+                c->deltas++;
+                return 0;
+        }
         pod_update_free(c->last);
         c->last = u;
         *up = NULL; /* kept */
@@ -328,7 +342,56 @@ START_TEST(test_path_is_cleaned_for_uid_stability)
 }
 END_TEST
 
-UNIT_MAIN(test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
+
+/* A burst of files: each is read once, the changes go as deltas of at
+ * most FILE_SOURCE_BATCH pods per loop turn, and the state ends whole; an
+ * unchanged re-read sends nothing; deleting them all empties it the same
+ * way. */
+START_TEST(test_burst_in_batches_of_deltas)
+{
+        enum { FILES = 2 * FILE_SOURCE_BATCH + 150 };
+        struct fixture fx;
+        char name[64], path[256];
+        int sets, deltas;
+
+        setup(&fx, "/m", 1);
+        file_source_start(fx.fs);
+        expect_names(&fx, "");
+        sets = fx.cap.sets;
+        for (int i = 0; i < FILES; i++) {
+                snprintf(name, sizeof(name), "m/p%04d.yaml", i);
+                snprintf(path, sizeof(path), "p%04d", i);
+                pod_file(fx.dir, name, path);
+        }
+        for (int i = 0; i < 2000 && (!fx.cap.last || fx.cap.last->n_pods < FILES); i++)
+                loop_run_once(fx.loop, 50000);
+        ck_assert_uint_eq(fx.cap.last->n_pods, FILES);
+        ck_assert_int_eq(fx.cap.sets, sets); /* no full SET for events */
+        ck_assert_msg(fx.cap.max_delta <= FILE_SOURCE_BATCH, "a delta of %zu pods", fx.cap.max_delta);
+        ck_assert_int_ge(fx.cap.deltas, 3);
+        /* Touching a file without changing it sends nothing. */
+        deltas = fx.cap.deltas;
+        snprintf(path, sizeof(path), "%s/m/p0007.yaml", fx.dir);
+        ck_assert_int_eq(utimes(path, NULL), 0);
+        for (int i = 0; i < 20; i++)
+                loop_run_once(fx.loop, 20000);
+        ck_assert_int_eq(fx.cap.deltas, deltas);
+        /* All gone at once. */
+        fx.cap.max_delta = 0;
+        for (int i = 0; i < FILES; i++) {
+                snprintf(path, sizeof(path), "%s/m/p%04d.yaml", fx.dir, i);
+                ck_assert_int_eq(unlink(path), 0);
+        }
+        for (int i = 0; i < 2000 && fx.cap.last->n_pods > 0; i++)
+                loop_run_once(fx.loop, 50000);
+        ck_assert_uint_eq(fx.cap.last->n_pods, 0);
+        ck_assert_int_eq(fx.cap.sets, sets);
+        ck_assert_msg(fx.cap.max_delta <= FILE_SOURCE_BATCH, "a delta of %zu pods", fx.cap.max_delta);
+        teardown(&fx);
+}
+END_TEST
+
+UNIT_MAIN(test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
           test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
           test_duplicate_name_first_file_wins, test_missing_directory_then_created,
           test_directory_deleted_and_recreated, test_single_file_path,
