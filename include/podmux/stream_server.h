@@ -3,8 +3,8 @@
  * a unix stream socket, newline-delimited JSON, fan-out to many consumers,
  * a bounded history for resume_after, and per-consumer backlog limits.
  *
- * Owns: the listening socket and its file, every consumer connection, the
- * sequence counter, the history of broadcast messages.
+ * Owns: the listening socket, its file and lock file, every consumer
+ * connection, the sequence counter, the history of broadcast messages.
  * Never: knows how pods are merged.  The current state for a new consumer
  * comes from a callback (wired by main to the merger); the merger hands
  * records in with stream_server_broadcast().  It never blocks: a consumer
@@ -84,8 +84,9 @@ struct stream_server_config {
 };
 
 /*
- * Creates the socket (replacing a stale socket file; failing with
- * -EADDRINUSE and a message if another process is listening on it), sets
+ * Creates the socket with unix_listen() (include/podmux/unix_listen.h: the
+ * lock file beside it is held until stream_server_free(); -EADDRINUSE and
+ * "another podmux (pid N) serves PATH" when another daemon holds it), sets
  * its mode, and starts accepting on the loop.  Strings in cfg are copied.
  */
 int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,

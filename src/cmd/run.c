@@ -291,8 +291,12 @@ int cmd_run(int argc, char **argv)
         ccfg.status_data = &d;
         r = stream_server_new(d.loop, &ccfg, &d.stream, &err);
         if (r < 0) {
-                log_error("socket \"%s\": %s", d.opts.socket_path,
-                          err.data ? err.data : ERRNO_STR(r));
+                /* The message names the path ("another podmux (pid N)
+                 * serves PATH" when the lock is taken). */
+                if (err.data && err.data[0])
+                        log_error("%s", err.data);
+                else
+                        log_error("socket \"%s\": %s", d.opts.socket_path, ERRNO_STR(r));
                 goto out;
         }
         if (d.opts.pod_manifest_path) {

@@ -1122,7 +1122,7 @@ START_TEST(test_live_socket_refused)
         r = stream_server_new(e.loop, &cfg, &second, &err);
         ck_assert_int_eq(r, -EADDRINUSE);
         ck_assert_ptr_null(second);
-        (void)snprintf(want, sizeof(want), "another podmux is serving on %s", e.path);
+        (void)snprintf(want, sizeof(want), "another podmux (pid %ld) serves %s", (long)getpid(), e.path);
         ck_assert_str_eq(err.data, want);
         buf_free(&err);
         /* The first one is untouched. */
