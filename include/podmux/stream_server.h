@@ -3,8 +3,9 @@
  * a unix stream socket, newline-delimited JSON, fan-out to many consumers,
  * a bounded history for resume_after, and per-consumer backlog limits.
  *
- * Owns: the listening socket and its file, every consumer connection, the
- * sequence counter, the history of broadcast messages.
+ * Owns: the listening socket, its file and lock file, one spare
+ * descriptor, every consumer connection, the sequence counter, the
+ * history of broadcast messages.
  * Never: knows how pods are merged.  The current state for a new consumer
  * comes from a callback (wired by main to the merger); the merger hands
  * records in with stream_server_broadcast().  It never blocks: a consumer
@@ -57,6 +58,14 @@ typedef int (*stream_state_fn)(void *data, struct pod_update ***ret_updates,
  */
 typedef int (*stream_status_fn)(void *data, struct buf *out);
 
+/*
+ * Told when accepting a consumer first fails for want of descriptors (err
+ * -EMFILE or -ENFILE, refused 0), and when descriptors are available again
+ * (err 0; refused: the connections answered TooManyConsumers meanwhile).
+ * Once each per episode, so the caller can log both without a limit.
+ */
+typedef void (*stream_fd_fn)(void *data, int err, uint64_t refused);
+
 struct stream_server_config {
         const char *socket_path;
         mode_t socket_mode; /* 0 means STREAM_DEFAULT_SOCKET_MODE */
@@ -69,6 +78,8 @@ struct stream_server_config {
         void *state_data;
         stream_status_fn status_fn; /* may be NULL */
         void *status_data;
+        stream_fd_fn fd_fn; /* may be NULL */
+        void *fd_data;
         /* Group of the socket file (chown between bind and listen) when
          * set_socket_gid; otherwise the daemon's. */
         bool set_socket_gid;
@@ -84,9 +95,14 @@ struct stream_server_config {
 };
 
 /*
- * Creates the socket (replacing a stale socket file; failing with
- * -EADDRINUSE and a message if another process is listening on it), sets
- * its mode, and starts accepting on the loop.  Strings in cfg are copied.
+ * Creates the socket with unix_listen() (include/podmux/unix_listen.h: the
+ * lock file beside it is held until stream_server_free(); -EADDRINUSE and
+ * "another podmux (pid N) serves PATH" when another daemon holds it), sets
+ * its mode, and starts accepting on the loop.  Also keeps one spare
+ * descriptor (on /dev/null): when accept() runs out of descriptors, the
+ * spare is given up for one accept() so the client can be told
+ * TooManyConsumers instead of being left hanging, then taken back (no
+ * spare at start: -errno and a message).  Strings in cfg are copied.
  */
 int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
                       struct stream_server **ret_srv, struct buf *err);

@@ -5,16 +5,23 @@
  * Signals are taken through a signalfd on the loop, blocked in every thread
  * (the watcher thread inherits the mask), so shutdown runs as an ordinary
  * loop callback: consumers are told, the socket is removed, exit 0.
+ *
+ * Descriptors: the soft limit is raised to the hard one at start, and
+ * --max-consumers is lowered to what the limit leaves after RUN_FD_MARGIN
+ * (README.md "Operating notes").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -35,6 +42,22 @@
 #include "podmux/stream_server.h"
 #include "podmux/updates_pipe.h"
 #include "podmux/watcher.h"
+
+/*
+ * Descriptors kept for everything but consumers (one each) when
+ * --max-consumers is fitted to the descriptor limit:
+ *   standard streams 3, epoll 1, timerfd 1, signalfd 1;
+ *   the stream socket, its lock file, the spare descriptor: 3;
+ *   the watcher: inotify 1, its pipe 2, its wake-up file 1;
+ *   a relist: the directory and one file: 2;
+ *   libcurl: its wake-up pair, the manifest URL, the API server's list
+ *   and watch, each with a resolver pair: about 9;
+ *   the metrics endpoint: its socket and lock file, libmicrohttpd's
+ *   epoll and wake-up pair, 16 connections: 21;
+ * about 46 in all; the rest is for plugin calls and what we missed.
+ * Under twice this limit, half of the limit is kept instead.
+ */
+#define RUN_FD_MARGIN 128
 
 struct daemon {
         struct options opts;
@@ -126,6 +149,20 @@ static void on_plugin_event(void *data, const struct plugin_event *ev)
         buf_free(&b);
 }
 
+/* The stream server ran out of descriptors accepting a consumer, or has
+ * them again: one line each per episode. */
+static void on_stream_fds(void *data, int err, uint64_t refused)
+{
+        (void)data;
+        if (err < 0)
+                log_warn("stream: out of file descriptors (%s): new consumers are refused with TooManyConsumers until some are free",
+                         ERRNO_STR(err));
+        else
+                log_info("stream: file descriptors available again: accepting consumers (%" PRIu64
+                         " refused meanwhile)",
+                         refused);
+}
+
 static int state_for_consumer(void *data, struct pod_update ***ret, size_t *ret_n)
 {
         struct daemon *d = data;
@@ -202,6 +239,61 @@ static int setup_signals(struct daemon *d)
         return loop_io_add(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_io);
 }
 
+static const char *rlim_str(rlim_t v, char *buf, size_t size)
+{
+        if (v == RLIM_INFINITY)
+                return "unlimited";
+        (void)snprintf(buf, size, "%llu", (unsigned long long)v);
+        return buf;
+}
+#define RLIM_STR(v) rlim_str((v), (char[32]){0}, 32)
+
+/*
+ * Raises the soft descriptor limit to the hard one, as the Go runtime
+ * does for the kubelet.  The low soft limit (often 1024) protects programs
+ * that use select(), whose sets stop at FD_SETSIZE; our one select() is
+ * libinotifytools' on the watcher thread, on the inotify descriptor made
+ * at start, far below it.  Nothing is exec'd, so no child inherits the
+ * raised limit.  Returns the soft limit in force (RLIM_INFINITY if it
+ * cannot be read).
+ */
+static rlim_t raise_nofile(void)
+{
+        struct rlimit rl, want;
+        rlim_t before;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+                log_warn("cannot read the descriptor limit: %s", ERRNO_STR(-errno));
+                return RLIM_INFINITY;
+        }
+        before = rl.rlim_cur;
+        if (rl.rlim_cur != rl.rlim_max) {
+                want.rlim_cur = rl.rlim_max;
+                want.rlim_max = rl.rlim_max;
+                /* An unlimited hard limit is above the kernel's nr_open:
+                 * refused (EPERM), and the soft limit stays. */
+                if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                        rl.rlim_cur = rl.rlim_max;
+                else
+                        log_debug("descriptors: cannot raise the soft limit to %s: %s",
+                                  RLIM_STR(rl.rlim_max), ERRNO_STR(-errno));
+        }
+        log_debug("descriptors: soft limit %s, hard limit %s (the soft limit was %s)",
+                  RLIM_STR(rl.rlim_cur), RLIM_STR(rl.rlim_max), RLIM_STR(before));
+        return rl.rlim_cur;
+}
+
+/* The consumers a descriptor limit leaves room for (see RUN_FD_MARGIN). */
+static size_t consumers_allowed(rlim_t limit)
+{
+        if (limit == RLIM_INFINITY)
+                return SIZE_MAX;
+        if (limit < 2 * RUN_FD_MARGIN)
+                return limit >= 2 ? (size_t)(limit / 2) : 1;
+        limit -= RUN_FD_MARGIN;
+        return limit >= (rlim_t)SIZE_MAX ? SIZE_MAX : (size_t)limit;
+}
+
 static void daemon_free(struct daemon *d)
 {
         plugin_manager_free(d->plugins);
@@ -229,6 +321,8 @@ int cmd_run(int argc, char **argv)
         struct storage_config scfg;
         struct stream_server_config ccfg;
         struct mux_channel *ch;
+        rlim_t nofile;
+        size_t allowed;
         int r, status = 1;
 
         memset(&d, 0, sizeof(d));
@@ -255,6 +349,13 @@ int cmd_run(int argc, char **argv)
         log_setup(d.opts.verbosity >= 4 ? LOG_LEVEL_TRACE
                   : d.opts.verbosity >= 1 ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO,
                   d.opts.log_json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+        nofile = raise_nofile();
+        allowed = consumers_allowed(nofile);
+        if (d.opts.max_consumers > allowed) {
+                log_warn("--max-consumers %zu lowered to %zu: the descriptor limit is %s, and the rest is kept for the sources, libcurl, inotify, the metrics endpoint and a spare (raise the hard limit, e.g. LimitNOFILE=, to allow more)",
+                         d.opts.max_consumers, allowed, RLIM_STR(nofile));
+                d.opts.max_consumers = allowed;
+        }
 
         if ((r = loop_new(&d.loop)) < 0 || (r = setup_signals(&d)) < 0) {
                 log_error("cannot set up the event loop: %s", ERRNO_STR(r));
@@ -289,10 +390,16 @@ int cmd_run(int argc, char **argv)
         ccfg.state_data = &d;
         ccfg.status_fn = status_for_consumer;
         ccfg.status_data = &d;
+        ccfg.fd_fn = on_stream_fds;
+        ccfg.fd_data = &d;
         r = stream_server_new(d.loop, &ccfg, &d.stream, &err);
         if (r < 0) {
-                log_error("socket \"%s\": %s", d.opts.socket_path,
-                          err.data ? err.data : ERRNO_STR(r));
+                /* The message names the path ("another podmux (pid N)
+                 * serves PATH" when the lock is taken). */
+                if (err.data && err.data[0])
+                        log_error("%s", err.data);
+                else
+                        log_error("socket \"%s\": %s", d.opts.socket_path, ERRNO_STR(r));
                 goto out;
         }
         if (d.opts.pod_manifest_path) {

@@ -34,6 +34,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -57,10 +58,12 @@
 
 /* How long a consumer being closed (error queued) may take to read it. */
 #define CLOSE_TIMEOUT_USEC (2u * 1000u * 1000u)
-/* Pause of the listener after accept() ran out of descriptors: the
- * connection stays pending and the listener readable, so retrying at once
- * would spin. */
+/* Pause of the listener after accept() failed for want of memory, or of
+ * descriptors when the spare one could not be used: the connection stays
+ * pending and the listener readable, so retrying at once would spin. */
 #define ACCEPT_RETRY_USEC (100u * 1000u)
+/* What the spare descriptor is opened on (libuv's trick for EMFILE). */
+#define RESERVE_PATH "/dev/null"
 /* Connections accepted per wake-up, so a connect storm cannot starve the
  * other descriptors of the loop. */
 #define ACCEPT_BATCH 64
@@ -119,6 +122,13 @@ struct stream_server {
         struct unix_listener lis;
         struct loop_io *io;
         struct loop_timer *accept_timer;
+        /* The spare descriptor (-1 while given up or lost), and the
+         * episode of descriptor exhaustion we are in, if any. */
+        int reserve_fd;
+        bool fd_exhausted;
+        uint64_t fd_refused; /* connections refused in this episode */
+        stream_fd_fn fd_fn;
+        void *fd_data;
         struct loop_timer *flush_timer;
 
         uint64_t seq;   /* the last number handed out */
@@ -952,13 +962,81 @@ static bool peer_allowed(const struct stream_server *srv, const struct ucred *cr
         return false;
 }
 
+/* Takes the spare descriptor back if it is not held.  0 or -errno. */
+static int reserve_take(struct stream_server *srv)
+{
+        if (srv->reserve_fd < 0)
+                srv->reserve_fd = open(RESERVE_PATH, O_RDONLY | O_CLOEXEC);
+        return srv->reserve_fd < 0 ? -errno : 0;
+}
+
+/*
+ * accept() failed with err (EMFILE or ENFILE).  Starts an episode (told
+ * once), gives up the spare descriptor for one accept() and answers that
+ * connection TooManyConsumers, then takes the spare back.  Each call
+ * takes one connection off the backlog, so a flood cannot make us spin.
+ * Returns 1 when the caller may accept again, 0 when nothing was pending,
+ * -errno when there is no spare to give (the caller pauses the listener).
+ */
+static int refuse_with_reserve(struct stream_server *srv, int lfd, int err)
+{
+        int cfd, r;
+
+        if (!srv->fd_exhausted) {
+                srv->fd_exhausted = true;
+                srv->fd_refused = 0;
+                if (srv->fd_fn)
+                        srv->fd_fn(srv->fd_data, -err, 0);
+        }
+        if (srv->reserve_fd < 0)
+                return -err;
+        close(srv->reserve_fd);
+        srv->reserve_fd = -1;
+        cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        r = cfd < 0 ? -errno : 1;
+        if (cfd >= 0) {
+                srv->fd_refused++;
+                refuse(srv, cfd, "TooManyConsumers",
+                       "the server has run out of file descriptors; try again later");
+        }
+        /* The number just freed is the lowest free one again, unless
+         * another thread took it meanwhile; then accept_retry() tries. */
+        (void)reserve_take(srv);
+        if (r == -EAGAIN || r == -EWOULDBLOCK)
+                return 0;
+        if (r == -EINTR || r == -ECONNABORTED || r == -EPROTO)
+                return 1;
+        return r;
+}
+
+/*
+ * A connection was accepted without the spare: the episode ends when the
+ * spare is held and one more descriptor is free beside the one just
+ * taken.  Without that margin a consumer leaving and another arriving at
+ * the limit would end and start an episode each time.
+ */
+static void episode_check_end(struct stream_server *srv)
+{
+        int probe;
+
+        if (!srv->fd_exhausted || reserve_take(srv) < 0)
+                return;
+        probe = open(RESERVE_PATH, O_RDONLY | O_CLOEXEC);
+        if (probe < 0)
+                return;
+        close(probe);
+        srv->fd_exhausted = false;
+        if (srv->fd_fn)
+                srv->fd_fn(srv->fd_data, 0, srv->fd_refused);
+}
+
 static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
         struct stream_server *srv = data;
         struct ucred cred;
         socklen_t cred_len;
         bool have_cred;
-        int i;
+        int i, r;
 
         for (i = 0; i < ACCEPT_BATCH; i++) {
                 int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -969,12 +1047,20 @@ static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
                                 continue;
                         if (errno == EAGAIN || errno == EWOULDBLOCK)
                                 return;
-                        /* EMFILE, ENFILE, ENOBUFS, ENOMEM: pause. */
+                        if (errno == EMFILE || errno == ENFILE) {
+                                r = refuse_with_reserve(srv, fd, errno);
+                                if (r > 0)
+                                        continue;
+                                if (r == 0)
+                                        return;
+                        }
+                        /* ENOBUFS, ENOMEM, or no spare: pause. */
                         if (loop_io_modify(srv->io, 0) == 0)
                                 loop_timer_arm(srv->accept_timer,
                                                ACCEPT_RETRY_USEC);
                         return;
                 }
+                episode_check_end(srv);
                 /* One read of the peer's credentials serves the allow
                  * lists and the status (pid, uid). */
                 cred_len = sizeof(cred);
@@ -1001,6 +1087,7 @@ static void accept_retry(struct loop_timer *t, void *data)
 {
         struct stream_server *srv = data;
 
+        (void)reserve_take(srv); /* if it was lost: the next EMFILE needs it */
         if (loop_io_modify(srv->io, EPOLLIN) < 0)
                 loop_timer_arm(t, ACCEPT_RETRY_USEC);
 }
@@ -1036,6 +1123,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         if (!srv)
                 return -ENOMEM;
         srv->lis.fd = -1;
+        srv->reserve_fd = -1;
         srv->loop = loop;
         srv->path = strdup(cfg->socket_path);
         srv->mode_name = strdup(cfg->mode_name ? cfg->mode_name : "incremental");
@@ -1066,6 +1154,8 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->state_data = cfg->state_data;
         srv->status_fn = cfg->status_fn;
         srv->status_data = cfg->status_data;
+        srv->fd_fn = cfg->fd_fn;
+        srv->fd_data = cfg->fd_data;
         srv->seq = wall_usec();
         srv->floor = srv->seq;
         if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist || !srv->plugins ||
@@ -1080,6 +1170,11 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         if (r < 0)
                 goto fail;
         buf_reset(err);
+        r = reserve_take(srv);
+        if (r < 0) {
+                set_err(err, "cannot open %s for the spare descriptor: %s", RESERVE_PATH, ERRNO_STR(r));
+                goto fail;
+        }
         r = unix_listen(srv->path, cfg->socket_mode ? cfg->socket_mode : STREAM_DEFAULT_SOCKET_MODE,
                         srv->socket_gid, &srv->lis, err);
         if (r < 0)
@@ -1118,6 +1213,8 @@ void stream_server_free(struct stream_server *srv)
         msg_unref(bye);
         loop_io_free(srv->io);
         unix_listener_close(&srv->lis);
+        if (srv->reserve_fd >= 0)
+                close(srv->reserve_fd);
         loop_timer_free(srv->flush_timer);
         loop_timer_free(srv->accept_timer);
         for (i = 0; i < srv->hist_len; i++)

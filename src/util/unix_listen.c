@@ -1,17 +1,43 @@
 /*
  * unix_listen — see include/podmux/unix_listen.h.
  *
- * A socket file nobody listens on (connect() is refused) is a leftover of
- * a dead daemon and is replaced; a live one, or anything that is not a
- * socket, is left alone.  Group and mode are set with chown()/chmod()
- * between bind() and listen(): no connection can be accepted before.
+ * One daemon per path.  Two daemons started together used to race: each
+ * probed the path with connect(), and a socket the other had bound but not
+ * yet listened on refuses connections exactly like a leftover, so the
+ * second removed the first's socket and both served.  Now the path belongs
+ * to whoever holds an exclusive flock() on "<path>.lock", taken before the
+ * socket path is looked at and held until the listener is closed.  Under
+ * the lock no other podmux can be between bind() and listen() at path, so
+ * a socket file that refuses connections really is a leftover.
+ *
+ * The lock file.  We hold only a file we made, and we make it whole: our
+ * pid is written into a private temporary file, which is locked and then
+ * link()ed to the lock path, so a daemon that finds the lock held always
+ * finds the holder's pid in it (create_lock()).  A file we find and can
+ * lock is a leftover (its daemon died) or is being removed by its holder:
+ * we remove it if the path still names the inode we locked, and start
+ * over.  That check matters because a holder removes its file on the way
+ * out (unix_listener_close(), before it releases the lock, so a clean stop
+ * leaves the directory as it was): a daemon that opened the file just
+ * before that locks an orphan, and must neither use it nor remove
+ * whatever the path names by then.
+ *
+ * Group and mode are set with chown()/chmod() between bind() and listen():
+ * no connection can be accepted before.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,13 +46,17 @@
 #include "podmux/log.h" /* ERRNO_STR only */
 #include "podmux/unix_listen.h"
 
-/* Checks path's directory and what is at path now: 0 when the path is
- * free (a stale socket was removed), else -errno with err set. */
-static int clear_path(const char *path, const struct sockaddr_un *sa, struct buf *err)
+/* Attempts at taking the lock when the lock file is removed or replaced
+ * under us each time (each one means another daemon just exited or just
+ * started): more than this is not a race but someone playing with it. */
+#define LOCK_TRIES 16
+
+/* 0 when path's directory exists, else -errno with err set. */
+static int check_dir(const char *path, struct buf *err)
 {
         struct stat st;
         char *dir = strdup(path), *slash;
-        int probe = -1, r;
+        int r;
 
         if (!dir)
                 return -ENOMEM;
@@ -38,32 +68,228 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, struct buf
                 slash[slash == dir ? 1 : 0] = '\0';
         }
         r = stat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-        if (r < 0) {
+        if (r < 0)
                 buf_printf(err, "socket \"%s\": directory \"%s\": %s", path, dir, ERRNO_STR(r));
-                goto done;
+        free(dir);
+        return r;
+}
+
+/* The pid the holder wrote in the lock file ("N\n"), or 0 if it is not
+ * one. */
+static long read_holder_pid(int fd)
+{
+        char text[32], *end;
+        ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+        long pid;
+
+        if (n <= 0)
+                return 0;
+        text[n] = '\0';
+        if (text[0] < '0' || text[0] > '9')
+                return 0;
+        errno = 0;
+        pid = strtol(text, &end, 10);
+        if (errno || *end != '\n' || pid <= 0 || pid > INT_MAX)
+                return 0;
+        return pid;
+}
+
+static bool pid_alive(long pid)
+{
+        return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * Makes the lock file, already locked by us and holding our pid: the pid
+ * goes into a private temporary file, which is locked and then linked to
+ * the lock path.  So nobody ever finds a lock file without its holder's
+ * pid.  0 and *ret_fd; -EEXIST when a file appeared at the lock path
+ * meanwhile (the caller looks at that one); else -errno with err set.
+ */
+static int create_lock(const char *lock_path, int *ret_fd, struct buf *err)
+{
+        static const char suffix[] = ".XXXXXX";
+        size_t n = strlen(lock_path);
+        char *tmp = malloc(n + sizeof(suffix)), text[32];
+        int fd, len, r;
+        ssize_t w;
+
+        if (!tmp)
+                return -ENOMEM;
+        memcpy(tmp, lock_path, n);
+        memcpy(tmp + n, suffix, sizeof(suffix));
+        fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
+        if (fd < 0) {
+                r = -errno;
+                buf_printf(err, "cannot create lock file \"%s\": %s", lock_path, ERRNO_STR(r));
+                free(tmp);
+                return r;
         }
+        len = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
+        w = pwrite(fd, text, (size_t)len, 0);
+        if (w != len) {
+                r = w < 0 ? -errno : -EIO;
+                buf_printf(err, "cannot write our pid to lock file \"%s\": %s", lock_path, ERRNO_STR(r));
+                goto out;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                r = -errno;
+                buf_printf(err, "cannot lock \"%s\": %s", lock_path, ERRNO_STR(r));
+                goto out;
+        }
+        r = link(tmp, lock_path) < 0 ? -errno : 0;
+        if (r < 0 && r != -EEXIST)
+                buf_printf(err, "cannot create lock file \"%s\": %s", lock_path, ERRNO_STR(r));
+out:
+        (void)unlink(tmp);
+        free(tmp);
+        if (r < 0)
+                close(fd);
+        else
+                *ret_fd = fd;
+        return r;
+}
+
+/*
+ * Takes the lock: fills l->lock_fd, lock_dev, lock_ino.  -EADDRINUSE with
+ * "another podmux (pid N) serves <path>" when someone holds it.
+ *
+ * We only ever hold a lock file we made (create_lock()).  A file we find
+ * and can lock has no holder: its daemon died, or is removing it on its
+ * way out.  We remove it if the path still names it, and start over.
+ * A holder whose file names no live process is in that step, about to
+ * remove it: we look again a few times before saying "unknown pid".
+ */
+static int take_lock(struct unix_listener *l, struct buf *err)
+{
+        struct stat st, now;
+        bool held = false;
+        int fd = -1, r = 0, tries;
+
+        for (tries = 0; tries < LOCK_TRIES; tries++) {
+                /* O_NOFOLLOW: a link planted at the name is not followed.
+                 * O_NONBLOCK: a FIFO planted there does not hang us. */
+                fd = open(l->lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+                if (fd < 0 && errno == ENOENT) {
+                        r = create_lock(l->lock_path, &fd, err);
+                        if (r == 0)
+                                goto locked;
+                        if (r != -EEXIST)
+                                return r;
+                        continue;
+                }
+                if (fd < 0) {
+                        r = -errno;
+                        if (r == -ELOOP) {
+                                r = -EEXIST;
+                                buf_printf(err, "\"%s\" is a symbolic link; not using it as the lock file",
+                                           l->lock_path);
+                        } else {
+                                buf_printf(err, "cannot open lock file \"%s\": %s", l->lock_path,
+                                           ERRNO_STR(r));
+                        }
+                        return r;
+                }
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        buf_printf(err, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                        goto fail;
+                }
+                if (!S_ISREG(st.st_mode)) {
+                        r = -EEXIST;
+                        buf_printf(err, "\"%s\" is not a regular file; not using it as the lock file",
+                                   l->lock_path);
+                        goto fail;
+                }
+                if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                        long pid;
+
+                        r = -errno;
+                        if (r != -EWOULDBLOCK) {
+                                buf_printf(err, "cannot lock \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                                goto fail;
+                        }
+                        pid = read_holder_pid(fd);
+                        close(fd);
+                        fd = -1;
+                        if (pid > 0 && pid_alive(pid)) {
+                                buf_printf(err, "another podmux (pid %ld) serves %s", pid, l->path);
+                                return -EADDRINUSE;
+                        }
+                        held = true;
+                        sched_yield(); /* let it finish removing the file */
+                        continue;
+                }
+                held = false;
+                /* Nobody holds it.  Remove it (while locked) only if the
+                 * path still names it: its holder may have removed it
+                 * between our open() and flock(), and a new one made. */
+                if (lstat(l->lock_path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+                    unlink(l->lock_path) < 0 && errno != ENOENT) {
+                        r = -errno;
+                        buf_printf(err, "cannot remove stale lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                        goto fail;
+                }
+                close(fd);
+                fd = -1;
+        }
+        if (held) {
+                buf_printf(err, "another podmux (unknown pid) serves %s", l->path);
+                return -EADDRINUSE;
+        }
+        buf_printf(err, "lock file \"%s\" was replaced %d times while we took it; giving up", l->lock_path,
+                   LOCK_TRIES);
+        return -EAGAIN;
+locked:
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                buf_printf(err, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                (void)unlink(l->lock_path);
+                goto fail;
+        }
+        l->lock_fd = fd;
+        l->lock_dev = st.st_dev;
+        l->lock_ino = st.st_ino;
+        return 0;
+fail:
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
+/* With the lock held: 0 when path is free (a leftover socket file was
+ * removed), else -errno with err set. */
+static int clear_path(const char *path, const struct sockaddr_un *sa, struct buf *err)
+{
+        struct stat st;
+        int probe = -1, r;
+
         if (lstat(path, &st) < 0) {
                 r = errno == ENOENT ? 0 : -errno;
                 if (r < 0)
                         buf_printf(err, "socket \"%s\": %s", path, ERRNO_STR(r));
-                goto done;
+                return r;
         }
         if (!S_ISSOCK(st.st_mode)) {
-                r = -EEXIST;
                 buf_printf(err, "\"%s\" exists and is not a socket; not replacing it", path);
-                goto done;
+                return -EEXIST;
         }
+        /* The lock says no podmux is using the file.  Something that does
+         * not take the lock (another program, an older podmux) may still
+         * listen on it: that one answers, and we leave it alone.  One that
+         * has bound but not yet listened cannot be told from a leftover;
+         * only the lock can protect against that, so it is replaced. */
         probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (probe < 0) {
                 r = -errno;
                 buf_printf(err, "socket: %s", ERRNO_STR(r));
-                goto done;
+                return r;
         }
         if (connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno == EAGAIN ||
             errno == EINPROGRESS) {
                 /* EAGAIN: its backlog is full, it is alive. */
                 r = -EADDRINUSE;
-                buf_printf(err, "another podmux is serving on %s", path);
+                buf_printf(err, "a process that is not podmux is listening on %s; not replacing it", path);
         } else if (errno == ECONNREFUSED) {
                 r = unlink(path) < 0 && errno != ENOENT ? -errno : 0;
                 if (r < 0)
@@ -74,34 +300,43 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, struct buf
         } else {
                 r = 0;
         }
-done:
-        if (probe >= 0)
-                close(probe);
-        free(dir);
+        close(probe);
         return r;
 }
 
 int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *ret, struct buf *err)
 {
-        struct unix_listener l = {.fd = -1};
+        struct unix_listener l = {.fd = -1, .lock_fd = -1};
         struct sockaddr_un sa;
         struct stat st;
+        size_t len = strlen(path);
         int r;
 
         buf_reset(err);
         memset(&sa, 0, sizeof(sa));
         sa.sun_family = AF_UNIX;
-        if (strlen(path) >= sizeof(sa.sun_path)) {
+        if (len >= sizeof(sa.sun_path)) {
                 buf_printf(err, "socket path \"%s\" is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
                 return -ENAMETOOLONG;
         }
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        r = clear_path(path, &sa, err);
+        memcpy(sa.sun_path, path, len + 1);
+        r = check_dir(path, err);
         if (r < 0)
                 return r;
         l.path = strdup(path);
-        if (!l.path)
-                return -ENOMEM;
+        l.lock_path = malloc(len + sizeof(UNIX_LISTEN_LOCK_SUFFIX));
+        if (!l.path || !l.lock_path) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        memcpy(l.lock_path, path, len);
+        memcpy(l.lock_path + len, UNIX_LISTEN_LOCK_SUFFIX, sizeof(UNIX_LISTEN_LOCK_SUFFIX));
+        r = take_lock(&l, err);
+        if (r < 0)
+                goto fail;
+        r = clear_path(path, &sa, err);
+        if (r < 0)
+                goto fail;
         l.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (l.fd < 0) {
                 r = -errno;
@@ -111,7 +346,7 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
         if (bind(l.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
                 if (r == -EADDRINUSE)
-                        buf_printf(err, "another podmux is serving on %s", path);
+                        buf_printf(err, "a process that is not podmux created %s while we replaced it", path);
                 else
                         buf_printf(err, "cannot bind socket \"%s\": %s", path, ERRNO_STR(r));
                 goto fail;
@@ -142,6 +377,10 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
         *ret = l;
         return 0;
 fail:
+        if (!l.path) {
+                free(l.lock_path);
+                return r;
+        }
         unix_listener_close(&l);
         return r;
 }
@@ -150,12 +389,23 @@ void unix_listener_close(struct unix_listener *l)
 {
         struct stat st;
 
+        if (!l->path)
+                return;
         if (l->fd >= 0)
                 close(l->fd);
         l->fd = -1;
-        if (l->bound && l->path && lstat(l->path, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
+        if (l->bound && lstat(l->path, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
                 (void)unlink(l->path);
         l->bound = false;
+        /* Removed while still locked: see the top of this file. */
+        if (l->lock_fd >= 0) {
+                if (lstat(l->lock_path, &st) == 0 && st.st_dev == l->lock_dev && st.st_ino == l->lock_ino)
+                        (void)unlink(l->lock_path);
+                close(l->lock_fd);
+        }
+        l->lock_fd = -1;
+        free(l->lock_path);
+        l->lock_path = NULL;
         free(l->path);
         l->path = NULL;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1122,7 +1123,7 @@ START_TEST(test_live_socket_refused)
         r = stream_server_new(e.loop, &cfg, &second, &err);
         ck_assert_int_eq(r, -EADDRINUSE);
         ck_assert_ptr_null(second);
-        (void)snprintf(want, sizeof(want), "another podmux is serving on %s", e.path);
+        (void)snprintf(want, sizeof(want), "another podmux (pid %ld) serves %s", (long)getpid(), e.path);
         ck_assert_str_eq(err.data, want);
         buf_free(&err);
         /* The first one is untouched. */
@@ -1400,6 +1401,140 @@ START_TEST(test_state_failure_is_reported)
 }
 END_TEST
 
+/* ---- descriptor exhaustion ------------------------------------------------ */
+
+struct fd_events {
+        int n;
+        int err[8];
+        uint64_t refused[8];
+};
+
+static void on_fds(void *data, int err, uint64_t refused)
+{
+        struct fd_events *ev = data;
+
+        ck_assert_int_lt(ev->n, 8);
+        ev->err[ev->n] = err;
+        ev->refused[ev->n] = refused;
+        ev->n++;
+}
+
+/* Connects a socket made earlier (connect() takes no descriptor, so this
+ * works while they are all in use) and adds it as a client. */
+static struct client *client_connect_fd(struct env *e, int fd)
+{
+        struct client *c = calloc(1, sizeof(*c));
+        struct sockaddr_un sa;
+
+        ck_assert_ptr_nonnull(c);
+        ck_assert_uint_lt(e->n_clients, MAX_CLIENTS);
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        memcpy(sa.sun_path, e->path, strlen(e->path) + 1);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: errno %d", errno);
+        ck_assert_int_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+        c->fd = fd;
+        e->clients[e->n_clients++] = c;
+        return c;
+}
+
+/* Takes every free descriptor under a soft limit lowered to a few above
+ * the lowest free one; *old keeps the limit to restore.  Returns how many
+ * were taken, in fds[]. */
+static size_t exhaust_descriptors(int *fds, size_t max, struct rlimit *old)
+{
+        struct rlimit low;
+        size_t n = 0;
+        int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        ck_assert_int_ge(probe, 0);
+        close(probe);
+        ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, old), 0);
+        low = *old;
+        low.rlim_cur = (rlim_t)probe + 16;
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+        for (;;) {
+                int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+                if (fd < 0) {
+                        ck_assert_int_eq(errno, EMFILE);
+                        break;
+                }
+                ck_assert_uint_lt(n, max);
+                fds[n++] = fd;
+        }
+        return n;
+}
+
+/* Descriptors run out: connections are still answered, TooManyConsumers,
+ * through the spare descriptor; consumers already there keep their
+ * updates; the episode is reported once when it starts and once when it
+ * ends; a server cannot even start without its spare. */
+START_TEST(test_descriptors_run_out)
+{
+        struct env e;
+        struct stream_server_config cfg;
+        struct stream_server *second = NULL;
+        struct fd_events ev = {0};
+        struct client *a, *c[3], *late;
+        struct rlimit old;
+        struct buf err = BUF_INIT;
+        char path2[200];
+        int pre[4], dummies[64];
+        size_t n, i;
+
+        env_init(&e);
+        env_config(&e, &cfg);
+        cfg.fd_fn = on_fds;
+        cfg.fd_data = &ev;
+        env_serve_cfg(&e, &cfg);
+        a = client_synced(&e, "{}\n");
+        for (i = 0; i < 4; i++) {
+                pre[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                ck_assert_int_ge(pre[i], 0);
+        }
+        n = exhaust_descriptors(dummies, 64, &old);
+
+        for (i = 0; i < 3; i++)
+                c[i] = client_connect_fd(&e, pre[i]);
+        DRIVE_UNTIL(&e, c[0]->eof && c[1]->eof && c[2]->eof);
+        for (i = 0; i < 3; i++) {
+                ck_assert_uint_eq(c[i]->n_lines, 1);
+                ck_assert_str_eq(line_type(c[i], 0), "error");
+                ck_assert_str_eq(line_str(c[i], 0, "reason"), "TooManyConsumers");
+                ck_assert_msg(strstr(line_str(c[i], 0, "message"), "file descriptors"), "%s",
+                              line_str(c[i], 0, "message"));
+        }
+        ck_assert_int_eq(ev.n, 1);
+        ck_assert_int_eq(ev.err[0], -EMFILE);
+        ck_assert_uint_eq(stream_server_consumers(e.srv), 1);
+        /* The consumer already there is served as before. */
+        bcast(&e, POD_OP_ADD, "file", "web", 0);
+        DRIVE_UNTIL(&e, count_type(a, "pods") == 1);
+
+        /* No spare, no server. */
+        (void)snprintf(path2, sizeof(path2), "%s/second.sock", e.dir);
+        cfg.socket_path = path2;
+        ck_assert_int_eq(stream_server_new(e.loop, &cfg, &second, &err), -EMFILE);
+        ck_assert_ptr_null(second);
+        ck_assert_msg(strstr(err.data, "/dev/null") && strstr(err.data, "spare descriptor"), "%s", err.data);
+        ck_assert_int_eq(access(path2, F_OK), -1);
+        buf_free(&err);
+
+        for (i = 0; i < n; i++)
+                close(dummies[i]);
+        late = client_connect_fd(&e, pre[3]);
+        client_puts(&e, late, "{}\n");
+        DRIVE_UNTIL(&e, has_type(late, "synced"));
+        ck_assert(!has_type(late, "error"));
+        ck_assert_int_eq(ev.n, 2);
+        ck_assert_int_eq(ev.err[1], 0);
+        ck_assert_uint_eq(ev.refused[1], 3);
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+        env_done(&e);
+}
+END_TEST
+
 UNIT_MAIN(test_hello_fields,
           test_seq_strictly_increasing,
           test_initial_state_then_synced,
@@ -1426,4 +1561,5 @@ UNIT_MAIN(test_hello_fields,
           test_input_after_first_line_ignored,
           test_broadcast_during_grace_full_state,
           test_broadcast_during_grace_resume,
-          test_state_failure_is_reported)
+          test_state_failure_is_reported,
+          test_descriptors_run_out)
