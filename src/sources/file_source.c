@@ -44,6 +44,12 @@ struct entry {
         char *file;
 };
 
+struct relist_job {
+        char **names; /* the listing, sorted */
+        size_t n, next;
+        struct strmap *store, *files; /* the state being built */
+};
+
 struct file_source {
         struct loop *loop;
         struct watcher *watcher;
@@ -65,6 +71,10 @@ struct file_source {
          * (uintptr_t); batch_timer (zero delay) works through them. */
         struct strmap *dirty;
         struct loop_timer *batch_timer;
+        /* A relist of the directory in progress (step_timer reads its
+         * next batch), or NULL. */
+        struct relist_job *job;
+        struct loop_timer *step_timer;
         struct watcher_watch *watch;
         int watch_is_dir;
         struct loop_timer *relist_timer;
@@ -463,11 +473,26 @@ fail:
         return r;
 }
 
+/* relist(): the listing is taken and fs->job reads it, a batch per turn. */
+#define RELIST_STARTED 2
+
+static void job_free(struct relist_job *j)
+{
+        if (!j)
+                return;
+        free_names(j->names, j->n);
+        strmap_free(j->store, entry_free);
+        strmap_free(j->files, free);
+        free(j);
+}
+
 /*
  * One relist of the path: the state it finds replaces the source's whole
  * state, or, on any error that is not a file's own, nothing changes.
- * 0, or -errno with *ret_what naming the step.  O(files): a relist reads
- * every file (inherent).
+ * 0 (or 1: a bad single file, nothing changed), RELIST_STARTED for a
+ * directory (relist_step() goes on), or -errno with *ret_what naming the
+ * step.  Listing is O(entries); reading the files, O(files), is inherent
+ * and is spread over loop turns.
  */
 static int relist(struct file_source *fs, const char **ret_what)
 {
@@ -498,8 +523,22 @@ static int relist(struct file_source *fs, const char **ret_what)
                 /* The directory went away between stat and open. */
                 if (r == -ENOENT || r == -ENOTDIR)
                         r = 0;
-                if (r == 0)
-                        r = load_all(fs, names, n, store, files, ret_what);
+                if (r == 0 && n > 0) {
+                        /* The files are read a batch per loop turn. */
+                        struct relist_job *j = calloc(1, sizeof(*j));
+
+                        if (!j) {
+                                r = -ENOMEM;
+                                *ret_what = "cannot list";
+                                goto out;
+                        }
+                        j->names = names;
+                        j->n = n;
+                        j->store = store;
+                        j->files = files;
+                        fs->job = j;
+                        return RELIST_STARTED;
+                }
         } else if (S_ISREG(st.st_mode)) {
                 struct pod *pod = NULL;
 
@@ -573,25 +612,70 @@ static void clear_dirty(struct file_source *fs)
         loop_timer_stop(fs->batch_timer);
 }
 
+/* The end of a relist: r < 0 failed (what names the step), else it
+ * succeeded.  Events that came in meanwhile are looked at now. */
+static void relist_done(struct file_source *fs, const char *what, int r)
+{
+        if (r < 0) {
+                relist_failed(fs, what, r);
+        } else {
+                loop_timer_stop(fs->relist_retry_timer);
+                fs->relist_delay = 0;
+                if (fs->failure) {
+                        log_info("file source: \"%s\" listed again", fs->path);
+                        free(fs->failure);
+                        fs->failure = NULL;
+                }
+        }
+        if (strmap_size(fs->dirty) > 0)
+                loop_timer_arm(fs->batch_timer, 0);
+}
+
+/* FILE_SOURCE_BATCH more files of the relist in progress; the last batch
+ * installs and sends the state.  All or nothing, as relist(). */
+static void relist_step(struct loop_timer *t, void *data)
+{
+        struct file_source *fs = data;
+        struct relist_job *j = fs->job;
+        size_t k = j->n - j->next < FILE_SOURCE_BATCH ? j->n - j->next : FILE_SOURCE_BATCH;
+        const char *what = "cannot list";
+        int r = load_all(fs, j->names + j->next, k, j->store, j->files, &what);
+
+        if (r == 0) {
+                j->next += k;
+                if (j->next < j->n) {
+                        loop_timer_arm(t, 0);
+                        return;
+                }
+                what = "cannot send the pods";
+                r = replace_state(fs, j->store, j->files);
+                if (r == 0)
+                        j->store = j->files = NULL;
+        }
+        job_free(j);
+        fs->job = NULL;
+        relist_done(fs, what, r);
+}
+
 void file_source_relist(struct file_source *fs)
 {
         const char *what = "cannot list";
-        int r = relist(fs, &what);
+        int r;
 
-        if (r < 0) {
-                relist_failed(fs, what, r);
+        /* A relist in progress starts over: this one reads every file
+         * after the events so far, so those need no other look. */
+        if (fs->job) {
+                loop_timer_stop(fs->step_timer);
+                job_free(fs->job);
+                fs->job = NULL;
+        }
+        clear_dirty(fs);
+        r = relist(fs, &what);
+        if (r == RELIST_STARTED) {
+                loop_timer_arm(fs->step_timer, 0);
                 return;
         }
-        loop_timer_stop(fs->relist_retry_timer);
-        fs->relist_delay = 0;
-        /* The listing read every file after the events still waiting: they
-         * are in the state just sent. */
-        clear_dirty(fs);
-        if (fs->failure) {
-                log_info("file source: \"%s\" listed again", fs->path);
-                free(fs->failure);
-                fs->failure = NULL;
-        }
+        relist_done(fs, what, r);
 }
 
 /* An event could not be applied for want of a resource: the store may
@@ -823,6 +907,9 @@ static void on_batch(struct loop_timer *t, void *data)
         const char *file;
         void *v;
 
+        /* A relist in progress looks at them when it ends (relist_done). */
+        if (fs->job)
+                return;
         while (done < FILE_SOURCE_BATCH && strmap_next(fs->dirty, &it, &file, &v)) {
                 process_file(fs, file, (uint32_t)(uintptr_t)v);
                 (void)strmap_remove(fs->dirty, file); /* the current key */
@@ -974,7 +1061,8 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
             (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
             (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0 ||
-            (r = loop_timer_new(loop, on_batch, fs, &fs->batch_timer)) < 0)
+            (r = loop_timer_new(loop, on_batch, fs, &fs->batch_timer)) < 0 ||
+            (r = loop_timer_new(loop, relist_step, fs, &fs->step_timer)) < 0)
                 goto fail;
         *ret_fs = fs;
         return 0;
@@ -1000,6 +1088,8 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->retry_timer);
         loop_timer_free(fs->relist_retry_timer);
         loop_timer_free(fs->batch_timer);
+        loop_timer_free(fs->step_timer);
+        job_free(fs->job);
         free(fs->failure);
         strmap_free(fs->store, entry_free);
         strmap_free(fs->files, free);

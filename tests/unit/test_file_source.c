@@ -391,7 +391,43 @@ START_TEST(test_burst_in_batches_of_deltas)
 }
 END_TEST
 
-UNIT_MAIN(test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
+
+/* A relist of many files is read a batch per loop turn: the loop answers
+ * in between; a file changed while it runs (after the relist read it)
+ * comes in right after its SET; a relist asked for meanwhile starts over. */
+START_TEST(test_relist_in_batches)
+{
+        enum { FILES = 2 * FILE_SOURCE_BATCH + 100 };
+        struct fixture fx;
+        char name[64], pod[64];
+
+        setup(&fx, "/m", 1);
+        for (int i = 0; i < FILES; i++) {
+                snprintf(name, sizeof(name), "m/p%04d.yaml", i);
+                snprintf(pod, sizeof(pod), "p%04d", i);
+                pod_file(fx.dir, name, pod);
+        }
+        file_source_start(fx.fs);
+        loop_run_once(fx.loop, 0);
+        ck_assert_ptr_null(fx.cap.last); /* one batch read, no SET yet */
+        /* Started over: still no SET after the next turn. */
+        file_source_relist(fx.fs);
+        loop_run_once(fx.loop, 0);
+        ck_assert_ptr_null(fx.cap.last);
+        /* p0000 was read already; it changes now. */
+        write_file(fx.dir, "m/p0000.yaml",
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p0000\n  labels: {edited: \"yes\"}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: busybox:1.36\n");
+        for (int i = 0; i < 400 && (!fx.cap.last || fx.cap.deltas == 0); i++)
+                loop_run_once(fx.loop, 50000);
+        ck_assert_int_eq(fx.cap.sets, 1);
+        ck_assert_uint_eq(fx.cap.last->n_pods, FILES);
+        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"edited\":\"yes\""));
+        teardown(&fx);
+}
+END_TEST
+
+UNIT_MAIN(test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
           test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
           test_duplicate_name_first_file_wins, test_missing_directory_then_created,
           test_directory_deleted_and_recreated, test_single_file_path,
