@@ -1,5 +1,6 @@
 /*
- * test_source_faults — the HTTP manifest source end to end (libcurl, the loop, the mux) under injected allocation
+ * test_source_faults — the HTTP manifest source and the API server source
+ * end to end (libcurl, the loop, the mux) under injected allocation
  * failures (failalloc.h), against small servers on loopback run by a
  * thread of this test (its allocations are never failed).
  *
@@ -36,6 +37,7 @@
 #include <curl/curl.h>
 
 #include "failalloc.h"
+#include "podmux/api_source.h"
 #include "podmux/curl_loop.h"
 #include "podmux/http_source.h"
 #include "podmux/log.h"
@@ -120,6 +122,10 @@ struct server {
         /* HTTP: the body served (under lock). */
         char body[8192];
         size_t body_len;
+        /* API: how many events are published (under lock); see
+         * api_serve(). */
+        size_t n_events;
+        unsigned watch_gen; /* bumped to end open watches */
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -217,6 +223,7 @@ struct world {
         struct mux *mux;
         struct mux_channel *ch;
         struct http_source *hs;
+        struct api_source *as;
         struct source_stats stats;
         char *sets[MAX_SETS]; /* the pods of each SET received, as text */
         size_t n_sets;
@@ -394,6 +401,7 @@ static void http_world_up(struct world *w)
 static void world_down(struct world *w)
 {
         http_source_free(w->hs);
+        api_source_free(w->as);
         mux_free(w->mux);
         curl_loop_free(w->cl);
         loop_free(w->loop);
@@ -502,4 +510,261 @@ START_TEST(test_http_alloc_sweep_persistent)
 }
 END_TEST
 
-UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent)
+/* ---- the API server source --------------------------------------------------------- */
+
+/*
+ * The fake API server: the node's pods go through N_STATES states, one
+ * event apart; api_srv.n_events says how many were published.  A list
+ * answers the current state; a watch from version R sends every event
+ * after R, then each new one as it is published (chunked), until the
+ * client goes or the test ends.
+ */
+static struct server api_srv;
+
+#define API_POD(name, rv, image)                                                                     \
+        "{\"metadata\":{\"namespace\":\"default\",\"name\":\"" name "\",\"uid\":\"u-" name "\","      \
+        "\"resourceVersion\":\"" rv "\"},\"spec\":{\"nodeName\":\"node1\",\"containers\":[{\"name\":" \
+        "\"c\",\"image\":\"" image "\"}]},\"status\":{\"phase\":\"Running\"}}"
+#define API_RV0 10
+#define N_API_EVENTS 3
+
+/* Items of each state, and the event leading to it. */
+static const char *const api_items[N_API_EVENTS + 1] = {
+        API_POD("a", "5", "one") "," API_POD("keep", "4", "two"),
+        API_POD("a", "11", "three") "," API_POD("keep", "4", "two"),
+        API_POD("a", "11", "three") "," API_POD("b", "12", "four") "," API_POD("keep", "4", "two"),
+        API_POD("a", "11", "three") "," API_POD("b", "12", "four"),
+};
+static const char *const api_events[N_API_EVENTS] = {
+        "{\"type\":\"MODIFIED\",\"object\":" API_POD("a", "11", "three") "}\n",
+        "{\"type\":\"ADDED\",\"object\":" API_POD("b", "12", "four") "}\n",
+        "{\"type\":\"DELETED\",\"object\":" API_POD("keep", "13", "two") "}\n",
+};
+
+static void chunk(int fd, const char *p, size_t n)
+{
+        char head[32];
+        int h = snprintf(head, sizeof(head), "%zx\r\n", n);
+
+        write_all(fd, head, (size_t)h);
+        write_all(fd, p, n);
+        write_all(fd, "\r\n", 2);
+}
+
+static void api_serve(struct server *s, int fd, const char *request)
+{
+        const char *rvp = strstr(request, "resourceVersion=");
+        unsigned long from = rvp ? strtoul(rvp + 16, NULL, 10) : 0;
+        char buf[2048];
+        size_t sent;
+        unsigned gen;
+        int n;
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# api server: %.*s\n", (int)strcspn(request, "\r"), request);
+        if (!strstr(request, "watch=true")) {
+                /* Without the node's field selector (a request that lost
+                 * its query): the pods of every node. */
+                bool node = strstr(request, "fieldSelector=spec.nodeName%3Dnode1") != NULL;
+
+                pthread_mutex_lock(&s->lock);
+                n = snprintf(buf, sizeof(buf), "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"%lu\"},"
+                                               "\"items\":[%s%s]}",
+                             API_RV0 + (unsigned long)s->n_events, api_items[s->n_events],
+                             node ? "" : "," API_POD("other-node", "3", "x"));
+                pthread_mutex_unlock(&s->lock);
+                dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                            "Connection: close\r\n\r\n", n);
+                write_all(fd, buf, (size_t)n);
+                return;
+        }
+        dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                    "Connection: close\r\n\r\n");
+        pthread_mutex_lock(&s->lock);
+        gen = s->watch_gen;
+        pthread_mutex_unlock(&s->lock);
+        /* Events after the version asked for (event i has API_RV0 + i + 1). */
+        sent = from > API_RV0 ? from - API_RV0 : 0;
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                bool stop;
+
+                pthread_mutex_lock(&s->lock);
+                while (sent < s->n_events) {
+                        const char *ev = api_events[sent++];
+
+                        chunk(fd, ev, strlen(ev));
+                }
+                stop = s->stop || s->watch_gen != gen;
+                pthread_mutex_unlock(&s->lock);
+                if (stop)
+                        break;
+                /* The client went away (or sent something): done. */
+                if (poll(&p, 1, 5) > 0)
+                        return;
+        }
+        write_all(fd, "0\r\n\r\n", 5);
+}
+
+static void api_publish(size_t n_events)
+{
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.n_events = n_events;
+        pthread_mutex_unlock(&api_srv.lock);
+}
+
+static void api_world_up(struct world *w)
+{
+        struct api_source_config cfg = {0};
+        struct kube_config kc;
+        struct buf err = BUF_INIT;
+        char url[64];
+
+        memset(w, 0, sizeof(*w));
+        memset(&kc, 0, sizeof(kc));
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", api_srv.port);
+        kc.server = strdup(url);
+        kc.context = strdup("test");
+        ck_assert_ptr_nonnull(kc.server);
+        cfg.kube = &kc;
+        cfg.node_name = "node1";
+        cfg.stats = &w->stats;
+        ck_assert_int_eq(loop_new(&w->loop), 0);
+        ck_assert_int_eq(curl_loop_new(w->loop, &w->cl), 0);
+        ck_assert_int_eq(mux_new(w->loop, on_merge, w, &w->mux), 0);
+        ck_assert_int_eq(mux_channel(w->mux, POD_SOURCE_API, &w->ch), 0);
+        ck_assert_int_eq(api_source_new(w->loop, w->cl, w->ch, &cfg, &w->as, &err), 0);
+        api_source_set_pauses(w->as, 1000, 1000); /* back off and retry fast */
+        buf_free(&err);
+}
+
+/* The fault-free SET of each state. */
+static char *api_text[N_API_EVENTS + 1];
+
+static void api_learn(void)
+{
+        struct world w;
+
+        api_publish(0);
+        api_world_up(&w);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        while (w.n_sets < 1)
+                loop_run_once(w.loop, 2000);
+        api_publish(N_API_EVENTS);
+        while (w.n_sets < 1 + N_API_EVENTS)
+                loop_run_once(w.loop, 2000);
+        ck_assert_uint_eq(w.stats.errors, 0);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                api_text[i] = strdup(w.sets[i]);
+        ck_assert_ptr_null(strstr(api_text[N_API_EVENTS], "\"keep\""));
+        world_down(&w);
+        /* The next watch ends with the world. */
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+}
+
+/* Every SET is a state the server went through, never an older one than
+ * the SET before it. */
+static void check_api_sets(struct world *w)
+{
+        size_t last = 0;
+
+        for (size_t i = 0; i < w->n_sets && !w->problem[0]; i++) {
+                size_t k;
+
+                for (k = 0; k <= N_API_EVENTS && strcmp(w->sets[i], api_text[k]) != 0; k++)
+                        ;
+                if (k > N_API_EVENTS)
+                        snprintf(w->problem, sizeof(w->problem), "SET %zu is no state the server had:\n%.300s", i,
+                                 w->sets[i]);
+                else if (k < last)
+                        snprintf(w->problem, sizeof(w->problem), "SET %zu went back from state %zu to %zu", i, last,
+                                 k);
+                else
+                        last = k;
+        }
+}
+
+static bool api_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        bool hit, converged;
+        char problem[sizeof(w.problem)];
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# api run: allocation %ld%s\n", f->n, f->persist ? " on" : "");
+        api_publish(0);
+        api_world_up(&w);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        ck_assert_msg(run_until_set(&w, api_text[0], 5000000), "no first SET");
+        arm(f);
+        api_publish(N_API_EVENTS);
+        if (!f->persist)
+                run_until_set(&w, api_text[N_API_EVENTS], 2000000);
+        hit = release(&w, f, 30000);
+        /* Faults are over: no new event comes; the source catches up by
+         * itself (a push retried, a watch resumed, a relist). */
+        converged = run_until_set(&w, api_text[N_API_EVENTS], 5000000);
+        check_api_sets(&w);
+        if (!converged && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the server's pods were never sent (%zu SETs, %llu errors: %s)",
+                         w.n_sets, (unsigned long long)w.stats.errors, w.stats.last_error);
+        if (w.stats.parse_errors && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "out of memory counted as a parse error: %s",
+                         w.stats.last_error);
+        memcpy(problem, w.problem, sizeof(problem));
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_msg(!problem[0], "allocation %ld%s failing: %s", f->n, f->persist ? " on" : "", problem);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld%s failing: %ld block(s) leaked", f->n,
+                      f->persist ? " on" : "", failalloc_live() - live0);
+        return hit;
+}
+
+static void api_sweep(bool persist, long stride)
+{
+        long hits = 0;
+
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        warm_up();
+        server_start(&api_srv, api_serve);
+        api_learn();
+        if (failalloc_enabled()) {
+                quiet(true);
+                for (long n = getenv("FAULTS_FROM") ? atol(getenv("FAULTS_FROM")) : 1;; n += stride) {
+                        struct fault f = {n, persist};
+
+                        if (!api_run(&f))
+                                break;
+                        hits++;
+                }
+                quiet(false);
+                fprintf(stderr, "# api source: %ld allocation failure(s)%s survived\n", hits,
+                        persist ? " (persistent)" : "");
+                ck_assert_int_gt(hits, 50);
+        }
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+}
+
+START_TEST(test_api_alloc_sweep)
+{
+        ONLY("test_api_alloc_sweep");
+        api_sweep(false, 1);
+}
+END_TEST
+
+START_TEST(test_api_alloc_sweep_persistent)
+{
+        ONLY("test_api_alloc_sweep_persistent");
+        api_sweep(true, 3);
+}
+END_TEST
+
+UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
+          test_api_alloc_sweep_persistent)
