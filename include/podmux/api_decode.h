@@ -9,8 +9,12 @@
  * caller to log once.  Kept apart from api_source so that every byte the
  * server controls can be fuzzed without a network (tests/fuzz/).
  *
- * Owns (watch_decoder): the json_tokener and the size of the event being
- * decoded.
+ * Owns (watch_decoder): the bytes of an event that spans reads.
+ *
+ * All or nothing: a list page is stored whole or not at all, and each
+ * watch event is applied whole (store, resource version, callback) or not
+ * at all.  Running out of memory is -ENOMEM, never a decoding error, so a
+ * caller can tell "try again" from "the server sent something wrong".
  */
 #ifndef PODMUX_API_DECODE_H
 #define PODMUX_API_DECODE_H
@@ -31,8 +35,8 @@ void api_store_free(struct strmap *store);
  * Adds the items of one PodList page to pages.  *ret_rv gets a copy of
  * metadata.resourceVersion (NULL if absent), *ret_cont a copy of a
  * non-empty metadata.continue (NULL if none).  0; -EINVAL when body is not
- * a PodList or an item is not a pod (err says which; pages may then hold
- * part of the page); -ENOMEM.
+ * a PodList or an item is not a pod (err says which); -ENOMEM.  On any
+ * error pages is as it was.
  */
 int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
                          char **ret_cont, struct buf *err);
@@ -58,7 +62,9 @@ void watch_decoder_reset(struct watch_decoder *d);
  * its resourceVersion when it has one, and on_event (if given) is called.
  *
  * 0 when every event was applied (a partial event is kept for the next
- * read).  Otherwise the watch must end:
+ * read).  Otherwise the events before the failing one are applied, the
+ * failing one is not (store and *rv_slot as before it), and the watch
+ * must end (resuming from *rv_slot is exact):
  *   -EPROTO  an ERROR event; *ret_code gets its code (500 if none) and err
  *            its message;
  *   -EBADMSG data that is not JSON, not an event, an unknown type, an

@@ -7,6 +7,13 @@
  * Owns: the node's pod store (namespace/name -> pod), the last resource
  * version, the one request in flight, the backoff state, the cached token.
  * Never: logs a token, a key or an Authorization header; merges.
+ *
+ * Fail safe: a list is applied whole or not at all, a watch event too.
+ * Running out of memory is never taken for bad data: a list is tried
+ * again after the backoff, a watch resumes from the last resource version,
+ * and a SET that could not be built or queued is sent again after
+ * API_PUSH_RETRY_USEC (doubling), so the merger catches up with the store
+ * once memory is back, without waiting for another change.
  */
 #ifndef PODMUX_API_SOURCE_H
 #define PODMUX_API_SOURCE_H
@@ -31,6 +38,9 @@
 /* A server that accepts and sends no response headers this long is
  * treated as a dropped connection (the API server answers at once). */
 #define API_RESPONSE_TIMEOUT_USEC 30000000ull
+/* A SET that could not be sent for want of memory is sent again after
+ * this pause, doubling to API_BACKOFF_CAP_USEC. */
+#define API_PUSH_RETRY_USEC 1000000ull
 /* A list page larger than this is refused. */
 #define API_MAX_BODY (64u * 1024u * 1024u)
 
@@ -46,6 +56,10 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                    const struct api_source_config *cfg, struct api_source **ret_as,
                    struct buf *err);
 int api_source_start(struct api_source *as);
+/* The first backoff pause (API_BACKOFF_INITIAL_USEC) and the first pause
+ * before a SET is sent again (API_PUSH_RETRY_USEC); tests make them
+ * short.  Before api_source_start(). */
+void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
 void api_source_free(struct api_source *as); /* NULL-safe */
 
 #endif

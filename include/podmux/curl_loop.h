@@ -19,20 +19,38 @@
 
 struct curl_loop;
 
-/* Called once when a transfer ends (result is CURLE_OK or the failure); the
- * easy handle is already out of the multi handle and belongs to the caller
- * again (who may free it inside the callback). */
+/* Called once when a transfer ends (result is CURLE_OK or the failure;
+ * CURLE_OUT_OF_MEMORY also when one of its sockets could not be watched);
+ * the easy handle is already out of the multi handle and belongs to the
+ * caller again (who may free it inside the callback). */
 typedef void (*curl_loop_done_fn)(void *data, CURL *easy, CURLcode result);
 
 int curl_loop_new(struct loop *loop, struct curl_loop **ret_cl);
 /* Removes (without callbacks) every transfer still running.  NULL-safe. */
 void curl_loop_free(struct curl_loop *cl);
 
-/* Starts a transfer.  0, -ENOMEM or -EIO (libcurl refused the handle). */
+/* Starts a transfer.  0, -ENOMEM (ours or libcurl's) or -EIO (libcurl
+ * refused the handle). */
 int curl_loop_add(struct curl_loop *cl, CURL *easy, curl_loop_done_fn fn,
                   void *data);
 /* Cancels a running transfer: no callback.  Safe with a handle that is not
  * running.  NULL-safe. */
 void curl_loop_remove(struct curl_loop *cl, CURL *easy);
+
+/*
+ * libcurl (7.88, and the versions around it) ignores a failure to copy
+ * the query of the URL when it sets a request up, and sends the request
+ * without it: a list of one node's pods becomes a list of every pod of
+ * the cluster.  A guard, armed on an easy handle, reads each request line
+ * libcurl sends (through its debug callback, so verbose output goes to
+ * the guard, never to stderr) and records one whose URL has a query but
+ * whose request line has none.  The owner then treats the transfer as
+ * failed for want of memory, before using a byte of its response.
+ * The guard must outlive the transfer.
+ */
+struct curl_guard {
+        bool mangled;
+};
+void curl_guard_arm(CURL *easy, struct curl_guard *g);
 
 #endif

@@ -8,6 +8,12 @@
  *
  * One request at a time: the next poll starts one period after the previous
  * one finished, so a slow server never piles requests up.
+ *
+ * Fail safe: a body is applied whole or not at all (a transfer cut short,
+ * an oversized or bad body sends nothing, so the merger keeps the last
+ * pods).  Running out of memory is never reported as a bad body: it is
+ * logged, counted as an error, and the poll is tried again after
+ * HTTP_SOURCE_RETRY_USEC doubling to the period.
  */
 #ifndef PODMUX_HTTP_SOURCE_H
 #define PODMUX_HTTP_SOURCE_H
@@ -26,6 +32,9 @@
 /* The kubelet's client timeout; capped by the period. */
 #define HTTP_SOURCE_TIMEOUT_USEC (10u * 1000u * 1000u)
 #define HTTP_SOURCE_MAX_REDIRECTS 10
+/* After a poll failed for want of memory: tried again after this pause,
+ * doubling up to the period. */
+#define HTTP_SOURCE_RETRY_USEC (1000u * 1000u)
 /* Failures logged at error level before the source goes quiet. */
 #define HTTP_SOURCE_LOUD_FAILURES 3
 
@@ -39,6 +48,7 @@ struct http_source_config {
         uint64_t period_usec; /* 0: default */
         uint64_t timeout_usec; /* 0: HTTP_SOURCE_TIMEOUT_USEC, capped by the period */
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
+        uint64_t retry_usec; /* 0: HTTP_SOURCE_RETRY_USEC (tests make it short) */
 };
 
 int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
@@ -46,6 +56,8 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                     struct buf *err);
 /* First poll now, then every period after the previous one finished. */
 int http_source_start(struct http_source *hs);
+/* Polls now, unless a poll is in flight (tests). */
+void http_source_poll(struct http_source *hs);
 void http_source_free(struct http_source *hs); /* NULL-safe */
 
 /* The URL as it may be logged: no user info, no query, no fragment.

@@ -36,7 +36,8 @@
  * Parses the one JSON value that text[0..len) holds (whitespace around it
  * allowed).  Nesting deeper than max_depth arrays/objects is an error.
  * 0 and *ret_obj (the caller puts it); -EINVAL with a message naming the
- * byte offset appended to err (may be NULL); -ENOMEM with nothing built.
+ * byte offset appended to err (may be NULL); -ENOMEM with nothing built
+ * (also when the message cannot be written).
  */
 int json_parse(const char *text, size_t len, unsigned max_depth, json_object **ret_obj,
                struct buf *err);
@@ -49,14 +50,5 @@ int json_parse(const char *text, size_t len, unsigned max_depth, json_object **r
  */
 int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_depth,
                     json_object **ret_obj, struct buf *err);
-
-/*
- * Adds val under key to the object obj (replacing a value there), taking
- * the caller's reference to val in every case: on failure val is put.
- * Unlike a bare json_object_object_add(), a failure leaks nothing (json-c
- * 0.16 loses its copy of the key when growing its table fails).
- * 0 or -ENOMEM.
- */
-int json_object_add(json_object *obj, const char *key, json_object *val);
 
 #endif

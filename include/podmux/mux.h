@@ -51,20 +51,28 @@ void mux_free(struct mux *m);
 int mux_channel(struct mux *m, const char *source,
                 struct mux_channel **ret_ch);
 const char *mux_channel_name(const struct mux_channel *ch);
+/* Records a channel holds before it folds (see mux_channel_send). */
+#define MUX_FOLD_BACKLOG 64
+
 /*
- * Queues u (ownership passes, also on error) for the merger.  A SET or a
- * delta is folded into the channel's last record if that is a SET or a
- * delta still waiting, so a source that sends only those has at most one
- * record pending, whatever the burst: its memory is bounded by the
- * source's state.  The plain ops (ADD, UPDATE, DELETE, REMOVE; no source
- * of ours sends them) are queued as they come.  Cost O(k) for a delta of k
- * pods.  0 or -ENOMEM.
+ * Queues u (ownership passes, also on error) for the merger.  Once the
+ * channel holds MUX_FOLD_BACKLOG records, a SET or a delta is folded into
+ * its last record if that is a SET or a delta still waiting, so a source
+ * that sends only those has at most MUX_FOLD_BACKLOG records pending,
+ * whatever the burst: its memory is bounded by its state.  Ordinary
+ * traffic stays below the bound, and each record is merged as sent.  The
+ * plain ops (ADD, UPDATE, DELETE, REMOVE; no source of ours sends them)
+ * are queued as they come.  Cost O(k) for a delta of k pods.  0 or
+ * -ENOMEM.
  */
 int mux_channel_send(struct mux_channel *ch, struct pod_update *u);
 
 /* Delivers every queued record now; returns how many were merged (it stops
  * early at a merge that ran out of memory). */
 size_t mux_drain(struct mux *m);
+
+/* Folds from n waiting records on instead of MUX_FOLD_BACKLOG (tests). */
+void mux_fold_after(struct mux *m, size_t n);
 
 /* Configured sources, sorted by name; the array is owned by the mux and is
  * valid until the next mux_channel(). */

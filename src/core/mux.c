@@ -5,11 +5,13 @@
  * ticket so a drain can hand records over in exactly the order they were
  * sent, across channels.  A drain is scheduled once per burst of sends.
  *
- * A SET or delta sent while the channel's last record is a SET or delta
- * still waiting is folded into that record (pod_update_fold) instead of
- * queued behind it: a burst of changes costs one merge, and a channel
- * whose source speaks in SETs and deltas never holds more than one
- * record, however long the burst.
+ * Past MUX_FOLD_BACKLOG waiting records, a SET or delta sent while the
+ * channel's last record is a SET or delta still waiting is folded into
+ * that record (pod_update_fold) instead of queued behind it: the rest of
+ * a burst costs one merge, and a channel whose source speaks in SETs and
+ * deltas never holds more than MUX_FOLD_BACKLOG records, however long
+ * the burst.  Below that, every record is merged as it was sent, so a
+ * consumer sees each change of ordinary traffic.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -29,6 +31,7 @@ struct mux_channel {
         struct mux *mux;
         char *name;
         struct mux_entry *head, *tail;
+        size_t len; /* records waiting */
 };
 
 struct mux {
@@ -44,6 +47,7 @@ struct mux {
         size_t n;
         uint64_t next_ticket;
         int drain_scheduled;
+        size_t fold_after; /* MUX_FOLD_BACKLOG, or what a test set */
 };
 
 static void drain_deferred(void *data);
@@ -60,6 +64,7 @@ int mux_new(struct loop *loop, mux_merge_fn merge, void *data,
         m->loop = loop;
         m->merge = merge;
         m->data = data;
+        m->fold_after = MUX_FOLD_BACKLOG;
         if (loop && (r = loop_timer_new(loop, retry_fired, m, &m->retry_timer)) < 0) {
                 free(m);
                 return r;
@@ -164,7 +169,8 @@ static int fold_into_tail(struct mux_channel *ch, struct pod_update *u)
         struct mux_entry *t = ch->tail;
         int r;
 
-        if (!t || t->merging || !pod_update_foldable(t->u) || !pod_update_foldable(u))
+        if (ch->len < ch->mux->fold_after || !t || t->merging || !pod_update_foldable(t->u) ||
+            !pod_update_foldable(u))
                 return 0;
         if (!u->delta) {
                 /* A whole state replaces what waits: swap, no copy. */
@@ -201,6 +207,7 @@ int mux_channel_send(struct mux_channel *ch, struct pod_update *u)
         else
                 ch->head = e;
         ch->tail = e;
+        ch->len++;
         if (m->loop && !m->drain_scheduled && !loop_timer_armed(m->retry_timer)) {
                 if (loop_defer(m->loop, drain_deferred, m) == 0)
                         m->drain_scheduled = 1;
@@ -254,10 +261,16 @@ size_t mux_drain(struct mux *m)
                 best->head = e->next;
                 if (!best->head)
                         best->tail = NULL;
+                best->len--;
                 pod_update_free(e->u);
                 free(e);
                 done++;
         }
+}
+
+void mux_fold_after(struct mux *m, size_t n)
+{
+        m->fold_after = n;
 }
 
 const char *const *mux_sources(const struct mux *m, size_t *ret_n)

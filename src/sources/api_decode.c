@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,11 +13,48 @@
 #include "podmux/api_decode.h"
 #include "podmux/json_canon.h"
 #include "podmux/pod.h"
-#include "podmux/str.h"
+
+/*
+ * The syntax of one JSON value, checked a byte at a time as the bytes
+ * come, without allocating: it finds where an event ends, and ends the
+ * watch at the first byte that cannot be JSON (garbage in the stream is
+ * not waited on).  The event is then parsed whole by json_parse_text
+ * (json-c's own incremental tokener does not survive running out of
+ * memory).
+ */
+enum jv_state {
+        JV_VALUE,          /* a value must start */
+        JV_VALUE_OR_CLOSE, /* after '[' */
+        JV_KEY_OR_CLOSE,   /* after '{' */
+        JV_KEY,            /* after ',' in an object */
+        JV_COLON,
+        JV_NEXT,           /* after a member or element: ',' or the close */
+        JV_STRING,
+        JV_ESCAPE,
+        JV_UNICODE,
+        JV_NUMBER,
+        JV_WORD,
+};
+
+enum jv_num { N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
+
+enum jv_result { JV_BAD = -1, JV_MORE = 0, JV_END = 1, JV_END_BEFORE = 2 };
+
+struct jv {
+        enum jv_state state;
+        bool key;          /* the string is a member name */
+        enum jv_num num;
+        const char *word;  /* true, false or null */
+        unsigned pos;      /* in word, or hex digits of \u so far */
+        unsigned depth;
+        char stack[JSON_MAX_DEPTH]; /* '{' or '[' of each open container */
+};
 
 struct watch_decoder {
-        json_tokener *tok;
-        size_t event_bytes; /* fed into the event being decoded */
+        struct buf ev;   /* bytes of an event that spans reads */
+        bool started;    /* inside an event */
+        struct jv jv;
+        size_t event_bytes;
 };
 
 static void unref_value(void *v)
@@ -39,71 +77,103 @@ static const char *member_string(json_object *obj, const char *outer, const char
         return NULL;
 }
 
-/* Puts obj into store under namespace/name.  0, -EINVAL (not a pod) or
- * -ENOMEM. */
-static int store_put(struct strmap *store, json_object *obj)
+/* One item of a list page, decoded before anything is stored. */
+struct item {
+        struct pod *pod;
+        char *key;
+        struct pod *old; /* what it replaced in pages */
+        bool put;
+};
+
+static void items_free(struct item *items, size_t n)
 {
-        struct pod *p = NULL, *old = NULL;
+        for (size_t i = 0; items && i < n; i++) {
+                pod_unref(items[i].pod);
+                free(items[i].key);
+        }
+        free(items);
+}
+
+/* A pod and its store key from a decoded object.  0, -EINVAL (not a pod)
+ * or -ENOMEM. */
+static int decode_pod(json_object *obj, struct pod **ret_pod, char **ret_key)
+{
+        struct pod *p = NULL;
         struct buf key = BUF_INIT;
         int r;
 
         r = pod_from_json(obj, &p, NULL);
-        if (r < 0)
-                return r;
-        r = pod_store_key(p, &key);
         if (r == 0)
-                r = strmap_put(store, key.data, p, (void **)&old);
-        if (r < 0)
+                r = pod_store_key(p, &key);
+        if (r == 0 && !(*ret_key = buf_steal(&key, NULL)))
+                r = -ENOMEM;
+        if (r < 0) {
                 pod_unref(p);
-        pod_unref(old);
-        buf_free(&key);
-        return r;
+                buf_free(&key);
+                return r;
+        }
+        *ret_pod = p;
+        return 0;
 }
 
-/* A DELETED object need not be a whole pod: its namespace and name are
- * enough, as in the reflector's store. */
-static int store_delete(struct strmap *store, json_object *obj)
+/* Stores every item, or none: a put that fails is undone by putting the
+ * earlier ones back in reverse order (replacing a value or removing a key
+ * allocates nothing, so the undo cannot fail). */
+static int store_items(struct strmap *pages, struct item *items, size_t n)
 {
-        const char *ns = member_string(obj, "metadata", "namespace");
-        const char *name = member_string(obj, "metadata", "name");
-        struct buf key = BUF_INIT;
-        int r;
+        size_t i;
 
-        if (!ns)
-                ns = "";
-        if (!name)
-                name = "";
-        r = ns[0] ? buf_printf(&key, "%s/%s", ns, name) : buf_puts(&key, name);
-        if (r == 0)
-                pod_unref(strmap_remove(store, key.data));
-        buf_free(&key);
-        return r;
+        for (i = 0; i < n; i++) {
+                if (strmap_put(pages, items[i].key, items[i].pod, (void **)&items[i].old) < 0)
+                        break;
+                items[i].put = true;
+        }
+        if (i == n) {
+                for (i = 0; i < n; i++) {
+                        pod_unref(items[i].old); /* replaced: the pages' reference */
+                        items[i].pod = NULL;     /* the pages' now */
+                }
+                return 0;
+        }
+        while (i-- > 0) {
+                if (items[i].old)
+                        (void)strmap_put(pages, items[i].key, items[i].old, NULL);
+                else
+                        (void)strmap_remove(pages, items[i].key);
+        }
+        return -ENOMEM;
 }
 
 int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
                          char **ret_cont, struct buf *err)
 {
         json_object *o = NULL, *items = NULL, *meta = NULL, *v;
+        struct item *decoded = NULL;
         char *rv = NULL, *cont = NULL;
         size_t n = 0;
         int r;
 
-        if (json_parse_text(body ? body : "", len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object) ||
+        r = json_parse_text(body ? body : "", len, &o, NULL);
+        if (r == -ENOMEM)
+                goto done;
+        if (r < 0 || !json_object_is_type(o, json_type_object) ||
             !json_object_object_get_ex(o, "items", &items) ||
             !(json_object_is_type(items, json_type_array) || json_object_is_type(items, json_type_null))) {
-                buf_puts(err, "the response is not a PodList");
-                r = -EINVAL;
+                r = buf_puts(err, "the response is not a PodList") < 0 ? -ENOMEM : -EINVAL;
                 goto done;
         }
         if (json_object_is_type(items, json_type_array))
                 n = json_object_array_length(items);
+        if (n > 0 && !(decoded = calloc(n, sizeof(*decoded)))) {
+                r = -ENOMEM;
+                goto done;
+        }
         for (size_t i = 0; i < n; i++) {
-                r = store_put(pages, json_object_array_get_idx(items, i));
-                if (r < 0) {
-                        if (r == -EINVAL)
-                                buf_printf(err, "item %zu is not a pod", i);
+                r = decode_pod(json_object_array_get_idx(items, i), &decoded[i].pod, &decoded[i].key);
+                if (r == -EINVAL && buf_printf(err, "item %zu is not a pod", i) < 0)
+                        r = -ENOMEM;
+                if (r < 0)
                         goto done;
-                }
         }
         if (json_object_object_get_ex(o, "metadata", &meta)) {
                 if (json_object_object_get_ex(meta, "resourceVersion", &v) && json_object_is_type(v, json_type_string) &&
@@ -117,11 +187,17 @@ int api_decode_list_page(const char *body, size_t len, struct strmap *pages, cha
                         goto done;
                 }
         }
+        /* The tree is no longer needed: drop it before the store grows. */
+        json_object_put(o);
+        o = NULL;
+        r = store_items(pages, decoded, n);
+        if (r < 0)
+                goto done;
         *ret_rv = rv;
         *ret_cont = cont;
         rv = cont = NULL;
-        r = 0;
 done:
+        items_free(decoded, n);
         free(rv);
         free(cont);
         json_object_put(o);
@@ -130,54 +206,46 @@ done:
 
 struct watch_decoder *watch_decoder_new(void)
 {
-        struct watch_decoder *d = calloc(1, sizeof(*d));
-
-        if (!d)
-                return NULL;
-        d->tok = json_tokener_new_ex(JSON_MAX_DEPTH);
-        if (!d->tok) {
-                free(d);
-                return NULL;
-        }
-        /* Strict JSON, as client-go reads it.  Without this json-c takes
-         * comments, and after an event it goes on eating what may start
-         * one ("/"), so whether an event was applied depended on where
-         * the reads were cut.  Strict json-c refuses text after a value
-         * unless told that the stream holds several. */
-        json_tokener_set_flags(d->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
-        return d;
+        return calloc(1, sizeof(struct watch_decoder));
 }
 
 void watch_decoder_free(struct watch_decoder *d)
 {
         if (!d)
                 return;
-        json_tokener_free(d->tok);
+        buf_free(&d->ev);
         free(d);
 }
 
 void watch_decoder_reset(struct watch_decoder *d)
 {
-        json_tokener_reset(d->tok);
+        buf_reset(&d->ev);
+        d->started = false;
+        memset(&d->jv, 0, sizeof(d->jv));
         d->event_bytes = 0;
 }
 
-/* Applies one decoded event.  0 or a watch_decoder_feed() error. */
+/*
+ * Applies one decoded event, all or nothing: the copy of its resource
+ * version is made first, then the store changes (a put or a remove that
+ * fails leaves it as it was), then *rv_slot.  0 or a watch_decoder_feed()
+ * error.
+ */
 static int apply_event(json_object *ev, struct strmap *store, char **rv_slot,
                        void (*on_event)(void *arg, enum watch_event_type t), void *arg, long *ret_code,
                        struct buf *err)
 {
         json_object *type = NULL, *obj = NULL, *v = NULL;
         enum watch_event_type et;
-        const char *t;
-        int r;
+        struct pod *p = NULL, *old = NULL;
+        char *key = NULL, *rv_copy = NULL;
+        const char *t, *rv;
+        int r = 0;
 
         if (!json_object_is_type(ev, json_type_object) || !json_object_object_get_ex(ev, "type", &type) ||
             !json_object_is_type(type, json_type_string) || !json_object_object_get_ex(ev, "object", &obj) ||
-            !json_object_is_type(obj, json_type_object)) {
-                buf_puts(err, "undecodable event");
-                return -EBADMSG;
-        }
+            !json_object_is_type(obj, json_type_object))
+                return buf_puts(err, "undecodable event") < 0 ? -ENOMEM : -EBADMSG;
         t = json_object_get_string(type);
         if (strcmp(t, "ERROR") == 0) {
                 /* A Status object; a code that is not a number counts as
@@ -185,8 +253,9 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot,
                 *ret_code = 500;
                 if (json_object_object_get_ex(obj, "code", &v) && json_object_is_type(v, json_type_int))
                         *ret_code = (long)json_object_get_int(v);
-                if (json_object_object_get_ex(obj, "message", &v) && json_object_is_type(v, json_type_string))
-                        buf_puts(err, json_object_get_string(v));
+                if (json_object_object_get_ex(obj, "message", &v) && json_object_is_type(v, json_type_string) &&
+                    buf_puts(err, json_object_get_string(v)) < 0)
+                        return -ENOMEM;
                 return -EPROTO;
         }
         if (strcmp(t, "ADDED") == 0)
@@ -197,31 +266,237 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot,
                 et = WATCH_DELETED;
         else if (strcmp(t, "BOOKMARK") == 0)
                 et = WATCH_BOOKMARK;
-        else {
-                buf_printf(err, "unknown event type \"%.64s\"", t);
-                return -EBADMSG;
-        }
-        if (et == WATCH_DELETED)
-                r = store_delete(store, obj);
-        else if (et != WATCH_BOOKMARK)
-                r = store_put(store, obj);
         else
-                r = 0;
-        if (r == -EINVAL) {
-                buf_printf(err, "a %s event does not hold a pod", t);
-                return -EBADMSG;
-        }
-        if (r < 0)
-                return r;
-        if (rv_slot) {
-                const char *rv = member_string(obj, "metadata", "resourceVersion");
+                return buf_printf(err, "unknown event type \"%.64s\"", t) < 0 ? -ENOMEM : -EBADMSG;
+        if (et == WATCH_DELETED) {
+                /* A DELETED object need not be a whole pod: its namespace
+                 * and name are enough, as in the reflector's store. */
+                const char *ns = member_string(obj, "metadata", "namespace");
+                const char *name = member_string(obj, "metadata", "name");
+                struct buf b = BUF_INIT;
 
-                if (rv && str_set(rv_slot, rv) < 0)
-                        return -ENOMEM;
+                if (!name)
+                        name = "";
+                r = ns && ns[0] ? buf_printf(&b, "%s/%s", ns, name) : buf_puts(&b, name);
+                if (r == 0 && !(key = buf_steal(&b, NULL)))
+                        r = -ENOMEM;
+                buf_free(&b);
+        } else if (et != WATCH_BOOKMARK) {
+                r = decode_pod(obj, &p, &key);
+        }
+        if (r == -EINVAL)
+                return buf_printf(err, "a %s event does not hold a pod", t) < 0 ? -ENOMEM : -EBADMSG;
+        rv = member_string(obj, "metadata", "resourceVersion");
+        if (r == 0 && rv_slot && rv && !(rv_copy = strdup(rv)))
+                r = -ENOMEM;
+        if (r == 0 && p)
+                r = strmap_put(store, key, p, (void **)&old);
+        if (r < 0) {
+                pod_unref(p);
+                free(key);
+                free(rv_copy);
+                return r;
+        }
+        /* Nothing below can fail. */
+        if (et == WATCH_DELETED)
+                pod_unref(strmap_remove(store, key));
+        pod_unref(old);
+        free(key);
+        if (rv_copy) {
+                free(*rv_slot);
+                *rv_slot = rv_copy;
         }
         if (on_event)
                 on_event(arg, et);
         return 0;
+}
+
+static bool jv_space(char c)
+{
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* A value just ended: the container goes on, or the top value is whole. */
+static enum jv_result jv_value_done(struct jv *v)
+{
+        if (v->depth == 0)
+                return JV_END;
+        v->state = JV_NEXT;
+        return JV_MORE;
+}
+
+static enum jv_result jv_start_value(struct jv *v, char c)
+{
+        switch (c) {
+        case '{':
+        case '[':
+                if (v->depth == sizeof(v->stack))
+                        return JV_BAD; /* nesting too deep */
+                v->stack[v->depth++] = c;
+                v->state = c == '{' ? JV_KEY_OR_CLOSE : JV_VALUE_OR_CLOSE;
+                return JV_MORE;
+        case '"':
+                v->state = JV_STRING;
+                v->key = false;
+                return JV_MORE;
+        case 't':
+        case 'f':
+        case 'n':
+                v->word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+                v->pos = 1;
+                v->state = JV_WORD;
+                return JV_MORE;
+        case '-':
+                v->num = N_MINUS;
+                v->state = JV_NUMBER;
+                return JV_MORE;
+        default:
+                if (c < '0' || c > '9')
+                        return JV_BAD;
+                v->num = c == '0' ? N_ZERO : N_INT;
+                v->state = JV_NUMBER;
+                return JV_MORE;
+        }
+}
+
+static enum jv_result jv_close(struct jv *v, char c)
+{
+        if (v->depth == 0 || v->stack[v->depth - 1] != (c == '}' ? '{' : '['))
+                return JV_BAD;
+        v->depth--;
+        return jv_value_done(v) == JV_END ? JV_END : JV_MORE;
+}
+
+static enum jv_result jv_feed(struct jv *v, char c)
+{
+        enum jv_result r;
+
+        switch (v->state) {
+        case JV_VALUE:
+                return jv_space(c) ? JV_MORE : jv_start_value(v, c);
+        case JV_VALUE_OR_CLOSE:
+                if (jv_space(c))
+                        return JV_MORE;
+                return c == ']' ? jv_close(v, c) : jv_start_value(v, c);
+        case JV_KEY_OR_CLOSE:
+        case JV_KEY:
+                if (jv_space(c))
+                        return JV_MORE;
+                if (c == '}' && v->state == JV_KEY_OR_CLOSE)
+                        return jv_close(v, c);
+                if (c != '"')
+                        return JV_BAD;
+                v->state = JV_STRING;
+                v->key = true;
+                return JV_MORE;
+        case JV_COLON:
+                if (jv_space(c))
+                        return JV_MORE;
+                if (c != ':')
+                        return JV_BAD;
+                v->state = JV_VALUE;
+                return JV_MORE;
+        case JV_NEXT:
+                if (jv_space(c))
+                        return JV_MORE;
+                if (c == ',') {
+                        v->state = v->stack[v->depth - 1] == '{' ? JV_KEY : JV_VALUE;
+                        return JV_MORE;
+                }
+                return c == '}' || c == ']' ? jv_close(v, c) : JV_BAD;
+        case JV_STRING:
+                if (c == '"') {
+                        if (v->key) {
+                                v->state = JV_COLON;
+                                return JV_MORE;
+                        }
+                        return jv_value_done(v);
+                }
+                if (c == '\\')
+                        v->state = JV_ESCAPE;
+                else if ((unsigned char)c < 0x20)
+                        return JV_BAD;
+                return JV_MORE;
+        case JV_ESCAPE:
+                if (c == 'u') {
+                        v->pos = 0;
+                        v->state = JV_UNICODE;
+                        return JV_MORE;
+                }
+                if (!strchr("\"\\/bfnrt", c) || c == '\0')
+                        return JV_BAD;
+                v->state = JV_STRING;
+                return JV_MORE;
+        case JV_UNICODE:
+                if (!isxdigit((unsigned char)c))
+                        return JV_BAD;
+                if (++v->pos == 4)
+                        v->state = JV_STRING;
+                return JV_MORE;
+        case JV_WORD:
+                if (c != v->word[v->pos])
+                        return JV_BAD;
+                if (v->word[++v->pos])
+                        return JV_MORE;
+                return jv_value_done(v);
+        case JV_NUMBER:
+                break;
+        }
+        /* A number ends at the first byte that cannot continue it. */
+        switch (v->num) {
+        case N_MINUS:
+                if (c < '0' || c > '9')
+                        return JV_BAD;
+                v->num = c == '0' ? N_ZERO : N_INT;
+                return JV_MORE;
+        case N_INT:
+                if (c >= '0' && c <= '9')
+                        return JV_MORE;
+                /* fall through */
+        case N_ZERO:
+                if (c == '.') {
+                        v->num = N_DOT;
+                        return JV_MORE;
+                }
+                if (c == 'e' || c == 'E') {
+                        v->num = N_E;
+                        return JV_MORE;
+                }
+                break;
+        case N_DOT:
+        case N_ESIGN:
+                if (c < '0' || c > '9')
+                        return JV_BAD;
+                v->num = v->num == N_DOT ? N_FRAC : N_EXP;
+                return JV_MORE;
+        case N_FRAC:
+                if (c >= '0' && c <= '9')
+                        return JV_MORE;
+                if (c == 'e' || c == 'E') {
+                        v->num = N_E;
+                        return JV_MORE;
+                }
+                break;
+        case N_E:
+                if (c == '+' || c == '-') {
+                        v->num = N_ESIGN;
+                        return JV_MORE;
+                }
+                if (c < '0' || c > '9')
+                        return JV_BAD;
+                v->num = N_EXP;
+                return JV_MORE;
+        case N_EXP:
+                if (c >= '0' && c <= '9')
+                        return JV_MORE;
+                break;
+        }
+        /* The number is whole; c belongs to what follows it. */
+        if (v->depth == 0)
+                return JV_END_BEFORE;
+        v->state = JV_NEXT;
+        r = jv_feed(v, c);
+        return r;
 }
 
 int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, struct strmap *store,
@@ -232,40 +507,53 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
 
         *ret_code = 500;
         while (off < len) {
-                json_object *ev;
-                enum json_tokener_error jerr;
-                size_t room = len - off;
+                enum jv_result jr = JV_MORE;
+                const char *text;
+                size_t end, text_len;
+                json_object *ev = NULL;
+                struct buf why = BUF_INIT;
                 int r;
 
-                if (json_tokener_get_parse_end(d->tok) == 0 && d->event_bytes == 0) {
+                if (!d->started) {
                         while (off < len && isspace((unsigned char)data[off]))
                                 off++;
                         if (off == len)
                                 break;
-                        room = len - off;
+                        d->started = true;
                 }
-                /* json_tokener takes an int length. */
-                if (room > (size_t)API_MAX_EVENT + 1)
-                        room = (size_t)API_MAX_EVENT + 1;
-                ev = json_tokener_parse_ex(d->tok, data + off, (int)room);
-                jerr = json_tokener_get_error(d->tok);
-                if (jerr == json_tokener_continue) {
-                        /* One event may be large, never unbounded. */
-                        d->event_bytes += room;
-                        off += room;
-                        if (d->event_bytes > API_MAX_EVENT) {
-                                buf_printf(err, "an event larger than %u bytes", API_MAX_EVENT);
-                                return -EBADMSG;
-                        }
-                        continue;
+                for (end = off; end < len && jr == JV_MORE; end++)
+                        jr = jv_feed(&d->jv, data[end]);
+                if (jr == JV_END_BEFORE)
+                        end--; /* that byte starts what follows */
+                if (jr == JV_BAD)
+                        return buf_printf(err, "data that is not JSON (unexpected byte 0x%02x at byte %zu of the event)",
+                                          (unsigned char)data[end - 1], d->event_bytes + (end - 1 - off)) < 0
+                                       ? -ENOMEM
+                                       : -EBADMSG;
+                /* One event may be large, never unbounded. */
+                d->event_bytes += end - off;
+                if (d->event_bytes > API_MAX_EVENT)
+                        return buf_printf(err, "an event larger than %u bytes", API_MAX_EVENT) < 0 ? -ENOMEM
+                                                                                                    : -EBADMSG;
+                if (jr == JV_MORE || d->ev.len) {
+                        /* Kept until the event is whole. */
+                        if (buf_append(&d->ev, data + off, end - off) < 0)
+                                return -ENOMEM;
                 }
-                d->event_bytes = 0;
-                if (jerr != json_tokener_success) {
-                        buf_printf(err, "data that is not JSON (%s)", json_tokener_error_desc(jerr));
+                off = end;
+                if (jr == JV_MORE)
+                        break;
+                text = d->ev.len ? d->ev.data : data + end - d->event_bytes;
+                text_len = d->event_bytes;
+                r = json_parse_text(text, text_len, &ev, &why);
+                if (r == -EINVAL && buf_printf(err, "data that is not JSON (%s)", why.data ? why.data : "?") < 0)
+                        r = -ENOMEM;
+                buf_free(&why);
+                watch_decoder_reset(d);
+                if (r == -EINVAL)
                         return -EBADMSG;
-                }
-                off += json_tokener_get_parse_end(d->tok);
-                json_tokener_reset(d->tok);
+                if (r < 0)
+                        return r;
                 r = apply_event(ev, store, rv_slot, on_event, arg, ret_code, err);
                 json_object_put(ev);
                 if (r < 0)

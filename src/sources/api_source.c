@@ -7,8 +7,17 @@
  *   store, push a SET -> WATCH from the list RV -> per event: apply, push a
  *   SET -> stream end -> re-watch from the last RV, or, after an error,
  *   back off and relist from the last RV.
- * The watch body is decoded incrementally with json_tokener, so events may
- * be split across reads or share one.
+ * The watch body is decoded incrementally (api_decode), so events may be
+ * split across reads or share one.
+ *
+ * Fail safe: a list replaces the store only when every page decoded; a
+ * watch event is applied whole or not at all, and a watch that cannot
+ * apply one for want of memory ends and resumes from the last resource
+ * version (exact, since each applied event moved it).  A SET that cannot
+ * be built or queued leaves push_pending set: the whole store is sent
+ * again after retry_delay (1 s doubling to API_BACKOFF_CAP_USEC), or with
+ * the next change, whichever comes first, so the merger always catches
+ * up with the store without waiting for another event.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -49,9 +58,11 @@ struct api_source {
 
         enum phase phase;
         CURL *easy;
+        struct curl_guard guard; /* of the request in flight */
         struct curl_slist *hdrs;
         char *url;         /* of the request in flight (for retries) */
         struct buf body;   /* list body, or an error body */
+        int body_oom;      /* it could not be kept */
         long status;       /* HTTP status of the request in flight */
         long retry_after;  /* from the response, -1 if none */
         unsigned retries;  /* Retry-After retries of this request */
@@ -70,6 +81,7 @@ struct api_source {
         uint64_t watch_start;
         unsigned watch_events;
         int watch_error;      /* ERROR event or undecodable data */
+        int watch_oom;        /* an event could not be applied for want of memory */
         long watch_error_code;
 
         /* response headers deadline of the request in flight */
@@ -84,6 +96,13 @@ struct api_source {
 
         struct source_stats *stats; /* may be NULL */
         bool listed;                /* a list was started before */
+        uint64_t backoff_initial;
+
+        /* the store not yet sent (out of memory) */
+        bool push_pending;
+        struct loop_timer *push_timer;
+        uint64_t push_retry_base;
+        uint64_t push_retry_delay;
 
         /* token */
         char *token;
@@ -148,33 +167,75 @@ static void report(struct api_source *as, bool warn, bool parse, const char *fmt
 
 /* ---- the store and pushes --------------------------------------------------------- */
 
-static void push(struct api_source *as)
+/* The store as one SET.  0 or -ENOMEM (nothing sent).  O(n) in the
+ * node's pods: inherent while the source speaks in SETs. */
+static int send_store(struct api_source *as)
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_API);
-        size_t it = 0;
+        size_t it = 0, n;
         void *v;
 
-        if (!u) {
-                log_error("api source: out of memory building an update");
-                return;
-        }
+        if (!u)
+                return -ENOMEM;
         while (strmap_next(as->store, &it, NULL, &v)) {
                 if (pod_update_add(u, v) < 0) {
                         pod_update_free(u);
-                        log_error("api source: out of memory building an update");
-                        return;
+                        return -ENOMEM;
                 }
         }
         pod_update_sort(u);
-        source_stats_success(as->stats, u->n_pods);
-        mux_channel_send(as->ch, u);
+        n = u->n_pods;
+        if (mux_channel_send(as->ch, u) < 0) /* frees u */
+                return -ENOMEM;
+        source_stats_success(as->stats, n);
+        return 0;
+}
+
+/*
+ * Hands the merger the store.  When that fails the store and what the
+ * merger holds differ: push_pending stays set and the push is tried again
+ * after a pause (1 s doubling), or sooner with the next change.
+ */
+static void push(struct api_source *as)
+{
+        int r = send_store(as);
+
+        if (r < 0) {
+                as->push_retry_delay = as->push_retry_delay ? as->push_retry_delay * 2 : as->push_retry_base;
+                if (as->push_retry_delay > API_BACKOFF_CAP_USEC)
+                        as->push_retry_delay = API_BACKOFF_CAP_USEC;
+                if (!as->push_pending)
+                        report(as, false, false, "cannot send the %zu pod(s) of the node: %s: trying again in %.1f s",
+                               strmap_size(as->store), ERRNO_STR(r), (double)as->push_retry_delay / 1e6);
+                else
+                        log_debug("api source: the pods still cannot be sent: trying again in %.1f s",
+                                  (double)as->push_retry_delay / 1e6);
+                as->push_pending = true;
+                loop_timer_arm(as->push_timer, as->push_retry_delay);
+                return;
+        }
+        if (as->push_pending)
+                log_info("api source: the %zu pod(s) of the node sent again", strmap_size(as->store));
+        as->push_pending = false;
+        as->push_retry_delay = 0;
+        loop_timer_stop(as->push_timer);
+}
+
+static void on_push_timer(struct loop_timer *t, void *data)
+{
+        struct api_source *as = data;
+
+        (void)t;
+        if (as->push_pending)
+                push(as);
 }
 
 /* ---- token ------------------------------------------------------------------------------ */
 
 /* The bearer token: from the token file (re-read about every 50 s and after
- * a 401, as client-go does), else the inline token.  NULL if none. */
-static const char *current_token(struct api_source *as)
+ * a 401, as client-go does), else the inline token.  NULL if none, and
+ * *ret_oom set when the file's token could not be kept. */
+static const char *current_token(struct api_source *as, bool *ret_oom)
 {
         uint64_t now = mono_usec();
 
@@ -204,10 +265,19 @@ static const char *current_token(struct api_source *as)
                                 if (!as->token)
                                         return as->kube.token;
                         } else {
+                                char *copy = strdup(s);
+
+                                if (!copy) {
+                                        /* Not sent without it, nor with
+                                         * a stale one: tried again. */
+                                        memset(buf, 0, sizeof(buf));
+                                        *ret_oom = true;
+                                        return NULL;
+                                }
                                 if (as->token)
                                         memset(as->token, 0, strlen(as->token));
                                 free(as->token);
-                                as->token = strdup(s);
+                                as->token = copy;
                         }
                 }
                 memset(buf, 0, sizeof(buf));
@@ -229,6 +299,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
         struct api_source *as = data;
         size_t len = size * n;
 
+        if (as->guard.mangled)
+                return 0; /* not the request meant: ends it at once */
         if (!as->got_headers && len > 5 && strncmp(line, "HTTP/", 5) == 0) {
                 as->got_headers = 1;
                 loop_timer_stop(as->hdr_timer);
@@ -262,11 +334,17 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
         struct buf why = BUF_INIT;
         int r;
 
+        if (as->guard.mangled)
+                return 0;
         if (as->status == 0)
                 curl_easy_getinfo(as->easy, CURLINFO_RESPONSE_CODE, &as->status);
         if (as->phase != PHASE_WATCH || as->status != 200) {
-                if (as->body.len + len > API_MAX_BODY || buf_append(&as->body, ptr, len) < 0)
+                if (as->body.len + len > API_MAX_BODY)
                         return 0;
+                if (buf_append(&as->body, ptr, len) < 0) {
+                        as->body_oom = 1;
+                        return 0;
+                }
                 return len;
         }
         if (as->watch_error)
@@ -282,7 +360,7 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                         report(as, true, false, "watch ended by the server: %ld %s", as->watch_error_code,
                                why.data ? why.data : "");
                 else if (r == -ENOMEM)
-                        report(as, false, false, "watch: out of memory: ending the watch");
+                        as->watch_oom = 1;
                 else
                         report(as, false, true, "watch: %s: ending the watch", why.data ? why.data : "");
                 buf_free(&why);
@@ -291,70 +369,85 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
         return len;
 }
 
+/* libcurl copies strings and blobs, which may run out of memory. */
+static int set_copied(CURL *e, CURLoption opt, const void *v)
+{
+        return curl_easy_setopt(e, opt, v) == CURLE_OUT_OF_MEMORY ? -ENOMEM : 0;
+}
+
 /* One PEM item: in-memory bytes (a *-data field) win over a file path. */
-static void set_pem(CURL *e, CURLoption blob_opt, CURLoption file_opt, const struct kube_blob *data,
-                    const char *file)
+static int set_pem(CURL *e, CURLoption blob_opt, CURLoption file_opt, const struct kube_blob *data,
+                   const char *file)
 {
         if (data->data) {
                 struct curl_blob blob = {data->data, data->len, CURL_BLOB_COPY};
 
-                curl_easy_setopt(e, blob_opt, &blob);
-        } else if (file) {
-                curl_easy_setopt(e, file_opt, file);
+                return set_copied(e, blob_opt, &blob);
         }
+        return file ? set_copied(e, file_opt, file) : 0;
 }
 
-static void set_tls(struct api_source *as, CURL *e)
+static int set_tls(struct api_source *as, CURL *e)
 {
-        set_pem(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &as->kube.ca_data, as->kube.ca_file);
-        set_pem(e, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, &as->kube.cert_data, as->kube.cert_file);
-        set_pem(e, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, &as->kube.key_data, as->kube.key_file);
-        if (as->kube.cert_data.data || as->kube.cert_file)
-                curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
-        if (as->kube.key_data.data || as->kube.key_file)
-                curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+        int r;
+
+        if ((r = set_pem(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &as->kube.ca_data, as->kube.ca_file)) < 0 ||
+            (r = set_pem(e, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, &as->kube.cert_data, as->kube.cert_file)) < 0 ||
+            (r = set_pem(e, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, &as->kube.key_data, as->kube.key_file)) < 0)
+                return r;
+        if ((as->kube.cert_data.data || as->kube.cert_file) && (r = set_copied(e, CURLOPT_SSLCERTTYPE, "PEM")) < 0)
+                return r;
+        if ((as->kube.key_data.data || as->kube.key_file) && (r = set_copied(e, CURLOPT_SSLKEYTYPE, "PEM")) < 0)
+                return r;
         if (as->kube.insecure) {
                 curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
                 curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
         }
+        return 0;
 }
 
-/* Starts a GET of as->url in the current phase. */
+#define USER_AGENT "podmux/" PODMUX_VERSION " (linux) podmux"
+
+/* Starts a GET of as->url in the current phase; a failure backs off. */
 static void send_request(struct api_source *as)
 {
         CURL *e = curl_easy_init();
         struct buf h = BUF_INIT;
         const char *token;
         struct curl_slist *n;
+        bool token_oom = false;
+        int r = -ENOMEM;
 
         curl_slist_free_all(as->hdrs);
         as->hdrs = NULL;
         buf_reset(&as->body);
+        as->body_oom = 0;
         as->status = 0;
         as->retry_after = -1;
-        if (!e)
+        if (!e || !as->url)
                 goto fail;
         n = curl_slist_append(NULL, "Accept: application/json");
         if (!n)
                 goto fail;
         as->hdrs = n;
-        token = current_token(as);
+        token = current_token(as, &token_oom);
+        if (token_oom)
+                goto fail;
         if (token) {
-                buf_printf(&h, "Authorization: Bearer %s", token);
-                n = h.data ? curl_slist_append(as->hdrs, h.data) : NULL;
+                n = buf_printf(&h, "Authorization: Bearer %s", token) == 0 ? curl_slist_append(as->hdrs, h.data)
+                                                                           : NULL;
                 if (h.data)
                         memset(h.data, 0, h.len);
                 buf_free(&h);
                 if (!n)
                         goto fail;
         }
-        buf_printf(&h, "podmux/%s (linux) podmux", PODMUX_VERSION);
-        curl_easy_setopt(e, CURLOPT_URL, as->url);
+        if ((r = set_copied(e, CURLOPT_URL, as->url)) < 0 || (r = set_copied(e, CURLOPT_USERAGENT, USER_AGENT)) < 0 ||
+            (r = set_copied(e, CURLOPT_PROTOCOLS_STR, "http,https")) < 0 ||
+            (r = set_copied(e, CURLOPT_ACCEPT_ENCODING, "")) < 0 || (r = set_tls(as, e)) < 0)
+                goto fail;
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, as->hdrs);
-        curl_easy_setopt(e, CURLOPT_USERAGENT, h.data);
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
         curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
         curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
@@ -372,46 +465,46 @@ static void send_request(struct api_source *as)
                 curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
                 curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 660L);
         }
-        set_tls(as, e);
-        buf_free(&h);
+        curl_guard_arm(e, &as->guard);
+        r = curl_loop_add(as->cl, e, on_done, as);
+        if (r < 0)
+                goto fail;
         as->easy = e;
         as->got_headers = 0;
         loop_timer_arm(as->hdr_timer, API_RESPONSE_TIMEOUT_USEC);
-        if (curl_loop_add(as->cl, e, on_done, as) < 0) {
-                as->easy = NULL;
-                goto fail;
-        }
         return;
 fail:
-        buf_free(&h);
         if (e)
                 curl_easy_cleanup(e);
-        report(as, false, false, "cannot start a request");
+        report(as, false, false, "cannot start a request: %s", r == -ENOMEM ? "out of memory" : "refused by libcurl");
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
 }
 
-static void build_list_url(struct api_source *as)
+/* as->url for the next page.  0 or -ENOMEM (as->url is then NULL). */
+static int build_list_url(struct api_source *as)
 {
         struct buf u = BUF_INIT;
-        char *c = NULL;
+        char *c = NULL, *rv = NULL;
+        int r;
 
-        buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->kube.server, as->node_enc);
-        if (as->cont) {
+        r = buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->kube.server, as->node_enc);
+        if (r == 0 && as->cont) {
                 c = pct_encode(as->cont);
-                buf_printf(&u, "&limit=%d&continue=%s", API_PAGE_SIZE, c ? c : "");
-        } else {
+                r = c ? buf_printf(&u, "&limit=%d&continue=%s", API_PAGE_SIZE, c) : -ENOMEM;
+        } else if (r == 0) {
                 if (as->paged)
-                        buf_printf(&u, "&limit=%d", API_PAGE_SIZE);
-                if (as->list_rv_asked) {
-                        char *rv = pct_encode(as->list_rv_asked);
-
-                        buf_printf(&u, "&resourceVersion=%s", rv ? rv : "");
-                        free(rv);
+                        r = buf_printf(&u, "&limit=%d", API_PAGE_SIZE);
+                if (r == 0 && as->list_rv_asked) {
+                        rv = pct_encode(as->list_rv_asked);
+                        r = rv ? buf_printf(&u, "&resourceVersion=%s", rv) : -ENOMEM;
                 }
         }
         free(c);
+        free(rv);
         free(as->url);
-        as->url = buf_steal(&u, NULL);
+        as->url = r == 0 ? buf_steal(&u, NULL) : NULL;
+        buf_free(&u);
+        return r;
 }
 
 /* A list: from lastRV when known (unpaged, "not older than"), else from
@@ -427,16 +520,22 @@ static void start_list(struct api_source *as)
         as->pages = strmap_new();
         (void)str_set(&as->cont, NULL);
         (void)str_set(&as->list_rv, NULL);
-        if (as->rv_unavailable)
-                (void)str_set(&as->list_rv_asked, NULL);
-        else
-                (void)str_set(&as->list_rv_asked, as->last_rv ? as->last_rv : "0");
+        (void)str_set(&as->list_rv_asked, NULL);
+        if (!as->pages || (!as->rv_unavailable && str_set(&as->list_rv_asked, as->last_rv ? as->last_rv : "0") < 0)) {
+                report(as, false, false, "cannot start a list: out of memory");
+                back_off(as, NEXT_LIST);
+                return;
+        }
         as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0;
         if (as->continue_fallback) {
                 as->paged = 0;
                 as->continue_fallback = 0;
         }
-        build_list_url(as);
+        if (build_list_url(as) < 0) {
+                report(as, false, false, "cannot start a list: out of memory");
+                back_off(as, NEXT_LIST);
+                return;
+        }
         send_request(as);
 }
 
@@ -446,19 +545,29 @@ static void start_watch(struct api_source *as)
         char *rv = pct_encode(as->last_rv ? as->last_rv : "");
         /* client-go: the 5-minute minimum times (1 + rand). */
         unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)rand_below(API_WATCH_MIN_TIMEOUT_SEC);
+        int r;
 
         as->phase = PHASE_WATCH;
         as->retries = 0;
-        buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
-                       "&resourceVersion=%s&timeoutSeconds=%u",
-                   as->kube.server, as->node_enc, rv ? rv : "", timeout);
+        r = rv ? buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
+                                "&resourceVersion=%s&timeoutSeconds=%u",
+                            as->kube.server, as->node_enc, rv, timeout)
+               : -ENOMEM;
         free(rv);
         free(as->url);
-        as->url = buf_steal(&u, NULL);
+        as->url = r == 0 ? buf_steal(&u, NULL) : NULL;
+        buf_free(&u);
+        if (r < 0) {
+                /* Never a watch from another version than the last. */
+                report(as, false, false, "cannot start a watch: out of memory");
+                back_off(as, NEXT_WATCH);
+                return;
+        }
         watch_decoder_reset(as->dec);
         as->watch_start = mono_usec();
         as->watch_events = 0;
         as->watch_error = 0;
+        as->watch_oom = 0;
         as->watch_error_code = 0;
         send_request(as);
 }
@@ -470,7 +579,7 @@ static void back_off(struct api_source *as, enum next next)
         uint64_t now = mono_usec(), wait;
 
         if (!as->backoff || now - as->backoff_at > API_BACKOFF_RESET_USEC)
-                as->backoff = API_BACKOFF_INITIAL_USEC;
+                as->backoff = as->backoff_initial;
         else if (as->backoff < API_BACKOFF_CAP_USEC)
                 as->backoff = as->backoff * 2 > API_BACKOFF_CAP_USEC ? API_BACKOFF_CAP_USEC : as->backoff * 2;
         as->backoff_at = now;
@@ -534,12 +643,34 @@ static int too_large_rv(const struct buf *body, long status)
         return status == 504 && body->data && strstr(body->data, "ResourceVersionTooLarge");
 }
 
+/* The pages gathered replace the store, and the list's version the last
+ * one: both or neither.  0 or -ENOMEM. */
+static int replace_store(struct api_source *as)
+{
+        struct strmap *fresh = strmap_new();
+        char *rv = NULL;
+
+        if (!fresh || (as->list_rv && !(rv = strdup(as->list_rv)))) {
+                strmap_free(fresh, NULL);
+                return -ENOMEM;
+        }
+        /* Replace, not merge: pods missing from the list are gone. */
+        api_store_free(as->store);
+        as->store = as->pages;
+        as->pages = fresh;
+        free(as->last_rv);
+        as->last_rv = rv;
+        return 0;
+}
+
 static void list_done(struct api_source *as, CURLcode result)
 {
         struct buf why = BUF_INIT;
 
         if (result != CURLE_OK) {
-                report(as, false, false, "list failed: %s", curl_easy_strerror(result));
+                /* Nothing of the list is applied: the store stays. */
+                report(as, false, false, "list failed: %s",
+                       as->body_oom ? "out of memory" : curl_easy_strerror(result));
                 back_off(as, NEXT_LIST);
                 return;
         }
@@ -548,7 +679,9 @@ static void list_done(struct api_source *as, CURLcode result)
                 int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
 
                 if (r < 0) {
-                        report(as, false, r != -ENOMEM, "list: %s", r == -ENOMEM ? "out of memory" : why.data);
+                        /* Nothing of the list is applied: the store stays. */
+                        report(as, false, r != -ENOMEM, "list: %s",
+                               r == -ENOMEM ? "out of memory" : why.data ? why.data : "?");
                         buf_free(&why);
                         back_off(as, NEXT_LIST);
                         return;
@@ -562,15 +695,19 @@ static void list_done(struct api_source *as, CURLcode result)
                         free(as->cont);
                         as->cont = cont;
                         as->retries = 0;
-                        build_list_url(as);
+                        if (build_list_url(as) < 0) {
+                                report(as, false, false, "list: out of memory");
+                                back_off(as, NEXT_LIST);
+                                return;
+                        }
                         send_request(as);
                         return;
                 }
-                /* Replace, not merge: pods missing from the list are gone. */
-                api_store_free(as->store);
-                as->store = as->pages;
-                as->pages = strmap_new();
-                (void)str_set(&as->last_rv, as->list_rv);
+                if (replace_store(as) < 0) {
+                        report(as, false, false, "list: out of memory");
+                        back_off(as, NEXT_LIST);
+                        return;
+                }
                 as->rv_unavailable = 0;
                 as->relisted_unset = 0;
                 log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
@@ -589,21 +726,25 @@ static void list_done(struct api_source *as, CURLcode result)
                 start_list(as);
         } else if ((as->status == 410 || too_large_rv(&as->body, as->status)) && !as->relisted_unset) {
                 log_warn("api source: list at resourceVersion %s: %s: listing the latest state",
-                         as->list_rv_asked ? as->list_rv_asked : "(unset)", why.data);
+                         as->list_rv_asked ? as->list_rv_asked : "(unset)", why.data ? why.data : "?");
                 as->rv_unavailable = 1;
                 as->relisted_unset = 1;
                 start_list(as);
         } else if (as->status == 404) {
                 /* The reflector syncs an empty list, then backs off. */
-                report(as, false, false, "list: %s: no pods", why.data);
-                api_store_free(as->store);
-                as->store = strmap_new();
-                push(as);
+                struct strmap *empty = strmap_new();
+
+                report(as, false, false, "list: %s: no pods", why.data ? why.data : "?");
+                if (empty) {
+                        api_store_free(as->store);
+                        as->store = empty;
+                        push(as);
+                }
                 back_off(as, NEXT_LIST);
         } else {
                 if (as->status == 401)
                         as->token_stale = 1;
-                report(as, false, false, "list: %s", why.data);
+                report(as, false, false, "list: %s", why.data ? why.data : "?");
                 back_off(as, NEXT_LIST);
         }
         buf_free(&why);
@@ -617,6 +758,14 @@ static void watch_done(struct api_source *as, CURLcode result)
         if (as->stats)
                 as->stats->watch_restarts++;
 
+        if (as->watch_oom || result == CURLE_OUT_OF_MEMORY) {
+                /* Every event before was applied whole, and the last
+                 * version moved with each: the watch resumes from it. */
+                report(as, false, false, "watch: out of memory: watching again from resourceVersion %s",
+                       as->last_rv ? as->last_rv : "?");
+                back_off(as, NEXT_WATCH);
+                return;
+        }
         if (as->watch_error) {
                 if (as->watch_error_code == 410) {
                         /* History is gone: relist from lastRV ("not older
@@ -646,7 +795,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                 if (maybe_retry_after(as))
                         return;
                 describe_status(&as->body, as->status, &why);
-                report(as, false, false, "watch: %s", why.data);
+                report(as, false, false, "watch: %s", why.data ? why.data : "?");
                 buf_free(&why);
                 if (as->status == 401)
                         as->token_stale = 1;
@@ -696,6 +845,14 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         if (as->status == 0)
                 curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &as->status);
         curl_easy_cleanup(easy);
+        if (as->guard.mangled) {
+                /* The server answered another request than the one meant
+                 * (libcurl lost the query: a list of the whole cluster). */
+                report(as, false, false, "%s: libcurl sent the request without its query (out of memory): "
+                                         "not used", as->phase == PHASE_LIST ? "list" : "watch");
+                back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
+                return;
+        }
         if (as->phase == PHASE_LIST)
                 list_done(as, result);
         else if (as->phase == PHASE_WATCH)
@@ -719,6 +876,8 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->kube = *cfg->kube;
         as->stats = cfg->stats;
         memset(cfg->kube, 0, sizeof(*cfg->kube));
+        as->backoff_initial = API_BACKOFF_INITIAL_USEC;
+        as->push_retry_base = API_PUSH_RETRY_USEC;
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new();
         as->pages = strmap_new();
@@ -726,8 +885,9 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         {
                 CURLU *u = curl_url();
                 char *s = NULL;
+                CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, as->kube.server, 0) : CURLUE_OUT_OF_MEMORY;
 
-                if (u && curl_url_set(u, CURLUPART_URL, as->kube.server, 0) == CURLUE_OK) {
+                if (uc == CURLUE_OK) {
                         curl_url_set(u, CURLUPART_USER, NULL, 0);
                         curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
                         curl_url_set(u, CURLUPART_QUERY, NULL, 0);
@@ -735,7 +895,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                                 as->host_log = strdup(s);
                                 curl_free(s);
                         }
-                } else {
+                } else if (uc != CURLUE_OUT_OF_MEMORY) {
                         buf_printf(err, "API server URL \"%s\" cannot be parsed", as->kube.server);
                         curl_url_cleanup(u);
                         r = -EINVAL;
@@ -746,13 +906,20 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->host_log)
                 goto fail;
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
-            (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0)
+            (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0)
                 goto fail;
         *ret_as = as;
         return 0;
 fail:
         api_source_free(as);
         return r;
+}
+
+void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec)
+{
+        as->backoff_initial = backoff_usec;
+        as->push_retry_base = push_retry_usec;
 }
 
 int api_source_start(struct api_source *as)
@@ -772,6 +939,7 @@ void api_source_free(struct api_source *as)
         }
         loop_timer_free(as->timer);
         loop_timer_free(as->hdr_timer);
+        loop_timer_free(as->push_timer);
         curl_slist_free_all(as->hdrs);
         api_store_free(as->store);
         api_store_free(as->pages);

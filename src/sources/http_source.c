@@ -2,14 +2,19 @@
  * http_source — the manifest URL source (see include/podmux/http_source.h
  * and spec/pod-config.md section 7).
  *
- * One poll: GET with the configured headers; transport error, non-200 or an
- * oversized body -> error, nothing sent (the merger keeps the last pods);
- * empty body -> empty SET (source seen) and the remembered body is
- * forgotten (podmux deviation: the kubelet keeps it and would then ignore
- * the same content coming back); a body identical to the last one -> no
- * update; otherwise decode as a Pod or a PodList and send a SET, or report
- * why not.  The body is remembered before decoding, so a bad body is
- * reported once while it stays the same.
+ * One poll: GET with the configured headers; transport error (a body cut
+ * short included), non-200 or an oversized body -> error, nothing sent
+ * (the merger keeps the last pods); empty body -> empty SET (source seen)
+ * and the remembered body is forgotten (podmux deviation: the kubelet
+ * keeps it and would then ignore the same content coming back); a body
+ * identical to the last one -> no update; otherwise decode as a Pod or a
+ * PodList and send a SET, or report why not.  A bad body is remembered,
+ * so it is reported once while it stays the same; a good one only once
+ * its SET is queued.
+ *
+ * Running out of memory (or libcurl saying so) is never the body's fault:
+ * it is logged and counted, nothing is sent, nothing is remembered, and
+ * the poll is tried again after retry_delay (1 s doubling to the period).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,31 +37,44 @@ struct http_source {
         uint64_t timeout;
         struct loop_timer *timer;
         CURL *easy;            /* the transfer in flight, or NULL */
+        struct curl_guard guard; /* of that transfer */
         struct buf body;       /* of the transfer in flight */
         int body_too_large;
-        char *last_body;       /* last non-empty body, NULL if none */
+        int body_oom;          /* the body could not be kept */
+        /* The last non-empty body that was decoded and its SET queued
+         * (last_ok), or found bad (!last_ok); NULL if none. */
+        char *last_body;
         size_t last_len;
-        int last_ok;           /* last_body decoded into pods */
+        int last_ok;
         unsigned failures;     /* consecutive */
+        uint64_t retry_base;   /* first pause after a resource failure */
+        uint64_t retry_delay;  /* the last pause before a retry, 0 if none */
+        int resource_failed;   /* this poll failed for want of a resource */
 };
 
 char *http_redact_url(const char *url)
 {
         CURLU *u = curl_url();
         char *out = NULL, *tmp = NULL;
+        CURLUcode uc;
 
-        if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) {
+        if (!u)
+                return NULL;
+        uc = curl_url_set(u, CURLUPART_URL, url, 0);
+        if (uc == CURLUE_OK) {
+                /* Clearing a part frees it: it cannot fail. */
                 curl_url_set(u, CURLUPART_USER, NULL, 0);
                 curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
                 curl_url_set(u, CURLUPART_QUERY, NULL, 0);
                 curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0);
-                if (curl_url_get(u, CURLUPART_URL, &tmp, 0) == CURLUE_OK) {
+                uc = curl_url_get(u, CURLUPART_URL, &tmp, 0);
+                if (uc == CURLUE_OK) {
                         out = strdup(tmp);
                         curl_free(tmp);
                 }
-        } else {
-                out = strdup("(unparsable URL)");
         }
+        if (uc != CURLUE_OK && uc != CURLUE_OUT_OF_MEMORY)
+                out = strdup("(unparsable URL)");
         curl_url_cleanup(u);
         return out;
 }
@@ -86,37 +104,81 @@ static void report_success(struct http_source *hs)
         hs->failures = 0;
 }
 
-static void send_pods(struct http_source *hs, json_object *arr)
+/*
+ * Memory (or, through libcurl, a resource) ran out: not the server's
+ * fault and not the body's.  Nothing was sent and nothing is remembered;
+ * the poll is tried again after 1 s doubling to the period.
+ */
+static void resource_failure(struct http_source *hs, const char *what, int r)
 {
-        struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_HTTP);
-        size_t n = arr ? json_object_array_length(arr) : 0;
-        struct buf err = BUF_INIT;
+        char detail[256];
 
-        if (!u)
-                goto oom;
-        for (size_t i = 0; i < n; i++) {
-                struct pod *p = NULL;
-
-                if (pod_from_json(json_object_array_get_idx(arr, i), &p, &err) < 0 ||
-                    pod_update_add(u, p) < 0) {
-                        pod_unref(p);
-                        pod_update_free(u);
-                        goto oom;
-                }
-                pod_unref(p);
-        }
-        source_stats_success(hs->stats, u->n_pods);
-        mux_channel_send(hs->ch, u);
-        buf_free(&err);
-        return;
-oom:
-        buf_free(&err);
-        report_failure(hs, "out of memory building an update", false);
+        hs->retry_delay = hs->retry_delay ? hs->retry_delay * 2 : hs->retry_base;
+        if (hs->retry_delay > hs->period)
+                hs->retry_delay = hs->period;
+        hs->resource_failed = 1;
+        (void)snprintf(detail, sizeof(detail), "%s: %s: trying again in %.1f s", what, ERRNO_STR(r),
+                       (double)hs->retry_delay / 1e6);
+        report_failure(hs, detail, false);
 }
 
+/* The pods as a SET on the channel.  0, or -ENOMEM with nothing sent (a
+ * pod that cannot be built is never left out of a SET). */
+static int send_pods(struct http_source *hs, json_object *arr)
+{
+        struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_HTTP);
+        size_t n = arr ? json_object_array_length(arr) : 0, n_pods;
+
+        if (!u)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct pod *p = NULL;
+                int r = pod_from_json(json_object_array_get_idx(arr, i), &p, NULL);
+
+                if (r == 0)
+                        r = pod_update_add(u, p);
+                pod_unref(p);
+                if (r < 0) {
+                        /* The pods were decoded and checked already: only
+                         * memory can fail here. */
+                        pod_update_free(u);
+                        return -ENOMEM;
+                }
+        }
+        n_pods = u->n_pods;
+        if (mux_channel_send(hs->ch, u) < 0)
+                return -ENOMEM;
+        source_stats_success(hs->stats, n_pods);
+        return 0;
+}
+
+/* Forgets the remembered body, then remembers the one just polled. */
+static void remember_body(struct http_source *hs, int ok)
+{
+        free(hs->last_body);
+        /* A non-empty buffer is handed over: this allocates nothing. */
+        hs->last_body = buf_steal(&hs->body, &hs->last_len);
+        if (!hs->last_body)
+                hs->last_len = 0;
+        hs->last_ok = ok;
+}
+
+static void forget_body(struct http_source *hs)
+{
+        free(hs->last_body);
+        hs->last_body = NULL;
+        hs->last_len = 0;
+        hs->last_ok = 0;
+}
+
+/* The next poll: one period after this one, or the retry pause after a
+ * resource failure (any other outcome ends the retries). */
 static void schedule_next(struct http_source *hs)
 {
-        loop_timer_arm(hs->timer, hs->period);
+        if (!hs->resource_failed)
+                hs->retry_delay = 0;
+        hs->resource_failed = 0;
+        loop_timer_arm(hs->timer, hs->retry_delay ? hs->retry_delay : hs->period);
 }
 
 static void handle_body(struct http_source *hs)
@@ -130,14 +192,17 @@ static void handle_body(struct http_source *hs)
         json_object *pods = NULL;
         const char *data = hs->body.data ? hs->body.data : "";
         size_t len = hs->body.len;
+        int r;
 
         if (len == 0) {
                 /* An empty body means "no pods": they are removed and the
                  * source counts as seen, as in the kubelet. */
-                free(hs->last_body);
-                hs->last_body = NULL;
-                hs->last_len = 0;
-                send_pods(hs, NULL);
+                forget_body(hs);
+                r = send_pods(hs, NULL);
+                if (r < 0) {
+                        resource_failure(hs, "cannot queue the empty update", r);
+                        return;
+                }
                 report_success(hs);
                 /* The kubelet reports this as an error after sending. */
                 log_warn("http source \"%s\": zero-length body: no pods from this source",
@@ -153,18 +218,17 @@ static void handle_body(struct http_source *hs)
                 log_debug("http source \"%s\": content unchanged", hs->url_log);
                 return;
         }
-        free(hs->last_body);
-        hs->last_body = buf_steal(&hs->body, &hs->last_len);
-        if (!hs->last_body) {
-                hs->last_len = 0;
-                return;
-        }
-        hs->last_ok = 0;
-        if (manifest_decode_pods(hs->last_body, hs->last_len, &ctx, &pods, &err) < 0) {
+        r = manifest_decode_pods(data, len, &ctx, &pods, &err);
+        if (r == -ENOMEM) {
+                resource_failure(hs, "out of memory decoding the body", r);
+        } else if (r < 0) {
+                /* Remembered, so it is reported once while it stays. */
                 report_failure(hs, err.data ? err.data : "invalid manifest", true);
+                remember_body(hs, 0);
+        } else if ((r = send_pods(hs, pods)) < 0) {
+                resource_failure(hs, "out of memory building the update", r);
         } else {
-                hs->last_ok = 1;
-                send_pods(hs, pods);
+                remember_body(hs, 1);
                 report_success(hs);
         }
         json_object_put(pods);
@@ -179,7 +243,12 @@ static void on_done(void *data, CURL *easy, CURLcode result)
 
         hs->easy = NULL;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        if (hs->body_too_large || result == CURLE_FILESIZE_EXCEEDED) {
+        if (hs->guard.mangled) {
+                /* Not the URL asked for: whatever came is not used. */
+                resource_failure(hs, "libcurl sent the request without its query", -ENOMEM);
+        } else if (hs->body_oom || result == CURLE_OUT_OF_MEMORY) {
+                resource_failure(hs, "out of memory receiving the body", -ENOMEM);
+        } else if (hs->body_too_large || result == CURLE_FILESIZE_EXCEEDED) {
                 buf_printf(&msg, "response body too large (limit %u bytes): ignored",
                            MANIFEST_MAX_BYTES - 1);
                 report_failure(hs, msg.data, false);
@@ -203,48 +272,67 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *data)
         struct http_source *hs = data;
         size_t n = size * nmemb;
 
+        if (hs->guard.mangled)
+                return 0;
         /* Bodies of MANIFEST_MAX_BYTES or more are refused, like files. */
-        if (hs->body.len + n >= MANIFEST_MAX_BYTES || buf_append(&hs->body, ptr, n) < 0) {
+        if (hs->body.len + n >= MANIFEST_MAX_BYTES) {
                 hs->body_too_large = 1;
+                return 0;
+        }
+        if (buf_append(&hs->body, ptr, n) < 0) {
+                hs->body_oom = 1;
                 return 0;
         }
         return n;
 }
 
+/* libcurl copies string options, which may run out of memory. */
+static int set_str(CURL *e, CURLoption opt, const char *v)
+{
+        return curl_easy_setopt(e, opt, v) == CURLE_OUT_OF_MEMORY ? -ENOMEM : 0;
+}
+
 static void poll_now(struct http_source *hs)
 {
         CURL *e = curl_easy_init();
-        struct buf ua = BUF_INIT;
         int r;
 
+        buf_reset(&hs->body);
+        hs->body_too_large = 0;
+        hs->body_oom = 0;
         if (!e) {
-                report_failure(hs, "cannot create an HTTP request", false);
+                resource_failure(hs, "cannot create an HTTP request", -ENOMEM);
                 schedule_next(hs);
                 return;
         }
-        buf_reset(&hs->body);
-        hs->body_too_large = 0;
-        buf_printf(&ua, "podmux/%s", PODMUX_VERSION);
-        curl_easy_setopt(e, CURLOPT_URL, hs->url);
+        if ((r = set_str(e, CURLOPT_URL, hs->url)) < 0 ||
+            (r = set_str(e, CURLOPT_PROTOCOLS_STR, "http,https")) < 0 ||
+            (r = set_str(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")) < 0 ||
+            (r = set_str(e, CURLOPT_ACCEPT_ENCODING, "")) < 0 || /* every encoding libcurl has */
+            (r = set_str(e, CURLOPT_USERAGENT, "podmux/" PODMUX_VERSION)) < 0) {
+                curl_easy_cleanup(e);
+                resource_failure(hs, "cannot set up the HTTP request", r);
+                schedule_next(hs);
+                return;
+        }
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)HTTP_SOURCE_MAX_REDIRECTS);
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(hs->timeout / 1000u));
-        curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* every encoding libcurl has */
-        curl_easy_setopt(e, CURLOPT_USERAGENT, ua.data);
         curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MANIFEST_MAX_BYTES - 1);
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, hs);
         if (hs->headers)
                 curl_easy_setopt(e, CURLOPT_HTTPHEADER, hs->headers);
-        buf_free(&ua);
+        curl_guard_arm(e, &hs->guard);
         r = curl_loop_add(hs->cl, e, on_done, hs);
         if (r < 0) {
                 curl_easy_cleanup(e);
-                report_failure(hs, "cannot start the HTTP request", false);
+                if (r == -ENOMEM)
+                        resource_failure(hs, "cannot start the HTTP request", r);
+                else
+                        report_failure(hs, "cannot start the HTTP request", false);
                 schedule_next(hs);
                 return;
         }
@@ -280,6 +368,10 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
 
                 if (uc == CURLUE_OK)
                         uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+                if (uc == CURLUE_OUT_OF_MEMORY) {
+                        curl_url_cleanup(u);
+                        return -ENOMEM;
+                }
                 if (uc != CURLUE_OK || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
                         buf_printf(err, "--manifest-url: \"%s\" is not an http:// or https:// URL",
                                    uc == CURLUE_OK ? scheme : "(unparsable)");
@@ -297,6 +389,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         hs->cl = cl;
         hs->ch = ch;
         hs->period = cfg->period_usec ? cfg->period_usec : HTTP_SOURCE_DEFAULT_PERIOD_USEC;
+        hs->retry_base = cfg->retry_usec ? cfg->retry_usec : HTTP_SOURCE_RETRY_USEC;
         hs->timeout = cfg->timeout_usec ? cfg->timeout_usec : HTTP_SOURCE_TIMEOUT_USEC;
         /* A request never outlives the period it belongs to. */
         if (hs->timeout > hs->period)
@@ -316,10 +409,11 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                 /* "Name:" with an empty value would make libcurl drop the
                  * header; "Name;" sends it empty. */
                 if (cfg->headers[i].value[0])
-                        buf_printf(&line, "%s: %s", cfg->headers[i].name, cfg->headers[i].value);
+                        r = buf_printf(&line, "%s: %s", cfg->headers[i].name, cfg->headers[i].value);
                 else
-                        buf_printf(&line, "%s;", cfg->headers[i].name);
-                n = line.data ? curl_slist_append(hs->headers, line.data) : NULL;
+                        r = buf_printf(&line, "%s;", cfg->headers[i].name);
+                n = r == 0 ? curl_slist_append(hs->headers, line.data) : NULL;
+                r = -ENOMEM;
                 buf_free(&line);
                 if (!n)
                         goto fail;
@@ -338,6 +432,14 @@ int http_source_start(struct http_source *hs)
 {
         poll_now(hs);
         return 0;
+}
+
+void http_source_poll(struct http_source *hs)
+{
+        if (!hs->easy) {
+                loop_timer_stop(hs->timer);
+                poll_now(hs);
+        }
 }
 
 void http_source_free(struct http_source *hs)

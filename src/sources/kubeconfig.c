@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,6 +82,21 @@ bad:
 
 /* ---- helpers over the decoded YAML ------------------------------------------------ */
 
+/* -EINVAL with the message in err, or -ENOMEM if it cannot be written: a
+ * file is never refused without saying why. */
+static int say(struct buf *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int say(struct buf *err, const char *fmt, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = buf_vprintf(err, fmt, ap);
+        va_end(ap);
+        return r < 0 ? -ENOMEM : -EINVAL;
+}
+
 static json_object *member(json_object *o, const char *key)
 {
         json_object *v = NULL;
@@ -146,14 +162,13 @@ static int load_pair(json_object *o, const char *field, const char *dir, const c
         snprintf(data_key, sizeof(data_key), "%s-data", field);
         data = string_member(o, data_key);
         if (file && data) {
-                buf_printf(err, "%s: both %s and %s are set (use one)", where, field, data_key);
-                return -EINVAL;
+                return say(err, "%s: both %s and %s are set (use one)", where, field, data_key);
         }
         if (data) {
                 int r = kube_base64_decode(data, strlen(data), &ret_data->data, &ret_data->len);
 
                 if (r == -EINVAL)
-                        buf_printf(err, "%s: %s is not valid base64", where, data_key);
+                        r = say(err, "%s: %s is not valid base64", where, data_key);
                 return r;
         }
         if (file) {
@@ -199,12 +214,15 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         r = manifest_read_file(path, &data, &len, &e);
         if (r == 0)
                 r = yaml_to_json(data, len, &root, &e);
-        if (r == 0 && !json_object_is_type(root, json_type_object)) {
-                buf_puts(&e, "not a mapping");
-                r = -EINVAL;
-        }
+        if (r == 0 && !json_object_is_type(root, json_type_object))
+                r = say(&e, "not a mapping");
+        if (r == -ENOMEM)
+                goto out;
         if (r < 0) {
-                buf_printf(err, "kubeconfig \"%s\": %s", path, e.data ? e.data : "unreadable");
+                int m = say(err, "kubeconfig \"%s\": %s", path, e.data ? e.data : "unreadable");
+
+                if (m == -ENOMEM)
+                        r = m;
                 goto out;
         }
         r = -EINVAL;
@@ -217,37 +235,37 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         }
         ctx_name = context ? context : string_member(root, "current-context");
         if (!ctx_name) {
-                buf_printf(err, "kubeconfig \"%s\": current-context is not set", path);
+                r = say(err, "kubeconfig \"%s\": current-context is not set", path);
                 goto out;
         }
         ctx = named_entry(root, "contexts", "context", ctx_name);
         if (!ctx) {
-                buf_printf(err, "kubeconfig \"%s\": context \"%s\" not found in contexts", path, ctx_name);
+                r = say(err, "kubeconfig \"%s\": context \"%s\" not found in contexts", path, ctx_name);
                 goto out;
         }
         cluster_name = string_member(ctx, "cluster");
         if (!cluster_name) {
-                buf_printf(err, "kubeconfig \"%s\": context \"%s\" has no cluster", path, ctx_name);
+                r = say(err, "kubeconfig \"%s\": context \"%s\" has no cluster", path, ctx_name);
                 goto out;
         }
         cluster = named_entry(root, "clusters", "cluster", cluster_name);
         if (!cluster) {
-                buf_printf(err, "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters",
-                           path, cluster_name, ctx_name);
+                r = say(err, "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters",
+                        path, cluster_name, ctx_name);
                 goto out;
         }
         user_name = string_member(ctx, "user");
         if (user_name) {
                 user = named_entry(root, "users", "user", user_name);
                 if (!user) {
-                        buf_printf(err, "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
-                                   path, user_name, ctx_name);
+                        r = say(err, "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
+                                path, user_name, ctx_name);
                         goto out;
                 }
         }
         s = string_member(cluster, "server");
         if (!s) {
-                buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": server is not set", path, cluster_name);
+                r = say(err, "kubeconfig \"%s\": cluster \"%s\": server is not set", path, cluster_name);
                 goto out;
         }
         if ((r = normalize_server(s, &c.server)) < 0 || (r = set_dup(&c.context, ctx_name)) < 0)
@@ -258,19 +276,21 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 const char *host = strstr(c.server, "://");
 
                 if (!host || !host[3] || strchr("/?#", host[3])) {
-                        buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
-                                   cluster_name, s);
-                        r = -EINVAL;
+                        r = say(err, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
+                                cluster_name, s);
                         goto out;
                 }
         }
         r = -EINVAL;
         if (string_member(cluster, "proxy-url")) {
-                buf_printf(err, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
-                           cluster_name);
+                r = say(err, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
+                        cluster_name);
                 goto out;
         }
-        buf_printf(&where, "kubeconfig \"%s\": cluster \"%s\"", path, cluster_name);
+        if (buf_printf(&where, "kubeconfig \"%s\": cluster \"%s\"", path, cluster_name) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
         if ((r = load_pair(cluster, "certificate-authority", dir, where.data, &c.ca_file, &c.ca_data,
                            err)) < 0)
                 goto out;
@@ -278,9 +298,9 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         v = member(cluster, "insecure-skip-tls-verify");
         c.insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
         if (c.insecure && (c.ca_file || c.ca_data.data)) {
-                buf_printf(err, "%s: certificate-authority and insecure-skip-tls-verify are both set "
-                                "(a root certificate with the insecure flag is not allowed)",
-                           where.data);
+                r = say(err, "%s: certificate-authority and insecure-skip-tls-verify are both set "
+                             "(a root certificate with the insecure flag is not allowed)",
+                        where.data);
                 goto out;
         }
         if ((r = set_dup(&c.tls_server_name, string_member(cluster, "tls-server-name"))) < 0)
@@ -288,11 +308,14 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         r = -EINVAL;
         if (user) {
                 buf_reset(&where);
-                buf_printf(&where, "kubeconfig \"%s\": user \"%s\"", path, user_name);
+                if (buf_printf(&where, "kubeconfig \"%s\": user \"%s\"", path, user_name) < 0) {
+                        r = -ENOMEM;
+                        goto out;
+                }
                 for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
                         if (member(user, unsupported_user_fields[i])) {
-                                buf_printf(err, "%s: %s is not supported (use a token, a token file or a client certificate)",
-                                           where.data, unsupported_user_fields[i]);
+                                r = say(err, "%s: %s is not supported (use a token, a token file or a client certificate)",
+                                        where.data, unsupported_user_fields[i]);
                                 goto out;
                         }
                 }
@@ -303,9 +326,9 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                         goto out;
                 r = -EINVAL;
                 if ((c.cert_file || c.cert_data.data) != (c.key_file || c.key_data.data)) {
-                        buf_printf(err, "%s: %s is set without %s", where.data,
-                                   c.cert_file || c.cert_data.data ? "client-certificate" : "client-key",
-                                   c.cert_file || c.cert_data.data ? "client-key" : "client-certificate");
+                        r = say(err, "%s: %s is set without %s", where.data,
+                                c.cert_file || c.cert_data.data ? "client-certificate" : "client-key",
+                                c.cert_file || c.cert_data.data ? "client-key" : "client-certificate");
                         goto out;
                 }
                 if ((r = set_dup(&c.token, string_member(user, "token"))) < 0)
@@ -342,25 +365,23 @@ int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struc
         memset(&c, 0, sizeof(c));
         if (!sa_dir)
                 sa_dir = KUBE_SERVICE_ACCOUNT_DIR;
-        if (!host || !host[0] || !port || !port[0]) {
-                buf_puts(err, "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
-                return -EINVAL;
-        }
+        if (!host || !host[0] || !port || !port[0])
+                return say(err, "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
         /* An IPv6 host gets brackets. */
         if (buf_printf(&b, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port) < 0)
                 goto fail;
         c.server = buf_steal(&b, NULL);
-        buf_printf(&b, "%s/token", sa_dir);
+        if (buf_printf(&b, "%s/token", sa_dir) < 0)
+                goto fail;
         c.token_file = buf_steal(&b, NULL);
-        buf_printf(&b, "%s/ca.crt", sa_dir);
+        if (buf_printf(&b, "%s/ca.crt", sa_dir) < 0)
+                goto fail;
         c.ca_file = buf_steal(&b, NULL);
         c.context = strdup("in-cluster");
         if (!c.server || !c.token_file || !c.ca_file || !c.context)
                 goto fail;
         if (stat(c.token_file, &st) < 0) {
-                buf_printf(err, "--in-cluster: service account token \"%s\": %s", c.token_file,
-                           ERRNO_STR(errno));
-                r = -EINVAL;
+                r = say(err, "--in-cluster: service account token \"%s\": %s", c.token_file, ERRNO_STR(errno));
                 goto fail;
         }
         /* client-go falls back to the system roots when ca.crt is missing. */

@@ -48,7 +48,9 @@
 struct errs {
         struct buf *b;
         int n;
-        bool oom; /* a check could not allocate: the result is -ENOMEM */
+        /* A check, or the message, could not allocate: the result is
+         * -ENOMEM (a message with pieces missing is never reported). */
+        bool oom;
 };
 
 static void errs_vadd(struct errs *e, const char *path, const char *fmt, va_list ap)
@@ -56,13 +58,10 @@ static void errs_vadd(struct errs *e, const char *path, const char *fmt, va_list
         e->n++;
         if (!e->b)
                 return;
-        if (e->n > 1)
-                buf_puts(e->b, "; ");
-        if (path && *path) {
-                buf_puts(e->b, path);
-                buf_puts(e->b, ": ");
-        }
-        buf_vprintf(e->b, fmt, ap);
+        if ((e->n > 1 && buf_puts(e->b, "; ") < 0) ||
+            (path && *path && (buf_puts(e->b, path) < 0 || buf_puts(e->b, ": ") < 0)) ||
+            buf_vprintf(e->b, fmt, ap) < 0)
+                e->oom = true;
 }
 
 static void errs_add(struct errs *e, const char *path, const char *fmt, ...)
@@ -84,12 +83,9 @@ static void errs_value(struct errs *e, const char *path, const char *what,
         e->n++;
         if (!e->b)
                 return;
-        if (e->n > 1)
-                buf_puts(e->b, "; ");
-        buf_printf(e->b, "%s: %s: ", path, what);
-        buf_json_string(e->b, value, strlen(value));
-        if (tail)
-                buf_puts(e->b, tail);
+        if ((e->n > 1 && buf_puts(e->b, "; ") < 0) || buf_printf(e->b, "%s: %s: ", path, what) < 0 ||
+            buf_json_string(e->b, value, strlen(value)) < 0 || (tail && buf_puts(e->b, tail) < 0))
+                e->oom = true;
 }
 
 static void errs_invalid(struct errs *e, const char *path, const char *value, const char *msg)
@@ -207,11 +203,7 @@ static int put(json_object *o, const char *key, json_object *v)
 {
         if (!v)
                 return -ENOMEM;
-        if (json_object_object_add(o, key, v) != 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
+        return json_put(o, key, v);
 }
 
 static int put_str(json_object *o, const char *key, const char *s)
@@ -731,11 +723,9 @@ static int default_container(json_object *c, bool host_network)
                                 break;
                         if (json_object_object_get_ex(req, k, NULL))
                                 continue;
-                        if (json_object_deep_copy(v, &copy, NULL) != 0) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        r = put(req, k, copy);
+                        r = json_copy(v, &copy);
+                        if (r == 0)
+                                r = json_put(req, k, copy);
                 }
         }
         return r;
@@ -1121,7 +1111,7 @@ static bool set_seen(struct errs *e, json_object *set, const char *name)
 {
         if (json_object_object_get_ex(set, name, NULL))
                 return true;
-        if (json_object_object_add(set, name, NULL) != 0)
+        if (json_put(set, name, NULL) < 0)
                 e->oom = true;
         return false;
 }
@@ -1608,15 +1598,20 @@ static bool api_object_reference(json_object *pod, struct apiref *a)
 static int fail(struct buf *err, int code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* code, or -ENOMEM when the message cannot be written: a manifest is
+ * never rejected without its reason (the caller retries instead). */
 static int fail(struct buf *err, int code, const char *fmt, ...)
 {
         va_list ap;
+        int r;
 
         if (err) {
                 buf_reset(err);
                 va_start(ap, fmt);
-                buf_vprintf(err, fmt, ap);
+                r = buf_vprintf(err, fmt, ap);
                 va_end(ap);
+                if (r < 0)
+                        return -ENOMEM;
         }
         return code;
 }
@@ -1636,10 +1631,10 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct b
         path_init(&p, "");
         check_fields(&e, &p, pod, f_pod);
         if (e.n > 0)
-                return -EINVAL;
+                return e.oom ? -ENOMEM : -EINVAL;
         if (!*get_str(get(pod, "metadata"), "name")) {
                 errs_add(&e, "metadata.name", "Required value: name is needed for the pod");
-                return -EINVAL;
+                return e.oom ? -ENOMEM : -EINVAL;
         }
         /* A pinned UID is used verbatim (and so is its config.hash); it is
          * copied because source_defaults() rewrites the member. */
@@ -1676,7 +1671,7 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct b
                         errs_add(&e, a.path, "static pods may not reference %s", a.resource);
                 else
                         errs_add(&e, a.path, "%s", a.detail);
-                r = -EINVAL;
+                r = e.oom ? -ENOMEM : -EINVAL;
         }
 out:
         free(pinned);
@@ -1749,19 +1744,16 @@ int manifest_decode_pod(const char *data, size_t len, const struct manifest_ctx 
         int r;
 
         r = parse(data, len, &root, err);
-        if (r < 0)
-                return r;
-        r = check_type_meta(root, false, &kind, err);
-        if (r < 0)
-                goto out;
-        r = decode_one(root, ctx, err);
-        if (r == -ENOMEM && err)
-                buf_reset(err);
-        if (r < 0)
-                goto out;
-        *ret_pod = root;
-        root = NULL;
-out:
+        if (r == 0)
+                r = check_type_meta(root, false, &kind, err);
+        if (r == 0)
+                r = decode_one(root, ctx, err);
+        if (r == 0) {
+                *ret_pod = root;
+                root = NULL;
+        } else if (r == -ENOMEM && err) {
+                buf_reset(err); /* nothing half-written */
+        }
         json_object_put(root);
         return r;
 }
@@ -1776,7 +1768,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
 
         r = parse(data, len, &root, err);
         if (r < 0)
-                return r;
+                goto done;
         r = check_type_meta(root, true, &kind, err);
         if (r < 0)
                 goto done;
@@ -1814,7 +1806,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 r = decode_one(item, ctx, &msg);
                 if (r < 0) {
                         if (r != -ENOMEM)
-                                fail(err, r, "items[%zu]: %s", i, msg.data ? msg.data : "");
+                                r = fail(err, r, "items[%zu]: %s", i, msg.data ? msg.data : "");
                         goto done;
                 }
                 if (json_object_array_add(out, json_object_get(item)) != 0) {
@@ -1862,7 +1854,7 @@ int manifest_read_file(const char *path, char **ret_data, size_t *ret_len, struc
 
         if (stat(path, &st) < 0) {
                 r = -errno;
-                fail(err, r, "%s", ERRNO_STR(r));
+                r = fail(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -1879,12 +1871,12 @@ int manifest_read_file(const char *path, char **ret_data, size_t *ret_len, struc
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 r = -errno;
-                fail(err, r, "%s", ERRNO_STR(r));
+                r = fail(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                fail(err, r, "%s", ERRNO_STR(r));
+                r = fail(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -1926,7 +1918,7 @@ int manifest_read_file(const char *path, char **ret_data, size_t *ret_len, struc
                         if (errno == EINTR || errno == EAGAIN)
                                 continue;
                         r = -errno;
-                        fail(err, r, "read: %s", ERRNO_STR(r));
+                        r = fail(err, r, "read: %s", ERRNO_STR(r));
                         goto out;
                 }
                 if (n == 0)

@@ -5,8 +5,11 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <json-c/linkhash.h>
 
 #include "podmux/json_canon.h"
 #include "podmux/json_parse.h"
@@ -74,8 +77,10 @@ static int put_scalar(struct buf *out, json_object *v)
                 return buf_puts(out, json_object_get_boolean(v) ? "true" : "false");
         case json_type_int:
         case json_type_double:
+                /* An empty text is a failed append too: json-c's printer
+                 * of a number kept with its spelling ignores it. */
                 text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
-                return text ? buf_puts(out, text) : -ENOMEM;
+                return text && text[0] ? buf_puts(out, text) : -ENOMEM;
         case json_type_string:
                 return buf_json_string(out, json_object_get_string(v),
                                        (size_t)json_object_get_string_len(v));
@@ -184,6 +189,97 @@ void fnv128_hex(const uint8_t digest[16], char out[33])
                 out[2 * i + 1] = hex[digest[i] & 15];
         }
         out[32] = '\0';
+}
+
+/* ---- checked building ---------------------------------------------------- */
+
+int json_put(json_object *o, const char *key, json_object *v)
+{
+        struct lh_table *t = json_object_get_object(o);
+
+        /* json-c 0.16 leaks its copy of a new key when the table cannot
+         * grow, so the table is grown here first, where a failure costs
+         * nothing; then the add cannot need memory but for the key. */
+        if (t && !json_object_object_get_ex(o, key, NULL) && t->count >= t->size * LH_LOAD_FACTOR &&
+            (t->size > INT32_MAX / 2 || lh_table_resize(t, t->size * 2) != 0)) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        if (json_object_object_add(o, key, v) != 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int json_copy(json_object *src, json_object **ret)
+{
+        json_object *dst = NULL;
+        int r = 0;
+
+        switch (json_object_get_type(src)) {
+        case json_type_null:
+                *ret = NULL;
+                return 0;
+        case json_type_boolean:
+                dst = json_object_new_boolean(json_object_get_boolean(src));
+                break;
+        case json_type_int:
+                /* int64 or uint64, as stored. */
+                dst = json_object_get_int64(src) >= 0 && json_object_get_uint64(src) > INT64_MAX
+                              ? json_object_new_uint64(json_object_get_uint64(src))
+                              : json_object_new_int64(json_object_get_int64(src));
+                break;
+        case json_type_double: {
+                /* The spelling the number was decoded with goes along. */
+                const char *text = json_object_to_json_string_ext(src, JSON_C_TO_STRING_PLAIN);
+
+                if (!text || !text[0])
+                        return -ENOMEM;
+                dst = json_object_new_double_s(json_object_get_double(src), text);
+                break;
+        }
+        case json_type_string:
+                dst = json_object_new_string_len(json_object_get_string(src), json_object_get_string_len(src));
+                break;
+        case json_type_array: {
+                size_t n = json_object_array_length(src);
+
+                dst = json_object_new_array_ext(n > 0 && n < INT32_MAX ? (int)n : 1);
+                for (size_t i = 0; dst && r == 0 && i < n; i++) {
+                        json_object *el = NULL;
+
+                        r = json_copy(json_object_array_get_idx(src, i), &el);
+                        if (r == 0 && json_object_array_add(dst, el) != 0) {
+                                json_object_put(el);
+                                r = -ENOMEM;
+                        }
+                }
+                break;
+        }
+        case json_type_object:
+                dst = json_object_new_object();
+                if (!dst)
+                        break;
+                json_object_object_foreach(src, k, v) {
+                        json_object *el = NULL;
+
+                        r = json_copy(v, &el);
+                        if (r == 0)
+                                r = json_put(dst, k, el);
+                        if (r < 0)
+                                break;
+                }
+                break;
+        }
+        if (!dst)
+                return -ENOMEM;
+        if (r < 0) {
+                json_object_put(dst);
+                return r;
+        }
+        *ret = dst;
+        return 0;
 }
 
 int json_parse_text(const char *text, size_t len, json_object **ret_obj,

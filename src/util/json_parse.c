@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <json-c/linkhash.h>
-
+#include "podmux/json_canon.h"
 #include "podmux/json_parse.h"
 
 struct parser {
@@ -28,16 +27,18 @@ struct parser {
 };
 
 /* A syntax error at the current byte.  -EINVAL, or -EAGAIN when the text
- * simply ended (a caller with more text to come may try again). */
+ * simply ended (a caller with more text to come may try again); -ENOMEM
+ * when the message cannot be written (an error without its reason would
+ * be taken for the input's fault). */
 static int fail(struct parser *p, const char *what)
 {
         if (p->pos >= p->len) {
-                if (p->err)
-                        (void)buf_puts(p->err, "unexpected end of JSON input");
+                if (p->err && buf_puts(p->err, "unexpected end of JSON input") < 0)
+                        return -ENOMEM;
                 return -EAGAIN;
         }
-        if (p->err)
-                (void)buf_printf(p->err, "byte %zu: %s", p->pos, what);
+        if (p->err && buf_printf(p->err, "byte %zu: %s", p->pos, what) < 0)
+                return -ENOMEM;
         return -EINVAL;
 }
 
@@ -50,25 +51,6 @@ static void skip_ws(struct parser *p)
                         return;
                 p->pos++;
         }
-}
-
-int json_object_add(json_object *obj, const char *key, json_object *val)
-{
-        struct lh_table *t = json_object_get_object(obj);
-
-        /* json-c 0.16 copies the key, then grows its table if needed, and
-         * drops the copy if growing fails; growing first means the insert
-         * cannot fail past the copy. */
-        if (t && t->count >= t->size * LH_LOAD_FACTOR && !json_object_object_get_ex(obj, key, NULL) &&
-            (t->size > INT_MAX / 2 || lh_table_resize(t, t->size * 2) != 0)) {
-                json_object_put(val);
-                return -ENOMEM;
-        }
-        if (json_object_object_add(obj, key, val) < 0) {
-                json_object_put(val);
-                return -ENOMEM;
-        }
-        return 0;
 }
 
 static int hex4(const char *s, unsigned *ret)
@@ -407,7 +389,7 @@ static int parse_object(struct parser *p, unsigned depth, json_object **ret)
                 r = parse_value(p, depth, &v);
                 if (r < 0)
                         goto fail;
-                r = json_object_add(obj, key, v);
+                r = json_put(obj, key, v);
                 if (r < 0)
                         goto fail;
                 if (key != small)
@@ -496,8 +478,8 @@ static int run(struct parser *p, json_object **ret_obj)
         int r;
 
         if (p->len > (size_t)INT32_MAX) {
-                if (p->err)
-                        (void)buf_puts(p->err, "JSON text too large");
+                if (p->err && buf_puts(p->err, "JSON text too large") < 0)
+                        return -ENOMEM;
                 return -EFBIG;
         }
         r = parse_value(p, 0, &o);
@@ -532,9 +514,9 @@ int json_parse(const char *text, size_t len, unsigned max_depth, json_object **r
                 return r;
         skip_ws(&p);
         if (p.pos < len) {
-                if (err)
-                        (void)buf_printf(err, "byte %zu: unexpected data after the JSON value", p.pos);
                 json_object_put(o);
+                if (err && buf_printf(err, "byte %zu: unexpected data after the JSON value", p.pos) < 0)
+                        return -ENOMEM;
                 return -EINVAL;
         }
         *ret_obj = o;

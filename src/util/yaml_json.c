@@ -41,6 +41,7 @@
 #include <json-c/linkhash.h>
 #include <yaml.h>
 
+#include "podmux/json_canon.h"
 #include "podmux/yaml_json.h"
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
@@ -88,18 +89,24 @@ struct conv {
 static int fail_at(struct conv *c, yaml_mark_t mark, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* -EINVAL with the message in c->err, or -ENOMEM if the message cannot be
+ * built: a caller must never report a document as bad without saying
+ * why, and a retry will say it. */
 static int fail_at(struct conv *c, yaml_mark_t mark, const char *fmt, ...)
 {
         va_list ap;
+        int r;
 
         if (!c->err)
                 return -EINVAL;
         buf_reset(c->err);
-        buf_printf(c->err, "line %zu, column %zu: ", mark.line + 1, mark.column + 1);
-        va_start(ap, fmt);
-        buf_vprintf(c->err, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
+        r = buf_printf(c->err, "line %zu, column %zu: ", mark.line + 1, mark.column + 1);
+        if (r == 0) {
+                va_start(ap, fmt);
+                r = buf_vprintf(c->err, fmt, ap);
+                va_end(ap);
+        }
+        return r < 0 ? -ENOMEM : -EINVAL;
 }
 
 /* libyaml reports reader errors (bad encoding, control characters) as a
@@ -717,6 +724,8 @@ static int json_to_key(struct conv *c, json_object *o, yaml_mark_t mark, char **
                 /* json-c prints int64 and uint64 values exactly. */
                 v.kind = SV_STRING;
                 v.text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+                if (!v.text || !v.text[0])
+                        return -ENOMEM;
                 v.len = strlen(v.text);
                 break;
         case json_type_double:
@@ -808,10 +817,8 @@ static int merge_into(struct conv *c, json_object *dst, json_object *src, yaml_m
 {
         if (json_object_is_type(src, json_type_object)) {
                 json_object_object_foreach(src, k, v) {
-                        if (json_object_object_add(dst, k, json_object_get(v)) != 0) {
-                                json_object_put(v);
+                        if (json_put(dst, k, json_object_get(v)) < 0)
                                 return -ENOMEM;
-                        }
                 }
                 return 0;
         }
@@ -856,13 +863,12 @@ static int attach(struct conv *c, json_object *node, int height, yaml_mark_t mar
                 return 0;
         }
         /* A mapping value: the key was set by the caller beforehand. */
-        if (f->merge)
+        if (f->merge) {
                 r = merge_into(c, f->node, node, mark);
-        else if (json_object_object_add(f->node, f->key, node) != 0)
-                r = -ENOMEM;
-        else
-                node = NULL; /* owned by the mapping now */
-        json_object_put(node);
+                json_object_put(node);
+        } else {
+                r = json_put(f->node, f->key, node); /* takes node */
+        }
         free(f->key);
         f->key = NULL;
         f->merge = false;
@@ -968,8 +974,8 @@ static int on_alias(struct conv *c, const yaml_event_t *ev)
                 return r;
         /* A copy, not a shared reference: callers edit the tree (defaults
          * of one container must not appear in another). */
-        if (a->node && json_object_deep_copy(a->node, &copy, NULL) != 0)
-                return -ENOMEM;
+        if (a->node && (r = json_copy(a->node, &copy)) < 0)
+                return r;
         return attach(c, copy, a->height, ev->start_mark);
 }
 
@@ -1103,11 +1109,12 @@ int yaml_to_json(const char *text, size_t len, json_object **ret_obj, struct buf
                 yaml_event_delete(&ev);
         }
         if (r == 0 && (!in_doc || !c.root)) {
+                r = -ENODATA;
                 if (err) {
                         buf_reset(err);
-                        buf_puts(err, "empty document");
+                        if (buf_puts(err, "empty document") < 0)
+                                r = -ENOMEM;
                 }
-                r = -ENODATA;
         }
         if (r == 0) {
                 *ret_obj = c.root;

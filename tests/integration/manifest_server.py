@@ -13,6 +13,9 @@ every request:
     srv.set(body=..., delay=3)                 # answer after 3 s
     srv.set(body=..., gzip=True)               # Content-Encoding: gzip
     srv.set(body=..., cut=100)                 # close after 100 body bytes
+    srv.set(body=..., cut=100, reset=True)     # ... with a TCP reset (RST)
+    srv.set(body=..., chunked=True)            # HTTP/1.1 chunked encoding
+    srv.set(body=..., chunked=True, cut=100)   # no last chunk: cut short
     srv.set(body=..., content_length=False)    # body delimited by close
     srv.script([{"status": 500}, {"body": b"..."}])  # one per request
     srv.redirects("/start", 3, "/final")       # /start -> ... -> /final
@@ -32,6 +35,7 @@ import gzip as _gzip
 import http.server
 import select
 import socket
+import struct
 import threading
 import time
 import urllib.parse
@@ -41,7 +45,8 @@ class Response:
     """What the server answers for one path."""
 
     def __init__(self, body=b"", status=200, delay=0.0, gzip=False,
-                 headers=(), cut=None, content_length=True, location=None):
+                 headers=(), cut=None, content_length=True, location=None,
+                 reset=False, chunked=False):
         if isinstance(body, str):
             body = body.encode()
         self.body = body
@@ -52,6 +57,8 @@ class Response:
         self.cut = cut
         self.content_length = content_length
         self.location = location
+        self.reset = reset
+        self.chunked = chunked
 
 
 class Request:
@@ -128,6 +135,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = resp.body
         if resp.gzip:
             body = _gzip.compress(body)
+        if resp.chunked:
+            return self._answer_chunked(resp, body)
         self.send_response(resp.status)
         if resp.location is not None:
             self.send_header("Location", resp.location)
@@ -144,15 +153,49 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             # Abrupt end: no more bytes although Content-Length promised
             # more.
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self.close_connection = True
+            self._end_abruptly(resp.reset)
             return "cut"
         view = memoryview(body)
         for i in range(0, len(body), 1 << 16):
             self.wfile.write(view[i:i + (1 << 16)])
+        return "sent"
+
+    def _end_abruptly(self, reset):
+        """Closes the connection: with a TCP reset (SO_LINGER 0), or an
+        orderly FIN."""
+        try:
+            if reset:
+                self.connection.setsockopt(socket.SOL_SOCKET,
+                                           socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def _answer_chunked(self, resp, body):
+        """HTTP/1.1 with Transfer-Encoding: chunked, in chunks of 64 bytes;
+        with cut, the stream ends after that many body bytes, without the
+        last (empty) chunk."""
+        head = ["HTTP/1.1 %d X" % resp.status,
+                "Transfer-Encoding: chunked", "Connection: close",
+                "Content-Type: application/yaml"]
+        if resp.gzip:
+            head.append("Content-Encoding: gzip")
+        head += ["%s: %s" % kv for kv in resp.headers]
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        end = len(body) if resp.cut is None else resp.cut
+        for i in range(0, end, 64):
+            piece = body[i:min(i + 64, end)]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.flush()
+        if resp.cut is not None:
+            self._end_abruptly(resp.reset)
+            return "cut"
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
         return "sent"
 
 

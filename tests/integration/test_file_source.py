@@ -9,6 +9,7 @@ the rest run in incremental mode (the kubelet's)."""
 import json
 import os
 import shutil
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -1003,6 +1004,45 @@ def _(t):
                "and dangling-symlink tests cover unreadable entries")
     bad_runtime(t, "secret.yaml", pod_yaml("secret"),
                 harness.UNREADABLE_WORDS, chmod=0)
+
+
+@test("a burst of 5,000 manifests: during it, status requests are answered, "
+      "a new consumer is brought in sync and SIGHUP is taken; every pod "
+      "arrives, then every deletion; SIGTERM ends the daemon cleanly")
+def _(t):
+    n = 5000
+    m, d, c, _ = setup(t, {}, freq="1h")
+    c.read_initial()
+    stage = t.mkdir("stage")
+    names = []
+    for i in range(n):
+        fname = "b%05d.yaml" % i
+        write_file(os.path.join(stage, fname), pod_yaml("b%05d" % i))
+        names.append(fname)
+    for fname in names:
+        os.rename(os.path.join(stage, fname), os.path.join(m, fname))
+    # The loop answers while the burst is read (no timing is asserted:
+    # that each is served at all, before every pod is in, is the point).
+    r = t.run_cmd(["status", "--socket", d.sock, "-o", "json"])
+    if r.returncode != 0:
+        raise AssertionError("podmux status during the burst: exit %d: %s" %
+                             (r.returncode, r.stderr[-300:]))
+    st = json.loads(r.stdout)
+    late = d.connect()
+    late.read_initial()
+    d.send_signal(signal.SIGHUP)
+    c.wait_state(lambda s: len(s.names()) == n, "all %d pods" % n,
+                 timeout=harness.T_WAIT * 4)
+    late.wait_state(lambda s: len(s.names()) == n, "all %d pods (late "
+                    "consumer)" % n, timeout=harness.T_WAIT * 4)
+    if not isinstance(st.get("sources"), list):
+        raise AssertionError("status without sources: %r" % st)
+    for fname in names:
+        os.unlink(os.path.join(m, fname))
+    c.wait_state(lambda s: not s.names(), "no pods", timeout=harness.T_WAIT * 4)
+    rc = d.stop()
+    if rc != 0:
+        raise AssertionError("podmux exited %s after SIGTERM" % rc)
 
 
 if __name__ == "__main__":

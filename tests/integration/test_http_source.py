@@ -471,6 +471,30 @@ def _set_cut(t, srv):
     srv.set(body=body, cut=200)
 
 
+def _valid_prefix_list():
+    """A YAML PodList of two pods and the length of its first part, which
+    is itself a valid PodList of the first pod alone: a body cut there
+    must not be mistaken for the whole."""
+    body = pod_list(pod_obj("evil"), pod_obj("evil2"), fmt="yaml")
+    cut = body.index("\n  - ", body.index("\n  - ") + 1) + 1
+    return body, cut
+
+
+def _set_reset(t, srv):
+    body, cut = _valid_prefix_list()
+    srv.set(body=body, cut=cut, reset=True)
+
+
+def _set_chunked_cut(t, srv):
+    body, cut = _valid_prefix_list()
+    srv.set(body=body, chunked=True, cut=cut)
+
+
+def _set_chunked_reset(t, srv):
+    body, cut = _valid_prefix_list()
+    srv.set(body=body, chunked=True, cut=cut, reset=True)
+
+
 def _set_10mib(t, srv):
     srv.set(body=sized_manifest("evil", MIB10))
 
@@ -516,6 +540,15 @@ FAILURES = {
     "connection closed mid-body": (
         _set_cut, ("partial", "closed", "incomplete", "transfer", "short",
                    "receive", "recv", "eof"), "500ms", False),
+    "connection reset mid-body (what came is a valid PodList)": (
+        _set_reset, ("partial", "reset", "receiv", "recv", "transfer"),
+        "500ms", False),
+    "chunked body cut before its last chunk (what came is a valid PodList)": (
+        _set_chunked_cut, ("partial", "closed", "transfer", "chunk",
+                           "receiv", "recv"), "500ms", False),
+    "chunked body cut by a reset (what came is a valid PodList)": (
+        _set_chunked_reset, ("partial", "reset", "transfer", "chunk",
+                             "receiv", "recv"), "500ms", False),
     "body of exactly 10 MiB (Content-Length)": (
         _set_10mib, harness.TOO_LARGE_WORDS, "1s", False),
     "body of exactly 10 MiB (no Content-Length)": (

@@ -372,7 +372,7 @@ END_TEST
 /* ---- folding ------------------------------------------------------------------- */
 
 struct keeper {
-        struct pod_update *got[8]; /* merged records, kept */
+        struct pod_update *got[MUX_FOLD_BACKLOG + 8]; /* merged records, kept */
         size_t n;
         struct mux_channel *resend; /* sends a delta from inside the first merge */
 };
@@ -426,7 +426,7 @@ static int keep_merge(void *data, const char *source, struct pod_update **up)
         struct keeper *k = data;
 
         (void)source;
-        ck_assert_uint_lt(k->n, 8);
+        ck_assert_uint_lt(k->n, MUX_FOLD_BACKLOG + 8);
         k->got[k->n++] = *up;
         *up = NULL;
         if (k->resend) {
@@ -453,6 +453,7 @@ START_TEST(test_sets_and_deltas_fold_while_waiting)
         char out[128];
 
         ck_assert_int_eq(mux_new(NULL, keep_merge, &k, &m), 0);
+        mux_fold_after(m, 1);
         ch = channel(m, "file");
         other = channel(m, "api");
         /* A SET and two deltas behind it: one merge of the SET they make,
@@ -501,15 +502,22 @@ START_TEST(test_sets_and_deltas_fold_while_waiting)
 }
 END_TEST
 
-/* A burst of deltas on a channel holds one record, however long. */
-START_TEST(test_burst_of_deltas_is_one_record)
+/* Below the bound every record is merged as sent; a burst past it holds
+ * MUX_FOLD_BACKLOG records, however long, and says the same. */
+START_TEST(test_burst_of_deltas_is_bounded)
 {
         struct keeper k = {0};
         struct mux *m = NULL;
         struct mux_channel *ch;
+        size_t merged;
 
         ck_assert_int_eq(mux_new(NULL, keep_merge, &k, &m), 0);
         ch = channel(m, "file");
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "")), 0);
+        for (int i = 0; i < 5; i++)
+                ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+a")), 0);
+        ck_assert_uint_eq(mux_drain(m), 6);
+        keeper_reset(&k);
         ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "")), 0);
         for (int i = 0; i < 2000; i++) {
                 char spec[32];
@@ -517,15 +525,16 @@ START_TEST(test_burst_of_deltas_is_one_record)
                 snprintf(spec, sizeof(spec), "+p%d", i % 100);
                 ck_assert_int_eq(mux_channel_send(ch, make(0, true, spec)), 0);
         }
-        ck_assert_uint_eq(mux_drain(m), 1);
-        ck_assert_uint_eq(k.got[0]->n_pods, 100);
-        ck_assert(!k.got[0]->delta);
+        merged = mux_drain(m);
+        /* The last record holds the rest of the burst: every pod. */
+        ck_assert_uint_eq(k.got[merged - 1]->n_pods, 100);
+        ck_assert_uint_eq(merged, MUX_FOLD_BACKLOG);
         keeper_reset(&k);
         mux_free(m);
 }
 END_TEST
 
-UNIT_MAIN(test_sets_and_deltas_fold_while_waiting, test_burst_of_deltas_is_one_record,
+UNIT_MAIN(test_sets_and_deltas_fold_while_waiting, test_burst_of_deltas_is_bounded,
           test_channel_per_name, test_sources_sorted, test_fifo_within_and_across_channels,
           test_send_from_merge_same_drain, test_loop_deferred_drain, test_free_with_pending,
           test_free_with_drain_scheduled_loop_keeps_running)

@@ -1,0 +1,791 @@
+/*
+ * test_source_faults — the HTTP manifest source and the API server source
+ * end to end (libcurl, the loop, the mux) under injected allocation
+ * failures (failalloc.h), against small servers on loopback run by a
+ * thread of this test (its allocations are never failed).
+ *
+ * A scenario starts fault-free and delivers a first state, then the server
+ * changes (a new body; new watch events) while the Nth allocation fails,
+ * once or from N on for a while.  For every N:
+ *   - every SET the source hands the mux is exactly one of the states the
+ *     fault-free run went through (never a partial or an empty one);
+ *   - once faults stop, the source catches up with the server by itself
+ *     (its retry timers: the poll period is an hour, and no new event
+ *     comes), so the last SET is the server's state;
+ *   - running out of memory is never counted as a parse error;
+ *   - after teardown no block is left allocated.
+ *
+ * Under AddressSanitizer nothing can be interposed: the scenarios then run
+ * once, fault-free.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "failalloc.h"
+#include "podmux/api_source.h"
+#include "podmux/curl_loop.h"
+#include "podmux/http_source.h"
+#include "podmux/log.h"
+#include "podmux/loop.h"
+#include "podmux/metrics.h"
+#include "podmux/mux.h"
+#include "podmux/pod.h"
+#include "unit.h"
+
+/* The test's own work is never failed; pauses nest here. */
+static int paused;
+
+static void pause_faults(void)
+{
+        if (paused++ == 0)
+                failalloc_pause(true);
+}
+
+static void resume_faults(void)
+{
+        if (--paused == 0)
+                failalloc_pause(false);
+}
+
+#define ONLY(name)                                                        \
+        do {                                                              \
+                if (getenv("FAULTS_ONLY") && !strstr(name, getenv("FAULTS_ONLY"))) \
+                        return;                                           \
+        } while (0)
+
+/* What the C library allocates once and keeps (the time zone state of
+ * the first gmtime_r, as the first log line calls it), done before any
+ * leak is counted. */
+static void warm_up(void)
+{
+        time_t now = time(NULL);
+        struct tm tm;
+
+        log_setup(getenv("FAULTS_VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
+        (void)gmtime_r(&now, &tm);
+        (void)ERRNO_STR(ENOMEM);
+}
+
+/* The daemon's log lines during a sweep (thousands of expected errors)
+ * go nowhere unless FAULTS_VERBOSE is set. */
+static int saved_stderr = -1;
+
+static void quiet(bool on)
+{
+        if (getenv("FAULTS_VERBOSE"))
+                return;
+        fflush(stderr);
+        if (on) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+                saved_stderr = dup(STDERR_FILENO);
+                ck_assert_int_ge(null, 0);
+                ck_assert_int_ge(saved_stderr, 0);
+                dup2(null, STDERR_FILENO);
+                close(null);
+        } else if (saved_stderr >= 0) {
+                dup2(saved_stderr, STDERR_FILENO);
+                close(saved_stderr);
+                saved_stderr = -1;
+        }
+}
+
+/* ---- a loopback server in a thread ------------------------------------------ */
+
+/*
+ * One connection at a time, no heap: requests are read into a fixed
+ * buffer and answered by serve().  stop ends the thread.
+ */
+struct server {
+        int fd;
+        unsigned port;
+        pthread_t thread;
+        pthread_mutex_t lock;
+        bool stop;
+        void (*serve)(struct server *s, int fd, const char *request);
+        unsigned requests;
+        /* HTTP: the body served (under lock). */
+        char body[8192];
+        size_t body_len;
+        /* API: how many events are published (under lock); see
+         * api_serve(). */
+        size_t n_events;
+        unsigned watch_gen; /* bumped to end open watches */
+};
+
+static void write_all(int fd, const char *p, size_t n)
+{
+        while (n > 0) {
+                ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return;
+                p += w;
+                n -= (size_t)w;
+        }
+}
+
+static void *server_main(void *arg)
+{
+        struct server *s = arg;
+
+        for (;;) {
+                struct pollfd p = {.fd = s->fd, .events = POLLIN};
+                char req[4096];
+                size_t len = 0;
+                bool stop;
+                int c;
+
+                pthread_mutex_lock(&s->lock);
+                stop = s->stop;
+                pthread_mutex_unlock(&s->lock);
+                if (stop)
+                        return NULL;
+                if (poll(&p, 1, 20) <= 0)
+                        continue;
+                c = accept(s->fd, NULL, NULL);
+                if (c < 0)
+                        continue;
+                while (len < sizeof(req) - 1) {
+                        ssize_t n = recv(c, req + len, sizeof(req) - 1 - len, 0);
+
+                        if (n <= 0)
+                                break;
+                        len += (size_t)n;
+                        req[len] = '\0';
+                        if (strstr(req, "\r\n\r\n"))
+                                break;
+                }
+                req[len] = '\0';
+                pthread_mutex_lock(&s->lock);
+                s->requests++;
+                pthread_mutex_unlock(&s->lock);
+                if (len > 0)
+                        s->serve(s, c, req);
+                close(c);
+        }
+}
+
+/* Started once for all runs: a thread's own allocations (its stack
+ * cache) would otherwise look like leaks. */
+static void server_start(struct server *s, void (*serve)(struct server *, int, const char *))
+{
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t sl = sizeof(sa);
+
+        s->serve = serve;
+        s->stop = false;
+        s->requests = 0;
+        s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(s->fd, 0);
+        ck_assert_int_eq(bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        ck_assert_int_eq(listen(s->fd, 16), 0);
+        ck_assert_int_eq(getsockname(s->fd, (struct sockaddr *)&sa, &sl), 0);
+        s->port = ntohs(sa.sin_port);
+        ck_assert_int_eq(pthread_mutex_init(&s->lock, NULL), 0);
+        ck_assert_int_eq(pthread_create(&s->thread, NULL, server_main, s), 0);
+}
+
+static void server_stop(struct server *s)
+{
+        pthread_mutex_lock(&s->lock);
+        s->stop = true;
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL);
+        close(s->fd);
+        pthread_mutex_destroy(&s->lock);
+}
+
+/* ---- what the source hands the mux ---------------------------------------------- */
+
+#define MAX_SETS 64
+
+struct world {
+        struct loop *loop;
+        struct curl_loop *cl;
+        struct mux *mux;
+        struct mux_channel *ch;
+        struct http_source *hs;
+        struct api_source *as;
+        struct source_stats stats;
+        /* The source's state as the merger sees it: its last full SET
+         * with the deltas since folded in. */
+        struct pod_update *state;
+        char *sets[MAX_SETS]; /* the pods of that state after each record, as text */
+        size_t n_sets;
+        char problem[512];
+};
+
+/* The pods of a record as text, in order (sources sort their SETs; the
+ * HTTP source keeps the body's order, which is fixed too). */
+static char *pods_text(const struct pod_update *u)
+{
+        struct buf b = BUF_INIT;
+
+        for (size_t i = 0; i < u->n_pods; i++) {
+                ck_assert_int_eq(pod_render(u->pods[i], &b), 0);
+                ck_assert_int_eq(buf_putc(&b, '\n'), 0);
+        }
+        return buf_steal(&b, NULL);
+}
+
+static int on_merge(void *data, const char *source, struct pod_update **u)
+{
+        struct world *w = data;
+
+        (void)source;
+        pause_faults();
+        if ((*u)->op != POD_OP_SET) {
+                snprintf(w->problem, sizeof(w->problem), "the source sent op %d", (int)(*u)->op);
+        } else if ((*u)->delta && !w->state) {
+                snprintf(w->problem, sizeof(w->problem), "a delta before any SET");
+        } else {
+                if ((*u)->delta) {
+                        ck_assert_int_eq(pod_update_fold(w->state, *u), 0);
+                        pod_update_sort(w->state);
+                } else {
+                        pod_update_free(w->state);
+                        w->state = *u;
+                        *u = NULL; /* kept */
+                }
+                if (w->n_sets < MAX_SETS)
+                        w->sets[w->n_sets++] = pods_text(w->state);
+        }
+        resume_faults();
+        return 0;
+}
+
+static void world_free_sets(struct world *w)
+{
+        for (size_t i = 0; i < w->n_sets; i++)
+                free(w->sets[i]);
+        w->n_sets = 0;
+}
+
+static const char *last_set(const struct world *w)
+{
+        return w->n_sets ? w->sets[w->n_sets - 1] : NULL;
+}
+
+static void run_for(struct world *w, uint64_t usec)
+{
+        uint64_t end = mono_usec() + usec;
+
+        while (mono_usec() < end)
+                loop_run_once(w->loop, 2000);
+}
+
+/* Runs until the last SET is want (or the time is up). */
+static bool run_until_set(struct world *w, const char *want, uint64_t usec)
+{
+        uint64_t end = mono_usec() + usec;
+
+        while (mono_usec() < end) {
+                if (last_set(w) && strcmp(last_set(w), want) == 0)
+                        return true;
+                loop_run_once(w->loop, 2000);
+        }
+        return last_set(w) && strcmp(last_set(w), want) == 0;
+}
+
+/* Every SET from index from on is one of the allowed texts. */
+static void check_sets(struct world *w, size_t from, char *const *allowed, size_t n_allowed)
+{
+        for (size_t i = from; i < w->n_sets && !w->problem[0]; i++) {
+                bool ok = false;
+
+                for (size_t j = 0; j < n_allowed && !ok; j++)
+                        ok = strcmp(w->sets[i], allowed[j]) == 0;
+                if (!ok)
+                        snprintf(w->problem, sizeof(w->problem), "SET %zu is no state the server had:\n%.300s", i,
+                                 w->sets[i]);
+        }
+}
+
+struct fault {
+        long n;
+        bool persist;
+};
+
+/* Arms the fault (n 0: none). */
+static void arm(const struct fault *f)
+{
+        if (f->n > 0) {
+                failalloc_persist(f->persist);
+                failalloc_arm(f->n);
+        }
+}
+
+/* Releases a persistent fault after a while; returns whether it hit. */
+static bool release(struct world *w, const struct fault *f, uint64_t usec)
+{
+        bool hit;
+
+        if (f->n > 0 && f->persist)
+                run_for(w, usec);
+        hit = f->n > 0 && failalloc_failed();
+        failalloc_arm(0);
+        return hit;
+}
+
+/* ---- the HTTP source ----------------------------------------------------------------- */
+
+static struct server http_srv;
+
+#define HTTP_POD(name, image)                                                                        \
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"" name "\",\"labels\":{\"a\":\"b\"}}," \
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"" image "\",\"ports\":[{\"containerPort\":80}]}]}}"
+static const char *const body_a = "{\"apiVersion\":\"v1\",\"kind\":\"PodList\",\"items\":[" HTTP_POD("one", "x:1") ","
+                                  HTTP_POD("two", "y:1") "]}";
+static const char *const body_b =
+        "apiVersion: v1\nkind: PodList\nitems:\n"
+        "- {apiVersion: v1, kind: Pod, metadata: {name: one}, spec: {containers: [{name: c, image: 'x:2'}]}}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: three, namespace: kube-system}\n"
+        "  spec:\n    hostNetwork: true\n    containers:\n    - name: c\n      image: z:1\n"
+        "      ports: [{containerPort: 8080}]\n      resources: {limits: {cpu: 100m}}\n";
+
+/* What the server answers a request that lost its query: pods that
+ * are no state of the scenario (libcurl drops the query when it runs out
+ * of memory at the wrong moment). */
+static const char *const body_other = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"other\"},"
+                                      "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"o\"}]}}";
+
+static void http_serve(struct server *s, int fd, const char *request)
+{
+        bool asked = strncmp(request, "GET /pods?token=t ", 18) == 0;
+        char head[256];
+        int n;
+
+        pthread_mutex_lock(&s->lock);
+        n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/yaml\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     asked ? s->body_len : strlen(body_other));
+        write_all(fd, head, (size_t)n);
+        write_all(fd, asked ? s->body : body_other, asked ? s->body_len : strlen(body_other));
+        pthread_mutex_unlock(&s->lock);
+}
+
+static void http_set_body(const char *body)
+{
+        pthread_mutex_lock(&http_srv.lock);
+        http_srv.body_len = strlen(body);
+        ck_assert_uint_lt(http_srv.body_len, sizeof(http_srv.body));
+        memcpy(http_srv.body, body, http_srv.body_len);
+        pthread_mutex_unlock(&http_srv.lock);
+}
+
+static void http_world_up(struct world *w)
+{
+        struct http_source_config cfg = {0};
+        struct buf err = BUF_INIT;
+        char url[64];
+
+        memset(w, 0, sizeof(*w));
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/pods?token=t", http_srv.port);
+        cfg.url = url;
+        cfg.node_name = "node1";
+        cfg.period_usec = 3600ULL * 1000000; /* polls only when told or retrying */
+        cfg.retry_usec = 1000;               /* retries fast */
+        cfg.stats = &w->stats;
+        ck_assert_int_eq(loop_new(&w->loop), 0);
+        ck_assert_int_eq(curl_loop_new(w->loop, &w->cl), 0);
+        ck_assert_int_eq(mux_new(w->loop, on_merge, w, &w->mux), 0);
+        ck_assert_int_eq(mux_channel(w->mux, POD_SOURCE_HTTP, &w->ch), 0);
+        ck_assert_int_eq(http_source_new(w->loop, w->cl, w->ch, &cfg, &w->hs, &err), 0);
+        buf_free(&err);
+}
+
+static void world_down(struct world *w)
+{
+        http_source_free(w->hs);
+        api_source_free(w->as);
+        mux_free(w->mux);
+        curl_loop_free(w->cl);
+        loop_free(w->loop);
+        world_free_sets(w);
+        pod_update_free(w->state);
+        w->state = NULL;
+}
+
+/* The fault-free texts of bodies A and B. */
+static char *http_text[2];
+
+static void http_learn(void)
+{
+        struct world w;
+
+        http_set_body(body_a);
+        http_world_up(&w);
+        ck_assert_int_eq(http_source_start(w.hs), 0);
+        while (w.n_sets < 1)
+                loop_run_once(w.loop, 2000);
+        http_set_body(body_b);
+        http_source_poll(w.hs);
+        while (w.n_sets < 2)
+                loop_run_once(w.loop, 2000);
+        ck_assert_uint_eq(w.stats.errors, 0);
+        ck_assert_msg(strstr(w.sets[1], "three-node1") && strstr(w.sets[1], "x:2"), "%s", w.sets[1]);
+        http_text[0] = strdup(w.sets[0]);
+        http_text[1] = strdup(w.sets[1]);
+        world_down(&w);
+}
+
+/* One run: A delivered, then B polled under the fault.  Returns whether
+ * the fault hit. */
+static bool http_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        bool hit, converged;
+        char problem[sizeof(w.problem)];
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# http run: allocation %ld%s\n", f->n, f->persist ? " on" : "");
+        http_set_body(body_a);
+        http_world_up(&w);
+        ck_assert_int_eq(http_source_start(w.hs), 0);
+        ck_assert_msg(run_until_set(&w, http_text[0], 5000000), "no first SET");
+        http_set_body(body_b);
+        arm(f);
+        http_source_poll(w.hs);
+        if (!f->persist)
+                run_until_set(&w, http_text[1], 2000000);
+        hit = release(&w, f, 30000);
+        /* Faults are over: the retry timer polls again by itself. */
+        converged = run_until_set(&w, http_text[1], 5000000);
+        check_sets(&w, 1, http_text, 2);
+        if (!converged && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the pods of the body were never sent (%zu SETs, %llu errors)",
+                         w.n_sets, (unsigned long long)w.stats.errors);
+        if (w.stats.parse_errors && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "out of memory counted as a parse error: %s",
+                         w.stats.last_error);
+        memcpy(problem, w.problem, sizeof(problem));
+        world_down(&w);
+        ck_assert_msg(!problem[0], "allocation %ld%s failing: %s", f->n, f->persist ? " on" : "", problem);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld%s failing: %ld block(s) leaked", f->n,
+                      f->persist ? " on" : "", failalloc_live() - live0);
+        return hit;
+}
+
+static void http_sweep(bool persist, long stride)
+{
+        long hits = 0;
+
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        warm_up();
+        server_start(&http_srv, http_serve);
+        http_learn();
+        if (failalloc_enabled()) {
+                quiet(true);
+                for (long n = getenv("FAULTS_FROM") ? atol(getenv("FAULTS_FROM")) : 1;; n += stride) {
+                        struct fault f = {n, persist};
+
+                        if (!http_run(&f))
+                                break;
+                        hits++;
+                }
+                quiet(false);
+                fprintf(stderr, "# http source: %ld allocation failure(s)%s survived\n", hits,
+                        persist ? " (persistent)" : "");
+                ck_assert_int_gt(hits, 50);
+        }
+        server_stop(&http_srv);
+        free(http_text[0]);
+        free(http_text[1]);
+}
+
+START_TEST(test_http_alloc_sweep)
+{
+        ONLY("test_http_alloc_sweep");
+        http_sweep(false, 1);
+}
+END_TEST
+
+START_TEST(test_http_alloc_sweep_persistent)
+{
+        ONLY("test_http_alloc_sweep_persistent");
+        http_sweep(true, 3);
+}
+END_TEST
+
+/* ---- the API server source --------------------------------------------------------- */
+
+/*
+ * The fake API server: the node's pods go through N_STATES states, one
+ * event apart; api_srv.n_events says how many were published.  A list
+ * answers the current state; a watch from version R sends every event
+ * after R, then each new one as it is published (chunked), until the
+ * client goes or the test ends.
+ */
+static struct server api_srv;
+
+#define API_POD(name, rv, image)                                                                     \
+        "{\"metadata\":{\"namespace\":\"default\",\"name\":\"" name "\",\"uid\":\"u-" name "\","      \
+        "\"resourceVersion\":\"" rv "\"},\"spec\":{\"nodeName\":\"node1\",\"containers\":[{\"name\":" \
+        "\"c\",\"image\":\"" image "\"}]},\"status\":{\"phase\":\"Running\"}}"
+#define API_RV0 10
+#define N_API_EVENTS 3
+
+/* Items of each state, and the event leading to it. */
+static const char *const api_items[N_API_EVENTS + 1] = {
+        API_POD("a", "5", "one") "," API_POD("keep", "4", "two"),
+        API_POD("a", "11", "three") "," API_POD("keep", "4", "two"),
+        API_POD("a", "11", "three") "," API_POD("b", "12", "four") "," API_POD("keep", "4", "two"),
+        API_POD("a", "11", "three") "," API_POD("b", "12", "four"),
+};
+static const char *const api_events[N_API_EVENTS] = {
+        "{\"type\":\"MODIFIED\",\"object\":" API_POD("a", "11", "three") "}\n",
+        "{\"type\":\"ADDED\",\"object\":" API_POD("b", "12", "four") "}\n",
+        "{\"type\":\"DELETED\",\"object\":" API_POD("keep", "13", "two") "}\n",
+};
+
+static void chunk(int fd, const char *p, size_t n)
+{
+        char head[32];
+        int h = snprintf(head, sizeof(head), "%zx\r\n", n);
+
+        write_all(fd, head, (size_t)h);
+        write_all(fd, p, n);
+        write_all(fd, "\r\n", 2);
+}
+
+static void api_serve(struct server *s, int fd, const char *request)
+{
+        const char *rvp = strstr(request, "resourceVersion=");
+        unsigned long from = rvp ? strtoul(rvp + 16, NULL, 10) : 0;
+        char buf[2048];
+        size_t sent;
+        unsigned gen;
+        int n;
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# api server: %.*s\n", (int)strcspn(request, "\r"), request);
+        if (!strstr(request, "watch=true")) {
+                /* Without the node's field selector (a request that lost
+                 * its query): the pods of every node. */
+                bool node = strstr(request, "fieldSelector=spec.nodeName%3Dnode1") != NULL;
+
+                pthread_mutex_lock(&s->lock);
+                n = snprintf(buf, sizeof(buf), "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"%lu\"},"
+                                               "\"items\":[%s%s]}",
+                             API_RV0 + (unsigned long)s->n_events, api_items[s->n_events],
+                             node ? "" : "," API_POD("other-node", "3", "x"));
+                pthread_mutex_unlock(&s->lock);
+                dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                            "Connection: close\r\n\r\n", n);
+                write_all(fd, buf, (size_t)n);
+                return;
+        }
+        dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                    "Connection: close\r\n\r\n");
+        pthread_mutex_lock(&s->lock);
+        gen = s->watch_gen;
+        pthread_mutex_unlock(&s->lock);
+        /* Events after the version asked for (event i has API_RV0 + i + 1). */
+        sent = from > API_RV0 ? from - API_RV0 : 0;
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                bool stop;
+
+                pthread_mutex_lock(&s->lock);
+                while (sent < s->n_events) {
+                        const char *ev = api_events[sent++];
+
+                        chunk(fd, ev, strlen(ev));
+                }
+                stop = s->stop || s->watch_gen != gen;
+                pthread_mutex_unlock(&s->lock);
+                if (stop)
+                        break;
+                /* The client went away (or sent something): done. */
+                if (poll(&p, 1, 5) > 0)
+                        return;
+        }
+        write_all(fd, "0\r\n\r\n", 5);
+}
+
+static void api_publish(size_t n_events)
+{
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.n_events = n_events;
+        pthread_mutex_unlock(&api_srv.lock);
+}
+
+static void api_world_up(struct world *w)
+{
+        struct api_source_config cfg = {0};
+        struct kube_config kc;
+        struct buf err = BUF_INIT;
+        char url[64];
+
+        memset(w, 0, sizeof(*w));
+        memset(&kc, 0, sizeof(kc));
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", api_srv.port);
+        kc.server = strdup(url);
+        kc.context = strdup("test");
+        ck_assert_ptr_nonnull(kc.server);
+        cfg.kube = &kc;
+        cfg.node_name = "node1";
+        cfg.stats = &w->stats;
+        ck_assert_int_eq(loop_new(&w->loop), 0);
+        ck_assert_int_eq(curl_loop_new(w->loop, &w->cl), 0);
+        ck_assert_int_eq(mux_new(w->loop, on_merge, w, &w->mux), 0);
+        ck_assert_int_eq(mux_channel(w->mux, POD_SOURCE_API, &w->ch), 0);
+        ck_assert_int_eq(api_source_new(w->loop, w->cl, w->ch, &cfg, &w->as, &err), 0);
+        api_source_set_pauses(w->as, 1000, 1000); /* back off and retry fast */
+        buf_free(&err);
+}
+
+/* The fault-free SET of each state. */
+static char *api_text[N_API_EVENTS + 1];
+
+static void api_learn(void)
+{
+        struct world w;
+
+        api_publish(0);
+        api_world_up(&w);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        while (w.n_sets < 1)
+                loop_run_once(w.loop, 2000);
+        /* One event at a time, so that each state is seen on its own (a
+         * burst would be folded into fewer records). */
+        for (size_t k = 1; k <= N_API_EVENTS; k++) {
+                api_publish(k);
+                while (w.n_sets < 1 + k)
+                        loop_run_once(w.loop, 2000);
+        }
+        ck_assert_uint_eq(w.stats.errors, 0);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                api_text[i] = strdup(w.sets[i]);
+        ck_assert_ptr_null(strstr(api_text[N_API_EVENTS], "\"keep\""));
+        world_down(&w);
+        /* The next watch ends with the world. */
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+}
+
+/* Every SET is a state the server went through, never an older one than
+ * the SET before it. */
+static void check_api_sets(struct world *w)
+{
+        size_t last = 0;
+
+        for (size_t i = 0; i < w->n_sets && !w->problem[0]; i++) {
+                size_t k;
+
+                for (k = 0; k <= N_API_EVENTS && strcmp(w->sets[i], api_text[k]) != 0; k++)
+                        ;
+                if (k > N_API_EVENTS)
+                        snprintf(w->problem, sizeof(w->problem), "SET %zu is no state the server had:\n%.300s", i,
+                                 w->sets[i]);
+                else if (k < last)
+                        snprintf(w->problem, sizeof(w->problem), "SET %zu went back from state %zu to %zu", i, last,
+                                 k);
+                else
+                        last = k;
+        }
+}
+
+static bool api_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        bool hit, converged;
+        char problem[sizeof(w.problem)];
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# api run: allocation %ld%s\n", f->n, f->persist ? " on" : "");
+        api_publish(0);
+        api_world_up(&w);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        ck_assert_msg(run_until_set(&w, api_text[0], 5000000), "no first SET");
+        arm(f);
+        api_publish(N_API_EVENTS);
+        if (!f->persist)
+                run_until_set(&w, api_text[N_API_EVENTS], 2000000);
+        hit = release(&w, f, 30000);
+        /* Faults are over: no new event comes; the source catches up by
+         * itself (a push retried, a watch resumed, a relist). */
+        converged = run_until_set(&w, api_text[N_API_EVENTS], 5000000);
+        check_api_sets(&w);
+        if (!converged && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the server's pods were never sent (%zu SETs, %llu errors: %s)",
+                         w.n_sets, (unsigned long long)w.stats.errors, w.stats.last_error);
+        if (w.stats.parse_errors && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "out of memory counted as a parse error: %s",
+                         w.stats.last_error);
+        memcpy(problem, w.problem, sizeof(problem));
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_msg(!problem[0], "allocation %ld%s failing: %s", f->n, f->persist ? " on" : "", problem);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld%s failing: %ld block(s) leaked", f->n,
+                      f->persist ? " on" : "", failalloc_live() - live0);
+        return hit;
+}
+
+static void api_sweep(bool persist, long stride)
+{
+        long hits = 0;
+
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        warm_up();
+        server_start(&api_srv, api_serve);
+        api_learn();
+        if (failalloc_enabled()) {
+                quiet(true);
+                for (long n = getenv("FAULTS_FROM") ? atol(getenv("FAULTS_FROM")) : 1;; n += stride) {
+                        struct fault f = {n, persist};
+
+                        if (!api_run(&f))
+                                break;
+                        hits++;
+                }
+                quiet(false);
+                fprintf(stderr, "# api source: %ld allocation failure(s)%s survived\n", hits,
+                        persist ? " (persistent)" : "");
+                ck_assert_int_gt(hits, 50);
+        }
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+}
+
+START_TEST(test_api_alloc_sweep)
+{
+        ONLY("test_api_alloc_sweep");
+        api_sweep(false, 1);
+}
+END_TEST
+
+START_TEST(test_api_alloc_sweep_persistent)
+{
+        ONLY("test_api_alloc_sweep_persistent");
+        api_sweep(true, 3);
+}
+END_TEST
+
+UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
+          test_api_alloc_sweep_persistent)
