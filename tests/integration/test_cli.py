@@ -86,6 +86,14 @@ def _(t):
         raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
 
 
+@test("podmux version names the core/v1 schema it decodes manifests with")
+def _(t):
+    r = t.run_cmd(["version"])
+    if r.returncode != 0 or not re.search(
+            r"^core/v1 schema: Kubernetes 1\.\d+\b", r.stdout, re.M):
+        raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
+
+
 @test("podmux validate on each good fixture: exit 0, the defaulted pod "
       "JSON on stdout")
 def _(t):
