@@ -8,7 +8,7 @@
  * Owns: the table, generated once by scripts/gen-v1-schema into
  * src/core/v1_schema_table.c (checked in; the Kubernetes version and
  * commit are in that file), and member lookup.
- * Never: allocates, reads or changes JSON.
+ * Never: allocates, reads or changes JSON (v1_normalize does that).
  *
  * Cost: v1_schema_field() is a binary search over the struct's members
  * (at most 64 in v1), a handful of strcmp calls.

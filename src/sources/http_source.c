@@ -37,6 +37,7 @@ struct http_source {
         char *last_body;       /* last non-empty body, NULL if none */
         size_t last_len;
         int last_ok;           /* last_body decoded into pods */
+        char *last_unknown;    /* unknown fields last warned about, NULL if none */
         unsigned failures;     /* consecutive */
 };
 
@@ -114,6 +115,28 @@ oom:
         report_failure(hs, "out of memory building an update", false);
 }
 
+/* Warns about the fields the body has that v1 does not define (dropped,
+ * as the kubelet drops them) when that list changes. */
+static void warn_unknown(struct http_source *hs, const struct v1_unknown *u)
+{
+        struct buf list = BUF_INIT;
+
+        if (u->total == 0) {
+                free(hs->last_unknown);
+                hs->last_unknown = NULL;
+                return;
+        }
+        if (v1_unknown_join(u, &list) < 0 ||
+            (hs->last_unknown && strcmp(hs->last_unknown, list.data) == 0))
+                goto out;
+        log_warn("http source \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s",
+                 hs->url_log, v1_schema_kubernetes, list.data);
+        free(hs->last_unknown);
+        hs->last_unknown = buf_steal(&list, NULL);
+out:
+        buf_free(&list);
+}
+
 static void schedule_next(struct http_source *hs)
 {
         loop_timer_arm(hs->timer, hs->period);
@@ -126,6 +149,7 @@ static void handle_body(struct http_source *hs)
                 .node_name = hs->node_name,
                 .location = hs->url,
         };
+        struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
         json_object *pods = NULL;
         const char *data = hs->body.data ? hs->body.data : "";
@@ -160,13 +184,15 @@ static void handle_body(struct http_source *hs)
                 return;
         }
         hs->last_ok = 0;
-        if (manifest_decode_pods(hs->last_body, hs->last_len, &ctx, &pods, &err) < 0) {
+        if (manifest_decode_pods(hs->last_body, hs->last_len, &ctx, &pods, &unknown, &err) < 0) {
                 report_failure(hs, err.data ? err.data : "invalid manifest", true);
         } else {
                 hs->last_ok = 1;
+                warn_unknown(hs, &unknown);
                 send_pods(hs, pods);
                 report_success(hs);
         }
+        v1_unknown_clear(&unknown);
         json_object_put(pods);
         buf_free(&err);
 }
@@ -352,6 +378,7 @@ void http_source_free(struct http_source *hs)
         curl_slist_free_all(hs->headers);
         buf_free(&hs->body);
         free(hs->last_body);
+        free(hs->last_unknown);
         free(hs->url);
         free(hs->url_log);
         free(hs->node_name);
