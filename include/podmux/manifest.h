@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "podmux/buf.h"
+#include "podmux/v1_normalize.h"
 
 /* Inputs of this size or larger are rejected (the kubelet's limit). */
 #define MANIFEST_MAX_BYTES (10u * 1024u * 1024u)
@@ -40,24 +41,32 @@ int manifest_read_file(const char *path, char **ret_data, size_t *ret_len,
                        struct buf *err);
 
 /*
- * Decodes one Pod (YAML or JSON, first document only), applies API defaults
- * (5.2), source defaults (5.3, UID per 9.1) and validation (5.5).  On
- * success *ret_pod is the defaulted v1 Pod tree (caller puts it).  On
- * failure returns -EINVAL/-ENODATA/-EFBIG with one human-readable reason in
- * err (no trailing newline), e.g. "line 4, column 3: mapping values are not
- * allowed here" or "spec.containers[0].image: Required value".
+ * Decodes one Pod (YAML or JSON, first document only), normalizes it
+ * through the core/v1 table (include/podmux/v1_normalize.h), applies API
+ * defaults (5.2), source defaults (5.3, UID per 9.1) and validation (5.5).
+ * On success *ret_pod is the defaulted v1 Pod tree (caller puts it), and
+ * *ret_unknown (NULL: not wanted; cleared first, left empty on failure)
+ * lists the members v1 does not define, which were dropped, e.g.
+ * "spec.containers[0].imagePullPolicyy".  On failure returns
+ * -EINVAL/-ENODATA/-EFBIG with one human-readable reason in err (no
+ * trailing newline), e.g. "line 4, column 3: mapping values are not
+ * allowed here" or "spec.containers[0].image: Required value"; -ENOMEM
+ * leaves err empty.
  */
 int manifest_decode_pod(const char *data, size_t len,
                         const struct manifest_ctx *ctx,
-                        json_object **ret_pod, struct buf *err);
+                        json_object **ret_pod, struct v1_unknown *ret_unknown,
+                        struct buf *err);
 
 /*
  * HTTP form: a single Pod, else a PodList (every item must pass, or the whole
  * list fails).  *ret_pods is a json array of defaulted pods (possibly
- * empty; caller puts it).
+ * empty; caller puts it).  Unknown members of the list and its items are
+ * listed as for manifest_decode_pod ("items[2].spec.foo").
  */
 int manifest_decode_pods(const char *data, size_t len,
                          const struct manifest_ctx *ctx,
-                         json_object **ret_pods, struct buf *err);
+                         json_object **ret_pods, struct v1_unknown *ret_unknown,
+                         struct buf *err);
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "podmux/cmd.h"
+#include "podmux/v1_schema.h"
 
 static void usage(FILE *f)
 {
@@ -13,7 +14,7 @@ static void usage(FILE *f)
               "  watch      a consumer: print the update stream\n"
               "  validate   check static pod manifests the way the file source reads them\n"
               "  status     ask a running daemon for its sources, consumers and plugins\n"
-              "  version    print the version\n"
+              "  version    print the version and the core/v1 schema's Kubernetes version\n"
               "\n"
               "Run 'podmux COMMAND --help' for a command's flags.\n",
               f);
@@ -34,7 +35,9 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], "status") == 0)
                 return cmd_status(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
-                printf("podmux %s (stream protocol 1)\n", PODMUX_VERSION);
+                printf("podmux %s (stream protocol 1)\n"
+                       "core/v1 schema: Kubernetes %s (k8s.io/api %.12s)\n",
+                       PODMUX_VERSION, v1_schema_kubernetes, v1_schema_commit);
                 return 0;
         }
         if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||

@@ -44,7 +44,9 @@ static void usage(FILE *f)
               "does, and print each resulting pod as JSON on standard output, or the\n"
               "reason it would be rejected on standard error.  A directory is read like\n"
               "the file source reads it: every regular file whose name does not start\n"
-              "with '.', in byte order, without recursing.\n"
+              "with '.', in byte order, without recursing.  Fields that core/v1 does\n"
+              "not define are dropped, as the kubelet drops them, and listed as\n"
+              "warnings on standard error.\n"
               "\n"
               "Options:\n"
               "  --node-name NAME     the node name (default: this host's name, lower-cased,\n"
@@ -94,6 +96,33 @@ static void report(const char *path, const char *reason)
         buf_free(&q);
 }
 
+/* One warning per field v1 does not define, like kubectl's. */
+static int report_unknown(const char *path, const struct v1_unknown *u)
+{
+        struct buf msg = BUF_INIT;
+        int r = 0;
+
+        for (size_t i = 0; r == 0 && i < u->n; i++) {
+                buf_reset(&msg);
+                r = buf_puts(&msg, "warning: unknown field ");
+                if (r == 0)
+                        r = buf_json_string(&msg, u->paths[i], strlen(u->paths[i]));
+                if (r == 0)
+                        r = buf_printf(&msg, " ignored (not in core/v1 of Kubernetes %s)",
+                                       v1_schema_kubernetes);
+                if (r == 0)
+                        report(path, msg.data);
+        }
+        if (r == 0 && u->total > u->n) {
+                buf_reset(&msg);
+                r = buf_printf(&msg, "warning: %zu more unknown fields ignored", u->total - u->n);
+                if (r == 0)
+                        report(path, msg.data);
+        }
+        buf_free(&msg);
+        return r;
+}
+
 /* The store key (namespace/name) of a defaulted pod. */
 static int store_key(json_object *pod, struct buf *out)
 {
@@ -120,6 +149,7 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 .node_name = o->node_name,
                 .location = path,
         };
+        struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT, key = BUF_INIT, msg = BUF_INIT;
         json_object *out = NULL, *prev = NULL;
         char *data = NULL;
@@ -129,9 +159,9 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
         r = manifest_read_file(path, &data, &len, &err);
         if (r == 0) {
                 if (o->url_mode)
-                        r = manifest_decode_pods(data, len, &ctx, &out, &err);
+                        r = manifest_decode_pods(data, len, &ctx, &out, &unknown, &err);
                 else
-                        r = manifest_decode_pod(data, len, &ctx, &out, &err);
+                        r = manifest_decode_pod(data, len, &ctx, &out, &unknown, &err);
         }
         if (r == -ENOMEM)
                 goto out;
@@ -167,12 +197,16 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 if (buf_printf(&msg, "note: %d YAML documents; only the first is used", docs) == 0)
                         report(path, msg.data);
         }
+        r = report_unknown(path, &unknown);
+        if (r < 0)
+                goto out;
         fputs(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PRETTY |
                                                           JSON_C_TO_STRING_NOSLASHESCAPE),
               stdout);
         fputc('\n', stdout);
         r = 0;
 out:
+        v1_unknown_clear(&unknown);
         json_object_put(out);
         free(data);
         buf_free(&err);

@@ -75,6 +75,7 @@ struct file_source {
          * next batch), or NULL. */
         struct relist_job *job;
         struct loop_timer *step_timer;
+        struct strmap *unknown; /* file -> unknown fields last warned about (char*) */
         struct watcher_watch *watch;
         int watch_is_dir;
         struct loop_timer *relist_timer;
@@ -162,6 +163,30 @@ static void clear_bad(struct file_source *fs, const char *file)
         }
 }
 
+/* Warns about the fields a file's manifest has that v1 does not define
+ * (dropped, as the kubelet drops them) when that list changes. */
+static void warn_unknown(struct file_source *fs, const char *file, const struct v1_unknown *u)
+{
+        struct buf list = BUF_INIT;
+        char *prev = strmap_get(fs->unknown, file), *copy;
+
+        if (u->total == 0) {
+                free(strmap_remove(fs->unknown, file));
+                return;
+        }
+        if (v1_unknown_join(u, &list) < 0 || (prev && strcmp(prev, list.data) == 0))
+                goto out;
+        log_warn("file \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s",
+                 file, v1_schema_kubernetes, list.data);
+        copy = buf_steal(&list, NULL);
+        if (copy && strmap_put(fs->unknown, file, copy, (void **)&prev) == 0)
+                free(prev);
+        else
+                free(copy);
+out:
+        buf_free(&list);
+}
+
 /* Reads and decodes one file into a pod.  Returns -ENOENT quietly when the
  * file vanished, and a resource error (see resource_error()) quietly for
  * the caller to handle; other errors are the file's, reported (once)
@@ -174,6 +199,7 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
                 .node_name = fs->node_name,
                 .location = file,
         };
+        struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
         json_object *obj = NULL;
         char *data = NULL;
@@ -184,16 +210,19 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         if (r == -ENOENT || resource_error(r))
                 goto out;
         if (r == 0)
-                r = manifest_decode_pod(data, len, &ctx, &obj, &err);
+                r = manifest_decode_pod(data, len, &ctx, &obj, &unknown, &err);
         if (r == 0)
                 r = pod_from_json(obj, ret_pod, &err);
         if (resource_error(r))
                 goto out; /* not the file's fault: the caller retries */
-        if (r < 0)
+        if (r < 0) {
                 report_bad(fs, file, err.data ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
-        else
+        } else {
                 clear_bad(fs, file);
+                warn_unknown(fs, file, &unknown);
+        }
 out:
+        v1_unknown_clear(&unknown);
         json_object_put(obj);
         free(data);
         buf_free(&err);
@@ -845,6 +874,7 @@ static void file_gone(struct file_source *fs, const char *file)
         int r = 0;
 
         clear_bad(fs, file);
+        free(strmap_remove(fs->unknown, file)); /* warned again if it returns */
         if (!key)
                 return;
         (void)count_add(fs->keyrefs, key, -1); /* never allocates */
@@ -1054,8 +1084,9 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->uids = strmap_new();
         fs->keyrefs = strmap_new();
         fs->dirty = strmap_new();
+        fs->unknown = strmap_new();
         if (!fs->path || !fs->node_name || !fs->store || !fs->files || !fs->errors || !fs->uids ||
-            !fs->keyrefs || !fs->dirty)
+            !fs->keyrefs || !fs->dirty || !fs->unknown)
                 goto fail;
         fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
@@ -1097,6 +1128,7 @@ void file_source_free(struct file_source *fs)
         strmap_free(fs->uids, NULL);
         strmap_free(fs->keyrefs, NULL);
         strmap_free(fs->dirty, NULL);
+        strmap_free(fs->unknown, free);
         free(fs->path);
         free(fs->node_name);
         free(fs);

@@ -45,7 +45,8 @@ struct http_source {
          * (last_ok), or found bad (!last_ok); NULL if none. */
         char *last_body;
         size_t last_len;
-        int last_ok;
+        int last_ok;           /* last_body decoded into pods */
+        char *last_unknown;    /* unknown fields last warned about, NULL if none */
         unsigned failures;     /* consecutive */
         uint64_t retry_base;   /* first pause after a resource failure */
         uint64_t retry_delay;  /* the last pause before a retry, 0 if none */
@@ -173,6 +174,29 @@ static void forget_body(struct http_source *hs)
 
 /* The next poll: one period after this one, or the retry pause after a
  * resource failure (any other outcome ends the retries). */
+
+/* Warns about the fields the body has that v1 does not define (dropped,
+ * as the kubelet drops them) when that list changes. */
+static void warn_unknown(struct http_source *hs, const struct v1_unknown *u)
+{
+        struct buf list = BUF_INIT;
+
+        if (u->total == 0) {
+                free(hs->last_unknown);
+                hs->last_unknown = NULL;
+                return;
+        }
+        if (v1_unknown_join(u, &list) < 0 ||
+            (hs->last_unknown && strcmp(hs->last_unknown, list.data) == 0))
+                goto out;
+        log_warn("http source \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s",
+                 hs->url_log, v1_schema_kubernetes, list.data);
+        free(hs->last_unknown);
+        hs->last_unknown = buf_steal(&list, NULL);
+out:
+        buf_free(&list);
+}
+
 static void schedule_next(struct http_source *hs)
 {
         if (!hs->resource_failed)
@@ -188,6 +212,7 @@ static void handle_body(struct http_source *hs)
                 .node_name = hs->node_name,
                 .location = hs->url,
         };
+        struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
         json_object *pods = NULL;
         const char *data = hs->body.data ? hs->body.data : "";
@@ -218,7 +243,7 @@ static void handle_body(struct http_source *hs)
                 log_debug("http source \"%s\": content unchanged", hs->url_log);
                 return;
         }
-        r = manifest_decode_pods(data, len, &ctx, &pods, &err);
+        r = manifest_decode_pods(data, len, &ctx, &pods, &unknown, &err);
         if (r == -ENOMEM) {
                 resource_failure(hs, "out of memory decoding the body", r);
         } else if (r < 0) {
@@ -228,9 +253,11 @@ static void handle_body(struct http_source *hs)
         } else if ((r = send_pods(hs, pods)) < 0) {
                 resource_failure(hs, "out of memory building the update", r);
         } else {
+                warn_unknown(hs, &unknown);
                 remember_body(hs, 1);
                 report_success(hs);
         }
+        v1_unknown_clear(&unknown);
         json_object_put(pods);
         buf_free(&err);
 }
@@ -454,6 +481,7 @@ void http_source_free(struct http_source *hs)
         curl_slist_free_all(hs->headers);
         buf_free(&hs->body);
         free(hs->last_body);
+        free(hs->last_unknown);
         free(hs->url);
         free(hs->url_log);
         free(hs->node_name);

@@ -7,10 +7,14 @@
  *   2. type meta: kind and apiVersion (v1 Pod, or v1 PodList for HTTP);
  *   3. types of the fields this module reads or writes (the kubelet's typed
  *      decoding fails on a string where an int belongs; we say where);
- *   4. metadata.name required;
- *   5. the UID, if the manifest has none (9.1), hashed over the manifest
- *      as written: before null removal and before any default;
- *   6. nulls removed (Go decodes a JSON null into "absent");
+ *   4. normalized through the core/v1 table (v1_normalize): unknown
+ *      members dropped and listed, nulls and plain zero values removed,
+ *      number quantities spelled as strings, every other type checked, so
+ *      that what Go decodes alike is alike here;
+ *   5. metadata.name required;
+ *   6. the UID, if the manifest has none (9.1), hashed over the manifest
+ *      as written but normalized: before any default, and blind to what
+ *      step 4 removed or respelled;
  *   7. API defaults (5.2, plus the few listed at api_defaults());
  *   8. source defaults (5.3);
  *   9. pod validation, a documented subset of ValidatePodCreate (5.5);
@@ -18,7 +22,8 @@
  * Any failure rejects the manifest with one message naming the field path.
  *
  * Cost: a few walks over the tree plus one canonical serialization for the
- * UID; all linear in the manifest size.
+ * UID; all linear in the manifest size.  Step 4 is one walk with a binary
+ * search per member (tests/bench/bench_normalize measures it).
  */
 
 #include <errno.h>
@@ -35,6 +40,7 @@
 #include "podmux/json_canon.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/v1_normalize.h"
 #include "podmux/yaml_json.h"
 
 #define CONFIG_HASH_ANNOTATION "kubernetes.io/config.hash"
@@ -518,57 +524,19 @@ static void check_fields(struct errs *e, struct path *p, json_object *o,
         }
 }
 
-/* ---- step 6: nulls ----------------------------------------------------- */
-
-/* Removes object members whose value is null, at every depth (the tree is
- * at most YAML_JSON_MAX_DEPTH deep).  Null array elements stay: the type
- * pass has rejected them where an object belongs. */
-static int strip_nulls(json_object *o)
-{
-        const char **dead = NULL;
-        size_t n = 0, i = 0;
-        int r = 0;
-
-        if (json_object_is_type(o, json_type_array)) {
-                n = json_object_array_length(o);
-                for (i = 0; r == 0 && i < n; i++)
-                        r = strip_nulls(json_object_array_get_idx(o, i));
-                return r;
-        }
-        if (!json_object_is_type(o, json_type_object))
-                return 0;
-        json_object_object_foreach(o, k, v) {
-                (void)k;
-                if (!v)
-                        n++;
-                else if ((r = strip_nulls(v)) < 0)
-                        return r;
-        }
-        if (n == 0)
-                return 0;
-        /* Collected first: deleting while walking the table is not safe. */
-        dead = malloc(n * sizeof(*dead));
-        if (!dead)
-                return -ENOMEM;
-        json_object_object_foreach(o, k2, v2) {
-                if (!v2)
-                        dead[i++] = k2;
-        }
-        for (i = 0; i < n; i++)
-                json_object_object_del(o, dead[i]);
-        free(dead);
-        return 0;
-}
-
-/* ---- step 5: generated UID (9.1) -------------------------------------- */
+/* ---- step 6: generated UID (9.1) -------------------------------------- */
 
 /*
- * FNV-1a-128 over the canonical JSON of the manifest AS WRITTEN (before
- * nulls are removed and before any default), then "host:<node>" and
+ * FNV-1a-128 over the canonical JSON of the manifest AS WRITTEN, once
+ * normalized (step 4) and before any default, then "host:<node>" and
  * "file:<path>" for a file, or "url:<url>" for a URL.  Hashing the written
  * content, not the defaulted object, keeps UIDs stable when podmux learns
  * more defaults; key order, whitespace, comments and YAML-vs-JSON do not
- * reach the canonical text.  The kubelet hashes a Go deep dump instead,
+ * reach the canonical text, and neither does anything the normalization
+ * removes (unknown fields, nulls, plain zero values) or respells (a
+ * quantity as a number), so what makes no semantic difference makes no
+ * new UID.  A manifest without any of those hashes exactly as before
+ * normalization existed.  The kubelet hashes a Go deep dump instead,
  * which no C program can reproduce (spec 5.4).
  */
 static int generate_uid(json_object *pod, const struct manifest_ctx *ctx, char out[33])
@@ -1502,7 +1470,43 @@ static const struct {
         {"podCertificate", "podcertificates"},
 };
 
-static bool volume_type_refs(json_object *spec, struct apiref *a)
+/*
+ * podmux deviation: the kubelet's decoder drops a volume source member v1
+ * does not define, and a volume left with no source is defaulted to an
+ * emptyDir.  A typo ("hostpath") would silently give the pod an empty
+ * directory where a host path was meant, so podmux refuses the first
+ * volume that has members but no known source.  Looked for before step 4
+ * drops the unknown members; reported in step 10, in the kubelet's order.
+ */
+struct unknown_volume {
+        bool found;
+        size_t index;
+        char type[64];
+};
+
+static void find_unknown_volume(json_object *pod, struct unknown_volume *uv)
+{
+        json_object *vols = get(get(pod, "spec"), "volumes");
+
+        memset(uv, 0, sizeof(*uv));
+        for (size_t i = 0; i < arr_len(vols); i++) {
+                json_object *v = arr_obj(vols, i);
+
+                if (!v || volume_source_count(v, NULL) > 0)
+                        continue;
+                json_object_object_foreach(v, k, val) {
+                        if (val && strcmp(k, "name") != 0) {
+                                uv->found = true;
+                                uv->index = i;
+                                snprintf(uv->type, sizeof(uv->type), "%s", k);
+                                return;
+                        }
+                }
+        }
+}
+
+static bool volume_type_refs(json_object *spec, const struct unknown_volume *uv,
+                             struct apiref *a)
 {
         json_object *vols = get(spec, "volumes");
         struct path p;
@@ -1513,23 +1517,16 @@ static bool volume_type_refs(json_object *spec, struct apiref *a)
 
                 path_init(&p, "spec.volumes");
                 path_idx(&p, i);
-                if (volume_source_count(v, &type) == 0) {
-                        const char *unknown = "";
-
-                        json_object_object_foreach(v, k, val) {
-                                (void)val;
-                                if (strcmp(k, "name") != 0) {
-                                        unknown = k;
-                                        break;
-                                }
-                        }
+                if (uv->found && uv->index == i) {
                         found(a, &p, NULL);
                         snprintf(a->detail, sizeof(a->detail),
                                  "static pods may not use unknown volume type \"%s\" "
                                  "(volume \"%s\")",
-                                 unknown, get_str(v, "name"));
+                                 uv->type, get_str(v, "name"));
                         return true;
                 }
+                if (volume_source_count(v, &type) == 0)
+                        continue; /* defaulted to an emptyDir */
                 if (str_in(type, allowed_volume_types))
                         continue;
                 for (size_t k = 0; k < ARRAY_SIZE(rejected_volume_types); k++) {
@@ -1568,7 +1565,8 @@ static bool volume_type_refs(json_object *spec, struct apiref *a)
 }
 
 /* podutil.HasAPIObjectReference, in its order; the first hit is reported. */
-static bool api_object_reference(json_object *pod, struct apiref *a)
+static bool api_object_reference(json_object *pod, const struct unknown_volume *uv,
+                                 struct apiref *a)
 {
         json_object *spec = get(pod, "spec");
         struct path p;
@@ -1590,7 +1588,7 @@ static bool api_object_reference(json_object *pod, struct apiref *a)
                 path_init(&p, "spec.resourceClaims");
                 return found(a, &p, "resourceclaims");
         }
-        return volume_type_refs(spec, a);
+        return volume_type_refs(spec, uv, a);
 }
 
 /* ---- the pipeline ------------------------------------------------------ */
@@ -1617,10 +1615,13 @@ static int fail(struct buf *err, int code, const char *fmt, ...)
 }
 
 /* Steps 3-10 on one pod object (a manifest or a PodList item), in place.
- * Errors go to msg (appended). */
-static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct buf *msg)
+ * Errors go to msg (appended); unknown members to unknown, their paths
+ * starting with where ("" or "items[i]"). */
+static int decode_one(json_object *pod, const struct manifest_ctx *ctx, const char *where,
+                      struct v1_unknown *unknown, struct buf *msg)
 {
         struct errs e = {msg, 0, false};
+        struct unknown_volume uv;
         struct path p;
         struct apiref a;
         char generated[33];
@@ -1632,6 +1633,10 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct b
         check_fields(&e, &p, pod, f_pod);
         if (e.n > 0)
                 return e.oom ? -ENOMEM : -EINVAL;
+        find_unknown_volume(pod, &uv);
+        r = v1_normalize(pod, &v1_types[V1_TYPE_POD], where, unknown, msg);
+        if (r < 0)
+                return r;
         if (!*get_str(get(pod, "metadata"), "name")) {
                 errs_add(&e, "metadata.name", "Required value: name is needed for the pod");
                 return e.oom ? -ENOMEM : -EINVAL;
@@ -1650,9 +1655,7 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct b
                         goto out;
                 uid = generated;
         }
-        r = strip_nulls(pod);
-        if (r == 0)
-                r = api_defaults(pod);
+        r = api_defaults(pod);
         if (r == 0)
                 r = source_defaults(pod, ctx, uid);
         if (r < 0)
@@ -1666,7 +1669,7 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, struct b
                 r = -EINVAL;
                 goto out;
         }
-        if (api_object_reference(pod, &a)) {
+        if (api_object_reference(pod, &uv, &a)) {
                 if (a.resource)
                         errs_add(&e, a.path, "static pods may not reference %s", a.resource);
                 else
@@ -1737,35 +1740,42 @@ static int parse(const char *data, size_t len, json_object **ret_root, struct bu
 }
 
 int manifest_decode_pod(const char *data, size_t len, const struct manifest_ctx *ctx,
-                        json_object **ret_pod, struct buf *err)
+                        json_object **ret_pod, struct v1_unknown *ret_unknown,
+                        struct buf *err)
 {
         json_object *root = NULL;
         const char *kind;
         int r;
 
+        v1_unknown_clear(ret_unknown);
         r = parse(data, len, &root, err);
         if (r == 0)
                 r = check_type_meta(root, false, &kind, err);
         if (r == 0)
-                r = decode_one(root, ctx, err);
+                r = decode_one(root, ctx, "", ret_unknown, err);
         if (r == 0) {
                 *ret_pod = root;
                 root = NULL;
-        } else if (r == -ENOMEM && err) {
-                buf_reset(err); /* nothing half-written */
+        } else {
+                if (r == -ENOMEM && err)
+                        buf_reset(err); /* nothing half-written */
+                v1_unknown_clear(ret_unknown);
         }
         json_object_put(root);
         return r;
 }
 
 int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx *ctx,
-                         json_object **ret_pods, struct buf *err)
+                         json_object **ret_pods, struct v1_unknown *ret_unknown,
+                         struct buf *err)
 {
-        json_object *root = NULL, *items, *out = NULL;
+        json_object *root = NULL, *items = NULL, *out = NULL;
         struct buf msg = BUF_INIT;
+        char where[32];
         const char *kind;
         int r;
 
+        v1_unknown_clear(ret_unknown);
         r = parse(data, len, &root, err);
         if (r < 0)
                 goto done;
@@ -1778,7 +1788,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 goto done;
         }
         if (strcmp(kind, "Pod") == 0) {
-                r = decode_one(root, ctx, err);
+                r = decode_one(root, ctx, "", ret_unknown, err);
                 if (r == 0) {
                         r = json_object_array_add(out, root) == 0 ? 0 : -ENOMEM;
                         if (r == 0)
@@ -1786,12 +1796,20 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 }
                 goto done;
         }
-        items = json_object_object_get(root, "items");
+        items = json_object_get(json_object_object_get(root, "items"));
         if (items && !json_object_is_type(items, json_type_array)) {
                 r = fail(err, -EINVAL, "items: Invalid type: expected array, got %s",
                          type_name(items));
                 goto done;
         }
+        /* The list's own members (metadata, unknown ones) first; the items
+         * one by one below, so their errors read "items[i]: <path>: ...". */
+        json_object_object_del(root, "items");
+        if (err)
+                buf_reset(err);
+        r = v1_normalize(root, &v1_types[V1_TYPE_POD_LIST], "", ret_unknown, err);
+        if (r < 0)
+                goto done;
         /* All or nothing: the first failing item rejects the whole list. */
         for (size_t i = 0; i < arr_len(items); i++) {
                 json_object *item = json_object_array_get_idx(items, i);
@@ -1803,7 +1821,8 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                         goto done;
                 }
                 buf_reset(&msg);
-                r = decode_one(item, ctx, &msg);
+                snprintf(where, sizeof(where), "items[%zu]", i);
+                r = decode_one(item, ctx, where, ret_unknown, &msg);
                 if (r < 0) {
                         if (r != -ENOMEM)
                                 r = fail(err, r, "items[%zu]: %s", i, msg.data ? msg.data : "");
@@ -1819,9 +1838,12 @@ done:
         if (r == 0) {
                 *ret_pods = out;
                 out = NULL;
-        } else if (r == -ENOMEM && err) {
-                buf_reset(err);
+        } else {
+                v1_unknown_clear(ret_unknown);
+                if (r == -ENOMEM && err)
+                        buf_reset(err);
         }
+        json_object_put(items);
         json_object_put(out);
         json_object_put(root);
         buf_free(&msg);

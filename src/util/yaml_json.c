@@ -106,7 +106,11 @@ static int fail_at(struct conv *c, yaml_mark_t mark, const char *fmt, ...)
                 r = buf_vprintf(c->err, fmt, ap);
                 va_end(ap);
         }
-        return r < 0 ? -ENOMEM : -EINVAL;
+        if (r < 0) {
+                buf_reset(c->err); /* no half message */
+                return -ENOMEM;
+        }
+        return -EINVAL;
 }
 
 /* libyaml reports reader errors (bad encoding, control characters) as a

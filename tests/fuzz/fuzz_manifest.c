@@ -4,21 +4,46 @@
  * (a Pod or a PodList): decoding, API and source defaults, validation,
  * then the pod as the merger keeps it and as consumers get it.
  *
- * Every input goes both ways.  Checked: a failure has a message; a
- * success yields pods with a name, namespace and UID whose stream text is
- * valid JSON in UTF-8.
+ * Every input goes both ways.  Checked: a failure has a message and no
+ * unknown-field list; a success yields pods with a name, namespace and UID
+ * whose stream text is valid JSON in UTF-8, and that are already normal
+ * (normalizing again changes nothing and finds no unknown field).
  */
 #include "fuzz.h"
 
 #include "podmux/buf.h"
+#include "podmux/json_canon.h"
 #include "podmux/manifest.h"
 #include "podmux/pod.h"
+#include "podmux/v1_normalize.h"
+
+static void check_normal(json_object *obj)
+{
+        struct buf before = BUF_INIT, after = BUF_INIT;
+        struct v1_unknown unknown = {NULL, 0, 0};
+        int r;
+
+        if (json_canon_append(&before, obj) < 0)
+                goto out;
+        r = v1_normalize(obj, &v1_types[V1_TYPE_POD], "", &unknown, NULL);
+        if (r == -ENOMEM)
+                goto out;
+        FUZZ_ASSERT(r == 0 && unknown.total == 0);
+        if (json_canon_append(&after, obj) < 0)
+                goto out;
+        FUZZ_ASSERT(before.len == after.len && memcmp(before.data, after.data, before.len) == 0);
+out:
+        v1_unknown_clear(&unknown);
+        buf_free(&before);
+        buf_free(&after);
+}
 
 static void check_pod(json_object *obj)
 {
         struct buf out = BUF_INIT, key = BUF_INIT;
         struct pod *p = NULL;
 
+        check_normal(obj);
         FUZZ_ASSERT(pod_from_json(obj, &p, NULL) == 0);
         FUZZ_ASSERT(p->name[0] && p->namespace[0] && p->uid[0]);
         FUZZ_ASSERT(pod_store_key(p, &key) == 0);
@@ -42,23 +67,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 .location = "http://manifests.example/pods",
         };
         const char *text = (const char *)data;
+        struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
         json_object *obj = NULL;
         int r;
 
-        r = manifest_decode_pod(text, size, &file, &obj, &err);
+        r = manifest_decode_pod(text, size, &file, &obj, &unknown, &err);
         if (r == 0) {
                 FUZZ_ASSERT(obj != NULL);
+                FUZZ_ASSERT(unknown.n <= V1_NORMALIZE_MAX_UNKNOWN && unknown.n <= unknown.total);
                 check_pod(obj);
         } else {
                 FUZZ_ASSERT(r == -EINVAL || r == -ENODATA || r == -EFBIG || r == -ENOMEM);
                 FUZZ_ASSERT(obj == NULL && err.len > 0);
+                FUZZ_ASSERT(unknown.total == 0);
         }
         json_object_put(obj);
         obj = NULL;
         buf_reset(&err);
 
-        r = manifest_decode_pods(text, size, &url, &obj, &err);
+        r = manifest_decode_pods(text, size, &url, &obj, &unknown, &err);
         if (r == 0) {
                 FUZZ_ASSERT(json_object_is_type(obj, json_type_array));
                 for (size_t i = 0; i < json_object_array_length(obj); i++)
@@ -66,8 +94,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
                 FUZZ_ASSERT(r == -EINVAL || r == -ENODATA || r == -EFBIG || r == -ENOMEM);
                 FUZZ_ASSERT(obj == NULL && err.len > 0);
+                FUZZ_ASSERT(unknown.total == 0);
         }
         json_object_put(obj);
+        v1_unknown_clear(&unknown);
         buf_free(&err);
         return 0;
 }

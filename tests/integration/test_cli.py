@@ -86,6 +86,42 @@ def _(t):
         raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
 
 
+@test("podmux version names the core/v1 schema it decodes manifests with")
+def _(t):
+    r = t.run_cmd(["version"])
+    if r.returncode != 0 or not re.search(
+            r"^core/v1 schema: Kubernetes 1\.\d+\b", r.stdout, re.M):
+        raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
+
+
+@test("podmux validate lists the fields core/v1 does not define (exit 0) "
+      "and prints the pod without them")
+def _(t):
+    path = write_file(t.path("typo.yaml"),
+                      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\n"
+                      "  labelz: {a: b}\nspec:\n  containers:\n  - name: c\n"
+                      "    image: nginx:1.25\n    imagePullPolicyy: Never\n")
+    r = t.run_cmd(["validate", "--node-name", NODE, path])
+    if r.returncode != 0:
+        raise AssertionError("exit %d, stderr %r" % (r.returncode, r.stderr))
+    for field in ("metadata.labelz", "spec.containers[0].imagePullPolicyy"):
+        lines = [x for x in r.stderr.splitlines()
+                 if 'unknown field "%s"' % field in x and "typo.yaml" in x]
+        if len(lines) != 1:
+            raise AssertionError("want one warning naming %s, stderr %r" %
+                                 (field, r.stderr))
+    pods = json_values(r.stdout)
+    c = pods[0]["spec"]["containers"][0]
+    if len(pods) != 1 or "labelz" in pods[0]["metadata"] or \
+            "imagePullPolicyy" in c or c.get("imagePullPolicy") != "IfNotPresent":
+        raise AssertionError("the printed pod still has an unknown field: %s"
+                             % r.stdout[:500])
+    r = t.run_cmd(["validate", "--node-name", NODE, fixture("good", "nginx.yaml")])
+    if r.returncode != 0 or "unknown field" in r.stderr:
+        raise AssertionError("a clean manifest: exit %d, stderr %r" %
+                             (r.returncode, r.stderr))
+
+
 @test("podmux validate on each good fixture: exit 0, the defaulted pod "
       "JSON on stdout")
 def _(t):

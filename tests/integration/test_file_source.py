@@ -338,6 +338,133 @@ def _(t):
     t.soft(check_mode_ops, c, t.mode)
 
 
+def typed_manifest(name, uid=None, cpu="1", spec="", container=""):
+    """A manifest written by hand, so each test controls how every value
+    is spelled (pod_yaml() writes one canonical form)."""
+    return ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n" % name +
+            ("  uid: %s\n" % uid if uid else "") +
+            "spec:\n" + spec +
+            "  containers:\n  - name: c\n    image: nginx:1.25\n" + container +
+            "    resources:\n      limits:\n        cpu: %s\n" % cpu)
+
+
+def msgs_naming(c, uids, since):
+    return [m for m in c.pods_msgs(since) if set(msg_uids(m)) & set(uids)]
+
+
+@test("equality is Go's: re-spelled quantities, explicit zero values of "
+      "plain fields and unknown fields give no UPDATE (and keep a generated "
+      "uid); pointers at zero, empty slices and other spellings do")
+def _(t):
+    m, d, c, pr = setup(t, {
+        "web.yaml": typed_manifest("web", uid=PINNED),
+        "plain.yaml": typed_manifest("plain")}, probe=True)
+    c.wait_until_state([pn("plain"), pn("probe"), pn("web")])
+    plain = pod_uid(c.state.one(pn("plain")))
+    same = [
+        dict(cpu='"1"'),
+        dict(cpu='"1"', spec="  hostNetwork: false\n"),
+        dict(cpu='"1"', spec="  hostNetwork: false\n  hostname: \"\"\n"),
+        dict(cpu='"1"', spec="  hostNetwork: false\n  hostname: \"\"\n",
+             container="    tty: false\n"),
+        dict(cpu='"1"', spec="  hostNetwork: false\n  hostname: \"\"\n",
+             container="    tty: false\n    imagePullPolicyy: Never\n"),
+    ]
+    for kw in same:
+        since = len(c.msgs)
+        write_file(os.path.join(m, "web.yaml"),
+                   typed_manifest("web", uid=PINNED, **kw))
+        write_file(os.path.join(m, "plain.yaml"), typed_manifest("plain", **kw))
+        pr.barrier(c)
+        got = msgs_naming(c, [PINNED, plain], since)
+        if got:
+            raise AssertionError("no semantic change (%s), yet: %s" % (
+                kw, " | ".join(harness.summarize(x) for x in got)))
+    differ = [
+        ("automountServiceAccountToken: false",
+         dict(spec="  automountServiceAccountToken: false\n"),
+         lambda s: s.get("automountServiceAccountToken") is False),
+        ("terminationGracePeriodSeconds: 0",
+         dict(spec="  terminationGracePeriodSeconds: 0\n"),
+         lambda s: s.get("terminationGracePeriodSeconds") == 0),
+        ("securityContext.runAsUser: 0",
+         dict(spec="  securityContext:\n    runAsUser: 0\n"),
+         lambda s: s.get("securityContext") == {"runAsUser": 0}),
+        ("volumes: []", dict(spec="  volumes: []\n"),
+         lambda s: s.get("volumes") == []),
+        ("cpu: 1000m", dict(cpu="1000m"),
+         lambda s: s["containers"][0]["resources"]["limits"]["cpu"] == "1000m"),
+    ]
+    spec = ""
+    for what, kw, check in differ:
+        spec += kw.get("spec", "")
+        cpu = kw.get("cpu", '"1"')
+        write_file(os.path.join(m, "web.yaml"),
+                   typed_manifest("web", uid=PINNED, cpu=cpu, spec=spec))
+        write_file(os.path.join(m, "plain.yaml"),
+                   typed_manifest("plain", cpu=cpu, spec=spec))
+        msg = c.expect_pods("UPDATE", uids=[PINNED])
+        if not check(msg["pods"][0]["spec"]):
+            raise AssertionError("%s: the UPDATE does not carry it: %s" %
+                                 (what, json.dumps(msg["pods"][0]["spec"])[:500]))
+        c.wait_state(lambda s: [pod_uid(x) for x in s.by_name(pn("plain"))]
+                     not in ([], [plain]),
+                     "a new uid for plain.yaml after %s" % what)
+        plain = pod_uid(c.state.one(pn("plain")))
+    c.assert_kept([PINNED])
+
+
+@test("fields core/v1 does not define never reach consumers and are "
+      "warned about once per file, again only when the list changes")
+def _(t):
+    bad = typed_manifest("web", spec="  bogusField: 1\n",
+                         container="    imagePullPolicyy: Never\n")
+    m, d, c, pr = setup(t, {"web.yaml": bad,
+                            "db.yaml": pod_yaml("db")}, probe=True)
+    c.wait_until_state([pn("db"), pn("probe"), pn("web")])
+    web = c.state.one(pn("web"))
+    ctr = web["spec"]["containers"][0]
+    if "bogusField" in web["spec"] or "imagePullPolicyy" in ctr:
+        raise AssertionError("an unknown field reached a consumer: %s" %
+                             json.dumps(web["spec"])[:500])
+    if ctr.get("imagePullPolicy") != "IfNotPresent":
+        raise AssertionError("the misspelt field must not count: %s" % ctr)
+    fresh = d.connect()
+    fresh.read_initial()
+    if "bogusField" in fresh.state.one(pn("web"))["spec"]:
+        raise AssertionError("an unknown field reached a new consumer")
+
+    def warnings(name):
+        return [x for x in d.logs() if x.level in ("warn", "warning") and
+                name in x.msg and "unknown field" in x.msg]
+    pr.barrier(c)
+    pr.barrier(c)
+    w = warnings("web.yaml")
+    if len(w) != 1:
+        raise AssertionError("want one warning for web.yaml after two "
+                             "relists, got %d: %s" % (len(w), w))
+    for path in ('"spec.bogusField"', '"spec.containers[0].imagePullPolicyy"'):
+        if path not in w[0].msg:
+            raise AssertionError("the warning does not name %s: %s" %
+                                 (path, w[0].msg))
+    if warnings("db.yaml"):
+        raise AssertionError("db.yaml has no unknown field: %s" %
+                             warnings("db.yaml"))
+    uid = pod_uid(web)
+    since = len(c.msgs)
+    write_file(os.path.join(m, "web.yaml"),
+               bad.replace("  name: web\n", "  name: web\n  labelz: {a: b}\n"))
+    pr.barrier(c)
+    w = warnings("web.yaml")
+    if len(w) != 2 or '"metadata.labelz"' not in w[1].msg:
+        raise AssertionError("a changed list must be warned about once "
+                             "more: %s" % w)
+    got = msgs_naming(c, [uid], since)
+    if got:
+        raise AssertionError("an unknown field changed the pod: %s" %
+                             " | ".join(harness.summarize(x) for x in got))
+
+
 @test("atomic replace through a hidden temp name (write .x.tmp, rename "
       "over x.yaml): pod replaced once, temp file never read", params=MODES)
 def _(t):

@@ -398,6 +398,48 @@ def _(t):
         raise AssertionError("identical bodies logged problems: %s" % errs)
 
 
+@http_test("a body re-spelling the same pods (a quantity as a number, a "
+           "zero hostNetwork, an unknown field) gives no pods message; the "
+           "unknown fields never reach consumers and are warned about once "
+           "per URL, again only when the list changes")
+def _(t):
+    def body(cpu, extra=""):
+        return ("apiVersion: v1\nkind: PodList\nitems:\n"
+                "- metadata: {name: web}\n  spec:\n    containers:\n"
+                "    - name: c\n      image: nginx:1.25\n"
+                "      imagePullPolicyy: Never\n"
+                "      resources: {limits: {cpu: %s}}\n" % cpu + extra)
+    srv, d, c, url = start_with(t, body("1"), period="500ms")
+    c.expect_pods("ADD", names=[pn("web")])
+    ctr = c.state.one(pn("web"))["spec"]["containers"][0]
+    if "imagePullPolicyy" in ctr or ctr["resources"]["limits"]["cpu"] != "1":
+        raise AssertionError("container as a consumer got it: %s" % ctr)
+
+    def warnings():
+        return [x for x in url_lines(d, url, ("warn", "warning"))
+                if "unknown field" in x.msg]
+    i = len(c.msgs)
+    srv.set(body=body("'1'", "    hostNetwork: false\n"))
+    srv.wait_more(3, T_WAIT)
+    quiet(c)
+    no_pods_since(c, i, "the same pods re-spelled must give no update")
+    w = warnings()
+    if len(w) != 1 or '"items[0].spec.containers[0].imagePullPolicyy"' \
+            not in w[0].msg:
+        raise AssertionError("want one warning naming the field: %s" % w)
+    srv.set(body=body("'1'", "    hostNetwork: false\n    bogus: 1\n"))
+    harness.wait_for(lambda: len(warnings()) == 2, T_WAIT,
+                     "a second warning for a changed list")
+    if '"items[0].spec.bogus"' not in warnings()[1].msg:
+        raise AssertionError("the new warning: %s" % warnings()[1])
+    srv.wait_more(3, T_WAIT)
+    quiet(c)
+    no_pods_since(c, i, "unknown fields must give no update")
+    if len(warnings()) != 2:
+        raise AssertionError("warned again for an unchanged list: %s" %
+                             warnings())
+
+
 @http_test("empty body: REMOVE of every http pod (and a warning); the same "
            "earlier content coming back is ADDed again (podmux deviation)")
 def _(t):

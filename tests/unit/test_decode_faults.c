@@ -229,9 +229,9 @@ static void decode_manifest(void *arg, struct outcome *o)
         json_object *v = NULL;
 
         if (c->list)
-                o->r = manifest_decode_pods(c->text, strlen(c->text), &ctx, &v, &err);
+                o->r = manifest_decode_pods(c->text, strlen(c->text), &ctx, &v, NULL, &err);
         else
-                o->r = manifest_decode_pod(c->text, strlen(c->text), &ctx, &v, &err);
+                o->r = manifest_decode_pod(c->text, strlen(c->text), &ctx, &v, NULL, &err);
         if (o->r == -ENOMEM) {
                 /* Nothing else may come back with it. */
                 CHECK(v == NULL, "-ENOMEM with a value");

@@ -53,10 +53,14 @@
 #define N_CLIENTS 3
 #define MAX_VALID 32
 
+/* a.yaml has what normalization rewrites (a number quantity, a plain
+ * field at its zero value, an unknown field and its warning), so those
+ * allocations are swept too. */
 static const char *const manifests[][2] = {
         {"a.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: alpha\n  labels: {app: a}\n"
                    "spec:\n  containers:\n  - name: c\n    image: busybox:1.36\n"
-                   "    resources: {limits: {cpu: 100m}}\n  - name: d\n    image: nginx\n"},
+                   "    resources: {limits: {cpu: 100m, memory: 64}}\n    tty: false\n"
+                   "  - name: d\n    image: nginx\n    imagePullPolicyy: Never\n"},
         {"b.json", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"beta\","
                    "\"annotations\":{\"x\":\"1\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
                    "\"image\":\"redis:7\",\"env\":[{\"name\":\"A\",\"value\":\"b\"}]}]}}\n"},
