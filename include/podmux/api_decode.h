@@ -49,6 +49,13 @@ enum watch_event_type {
 };
 
 struct watch_decoder;
+struct pod;
+
+/* Told of each event once it is applied: old is the pod the event replaced
+ * or removed (NULL if none), new the pod it stored (NULL for DELETED and
+ * BOOKMARK).  Both are valid for the call only (take a reference to keep
+ * one).  What a source needs to hand on only the change. */
+typedef void (*watch_event_fn)(void *arg, enum watch_event_type t, struct pod *old, struct pod *new);
 
 struct watch_decoder *watch_decoder_new(void); /* NULL on ENOMEM */
 void watch_decoder_free(struct watch_decoder *d);   /* NULL-safe */
@@ -73,7 +80,7 @@ void watch_decoder_reset(struct watch_decoder *d);
  *   -ENOMEM.
  */
 int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, struct strmap *store,
-                       char **rv_slot, void (*on_event)(void *arg, enum watch_event_type t), void *arg,
-                       long *ret_code, struct buf *err);
+                       char **rv_slot, watch_event_fn on_event, void *arg, long *ret_code,
+                       struct buf *err);
 
 #endif

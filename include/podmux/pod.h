@@ -9,7 +9,8 @@
  *
  * A pod is reference counted and never changes after it is built, so an
  * emitted record can share pods with the merger's store: "deep copy"
- * semantics at the cost of a counter.  Memory: the JSON text plus ~150 bytes.
+ * semantics at the cost of a counter.  Memory: the JSON text and the
+ * identity strings, shared by clones, plus 128 bytes per pod.
  *
  * Local annotations (kubernetes.io/config.source, .seen, .mirror) are kept
  * out of the text and in their own fields; pod_render() splices them back
@@ -39,9 +40,10 @@ struct strmap;
 
 struct pod {
         unsigned refs;
-        char *uid;       /* metadata.uid, "" if absent */
-        char *name;      /* metadata.name, "" if absent */
-        char *namespace; /* metadata.namespace, "" if absent */
+        /* metadata.uid, .name, .namespace ("" if absent): in the body. */
+        const char *uid;
+        const char *name;
+        const char *namespace;
         char *source;    /* config.source, NULL if absent */
         char *seen;      /* config.seen, NULL if absent */
         char *mirror;    /* config.mirror, NULL if absent */
@@ -54,14 +56,25 @@ struct pod {
         /* Digest of the whole status subtree. */
         uint8_t status[POD_DIGEST_LEN];
         bool deleting; /* metadata.deletionTimestamp is set */
-        /* Compact JSON of the pod without the local annotations.  text is
-         * "{\"metadata\":{...\"annotations\":{<non-local>" + text[splice..]
-         * where the locals are inserted at splice. */
+        bool has_annotations; /* non-local annotations are present */
+        /*
+         * Compact JSON of the pod without the local annotations, laid out
+         * in spans so that a merge assembles a pod from the spans of two
+         * versions without parsing either (pod_merge_update):
+         *
+         *   {"metadata":{"annotations":{<non-local>|splice|}
+         *     <other metadata> |copied_off| <labels, deletionTimestamp,
+         *     deletionGracePeriodSeconds, generation> |meta_end|}
+         *     <other members> |spec_off| ,"spec":... |status_off|
+         *     ,"status":... }
+         *
+         * Each span but the first holds members with a leading comma.  The
+         * local annotations are inserted at splice when rendering.
+         */
         char *text;      /* points into body; shared by clones */
         struct pod_body *body;
-        size_t text_len;
-        size_t splice;
-        bool has_annotations; /* non-local annotations are present */
+        uint32_t text_len;
+        uint32_t splice, copied_off, meta_end, spec_off, status_off;
 };
 
 /* Builds a pod from a decoded v1 Pod object.  obj is only read.  Fails with

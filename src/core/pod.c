@@ -18,11 +18,30 @@
 #include "podmux/str.h"
 #include "podmux/strmap.h"
 
-/* The immutable JSON text, shared between a pod and its clones. */
+/* The immutable JSON text and the pod's identity strings, shared between
+ * a pod and its clones: text, NUL, uid, NUL, name, NUL, namespace, NUL. */
 struct pod_body {
         unsigned refs;
         char text[];
 };
+
+/* Where the metadata starts its annotations map: every pod's text opens
+ * with these bytes (see struct pod in include/podmux/pod.h). */
+#define TEXT_HEAD "{\"metadata\":{\"annotations\":{"
+#define TEXT_HEAD_LEN (sizeof(TEXT_HEAD) - 1)
+
+/* The metadata members the merger copies from the newer version (its
+ * other metadata stays as stored); spec and status are copied too. */
+static const char *const copied_meta[] = {"labels", "deletionTimestamp", "deletionGracePeriodSeconds",
+                                          "generation"};
+
+static bool is_copied_meta(const char *k)
+{
+        for (size_t i = 0; i < sizeof(copied_meta) / sizeof(copied_meta[0]); i++)
+                if (strcmp(k, copied_meta[i]) == 0)
+                        return true;
+        return false;
+}
 
 static const char *const local_keys[] = {
         POD_ANNOTATION_SOURCE,
@@ -41,13 +60,13 @@ static json_object *get_obj(json_object *o, const char *key)
         return v;
 }
 
-static char *dup_string_field(json_object *o, const char *key)
+static const char *string_field(json_object *o, const char *key)
 {
         json_object *v = get_obj(o, key);
 
         if (v && json_object_is_type(v, json_type_string))
-                return strdup(json_object_get_string(v));
-        return strdup("");
+                return json_object_get_string(v);
+        return "";
 }
 
 /* ---- timestamps ------------------------------------------------------------ */
@@ -211,9 +230,6 @@ static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
 
 static void pod_free(struct pod *p)
 {
-        free(p->uid);
-        free(p->name);
-        free(p->namespace);
         free(p->source);
         free(p->seen);
         free(p->mirror);
@@ -222,22 +238,51 @@ static void pod_free(struct pod *p)
         free(p);
 }
 
-static int put_member(struct buf *b, bool *first, const char *key, json_object *v)
+/* ,"key":value */
+static int put_member(struct buf *b, const char *key, json_object *v)
 {
-        if (!*first && buf_putc(b, ',') < 0)
-                return -ENOMEM;
-        *first = false;
-        if (buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0)
+        if (buf_putc(b, ',') < 0 || buf_json_string(b, key, strlen(key)) < 0 || buf_putc(b, ':') < 0)
                 return -ENOMEM;
         return json_write(b, v);
+}
+
+/*
+ * Gives p its body: the text in t (len bytes) followed by the identity
+ * strings, in one block.  p->uid, name and namespace then point into it.
+ * 0 or -ENOMEM (p unchanged).
+ */
+static int give_body(struct pod *p, const char *t, size_t len, const char *uid, const char *name,
+                     const char *ns)
+{
+        size_t lu = strlen(uid) + 1, ln = strlen(name) + 1, ls = strlen(ns) + 1;
+        struct pod_body *b = malloc(sizeof(*b) + len + 1 + lu + ln + ls);
+        char *at;
+
+        if (!b)
+                return -ENOMEM;
+        b->refs = 1;
+        memcpy(b->text, t, len);
+        b->text[len] = '\0';
+        at = b->text + len + 1;
+        memcpy(at, uid, lu);
+        p->uid = at;
+        at += lu;
+        memcpy(at, name, ln);
+        p->name = at;
+        at += ln;
+        memcpy(at, ns, ls);
+        p->namespace = at;
+        p->body = b;
+        p->text = b->text;
+        p->text_len = (uint32_t)len;
+        return 0;
 }
 
 int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
 {
         struct buf text = BUF_INIT, scratch = BUF_INIT;
-        json_object *meta, *ann, *nonlocal = NULL;
+        json_object *meta, *ann, *nonlocal = NULL, *spec = NULL, *status = NULL;
         struct pod *p;
-        bool first;
         int r = -ENOMEM;
 
         if (!obj || !json_object_is_type(obj, json_type_object)) {
@@ -266,12 +311,6 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
         if (!p)
                 return -ENOMEM;
         p->refs = 1;
-        p->uid = dup_string_field(meta, "uid");
-        p->name = dup_string_field(meta, "name");
-        p->namespace = dup_string_field(meta, "namespace");
-        if (!p->uid || !p->name || !p->namespace)
-                goto fail;
-
         if (ann) {
                 nonlocal = json_object_new_object();
                 if (!nonlocal)
@@ -298,59 +337,78 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                                         goto fail;
                                 continue;
                         }
-                        /* json-c leaves the value to us when it fails. */
-                        if (json_object_object_add(nonlocal, k, json_object_get(v)) < 0) {
-                                json_object_put(v);
+                        if (json_put(nonlocal, k, json_object_get(v)) < 0)
                                 goto fail;
-                        }
                 }
                 p->has_annotations = json_object_object_length(nonlocal) > 0;
         }
         if (compute_digests(p, obj, meta, nonlocal, &scratch) < 0)
                 goto fail;
 
-        /* {"metadata":{<other>,"annotations":{<non-local>|splice|}}, <rest>} */
-        if (buf_puts(&text, "{\"metadata\":{") < 0)
-                goto fail;
-        first = true;
-        if (meta) {
-                json_object_object_foreach(meta, k, v) {
-                        if (strcmp(k, "annotations") == 0)
-                                continue;
-                        if (put_member(&text, &first, k, v) < 0)
-                                goto fail;
-                }
-        }
-        if ((!first && buf_putc(&text, ',') < 0) ||
-            buf_puts(&text, "\"annotations\":{") < 0)
+        /*
+         * The layout (struct pod): the annotations first, so the local
+         * ones are spliced in at a fixed place; the metadata the merger
+         * copies, and spec and status, each in a span of its own, so a
+         * merge takes spans of the two versions and parses nothing.
+         */
+        if (buf_puts(&text, TEXT_HEAD) < 0)
                 goto fail;
         if (nonlocal) {
                 bool afirst = true;
 
                 json_object_object_foreach(nonlocal, k, v) {
-                        if (put_member(&text, &afirst, k, v) < 0)
+                        if ((!afirst && buf_putc(&text, ',') < 0) || buf_json_string(&text, k, strlen(k)) < 0 ||
+                            buf_putc(&text, ':') < 0 || json_write(&text, v) < 0)
+                                goto fail;
+                        afirst = false;
+                }
+        }
+        p->splice = (uint32_t)text.len;
+        if (buf_putc(&text, '}') < 0)
+                goto fail;
+        if (meta) {
+                json_object_object_foreach(meta, k, v) {
+                        if (strcmp(k, "annotations") == 0 || is_copied_meta(k))
+                                continue;
+                        if (put_member(&text, k, v) < 0)
                                 goto fail;
                 }
         }
-        p->splice = text.len;
-        if (buf_puts(&text, "}}") < 0)
-                goto fail;
-        json_object_object_foreach(obj, k, v) {
-                if (strcmp(k, "metadata") == 0)
-                        continue;
-                first = false;
-                if (put_member(&text, &first, k, v) < 0)
+        p->copied_off = (uint32_t)text.len;
+        for (size_t i = 0; meta && i < sizeof(copied_meta) / sizeof(copied_meta[0]); i++) {
+                json_object *v;
+
+                if (json_object_object_get_ex(meta, copied_meta[i], &v) && put_member(&text, copied_meta[i], v) < 0)
                         goto fail;
         }
+        p->meta_end = (uint32_t)text.len;
         if (buf_putc(&text, '}') < 0)
                 goto fail;
-        p->body = malloc(sizeof(*p->body) + text.len + 1);
-        if (!p->body)
+        json_object_object_foreach(obj, k, v) {
+                if (strcmp(k, "metadata") == 0 || strcmp(k, "spec") == 0 || strcmp(k, "status") == 0)
+                        continue;
+                if (put_member(&text, k, v) < 0)
+                        goto fail;
+        }
+        p->spec_off = (uint32_t)text.len;
+        if (json_object_object_get_ex(obj, "spec", &spec) && put_member(&text, "spec", spec) < 0)
                 goto fail;
-        p->body->refs = 1;
-        memcpy(p->body->text, text.data, text.len + 1);
-        p->text = p->body->text;
-        p->text_len = text.len;
+        p->status_off = (uint32_t)text.len;
+        if (json_object_object_get_ex(obj, "status", &status) && put_member(&text, "status", status) < 0)
+                goto fail;
+        if (buf_putc(&text, '}') < 0)
+                goto fail;
+        /* The offsets are 32 bits; inputs are megabytes at most (manifest
+         * and event limits), so this is a bound, not a case. */
+        if (text.len >= UINT32_MAX) {
+                r = -EFBIG;
+                if (err)
+                        buf_puts(err, "a pod's text is larger than 4 GiB");
+                goto fail;
+        }
+        if (give_body(p, text.data, text.len, string_field(meta, "uid"), string_field(meta, "name"),
+                      string_field(meta, "namespace")) < 0)
+                goto fail;
         buf_free(&text);
         json_object_put(nonlocal);
         buf_free(&scratch);
@@ -410,13 +468,9 @@ int pod_clone(const struct pod *src, struct pod **ret_pod)
                 return -ENOMEM;
         *p = *src;
         p->refs = 1;
-        p->uid = p->name = p->namespace = p->source = p->seen = p->mirror = NULL;
-        p->body->refs++;
-        if (dup_opt(src->uid, &p->uid) < 0 ||
-            dup_opt(src->name, &p->name) < 0 ||
-            dup_opt(src->namespace, &p->namespace) < 0 ||
-            dup_opt(src->source, &p->source) < 0 ||
-            dup_opt(src->seen, &p->seen) < 0 ||
+        p->source = p->seen = p->mirror = NULL;
+        p->body->refs++; /* text and identity are shared */
+        if (dup_opt(src->source, &p->source) < 0 || dup_opt(src->seen, &p->seen) < 0 ||
             dup_opt(src->mirror, &p->mirror) < 0) {
                 pod_free(p);
                 return -ENOMEM;
@@ -480,105 +534,82 @@ json_object *pod_to_json(const struct pod *p)
 
 /* ---- the merger's copy rules ---------------------------------------------------------- */
 
-/* Sets key in dst to src's value of key, or removes it when src lacks it
- * (Go assigns the zero value, which JSON omits). */
-static int copy_key(json_object *dst, json_object *src, const char *key)
+/*
+ * A pod from spans of two versions' texts, laid out as pod_from_json lays
+ * them out (struct pod): the annotations, the copied metadata, spec and
+ * status of `ann_meta_spec` (the newer version) or of `status_only`, the
+ * rest of the metadata and the other members of `keep` (the stored one),
+ * whose identity comes along.  Nothing is parsed: O(text length).
+ */
+static int assemble(const struct pod *keep, const struct pod *from, bool status_only,
+                    struct pod **ret_pod)
 {
-        json_object *v = get_obj(src, key);
+        const struct pod *ann = status_only ? keep : from, *meta = status_only ? keep : from;
+        const struct pod *spec = status_only ? keep : from;
+        struct buf t = BUF_INIT;
+        struct pod *p;
+        int r = -ENOMEM;
 
-        if (!v) {
-                json_object_object_del(dst, key);
-                return 0;
-        }
-        if (json_object_object_add(dst, key, json_object_get(v)) < 0) {
-                json_object_put(v); /* json-c leaves it to us on failure */
+        p = calloc(1, sizeof(*p));
+        if (!p)
                 return -ENOMEM;
+        *p = *keep;
+        p->refs = 1;
+        p->body = NULL;
+        p->source = p->seen = p->mirror = NULL;
+        /* annotations of ann | rest of keep's metadata | copied metadata
+         * of meta | keep's other members | spec of spec | status of from */
+        if (buf_append(&t, ann->text, ann->splice + 1) < 0)
+                goto out;
+        p->splice = ann->splice;
+        if (buf_append(&t, keep->text + keep->splice + 1, keep->copied_off - keep->splice - 1) < 0)
+                goto out;
+        p->copied_off = (uint32_t)t.len;
+        if (buf_append(&t, meta->text + meta->copied_off, meta->meta_end - meta->copied_off) < 0)
+                goto out;
+        p->meta_end = (uint32_t)t.len;
+        if (buf_append(&t, keep->text + keep->meta_end, keep->spec_off - keep->meta_end) < 0)
+                goto out;
+        p->spec_off = (uint32_t)t.len;
+        if (buf_append(&t, spec->text + spec->spec_off, spec->status_off - spec->spec_off) < 0)
+                goto out;
+        p->status_off = (uint32_t)t.len;
+        if (buf_append(&t, from->text + from->status_off, from->text_len - from->status_off) < 0)
+                goto out;
+        if (t.len >= UINT32_MAX) {
+                r = -EFBIG;
+                goto out;
         }
+        /* What is compared comes with the spans it was computed from. */
+        memcpy(p->semantic, status_only ? keep->semantic : from->semantic, POD_DIGEST_LEN);
+        memcpy(p->status, from->status, POD_DIGEST_LEN);
+        p->deleting = status_only ? keep->deleting : from->deleting;
+        p->has_annotations = ann->has_annotations;
+        /* The stored version's local annotations win; the newer one's fill
+         * in those it lacks. */
+        r = -ENOMEM;
+        if (dup_opt(keep->source ? keep->source : from->source, &p->source) < 0 ||
+            dup_opt(keep->seen ? keep->seen : from->seen, &p->seen) < 0 ||
+            dup_opt(keep->mirror ? keep->mirror : from->mirror, &p->mirror) < 0 ||
+            give_body(p, t.data, t.len, keep->uid, keep->name, keep->namespace) < 0)
+                goto out;
+        buf_free(&t);
+        *ret_pod = p;
         return 0;
-}
-
-static json_object *ensure_object(json_object *parent, const char *key)
-{
-        json_object *v = get_obj(parent, key);
-
-        if (v && json_object_is_type(v, json_type_object))
-                return v;
-        v = json_object_new_object();
-        if (!v || json_object_object_add(parent, key, v) < 0) {
-                json_object_put(v);
-                return NULL;
-        }
-        return v;
-}
-
-int pod_merge_update(const struct pod *existing, const struct pod *ref,
-                     struct pod **ret_pod)
-{
-        json_object *e = pod_to_json(existing), *rf = pod_to_json(ref);
-        json_object *emeta, *rmeta, *ann, *rann;
-        int r = -ENOMEM;
-
-        if (!e || !rf)
-                goto out;
-        if (copy_key(e, rf, "spec") < 0 || copy_key(e, rf, "status") < 0)
-                goto out;
-        emeta = ensure_object(e, "metadata");
-        rmeta = get_obj(rf, "metadata");
-        if (!emeta)
-                goto out;
-        if (copy_key(emeta, rmeta, "labels") < 0 ||
-            copy_key(emeta, rmeta, "deletionTimestamp") < 0 ||
-            copy_key(emeta, rmeta, "deletionGracePeriodSeconds") < 0 ||
-            copy_key(emeta, rmeta, "generation") < 0)
-                goto out;
-        /* ref's annotations, then existing's local keys win. */
-        ann = json_object_new_object();
-        if (!ann || json_object_object_add(emeta, "annotations", ann) < 0) {
-                json_object_put(ann);
-                goto out;
-        }
-        rann = get_obj(rmeta, "annotations");
-        if (rann && json_object_is_type(rann, json_type_object)) {
-                json_object_object_foreach(rann, k, v) {
-                        if (json_object_object_add(ann, k, json_object_get(v)) < 0) {
-                                json_object_put(v);
-                                goto out;
-                        }
-                }
-        }
-        {
-                const char *vals[3] = {existing->source, existing->seen, existing->mirror};
-
-                for (int i = 0; i < 3; i++) {
-                        json_object *s;
-
-                        if (!vals[i])
-                                continue;
-                        s = json_object_new_string(vals[i]);
-                        if (!s || json_object_object_add(ann, local_keys[i], s) < 0) {
-                                json_object_put(s);
-                                goto out;
-                        }
-                }
-        }
-        r = pod_from_json(e, ret_pod, NULL);
 out:
-        json_object_put(e);
-        json_object_put(rf);
+        buf_free(&t);
+        pod_free(p);
         return r;
 }
 
-int pod_merge_status(const struct pod *existing, const struct pod *ref,
-                     struct pod **ret_pod)
+int pod_merge_update(const struct pod *existing, const struct pod *ref, struct pod **ret_pod)
 {
-        json_object *e = pod_to_json(existing), *rf = pod_to_json(ref);
-        int r = -ENOMEM;
+        return assemble(existing, ref, false, ret_pod);
+}
 
-        if (e && rf && copy_key(e, rf, "status") == 0)
-                r = pod_from_json(e, ret_pod, NULL);
-        json_object_put(e);
-        json_object_put(rf);
-        return r;
+int pod_merge_status(const struct pod *existing, const struct pod *ref, struct pod **ret_pod)
+{
+        return assemble(existing, ref, true, ret_pod);
 }
 
 /* ---- names and order ------------------------------------------------------------------ */

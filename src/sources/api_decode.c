@@ -12,6 +12,7 @@
 
 #include "podmux/api_decode.h"
 #include "podmux/json_canon.h"
+#include "podmux/json_parse.h"
 #include "podmux/pod.h"
 
 /*
@@ -144,63 +145,198 @@ static int store_items(struct strmap *pages, struct item *items, size_t n)
         return -ENOMEM;
 }
 
+/* Skips JSON white space. */
+static size_t skip_ws(const char *s, size_t len, size_t pos)
+{
+        while (pos < len && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' || s[pos] == '\r'))
+                pos++;
+        return pos;
+}
+
+/* The byte at *pos (after white space) is c: 0 and *pos past it, else
+ * -EINVAL. */
+static int expect(const char *s, size_t len, size_t *pos, char c)
+{
+        *pos = skip_ws(s, len, *pos);
+        if (*pos >= len || s[*pos] != c)
+                return -EINVAL;
+        (*pos)++;
+        return 0;
+}
+
+/* Grows the decoded items by one slot.  0 or -ENOMEM. */
+static int items_grow(struct item **items, size_t n, size_t *cap)
+{
+        struct item *t;
+        size_t c;
+
+        if (n < *cap)
+                return 0;
+        c = *cap ? *cap * 2 : 64;
+        t = realloc(*items, c * sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        memset(t + *cap, 0, (c - *cap) * sizeof(*t));
+        *items = t;
+        *cap = c;
+        return 0;
+}
+
+/*
+ * The items array at s[*pos] ('[' or null), decoded one item at a time:
+ * each item is parsed alone into a tree, turned into a pod, and its tree
+ * dropped before the next, so no tree of the whole list ever exists.
+ */
+static int decode_items(const char *s, size_t len, size_t *pos, struct item **items, size_t *n,
+                        size_t *cap, struct buf *err)
+{
+        int r;
+
+        *pos = skip_ws(s, len, *pos);
+        if (len - *pos >= 4 && memcmp(s + *pos, "null", 4) == 0) {
+                *pos += 4;
+                return 0;
+        }
+        if (expect(s, len, pos, '[') < 0)
+                return -EINVAL;
+        *pos = skip_ws(s, len, *pos);
+        if (*pos < len && s[*pos] == ']') {
+                (*pos)++;
+                return 0;
+        }
+        for (;;) {
+                json_object *o = NULL;
+
+                r = json_parse_next(s, len, pos, JSON_MAX_DEPTH, &o, NULL);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        return -EINVAL;
+                r = items_grow(items, *n, cap);
+                if (r == 0)
+                        r = decode_pod(o, &(*items)[*n].pod, &(*items)[*n].key);
+                json_object_put(o);
+                if (r == -EINVAL && buf_printf(err, "item %zu is not a pod", *n) < 0)
+                        r = -ENOMEM;
+                if (r < 0)
+                        return r == -EINVAL ? -ENOTSUP : r;
+                (*n)++;
+                *pos = skip_ws(s, len, *pos);
+                if (*pos < len && s[*pos] == ']') {
+                        (*pos)++;
+                        return 0;
+                }
+                if (expect(s, len, pos, ',') < 0)
+                        return -EINVAL;
+        }
+}
+
+/* metadata's resourceVersion and non-empty continue, copied. */
+static int list_meta(json_object *meta, char **ret_rv, char **ret_cont)
+{
+        json_object *v;
+
+        if (!json_object_is_type(meta, json_type_object))
+                return 0;
+        if (json_object_object_get_ex(meta, "resourceVersion", &v) && json_object_is_type(v, json_type_string)) {
+                free(*ret_rv);
+                if (!(*ret_rv = strdup(json_object_get_string(v))))
+                        return -ENOMEM;
+        }
+        if (json_object_object_get_ex(meta, "continue", &v) && json_object_is_type(v, json_type_string) &&
+            json_object_get_string_len(v) > 0) {
+                free(*ret_cont);
+                if (!(*ret_cont = strdup(json_object_get_string(v))))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/*
+ * A PodList body, read member by member: "items" item by item (see
+ * decode_items), "metadata" parsed alone (it is small), anything else
+ * parsed and dropped.  Peak memory: the pods decoded so far plus one item's
+ * tree.  The body must be one JSON object with nothing after it.
+ */
 int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
                          char **ret_cont, struct buf *err)
 {
-        json_object *o = NULL, *items = NULL, *meta = NULL, *v;
+        const char *s = body ? body : "";
         struct item *decoded = NULL;
         char *rv = NULL, *cont = NULL;
-        size_t n = 0;
-        int r;
+        size_t n = 0, cap = 0, pos = 0;
+        bool have_items = false;
+        int r = 0;
 
-        r = json_parse_text(body ? body : "", len, &o, NULL);
-        if (r == -ENOMEM)
-                goto done;
-        if (r < 0 || !json_object_is_type(o, json_type_object) ||
-            !json_object_object_get_ex(o, "items", &items) ||
-            !(json_object_is_type(items, json_type_array) || json_object_is_type(items, json_type_null))) {
-                r = buf_puts(err, "the response is not a PodList") < 0 ? -ENOMEM : -EINVAL;
+        if (expect(s, len, &pos, '{') < 0) {
+                r = -EINVAL;
                 goto done;
         }
-        if (json_object_is_type(items, json_type_array))
-                n = json_object_array_length(items);
-        if (n > 0 && !(decoded = calloc(n, sizeof(*decoded)))) {
-                r = -ENOMEM;
-                goto done;
-        }
-        for (size_t i = 0; i < n; i++) {
-                r = decode_pod(json_object_array_get_idx(items, i), &decoded[i].pod, &decoded[i].key);
-                if (r == -EINVAL && buf_printf(err, "item %zu is not a pod", i) < 0)
-                        r = -ENOMEM;
-                if (r < 0)
-                        goto done;
-        }
-        if (json_object_object_get_ex(o, "metadata", &meta)) {
-                if (json_object_object_get_ex(meta, "resourceVersion", &v) && json_object_is_type(v, json_type_string) &&
-                    !(rv = strdup(json_object_get_string(v)))) {
-                        r = -ENOMEM;
-                        goto done;
+        pos = skip_ws(s, len, pos);
+        if (pos < len && s[pos] == '}') {
+                pos++;
+        } else {
+                for (;;) {
+                        json_object *key = NULL, *v = NULL;
+                        bool items;
+
+                        pos = skip_ws(s, len, pos);
+                        if (pos >= len || s[pos] != '"') {
+                                r = -EINVAL;
+                                goto done;
+                        }
+                        r = json_parse_next(s, len, &pos, JSON_MAX_DEPTH, &key, NULL);
+                        if (r < 0)
+                                goto done;
+                        items = strcmp(json_object_get_string(key), "items") == 0;
+                        r = expect(s, len, &pos, ':');
+                        if (r == 0 && items) {
+                                /* A repeated member counts once, the last
+                                 * (as a JSON object has it). */
+                                items_free(decoded, n);
+                                decoded = NULL;
+                                n = cap = 0;
+                                have_items = true;
+                                r = decode_items(s, len, &pos, &decoded, &n, &cap, err);
+                        } else if (r == 0) {
+                                r = json_parse_next(s, len, &pos, JSON_MAX_DEPTH, &v, NULL);
+                                if (r == 0 && strcmp(json_object_get_string(key), "metadata") == 0)
+                                        r = list_meta(v, &rv, &cont);
+                                json_object_put(v);
+                        }
+                        json_object_put(key);
+                        if (r < 0)
+                                goto done;
+                        pos = skip_ws(s, len, pos);
+                        if (pos < len && s[pos] == '}') {
+                                pos++;
+                                break;
+                        }
+                        if (expect(s, len, &pos, ',') < 0) {
+                                r = -EINVAL;
+                                goto done;
+                        }
                 }
-                if (json_object_object_get_ex(meta, "continue", &v) && json_object_is_type(v, json_type_string) &&
-                    json_object_get_string_len(v) > 0 && !(cont = strdup(json_object_get_string(v)))) {
-                        r = -ENOMEM;
-                        goto done;
-                }
         }
-        /* The tree is no longer needed: drop it before the store grows. */
-        json_object_put(o);
-        o = NULL;
-        r = store_items(pages, decoded, n);
-        if (r < 0)
-                goto done;
-        *ret_rv = rv;
-        *ret_cont = cont;
-        rv = cont = NULL;
+        if (skip_ws(s, len, pos) != len || !have_items)
+                r = -EINVAL;
+        if (r == 0)
+                r = store_items(pages, decoded, n);
+        if (r == 0) {
+                *ret_rv = rv;
+                *ret_cont = cont;
+                rv = cont = NULL;
+        }
 done:
+        /* A syntax error (or a list that is not one) is the body's fault;
+         * an item that is not a pod says so itself. */
+        if (r == -EINVAL || r == -EAGAIN)
+                r = buf_puts(err, "the response is not a PodList") < 0 ? -ENOMEM : -EINVAL;
+        else if (r == -ENOTSUP)
+                r = -EINVAL;
         items_free(decoded, n);
         free(rv);
         free(cont);
-        json_object_put(o);
         return r;
 }
 
@@ -231,9 +367,8 @@ void watch_decoder_reset(struct watch_decoder *d)
  * fails leaves it as it was), then *rv_slot.  0 or a watch_decoder_feed()
  * error.
  */
-static int apply_event(json_object *ev, struct strmap *store, char **rv_slot,
-                       void (*on_event)(void *arg, enum watch_event_type t), void *arg, long *ret_code,
-                       struct buf *err)
+static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, watch_event_fn on_event,
+                       void *arg, long *ret_code, struct buf *err)
 {
         json_object *type = NULL, *obj = NULL, *v = NULL;
         enum watch_event_type et;
@@ -299,15 +434,15 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot,
         }
         /* Nothing below can fail. */
         if (et == WATCH_DELETED)
-                pod_unref(strmap_remove(store, key));
-        pod_unref(old);
+                old = strmap_remove(store, key);
         free(key);
         if (rv_copy) {
                 free(*rv_slot);
                 *rv_slot = rv_copy;
         }
         if (on_event)
-                on_event(arg, et);
+                on_event(arg, et, old, p);
+        pod_unref(old);
         return 0;
 }
 
@@ -500,8 +635,8 @@ static enum jv_result jv_feed(struct jv *v, char c)
 }
 
 int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, struct strmap *store,
-                       char **rv_slot, void (*on_event)(void *arg, enum watch_event_type t), void *arg,
-                       long *ret_code, struct buf *err)
+                       char **rv_slot, watch_event_fn on_event, void *arg, long *ret_code,
+                       struct buf *err)
 {
         size_t off = 0;
 

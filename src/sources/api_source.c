@@ -318,12 +318,43 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
         return len;
 }
 
-static void on_event(void *arg, enum watch_event_type t)
+/*
+ * One watch event's change, as a delta: the new pod, and the old one as
+ * gone when its UID is not the new one's.  Nothing for an event that
+ * changes nothing the merger compares.  O(1) whatever the node's pods.
+ * 0 or -ENOMEM (nothing sent).
+ */
+static int send_change(struct api_source *as, struct pod *old, struct pod *new)
+{
+        struct pod_update *u;
+        bool same_uid = old && new && strcmp(old->uid, new->uid) == 0;
+
+        if (same_uid && pod_semantic_equal(old, new) && pod_status_equal(old, new))
+                return 0;
+        u = pod_update_new_delta(POD_SOURCE_API);
+        if (!u)
+                return -ENOMEM;
+        if ((new && pod_update_add(u, new) < 0) || (old && !same_uid && pod_update_add_gone(u, old) < 0)) {
+                pod_update_free(u);
+                return -ENOMEM;
+        }
+        if (mux_channel_send(as->ch, u) < 0) /* frees u */
+                return -ENOMEM;
+        source_stats_success(as->stats, strmap_size(as->store));
+        return 0;
+}
+
+/* A watch event was applied to the store: the merger is told what changed.
+ * If that cannot be sent, or an earlier push is still owed, the whole
+ * store goes instead (push() retries until it is sent). */
+static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct pod *new)
 {
         struct api_source *as = arg;
 
         as->watch_events++;
-        if (t != WATCH_BOOKMARK)
+        if (t == WATCH_BOOKMARK)
+                return;
+        if (as->push_pending || send_change(as, old, new) < 0)
                 push(as);
 }
 

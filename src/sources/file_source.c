@@ -44,6 +44,12 @@ struct entry {
         char *file;
 };
 
+struct dirty_file {
+        struct dirty_file *next;
+        uint32_t mask;
+        char path[];
+};
+
 struct relist_job {
         char **names; /* the listing, sorted */
         size_t n, next;
@@ -67,9 +73,12 @@ struct file_source {
          * by several files needs a search for the next one). */
         struct strmap *uids;    /* uid -> count (uintptr_t) */
         struct strmap *keyrefs; /* key -> count (uintptr_t) */
-        /* Files with events not yet looked at -> the events' masks OR'ed
-         * (uintptr_t); batch_timer (zero delay) works through them. */
+        /* Files with events not yet looked at, in the order of their first
+         * event (a queue), each with its events' masks OR'ed, and indexed
+         * by path (keys borrowed from the entries); batch_timer (zero
+         * delay) works through them. */
         struct strmap *dirty;
+        struct dirty_file *dirty_head, *dirty_tail;
         struct loop_timer *batch_timer;
         /* A relist of the directory in progress (step_timer reads its
          * next batch), or NULL. */
@@ -631,13 +640,26 @@ static void relist_failed(struct file_source *fs, const char *what, int r)
         loop_timer_arm(fs->relist_retry_timer, fs->relist_delay);
 }
 
+/* The oldest dirty file, taken off the queue (the caller frees it). */
+static struct dirty_file *pop_dirty(struct file_source *fs)
+{
+        struct dirty_file *d = fs->dirty_head;
+
+        if (!d)
+                return NULL;
+        (void)strmap_remove(fs->dirty, d->path);
+        fs->dirty_head = d->next;
+        if (!fs->dirty_head)
+                fs->dirty_tail = NULL;
+        return d;
+}
+
 static void clear_dirty(struct file_source *fs)
 {
-        size_t it = 0;
-        const char *k;
+        struct dirty_file *d;
 
-        while (strmap_next(fs->dirty, &it, &k, NULL))
-                (void)strmap_remove(fs->dirty, k);
+        while ((d = pop_dirty(fs)))
+                free(d);
         loop_timer_stop(fs->batch_timer);
 }
 
@@ -656,7 +678,7 @@ static void relist_done(struct file_source *fs, const char *what, int r)
                         fs->failure = NULL;
                 }
         }
-        if (strmap_size(fs->dirty) > 0)
+        if (fs->dirty_head)
                 loop_timer_arm(fs->batch_timer, 0);
 }
 
@@ -925,40 +947,55 @@ static void process_file(struct file_source *fs, const char *file, uint32_t mask
 }
 
 /*
- * Up to FILE_SOURCE_BATCH changed files, then back to the loop; the rest
- * waits for the next turn.  Events for one file that came in the meantime
- * were folded into one entry, so a file written in several steps is read
- * once.  O(batch).
+ * Up to FILE_SOURCE_BATCH changed files, oldest first, then back to the
+ * loop; the rest waits for the next turn.  Events for one file that came
+ * in the meantime were folded into its entry, so a file written in several
+ * steps is read once; files are read in the order their changes began, so
+ * a change is never handed on before one that came earlier.  O(batch).
  */
 static void on_batch(struct loop_timer *t, void *data)
 {
         struct file_source *fs = data;
-        size_t it = 0, done = 0;
-        const char *file;
-        void *v;
+        size_t done = 0;
 
         /* A relist in progress looks at them when it ends (relist_done). */
         if (fs->job)
                 return;
-        while (done < FILE_SOURCE_BATCH && strmap_next(fs->dirty, &it, &file, &v)) {
-                process_file(fs, file, (uint32_t)(uintptr_t)v);
-                (void)strmap_remove(fs->dirty, file); /* the current key */
+        while (done < FILE_SOURCE_BATCH && fs->dirty_head) {
+                struct dirty_file *d = pop_dirty(fs);
+
+                process_file(fs, d->path, d->mask);
+                free(d);
                 done++;
         }
-        if (strmap_size(fs->dirty) > 0)
+        if (fs->dirty_head)
                 loop_timer_arm(t, 0);
 }
 
-/* Remembers that file changed; it is looked at in the next batch. */
+/* Remembers that file changed; it is looked at in a coming batch. */
 static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask)
 {
-        uint32_t was = (uint32_t)(uintptr_t)strmap_get(fs->dirty, file);
+        struct dirty_file *d = strmap_get(fs->dirty, file);
+        size_t len = strlen(file) + 1;
 
-        if (strmap_put(fs->dirty, file, (void *)(uintptr_t)(was | mask), NULL) < 0) {
+        if (d) {
+                d->mask |= mask;
+                return;
+        }
+        d = malloc(sizeof(*d) + len);
+        if (!d || (memcpy(d->path, file, len), strmap_put(fs->dirty, d->path, d, NULL) < 0)) {
+                free(d);
                 /* Cannot remember it: a relist will find the change. */
                 event_failed(fs, file, -ENOMEM);
                 return;
         }
+        d->mask = mask;
+        d->next = NULL;
+        if (fs->dirty_tail)
+                fs->dirty_tail->next = d;
+        else
+                fs->dirty_head = d;
+        fs->dirty_tail = d;
         if (!loop_timer_armed(fs->batch_timer))
                 loop_timer_arm(fs->batch_timer, 0);
 }
@@ -1083,7 +1120,7 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->errors = strmap_new();
         fs->uids = strmap_new();
         fs->keyrefs = strmap_new();
-        fs->dirty = strmap_new();
+        fs->dirty = strmap_new_borrowed();
         fs->unknown = strmap_new();
         if (!fs->path || !fs->node_name || !fs->store || !fs->files || !fs->errors || !fs->uids ||
             !fs->keyrefs || !fs->dirty || !fs->unknown)
@@ -1127,6 +1164,12 @@ void file_source_free(struct file_source *fs)
         strmap_free(fs->errors, free);
         strmap_free(fs->uids, NULL);
         strmap_free(fs->keyrefs, NULL);
+        while (fs->dirty_head) {
+                struct dirty_file *d = fs->dirty_head;
+
+                fs->dirty_head = d->next;
+                free(d);
+        }
         strmap_free(fs->dirty, NULL);
         strmap_free(fs->unknown, free);
         free(fs->path);

@@ -28,8 +28,10 @@ struct run {
         int r;
 };
 
-static void on_event(void *arg, enum watch_event_type t)
+static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct pod *new)
 {
+        (void)old;
+        (void)new;
         struct run *run = arg;
 
         run->events++;

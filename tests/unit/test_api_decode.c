@@ -16,8 +16,10 @@ struct seen {
         unsigned events[4];
 };
 
-static void on_event(void *arg, enum watch_event_type t)
+static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct pod *new)
 {
+        (void)old;
+        (void)new;
         ((struct seen *)arg)->events[t]++;
 }
 
@@ -187,8 +189,10 @@ END_TEST
         "{\"type\":\"" type "\",\"object\":{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"n\"," \
         "\"resourceVersion\":\"" rv "\"}}}"
 
-static void count(void *arg, enum watch_event_type t)
+static void count(void *arg, enum watch_event_type t, struct pod *old, struct pod *new)
 {
+        (void)old;
+        (void)new;
         (*(int *)arg)++;
 }
 

@@ -445,8 +445,10 @@ struct watch_run {
         size_t events;
 };
 
-static void count_event(void *arg, enum watch_event_type t)
+static void count_event(void *arg, enum watch_event_type t, struct pod *old, struct pod *new)
 {
+        (void)old;
+        (void)new;
         (void)t;
         ((struct watch_run *)arg)->events++;
 }

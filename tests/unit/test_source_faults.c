@@ -230,6 +230,7 @@ struct world {
         struct pod_update *state;
         char *sets[MAX_SETS]; /* the pods of that state after each record, as text */
         size_t n_sets;
+        size_t n_deltas; /* records that were deltas */
         char problem[512];
 };
 
@@ -258,6 +259,7 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
                 snprintf(w->problem, sizeof(w->problem), "a delta before any SET");
         } else {
                 if ((*u)->delta) {
+                        w->n_deltas++;
                         ck_assert_int_eq(pod_update_fold(w->state, *u), 0);
                         pod_update_sort(w->state);
                 } else {
@@ -674,6 +676,8 @@ static void api_learn(void)
                 while (w.n_sets < 1 + k)
                         loop_run_once(w.loop, 2000);
         }
+        /* A watch event hands on only its change. */
+        ck_assert_uint_eq(w.n_deltas, N_API_EVENTS);
         ck_assert_uint_eq(w.stats.errors, 0);
         for (size_t i = 0; i <= N_API_EVENTS; i++)
                 api_text[i] = strdup(w.sets[i]);
