@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include <json-c/json.h>
@@ -52,6 +53,13 @@ struct api_source {
         struct kube_config kube;
         char *node_enc;    /* node name, percent-encoded */
         char *host_log;    /* server URL as it may be logged */
+        /* What request URLs start with: the server URL, or with
+         * tls-server-name its host replaced by that name; then
+         * connect_to sends the connection to the real host, and
+         * host_header names it (see server_name_setup). */
+        char *base;
+        struct curl_slist *connect_to;
+        char *host_header;
         struct strmap *store; /* namespace/name -> struct pod* */
         char *last_rv;
         int rv_unavailable;
@@ -75,6 +83,11 @@ struct api_source {
         int paged;
         int relisted_unset;   /* one retry with RV unset done */
         int continue_fallback;
+        bool list_had_pages;  /* this list came in pages */
+        /* A list from RV 0 came back in pages: the server pages (its watch
+         * cache is off), so later lists keep asking for pages even from a
+         * known RV, as client-go's reflector does. */
+        bool paginated_result;
 
         /* watch */
         struct watch_decoder *dec;
@@ -461,6 +474,8 @@ static void send_request(struct api_source *as)
         if (!n)
                 goto fail;
         as->hdrs = n;
+        if (as->host_header && !(n = curl_slist_append(as->hdrs, as->host_header)))
+                goto fail;
         token = current_token(as, &token_oom);
         if (token_oom)
                 goto fail;
@@ -478,6 +493,8 @@ static void send_request(struct api_source *as)
             (r = set_copied(e, CURLOPT_ACCEPT_ENCODING, "")) < 0 || (r = set_tls(as, e)) < 0)
                 goto fail;
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, as->hdrs);
+        if (as->connect_to)
+                curl_easy_setopt(e, CURLOPT_CONNECT_TO, as->connect_to);
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
         curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -518,7 +535,7 @@ static int build_list_url(struct api_source *as)
         char *c = NULL, *rv = NULL;
         int r;
 
-        r = buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->kube.server, as->node_enc);
+        r = buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->base, as->node_enc);
         if (r == 0 && as->cont) {
                 c = pct_encode(as->cont);
                 r = c ? buf_printf(&u, "&limit=%d&continue=%s", API_PAGE_SIZE, c) : -ENOMEM;
@@ -557,7 +574,8 @@ static void start_list(struct api_source *as)
                 back_off(as, NEXT_LIST);
                 return;
         }
-        as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0;
+        as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0 || as->paginated_result;
+        as->list_had_pages = false;
         if (as->continue_fallback) {
                 as->paged = 0;
                 as->continue_fallback = 0;
@@ -582,7 +600,7 @@ static void start_watch(struct api_source *as)
         as->retries = 0;
         r = rv ? buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
                                 "&resourceVersion=%s&timeoutSeconds=%u",
-                            as->kube.server, as->node_enc, rv, timeout)
+                            as->base, as->node_enc, rv, timeout)
                : -ENOMEM;
         free(rv);
         free(as->url);
@@ -726,6 +744,7 @@ static void list_done(struct api_source *as, CURLcode result)
                         free(as->cont);
                         as->cont = cont;
                         as->retries = 0;
+                        as->list_had_pages = true;
                         if (build_list_url(as) < 0) {
                                 report(as, false, false, "list: out of memory");
                                 back_off(as, NEXT_LIST);
@@ -741,6 +760,8 @@ static void list_done(struct api_source *as, CURLcode result)
                 }
                 as->rv_unavailable = 0;
                 as->relisted_unset = 0;
+                if (as->list_had_pages && as->list_rv_asked && strcmp(as->list_rv_asked, "0") == 0)
+                        as->paginated_result = true;
                 log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
                           as->last_rv ? as->last_rv : "?");
                 push(as);
@@ -798,22 +819,29 @@ static void watch_done(struct api_source *as, CURLcode result)
                 return;
         }
         if (as->watch_error) {
-                if (as->watch_error_code == 410) {
-                        /* History is gone: relist from lastRV ("not older
-                         * than"); a second 410 lists with no RV. */
+                /* An ERROR event ends this list+watch cycle: the next
+                 * list waits for the backoff, as client-go's does after
+                 * every cycle that ends in an error, 410 included (a server
+                 * answering every watch with 410 would otherwise be listed
+                 * and watched in a tight loop).  After a 410 the list is
+                 * from lastRV ("not older than"); a second 410 lists with no
+                 * RV. */
+                if (as->watch_error_code == 410)
                         as->relisted_unset = 0;
-                        start_list(as);
-                } else {
-                        back_off(as, NEXT_LIST);
-                }
+                back_off(as, NEXT_LIST);
                 return;
         }
         if (as->status == 0 && result != CURLE_OK) {
                 report(as, true, false, "watch: %s", curl_easy_strerror(result));
-                /* A reset or EOF before any answer: the same request again
-                 * as if the server had said Retry-After: 1 (client-go). */
+                /* A reset or EOF before any answer, during the TLS
+                 * handshake too (a server or load balancer restarting):
+                 * the same request again as if the server had said
+                 * Retry-After: 1, as client-go takes a probable EOF.  A
+                 * certificate that fails verification is no EOF: that
+                 * ends the cycle (a relist after the backoff). */
                 if ((result == CURLE_RECV_ERROR || result == CURLE_SEND_ERROR ||
-                     result == CURLE_GOT_NOTHING) && as->retries < API_MAX_RETRY_AFTER) {
+                     result == CURLE_GOT_NOTHING || result == CURLE_SSL_CONNECT_ERROR) &&
+                    as->retries < API_MAX_RETRY_AFTER) {
                         as->retries++;
                         as->next = NEXT_RETRY;
                         loop_timer_arm(as->timer, 1000000u);
@@ -830,12 +858,9 @@ static void watch_done(struct api_source *as, CURLcode result)
                 buf_free(&why);
                 if (as->status == 401)
                         as->token_stale = 1;
-                if (as->status == 410) {
+                if (as->status == 410)
                         as->relisted_unset = 0;
-                        start_list(as);
-                } else {
-                        back_off(as, as->status == 429 ? NEXT_WATCH : NEXT_LIST);
-                }
+                back_off(as, as->status == 429 ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
         /* The stream ended without an ERROR event: clean close, reset or a
@@ -892,6 +917,91 @@ static void on_done(void *data, CURL *easy, CURLcode result)
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/*
+ * With tls-server-name (https only): requests name that host, so SNI and
+ * the certificate check use it, while CURLOPT_CONNECT_TO sends the
+ * connection to the server's own host and port and the Host header names
+ * them, as client-go's ServerName does.  Without it, requests start with
+ * the server URL.  Sets base, connect_to and host_header.  0, -EINVAL
+ * (err says why) or -ENOMEM.
+ */
+static int server_name_setup(struct api_source *as, struct buf *err)
+{
+        CURLU *u = NULL;
+        char *scheme = NULL, *host = NULL, *port = NULL, *url = NULL;
+        struct buf b = BUF_INIT;
+        CURLUcode uc;
+        int r = -ENOMEM;
+
+        if (!as->kube.tls_server_name || !as->kube.tls_server_name[0] ||
+            strncasecmp(as->kube.server, "https://", 8) != 0) {
+                as->base = strdup(as->kube.server);
+                return as->base ? 0 : -ENOMEM;
+        }
+        u = curl_url();
+        if (!u)
+                return -ENOMEM;
+        uc = curl_url_set(u, CURLUPART_URL, as->kube.server, 0);
+        if (uc == CURLUE_OK)
+                uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
+        if (uc == CURLUE_OK)
+                uc = curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+        if (uc == CURLUE_OK)
+                uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+        if (uc == CURLUE_OUT_OF_MEMORY)
+                goto out;
+        if (uc != CURLUE_OK) {
+                r = buf_printf(err, "API server URL \"%s\" cannot be parsed", as->kube.server) < 0 ? -ENOMEM : -EINVAL;
+                goto out;
+        }
+        /* The Host header says what the URL says: the port only if given. */
+        {
+                char *given = NULL;
+
+                uc = curl_url_get(u, CURLUPART_PORT, &given, 0);
+                if (uc == CURLUE_OUT_OF_MEMORY)
+                        goto out;
+                r = given ? buf_printf(&b, "Host: %s:%s", host, given) : buf_printf(&b, "Host: %s", host);
+                curl_free(given);
+                if (r < 0 || !(as->host_header = buf_steal(&b, NULL)))
+                        goto nomem;
+        }
+        if (buf_printf(&b, "%s:%s:%s:%s", as->kube.tls_server_name, port, host, port) < 0 ||
+            !(as->connect_to = curl_slist_append(NULL, b.data)))
+                goto nomem;
+        uc = curl_url_set(u, CURLUPART_HOST, as->kube.tls_server_name, 0);
+        if (uc == CURLUE_OK)
+                uc = curl_url_get(u, CURLUPART_URL, &url, 0);
+        if (uc == CURLUE_OUT_OF_MEMORY)
+                goto nomem;
+        if (uc != CURLUE_OK) {
+                r = buf_printf(err, "tls-server-name \"%s\" is not a host name", as->kube.tls_server_name) < 0
+                            ? -ENOMEM
+                            : -EINVAL;
+                goto out;
+        }
+        /* The server URL's own path stays; requests add theirs after it. */
+        {
+                size_t n = strlen(url);
+
+                while (n > 8 && url[n - 1] == '/')
+                        url[--n] = '\0';
+                as->base = strdup(url);
+        }
+        r = as->base ? 0 : -ENOMEM;
+        goto out;
+nomem:
+        r = -ENOMEM;
+out:
+        buf_free(&b);
+        curl_free(scheme);
+        curl_free(host);
+        curl_free(port);
+        curl_free(url);
+        curl_url_cleanup(u);
+        return r;
+}
+
 int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
                    const struct api_source_config *cfg, struct api_source **ret_as,
                    struct buf *err)
@@ -935,6 +1045,8 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                 curl_url_cleanup(u);
         }
         if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->host_log)
+                goto fail;
+        if ((r = server_name_setup(as, err)) < 0)
                 goto fail;
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
@@ -986,6 +1098,9 @@ void api_source_free(struct api_source *as)
         free(as->cont);
         free(as->node_enc);
         free(as->host_log);
+        free(as->base);
+        free(as->host_header);
+        curl_slist_free_all(as->connect_to);
         kube_config_free(&as->kube);
         free(as);
 }

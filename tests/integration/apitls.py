@@ -13,6 +13,7 @@ temporary directory removed at exit, and copied into each test's folder:
     pki["client.crt"], pki["client.key"]                  # client cert
                                                           # CN=system:node:...
     pki["other-ca.crt"], pki["other-server.crt"/"-key"]   # an unrelated CA
+    pki["named-server.crt"/"-key"]    # DNS:kubernetes.internal only
 
 Keys are EC P-256 (fast to make; libcurl, Go and Python all accept them).
 
@@ -83,6 +84,12 @@ SERVER_EXT = ("basicConstraints=CA:FALSE\n"
               "keyUsage=critical,digitalSignature,keyEncipherment\n"
               "extendedKeyUsage=serverAuth\n"
               "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+# A server known only by a DNS name (kubeconfig's tls-server-name).
+NAMED_EXT = ("basicConstraints=CA:FALSE\n"
+             "keyUsage=critical,digitalSignature,keyEncipherment\n"
+             "extendedKeyUsage=serverAuth\n"
+             "subjectAltName=DNS:kubernetes.internal\n")
+NAMED_HOST = "kubernetes.internal"
 CLIENT_EXT = ("basicConstraints=CA:FALSE\n"
               "keyUsage=critical,digitalSignature,keyEncipherment\n"
               "extendedKeyUsage=clientAuth\n")
@@ -90,7 +97,8 @@ CLIENT_CN = "system:node:node1"
 
 FILES = ("ca.crt", "ca.key", "server.crt", "server.key", "client.crt",
          "client.key", "other-ca.crt", "other-server.crt", "other-server.key",
-         "other-client.crt", "other-client.key")
+         "other-client.crt", "other-client.key", "named-server.crt",
+         "named-server.key")
 
 
 def material():
@@ -102,6 +110,7 @@ def material():
     _ca(d, "ca", "podmux-test-ca")
     _leaf(d, "server", "ca", "/CN=fake-apiserver", SERVER_EXT)
     _leaf(d, "client", "ca", "/O=system:nodes/CN=" + CLIENT_CN, CLIENT_EXT)
+    _leaf(d, "named-server", "ca", "/CN=" + NAMED_HOST, NAMED_EXT)
     _ca(d, "other-ca", "some-other-ca")
     _leaf(d, "other-server", "other-ca", "/CN=impostor", SERVER_EXT)
     _leaf(d, "other-client", "other-ca", "/CN=intruder", CLIENT_EXT)

@@ -1056,6 +1056,66 @@ def _(t):
     converge(c, srv)
 
 
+@api_test("every watch answered with a 410 ERROR: each list+watch cycle "
+          "waits for the backoff (0.8 s, doubling, jittered) before the "
+          "next list, as client-go's reflector does; no storm")
+def _(t):
+    srv, d, c = setup(t, pods=["a"])
+    converge(c, srv)
+    srv.wait_watch()
+    mark = srv.last_id()
+    srv.watch_fault("expired", count=1000)
+    srv.action("expire")
+    time.sleep(4.0)
+    srv.cmd("clear_faults")
+    reqs = [r for r in pods_reqs(srv, mark) if r.get("t_end")]
+    lists = [r for r in reqs if r["kind"] == "list"]
+    if len(lists) > 5:
+        raise AssertionError("%d lists in 4 s: the 410s are not backed "
+                             "off" % len(lists))
+    # Each list comes at least the initial backoff after the watch
+    # before it ended (a lower bound on a deliberate wait).
+    for prev, cur in zip(reqs, reqs[1:]):
+        if prev["kind"] == "watch" and cur["kind"] == "list" and \
+                cur["t"] - prev["t_end"] < 0.75:
+            raise AssertionError("a list %.2f s after a 410 watch (want "
+                                 ">= 0.8 s): %s" % (
+                                     cur["t"] - prev["t_end"],
+                                     [describe(r) for r in reqs]))
+    srv.create("b")
+    converge(c, srv, timeout=harness.T_WAIT * 2)
+
+
+@api_test("once a resourceVersion=0 list came back in pages, later lists "
+          "keep asking for pages (limit=500) even from a known "
+          "resourceVersion, as client-go's reflector does")
+def _(t):
+    srv = server(t)
+    srv.config(page_size=2)
+    for n in ("a", "b", "c", "d", "e"):
+        srv.create(n)
+    kc = plain_kubeconfig(t, srv)
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    first = pods_reqs(srv)
+    if not any(r["kind"] == "continue" for r in first):
+        raise AssertionError("the first list was not paged: %s" %
+                             [describe(r) for r in first])
+    srv.wait_watch()
+    mark = srv.last_id()
+    srv.action("expire")
+    srv.wait_watch(mark, timeout=harness.T_WAIT * 2)
+    relist = [r for r in pods_reqs(srv, mark) if r["kind"] == "list"]
+    if not relist:
+        raise AssertionError("no relist after the 410")
+    p = relist[0]["params"]
+    if p.get("limit") != "500" or p.get("resourceVersion") in (None, "0"):
+        raise AssertionError("the relist must ask for pages from the last "
+                             "resourceVersion: %s" % relist[0]["query"])
+    converge(c, srv)
+
+
 @api_test("changes compacted away while the client backs off: the watch "
           "from lastRV gets a 410 ERROR, the relist uses RV=lastRV (not "
           "paged), the watch follows the new list; never again the expired "
@@ -1708,6 +1768,79 @@ def _(t):
         want = "token:0" if tokens else "cert"
         if r.get("auth") != want:
             raise AssertionError("auth %s, want %s" % (r.get("auth"), want))
+
+
+@api_test("TLS: with tls-server-name the certificate (and SNI) is checked "
+          "against that name while the connection goes to the server URL's "
+          "host, which the Host header keeps; without it the same server "
+          "is refused")
+def _(t):
+    pki = apitls.copy_pki(t.path("pki"))
+    srv = server(t, tls=True, pki=pki, tokens=["tk"],
+                 server_cert=(pki["named-server.crt"],
+                              pki["named-server.key"]))
+    srv.create("a")
+    kc = apitls.simple_kubeconfig(
+        t.path("kubeconfig"), srv.url,
+        cluster={"certificate-authority": pki["ca.crt"],
+                 "tls-server-name": apitls.NAMED_HOST},
+        user={"token": "tk"})
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    for r in pods_reqs(srv):
+        host = (r.get("headers") or {}).get("host")
+        if host != "127.0.0.1:%d" % srv.port:
+            raise AssertionError("Host header %r, want the server URL's "
+                                 "host 127.0.0.1:%d" % (host, srv.port))
+    d.stop()
+    mark = srv.last_id()
+    kc2 = apitls.simple_kubeconfig(
+        t.path("kubeconfig2"), srv.url,
+        cluster={"certificate-authority": pki["ca.crt"]},
+        user={"token": "tk"})
+    d2 = api_daemon(t, kc2)
+    c2 = d2.connect()
+    d2.wait_log(lambda x: x.level in ("error", "warn", "warning") and
+                "api source" in x.msg, "the refused certificate logged")
+    msgs = quiet(c2, 1.0)
+    if any(x.get("type") == "pods" for x in msgs) or pods_reqs(srv, mark):
+        raise AssertionError("a certificate for another name was accepted")
+
+
+@api_test("TLS: a watch reset during the TLS handshake (a restarting "
+          "server or load balancer) is opened again from the last "
+          "resourceVersion, with no relist")
+def _(t):
+    pki = apitls.copy_pki(t.path("pki"))
+    srv = server(t, tls=True, pki=pki, tokens=["tk"])
+    srv.create("a")
+    kc = apitls.simple_kubeconfig(
+        t.path("kubeconfig"), srv.url,
+        cluster={"certificate-authority": pki["ca.crt"]},
+        user={"token": "tk"})
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    time.sleep(1.2)   # a watch that lasted: its end is no "short watch"
+    rv = last_rv(srv)
+    mark = srv.last_id()
+    srv.cmd("handshake_reset", count=2)
+    srv.action("reset")
+    w = srv.wait_watch(mark, timeout=harness.T_WAIT)
+    resets = [r for r in srv.requests(mark) if r.get("kind") == "tls-reset"]
+    if len(resets) != 2:
+        raise AssertionError("%d handshakes reset, want 2" % len(resets))
+    lists = [r for r in pods_reqs(srv, mark) if r["kind"] == "list"]
+    if lists:
+        raise AssertionError("a reset during the handshake made the client "
+                             "relist: %s" % [describe(r) for r in lists])
+    if rv_of(w) != rv:
+        raise AssertionError("the watch did not resume from %s: %s" %
+                             (rv, describe(w)))
+    srv.create("b")
+    converge(c, srv)
 
 
 @api_test("TLS: insecure-skip-tls-verify without a CA talks to a server "
