@@ -7,33 +7,37 @@
 
 #include <json-c/json.h>
 
+#include "podmux/json_parse.h"
 #include "podmux/stream_request.h"
 
 int stream_request_parse(const char *line, size_t len, struct stream_request *ret_req,
                          const char **ret_why)
 {
         struct stream_request req = {0};
-        struct json_tokener *tok = NULL;
         json_object *obj = NULL, *v = NULL;
         const char *why = NULL;
+        size_t end = 0;
         int r = -EINVAL;
 
         if (len > INT32_MAX) {
                 *ret_why = "the first line is too long";
                 return -EINVAL;
         }
-        tok = json_tokener_new_ex(STREAM_REQUEST_MAX_DEPTH);
-        if (!tok)
-                return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-        obj = json_tokener_parse_ex(tok, line, (int)len);
-        if (!obj || json_tokener_get_error(tok) != json_tokener_success) {
+        r = json_parse_next(line, len, &end, STREAM_REQUEST_MAX_DEPTH, &obj, NULL);
+        if (r == -ENOMEM)
+                return r;
+        r = -EINVAL;
+        if (!obj || end == 0) {
                 why = "the first line is not JSON";
                 goto done;
         }
-        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++) {
+        /* One JSON text and nothing after it but blanks.  Bytes after
+         * a NUL cannot belong to the text: they are extra data; any other
+         * junk makes the line no JSON. */
+        for (size_t i = end; i < len; i++) {
                 if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r') {
-                        why = "the first line has text after the JSON object";
+                        why = line[i] == '\0' ? "the first line has text after the JSON object"
+                                              : "the first line is not JSON";
                         goto done;
                 }
         }
@@ -62,7 +66,6 @@ int stream_request_parse(const char *line, size_t len, struct stream_request *re
         r = 0;
 done:
         json_object_put(obj);
-        json_tokener_free(tok);
         if (why)
                 *ret_why = why;
         return r;
