@@ -38,6 +38,7 @@
 #include "podmux/api_source.h"
 #include "podmux/json_canon.h"
 #include "podmux/log.h"
+#include "podmux/mem.h"
 #include "podmux/str.h"
 #include "podmux/strmap.h"
 
@@ -727,6 +728,10 @@ static void list_done(struct api_source *as, CURLcode result)
                 char *rv = NULL, *cont = NULL;
                 int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
 
+                /* The page is decoded: its bytes (megabytes for a big
+                 * unpaged list) are not kept until the next request. */
+                buf_free(&as->body);
+
                 if (r < 0) {
                         /* Nothing of the list is applied: the store stays. */
                         report(as, false, r != -ENOMEM, "list: %s",
@@ -765,6 +770,8 @@ static void list_done(struct api_source *as, CURLcode result)
                 log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
                           as->last_rv ? as->last_rv : "?");
                 push(as);
+                /* What decoding the list freed goes back to the system. */
+                mem_give_back();
                 start_watch(as);
                 return;
         }

@@ -31,6 +31,7 @@
 #include "podmux/metrics.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/mem.h"
 #include "podmux/path.h"
 #include "podmux/str.h"
 #include "podmux/strmap.h"
@@ -79,6 +80,7 @@ struct file_source {
          * delay) works through them. */
         struct strmap *dirty;
         struct dirty_file *dirty_head, *dirty_tail;
+        bool burst; /* a full batch was read since the queue was empty */
         struct loop_timer *batch_timer;
         /* A relist of the directory in progress (step_timer reads its
          * next batch), or NULL. */
@@ -706,6 +708,8 @@ static void relist_step(struct loop_timer *t, void *data)
         job_free(j);
         fs->job = NULL;
         relist_done(fs, what, r);
+        /* What reading every file freed goes back to the system. */
+        mem_give_back();
 }
 
 void file_source_relist(struct file_source *fs)
@@ -968,8 +972,15 @@ static void on_batch(struct loop_timer *t, void *data)
                 free(d);
                 done++;
         }
-        if (fs->dirty_head)
+        if (done == FILE_SOURCE_BATCH)
+                fs->burst = true;
+        if (fs->dirty_head) {
                 loop_timer_arm(t, 0);
+        } else if (fs->burst) {
+                /* The end of a burst: what reading it freed goes back. */
+                fs->burst = false;
+                mem_give_back();
+        }
 }
 
 /* Remembers that file changed; it is looked at in a coming batch. */
