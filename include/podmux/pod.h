@@ -40,10 +40,13 @@ struct strmap;
 
 struct pod {
         unsigned refs;
-        /* metadata.uid, .name, .namespace ("" if absent): in the body. */
+        /* metadata.uid, .name, .namespace ("" if absent), and the store
+         * key "namespace/name" (the name alone without a namespace): in
+         * the body, so maps keyed by them can borrow them. */
         const char *uid;
         const char *name;
         const char *namespace;
+        const char *key;
         char *source;    /* config.source, NULL if absent */
         char *seen;      /* config.seen, NULL if absent */
         char *mirror;    /* config.mirror, NULL if absent */

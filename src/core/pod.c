@@ -248,14 +248,16 @@ static int put_member(struct buf *b, const char *key, json_object *v)
 
 /*
  * Gives p its body: the text in t (len bytes) followed by the identity
- * strings, in one block.  p->uid, name and namespace then point into it.
- * 0 or -ENOMEM (p unchanged).
+ * strings and the store key ("namespace/name", or the name alone), in one
+ * block.  p->uid, name, namespace and key then point into it.  0 or
+ * -ENOMEM (p unchanged).
  */
 static int give_body(struct pod *p, const char *t, size_t len, const char *uid, const char *name,
                      const char *ns)
 {
         size_t lu = strlen(uid) + 1, ln = strlen(name) + 1, ls = strlen(ns) + 1;
-        struct pod_body *b = malloc(sizeof(*b) + len + 1 + lu + ln + ls);
+        size_t lk = ls > 1 ? ls + ln : ln;
+        struct pod_body *b = malloc(sizeof(*b) + len + 1 + lu + ln + ls + lk);
         char *at;
 
         if (!b)
@@ -272,6 +274,14 @@ static int give_body(struct pod *p, const char *t, size_t len, const char *uid, 
         at += ln;
         memcpy(at, ns, ls);
         p->namespace = at;
+        at += ls;
+        p->key = at;
+        if (ls > 1) {
+                memcpy(at, ns, ls - 1);
+                at[ls - 1] = '/';
+                at += ls;
+        }
+        memcpy(at, name, ln);
         p->body = b;
         p->text = b->text;
         p->text_len = (uint32_t)len;
@@ -623,9 +633,7 @@ int pod_full_name(const struct pod *p, struct buf *out)
 int pod_store_key(const struct pod *p, struct buf *out)
 {
         buf_reset(out);
-        if (!p->namespace[0])
-                return buf_puts(out, p->name);
-        return buf_printf(out, "%s/%s", p->namespace, p->name);
+        return buf_puts(out, p->key);
 }
 
 int pod_compare(const struct pod *a, const struct pod *b)

@@ -16,7 +16,9 @@
 
 struct source_state {
         char *name;
-        struct strmap *pods; /* uid -> struct pod* (one reference each) */
+        /* uid -> struct pod* (one reference each); the keys are the
+         * stored pods' own UID strings (a borrowing map: no copies). */
+        struct strmap *pods;
         bool seen;
 };
 
@@ -116,7 +118,7 @@ static int get_source(struct storage *s, const char *name, struct source_state *
         if (!ss)
                 return -ENOMEM;
         ss->name = strdup(name);
-        ss->pods = strmap_new();
+        ss->pods = strmap_new_borrowed();
         n = realloc(s->sources, (s->n_sources + 1) * sizeof(*n));
         if (!ss->name || !ss->pods || !n) {
                 if (n)
@@ -450,7 +452,7 @@ static int merge_upsert(struct storage *s, struct source_state *ss,
                         goto out;
         }
         for (put = 0; put < n; put++) {
-                r = strmap_put(ss->pods, keep[put]->uid, store[put], (void **)&old[put]);
+                r = strmap_put(ss->pods, store[put]->uid, store[put], (void **)&old[put]);
                 if (r < 0)
                         goto undo;
         }
@@ -470,7 +472,7 @@ undo:
         /* Replacing a present key or removing one never allocates. */
         while (put-- > 0) {
                 if (old[put])
-                        (void)strmap_put(ss->pods, keep[put]->uid, old[put], NULL);
+                        (void)strmap_put(ss->pods, old[put]->uid, old[put], NULL);
                 else
                         (void)strmap_remove(ss->pods, keep[put]->uid);
         }
@@ -560,7 +562,7 @@ static int merge_set(struct storage *s, struct source_state *ss,
                      struct pod **keep, size_t n, struct merge_lists *l,
                      bool first, struct emission *e)
 {
-        struct strmap *fresh = strmap_new(), *prev;
+        struct strmap *fresh = strmap_new_borrowed(), *prev;
         size_t it = 0;
         const char *uid;
         void *v;
@@ -574,7 +576,7 @@ static int merge_set(struct storage *s, struct source_state *ss,
                 r = classify(s, ss->name, keep[i], strmap_get(ss->pods, keep[i]->uid), l, &store);
                 if (r < 0)
                         goto fail;
-                r = strmap_put(fresh, keep[i]->uid, store, NULL);
+                r = strmap_put(fresh, store->uid, store, NULL);
                 if (r < 0) {
                         pod_unref(store);
                         goto fail;

@@ -81,40 +81,22 @@ static const char *member_string(json_object *obj, const char *outer, const char
 /* One item of a list page, decoded before anything is stored. */
 struct item {
         struct pod *pod;
-        char *key;
         struct pod *old; /* what it replaced in pages */
         bool put;
 };
 
 static void items_free(struct item *items, size_t n)
 {
-        for (size_t i = 0; items && i < n; i++) {
+        for (size_t i = 0; items && i < n; i++)
                 pod_unref(items[i].pod);
-                free(items[i].key);
-        }
         free(items);
 }
 
-/* A pod and its store key from a decoded object.  0, -EINVAL (not a pod)
- * or -ENOMEM. */
-static int decode_pod(json_object *obj, struct pod **ret_pod, char **ret_key)
+/* A pod from a decoded object (its store key is pod->key).  0, -EINVAL
+ * (not a pod) or -ENOMEM. */
+static int decode_pod(json_object *obj, struct pod **ret_pod)
 {
-        struct pod *p = NULL;
-        struct buf key = BUF_INIT;
-        int r;
-
-        r = pod_from_json(obj, &p, NULL);
-        if (r == 0)
-                r = pod_store_key(p, &key);
-        if (r == 0 && !(*ret_key = buf_steal(&key, NULL)))
-                r = -ENOMEM;
-        if (r < 0) {
-                pod_unref(p);
-                buf_free(&key);
-                return r;
-        }
-        *ret_pod = p;
-        return 0;
+        return pod_from_json(obj, ret_pod, NULL);
 }
 
 /* Stores every item, or none: a put that fails is undone by putting the
@@ -125,7 +107,7 @@ static int store_items(struct strmap *pages, struct item *items, size_t n)
         size_t i;
 
         for (i = 0; i < n; i++) {
-                if (strmap_put(pages, items[i].key, items[i].pod, (void **)&items[i].old) < 0)
+                if (strmap_put(pages, items[i].pod->key, items[i].pod, (void **)&items[i].old) < 0)
                         break;
                 items[i].put = true;
         }
@@ -138,9 +120,9 @@ static int store_items(struct strmap *pages, struct item *items, size_t n)
         }
         while (i-- > 0) {
                 if (items[i].old)
-                        (void)strmap_put(pages, items[i].key, items[i].old, NULL);
+                        (void)strmap_put(pages, items[i].old->key, items[i].old, NULL);
                 else
-                        (void)strmap_remove(pages, items[i].key);
+                        (void)strmap_remove(pages, items[i].pod->key);
         }
         return -ENOMEM;
 }
@@ -214,7 +196,7 @@ static int decode_items(const char *s, size_t len, size_t *pos, struct item **it
                         return -EINVAL;
                 r = items_grow(items, *n, cap);
                 if (r == 0)
-                        r = decode_pod(o, &(*items)[*n].pod, &(*items)[*n].key);
+                        r = decode_pod(o, &(*items)[*n].pod);
                 json_object_put(o);
                 if (r == -EINVAL && buf_printf(err, "item %zu is not a pod", *n) < 0)
                         r = -ENOMEM;
@@ -417,7 +399,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
                         r = -ENOMEM;
                 buf_free(&b);
         } else if (et != WATCH_BOOKMARK) {
-                r = decode_pod(obj, &p, &key);
+                r = decode_pod(obj, &p);
         }
         if (r == -EINVAL)
                 return buf_printf(err, "a %s event does not hold a pod", t) < 0 ? -ENOMEM : -EBADMSG;
@@ -425,7 +407,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
         if (r == 0 && rv_slot && rv && !(rv_copy = strdup(rv)))
                 r = -ENOMEM;
         if (r == 0 && p)
-                r = strmap_put(store, key, p, (void **)&old);
+                r = strmap_put(store, p->key, p, (void **)&old);
         if (r < 0) {
                 pod_unref(p);
                 free(key);

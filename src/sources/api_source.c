@@ -566,7 +566,7 @@ static void start_list(struct api_source *as)
                 as->stats->relists++;
         as->listed = true;
         api_store_free(as->pages);
-        as->pages = strmap_new();
+        as->pages = strmap_new_borrowed();
         (void)str_set(&as->cont, NULL);
         (void)str_set(&as->list_rv, NULL);
         (void)str_set(&as->list_rv_asked, NULL);
@@ -697,7 +697,7 @@ static int too_large_rv(const struct buf *body, long status)
  * one: both or neither.  0 or -ENOMEM. */
 static int replace_store(struct api_source *as)
 {
-        struct strmap *fresh = strmap_new();
+        struct strmap *fresh = strmap_new_borrowed();
         char *rv = NULL;
 
         if (!fresh || (as->list_rv && !(rv = strdup(as->list_rv)))) {
@@ -791,7 +791,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 start_list(as);
         } else if (as->status == 404) {
                 /* The reflector syncs an empty list, then backs off. */
-                struct strmap *empty = strmap_new();
+                struct strmap *empty = strmap_new_borrowed();
 
                 report(as, false, false, "list: %s: no pods", why.data ? why.data : "?");
                 if (empty) {
@@ -1027,8 +1027,8 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->backoff_initial = API_BACKOFF_INITIAL_USEC;
         as->push_retry_base = API_PUSH_RETRY_USEC;
         as->node_enc = pct_encode(cfg->node_name);
-        as->store = strmap_new();
-        as->pages = strmap_new();
+        as->store = strmap_new_borrowed();
+        as->pages = strmap_new_borrowed();
         as->dec = watch_decoder_new();
         {
                 CURLU *u = curl_url();

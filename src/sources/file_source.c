@@ -65,7 +65,7 @@ struct file_source {
         char *node_name;
         uint64_t period;
         struct source_stats *stats; /* may be NULL */
-        struct strmap *store;  /* key -> struct entry* */
+        struct strmap *store;  /* key -> struct entry* (keys: the entries' pods' own) */
         struct strmap *files;  /* file -> key (char*) */
         struct strmap *errors; /* file -> last logged reason (char*) */
         /* Indexes that keep an event's cost independent of the number of
@@ -320,7 +320,8 @@ static int store_put(struct strmap *store, struct strmap *files, struct strmap *
                 goto out;
         e->pod = pod_ref(pod);
         e->file = strdup(file);
-        if (!e->file || strmap_put(store, key.data, e, (void **)&old) < 0) {
+        /* The store borrows its keys from the pods it holds. */
+        if (!e->file || strmap_put(store, e->pod->key, e, (void **)&old) < 0) {
                 entry_free(e);
                 goto out;
         }
@@ -551,7 +552,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                 log_debug("file source: path \"%s\" does not exist", fs->path);
                 st.st_mode = 0;
         }
-        store = strmap_new();
+        store = strmap_new_borrowed();
         files = strmap_new();
         if (!store || !files) {
                 r = -ENOMEM;
@@ -1126,7 +1127,7 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->path = path_clean(cfg->path);
         fs->node_name = strdup(cfg->node_name);
         fs->stats = cfg->stats;
-        fs->store = strmap_new();
+        fs->store = strmap_new_borrowed();
         fs->files = strmap_new();
         fs->errors = strmap_new();
         fs->uids = strmap_new();
