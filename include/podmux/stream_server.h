@@ -14,6 +14,18 @@
  * Sequence numbers start at the wall clock in microseconds when the server
  * starts, so a resume_after from an earlier run of the daemon is always
  * older than this run's history and gets a full state.
+ *
+ * Every message numbered after a consumer's hello reaches it, in order of
+ * number.  A resume gets them from the history.  A full state cannot
+ * resend the pods, REGISTERED, DEREGISTERED and sources_ready messages of
+ * the wait for the client's line: the state, built when the wait ends,
+ * already holds what they said (the merger's pods, the plugins registered
+ * now, sources_ready after synced), so they would apply twice.  A plugin
+ * FAILED is news that no state holds: those broadcast during the wait are
+ * kept for the consumer and sent right after hello, before the state
+ * (their numbers are lower than the state's).  So a full-state consumer
+ * gets: hello, the FAILED messages since hello, its state (pods per
+ * source, then REGISTERED per plugin), synced, sources_ready if announced.
  */
 #ifndef PODMUX_STREAM_SERVER_H
 #define PODMUX_STREAM_SERVER_H
@@ -124,7 +136,10 @@ int stream_server_broadcast(struct stream_server *srv, const struct pod_update *
  * Broadcasts a "plugin" message: op is REGISTERED, DEREGISTERED or FAILED;
  * plugin_json is the rendered "plugin" object; error (FAILED) may be NULL.
  * REGISTERED plugins (keyed by socket) are sent to later consumers in
- * their initial state, until DEREGISTERED.  0, -EINVAL or -ENOMEM.
+ * their initial state, until DEREGISTERED.  A FAILED is kept for the
+ * consumers still waiting for their line (see above); one that cannot keep
+ * it for want of memory is cut with ResourceExhausted.  0, -EINVAL or
+ * -ENOMEM.
  */
 int stream_server_plugin(struct stream_server *srv, const char *op, const char *socket,
                          const char *plugin_json, const char *error);

@@ -7,10 +7,14 @@
  * watcher) asks for a path and gets that path's events as callbacks on the
  * loop's thread.
  *
- * libinotifytools blocks in its own read and does not expose its descriptor,
- * so the thread is woken for requests by a write to a private, already
- * unlinked file it watches: a request is never lost between "check the
- * queue" and "block", and an idle thread never wakes up.
+ * libinotifytools blocks in its own read, so the thread only reads; watches
+ * are added and removed on the library's descriptor by the loop thread,
+ * and the thread is woken to stop by a write to a private, already
+ * unlinked file it watches (an idle thread never wakes up).
+ *
+ * Ownership: a handle belongs to its subscriber until it calls
+ * watcher_remove(), or until the callback that saw IN_IGNORED for it
+ * returns.  Nothing else ever frees it.
  */
 #ifndef PODMUX_WATCHER_H
 #define PODMUX_WATCHER_H
@@ -42,16 +46,29 @@ int watcher_new(struct loop *loop, struct watcher **ret_w);
 void watcher_free(struct watcher *w);
 
 /*
- * Watches path (a directory or a file) with an inotify mask.  Returns
- * -errno from inotify (-ENOENT if the path is missing, -ENOSPC at the
- * user's watch limit).  The watch ends when the kernel drops it (path
- * deleted or moved: the callback sees IN_IGNORED and the handle is freed
- * after that call) or with watcher_remove().
+ * Watches path (a directory or a file) with an inotify mask: fn(data, ...)
+ * is told of the events in mask, and always of IN_IGNORED, IN_UNMOUNT and
+ * IN_Q_OVERFLOW.  Returns 0 and a new handle, or -ENOMEM, or -errno from
+ * inotify (-ENOENT if the path is missing, -ENOSPC at the user's watch
+ * limit); on error nothing changed.  The watch ends when the kernel drops
+ * it (the inode is gone: the callback sees IN_IGNORED and the handle is
+ * freed after that call) or with watcher_remove().
+ *
+ * inotify watches inodes, not paths.  If the same subscriber (fn and
+ * data) already has a handle on path's inode, under another path (the
+ * directory was renamed) or this one, that handle follows the inode: its
+ * events now name path, its mask gains mask, and 1 is returned with it in
+ * *ret_watch; the subscriber files it under the new path.  A different
+ * subscriber of the same inode gets a handle of its own; they share the
+ * kernel watch, which watcher_remove() drops with the last of them.
+ * Cost: one system call and O(watches).
  */
 int watcher_add(struct watcher *w, const char *path, uint32_t mask,
                 watcher_event_fn fn, void *data,
                 struct watcher_watch **ret_watch);
-/* NULL-safe. */
+/* Ends this handle (the kernel watch too, if no other subscriber shares
+ * it).  Events of it still on their way are dropped.  NULL-safe; safe
+ * inside any watcher callback, for any handle. */
 void watcher_remove(struct watcher_watch *ww);
 
 #endif

@@ -130,9 +130,11 @@ static int dns_label_char(char c)
 
 /* A domain-qualified extended resource name, not in kubernetes.io, not
  * starting with "requests.": the kubelet checks "requests." + name as a
- * qualified name, so the domain is a DNS subdomain of at most 244
- * characters (253 with the prefix) whose labels start and end with a
- * letter or digit, and the name part is at most 63 characters of
+ * qualified name, so the domain is a DNS-1123 subdomain of at most 244
+ * characters (253 with the prefix): dot-separated labels of [a-z0-9-]
+ * starting and ending with a letter or digit, with no length limit of
+ * their own (the subdomain check is a pattern and a total length, not a
+ * label-by-label check); and the name part is at most 63 characters of
  * [A-Za-z0-9_.-] starting and ending with a letter or digit. */
 static int valid_extended_resource(const char *name)
 {
@@ -150,7 +152,7 @@ static int valid_extended_resource(const char *name)
                 if (i == plen || name[i] == '.') {
                         size_t llen = (size_t)(name + i - label);
 
-                        if (llen == 0 || llen > 63 || !isalnum((unsigned char)label[0]) ||
+                        if (llen == 0 || !isalnum((unsigned char)label[0]) ||
                             !isalnum((unsigned char)name[i - 1]))
                                 return 0;
                         label = name + i + 1;

@@ -21,7 +21,8 @@
 #include "podmux/plugin_manager.h"
 #include "podmux/strmap.h"
 
-#define DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_DELETE_SELF)
+/* IN_MOVED_FROM only tells that a watched directory left its name. */
+#define DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF)
 #define METHOD_GETINFO "/pluginregistration.Registration/GetInfo"
 #define METHOD_NOTIFY "/pluginregistration.Registration/NotifyRegistrationStatus"
 
@@ -520,16 +521,71 @@ static int is_candidate(const char *full, const char *name)
 }
 
 
+/*
+ * Directory watches are filed by path in pm->watches, and each handle's
+ * path is its key.  inotify watches inodes, so a name event is where a
+ * path stops meaning the directory filed under it.
+ */
+
+/* Ends the watch filed under dir and those under dir/ (the directory left
+ * that name: moved or deleted).  O(1) unless dir is a watched directory,
+ * then O(watches). */
+static void forget_dir(struct plugin_manager *pm, const char *dir)
+{
+        size_t len = strlen(dir), it = 0;
+        const char *k;
+        void *v;
+
+        v = strmap_remove(pm->watches, dir);
+        if (!v)
+                return;
+        watcher_remove(v);
+        while (strmap_next(pm->watches, &it, &k, &v)) {
+                if (strncmp(k, dir, len) != 0 || k[len] != '/')
+                        continue;
+                strmap_remove(pm->watches, k);
+                watcher_remove(v);
+        }
+}
+
+/* Takes ww out of pm->watches, wherever it is filed.  O(watches). */
+static void unfile_watch(struct plugin_manager *pm, const struct watcher_watch *ww)
+{
+        size_t it = 0;
+        const char *k;
+        void *v;
+
+        while (strmap_next(pm->watches, &it, &k, &v)) {
+                if (v == ww) {
+                        strmap_remove(pm->watches, k);
+                        return;
+                }
+        }
+}
+
+/*
+ * Watches dir and files the watch under it.  A directory already watched
+ * under another name (renamed while its events were lost) keeps its watch,
+ * which follows it here (watcher_add() returns 1); whatever else was filed
+ * under dir is another directory, gone from there, and is forgotten.
+ */
 static int watch_dir(struct plugin_manager *pm, const char *dir)
 {
-        struct watcher_watch *ww = NULL;
+        struct watcher_watch *ww = NULL, *old;
         int r;
 
-        if (!pm->watcher || strmap_get(pm->watches, dir))
+        if (!pm->watcher)
                 return 0;
         r = watcher_add(pm->watcher, dir, DIR_MASK, on_dir_event, pm, &ww);
         if (r < 0)
                 return r;
+        old = strmap_get(pm->watches, dir);
+        if (old == ww)
+                return 0;
+        if (r == 1)
+                unfile_watch(pm, ww);
+        if (old)
+                forget_dir(pm, dir);
         if (strmap_put(pm->watches, dir, ww, NULL) < 0) {
                 watcher_remove(ww);
                 return -ENOMEM;
@@ -646,6 +702,13 @@ static void on_dir_event(void *data, const char *path, const char *name, uint32_
         full = path_join(path, name);
         if (!full)
                 return;
+        /* A directory moved or deleted from here is no longer watched
+         * under this name (nor its sub-directories), so the name is free
+         * for a new directory; one moved within the registry is watched
+         * again under its new name by the create it also makes.  A socket
+         * moved away stays registered, as in the kubelet. */
+        if (mask & (IN_MOVED_FROM | IN_DELETE))
+                forget_dir(pm, full);
         if (mask & IN_DELETE) {
                 if (plugin_dsw_get(pm->cache, full)) {
                         plugin_dsw_remove(pm->cache, full);

@@ -17,12 +17,23 @@
  *
  * A consumer's life: GREETING (hello queued; waiting at most
  * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
- * to it — they are in the history, or in the state it will be given) ->
- * LIVE (after replay or state, synced, sources_ready) -> CLOSING (an error
- * is queued; nothing else is; closed once the error is written or after
- * CLOSE_TIMEOUT_USEC).  Because the GREETING -> LIVE step reads the
- * history or the merger's state at that moment, in the same loop callback,
- * a consumer holds exactly the merger's state when it sees "synced".
+ * to it — they are in the history, or in the state it will be given, and
+ * the news among them, which no state holds, is kept for it) -> LIVE
+ * (after replay, or kept news and state; synced, sources_ready) -> CLOSING
+ * (an error is queued; nothing else is; closed once the error is written
+ * or after CLOSE_TIMEOUT_USEC).  Because the GREETING -> LIVE step reads
+ * the history or the merger's state at that moment, in the same loop
+ * callback, a consumer holds exactly the merger's state when it sees
+ * "synced".
+ *
+ * State and news: a pods message, a plugin REGISTERED or DEREGISTERED and
+ * sources_ready stand for state, and a state built later holds what they
+ * said (the merger's pods, the plugins registered now, sources_ready
+ * after synced); sending them too would apply them twice.  A plugin
+ * FAILED is news: no state holds it.  So every message numbered after a
+ * consumer's hello reaches it, in order of number: a replay has them all;
+ * a full state is preceded by the news kept since hello (lower numbers
+ * than the state's, which are taken when it is built).
  *
  * Sequence numbers: one counter, each message takes the next number.  A
  * replay re-sends history blocks as they were, with their original
@@ -76,6 +87,7 @@
 struct msg {
         unsigned refs;
         uint64_t seq;
+        bool news;  /* no state holds it (a plugin FAILED) */
         size_t len;
         char *text; /* len bytes: one JSON object and '\n' */
 };
@@ -101,6 +113,8 @@ struct consumer {
         size_t backlog;  /* unwritten bytes in the queue */
         char *line;      /* the first line, while GREETING */
         size_t line_len;
+        struct msg **news; /* while GREETING: news broadcast since hello */
+        size_t n_news, cap_news;
         bool status;     /* asked for the status, not the stream */
         pid_t pid;       /* the peer, from SO_PEERCRED (0 if unknown) */
         uid_t uid;
@@ -476,6 +490,35 @@ static void history_push(struct stream_server *srv, struct msg *m)
 
 /* ---- consumers ---------------------------------------------------------- */
 
+/* Releases the news kept for a GREETING consumer. */
+static void news_drop(struct consumer *c)
+{
+        for (size_t i = 0; i < c->n_news; i++)
+                msg_unref(c->news[i]);
+        free(c->news);
+        c->news = NULL;
+        c->n_news = c->cap_news = 0;
+}
+
+/* Keeps a reference to news m for a GREETING consumer, to send before its
+ * state.  0 or -ENOMEM.  O(1) amortised; holds only FAILED messages of
+ * the grace period, so it stays small. */
+static int news_keep(struct consumer *c, struct msg *m)
+{
+        if (c->n_news == c->cap_news) {
+                size_t cap = c->cap_news ? c->cap_news * 2 : 4;
+                struct msg **v = realloc(c->news, cap * sizeof(*v));
+
+                if (!v)
+                        return -ENOMEM;
+                c->news = v;
+                c->cap_news = cap;
+        }
+        m->refs++;
+        c->news[c->n_news++] = m;
+        return 0;
+}
+
 static void consumer_free(struct consumer *c)
 {
         struct stream_server *srv;
@@ -501,6 +544,7 @@ static void consumer_free(struct consumer *c)
         }
         free(c->q);
         free(c->line);
+        news_drop(c);
         free(c);
 }
 
@@ -570,6 +614,7 @@ static void consumer_fail(struct consumer *c, const char *reason,
         c->state = CONSUMER_CLOSING;
         free(c->line);
         c->line = NULL;
+        news_drop(c);
         r = msg_error(c->srv, reason, message, &m);
         (void)consumer_push_built(c, r, m);
         loop_timer_arm(c->timer, CLOSE_TIMEOUT_USEC);
@@ -658,13 +703,14 @@ static void consumer_pump(struct consumer *c)
 /*
  * The GREETING -> LIVE step.  have_resume: the client asked to resume after
  * n.  Replays the history after n if nothing after n was evicted and n is
- * not in the future; otherwise queues the merger's state, one message per
- * record.  Then synced and, if announced, sources_ready.  Runs inside one
- * callback, so no broadcast can fall between the history (or state) read
- * here and the first live message.  The bound on the backlog is not
- * applied to this catch-up: it is checked when live messages are queued,
- * so a consumer is dropped only for falling behind live traffic.
- * 0 or -ENOMEM (the caller closes c).
+ * not in the future; otherwise queues the news kept since hello (numbered
+ * between hello and now), then the merger's state, one message per record,
+ * and the registered plugins.  Then synced and, if announced,
+ * sources_ready.  Runs inside one callback, so no broadcast can fall
+ * between the history (or state) read here and the first live message.
+ * The bound on the backlog is not applied to this catch-up: it is checked
+ * when live messages are queued, so a consumer is dropped only for falling
+ * behind live traffic.  0 or -ENOMEM (the caller closes c).
  */
 static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
 {
@@ -679,6 +725,8 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
         free(c->line);
         c->line = NULL;
         if (replay) {
+                /* The replay holds the kept news too, numbered. */
+                news_drop(c);
                 for (i = 0; i < srv->hist_len; i++) {
                         struct msg *h = srv->hist[(srv->hist_head + i) % srv->hist_cap];
 
@@ -688,32 +736,37 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
                         if (r < 0)
                                 return r;
                 }
-        } else if (srv->state_fn) {
-                r = srv->state_fn(srv->state_data, &ups, &n_ups);
-                for (i = 0; i < n_ups && r >= 0; i++) {
-                        m = NULL;
-                        r = msg_pods(srv, ups[i], &m);
-                        r = consumer_push_built(c, r, m);
-                }
-                for (i = 0; i < n_ups; i++)
-                        pod_update_free(ups[i]);
-                free(ups);
-                if (r == -ENOMEM)
+        } else {
+                /* Kept news first: numbered before the state is built. */
+                for (i = 0; i < c->n_news && r >= 0; i++)
+                        r = consumer_push(c, c->news[i]);
+                news_drop(c);
+                if (r < 0)
                         return r;
-                if (r < 0) {
-                        /* The merger could not say what it holds (or handed
-                         * a record with no op name): this consumer cannot be
-                         * brought in sync. */
-                        char text[160];
+                if (srv->state_fn) {
+                        r = srv->state_fn(srv->state_data, &ups, &n_ups);
+                        for (i = 0; i < n_ups && r >= 0; i++) {
+                                m = NULL;
+                                r = msg_pods(srv, ups[i], &m);
+                                r = consumer_push_built(c, r, m);
+                        }
+                        for (i = 0; i < n_ups; i++)
+                                pod_update_free(ups[i]);
+                        free(ups);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0) {
+                                /* The merger could not say what it holds (or
+                                 * handed a record with no op name): this
+                                 * consumer cannot be brought in sync. */
+                                char text[160];
 
-                        (void)snprintf(text, sizeof(text),
-                                       "cannot build the current state: %s",
-                                       ERRNO_STR(r));
-                        consumer_fail(c, "InternalError", text);
-                        return 0;
+                                (void)snprintf(text, sizeof(text), "cannot build the current state: %s",
+                                               ERRNO_STR(r));
+                                consumer_fail(c, "InternalError", text);
+                                return 0;
+                        }
                 }
-        }
-        if (!replay) {
                 r = push_plugins(c);
                 if (r < 0)
                         return r;
@@ -743,6 +796,7 @@ static int consumer_status(struct consumer *c)
         loop_timer_stop(c->timer);
         free(c->line);
         c->line = NULL;
+        news_drop(c);
         r = msg_status(c->srv, &m);
         r = consumer_push_built(c, r, m);
         if (r < 0)
@@ -1233,13 +1287,23 @@ void stream_server_free(struct stream_server *srv)
 }
 
 /* Queues a broadcast block to every LIVE consumer; one that passes the
- * bound gets SlowConsumer.  O(consumers). */
+ * bound gets SlowConsumer.  News is kept for GREETING consumers (a
+ * state will not hold it); one that cannot keep it is cut, so it does not
+ * start without it.  O(consumers). */
 static void fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
+                if (c->state == CONSUMER_GREETING && !c->status && m->news) {
+                        if (news_keep(c, m) < 0) {
+                                srv->dropped++;
+                                consumer_fail(c, "ResourceExhausted",
+                                              "out of memory keeping a message for this consumer; reconnect");
+                        }
+                        continue;
+                }
                 if (c->state != CONSUMER_LIVE)
                         continue;
                 if (consumer_push(c, m) < 0) {
@@ -1329,6 +1393,7 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
                 lose_broadcast(srv);
         if (r < 0)
                 return r;
+        m->news = strcmp(op, "FAILED") == 0;
         history_push(srv, m);
         fan_out(srv, m);
         msg_unref(m);

@@ -2,11 +2,16 @@
  * watcher — the thread that owns libinotifytools (see
  * include/podmux/watcher.h).
  *
- * Threads: the loop thread asks for watches (one request at a time, under a
- * mutex, answered through a condition variable); the watcher thread is the
- * only caller of the library after start-up.  It blocks in
- * inotifytools_next_event(-1), and is woken for a request by a write to a
- * private unlinked file it watches, so the request is never missed.
+ * Threads: the watcher thread only reads events, blocked in
+ * inotifytools_next_event(-1).  Watches are added and removed by the loop
+ * thread with inotify_add_watch()/inotify_rm_watch() on the library's own
+ * descriptor, so the wd a handle is filed under is the one the kernel
+ * answered.  The library's add files each watch by path and keeps the
+ * paths of watches whose directory was moved or deleted, so asking it for
+ * "the wd of this path" can answer with another inode's wd (a directory
+ * created where a watched one was renamed away would get the old one's).
+ * The thread is woken to stop by a write to a private unlinked file it
+ * watches, so the stop is never missed.
  *
  * Events travel as records {wd, mask, name length, name} through a
  * non-blocking pipe.  If the pipe is full the thread drops the event and
@@ -37,7 +42,10 @@
 /* Bytes read from the pipe ahead of what was dispatched. */
 #define WATCHER_BUFFER (64u * 1024u)
 
-enum req_kind { REQ_NONE, REQ_ADD, REQ_REMOVE, REQ_STOP };
+enum req_kind { REQ_NONE, REQ_STOP };
+
+/* Events every handle is told, whatever its mask. */
+#define ALWAYS_TOLD (IN_IGNORED | IN_UNMOUNT | IN_Q_OVERFLOW)
 
 struct record {
         int32_t wd;
@@ -45,9 +53,17 @@ struct record {
         uint32_t len;
 };
 
+/*
+ * One subscriber's watch of one path.  inotify has one watch (one wd) per
+ * inode and instance, so handles of different subscribers may share a
+ * wd: the kernel's mask is the union of theirs (IN_MASK_ADD), each is
+ * told only the events of its own mask, and the kernel watch is removed
+ * with the last of them.  A subscriber has at most one handle per wd.
+ */
 struct watcher_watch {
         struct watcher *w;
         int wd;
+        uint32_t mask;
         char *path;
         watcher_event_fn fn;
         void *data;
@@ -58,6 +74,7 @@ struct watcher {
         struct loop *loop;
         struct loop_io *io;
         int pipe_rd, pipe_wr;
+        int ino_fd; /* libinotifytools' descriptor (the library owns it) */
         int wake_fd;
         int wake_wd;
         pthread_t thread;
@@ -67,38 +84,18 @@ struct watcher {
         pthread_mutex_t mu;
         pthread_cond_t cv;
         enum req_kind req;
-        const char *req_path;
-        uint32_t req_mask;
-        int req_wd;
-        int req_result;
         int req_done;
 
-        int dead_wds[64]; /* recently dropped by the kernel; thread only */
-        unsigned n_dead;
         struct watcher_watch *watches; /* loop thread only */
+        /* The next handle a walk over watches visits: unlink_watch()
+         * moves it on, so a callback may remove any handle mid-walk. */
+        struct watcher_watch *cursor;
         struct buf in;                 /* records read, not yet dispatched */
         struct loop_timer *more_timer; /* dispatches what is left in `in` */
         int dispatching;
 };
 
 /* ---- watcher thread ---------------------------------------------------------- */
-
-/* A small ring of wds the kernel dropped; wds are not reused soon (they
- * count up), so the last 64 are plenty. */
-static void mark_dead(struct watcher *w, int wd)
-{
-        w->dead_wds[w->n_dead++ % 64] = wd;
-}
-
-static int wd_is_dead(const struct watcher *w, int wd)
-{
-        unsigned n = w->n_dead < 64 ? w->n_dead : 64;
-
-        for (unsigned i = 0; i < n; i++)
-                if (w->dead_wds[i] == wd)
-                        return 1;
-        return 0;
-}
 
 static void thread_forward(struct watcher *w, int wd, uint32_t mask,
                            const char *name)
@@ -123,81 +120,18 @@ static void thread_forward(struct watcher *w, int wd, uint32_t mask,
                 atomic_store(&w->overflowed, 1);
 }
 
-/*
- * libinotifytools keeps the name of a watch the kernel dropped (the path was
- * deleted), so after the path is re-created and watched again, a lookup by
- * name would return the dead watch.  Renaming the dead entry to a name no
- * path can have makes the lookup find the new watch.
- */
-static void forget_stale_name(struct watcher *w, const char *path)
-{
-        char name[PATH_MAX + 2];
-
-        for (int slash = 0; slash < 2; slash++) {
-                int wd;
-
-                snprintf(name, sizeof(name), slash ? "%s/" : "%s", path);
-                wd = inotifytools_wd_from_filename(name);
-                if (wd >= 0 && wd_is_dead(w, wd)) {
-                        char dead[64];
-
-                        snprintf(dead, sizeof(dead), "\001dead-watch-%d", wd);
-                        inotifytools_set_filename_by_wd(wd, dead);
-                }
-        }
-}
-
-/* Serves the pending request, if any.  Returns 1 when it was REQ_STOP:
- * decided under the same lock that acknowledges it, so a stop posted right
- * after an earlier request is never mistaken for one already served. */
+/* Returns 1 when a stop was asked: decided under the same lock that
+ * acknowledges it. */
 static int thread_handle_request(struct watcher *w)
 {
         int stop = 0;
 
         pthread_mutex_lock(&w->mu);
-        if (w->req_done) {
-                /* Spurious wake (the request was served by an earlier
-                 * event): nothing to do. */
-                pthread_mutex_unlock(&w->mu);
-                return 0;
-        }
-        switch (w->req) {
-        case REQ_ADD:
-                forget_stale_name(w, w->req_path);
-                if (inotifytools_watch_file(w->req_path, (int)w->req_mask)) {
-                        w->req_wd = inotifytools_wd_from_filename(w->req_path);
-                        if (w->req_wd < 0) {
-                                /* The library files directories under
-                                 * "<path>/". */
-                                char dir[PATH_MAX + 2];
-
-                                snprintf(dir, sizeof(dir), "%s/", w->req_path);
-                                w->req_wd = inotifytools_wd_from_filename(dir);
-                        }
-                        w->req_result = w->req_wd >= 0 ? 0 : -EIO;
-                } else {
-                        int e = inotifytools_error();
-
-                        w->req_result = e > 0 ? -e : -EIO;
-                }
-                break;
-        case REQ_REMOVE:
-                /* A watch the kernel already dropped (IN_IGNORED seen) is
-                 * not removed again: the library would print an error. */
-                if (!wd_is_dead(w, w->req_wd))
-                        inotifytools_remove_watch_by_wd(w->req_wd);
-                w->req_result = 0;
-                break;
-        case REQ_STOP:
+        if (!w->req_done && w->req == REQ_STOP) {
                 stop = 1;
-                w->req_result = 0;
-                break;
-        case REQ_NONE:
-                pthread_mutex_unlock(&w->mu);
-                return 0;
+                w->req_done = 1;
+                pthread_cond_signal(&w->cv);
         }
-        w->req_done = 1;
-        pthread_cond_signal(&w->cv);
         pthread_mutex_unlock(&w->mu);
         return stop;
 }
@@ -225,8 +159,6 @@ static void *thread_main(void *arg)
                                 break;
                         continue;
                 }
-                if (ev->mask & IN_IGNORED)
-                        mark_dead(w, ev->wd);
                 thread_forward(w, ev->wd, ev->mask, ev->len ? ev->name : NULL);
         }
         return NULL;
@@ -234,34 +166,36 @@ static void *thread_main(void *arg)
 
 /* ---- loop thread --------------------------------------------------------------- */
 
-static int request(struct watcher *w, enum req_kind kind, const char *path,
-                   uint32_t mask, int wd, int *ret_wd)
+/* Asks the thread to stop and waits until it has seen the request. */
+static int request_stop(struct watcher *w)
 {
-        int r;
-
         pthread_mutex_lock(&w->mu);
-        w->req = kind;
-        w->req_path = path;
-        w->req_mask = mask;
-        w->req_wd = wd;
+        w->req = REQ_STOP;
         w->req_done = 0;
         /* A write to the unlinked wake file produces IN_MODIFY on its watch. */
         if (pwrite(w->wake_fd, "w", 1, 0) != 1) {
+                int r = -errno;
+
                 w->req = REQ_NONE;
                 pthread_mutex_unlock(&w->mu);
-                return -errno;
+                return r;
         }
         while (!w->req_done)
                 pthread_cond_wait(&w->cv, &w->mu);
-        r = w->req_result;
-        if (ret_wd)
-                *ret_wd = w->req_wd;
-        if (kind != REQ_STOP)
-                w->req = REQ_NONE;
         pthread_mutex_unlock(&w->mu);
-        return r;
+        return 0;
 }
 
+/* This subscriber's handle on wd, or NULL.  O(watches). */
+static struct watcher_watch *find_own(struct watcher *w, int wd, watcher_event_fn fn, void *data)
+{
+        for (struct watcher_watch *ww = w->watches; ww; ww = ww->next)
+                if (ww->wd == wd && ww->fn == fn && ww->data == data)
+                        return ww;
+        return NULL;
+}
+
+/* Any handle on wd, or NULL.  O(watches). */
 static struct watcher_watch *find_wd(struct watcher *w, int wd)
 {
         for (struct watcher_watch *ww = w->watches; ww; ww = ww->next)
@@ -270,8 +204,12 @@ static struct watcher_watch *find_wd(struct watcher *w, int wd)
         return NULL;
 }
 
+/* Unlinks and frees one handle; the kernel watch is the caller's
+ * business.  A walk in progress (cursor) moves past it. */
 static void unlink_watch(struct watcher *w, struct watcher_watch *ww)
 {
+        if (w->cursor == ww)
+                w->cursor = ww->next;
         for (struct watcher_watch **p = &w->watches; *p; p = &(*p)->next) {
                 if (*p == ww) {
                         *p = ww->next;
@@ -282,14 +220,37 @@ static void unlink_watch(struct watcher *w, struct watcher_watch *ww)
         free(ww);
 }
 
+/*
+ * Tells every handle on wd of an event (those whose mask has it), then,
+ * for IN_IGNORED (the kernel dropped the watch), forgets them.  A callback
+ * may add or remove watches, any of them: the walk goes on from the
+ * cursor, and handles added meanwhile (at the head) are not told of an
+ * event that came before them.  O(watches).
+ */
+static void deliver(struct watcher *w, int wd, const char *name, uint32_t mask)
+{
+        struct watcher_watch *ww;
+
+        for (ww = w->watches; ww; ww = w->cursor) {
+                w->cursor = ww->next;
+                if (ww->wd == wd && (mask & (ww->mask | ALWAYS_TOLD)))
+                        ww->fn(ww->data, ww->path, name, mask);
+        }
+        w->cursor = NULL;
+        if (mask & IN_IGNORED)
+                while ((ww = find_wd(w, wd)))
+                        unlink_watch(w, ww);
+}
+
 static void dispatch_all_overflow(struct watcher *w)
 {
-        struct watcher_watch *ww = w->watches, *next;
+        struct watcher_watch *ww;
 
-        for (; ww; ww = next) {
-                next = ww->next;
+        for (ww = w->watches; ww; ww = w->cursor) {
+                w->cursor = ww->next;
                 ww->fn(ww->data, ww->path, "", IN_Q_OVERFLOW);
         }
+        w->cursor = NULL;
 }
 
 /* The pipe's bytes cannot be framed any more (some were lost): drop what
@@ -317,7 +278,6 @@ static void dispatch(struct watcher *w)
         while (n < WATCHER_BATCH && w->in.len - off >= sizeof(struct record)) {
                 struct record rec;
                 char name[NAME_MAX + 1];
-                struct watcher_watch *ww;
 
                 memcpy(&rec, w->in.data + off, sizeof(rec));
                 if (w->in.len - off < sizeof(rec) + rec.len)
@@ -330,17 +290,7 @@ static void dispatch(struct watcher *w)
                         dispatch_all_overflow(w);
                         continue;
                 }
-                ww = find_wd(w, rec.wd);
-                if (!ww)
-                        continue;
-                ww->fn(ww->data, ww->path, name, rec.mask);
-                /* The kernel has dropped this watch: forget it after telling
-                 * the subscriber (who may re-arm with a new watcher_add). */
-                if (rec.mask & IN_IGNORED) {
-                        ww = find_wd(w, rec.wd);
-                        if (ww)
-                                unlink_watch(w, ww);
-                }
+                deliver(w, rec.wd, name, rec.mask);
         }
         buf_consume(&w->in, off);
         if (atomic_exchange(&w->overflowed, 0))
@@ -379,6 +329,32 @@ static void on_pipe(struct loop_io *io, int fd, uint32_t events, void *data)
         }
         dispatch(w);
 }
+/* The lowest descriptor number not in use: the one the next open takes. */
+static int lowest_free_fd(void)
+{
+        int fd = 0;
+
+        while (fcntl(fd, F_GETFD) >= 0)
+                fd++;
+        return fd;
+}
+
+/*
+ * libinotifytools opens its instance with inotify_init(), which takes the
+ * lowest free descriptor, and does not say which one it is.  probe is that
+ * number, read just before; adding the wake watch to it directly proves it
+ * is an inotify descriptor, and the library's is the only one in the
+ * process.  -EIO if it is not (the library was already initialised, or
+ * another thread opened a descriptor in between).
+ */
+static int library_fd(struct watcher *w, int probe, const char *wake_path)
+{
+        w->wake_wd = inotify_add_watch(probe, wake_path, IN_MODIFY);
+        if (w->wake_wd < 0)
+                return errno == EINVAL || errno == EBADF ? -EIO : -errno;
+        w->ino_fd = probe;
+        return 0;
+}
 
 int watcher_new(struct loop *loop, struct watcher **ret_w)
 {
@@ -386,12 +362,12 @@ int watcher_new(struct loop *loop, struct watcher **ret_w)
         char tmpl[] = "/tmp/podmux-wake-XXXXXX";
         const char *dir = getenv("TMPDIR");
         struct buf path = BUF_INIT;
-        int fds[2], r;
+        int fds[2], probe, r;
 
         if (!w)
                 return -ENOMEM;
         w->loop = loop;
-        w->pipe_rd = w->pipe_wr = w->wake_fd = -1;
+        w->pipe_rd = w->pipe_wr = w->wake_fd = w->ino_fd = -1;
         pthread_mutex_init(&w->mu, NULL);
         pthread_cond_init(&w->cv, NULL);
         if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -403,12 +379,6 @@ int watcher_new(struct loop *loop, struct watcher **ret_w)
         /* A bigger pipe absorbs bursts (rm -rf of a large directory). */
         fcntl(w->pipe_wr, F_SETPIPE_SZ, 1024 * 1024);
 
-        if (!inotifytools_initialize()) {
-                r = -inotifytools_error();
-                if (r == 0)
-                        r = -EIO;
-                goto fail;
-        }
         if (dir && dir[0])
                 r = buf_printf(&path, "%s/podmux-wake-XXXXXX", dir);
         else
@@ -420,13 +390,18 @@ int watcher_new(struct loop *loop, struct watcher **ret_w)
                 r = -errno;
                 goto fail;
         }
-        if (!inotifytools_watch_file(path.data, IN_MODIFY)) {
+        probe = lowest_free_fd();
+        if (!inotifytools_initialize()) {
                 r = -inotifytools_error();
+                if (r == 0)
+                        r = -EIO;
                 unlink(path.data);
                 goto fail;
         }
-        w->wake_wd = inotifytools_wd_from_filename(path.data);
+        r = library_fd(w, probe, path.data);
         unlink(path.data);
+        if (r < 0)
+                goto fail;
         r = loop_io_add(loop, w->pipe_rd, EPOLLIN, on_pipe, w, &w->io);
         if (r < 0)
                 goto fail;
@@ -451,13 +426,14 @@ void watcher_free(struct watcher *w)
         if (!w)
                 return;
         if (w->thread_started) {
-                request(w, REQ_STOP, NULL, 0, -1, NULL);
+                request_stop(w);
                 pthread_join(w->thread, NULL);
         }
         while (w->watches)
                 unlink_watch(w, w->watches);
         loop_io_free(w->io);
         loop_timer_free(w->more_timer);
+        /* Closes ino_fd, and with it every kernel watch. */
         inotifytools_cleanup();
         if (w->wake_fd >= 0)
                 close(w->wake_fd);
@@ -471,12 +447,18 @@ void watcher_free(struct watcher *w)
         free(w);
 }
 
+/*
+ * Everything that can fail (the handle and its path) is allocated before
+ * the kernel is asked, so nothing has to be undone after it answered: an
+ * inotify_rm_watch() could not be undone for another subscriber of the
+ * same inode.
+ */
 int watcher_add(struct watcher *w, const char *path, uint32_t mask,
                 watcher_event_fn fn, void *data,
                 struct watcher_watch **ret_watch)
 {
-        struct watcher_watch *ww = calloc(1, sizeof(*ww));
-        int wd = -1, r;
+        struct watcher_watch *ww = calloc(1, sizeof(*ww)), *own;
+        int wd;
 
         if (!ww)
                 return -ENOMEM;
@@ -485,22 +467,30 @@ int watcher_add(struct watcher *w, const char *path, uint32_t mask,
                 free(ww);
                 return -ENOMEM;
         }
-        r = request(w, REQ_ADD, path, mask, -1, &wd);
-        if (r < 0) {
+        /* IN_MASK_ADD: another subscriber of this inode keeps its events. */
+        wd = inotify_add_watch(w->ino_fd, path, mask | IN_MASK_ADD);
+        if (wd < 0) {
+                int r = -errno;
+
                 free(ww->path);
                 free(ww);
                 return r;
         }
-        /* inotify returns the same wd for an inode already watched: the
-         * newest subscriber takes it over. */
-        {
-                struct watcher_watch *old = find_wd(w, wd);
-
-                if (old)
-                        unlink_watch(w, old);
+        own = find_own(w, wd, fn, data);
+        if (own) {
+                /* This subscriber already watches the inode, under the
+                 * path it had then: the watch follows it here. */
+                free(own->path);
+                own->path = ww->path;
+                own->mask |= mask;
+                free(ww);
+                if (ret_watch)
+                        *ret_watch = own;
+                return 1;
         }
         ww->w = w;
         ww->wd = wd;
+        ww->mask = mask;
         ww->fn = fn;
         ww->data = data;
         ww->next = w->watches;
@@ -513,10 +503,15 @@ int watcher_add(struct watcher *w, const char *path, uint32_t mask,
 void watcher_remove(struct watcher_watch *ww)
 {
         struct watcher *w;
+        int wd;
 
         if (!ww)
                 return;
         w = ww->w;
-        request(w, REQ_REMOVE, NULL, 0, ww->wd, NULL);
+        wd = ww->wd;
         unlink_watch(w, ww);
+        /* The kernel watch goes with the inode's last subscriber.  EINVAL:
+         * the kernel dropped it already (its IN_IGNORED finds no handle). */
+        if (!find_wd(w, wd))
+                (void)inotify_rm_watch(w->ino_fd, wd);
 }

@@ -953,6 +953,66 @@ def _(t):
                  ["nginx:1.2"], "web from b-web.yaml")
 
 
+@test("x.yaml and six backups define one pod: deleting x.yaml hands the "
+      "pod to the first remaining file in sorted order, and the next "
+      "relists keep it there (its uid changed exactly once); three such "
+      "groups at once")
+def _(t):
+    m = t.mkdir("manifests")
+    backups = (".yaml~", ".yaml.save", ".yaml.orig", ".yaml.old",
+               ".yaml.bak", ".yaml.0")
+    groups = ("x", "y", "z")
+    for g in groups:
+        write_file(os.path.join(m, g + ".yaml"),
+                   pod_yaml(g, image="nginx:1.99"))
+        for i, ext in enumerate(backups):
+            write_file(os.path.join(m, g + ext),
+                       pod_yaml(g, image="nginx:1.%d" % i))
+    # The first remaining file in bytewise order: g.yaml.0.
+    heir = "nginx:1.%d" % backups.index(sorted(backups)[0])
+    pr = Probe(t, m)
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state(sorted([pn("probe")] + [pn(g) for g in groups]))
+    before = {}
+    for g in groups:
+        p = c.state.one(pn(g))
+        if pod_image(p) != "nginx:1.99":
+            raise AssertionError("%s.yaml must win, got image %s" %
+                                 (g, pod_image(p)))
+        before[g] = pod_uid(p)
+    mark = len(c.msgs)
+    for g in groups:
+        os.remove(os.path.join(m, g + ".yaml"))
+
+    def handed(s):
+        return all([pod_image(p) for p in s.by_name(pn(g))] == [heir]
+                   for g in groups)
+    c.wait_state(handed, "every pod from its %s file (image %s)" %
+                 (sorted(backups)[0], heir))
+    after = {g: pod_uid(c.state.one(pn(g))) for g in groups}
+    pr.barrier(c)
+    pr.barrier(c)           # two relists since
+    for g in groups:
+        p = c.state.one(pn(g))
+        if pod_uid(p) != after[g] or pod_image(p) != heir:
+            raise AssertionError("a relist moved %s again: uid %s image %s "
+                                 "(handed to uid %s)" % (g, pod_uid(p),
+                                                         pod_image(p),
+                                                         after[g]))
+        added = [pod_uid(q) for x in c.msgs[mark:]
+                 if x.get("type") == "pods" and x["op"] in ("ADD", "SET")
+                 for q in x["pods"] if pod_name(q) == pn(g)]
+        uids = []
+        for u in added:
+            if u not in uids:
+                uids.append(u)
+        if before[g] in uids or uids != [after[g]]:
+            raise AssertionError("%s's uid changed %d times after the "
+                                 "delete (want once, %s -> %s): %s" %
+                                 (g, len(uids), before[g], after[g], uids))
+
+
 @test("uid is stable across restarts for the same node, path and content, "
       "and changes with the node name")
 def _(t):

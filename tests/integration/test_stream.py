@@ -522,5 +522,62 @@ def _(t):
     d.assert_alive()
 
 
+@test("a plugin FAILED published while a consumer waits for its first "
+      "line (the 100 ms grace) reaches it once, right after hello and "
+      "before its state (pods, REGISTERED), every number growing; one "
+      "published later arrives live")
+def _(t):
+    from plugin_harness import FakePlugin, is_plugin, norm, plugin_daemon
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    d = plugin_daemon(t, manifest_path=m)
+    a = d.connect()             # sees every FAILED live
+    a.expect_type("synced")
+    # A plugin of a type nobody handles fails at once.  It is started
+    # outside the registry and its socket renamed in under a new name for
+    # each try, so each try is a new socket (no backoff) published anew.
+    p = FakePlugin(t, os.path.join(t.mkdir("out"), "f0.sock"),
+                   type="FooPlugin", name="foo.example.com")
+    cur, exercised, late = p.sock, 0, 0
+    for i in range(1, 16):
+        b = d.connect(first_line=None)      # hello read, nothing sent
+        nxt = norm(os.path.join(d.reg, "f%d.sock" % i))
+        os.rename(cur, nxt)
+        cur = nxt
+        f = a.expect(lambda x: is_plugin(x, "FAILED", nxt),
+                     "FAILED of %s" % nxt)["seq"]
+        syn = b.expect_type("synced")
+        if syn["resumed"]:
+            raise AssertionError("a consumer that sent nothing resumed")
+        got = [x for x in b.msgs if is_plugin(x, "FAILED", nxt)]
+        if f < syn["seq"]:
+            # Published during b's wait: before its state was built.
+            exercised += 1
+            if len(got) != 1 or got[0]["seq"] != f:
+                raise AssertionError(
+                    "FAILED seq %d (after hello %d, before synced %d) "
+                    "reached the consumer %d times: %s" %
+                    (f, b.hello["seq"], syn["seq"], len(got),
+                     [summarize(x) for x in b.msgs]))
+            at = b.msgs.index(got[0])
+            first_state = next(j for j, x in enumerate(b.msgs)
+                               if x["type"] in ("pods", "synced") or
+                               is_plugin(x, "REGISTERED"))
+            if at > first_state:
+                raise AssertionError("the FAILED came after the state "
+                                     "began: %s" %
+                                     [summarize(x) for x in b.msgs])
+        else:
+            late += 1
+            b.expect(lambda x: is_plugin(x, "FAILED", nxt),
+                     "the FAILED live, after synced")
+        b.close()
+        if exercised >= 3:
+            break
+    if not exercised:
+        t.skip("no FAILED landed in a consumer's 100 ms wait in 15 tries "
+               "(%d came later)" % late)
+
+
 if __name__ == "__main__":
     harness.main()

@@ -412,6 +412,49 @@ START_TEST(test_device_name_dns_subdomain_rules)
 }
 END_TEST
 
+/*
+ * No label of the domain has a length limit of its own: the subdomain
+ * check is a pattern and a total length (253 with "requests."), so labels
+ * of 64, 100 and 244 characters are accepted, as the kubelet accepts them;
+ * the total still counts.
+ */
+START_TEST(test_device_name_long_domain_labels)
+{
+        static const size_t lens[] = {63, 64, 100, 200};
+        struct fixture fx;
+        char *v[] = {"v1beta1"};
+        char name[400], wrong[2048] = "";
+        int r;
+
+        setup(&fx);
+        for (size_t i = 0; i < N(lens); i++) {
+                memset(name, 0, sizeof(name));
+                memset(name, 'l', lens[i]);
+                memcpy(name + lens[i], ".example/gpu", 12);
+                r = validate(&fx, PLUGIN_TYPE_DEVICE, name, "/dev.sock", v, 1);
+                if (r != 0)
+                        snprintf(wrong + strlen(wrong), sizeof(wrong) - strlen(wrong),
+                                 "\n  a %zu-character label: want 0, got %d (%s)", lens[i], r, errtext(&fx));
+        }
+        /* One label of 244 characters is the whole domain: accepted; 245
+         * is past the total. */
+        for (size_t len = 244; len <= 245; len++) {
+                memset(name, 0, sizeof(name));
+                memset(name, 'd', len);
+                memcpy(name + len, "/gpu", 4);
+                r = validate(&fx, PLUGIN_TYPE_DEVICE, name, "/dev.sock", v, 1);
+                if (len == 244 && r != 0)
+                        snprintf(wrong + strlen(wrong), sizeof(wrong) - strlen(wrong),
+                                 "\n  a 244-character one-label domain: want 0, got %d (%s)", r, errtext(&fx));
+                if (len == 245 && r != -EINVAL)
+                        snprintf(wrong + strlen(wrong), sizeof(wrong) - strlen(wrong),
+                                 "\n  a 245-character one-label domain: want -EINVAL, got %d", r);
+        }
+        teardown(&fx);
+        ck_assert_msg(wrong[0] == '\0', "extended resource names checked unlike IsExtendedResourceName:%s", wrong);
+}
+END_TEST
+
 /* ---- DRAPlugin --------------------------------------------------------------- */
 
 START_TEST(test_dra_services)
@@ -472,4 +515,5 @@ UNIT_MAIN(test_parse_version_accepts, test_parse_version_rejects, test_has_exact
           test_csi_only_0x_is_rejected, test_csi_empty_versions_rejected, test_csi_unparsable_versions_skipped,
           test_csi_above_1x_skipped, test_csi_reregistration_needs_strictly_higher, test_csi_deregister_clears,
           test_device_requires_v1beta1, test_device_extended_resource_names, test_device_name_dns_subdomain_rules,
+          test_device_name_long_domain_labels,
           test_dra_services, test_dra_same_endpoint_refused_two_endpoints_allowed, test_free_null)

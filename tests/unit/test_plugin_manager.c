@@ -927,6 +927,150 @@ START_TEST(test_event_directory_recreated_is_watched_again)
 }
 END_TEST
 
+/* mv a b inside the registry (the kubelet's plugin watcher sees a create
+ * of b and walks it): the moved tree registers under its new name and is
+ * watched there at any depth; the old name is free for a new directory,
+ * which is watched too; sockets renamed away stay registered, as in the
+ * kubelet.
+ * Freeing the manager afterwards ends every watch once. */
+START_TEST(test_event_directory_renamed)
+{
+        struct fixture *fx = setup();
+
+        make_dir(fx, "a");
+        make_dir(fx, "a/sub");
+        make_sock(fx, "a/p.sock");
+        make_sock(fx, "a/sub/q.sock");
+        device(fx, "a/p.sock", "vendor.example/p");
+        device(fx, "a/sub/q.sock", "vendor.example/q");
+        device(fx, "b/p.sock", "vendor.example/p");
+        device(fx, "b/sub/q.sock", "vendor.example/q");
+        device(fx, "b/later.sock", "vendor.example/later");
+        device(fx, "b/sub/later2.sock", "vendor.example/later2");
+        device(fx, "a/new.sock", "vendor.example/new");
+        device(fx, "a/sub/new2.sock", "vendor.example/new2");
+        start(fx);
+        wait_event(fx, "REGISTERED", "a/p.sock", 1);
+        wait_event(fx, "REGISTERED", "a/sub/q.sock", 1);
+        move(at(fx, "a"), at(fx, "b"));
+        wait_event(fx, "REGISTERED", "b/p.sock", 1);
+        wait_event(fx, "REGISTERED", "b/sub/q.sock", 1);
+        make_sock(fx, "b/later.sock");
+        make_sock(fx, "b/sub/later2.sock");
+        wait_event(fx, "REGISTERED", "b/later.sock", 1);
+        wait_event(fx, "REGISTERED", "b/sub/later2.sock", 1);
+        /* The old name again, empty when its creation is handled (the
+         * poke's pass comes after it), so only a watch can see what
+         * follows. */
+        make_dir(fx, "a");
+        poke(fx);
+        make_sock(fx, "a/new.sock");
+        wait_event(fx, "REGISTERED", "a/new.sock", 1);
+        make_dir(fx, "a/sub");
+        poke(fx);
+        make_sock(fx, "a/sub/new2.sock");
+        wait_event(fx, "REGISTERED", "a/sub/new2.sock", 1);
+        ck_assert_msg(count_events(fx, "DEREGISTERED", "a/p.sock") == 0 &&
+                              count_events(fx, "DEREGISTERED", "a/sub/q.sock") == 0,
+                      "sockets renamed away were deregistered: %s", events_of(fx, NULL));
+        ck_assert_int_eq(count_calls(fx, "b/p.sock", 0), 1);
+        ck_assert_int_eq(count_calls(fx, "b/later.sock", 0), 1);
+        teardown(fx);
+}
+END_TEST
+
+/* A directory moved out of the registry is no longer watched (what is
+ * made in it is not a plugin here), its name is free, and moved back in
+ * under another name it is walked and watched again. */
+START_TEST(test_event_directory_moved_out_and_back)
+{
+        struct fixture *fx = setup();
+        char out[192], out_sock[256];
+
+        make_dir(fx, "a");
+        device(fx, "a/x.sock", "vendor.example/x");
+        device(fx, "a/y.sock", "vendor.example/y");
+        device(fx, "c/x.sock", "vendor.example/x");
+        device(fx, "c/z.sock", "vendor.example/z");
+        start(fx);
+        snprintf(out, sizeof(out), "%s/out", fx->dir);
+        move(at(fx, "a"), out);
+        snprintf(out_sock, sizeof(out_sock), "%s/x.sock", out);
+        make_sock_at(out_sock);
+        make_dir(fx, "a");
+        poke(fx);
+        make_sock(fx, "a/y.sock");
+        wait_event(fx, "REGISTERED", "a/y.sock", 1);
+        ck_assert_msg(count_calls(fx, "a/x.sock", 0) == 0, "a socket outside the registry was registered: %s",
+                      calls_of(fx));
+        move(out, at(fx, "c"));
+        wait_event(fx, "REGISTERED", "c/x.sock", 1);
+        make_sock(fx, "c/z.sock");
+        wait_event(fx, "REGISTERED", "c/z.sock", 1);
+        teardown(fx);
+}
+END_TEST
+
+/* mv a b where b is an empty directory: b's old watch dies with it, and
+ * the moved directory is watched under b. */
+START_TEST(test_event_directory_renamed_over_an_empty_one)
+{
+        struct fixture *fx = setup();
+
+        make_dir(fx, "a");
+        make_dir(fx, "b");
+        device(fx, "b/s.sock", "vendor.example/s");
+        start(fx);
+        move(at(fx, "a"), at(fx, "b"));
+        poke(fx);
+        make_sock(fx, "b/s.sock");
+        wait_event(fx, "REGISTERED", "b/s.sock", 1);
+        teardown(fx);
+}
+END_TEST
+
+/* The rename is lost with far more events than the watcher can hold: the
+ * manager re-reads the registry, finds the directory under its new name
+ * (inotify's watch of it is the one it had), and files that watch there;
+ * the old name is free for a new directory. */
+START_TEST(test_rename_lost_with_other_events)
+{
+        enum { FLOOD = 80000 };
+        struct fixture *fx = setup();
+        char p[256];
+
+        make_dir(fx, "a");
+        make_dir(fx, "flood");
+        make_sock(fx, "a/p.sock");
+        device(fx, "a/p.sock", "vendor.example/p");
+        device(fx, "b/p.sock", "vendor.example/p");
+        device(fx, "b/c.sock", "vendor.example/c");
+        device(fx, "a/d.sock", "vendor.example/d");
+        start(fx);
+        wait_event(fx, "REGISTERED", "a/p.sock", 1);
+        /* The loop does not run: the watcher's pipe (1 MiB at most) fills
+         * up long before the last of these, and the rename after them is
+         * dropped with the rest (the subscribers are told to re-read). */
+        for (int i = 0; i < FLOOD; i++) {
+                FILE *f;
+
+                snprintf(p, sizeof(p), "%s/f%05d", at(fx, "flood"), i);
+                f = fopen(p, "w");
+                ck_assert_msg(f != NULL, "create %s: %m", p);
+                fclose(f);
+        }
+        move(at(fx, "a"), at(fx, "b"));
+        wait_event(fx, "REGISTERED", "b/p.sock", 1);
+        make_sock(fx, "b/c.sock");
+        wait_event(fx, "REGISTERED", "b/c.sock", 1);
+        make_dir(fx, "a");
+        poke(fx);
+        make_sock(fx, "a/d.sock");
+        wait_event(fx, "REGISTERED", "a/d.sock", 1);
+        teardown(fx);
+}
+END_TEST
+
 /* TestPluginRegistrationSameName: one name, many sockets, all registered. */
 START_TEST(test_same_name_on_many_sockets)
 {
@@ -1351,6 +1495,8 @@ UNIT_MAIN(test_seam_needs_call_and_cancel, test_start_creates_missing_root,
           test_event_socket_created_and_deleted, test_event_rename_into_place,
           test_event_directory_created_after_start, test_event_hidden_directory_and_non_sockets_ignored,
           test_event_directory_tree_deleted, test_event_directory_recreated_is_watched_again,
+          test_event_directory_renamed, test_event_directory_moved_out_and_back,
+          test_event_directory_renamed_over_an_empty_one, test_rename_lost_with_other_events,
           test_same_name_on_many_sockets, test_register_flow,
           test_unknown_type_fails_once_per_generation_and_text, test_validation_failure_is_told_and_retried,
           test_getinfo_failure_tells_nothing, test_register_failure_keeps_asw_entry,

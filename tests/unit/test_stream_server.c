@@ -23,6 +23,7 @@
 
 #include <json-c/json.h>
 
+#include "failalloc.h"
 #include "podmux/loop.h"
 #include "podmux/pod.h"
 #include "podmux/stream_server.h"
@@ -1382,6 +1383,159 @@ START_TEST(test_broadcast_during_grace_resume)
 }
 END_TEST
 
+/* A plugin event; returns its seq. */
+static uint64_t plugin_ev(struct env *e, const char *op, const char *sock, const char *error)
+{
+        char json[160];
+        uint64_t seq = stream_server_last_seq(e->srv) + 1;
+
+        (void)snprintf(json, sizeof(json), "{\"type\":\"DevicePlugin\",\"name\":\"vendor.example/x\","
+                       "\"endpoint\":\"%s\",\"versions\":[\"v1beta1\"],\"socket\":\"%s\"}", sock, sock);
+        ck_assert_int_eq(stream_server_plugin(e->srv, op, sock, json, error), 0);
+        return seq;
+}
+
+static const char *plugin_op_at(const struct client *c, size_t i)
+{
+        return line_str(c, i, "op");
+}
+
+static const char *plugin_sock_at(const struct client *c, size_t i)
+{
+        json_object *pl = member(c->lines[i].obj, "plugin");
+
+        ck_assert_ptr_nonnull(pl);
+        return json_object_get_string(member(pl, "socket"));
+}
+
+/*
+ * Messages numbered after a consumer's hello all reach it, in order.
+ * While b waits for its line: a plugin registers (state), a pod is added
+ * (state), a plugin fails (news: no state holds it), the sources are
+ * ready (sent after synced).  b, given the full state, gets hello, the
+ * FAILED (its own number), then its state, synced, sources_ready: every
+ * number larger than the one before, nothing twice.  c, waiting at the
+ * same time and resuming from before, gets the FAILED once, from the
+ * replay.
+ */
+START_TEST(test_news_during_grace_reaches_consumer)
+{
+        const char *const names[] = {"x", NULL};
+        const char *const ready[] = {"file"};
+        struct env e;
+        struct client *a, *b, *c;
+        char line[96];
+        uint64_t before, failed;
+        size_t i;
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_synced(&e, "{}\n");
+        before = line_seq(a, a->n_lines - 1);
+        b = client_connect(&e);
+        c = client_connect(&e);
+        DRIVE_UNTIL(&e, b->n_lines == 1 && c->n_lines == 1);
+        plugin_ev(&e, "REGISTERED", "/r/good.sock", NULL);
+        bcast(&e, POD_OP_ADD, "file", "x", 0);
+        e.mock.recs[e.mock.n++] = make_update(POD_OP_ADD, "file", 0, names);
+        failed = plugin_ev(&e, "FAILED", "/r/bad.sock", "RegisterPlugin error -- boom");
+        ck_assert_int_eq(stream_server_sources_ready(e.srv, ready, 1), 0);
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", before);
+        client_puts(&e, c, line);
+        DRIVE_UNTIL(&e, has_type(b, "sources_ready") && count_type(c, "sources_ready") == 2);
+
+        /* b: hello, FAILED, pods (state), REGISTERED (state), synced,
+         * sources_ready. */
+        ck_assert_msg(b->n_lines == 6, "b got %zu lines", b->n_lines);
+        ck_assert_str_eq(line_type(b, 0), "hello");
+        ck_assert_str_eq(line_type(b, 1), "plugin");
+        ck_assert_str_eq(plugin_op_at(b, 1), "FAILED");
+        ck_assert_str_eq(plugin_sock_at(b, 1), "/r/bad.sock");
+        ck_assert_str_eq(line_str(b, 1, "error"), "RegisterPlugin error -- boom");
+        ck_assert_uint_eq(line_seq(b, 1), failed);
+        ck_assert_str_eq(line_type(b, 2), "pods");
+        ck_assert_str_eq(pod_name_at(b, 2, 0), "x");
+        ck_assert_str_eq(line_type(b, 3), "plugin");
+        ck_assert_str_eq(plugin_op_at(b, 3), "REGISTERED");
+        ck_assert_str_eq(plugin_sock_at(b, 3), "/r/good.sock");
+        ck_assert_str_eq(line_type(b, 4), "synced");
+        ck_assert(!synced_resumed(b, 4));
+        ck_assert_str_eq(line_type(b, 5), "sources_ready");
+        assert_seq_increasing(b, 0);
+
+        /* c: the replay, FAILED once among it. */
+        ck_assert_uint_eq(count_type(c, "plugin"), 2);
+        for (i = 1; i < c->n_lines; i++)
+                if (strcmp(line_type(c, i), "plugin") == 0 && strcmp(plugin_op_at(c, i), "FAILED") == 0)
+                        ck_assert_uint_eq(line_seq(c, i), failed);
+        ck_assert(synced_resumed(c, find_type(c, "synced", 0)));
+
+        /* Both live afterwards; the news is not sent again. */
+        plugin_ev(&e, "FAILED", "/r/other.sock", "again");
+        DRIVE_UNTIL(&e, count_type(b, "plugin") == 3 && count_type(c, "plugin") == 3);
+        ck_assert_str_eq(plugin_sock_at(b, b->n_lines - 1), "/r/other.sock");
+        assert_seq_increasing(b, 0);
+        env_done(&e);
+}
+END_TEST
+
+/* A consumer that cannot keep the news for want of memory is cut with
+ * ResourceExhausted (it does not start without it); the broadcast itself
+ * and the other consumers are not affected.  Every allocation of the
+ * broadcast fails in turn. */
+START_TEST(test_news_kept_out_of_memory)
+{
+        struct env e;
+        struct client *a, *b;
+        long n, cut = 0, hit = 0;
+        int r;
+
+        if (!failalloc_enabled())
+                return;
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_synced(&e, "{}\n");
+        for (n = 1;; n++) {
+                size_t had = count_type(a, "plugin");
+                bool failed;
+
+                b = client_connect(&e);
+                DRIVE_UNTIL(&e, b->n_lines == 1);
+                failalloc_arm(n);
+                r = stream_server_plugin(e.srv, "FAILED", "/r/bad.sock",
+                                         "{\"type\":\"\",\"name\":\"\",\"endpoint\":\"\",\"versions\":[],"
+                                         "\"socket\":\"/r/bad.sock\"}",
+                                         "boom");
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                client_puts(&e, b, "{}\n");
+                DRIVE_UNTIL(&e, has_type(b, "synced") || has_type(b, "error"));
+                if (r < 0) {
+                        /* Not built: no number taken, no one told. */
+                        ck_assert_int_eq(r, -ENOMEM);
+                        ck_assert(!has_type(b, "plugin"));
+                } else if (has_type(b, "error")) {
+                        ck_assert_str_eq(line_str(b, b->n_lines - 1, "reason"), "ResourceExhausted");
+                        ck_assert(!has_type(b, "synced"));
+                        cut++;
+                } else {
+                        ck_assert_str_eq(line_type(b, 1), "plugin");
+                        ck_assert_str_eq(plugin_op_at(b, 1), "FAILED");
+                }
+                if (r == 0)
+                        DRIVE_UNTIL(&e, count_type(a, "plugin") == had + 1 || has_type(a, "error"));
+                hit += failed;
+                client_close(b);
+                if (!failed)
+                        break;
+                if (has_type(a, "error")) /* a's own queue ran out: a new one */
+                        a = client_synced(&e, "{}\n");
+        }
+        ck_assert_msg(cut >= 1, "no consumer was cut for the news it could not keep (%ld faults)", hit);
+        env_done(&e);
+}
+END_TEST
+
 START_TEST(test_state_failure_is_reported)
 {
         struct env e;
@@ -1561,5 +1715,7 @@ UNIT_MAIN(test_hello_fields,
           test_input_after_first_line_ignored,
           test_broadcast_during_grace_full_state,
           test_broadcast_during_grace_resume,
+          test_news_during_grace_reaches_consumer,
+          test_news_kept_out_of_memory,
           test_state_failure_is_reported,
           test_descriptors_run_out)

@@ -1,7 +1,9 @@
 /*
  * test_watcher — the watcher thread and the events it hands to the loop
  * (include/podmux/watcher.h): every event arrives, in order per file, and
- * no loop turn hands over more than WATCHER_BATCH of them.
+ * no loop turn hands over more than WATCHER_BATCH of them; a handle
+ * belongs to its subscriber (a renamed directory's watch follows it, two
+ * subscribers of one inode each keep theirs).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <errno.h>
+#include <inotifytools/inotifytools.h>
+
+#include "failalloc.h"
 #include "podmux/loop.h"
 #include "podmux/watcher.h"
 #include "unit.h"
@@ -84,4 +90,251 @@ START_TEST(test_burst_is_dispatched_in_batches)
 }
 END_TEST
 
-UNIT_MAIN(test_burst_is_dispatched_in_batches)
+
+/* ---- handles: who owns them, what they are told -------------------------- */
+
+#define MAX_SEEN 64
+
+struct seen {
+        int n;
+        char what[MAX_SEEN][160]; /* "path|name|CREATE" */
+        struct watcher_watch *remove_on_event; /* removed by the callback */
+};
+
+static void on_seen(void *data, const char *path, const char *name, uint32_t mask)
+{
+        struct seen *s = data;
+
+        if (s->n < MAX_SEEN)
+                snprintf(s->what[s->n++], sizeof(s->what[0]), "%s|%s|%s%s%s", path, name,
+                         mask & IN_CREATE ? "CREATE" : "", mask & IN_DELETE ? "DELETE" : "",
+                         mask & IN_IGNORED ? "IGNORED" : "");
+        if (s->remove_on_event) {
+                watcher_remove(s->remove_on_event);
+                s->remove_on_event = NULL;
+        }
+}
+
+static int seen_has(const struct seen *s, const char *path, const char *name, const char *op)
+{
+        char want[160];
+
+        snprintf(want, sizeof(want), "%s|%s|%s", path, name, op);
+        for (int i = 0; i < s->n; i++)
+                if (strcmp(s->what[i], want) == 0)
+                        return 1;
+        return 0;
+}
+
+static const char *seen_all(const struct seen *s)
+{
+        static char out[MAX_SEEN * 162];
+
+        out[0] = '\0';
+        for (int i = 0; i < s->n; i++)
+                snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? "; " : "", s->what[i]);
+        return s->n ? out : "(none)";
+}
+
+/* Runs the loop until cond, at most about 10 s (a bound, not a wait). */
+#define TURN_UNTIL(loop, cond)                                                  \
+        do {                                                                    \
+                for (int t_ = 0; t_ < 100 && !(cond); t_++)                     \
+                        loop_run_once((loop), 100 * 1000);                      \
+        } while (0)
+
+static void touch(const char *dir, const char *name)
+{
+        char p[256];
+        int fd;
+
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        ck_assert_msg(fd >= 0, "create %s: %m", p);
+        close(fd);
+}
+
+struct tmp {
+        char root[32];
+        char a[64], b[64];
+        struct loop *loop;
+        struct watcher *w;
+};
+
+static void tmp_init(struct tmp *t)
+{
+        memcpy(t->root, "/tmp/podmux-watch-XXXXXX", sizeof("/tmp/podmux-watch-XXXXXX"));
+        ck_assert_ptr_nonnull(mkdtemp(t->root));
+        snprintf(t->a, sizeof(t->a), "%s/a", t->root);
+        snprintf(t->b, sizeof(t->b), "%s/b", t->root);
+        ck_assert_int_eq(mkdir(t->a, 0755), 0);
+        ck_assert_int_eq(loop_new(&t->loop), 0);
+        ck_assert_int_eq(watcher_new(t->loop, &t->w), 0);
+}
+
+static void tmp_done(struct tmp *t)
+{
+        char cmd[64];
+
+        watcher_free(t->w);
+        loop_free(t->loop);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", t->root);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A directory renamed and watched again by the same subscriber: inotify
+ * answers with the same watch, and the handle follows it (same handle, 1,
+ * events name the new path), so its owner's reference stays good.  A new
+ * directory made under the old name is a new watch with a handle of its
+ * own, and is told of its own events. */
+START_TEST(test_renamed_directory_watch_follows)
+{
+        struct tmp t;
+        struct seen s = {0};
+        struct watcher_watch *h1 = NULL, *h2 = NULL, *h3 = NULL;
+
+        tmp_init(&t);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &s, &h1), 0);
+        ck_assert_int_eq(rename(t.a, t.b), 0);
+        ck_assert_int_eq(watcher_add(t.w, t.b, IN_CREATE, on_seen, &s, &h2), 1);
+        ck_assert_ptr_eq(h2, h1);
+        touch(t.b, "f1");
+        TURN_UNTIL(t.loop, seen_has(&s, t.b, "f1", "CREATE"));
+        ck_assert_msg(seen_has(&s, t.b, "f1", "CREATE"), "events: %s", seen_all(&s));
+        /* The old name, now a new directory. */
+        ck_assert_int_eq(mkdir(t.a, 0755), 0);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &s, &h3), 0);
+        ck_assert_ptr_ne(h3, h1);
+        touch(t.a, "f2");
+        touch(t.b, "f3");
+        TURN_UNTIL(t.loop, seen_has(&s, t.a, "f2", "CREATE") && seen_has(&s, t.b, "f3", "CREATE"));
+        ck_assert_msg(seen_has(&s, t.a, "f2", "CREATE") && seen_has(&s, t.b, "f3", "CREATE"),
+                      "events: %s", seen_all(&s));
+        ck_assert_msg(s.n == 3, "events told twice or misnamed: %s", seen_all(&s));
+        /* Both handles are still the owner's to remove. */
+        watcher_remove(h1);
+        watcher_remove(h3);
+        tmp_done(&t);
+}
+END_TEST
+
+/* Two subscribers of one inode: each keeps its handle and is told only
+ * the events of its own mask; the kernel watch stays until the last goes. */
+START_TEST(test_two_subscribers_of_one_inode)
+{
+        struct tmp t;
+        struct seen x = {0}, y = {0};
+        struct watcher_watch *hx = NULL, *hy = NULL;
+        char p[96];
+
+        tmp_init(&t);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &x, &hx), 0);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_DELETE, on_seen, &y, &hy), 0);
+        ck_assert_ptr_ne(hx, hy);
+        touch(t.a, "f");
+        snprintf(p, sizeof(p), "%s/f", t.a);
+        ck_assert_int_eq(unlink(p), 0);
+        TURN_UNTIL(t.loop, x.n >= 1 && y.n >= 1);
+        ck_assert_msg(x.n == 1 && seen_has(&x, t.a, "f", "CREATE"), "x: %s", seen_all(&x));
+        ck_assert_msg(y.n == 1 && seen_has(&y, t.a, "f", "DELETE"), "y: %s", seen_all(&y));
+        /* x goes; y is still told. */
+        watcher_remove(hx);
+        touch(t.a, "g");
+        snprintf(p, sizeof(p), "%s/g", t.a);
+        ck_assert_int_eq(unlink(p), 0);
+        TURN_UNTIL(t.loop, y.n >= 2);
+        ck_assert_msg(y.n == 2 && seen_has(&y, t.a, "g", "DELETE"), "y: %s", seen_all(&y));
+        ck_assert_int_eq(x.n, 1);
+        watcher_remove(hy);
+        tmp_done(&t);
+}
+END_TEST
+
+/* A callback may remove any handle, also one that shares the event and
+ * has not been told yet: it is not told, and nothing is touched after. */
+START_TEST(test_callback_removes_another_handle)
+{
+        struct tmp t;
+        struct seen x = {0}, y = {0};
+        struct watcher_watch *hx = NULL, *hy = NULL;
+
+        tmp_init(&t);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &x, &hx), 0);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &y, &hy), 0);
+        /* Whichever is told first removes the other. */
+        x.remove_on_event = hy;
+        y.remove_on_event = hx;
+        touch(t.a, "f");
+        TURN_UNTIL(t.loop, x.n + y.n >= 1);
+        ck_assert_msg(x.n + y.n == 1, "x: %s; y: %s", seen_all(&x), seen_all(&y));
+        watcher_remove(x.n ? hx : hy);
+        tmp_done(&t);
+}
+END_TEST
+
+/* Errors change nothing: a missing path, and the allocations (the handle,
+ * its path) made before the kernel is asked. */
+START_TEST(test_add_errors_change_nothing)
+{
+        struct tmp t;
+        struct seen s = {0};
+        struct watcher_watch *h = NULL, *h1 = NULL;
+        char missing[96];
+
+        tmp_init(&t);
+        snprintf(missing, sizeof(missing), "%s/missing", t.root);
+        ck_assert_int_eq(watcher_add(t.w, missing, IN_CREATE, on_seen, &s, &h), -ENOENT);
+        ck_assert_ptr_null(h);
+        if (failalloc_enabled()) {
+                for (long n = 1; n <= 2; n++) {
+                        failalloc_arm(n);
+                        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &s, &h), -ENOMEM);
+                        ck_assert(failalloc_failed());
+                        failalloc_arm(0);
+                        ck_assert_ptr_null(h);
+                }
+                /* The follow step allocates nothing after the kernel
+                 * answered: a failed re-add leaves the handle as it was. */
+                ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_seen, &s, &h1), 0);
+                ck_assert_int_eq(rename(t.a, t.b), 0);
+                for (long n = 1; n <= 2; n++) {
+                        failalloc_arm(n);
+                        ck_assert_int_eq(watcher_add(t.w, t.b, IN_CREATE, on_seen, &s, &h), -ENOMEM);
+                        failalloc_arm(0);
+                }
+                touch(t.b, "f");
+                TURN_UNTIL(t.loop, s.n >= 1);
+                ck_assert_msg(s.n == 1 && seen_has(&s, t.a, "f", "CREATE"), "events: %s", seen_all(&s));
+                ck_assert_int_eq(watcher_add(t.w, t.b, IN_CREATE, on_seen, &s, &h), 1);
+                ck_assert_ptr_eq(h, h1);
+                watcher_remove(h1);
+        }
+        tmp_done(&t);
+}
+END_TEST
+
+/* The library's descriptor cannot be told apart (here: the library was
+ * initialised already, so no new descriptor appears): -EIO, no watcher. */
+START_TEST(test_library_descriptor_not_found)
+{
+        struct loop *loop = NULL;
+        struct watcher *w = NULL;
+
+        ck_assert_int_eq(loop_new(&loop), 0);
+        ck_assert(inotifytools_initialize());
+        ck_assert_int_eq(watcher_new(loop, &w), -EIO);
+        ck_assert_ptr_null(w);
+        inotifytools_cleanup();
+        /* ... and a watcher works again afterwards. */
+        ck_assert_int_eq(watcher_new(loop, &w), 0);
+        watcher_free(w);
+        loop_free(loop);
+}
+END_TEST
+
+UNIT_MAIN(test_burst_is_dispatched_in_batches,
+          test_renamed_directory_watch_follows,
+          test_two_subscribers_of_one_inode,
+          test_callback_removes_another_handle,
+          test_add_errors_change_nothing,
+          test_library_descriptor_not_found)
