@@ -327,7 +327,8 @@ def _(t):
 def run_args(t):
     m = t.mkdir("manifests")
     return ["run", "--pod-manifest-path", m, "--socket",
-            t.path("podmux.sock"), "--node-name", NODE]
+            t.path("podmux.sock"), "--node-name", NODE,
+            "--plugins-registry-dir", ""]
 
 
 def check_usage_error(r, words):
@@ -372,6 +373,76 @@ def _(t):
 def _(t):
     r = t.run_cmd(run_args(t) + ["--file-check-frequency"], timeout=T_SHORT)
     check_usage_error(r, ["file-check-frequency"])
+
+
+def tree(root):
+    """Every path under root (the test's tree), to see what a run made."""
+    out = set()
+    for d, dirs, files in os.walk(root):
+        out |= {os.path.join(d, n) for n in dirs + files}
+    return out
+
+
+# Every pair of flags that contradict each other (src/core/options.c,
+# check_conflicts): (the two names the message must give, one flag with
+# its value, the other).
+def conflicting_pairs(t):
+    m, reg = t.path("m"), t.path("reg")
+    cfg = write_file(t.path("kubelet.yaml"),
+                     "kind: KubeletConfiguration\nstaticPodPath: %s\n" % m)
+    sock = t.path("p.sock")
+    return [
+        (("--kubeconfig", "--in-cluster"),
+         ["--kubeconfig", t.path("kubeconfig")], ["--in-cluster"]),
+        (("--node-name", "--hostname-override"),
+         ["--node-name", "a"], ["--hostname-override", "b"]),
+        (("--socket", "--metrics-address"),
+         ["--socket", sock], ["--metrics-address", "unix:" + sock]),
+        (("--socket", "--metrics-address"),
+         ["--socket", sock], ["--metrics-address", sock + ".lock"]),
+        (("--socket", "--pod-manifest-path"),
+         ["--socket", os.path.join(m, "p.sock")], ["--pod-manifest-path", m]),
+        (("--metrics-address", "--pod-manifest-path"),
+         ["--metrics-address", os.path.join(m, "metrics.sock")],
+         ["--pod-manifest-path", m]),
+        (("--socket", "staticPodPath"),
+         ["--socket", os.path.join(m, "p.sock")], ["--config", cfg]),
+        (("--socket", "--plugins-registry-dir"),
+         ["--socket", os.path.join(reg, "sub", "p.sock")],
+         ["--plugins-registry-dir", reg]),
+        (("--metrics-address", "--plugins-registry-dir"),
+         ["--metrics-address", "unix:" + os.path.join(reg, "m.sock")],
+         ["--plugins-registry-dir", reg]),
+        (("--pod-manifest-path", "--plugins-registry-dir"),
+         ["--pod-manifest-path", reg], ["--plugins-registry-dir", reg + "/"]),
+    ]
+
+
+@test("every pair of conflicting podmux run flags, in either order: exit 2 "
+      "naming both, with the usage hint, before anything is created")
+def _(t):
+    for names, a, b in conflicting_pairs(t):
+        for order in (a + b, b + a):
+            before = tree(t.tmp)
+            # The base gives a socket and no registry; the pair's own come
+            # later and win.
+            r = t.run_cmd(["run", "--node-name", NODE, "--socket",
+                           t.path("base.sock"), "--plugins-registry-dir",
+                           ""] + order, timeout=T_SHORT)
+            what = " ".join(order)
+            if r.returncode != 2:
+                raise AssertionError("%s: exit %d, want 2; stderr %r" % (
+                    what, r.returncode, r.stderr[-400:]))
+            if not all(n in r.stderr for n in names):
+                raise AssertionError("%s: the message does not name %s: %r"
+                                     % (what, " and ".join(names),
+                                        r.stderr[-400:]))
+            if "podmux run --help" not in r.stderr:
+                raise AssertionError("%s: no usage hint: %r" % (
+                    what, r.stderr[-400:]))
+            made = tree(t.tmp) - before
+            if made:
+                raise AssertionError("%s: created %s" % (what, sorted(made)))
 
 
 @test("podmux run --help lists the flags and exits 0")
