@@ -421,6 +421,7 @@ def conflicting_pairs(t):
 @test("every pair of conflicting podmux run flags, in either order: exit 2 "
       "naming both, with the usage hint, before anything is created")
 def _(t):
+    t.varlib()  # the harness's, made before the runs (as root)
     for names, a, b in conflicting_pairs(t):
         for order in (a + b, b + a):
             before = tree(t.tmp)
