@@ -86,15 +86,18 @@ START_TEST(test_list_dir_sorted_hidden_skipped_all_or_nothing)
         ck_assert_str_eq(what, "cannot open directory");
         ck_assert_ptr_null(names);
 
-        /* A read error half way: the whole listing fails. */
-        failsys_arm(FAILSYS_READDIR, 2, EIO);
-        ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), -EIO);
-        failsys_arm(FAILSYS_READDIR, 0, 0);
-        ck_assert_str_eq(what, "cannot read directory");
-        ck_assert_ptr_null(names);
-        failsys_arm(FAILSYS_OPENDIR, 1, EMFILE);
-        ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), -EMFILE);
-        failsys_arm(FAILSYS_OPENDIR, 0, 0);
+        /* A read error half way: the whole listing fails.  (Under the
+         * sanitizers nothing is interposed: failalloc.h.) */
+        if (failalloc_enabled()) {
+                failsys_arm(FAILSYS_READDIR, 2, EIO);
+                ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), -EIO);
+                failsys_arm(FAILSYS_READDIR, 0, 0);
+                ck_assert_str_eq(what, "cannot read directory");
+                ck_assert_ptr_null(names);
+                failsys_arm(FAILSYS_OPENDIR, 1, EMFILE);
+                ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), -EMFILE);
+                failsys_arm(FAILSYS_OPENDIR, 0, 0);
+        }
         ck_assert(static_pod_resource_error(-EMFILE) && static_pod_resource_error(-ENOMEM) &&
                   !static_pod_resource_error(-EIO) && !static_pod_resource_error(-ENOENT));
         rm_rf(d);
