@@ -54,15 +54,30 @@ struct options {
         size_t history;
         char *metrics_address;
         bool help;
+        /* A source was configured on the command line: one of
+         * --pod-manifest-path, --manifest-url, --kubeconfig, --in-cluster,
+         * --config (even with an empty value). */
+        bool explicit_sources;
 };
 
 /*
  * Parses argv (argv[0] is "run").  On a usage error returns -EINVAL with a
  * message naming the flag in err; the caller exits 2.  Reads --config when
  * given (flags win over the file).  Fills defaults, including the node name
- * from the host name (lower-cased, like the kubelet).
+ * from the host name (lower-cased, like the kubelet) and the plugin
+ * registry (options_default_plugins()).  Every contradiction between flags
+ * is a usage error found here, before the daemon creates anything:
+ * --kubeconfig with --in-cluster, --node-name with a different
+ * --hostname-override, and colliding paths (the stream and metrics
+ * sockets and their lock files, the static pod path, the plugin
+ * registry).  An empty --pod-manifest-path, --manifest-url or
+ * --kubeconfig turns that source off.
  */
 int options_parse(int argc, char **argv, struct options *ret_opts, struct buf *err);
+/* Whether the plugin manager watches OPTIONS_DEFAULT_PLUGINS_DIR when
+ * --plugins-registry-dir is not given: only for euid 0 and with no
+ * source configured on the command line (o->explicit_sources). */
+bool options_default_plugins(const struct options *o, uid_t euid);
 void options_free(struct options *o); /* NULL-safe */
 /* The --help text. */
 const char *options_usage(void);

@@ -36,8 +36,10 @@ int plugin_handlers_register(struct plugin_handlers *h, const char *type, const 
 void plugin_handlers_deregister(struct plugin_handlers *h, const char *type, const char *name,
                                 const char *endpoint);
 
-/* "[v]MAJOR.MINOR[.PATCH...]" with at least two numeric parts: 0 and the
- * first three parts in ret (missing PATCH = 0), or -EINVAL. */
+/* A version as the kubelet's CSI handler reads it (Go's ParseGeneric,
+ * include/podmux/version.h): 0 and the first three numbers in ret (a
+ * missing one is 0), or -EINVAL.  The CSI check itself compares every
+ * number. */
 int plugin_parse_version(const char *s, unsigned long ret[3]);
 
 #endif

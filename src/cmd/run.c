@@ -59,6 +59,8 @@
  */
 #define RUN_FD_MARGIN 128
 
+#define RUN_TRY_HELP "Try 'podmux run --help' for more information.\n"
+
 struct daemon {
         struct options opts;
         struct loop *loop;
@@ -329,11 +331,15 @@ int cmd_run(int argc, char **argv)
         metrics_init(&d.metrics);
         d.sigfd = -1;
         updates_pipe_init(&d.updates);
+        /* Every usage error, contradictions between flags included, is
+         * found here, before anything is created. */
         r = options_parse(argc, argv, &d.opts, &err);
         if (r < 0) {
                 fprintf(stderr, "podmux run: %s\n", err.data ? err.data : ERRNO_STR(r));
+                if (r == -EINVAL)
+                        fputs(RUN_TRY_HELP, stderr);
                 buf_free(&err);
-                return 2;
+                return r == -EINVAL ? 2 : 1;
         }
         if (d.opts.help) {
                 fputs(options_usage(), stdout);

@@ -4,13 +4,17 @@
  * print what it would emit or why not.  Admins run it before dropping a
  * file into the static-pod directory.
  *
+ * Listing, loading and building the pods are the sources' own functions
+ * (include/podmux/static_pod.h), and the duplicate rule is theirs (the
+ * first file in sorted order keeps a namespace/name, by pod_store_key()),
+ * so validate and the daemon cannot drift apart.
+ *
  * The UID printed is the one the daemon computes only when the node name
  * and the path string match what the daemon uses: the path is cleaned
  * lexically (like Go's filepath.Clean: no realpath, symlinks kept), and a
  * directory's entries are joined to the cleaned directory path.
  */
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,6 +30,8 @@
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/path.h"
+#include "podmux/pod.h"
+#include "podmux/static_pod.h"
 #include "podmux/yaml_json.h"
 
 #define EXIT_USAGE 2
@@ -34,33 +40,38 @@
 struct validate_opts {
         const char *node_name;
         bool url_mode;
+        bool json; /* -o json: the whole pods; else one line per pod */
 };
 
 static void usage(FILE *f)
 {
-        fputs("Usage: podmux validate [--node-name NAME] [--manifest-url-mode] PATH...\n"
+        fputs("Usage: podmux validate [--node-name NAME] [--manifest-url-mode] [-o text|json] PATH...\n"
               "\n"
               "Decode, default and validate static-pod manifests the way the file source\n"
-              "does, and print each resulting pod as JSON on standard output, or the\n"
-              "reason it would be rejected on standard error.  A directory is read like\n"
-              "the file source reads it: every regular file whose name does not start\n"
-              "with '.', in byte order, without recursing.  Fields that core/v1 does\n"
-              "not define are dropped, as the kubelet drops them, and listed as\n"
-              "warnings on standard error.\n"
+              "does, with the file source's own code, and print each pod as the source\n"
+              "would emit it on standard output, or the reason it would be rejected on\n"
+              "standard error.  A directory is read like the file source reads it: every\n"
+              "regular file whose name does not start with '.', in byte order, without\n"
+              "recursing; of two files defining one namespace/name the first is kept.\n"
+              "Fields that core/v1 does not define are dropped, as the kubelet drops\n"
+              "them, and listed as warnings on standard error.\n"
               "\n"
               "Options:\n"
               "  --node-name NAME     the node name (default: this host's name, lower-cased,\n"
               "                       as the kubelet derives it)\n"
               "  --manifest-url-mode  decode each file as the HTTP source decodes a body:\n"
               "                       a Pod or a PodList, no toleration added, UID salted\n"
-              "                       with url:PATH; prints a JSON array\n"
+              "                       with url:PATH\n"
+              "  -o, --output FORMAT  text: one line per pod, \"PATH\": NAMESPACE/NAME uid=UID\n"
+              "                       node=NODE config.hash=HASH (default); json: each pod\n"
+              "                       whole, as JSON (with --manifest-url-mode, one JSON\n"
+              "                       array per file)\n"
               "  -h, --help           show this help\n"
               "\n"
               "Exit status: 0 if every manifest is valid, 1 if any is not, 2 on a usage\n"
               "error.\n",
               f);
 }
-
 
 /* The kubelet's default node name: the host name, trimmed and
  * lower-cased (nodeutil.GetHostname). */
@@ -123,16 +134,99 @@ static int report_unknown(const char *path, const struct v1_unknown *u)
         return r;
 }
 
-/* The store key (namespace/name) of a defaulted pod. */
-static int store_key(json_object *pod, struct buf *out)
+/* A string member of obj, or NULL. */
+static const char *member(json_object *obj, const char *key)
 {
-        json_object *meta = NULL, *ns = NULL, *name = NULL;
+        json_object *v = NULL;
 
-        json_object_object_get_ex(pod, "metadata", &meta);
-        json_object_object_get_ex(meta, "namespace", &ns);
-        json_object_object_get_ex(meta, "name", &name);
-        buf_reset(out);
-        return buf_printf(out, "%s/%s", json_object_get_string(ns), json_object_get_string(name));
+        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+/* One line: "PATH": NAMESPACE/NAME uid=UID node=NODE config.hash=HASH,
+ * the identity a consumer of the stream sees.  0 or -ENOMEM. */
+static int print_line(const char *path, const struct pod *p)
+{
+        json_object *obj = pod_to_json(p), *meta = NULL, *ann = NULL, *spec = NULL;
+        struct buf line = BUF_INIT;
+        const char *node, *hash;
+        int r;
+
+        if (!obj)
+                return -ENOMEM;
+        json_object_object_get_ex(obj, "metadata", &meta);
+        json_object_object_get_ex(meta, "annotations", &ann);
+        json_object_object_get_ex(obj, "spec", &spec);
+        node = member(spec, "nodeName");
+        hash = member(ann, POD_ANNOTATION_HASH);
+        r = buf_json_string(&line, path, strlen(path));
+        if (r == 0)
+                r = buf_printf(&line, ": %s/%s uid=%s node=%s config.hash=%s\n", p->namespace, p->name,
+                               p->uid[0] ? p->uid : "-", node ? node : "-", hash ? hash : "-");
+        if (r == 0)
+                fputs(line.data, stdout);
+        json_object_put(obj);
+        buf_free(&line);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+/* The pods as the source emits them: one line each, or (-o json) each
+ * whole, pretty-printed, or as one array (url mode).  0 or -ENOMEM. */
+static int print_pods(const struct validate_opts *o, const char *path, struct pod *const *pods,
+                      size_t n)
+{
+        json_object *arr = NULL;
+        int r = 0;
+
+        if (!o->json) {
+                struct buf q = BUF_INIT;
+
+                for (size_t i = 0; r == 0 && i < n; i++)
+                        r = print_line(path, pods[i]);
+                /* An empty PodList: the URL would remove its pods. */
+                if (r == 0 && n == 0) {
+                        r = buf_json_string(&q, path, strlen(path)) < 0 ? -ENOMEM : 0;
+                        if (r == 0)
+                                printf("%s: no pods\n", q.data);
+                }
+                buf_free(&q);
+                return r;
+        }
+        if (o->url_mode && !(arr = json_object_new_array()))
+                return -ENOMEM;
+        for (size_t i = 0; r == 0 && i < n; i++) {
+                json_object *obj = pod_to_json(pods[i]);
+
+                if (!obj) {
+                        r = -ENOMEM;
+                } else if (arr) {
+                        if (json_object_array_add(arr, obj) != 0) {
+                                json_object_put(obj);
+                                r = -ENOMEM;
+                        }
+                } else {
+                        const char *text = json_object_to_json_string_ext(
+                                obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+                        if (!text)
+                                r = -ENOMEM;
+                        else
+                                printf("%s\n", text);
+                        json_object_put(obj);
+                }
+        }
+        if (r == 0 && arr) {
+                const char *text = json_object_to_json_string_ext(
+                        arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+                if (!text)
+                        r = -ENOMEM;
+                else
+                        printf("%s\n", text);
+        }
+        json_object_put(arr);
+        return r;
 }
 
 /* Keys already emitted in this directory -> the file that defined them;
@@ -141,27 +235,66 @@ struct seen {
         json_object *keys;
 };
 
-/* 0 valid, 1 invalid (reported), negative errno on a hard failure. */
+/* Whether pod's namespace/name is taken by an earlier file of the
+ * directory (reported: 1), else records it (0).  -ENOMEM. */
+static int check_duplicate(struct seen *seen, const char *path, const struct pod *pod)
+{
+        struct buf key = BUF_INIT, msg = BUF_INIT;
+        json_object *prev = NULL;
+        int r;
+
+        if (!seen->keys)
+                return 0;
+        r = pod_store_key(pod, &key);
+        if (r < 0)
+                goto out;
+        if (json_object_object_get_ex(seen->keys, key.data, &prev)) {
+                r = buf_printf(&msg, "pod \"%s\" is already defined by \"%s\"; the "
+                                     "file source keeps the first file and ignores this one",
+                               key.data, json_object_get_string(prev));
+                if (r == 0) {
+                        report(path, msg.data);
+                        r = 1;
+                }
+                goto out;
+        }
+        prev = json_object_new_string(path);
+        if (!prev || json_object_object_add(seen->keys, key.data, prev) != 0) {
+                json_object_put(prev);
+                r = -ENOMEM;
+        }
+out:
+        buf_free(&key);
+        buf_free(&msg);
+        return r < 0 ? -ENOMEM : r;
+}
+
+/* 0 valid, 1 invalid (reported), -ENOMEM. */
 static int validate_file(const struct validate_opts *o, const char *path, struct seen *seen)
 {
-        struct manifest_ctx ctx = {
-                .origin = o->url_mode ? MANIFEST_ORIGIN_URL : MANIFEST_ORIGIN_FILE,
-                .node_name = o->node_name,
-                .location = path,
-        };
         struct v1_unknown unknown = {NULL, 0, 0};
-        struct buf err = BUF_INIT, key = BUF_INIT, msg = BUF_INIT;
-        json_object *out = NULL, *prev = NULL;
+        struct buf err = BUF_INIT, msg = BUF_INIT;
+        struct pod **pods = NULL, *one = NULL;
         char *data = NULL;
-        size_t len = 0;
+        size_t len = 0, n = 0;
         int r, docs;
 
-        r = manifest_read_file(path, &data, &len, &err);
-        if (r == 0) {
-                if (o->url_mode)
-                        r = manifest_decode_pods(data, len, &ctx, &out, &unknown, &err);
-                else
-                        r = manifest_decode_pod(data, len, &ctx, &out, &unknown, &err);
+        if (o->url_mode) {
+                r = manifest_read_file(path, &data, &len, &err);
+                if (r == 0)
+                        r = static_pod_decode_body(data, len, path, o->node_name, &pods, &n, &unknown, &err);
+        } else {
+                /* The file source's own loader: what it refuses is
+                 * refused here, in its words. */
+                r = static_pod_load(path, o->node_name, &one, &unknown, &err);
+                if (r == 0) {
+                        pods = &one;
+                        n = 1;
+                        /* Only for the note on extra documents below. */
+                        buf_reset(&msg);
+                        if (manifest_read_file(path, &data, &len, &msg) < 0)
+                                len = 0;
+                }
         }
         if (r == -ENOMEM)
                 goto out;
@@ -170,123 +303,73 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 r = 1;
                 goto out;
         }
-        if (!o->url_mode && seen->keys) {
-                r = store_key(out, &key);
-                if (r < 0)
-                        goto out;
-                if (json_object_object_get_ex(seen->keys, key.data, &prev)) {
-                        r = buf_printf(&msg, "pod \"%s\" is already defined by \"%s\"; the "
-                                             "file source keeps the first file and ignores this one",
-                                       key.data, json_object_get_string(prev));
-                        if (r < 0)
-                                goto out;
-                        report(path, msg.data);
-                        r = 1;
-                        goto out;
-                }
-                prev = json_object_new_string(path);
-                if (!prev || json_object_object_add(seen->keys, key.data, prev) != 0) {
-                        json_object_put(prev);
-                        r = -ENOMEM;
-                        goto out;
-                }
-        }
-        docs = yaml_count_documents(data, len, NULL);
+        if (!o->url_mode && (r = check_duplicate(seen, path, one)) != 0)
+                goto out;
+        docs = data ? yaml_count_documents(data, len, NULL) : 0;
         if (docs > 1) {
                 buf_reset(&msg);
                 if (buf_printf(&msg, "note: %d YAML documents; only the first is used", docs) == 0)
                         report(path, msg.data);
         }
         r = report_unknown(path, &unknown);
-        if (r < 0)
-                goto out;
-        fputs(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PRETTY |
-                                                          JSON_C_TO_STRING_NOSLASHESCAPE),
-              stdout);
-        fputc('\n', stdout);
-        r = 0;
+        if (r == 0)
+                r = print_pods(o, path, pods, n);
 out:
         v1_unknown_clear(&unknown);
-        json_object_put(out);
+        if (pods == &one)
+                pod_unref(one);
+        else
+                static_pod_pods_free(pods, n);
         free(data);
         buf_free(&err);
-        buf_free(&key);
         buf_free(&msg);
         return r;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Every non-hidden entry, sorted bytewise, as the file source lists. */
+/* Every entry as the file source lists and sorts it (its own lister),
+ * each judged as the file source judges it. */
 static int validate_dir(const struct validate_opts *o, const char *dir)
 {
         struct seen seen = {NULL};
-        char **names = NULL, **bigger;
-        size_t n = 0, cap = 0;
-        int failed = 0, r = 0;
-        struct dirent *de;
-        DIR *d;
+        struct buf reason = BUF_INIT, msg = BUF_INIT;
+        const char *what = "cannot list directory";
+        char **names = NULL;
+        size_t n = 0;
+        int failed = 0, r;
 
-        d = opendir(dir);
-        if (!d) {
-                r = -errno;
-                report(dir, ERRNO_STR(r));
+        r = static_pod_list_dir(dir, &names, &n, &what);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                if (buf_printf(&msg, "%s: %s", what, ERRNO_STR(r)) < 0)
+                        return -ENOMEM;
+                report(dir, msg.data);
+                buf_free(&msg);
                 return 1;
         }
-        for (;;) {
-                errno = 0;
-                de = readdir(d);
-                if (!de)
-                        break;
-                if (de->d_name[0] == '.')
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 16;
-                        bigger = realloc(names, cap * sizeof(*names));
-                        if (!bigger) {
-                                r = -ENOMEM;
-                                goto out;
-                        }
-                        names = bigger;
-                }
-                names[n] = path_join(dir, de->d_name);
-                if (!names[n]) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                n++;
-        }
-        if (errno != 0) {
-                r = -errno;
-                report(dir, ERRNO_STR(r));
-                failed = 1;
-        }
-        if (n > 1)
-                qsort(names, n, sizeof(*names), cmp_names);
         seen.keys = json_object_new_object();
         if (!seen.keys) {
                 r = -ENOMEM;
                 goto out;
         }
         for (size_t i = 0; i < n; i++) {
-                struct stat st;
-
-                if (stat(names[i], &st) < 0) {
-                        r = -errno;
+                r = static_pod_entry(names[i], &reason);
+                if (r == -ENOMEM)
+                        goto out;
+                if (r < 0) {
                         report(names[i], ERRNO_STR(r));
                         failed = 1;
                         continue;
                 }
-                if (S_ISDIR(st.st_mode)) {
-                        report(names[i],
-                               "note: skipped, a directory (the file source does not recurse)");
+                switch (r) {
+                case STATIC_POD_DIRECTORY:
+                        report(names[i], "note: skipped, a directory (the file source does not recurse)");
                         continue;
-                }
-                if (!S_ISREG(st.st_mode)) {
-                        report(names[i], "note: skipped, not a regular file");
+                case STATIC_POD_GONE:
+                        continue;
+                case STATIC_POD_BAD:
+                        report(names[i], reason.data);
+                        failed = 1;
                         continue;
                 }
                 r = validate_file(o, names[i], &seen);
@@ -297,11 +380,10 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
         }
         r = 0;
 out:
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
+        static_pod_names_free(names, n);
         json_object_put(seen.keys);
-        closedir(d);
+        buf_free(&reason);
+        buf_free(&msg);
         return r < 0 ? r : failed;
 }
 
@@ -324,7 +406,7 @@ static int validate_path(const struct validate_opts *o, const char *arg)
 
 int cmd_validate(int argc, char **argv)
 {
-        struct validate_opts o = {NULL, false};
+        struct validate_opts o = {NULL, false, false};
         char host[256];
         int i, failed = 0, r;
 
@@ -342,6 +424,20 @@ int cmd_validate(int argc, char **argv)
                         return 0;
                 } else if (strcmp(a, "--manifest-url-mode") == 0) {
                         o.url_mode = true;
+                } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
+                           strncmp(a, "--output=", 9) == 0) {
+                        const char *v = a[1] == 'o' ? (i + 1 < argc ? argv[++i] : NULL)
+                                        : a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+
+                        if (v && strcmp(v, "json") == 0) {
+                                o.json = true;
+                        } else if (v && strcmp(v, "text") == 0) {
+                                o.json = false;
+                        } else {
+                                fprintf(stderr, "podmux validate: %s: want text or json%s%s%s\n" TRY_HELP, a,
+                                        v ? " (not \"" : "", v ? v : "", v ? "\")" : "");
+                                return EXIT_USAGE;
+                        }
                 } else if (strcmp(a, "--node-name") == 0) {
                         if (i + 1 >= argc) {
                                 fputs("podmux validate: --node-name needs a value\n" TRY_HELP,

@@ -19,6 +19,7 @@
 #include "podmux/manifest.h"
 #include "podmux/metrics_server.h"
 #include "podmux/options.h"
+#include "podmux/path.h"
 #include "podmux/str.h"
 #include "podmux/stream_server.h"
 #include "podmux/yaml_json.h"
@@ -27,6 +28,7 @@
 
 enum {
         OPT_NODE_NAME = 256,
+        OPT_HOSTNAME_OVERRIDE,
         OPT_POD_MANIFEST_PATH,
         OPT_FILE_CHECK,
         OPT_MANIFEST_URL,
@@ -51,7 +53,7 @@ enum {
 
 static const struct option long_opts[] = {
         {"node-name", required_argument, NULL, OPT_NODE_NAME},
-        {"hostname-override", required_argument, NULL, OPT_NODE_NAME},
+        {"hostname-override", required_argument, NULL, OPT_HOSTNAME_OVERRIDE},
         {"pod-manifest-path", required_argument, NULL, OPT_POD_MANIFEST_PATH},
         {"file-check-frequency", required_argument, NULL, OPT_FILE_CHECK},
         {"manifest-url", required_argument, NULL, OPT_MANIFEST_URL},
@@ -94,7 +96,10 @@ const char *options_usage(void)
                "  --http-check-frequency DUR    poll period of the manifest URL (default 20s)\n"
                "  --kubeconfig FILE             API server source from a kubeconfig (no default: off)\n"
                "  --in-cluster                  API server source from the service account (default off)\n"
-               "  --plugins-registry-dir DIR    plugin registry directory (default " OPTIONS_DEFAULT_PLUGINS_DIR " when root)\n"
+               "  --plugins-registry-dir DIR    plugin registry directory; \"\" turns it off (default: off; as root\n"
+               "                                when no source is configured, i.e. without --pod-manifest-path,\n"
+               "                                nor --manifest-url, --kubeconfig, --in-cluster or --config:\n"
+               "                                " OPTIONS_DEFAULT_PLUGINS_DIR ")\n"
                "  --config FILE                 KubeletConfiguration YAML: staticPodPath, staticPodURL,\n"
                "                                staticPodURLHeader, fileCheckFrequency, httpCheckFrequency\n"
                "                                (flags given on the command line win; default: none)\n"
@@ -124,7 +129,12 @@ const char *options_usage(void)
                "  --log-format text|json        log line format (default text)\n"
                "  -h, --help                    this help\n"
                "\n"
-               "Durations are Go-style: 20s, 1m30s, 500ms.\n";
+               "Durations are Go-style: 20s, 1m30s, 500ms.  Flags that contradict each other are\n"
+               "refused before anything is created (exit 2): --kubeconfig with --in-cluster,\n"
+               "--node-name with a different --hostname-override, and paths that collide: the\n"
+               "socket, the metrics socket, their .lock files, the static pod path and the\n"
+               "plugin registry must each be apart (a socket in the static pod directory would\n"
+               "be read as a manifest, one under the registry taken for a plugin).\n";
 }
 
 void options_free(struct options *o)
@@ -282,7 +292,10 @@ static int parse_group(const char *v, gid_t *ret, struct buf *err)
 /* Reads the KubeletConfiguration fields podmux honours.  Values already
  * set by flags (set[] marks them) are kept. */
 struct flag_set {
-        bool path, file_check, url, headers, http_check;
+        bool path, file_check, url, headers, http_check, plugins_dir;
+        /* The last value of each spelling of the node name, to refuse
+         * the two when they disagree (pointers into argv). */
+        const char *node_name, *hostname_override;
 };
 
 static int load_config(struct options *o, const struct flag_set *set, struct buf *err)
@@ -378,6 +391,188 @@ out:
         return r;
 }
 
+static void drop_empty(char **slot)
+{
+        if (*slot && !(*slot)[0]) {
+                free(*slot);
+                *slot = NULL;
+        }
+}
+
+bool options_default_plugins(const struct options *o, uid_t euid)
+{
+        /* The kubelet always runs its plugin manager under its root
+         * directory.  podmux does so only as root, and only when the
+         * command line describes no source: a run that names its own
+         * sources (a trial, a test, a demo) does not create or watch
+         * /var/lib/kubelet unless --plugins-registry-dir asks for it. */
+        return euid == 0 && !o->explicit_sources;
+}
+
+/* A path made absolute against the working directory, then cleaned
+ * lexically (include/podmux/path.h), so two spellings of one file compare
+ * equal.  NULL on ENOMEM. */
+static char *abs_clean(const char *p)
+{
+        char cwd[4096], *joined, *clean;
+
+        if (p[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+                return path_clean(p);
+        joined = path_join(cwd, p);
+        clean = joined ? path_clean(joined) : NULL;
+        free(joined);
+        return clean;
+}
+
+/* path + ".lock": the lock file beside a socket (src/util/unix_listen.c).
+ * NULL on ENOMEM. */
+static char *lock_of(const char *path)
+{
+        size_t n = strlen(path);
+        char *l = malloc(n + sizeof(".lock"));
+
+        if (l) {
+                memcpy(l, path, n);
+                memcpy(l + n, ".lock", sizeof(".lock"));
+        }
+        return l;
+}
+
+/* Whether path is dir itself or below it. */
+static bool is_under(const char *path, const char *dir, bool or_equal)
+{
+        size_t n = strlen(dir);
+
+        if (strcmp(dir, "/") == 0)
+                return path[1] != '\0' || or_equal;
+        if (strncmp(path, dir, n) != 0)
+                return false;
+        return path[n] == '/' || (or_equal && path[n] == '\0');
+}
+
+/* Whether the plugin manager would look at a socket at path below dir:
+ * it walks every depth but skips names that start with '.'
+ * (src/plugins/plugin_manager.c). */
+static bool seen_by_plugin_manager(const char *path, const char *dir)
+{
+        const char *p;
+
+        if (!is_under(path, dir, false))
+                return false;
+        p = path + (strcmp(dir, "/") == 0 ? 0 : strlen(dir));
+        for (; *p; p++)
+                if (p[0] == '/' && p[1] == '.')
+                        return false;
+        return true;
+}
+
+/* Whether the file source would list path: a file in the directory dir
+ * (no recursion, names starting with '.' skipped), or dir itself when it
+ * is a single manifest file.  Lexical: dir may not exist yet. */
+static bool seen_by_file_source(const char *path, const char *dir)
+{
+        const char *slash = strrchr(path, '/');
+
+        if (strcmp(path, dir) == 0)
+                return true;
+        if (!slash || slash[1] == '.')
+                return false;
+        if (slash == path)
+                return strcmp(dir, "/") == 0;
+        return strlen(dir) == (size_t)(slash - path) && strncmp(path, dir, (size_t)(slash - path)) == 0;
+}
+
+/* The unix socket of a --metrics-address ("/path" or "unix:/path", see
+ * include/podmux/metrics_server.h), or NULL for a TCP address. */
+static const char *metrics_unix_path(const char *address)
+{
+        if (address[0] == '/')
+                return address;
+        if (strncmp(address, "unix:", 5) == 0)
+                return address + 5;
+        return NULL;
+}
+
+enum { P_SOCKET, P_METRICS, P_MANIFESTS, P_REGISTRY, P_N };
+
+/*
+ * Flags that contradict each other, found before anything is created:
+ * the caller exits 2.  Each pair is named by the flags (or the --config
+ * field) that set it.  0, -EINVAL with a message, or -ENOMEM.
+ */
+static int check_conflicts(const struct options *o, const struct flag_set *set, struct buf *err)
+{
+        const char *names[P_N] = {
+                "--socket", "--metrics-address",
+                set->path ? "--pod-manifest-path" : "staticPodPath (--config)",
+                set->plugins_dir ? "--plugins-registry-dir" : "--plugins-registry-dir (its default, as root)",
+        };
+        const char *given[P_N] = {
+                o->socket_path,
+                o->metrics_address ? metrics_unix_path(o->metrics_address) : NULL,
+                o->pod_manifest_path,
+                o->plugins_dir && o->plugins_dir[0] ? o->plugins_dir : NULL,
+        };
+        char *abs[P_N] = {NULL}, *lock[2] = {NULL};
+        int r = -ENOMEM;
+
+        if (o->kubeconfig && o->in_cluster) {
+                buf_puts(err, "--kubeconfig and --in-cluster both configure the API server source: give one");
+                return -EINVAL;
+        }
+        if (set->node_name && set->hostname_override && strcmp(set->node_name, set->hostname_override) != 0) {
+                buf_printf(err, "--node-name \"%s\" and --hostname-override \"%s\" name different nodes: give one",
+                           set->node_name, set->hostname_override);
+                return -EINVAL;
+        }
+        for (int i = 0; i < P_N; i++)
+                if (given[i] && !(abs[i] = abs_clean(given[i])))
+                        goto out;
+        for (int i = P_SOCKET; i <= P_METRICS; i++)
+                if (abs[i] && !(lock[i] = lock_of(abs[i])))
+                        goto out;
+        r = -EINVAL;
+        if (abs[P_SOCKET] && abs[P_METRICS] &&
+            (strcmp(abs[P_SOCKET], abs[P_METRICS]) == 0 || strcmp(lock[P_SOCKET], abs[P_METRICS]) == 0 ||
+             strcmp(abs[P_SOCKET], lock[P_METRICS]) == 0)) {
+                buf_printf(err, "--socket \"%s\" and --metrics-address \"%s\" collide (the same file, or one "
+                                "is the other's lock file): give each its own path",
+                           given[P_SOCKET], o->metrics_address);
+                goto out;
+        }
+        for (int i = P_SOCKET; i <= P_METRICS; i++) {
+                if (!abs[i])
+                        continue;
+                if (abs[P_MANIFESTS] && (seen_by_file_source(abs[i], abs[P_MANIFESTS]) ||
+                                         strcmp(lock[i], abs[P_MANIFESTS]) == 0)) {
+                        buf_printf(err, "%s \"%s\" is in %s \"%s\": the file source would read the socket "
+                                        "and its lock file as manifests; put it elsewhere",
+                                   names[i], given[i], names[P_MANIFESTS], given[P_MANIFESTS]);
+                        goto out;
+                }
+                if (abs[P_REGISTRY] && (strcmp(abs[i], abs[P_REGISTRY]) == 0 ||
+                                        seen_by_plugin_manager(abs[i], abs[P_REGISTRY]))) {
+                        buf_printf(err, "%s \"%s\" is in %s \"%s\": the plugin manager would take it for "
+                                        "a plugin; put it elsewhere",
+                                   names[i], given[i], names[P_REGISTRY], given[P_REGISTRY]);
+                        goto out;
+                }
+        }
+        if (abs[P_MANIFESTS] && abs[P_REGISTRY] && strcmp(abs[P_MANIFESTS], abs[P_REGISTRY]) == 0) {
+                buf_printf(err, "%s and %s are the same directory \"%s\": plugin sockets would be reported as "
+                                "bad manifests; give each its own",
+                           names[P_MANIFESTS], names[P_REGISTRY], given[P_MANIFESTS]);
+                goto out;
+        }
+        r = 0;
+out:
+        for (int i = 0; i < P_N; i++)
+                free(abs[i]);
+        free(lock[0]);
+        free(lock[1]);
+        return r;
+}
+
 int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 {
         struct flag_set set = {0};
@@ -401,11 +596,14 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 
                 switch (c) {
                 case OPT_NODE_NAME:
+                case OPT_HOSTNAME_OVERRIDE:
                         r = str_set(&o->node_name, optarg);
+                        *(c == OPT_NODE_NAME ? &set.node_name : &set.hostname_override) = optarg;
                         break;
                 case OPT_POD_MANIFEST_PATH:
                         r = str_set(&o->pod_manifest_path, optarg);
                         set.path = true;
+                        o->explicit_sources = true;
                         break;
                 case OPT_FILE_CHECK:
                         r = parse_duration_flag("file-check-frequency", optarg, &o->file_check_usec, err);
@@ -414,6 +612,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 case OPT_MANIFEST_URL:
                         r = str_set(&o->manifest_url, optarg);
                         set.url = true;
+                        o->explicit_sources = true;
                         break;
                 case OPT_MANIFEST_URL_HEADER:
                         r = options_add_headers(o, optarg, err);
@@ -425,12 +624,15 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         break;
                 case OPT_KUBECONFIG:
                         r = str_set(&o->kubeconfig, optarg);
+                        o->explicit_sources = true;
                         break;
                 case OPT_IN_CLUSTER:
                         o->in_cluster = true;
+                        o->explicit_sources = true;
                         break;
                 case OPT_PLUGINS_DIR:
                         r = str_set(&o->plugins_dir, optarg);
+                        set.plugins_dir = true;
                         break;
                 case OPT_SOCKET:
                         r = str_set(&o->socket_path, optarg);
@@ -475,6 +677,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         break;
                 case OPT_CONFIG:
                         r = str_set(&o->config_file, optarg);
+                        o->explicit_sources = true;
                         break;
                 case 'v':
                         errno = 0;
@@ -513,7 +716,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         r = -EINVAL;
                         break;
                 default:
-                        buf_printf(err, "%s: unknown flag (see podmux run --help)", flag);
+                        buf_printf(err, "%s: unknown flag", flag);
                         r = -EINVAL;
                         break;
                 }
@@ -521,7 +724,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         goto fail;
         }
         if (optind < argc) {
-                buf_printf(err, "unexpected argument \"%s\" (see podmux run --help)", argv[optind]);
+                buf_printf(err, "unexpected argument \"%s\"", argv[optind]);
                 r = -EINVAL;
                 goto fail;
         }
@@ -545,21 +748,26 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 if ((r = str_set(&o->node_name, host)) < 0)
                         goto fail;
         }
-        /* The kubelet's registry when running as root; off otherwise
-         * (and with --plugins-registry-dir ""). */
-        if (!o->plugins_dir && geteuid() == 0 &&
+        if (!o->plugins_dir && options_default_plugins(o, geteuid()) &&
             (r = str_set(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
                 goto fail;
-        if (o->kubeconfig && o->in_cluster) {
-                buf_puts(err, "--kubeconfig and --in-cluster: give one");
-                r = -EINVAL;
-                goto fail;
-        }
         if (!o->node_name[0]) {
                 buf_puts(err, "--node-name: must not be empty");
                 r = -EINVAL;
                 goto fail;
         }
+        if (!o->socket_path[0]) {
+                buf_puts(err, "--socket: must not be empty");
+                r = -EINVAL;
+                goto fail;
+        }
+        /* An empty source flag turns that source off, as in the kubelet
+         * (it also keeps the --config file's value out). */
+        drop_empty(&o->pod_manifest_path);
+        drop_empty(&o->manifest_url);
+        drop_empty(&o->kubeconfig);
+        if ((r = check_conflicts(o, &set, err)) < 0)
+                goto fail;
         return 0;
 fail:
         if (r == -ENOMEM && !err->len)

@@ -7,13 +7,10 @@
 
 #include "podmux/plugin_handlers.h"
 #include "podmux/strmap.h"
-
-struct version {
-        unsigned long v[3];
-};
+#include "podmux/version.h"
 
 struct plugin_handlers {
-        struct strmap *csi;    /* name -> struct version* */
+        struct strmap *csi;    /* name -> its highest version as reported (char*) */
         struct strmap *dra;    /* "name\nendpoint" -> (void*)1 */
         struct strmap *device; /* "name\nendpoint" -> (void*)1 */
 };
@@ -53,70 +50,24 @@ int plugin_handlers_has(const struct plugin_handlers *h, const char *type)
 
 int plugin_parse_version(const char *s, unsigned long ret[3])
 {
-        unsigned long v[3] = {0, 0, 0};
-        int parts = 0;
-        const char *p = s;
+        struct version v;
 
-        if (*p == 'v' || *p == 'V')
-                p++;
-        while (*p) {
-                char *end;
-
-                if (!isdigit((unsigned char)*p))
-                        return -EINVAL;
-                {
-                        unsigned long n = strtoul(p, &end, 10);
-
-                        if (parts < 3)
-                                v[parts] = n;
-                }
-                parts++;
-                p = end;
-                if (*p == '.') {
-                        p++;
-                        if (!*p)
-                                return -EINVAL;
-                        continue;
-                }
-                /* A pre-release or build suffix ends the numbers. */
-                if (*p == '-' || *p == '+')
-                        break;
-                if (*p)
-                        return -EINVAL;
-        }
-        if (parts < 2)
+        if (version_parse_generic(s, &v, NULL) < 0)
                 return -EINVAL;
-        memcpy(ret, v, sizeof(v));
+        for (size_t i = 0; i < 3; i++)
+                ret[i] = (unsigned long)version_component(&v, i);
         return 0;
 }
 
-static int version_cmp(const struct version *a, const struct version *b)
+/* The highest 1.x version among versions, as the kubelet's
+ * HighestSupportedVersion picks it; *ret points into versions[*ret_i]. */
+static int csi_highest(char *const *versions, size_t n, struct version *ret, size_t *ret_i, struct buf *err)
 {
-        for (int i = 0; i < 3; i++)
-                if (a->v[i] != b->v[i])
-                        return a->v[i] < b->v[i] ? -1 : 1;
-        return 0;
-}
-
-/* The highest 1.x version among versions (unparsable and >1.x skipped). */
-static int csi_highest(char *const *versions, size_t n, struct version *ret, struct buf *err)
-{
-        int found = 0;
-
         if (n == 0) {
                 buf_puts(err, "CSI plugin reports no supported versions");
                 return -EINVAL;
         }
-        for (size_t i = 0; i < n; i++) {
-                struct version v;
-
-                if (plugin_parse_version(versions[i], v.v) < 0 || v.v[0] > 1)
-                        continue;
-                if (!found || version_cmp(&v, ret) > 0)
-                        *ret = v;
-                found = 1;
-        }
-        if (!found || ret->v[0] != 1) {
+        if (version_highest_supported(versions, n, ret, ret_i, NULL) < 0) {
                 buf_puts(err, "none of the CSI versions reported by the plugin are supported (need 1.x)");
                 return -EINVAL;
         }
@@ -194,15 +145,19 @@ int plugin_handlers_validate(struct plugin_handlers *h, const char *type, const 
                 return -EINVAL;
         }
         if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
-                struct version hi, *cur;
+                struct version hi, cur;
+                const char *had;
+                size_t i;
 
-                if (csi_highest(versions, n, &hi, err) < 0)
+                if (csi_highest(versions, n, &hi, &i, err) < 0)
                         return -EINVAL;
-                cur = strmap_get(h->csi, name);
-                if (cur && version_cmp(&hi, cur) <= 0) {
-                        buf_printf(err, "CSI driver \"%s\" is already registered with version %lu.%lu.%lu, "
-                                        "which is not lower than %lu.%lu.%lu",
-                                   name, cur->v[0], cur->v[1], cur->v[2], hi.v[0], hi.v[1], hi.v[2]);
+                had = strmap_get(h->csi, name);
+                /* Stored only after it parsed. */
+                if (had && version_parse_generic(had, &cur, NULL) == 0 && version_compare(&cur, &hi) >= 0) {
+                        buf_printf(err, "CSI driver \"%s\" is already registered with version ", name);
+                        version_format(&cur, err);
+                        buf_puts(err, ", which is not lower than ");
+                        version_format(&hi, err);
                         return -EINVAL;
                 }
                 return 0;
@@ -241,14 +196,15 @@ int plugin_handlers_register(struct plugin_handlers *h, const char *type, const 
                              struct buf *err)
 {
         if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
-                struct version *v = malloc(sizeof(*v)), *old = NULL;
+                struct version hi;
+                char *v, *old = NULL;
+                size_t i;
 
+                if (csi_highest(versions, n, &hi, &i, err) < 0)
+                        return -EINVAL;
+                v = strdup(versions[i]);
                 if (!v)
                         return -ENOMEM;
-                if (csi_highest(versions, n, v, err) < 0) {
-                        free(v);
-                        return -EINVAL;
-                }
                 if (strmap_put(h->csi, name, v, (void **)&old) < 0) {
                         free(v);
                         return -ENOMEM;

@@ -30,6 +30,24 @@ generous and scale with PODMUX_TEST_TIMEOUT_SCALE (for valgrind/sanitizer
 runs).  Select tests with substrings on the command line or in
 PODMUX_TEST_FILTER (comma separated).
 
+/var/lib/kubelet is never touched.  podmux run as root watches (and
+creates) /var/lib/kubelet/plugins_registry when no source is configured
+and --plugins-registry-dir is not given.  Two checks keep the suite off
+the machine's, whatever a test does:
+  - every `podmux run` a test starts, through this module (Daemon,
+    run_cmd, spawn) or any subprocess.Popen or subprocess.run of the test
+    process, must name --plugins-registry-dir: the launch raises otherwise
+    (Daemon passes --plugins-registry-dir "" unless told; a test of the
+    default says so with t.allow_default_registry());
+  - as root, each `podmux run` and each script that starts one
+    (scripts/demo, scripts/chaos, scripts/bench) runs in a mount namespace
+    of its own where /var/lib is the test's empty <tmp>/varlib, so what it
+    would create under /var/lib lands in the test's tree; a test after
+    which <tmp>/varlib/kubelet exists fails, and so does one after which
+    the machine's /var/lib/kubelet exists when it did not before.
+tests/integration/test_registry.py shows that both checks catch what they
+must, so neither can stop working silently.
+
 Environment:
   PODMUX_BIN     the binary (default: $PODMUX_SRCDIR/podmux)
   PODMUX_SRCDIR  the source tree (default: two levels above this file)
@@ -73,6 +91,108 @@ SEEN_RE = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+# ---------------------------------------------------------------------------
+# /var/lib/kubelet stays untouched (see the module's docstring)
+
+_CURRENT = [None]               # the TestContext running, if any
+_REAL_POPEN = subprocess.Popen
+_BIN_REAL = os.path.realpath(BIN)
+REGISTRY_FLAG = "--plugins-registry-dir"
+# Scripts that start `podmux run` themselves.
+DAEMON_SCRIPTS = {os.path.realpath(os.path.join(SRCDIR, "scripts", n))
+                  for n in ("demo", "chaos", "bench")}
+# In a namespace of its own, /var/lib becomes the directory given after
+# mount ($1); the rest is the command.
+_CONFINE = [shutil.which("unshare") or "unshare", "--mount",
+            "--propagation", "private", "--", "/bin/sh", "-c",
+            '"$0" --bind "$1" /var/lib && shift && exec "$@"',
+            shutil.which("mount") or "/bin/mount"]
+_NAMESPACE = {}                 # "ok": bool, "why": str, once probed
+
+
+def _is_path(a, real):
+    return isinstance(a, (str, bytes, os.PathLike)) and \
+        os.path.realpath(os.fsdecode(a)) == real
+
+
+def daemon_args(argv):
+    """The arguments after `run` when argv runs `podmux run` (possibly
+    behind a prefix such as valgrind or setpriv), else None."""
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    argv = list(argv)
+    for i in range(len(argv) - 1):
+        if argv[i + 1] == "run" and _is_path(argv[i], _BIN_REAL):
+            return [os.fsdecode(a) for a in argv[i + 2:]]
+    return None
+
+
+def registry_given(args):
+    return any(a == REGISTRY_FLAG or a.startswith(REGISTRY_FLAG + "=")
+               for a in args)
+
+
+def confinement():
+    """(True, "") when processes can be put in a mount namespace with a
+    /var/lib of their own, else (False, why).  Probed once."""
+    if not _NAMESPACE:
+        probe = tempfile.mkdtemp(prefix="podmux-varlib-probe-")
+        try:
+            with open(os.path.join(probe, "marker"), "w"):
+                pass
+            r = subprocess.run(
+                _CONFINE[:-2] + [_CONFINE[-2].replace(
+                    'exec "$@"', "test -e /var/lib/marker"),
+                    _CONFINE[-1], probe],
+                capture_output=True, text=True, errors="replace",
+                timeout=T_SHORT)
+            _NAMESPACE["ok"] = r.returncode == 0
+            _NAMESPACE["why"] = "unshare/mount exit %d: %s" % (
+                r.returncode, r.stderr.strip()[-300:])
+        except (OSError, subprocess.SubprocessError) as e:
+            _NAMESPACE["ok"], _NAMESPACE["why"] = False, repr(e)
+        finally:
+            shutil.rmtree(probe, ignore_errors=True)
+    return _NAMESPACE["ok"], "" if _NAMESPACE["ok"] else _NAMESPACE["why"]
+
+
+def confine(argv):
+    """argv as the suite runs it: refused (AssertionError) when it is a
+    `podmux run` without --plugins-registry-dir the test did not allow;
+    as root, a daemon or a script that starts one is put in a mount
+    namespace where /var/lib is <tmp>/varlib of the running test."""
+    t = _CURRENT[0]
+    args = daemon_args(argv)
+    if args is not None and not registry_given(args) and \
+            "--help" not in args and "-h" not in args and \
+            not (t is not None and t.default_registry):
+        raise AssertionError(
+            "podmux run started without %s, so as root it could watch and "
+            "create the machine's /var/lib/kubelet/plugins_registry: give "
+            "it (\"\" for none), or call t.allow_default_registry() in a "
+            "test of the default; argv: %s" % (REGISTRY_FLAG, argv))
+    if isinstance(argv, (str, bytes, os.PathLike)) or not IS_ROOT or \
+            t is None:
+        return argv
+    if args is None and not any(_is_path(a, r) for a in argv
+                                for r in DAEMON_SCRIPTS):
+        return argv
+    if not confinement()[0]:
+        return argv     # test_registry.py fails, saying why
+    return _CONFINE + [t.varlib()] + list(argv)
+
+
+class _ConfinedPopen(_REAL_POPEN):
+    """subprocess.Popen for the whole test process (subprocess.run and
+    every module that calls subprocess.Popen get it), through confine()."""
+
+    def __init__(self, args, *a, **kw):
+        super().__init__(confine(args), *a, **kw)
+
+
+subprocess.Popen = _ConfinedPopen
 
 
 # ---------------------------------------------------------------------------
@@ -161,11 +281,15 @@ class TestContext:
         self.procs = []
         self.notes = []
         self.soft_failures = []
+        self.default_registry = False
+        self.kubelet_expected = False
 
     # -- running ----------------------------------------------------------
     def run(self, fn):
         self.tmp = tempfile.mkdtemp(prefix="podmux-it-")
         status, diag = "ok", []
+        host_kubelet = os.path.lexists("/var/lib/kubelet")
+        _CURRENT[0] = self
         signal.alarm(int(T_TEST))
         try:
             if not os.path.exists(BIN):
@@ -185,6 +309,11 @@ class TestContext:
             problems = self._teardown()
         except BaseException as e:  # noqa: B902
             problems = ["teardown failed: %r" % (e,)]
+        _CURRENT[0] = None
+        problems += self.kubelet_problems()
+        if not host_kubelet and os.path.lexists("/var/lib/kubelet"):
+            problems.append("/var/lib/kubelet was created on this machine "
+                            "during the test")
         if status != "skip" and self.soft_failures:
             problems = ["also failed: " + x for x in self.soft_failures] + \
                 problems
@@ -252,7 +381,34 @@ class TestContext:
                 out.append("  " + line[:400])
         return out
 
+    def varlib(self):
+        """The directory the test's daemons see as /var/lib (as root)."""
+        return self.mkdir("varlib")
+
+    def kubelet_problems(self):
+        """What teardown reports about <tmp>/varlib/kubelet."""
+        kub = os.path.join(self.tmp, "varlib", "kubelet")
+        if self.kubelet_expected or not os.path.lexists(kub):
+            return []
+        found = []
+        for root, dirs, files in os.walk(kub):
+            found += [os.path.join(root, n)[len(self.tmp) + 1:]
+                      for n in dirs + files]
+        return ["a process of this test created /var/lib/kubelet (in its "
+                "private /var/lib, %s: %s)" % (
+                    os.path.join(self.tmp, "varlib"), found[:5] or "empty")]
+
     # -- helpers ----------------------------------------------------------
+    def allow_default_registry(self):
+        """This test starts `podmux run` without --plugins-registry-dir on
+        purpose (a test of the default); as root it runs confined."""
+        self.default_registry = True
+
+    def confine(self, argv):
+        """argv for a process started without subprocess (pty.fork and
+        exec): the same checks and confinement as every Popen."""
+        return confine(argv)
+
     def skip(self, reason):
         raise Skip(reason)
 
@@ -482,7 +638,7 @@ class Daemon:
 
     def __init__(self, t, manifest_path, socket_path=None, mode="incremental",
                  node=NODE, freq="1s", log_format="json", extra=(),
-                 expect_exit=False):
+                 expect_exit=False, plugins_dir=""):
         Daemon._count += 1
         self.t = t
         self.n = Daemon._count
@@ -493,6 +649,9 @@ class Daemon:
         self.freq = freq
         self.log_format = log_format
         self.extra = list(extra)
+        # --plugins-registry-dir before extra (which may give its own);
+        # None: not given, see TestContext.allow_default_registry.
+        self.plugins_dir = plugins_dir
         self.expect_exit = expect_exit
         self.proc = None
         self.stopped = False
@@ -509,6 +668,8 @@ class Daemon:
             a += ["--file-check-frequency", self.freq]
         if self.log_format:
             a += ["--log-format", self.log_format]
+        if self.plugins_dir is not None:
+            a += [REGISTRY_FLAG, self.plugins_dir]
         return RUN_PREFIX + a + self.extra
 
     def start(self, wait=True):

@@ -1980,7 +1980,8 @@ KUBECONFIG_ERRORS = {
 
 def run_refused(t, args, words, env=None):
     sock = t.path("podmux.sock")
-    cmd = [harness.BIN, "run", "--node-name", NODE, "--socket", sock] + args
+    cmd = [harness.BIN, "run", "--node-name", NODE, "--socket", sock,
+           "--plugins-registry-dir", ""] + args
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=10,
                            errors="replace",

@@ -11,8 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 from harness import (BAD_FIXTURES, MIB10, NODE, T_SHORT, UID_RE,  # noqa: E402
-                     assert_reason, fixture, garbage_bytes, pn, pod_yaml,
-                     sized_manifest, test, write_file)
+                     assert_reason, fixture, garbage_bytes, pn, pod_json,
+                     pod_yaml, sized_manifest, test, write_file)
 
 GOOD = {  # fixture -> manifest name
     "nginx.yaml": "nginx",
@@ -101,7 +101,7 @@ def _(t):
                       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\n"
                       "  labelz: {a: b}\nspec:\n  containers:\n  - name: c\n"
                       "    image: nginx:1.25\n    imagePullPolicyy: Never\n")
-    r = t.run_cmd(["validate", "--node-name", NODE, path])
+    r = t.run_cmd(["validate", "-o", "json", "--node-name", NODE, path])
     if r.returncode != 0:
         raise AssertionError("exit %d, stderr %r" % (r.returncode, r.stderr))
     for field in ("metadata.labelz", "spec.containers[0].imagePullPolicyy"):
@@ -126,7 +126,7 @@ def _(t):
       "JSON on stdout")
 def _(t):
     for f, name in GOOD.items():
-        r = t.run_cmd(["validate", fixture("good", f)])
+        r = t.run_cmd(["validate", "-o", "json", fixture("good", f)])
         if r.returncode != 0:
             raise AssertionError("validate %s: exit %d, stderr %r" %
                                  (f, r.returncode, r.stderr[-400:]))
@@ -172,7 +172,7 @@ def _(t):
 @test("podmux validate with several good paths prints every pod, exit 0")
 def _(t):
     paths = [fixture("good", f) for f in GOOD]
-    r = t.run_cmd(["validate"] + paths)
+    r = t.run_cmd(["validate", "-o", "json"] + paths)
     if r.returncode != 0:
         raise AssertionError("exit %d, stderr %r" % (r.returncode,
                                                      r.stderr[-400:]))
@@ -216,7 +216,7 @@ def _(t):
     m = t.mkdir("manifests")
     for f in GOOD:
         write_file(os.path.join(m, f), harness.read_fixture("good", f))
-    r = t.run_cmd(["validate", "--node-name", NODE, m])
+    r = t.run_cmd(["validate", "-o", "json", "--node-name", NODE, m])
     if r.returncode != 0:
         raise AssertionError("exit %d, stderr %r" % (r.returncode,
                                                      r.stderr[-400:]))
@@ -239,6 +239,187 @@ def _(t):
                                                     sort_keys=True)[:600]))
 
 
+VALIDATE_ERR = re.compile(r'^podmux validate: ("(?:[^"\\]|\\.)*"): (.*)$')
+LINE_RE = re.compile(r'^("(?:[^"\\]|\\.)*"): (\S+)/(\S+) uid=(\S+) node=(\S+) '
+                     r'config\.hash=(\S+)$')
+
+
+def every_kind_of_input(t):
+    """A manifest directory holding every kind of entry the file source
+    meets: each good and bad fixture, generated bad inputs, entries it
+    skips, two files defining one pod, unknown fields, odd names."""
+    m = t.mkdir("manifests")
+    for f in GOOD:
+        write_file(os.path.join(m, f), harness.read_fixture("good", f))
+    for f in BAD_FIXTURES:
+        write_file(os.path.join(m, "bad-" + f), harness.read_fixture("bad", f))
+    write_file(os.path.join(m, "garbage.bin"), garbage_bytes())
+    write_file(os.path.join(m, "huge.yaml"), sized_manifest("huge", MIB10))
+    write_file(os.path.join(m, "edge.yaml"),
+               sized_manifest("edge", MIB10 - 1))
+    os.mkfifo(os.path.join(m, "pipe.yaml"))
+    os.symlink(os.path.join(m, "nowhere.yaml"),
+               os.path.join(m, "dangling.yaml"))
+    outside = t.mkdir("outside")
+    write_file(os.path.join(outside, "linked.yaml"), pod_yaml("linked"))
+    os.symlink(os.path.join(outside, "linked.yaml"),
+               os.path.join(m, "linked.yaml"))
+    sub = t.mkdir("manifests", "sub")
+    write_file(os.path.join(sub, "inner.yaml"), pod_yaml("inner"))
+    write_file(os.path.join(m, ".hidden.yaml"), pod_yaml("hidden"))
+    write_file(os.path.join(m, "dup-a.yaml"), pod_yaml("dup"))
+    write_file(os.path.join(m, "dup-b.yaml"), pod_yaml("dup",
+                                                        image="busybox:1"))
+    write_file(os.path.join(m, "typo.yaml"),
+               "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\n"
+               "  labelz: {a: b}\nspec:\n  containers:\n  - name: c\n"
+               "    image: nginx:1.25\n    imagePullPolicyy: Never\n"
+               "    resources: {limits: {cpu: 1, memory: 1.5Gi}}\n")
+    write_file(os.path.join(m, "odd name \u00e9.yaml"), pod_yaml("odd"))
+    write_file(os.path.join(m, "pinned.json"),
+               pod_json("pinned", uid="0c1d2e3f-0000-4000-8000-000000000001",
+                        namespace="kube-system"))
+    write_file(os.path.join(m, "bad-quantity.yaml"),
+               pod_yaml("q", spec_extra={"containers": [{
+                   "name": "c", "image": "x", "resources": {
+                       "limits": {"cpu": "1ki"}}}]}))
+    write_file(os.path.join(m, "wrong-type.yaml"),
+               pod_yaml("w", spec_extra={"terminationGracePeriodSeconds":
+                                         "thirty"}))
+    return m
+
+
+def daemon_verdicts(d):
+    """{path: reason} of the daemon's error lines naming a file, the
+    paths it ignored as duplicates, {path: unknown-field list}."""
+    errors, dups, unknown = {}, set(), {}
+    for x in d.logs():
+        mm = re.match(r'^file ("(?:[^"\\]|\\.)*"): (.*)$', x.msg)
+        if not mm:
+            continue
+        path, reason = json.loads(mm.group(1)), mm.group(2)
+        if x.level == "error":
+            errors[path] = reason
+        elif x.level == "warn" and "is already defined by" in reason:
+            dups.add(path)
+        elif x.level == "warn" and reason.startswith("unknown fields"):
+            unknown[path] = sorted(json.loads("[%s]" % reason.split(": ", 1)[1]))
+    return errors, dups, unknown
+
+
+def validate_verdicts(stderr):
+    errors, dups, unknown = {}, set(), {}
+    for line in stderr.splitlines():
+        mm = VALIDATE_ERR.match(line)
+        if not mm:
+            raise AssertionError("validate stderr line of no known form: %r" %
+                                 line)
+        path, reason = json.loads(mm.group(1)), mm.group(2)
+        if reason.startswith("note:"):
+            continue
+        if reason.startswith("warning: unknown field "):
+            field = json.loads(reason.split("field ", 1)[1].split(" ignored")[0])
+            unknown.setdefault(path, []).append(field)
+        elif "is already defined by" in reason:
+            dups.add(path)
+        else:
+            errors[path] = reason
+    return errors, dups, {p: sorted(f) for p, f in unknown.items()}
+
+
+@test("podmux validate DIR and the daemon on the same directory of every "
+      "kind of input agree exactly: the same pods (JSON with -o json, "
+      "identity lines by default), the same files refused with the same "
+      "reasons, the same duplicates ignored, the same unknown fields")
+def _(t):
+    m = every_kind_of_input(t)
+    rj = t.run_cmd(["validate", "-o", "json", "--node-name", NODE, m])
+    rt = t.run_cmd(["validate", "--node-name", NODE, m])
+    for r in (rj, rt):
+        if r.returncode != 1:
+            raise AssertionError("exit %d, want 1 (bad files); stderr %r" %
+                                 (r.returncode, r.stderr[-600:]))
+    if rj.stderr != rt.stderr:
+        raise AssertionError("-o json and text report differently:\n%s\n%s"
+                             % (rj.stderr[-600:], rt.stderr[-600:]))
+    printed = {p["metadata"]["uid"]: strip_local(p)
+               for p in json_values(rj.stdout)}
+    d = t.daemon(m, freq="1h")
+    c = d.connect()
+    # sources_ready: the first relist is complete, and everything it
+    # logged is in the log already (a file is reported before the state
+    # that leaves it out is sent).
+    c.expect_type("sources_ready", timeout=harness.T_LONG)
+    got = {u: strip_local(p) for u, p in c.state.pods.items()}
+    if sorted(printed) != sorted(got):
+        raise AssertionError("pods differ: validate %s, daemon %s" % (
+            sorted(p["metadata"]["name"] for p in printed.values()),
+            sorted(p["metadata"]["name"] for p in got.values())))
+    for u in got:
+        if printed[u] != got[u]:
+            raise AssertionError("pod %s differs:\n validate %s\n daemon   %s"
+                                 % (got[u]["metadata"]["name"],
+                                    json.dumps(printed[u], sort_keys=True)[:600],
+                                    json.dumps(got[u], sort_keys=True)[:600]))
+    lines = {}
+    for line in rt.stdout.splitlines():
+        mm = LINE_RE.match(line)
+        if not mm:
+            raise AssertionError("not a pod line: %r" % line)
+        lines[mm.group(4)] = (mm.group(2), mm.group(3), mm.group(5),
+                              mm.group(6))
+    want = {u: ((p["metadata"].get("namespace")), p["metadata"]["name"],
+                p["spec"]["nodeName"],
+                p["metadata"]["annotations"]["kubernetes.io/config.hash"])
+            for u, p in got.items()}
+    if lines != want:
+        raise AssertionError("identity lines %s, the daemon's pods %s" %
+                             (lines, want))
+    dv, vv = daemon_verdicts(d), validate_verdicts(rt.stderr)
+    for what, a, b in zip(("refused files", "ignored duplicates",
+                           "unknown fields"), dv, vv):
+        if a != b:
+            raise AssertionError("%s differ:\n daemon   %s\n validate %s" % (
+                what, a, b))
+    if len(dv[0]) < len(BAD_FIXTURES) + 6 or not dv[1] or not dv[2]:
+        raise AssertionError("the directory did not exercise every verdict: "
+                             "%s" % (dv,))
+
+
+@test("podmux validate output: one identity line per pod by default, "
+      "the whole pod with -o json / --output=json, an array per file with "
+      "--manifest-url-mode -o json; an unknown format is a usage error")
+def _(t):
+    path = fixture("good", "nginx.yaml")
+    r = t.run_cmd(["validate", "--node-name", NODE, path])
+    mm = LINE_RE.match(r.stdout.strip())
+    if r.returncode != 0 or not mm or json.loads(mm.group(1)) != path or \
+            (mm.group(2), mm.group(3), mm.group(5)) != ("default", pn("nginx"),
+                                                        NODE) or \
+            not UID_RE.match(mm.group(4)) or mm.group(6) != mm.group(4):
+        raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
+    for flags in (["-o", "json"], ["--output=json"], ["--output", "json"]):
+        rj = t.run_cmd(["validate", "--node-name", NODE] + flags + [path])
+        pods = json_values(rj.stdout)
+        if rj.returncode != 0 or len(pods) != 1 or \
+                pods[0]["metadata"]["uid"] != mm.group(4):
+            raise AssertionError("%s: exit %d, stdout %r" % (
+                flags, rj.returncode, rj.stdout[:300]))
+    ru = t.run_cmd(["validate", "--manifest-url-mode", "-o", "json", path])
+    if ru.returncode != 0 or not isinstance(json.loads(ru.stdout), list):
+        raise AssertionError("url mode: %r" % ru.stdout[:300])
+    empty = write_file(t.path("empty-list.json"),
+                       '{"apiVersion":"v1","kind":"PodList","items":[]}')
+    re_ = t.run_cmd(["validate", "--manifest-url-mode", empty])
+    if re_.returncode != 0 or re_.stdout.strip() != '"%s": no pods' % empty:
+        raise AssertionError("empty list: %r" % re_.stdout)
+    for flags in (["-o", "yaml"], ["-o"], ["--output=table"]):
+        rb = t.run_cmd(["validate"] + flags + [path])
+        if rb.returncode != 2 or "validate --help" not in rb.stderr:
+            raise AssertionError("%s: exit %d, stderr %r" % (
+                flags, rb.returncode, rb.stderr))
+
+
 @test("podmux validate DIR with good and bad files: exit 1, good pods on "
       "stdout, each bad file named on stderr, hidden files ignored")
 def _(t):
@@ -248,7 +429,7 @@ def _(t):
     write_file(os.path.join(m, "podlist.yaml"),
                harness.read_fixture("bad", "podlist.yaml"))
     write_file(os.path.join(m, ".hidden.yaml"), "not: [valid")
-    r = t.run_cmd(["validate", "--node-name", NODE, m])
+    r = t.run_cmd(["validate", "-o", "json", "--node-name", NODE, m])
     check_bad_output(r, os.path.join(m, "podlist.yaml"),
                      BAD_FIXTURES["podlist.yaml"][1])
     names = [p["metadata"]["name"] for p in json_values(r.stdout)]
@@ -327,7 +508,8 @@ def _(t):
 def run_args(t):
     m = t.mkdir("manifests")
     return ["run", "--pod-manifest-path", m, "--socket",
-            t.path("podmux.sock"), "--node-name", NODE]
+            t.path("podmux.sock"), "--node-name", NODE,
+            "--plugins-registry-dir", ""]
 
 
 def check_usage_error(r, words):
@@ -372,6 +554,77 @@ def _(t):
 def _(t):
     r = t.run_cmd(run_args(t) + ["--file-check-frequency"], timeout=T_SHORT)
     check_usage_error(r, ["file-check-frequency"])
+
+
+def tree(root):
+    """Every path under root (the test's tree), to see what a run made."""
+    out = set()
+    for d, dirs, files in os.walk(root):
+        out |= {os.path.join(d, n) for n in dirs + files}
+    return out
+
+
+# Every pair of flags that contradict each other (src/core/options.c,
+# check_conflicts): (the two names the message must give, one flag with
+# its value, the other).
+def conflicting_pairs(t):
+    m, reg = t.path("m"), t.path("reg")
+    cfg = write_file(t.path("kubelet.yaml"),
+                     "kind: KubeletConfiguration\nstaticPodPath: %s\n" % m)
+    sock = t.path("p.sock")
+    return [
+        (("--kubeconfig", "--in-cluster"),
+         ["--kubeconfig", t.path("kubeconfig")], ["--in-cluster"]),
+        (("--node-name", "--hostname-override"),
+         ["--node-name", "a"], ["--hostname-override", "b"]),
+        (("--socket", "--metrics-address"),
+         ["--socket", sock], ["--metrics-address", "unix:" + sock]),
+        (("--socket", "--metrics-address"),
+         ["--socket", sock], ["--metrics-address", sock + ".lock"]),
+        (("--socket", "--pod-manifest-path"),
+         ["--socket", os.path.join(m, "p.sock")], ["--pod-manifest-path", m]),
+        (("--metrics-address", "--pod-manifest-path"),
+         ["--metrics-address", os.path.join(m, "metrics.sock")],
+         ["--pod-manifest-path", m]),
+        (("--socket", "staticPodPath"),
+         ["--socket", os.path.join(m, "p.sock")], ["--config", cfg]),
+        (("--socket", "--plugins-registry-dir"),
+         ["--socket", os.path.join(reg, "sub", "p.sock")],
+         ["--plugins-registry-dir", reg]),
+        (("--metrics-address", "--plugins-registry-dir"),
+         ["--metrics-address", "unix:" + os.path.join(reg, "m.sock")],
+         ["--plugins-registry-dir", reg]),
+        (("--pod-manifest-path", "--plugins-registry-dir"),
+         ["--pod-manifest-path", reg], ["--plugins-registry-dir", reg + "/"]),
+    ]
+
+
+@test("every pair of conflicting podmux run flags, in either order: exit 2 "
+      "naming both, with the usage hint, before anything is created")
+def _(t):
+    t.varlib()  # the harness's, made before the runs (as root)
+    for names, a, b in conflicting_pairs(t):
+        for order in (a + b, b + a):
+            before = tree(t.tmp)
+            # The base gives a socket and no registry; the pair's own come
+            # later and win.
+            r = t.run_cmd(["run", "--node-name", NODE, "--socket",
+                           t.path("base.sock"), "--plugins-registry-dir",
+                           ""] + order, timeout=T_SHORT)
+            what = " ".join(order)
+            if r.returncode != 2:
+                raise AssertionError("%s: exit %d, want 2; stderr %r" % (
+                    what, r.returncode, r.stderr[-400:]))
+            if not all(n in r.stderr for n in names):
+                raise AssertionError("%s: the message does not name %s: %r"
+                                     % (what, " and ".join(names),
+                                        r.stderr[-400:]))
+            if "podmux run --help" not in r.stderr:
+                raise AssertionError("%s: no usage hint: %r" % (
+                    what, r.stderr[-400:]))
+            made = tree(t.tmp) - before
+            if made:
+                raise AssertionError("%s: created %s" % (what, sorted(made)))
 
 
 @test("podmux run --help lists the flags and exits 0")

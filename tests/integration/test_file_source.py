@@ -1131,6 +1131,103 @@ def _(t):
     c.wait_until_state([pn("big"), pn("web")])
 
 
+def relist_barrier(d, c, pr):
+    """SIGHUP, then wait until the consumer holds the probe's new label:
+    a relist ran after every file written before the call."""
+    pr.round += 1
+    pr._write()
+    want = str(pr.round)
+    d.send_signal(signal.SIGHUP)
+    c.wait_state(lambda s: any(pod_labels(p).get("round") == want
+                               for p in s.by_name(pr.pod_name())),
+                 "after a relist (probe round %s)" % want)
+
+
+def file_lines(d, path):
+    """(level, text after 'file "<path>": ') of every log line naming the
+    file."""
+    key = 'file "%s": ' % path
+    return [(x.level, x.msg.split(key, 1)[1]) for x in d.logs()
+            if key in x.msg]
+
+
+@test("one error, one line: a bad manifest is logged once at error level "
+      "when the file's state changes (written bad, bad again after a fix) "
+      "and once more only when the error text changes; a write in "
+      "progress is logged at trace only, a repeat of the same reason never "
+      "above debug")
+def _(t):
+    m = t.mkdir("manifests")
+    pr = Probe(t, m)
+    d = t.daemon(m, freq="1h", extra=["-v", "4"])
+    c = d.connect()
+    c.wait_until_state([pn("probe")])
+    path = os.path.join(m, "bad.yaml")
+    head = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\n"
+
+    # Written in two steps: the first step's event is a write in
+    # progress (no close yet).
+    with open(path, "w") as f:
+        f.write(head)
+        f.flush()
+        d.wait_log(lambda x: x.level == "trace" and
+                   ('file "%s"' % path) in x.msg and "still being written"
+                   in x.msg, "a trace line for the write in progress")
+        f.write("spec: {}\n")
+    first = d.wait_file_error(path)
+    reason1 = first.msg.split('file "%s": ' % path, 1)[1]
+
+    def errors():
+        return [r for lv, r in file_lines(d, path) if lv == "error"]
+
+    def check(want_errors, allowed_debug):
+        lines = file_lines(d, path)
+        errs = [r for lv, r in lines if lv == "error"]
+        if errs != want_errors:
+            raise AssertionError("error lines %s, want %s" % (errs,
+                                                              want_errors))
+        for lv, r in lines:
+            if lv in ("warn", "warning") or (lv == "info" and
+                                              r != "valid again"):
+                raise AssertionError("a %s line: %r" % (lv, r))
+            if lv == "debug" and r not in allowed_debug:
+                raise AssertionError("a debug line that repeats no reason: "
+                                     "%r" % r)
+            if lv == "trace" and "still being written" not in r:
+                raise AssertionError("a trace line for another event: %r" %
+                                     r)
+
+    # Re-read unchanged (two relists), rewritten in place with the same
+    # bytes, touched: no new error line.
+    relist_barrier(d, c, pr)
+    relist_barrier(d, c, pr)
+    write_file(path, head + "spec: {}\n", atomic=False)
+    os.utime(path)
+    relist_barrier(d, c, pr)
+    check([reason1], {reason1})
+
+    # Another error text: one more line, and only one.
+    write_file(path, head + "spec:\n  containers:\n  - name: c\n")
+    d.wait_log(lambda x: x.level == "error" and len(errors()) == 2,
+               "a second error line for the new reason")
+    reason2 = errors()[1]
+    if reason2 == reason1:
+        raise AssertionError("the second line repeats the first reason")
+    relist_barrier(d, c, pr)
+    relist_barrier(d, c, pr)
+    check([reason1, reason2], {reason1, reason2})
+
+    # Fixed, then broken again the first way: the state changed twice,
+    # so the first reason is an error line again.
+    write_file(path, pod_yaml("bad"))
+    c.wait_until_state([pn("bad"), pn("probe")])
+    write_file(path, head + "spec: {}\n")
+    d.wait_log(lambda x: len(errors()) == 3, "an error line after the fix")
+    relist_barrier(d, c, pr)
+    check([reason1, reason2, reason1], {reason1, reason2})
+    d.assert_alive()
+
+
 # ---------------------------------------------------------------------------
 # Bad inputs dropped into a running daemon (one test each)
 

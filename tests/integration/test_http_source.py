@@ -1045,7 +1045,8 @@ def _(t):
 
 def _bad_flag(t, args, codes, words, secrets=()):
     r = t.run_cmd(["run", "--socket", t.path("bad.sock"),
-                   "--node-name", NODE] + args, timeout=T_SHORT)
+                   "--node-name", NODE, "--plugins-registry-dir", ""] + args,
+                  timeout=T_SHORT)
     leaked = [w for w in secrets if w in r.stdout + r.stderr]
     if leaked:
         raise AssertionError("podmux run %s: %s in the output: %r" %

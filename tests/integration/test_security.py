@@ -141,8 +141,11 @@ def _(t):
     os.chown(run, 65534, 65534)
     os.chmod(run, 0o750)
     metrics = os.path.join(run, "metrics.sock")
+    # The default registry is what this test checks.
+    t.allow_default_registry()
     d = UnprivilegedDaemon(t, m, socket_path=os.path.join(run, "podmux.sock"),
-                           extra=["--metrics-address", "unix:" + metrics])
+                           extra=["--metrics-address", "unix:" + metrics],
+                           plugins_dir=None)
     t.daemons.append(d)
     d.start()
     st = proc_status(d.pid)

@@ -174,6 +174,29 @@ START_TEST(test_bad_config_files)
 }
 END_TEST
 
+/* Where flag starts its own entry in the help: at the start of a line,
+ * after the indent and a short form ("  -v, --v N").  NULL if nowhere
+ * (a mention inside another entry's text does not count). */
+static const char *entry_of(const char *usage, const char *flag)
+{
+        for (const char *at = strstr(usage, flag); at; at = strstr(at + 1, flag)) {
+                const char *q = at;
+                size_t n = strlen(flag);
+
+                if (at[n] != ' ' && at[n] != '\n' && at[n] != ',')
+                        continue; /* a longer flag */
+                while (q > usage && q[-1] == ' ')
+                        q--;
+                if (q - usage >= 3 && q[-1] == ',' && q[-3] == '-')
+                        q -= 3;
+                while (q > usage && q[-1] == ' ')
+                        q--;
+                if (q == usage || q[-1] == '\n')
+                        return at;
+        }
+        return NULL;
+}
+
 /* Every flag `podmux run` takes is in --help, and the help entry of each
  * says its default (or that it is off, or repeatable). */
 START_TEST(test_help_documents_every_flag_with_default)
@@ -189,8 +212,8 @@ START_TEST(test_help_documents_every_flag_with_default)
                 (void)snprintf(want, sizeof(want), strlen(f->name) == 1 ? "-%s" : "--%s", f->name);
                 if (strcmp(f->name, "hostname-override") == 0)
                         continue; /* an alias, documented with --node-name */
-                at = strstr(usage, want);
-                ck_assert_msg(at != NULL, "--help does not mention %s", want);
+                at = entry_of(usage, want);
+                ck_assert_msg(at != NULL, "--help has no entry for %s", want);
                 if (strcmp(f->name, "help") == 0)
                         continue;
                 /* The entry runs until the next line that starts a flag. */
@@ -218,7 +241,7 @@ START_TEST(test_help_documents_every_flag_with_default)
 }
 END_TEST
 
-START_TEST(test_metrics_address_and_source_conflicts)
+START_TEST(test_metrics_address)
 {
         struct buf err = BUF_INIT;
         struct {
@@ -255,12 +278,200 @@ START_TEST(test_metrics_address_and_source_conflicts)
                         ck_assert_msg(strstr(err.data, cases[i].why), "%s: %s", cases[i].value, err.data);
                 }
         }
-        {
-                struct options o;
-                char *argv[] = {"run", "--node-name", "n1", "--kubeconfig", "/k", "--in-cluster", NULL};
+        buf_free(&err);
+}
+END_TEST
 
-                ck_assert_int_eq(parse(&o, &err, argv), -EINVAL);
-                ck_assert_ptr_nonnull(strstr(err.data, "--in-cluster"));
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Every pair of flags that contradict each other is refused by the
+ * parser, in either order, naming both; the near misses next to each are
+ * accepted. */
+START_TEST(test_conflicting_pairs)
+{
+        /* Automatic arrays: the compound literals of ARGS live in this
+         * block. */
+        const struct {
+                const char *const *args;
+                const char *a, *b; /* both named in the message */
+        } bad[] = {
+                {ARGS("--kubeconfig", "/k", "--in-cluster"), "--kubeconfig", "--in-cluster"},
+                {ARGS("--node-name", "a", "--hostname-override", "b"), "--node-name", "--hostname-override"},
+                {ARGS("--socket", "/r/p.sock", "--metrics-address", "/r/p.sock"), "--socket", "--metrics-address"},
+                {ARGS("--socket", "/r/p.sock", "--metrics-address", "unix:/r/./p.sock"), "--socket",
+                 "--metrics-address"},
+                {ARGS("--socket", "/r/p.sock", "--metrics-address", "/r/p.sock.lock"), "--socket",
+                 "--metrics-address"},
+                {ARGS("--socket", "/r/m.sock.lock", "--metrics-address", "/r/m.sock"), "--socket",
+                 "--metrics-address"},
+                {ARGS("--socket", "/m/p.sock", "--pod-manifest-path", "/m"), "--socket", "--pod-manifest-path"},
+                {ARGS("--socket", "/m/web.yaml", "--pod-manifest-path", "/m/web.yaml"), "--socket",
+                 "--pod-manifest-path"},
+                {ARGS("--socket", "/m/web.yaml", "--pod-manifest-path", "/m/web.yaml.lock"), "--socket",
+                 "--pod-manifest-path"},
+                {ARGS("--metrics-address", "/m/x.sock", "--pod-manifest-path", "/m/"), "--metrics-address",
+                 "--pod-manifest-path"},
+                {ARGS("--socket", "/reg/p.sock", "--plugins-registry-dir", "/reg"), "--socket",
+                 "--plugins-registry-dir"},
+                {ARGS("--socket", "/reg/a/b/p.sock", "--plugins-registry-dir", "/reg"), "--socket",
+                 "--plugins-registry-dir"},
+                {ARGS("--socket", "/reg", "--plugins-registry-dir", "/reg"), "--socket", "--plugins-registry-dir"},
+                {ARGS("--metrics-address", "unix:/reg/m.sock", "--plugins-registry-dir", "/reg"),
+                 "--metrics-address", "--plugins-registry-dir"},
+                {ARGS("--pod-manifest-path", "/d", "--plugins-registry-dir", "/d/"), "--pod-manifest-path",
+                 "--plugins-registry-dir"},
+        };
+        const char *const *const good[] = {
+                ARGS("--kubeconfig", "", "--in-cluster"), /* "" turns the first off */
+                ARGS("--node-name", "a", "--hostname-override", "a"),
+                ARGS("--node-name", "a", "--node-name", "b"), /* the last one wins */
+                ARGS("--socket", "/r/p.sock", "--metrics-address", "/r/m.sock"),
+                ARGS("--socket", "/r/p.sock", "--metrics-address", "127.0.0.1:0"),
+                ARGS("--socket", "/m/.p.sock", "--pod-manifest-path", "/m"), /* hidden: not listed */
+                ARGS("--socket", "/m/sub/p.sock", "--pod-manifest-path", "/m"), /* no recursion */
+                ARGS("--socket", "/m/p.sock", "--pod-manifest-path", "/m/web.yaml"),
+                ARGS("--socket", "/mm/p.sock", "--pod-manifest-path", "/m"),
+                ARGS("--socket", "/reg/.hidden/p.sock", "--plugins-registry-dir", "/reg"),
+                ARGS("--socket", "/reg/.p.sock", "--plugins-registry-dir", "/reg"),
+                ARGS("--socket", "/regx/p.sock", "--plugins-registry-dir", "/reg"),
+                ARGS("--socket", "/reg/p.sock", "--plugins-registry-dir", ""),
+                ARGS("--pod-manifest-path", "/d", "--plugins-registry-dir", "/d/plugins"),
+                ARGS("--pod-manifest-path", "/d/m", "--plugins-registry-dir", "/d"),
+                ARGS("--pod-manifest-path", "", "--plugins-registry-dir", ""),
+        };
+        struct buf err = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                for (int rev = 0; rev < 2; rev++) {
+                        char *argv[16] = {"run", "--node-name", "n1", "--socket", "/elsewhere/p.sock"};
+                        size_t argc = 5, n = 0;
+                        struct options o;
+
+                        while (bad[i].args[n])
+                                n++;
+                        /* The pair as given, or its second flag first. */
+                        for (size_t k = 0; k < n; k++)
+                                argv[argc++] = (char *)bad[i].args[rev ? (k + 2) % n : k];
+                        argv[argc] = NULL;
+                        ck_assert_msg(parse(&o, &err, argv) == -EINVAL, "pair %zu (%s/%s, reversed %d) accepted", i,
+                                      bad[i].a, bad[i].b, rev);
+                        ck_assert_msg(strstr(err.data, bad[i].a) && strstr(err.data, bad[i].b),
+                                      "pair %zu: \"%s\" does not name %s and %s", i, err.data, bad[i].a, bad[i].b);
+                }
+        }
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+                char *argv[16] = {"run", "--node-name", "n1", "--socket", "/elsewhere/p.sock"};
+                size_t argc = 5;
+                struct options o;
+
+                for (size_t k = 0; good[i][k]; k++)
+                        argv[argc++] = (char *)good[i][k];
+                argv[argc] = NULL;
+                ck_assert_msg(parse(&o, &err, argv) == 0, "near miss %zu refused: %s", i, err.data);
+                options_free(&o);
+        }
+        buf_free(&err);
+}
+END_TEST
+
+/* A static pod path from --config takes part in the same checks, named
+ * as the file's field. */
+START_TEST(test_conflict_with_config_path)
+{
+        struct options o;
+        struct buf err = BUF_INIT;
+        char *path = write_tmp("kind: KubeletConfiguration\nstaticPodPath: /cfg/m\n");
+        char *argv[] = {"run", "--node-name", "n", "--config", path, "--socket", "/cfg/m/p.sock", NULL};
+        char *argv2[] = {"run", "--node-name", "n", "--config", path, "--socket", "/cfg/m/p.sock",
+                         "--pod-manifest-path", "/other", NULL};
+
+        ck_assert_int_eq(parse(&o, &err, argv), -EINVAL);
+        ck_assert_msg(strstr(err.data, "staticPodPath (--config)") && strstr(err.data, "--socket"), "%s",
+                      err.data);
+        /* The flag wins over the file, so nothing collides. */
+        ck_assert_int_eq(parse(&o, &err, argv2), 0);
+        options_free(&o);
+        unlink(path);
+        free(path);
+        buf_free(&err);
+}
+END_TEST
+
+/* --pod-manifest-path "", --manifest-url "" and --kubeconfig "" turn the
+ * source off (the kubelet's meaning), and keep --config's value out. */
+START_TEST(test_empty_source_flags_turn_the_source_off)
+{
+        struct options o;
+        struct buf err = BUF_INIT;
+        char *path = write_tmp("kind: KubeletConfiguration\nstaticPodPath: /cfg/m\n"
+                               "staticPodURL: http://127.0.0.1:1/x\n");
+        char *argv[] = {"run", "--node-name", "n", "--config", path, "--pod-manifest-path", "",
+                        "--manifest-url", "", "--kubeconfig", "", NULL};
+        char *argv2[] = {"run", "--node-name", "n", "--socket", "", NULL};
+
+        ck_assert_int_eq(parse(&o, &err, argv), 0);
+        ck_assert_ptr_null(o.pod_manifest_path);
+        ck_assert_ptr_null(o.manifest_url);
+        ck_assert_ptr_null(o.kubeconfig);
+        ck_assert(o.explicit_sources);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, argv2), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err.data, "--socket"));
+        unlink(path);
+        free(path);
+        buf_free(&err);
+}
+END_TEST
+
+/* The plugin manager's default registry: root, and no source on the
+ * command line. */
+START_TEST(test_default_plugin_registry_rule)
+{
+        const struct {
+                const char *const *args;
+                bool explicit_sources;
+        } cases[] = {
+                {ARGS("--socket", "/s/p.sock"), false},
+                {ARGS("--mode", "snapshot", "--metrics-address", "127.0.0.1:0"), false},
+                {ARGS("--pod-manifest-path", "/m"), true},
+                {ARGS("--pod-manifest-path", ""), true},
+                {ARGS("--manifest-url", "http://127.0.0.1:1/"), true},
+                {ARGS("--kubeconfig", "/k"), true},
+                {ARGS("--in-cluster"), true},
+        };
+        struct buf err = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *argv[16] = {"run", "--node-name", "n1"};
+                size_t argc = 3;
+                struct options o;
+
+                for (size_t k = 0; cases[i].args[k]; k++)
+                        argv[argc++] = (char *)cases[i].args[k];
+                argv[argc] = NULL;
+                ck_assert_msg(parse(&o, &err, argv) == 0, "case %zu: %s", i, err.data);
+                ck_assert_msg(o.explicit_sources == cases[i].explicit_sources, "case %zu", i);
+                ck_assert_msg(options_default_plugins(&o, 0) == !cases[i].explicit_sources, "case %zu as root", i);
+                ck_assert_msg(!options_default_plugins(&o, 1000), "case %zu as uid 1000", i);
+                /* What the parse filled in follows the rule for this
+                 * process's own user. */
+                if (options_default_plugins(&o, geteuid()))
+                        ck_assert_str_eq(o.plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR);
+                else
+                        ck_assert_ptr_null(o.plugins_dir);
+                options_free(&o);
+        }
+        {
+                char *path = write_tmp("kind: KubeletConfiguration\n");
+                char *argv[] = {"run", "--node-name", "n", "--config", path, NULL};
+                struct options o;
+
+                ck_assert_int_eq(parse(&o, &err, argv), 0);
+                ck_assert(!options_default_plugins(&o, 0));
+                ck_assert_ptr_null(o.plugins_dir);
+                options_free(&o);
+                unlink(path);
+                free(path);
         }
         buf_free(&err);
 }
@@ -304,5 +515,6 @@ END_TEST
 
 UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag,
           test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
-          test_help_documents_every_flag_with_default, test_metrics_address_and_source_conflicts,
-          test_config_null_and_wrong_types)
+          test_help_documents_every_flag_with_default, test_metrics_address,
+          test_config_null_and_wrong_types, test_conflicting_pairs, test_conflict_with_config_path,
+          test_empty_source_flags_turn_the_source_off, test_default_plugin_registry_rule)

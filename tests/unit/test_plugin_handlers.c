@@ -90,6 +90,12 @@ START_TEST(test_parse_version_accepts)
                 {"1.2.3-rc.1", {1, 2, 3}},   /* a pre-release suffix ends the numbers */
                 {"1.2+build7", {1, 2, 0}},
                 {"2.0.0", {2, 0, 0}},
+                /* The kubelet's ParseGeneric ignores what follows the
+                 * numbers (tests/unit/test_version.c has the rest). */
+                {"1.0x", {1, 0, 0}},
+                {"1.0.", {1, 0, 0}},
+                {" v1.2.3x ", {1, 2, 3}},
+                {"1.02", {1, 2, 0}},
         };
 
         for (size_t i = 0; i < N(cases); i++) {
@@ -106,11 +112,9 @@ END_TEST
 
 START_TEST(test_parse_version_rejects)
 {
-        /* (Trailing text after MAJOR.MINOR — "1.0x", "1.0." — is left
-         * out: the kubelet's ParseGeneric ignores it, ours refuses it.) */
         static const char *cases[] = {
                 "", "v", "1", "v1", "1.", "1..2", ".1", "a.b", "1.x", "x1.0",
-                "-1.0", "1,0", "v1beta1", "v1.DRAPlugin",
+                "-1.0", "1,0", "v1beta1", "v1.DRAPlugin", "V1.0", "01.0", "1.0\n",
         };
 
         for (size_t i = 0; i < N(cases); i++) {
@@ -191,6 +195,29 @@ START_TEST(test_csi_highest_1x_is_accepted)
         ck_assert_int_eq(validate(&fx, PLUGIN_TYPE_CSI, "csi.example.com", "/csi2.sock", lower, 1), -EINVAL);
         /* ... strictly higher is accepted. */
         ck_assert_int_eq(validate(&fx, PLUGIN_TYPE_CSI, "csi.example.com", "/csi2.sock", higher, 1), 0);
+        teardown(&fx);
+}
+END_TEST
+
+/* Versions are read and compared as the kubelet's ParseGeneric and
+ * HighestSupportedVersion do: trailing text ignored, every number
+ * compared, the greater kept and printed as Go prints it. */
+START_TEST(test_csi_versions_as_the_kubelet_reads_them)
+{
+        struct fixture fx;
+        char *first[] = {"1.0x", "1.2.3.4"}, *fifth[] = {"v1.2.3.5-rc"}, *padded[] = {"1.2.3.5.0"};
+
+        setup(&fx);
+        validate_and_register(&fx, PLUGIN_TYPE_CSI, "csi.example.com", "/csi.sock", first, N(first));
+        /* 1.2.3.5 is above 1.2.3.4 (a fourth number counts) ... */
+        ck_assert_msg(validate(&fx, PLUGIN_TYPE_CSI, "csi.example.com", "/csi2.sock", fifth, 1) == 0, "%s",
+                      errtext(&fx));
+        ck_assert_int_eq(reg(&fx, PLUGIN_TYPE_CSI, "csi.example.com", "/csi2.sock", fifth, 1), 0);
+        /* ... and 1.2.3.5.0 equals it, so it is refused, named as Go
+         * names both. */
+        ck_assert_int_eq(validate(&fx, PLUGIN_TYPE_CSI, "csi.example.com", "/csi3.sock", padded, 1), -EINVAL);
+        ck_assert_msg(strstr(errtext(&fx), "version 1.2.3.5, which is not lower than 1.2.3.5.0"), "%s",
+                      errtext(&fx));
         teardown(&fx);
 }
 END_TEST
@@ -512,6 +539,7 @@ END_TEST
 
 UNIT_MAIN(test_parse_version_accepts, test_parse_version_rejects, test_has_exact_case_sensitive_types,
           test_unknown_type_is_refused, test_empty_name_is_refused, test_csi_highest_1x_is_accepted,
+          test_csi_versions_as_the_kubelet_reads_them,
           test_csi_only_0x_is_rejected, test_csi_empty_versions_rejected, test_csi_unparsable_versions_skipped,
           test_csi_above_1x_skipped, test_csi_reregistration_needs_strictly_higher, test_csi_deregister_clears,
           test_device_requires_v1beta1, test_device_extended_resource_names, test_device_name_dns_subdomain_rules,

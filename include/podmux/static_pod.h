@@ -1,0 +1,81 @@
+/*
+ * static_pod — the steps from a static-pod path to the pods the sources
+ * emit: listing a manifest directory, telling what an entry is, loading
+ * one file, decoding one manifest-URL body.  The file source and
+ * `podmux validate` both call these (and the HTTP source can), so what
+ * validate prints is what the daemon sends, byte for byte, and what one
+ * refuses the other refuses.
+ *
+ * Owns: nothing beyond what it returns (documented per function).
+ * Never: logs, watches, keeps state between calls, talks to the merger.
+ * Decoding itself is manifest's (include/podmux/manifest.h).
+ */
+#ifndef PODMUX_STATIC_POD_H
+#define PODMUX_STATIC_POD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "podmux/buf.h"
+#include "podmux/pod.h"
+#include "podmux/v1_normalize.h"
+
+/*
+ * Whether r says nothing about a file or a directory's content but that
+ * this process is short of something (memory, descriptors): such an error
+ * must never cost a pod, the work is tried again later.
+ */
+bool static_pod_resource_error(int r);
+
+/*
+ * The entries of directory dir as full paths (path_join(dir, name)),
+ * sorted bytewise, names starting with '.' left out, no recursion.  All or
+ * nothing: an error while reading the directory fails the whole listing
+ * with -errno and *ret_what naming the step ("cannot open directory",
+ * "cannot read directory", "cannot list directory"), so a partial listing
+ * is never taken for the directory's content.  The caller frees the
+ * result with static_pod_names_free().  O(entries log entries).
+ */
+int static_pod_list_dir(const char *dir, char ***ret_names, size_t *ret_n, const char **ret_what);
+void static_pod_names_free(char **names, size_t n); /* NULL-safe */
+
+enum static_pod_entry {
+        STATIC_POD_MANIFEST,  /* a regular file (through links): load it */
+        STATIC_POD_DIRECTORY, /* skipped: no recursion */
+        STATIC_POD_GONE,      /* vanished since the listing: skipped silently */
+        STATIC_POD_BAD,       /* skipped with an error: reason says why */
+};
+
+/*
+ * What a listed entry is to the file source, looked at through symbolic
+ * links.  For STATIC_POD_BAD, reason (reset first) says why in one line:
+ * "not a regular file: skipped", "dangling symbolic link: skipped", or
+ * the error of stat(2).  Returns the kind, or a negative resource error
+ * (-ENOMEM included; the listing is retried).
+ */
+int static_pod_entry(const char *path, struct buf *reason);
+
+/*
+ * Reads, decodes, defaults and validates the static-pod file path for
+ * node_name, and builds the pod the file source emits (refs == 1, the
+ * caller unrefs it).  *ret_unknown (NULL: not wanted) lists the fields
+ * core/v1 does not define, as manifest_decode_pod() does.  Errors:
+ * -ENOENT when the file is not there, a resource error (see
+ * static_pod_resource_error()), or the file's own error (-EINVAL, -EFBIG,
+ * -ENODATA, -EACCES, -EIO...), each with a one-line reason in err.
+ */
+int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod,
+                    struct v1_unknown *ret_unknown, struct buf *err);
+
+/*
+ * A manifest-URL body (a Pod or a PodList, every item valid or none) into
+ * the pods the HTTP source emits for url: *ret_pods holds *ret_n pods
+ * (each refs == 1), freed with static_pod_pods_free().  Errors as
+ * manifest_decode_pods().
+ */
+int static_pod_decode_body(const char *data, size_t len, const char *url, const char *node_name,
+                           struct pod ***ret_pods, size_t *ret_n, struct v1_unknown *ret_unknown,
+                           struct buf *err);
+void static_pod_pods_free(struct pod **pods, size_t n); /* NULL-safe */
+
+#endif

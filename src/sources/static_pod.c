@@ -1,0 +1,186 @@
+/*
+ * static_pod — from a static-pod path to the pods the sources emit (see
+ * include/podmux/static_pod.h).  The rules are the file source's
+ * (src/sources/file_source.c); this file holds them so that `podmux
+ * validate` runs the same code.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "podmux/log.h"
+#include "podmux/manifest.h"
+#include "podmux/path.h"
+#include "podmux/static_pod.h"
+
+bool static_pod_resource_error(int r)
+{
+        return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
+}
+
+void static_pod_names_free(char **names, size_t n)
+{
+        for (size_t i = 0; names && i < n; i++)
+                free(names[i]);
+        free(names);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int static_pod_list_dir(const char *dir, char ***ret_names, size_t *ret_n, const char **ret_what)
+{
+        char **names = NULL, **tmp;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        d = opendir(dir);
+        if (!d) {
+                *ret_what = "cannot open directory";
+                return -errno;
+        }
+        for (;;) {
+                errno = 0;
+                de = readdir(d);
+                if (!de) {
+                        r = -errno; /* 0 at the end */
+                        *ret_what = "cannot read directory";
+                        break;
+                }
+                if (de->d_name[0] == '.')
+                        continue;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 32;
+                        tmp = realloc(names, cap * sizeof(*names));
+                        if (!tmp) {
+                                r = -ENOMEM;
+                                *ret_what = "cannot list directory";
+                                break;
+                        }
+                        names = tmp;
+                }
+                names[n] = path_join(dir, de->d_name);
+                if (!names[n]) {
+                        r = -ENOMEM;
+                        *ret_what = "cannot list directory";
+                        break;
+                }
+                n++;
+        }
+        closedir(d);
+        if (r < 0) {
+                static_pod_names_free(names, n);
+                return r;
+        }
+        if (n > 1)
+                qsort(names, n, sizeof(*names), cmp_str);
+        *ret_names = names;
+        *ret_n = n;
+        return 0;
+}
+
+int static_pod_entry(const char *path, struct buf *reason)
+{
+        struct stat st, lst;
+        int e;
+
+        buf_reset(reason);
+        if (stat(path, &st) == 0) {
+                if (S_ISDIR(st.st_mode))
+                        return STATIC_POD_DIRECTORY;
+                if (S_ISREG(st.st_mode))
+                        return STATIC_POD_MANIFEST;
+                return buf_puts(reason, "not a regular file: skipped") < 0 ? -ENOMEM : STATIC_POD_BAD;
+        }
+        e = errno;
+        if (static_pod_resource_error(-e))
+                return -e;
+        /* Gone since the listing: nothing to say.  A link to nothing: an
+         * error of the entry, said once by the caller. */
+        if (e == ENOENT && !(lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)))
+                return STATIC_POD_GONE;
+        if (e == ENOENT)
+                return buf_puts(reason, "dangling symbolic link: skipped") < 0 ? -ENOMEM : STATIC_POD_BAD;
+        return buf_puts(reason, ERRNO_STR(-e)) < 0 ? -ENOMEM : STATIC_POD_BAD;
+}
+
+int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod,
+                    struct v1_unknown *ret_unknown, struct buf *err)
+{
+        struct manifest_ctx ctx = {
+                .origin = MANIFEST_ORIGIN_FILE,
+                .node_name = node_name,
+                .location = path,
+        };
+        json_object *obj = NULL;
+        char *data = NULL;
+        size_t len = 0;
+        int r;
+
+        r = manifest_read_file(path, &data, &len, err);
+        if (r == 0)
+                r = manifest_decode_pod(data, len, &ctx, &obj, ret_unknown, err);
+        if (r == 0)
+                r = pod_from_json(obj, ret_pod, err);
+        if (r < 0 && ret_unknown)
+                v1_unknown_clear(ret_unknown);
+        json_object_put(obj);
+        free(data);
+        return r;
+}
+
+void static_pod_pods_free(struct pod **pods, size_t n)
+{
+        for (size_t i = 0; pods && i < n; i++)
+                pod_unref(pods[i]);
+        free(pods);
+}
+
+int static_pod_decode_body(const char *data, size_t len, const char *url, const char *node_name,
+                           struct pod ***ret_pods, size_t *ret_n, struct v1_unknown *ret_unknown,
+                           struct buf *err)
+{
+        struct manifest_ctx ctx = {
+                .origin = MANIFEST_ORIGIN_URL,
+                .node_name = node_name,
+                .location = url,
+        };
+        json_object *arr = NULL;
+        struct pod **pods = NULL;
+        size_t n = 0, i;
+        int r;
+
+        r = manifest_decode_pods(data, len, &ctx, &arr, ret_unknown, err);
+        if (r < 0)
+                goto out;
+        n = json_object_array_length(arr);
+        pods = calloc(n ? n : 1, sizeof(*pods));
+        if (!pods) {
+                r = -ENOMEM;
+                goto out;
+        }
+        for (i = 0; i < n; i++) {
+                r = pod_from_json(json_object_array_get_idx(arr, i), &pods[i], err);
+                if (r < 0)
+                        goto out;
+        }
+        *ret_pods = pods;
+        *ret_n = n;
+        pods = NULL;
+        r = 0;
+out:
+        if (r < 0 && ret_unknown)
+                v1_unknown_clear(ret_unknown);
+        static_pod_pods_free(pods, n);
+        json_object_put(arr);
+        return r;
+}
