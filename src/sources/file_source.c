@@ -31,6 +31,7 @@
 #include "podmux/metrics.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/static_pod.h"
 #include "podmux/mem.h"
 #include "podmux/path.h"
 #include "podmux/str.h"
@@ -120,14 +121,6 @@ static int count_add(struct strmap *m, const char *k, int delta)
         return strmap_put(m, k, (void *)(uintptr_t)n, NULL);
 }
 
-/* An error that says nothing about a file or the directory's content but
- * that this process is short of something: memory or descriptors.  It
- * must never cost a pod; the work is tried again later. */
-static bool resource_error(int r)
-{
-        return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
-}
-
 static void entry_free(void *v)
 {
         struct entry *e = v;
@@ -174,6 +167,35 @@ static void clear_bad(struct file_source *fs, const char *file)
         }
 }
 
+/* A file that is gone: what was said about it is forgotten, silently (it
+ * is said again if the file comes back still bad). */
+static void forget_reports(struct file_source *fs, const char *file)
+{
+        free(strmap_remove(fs->errors, file));
+        free(strmap_remove(fs->unknown, file));
+}
+
+static int cmp_name(const void *key, const void *elem)
+{
+        return strcmp(key, *(char *const *)elem);
+}
+
+/* After a listing of the directory (names, sorted): files it did not
+ * find are gone, whatever events were missed.  O(reports log n). */
+static void trim_reports(struct file_source *fs, char **names, size_t n)
+{
+        struct strmap *maps[2] = {fs->errors, fs->unknown};
+
+        for (int m = 0; m < 2; m++) {
+                size_t it = 0;
+                const char *k;
+
+                while (strmap_next(maps[m], &it, &k, NULL))
+                        if (!n || !bsearch(k, names, n, sizeof(*names), cmp_name))
+                                free(strmap_remove(maps[m], k)); /* the current key */
+        }
+}
+
 /* Warns about the fields a file's manifest has that v1 does not define
  * (dropped, as the kubelet drops them) when that list changes. */
 static void warn_unknown(struct file_source *fs, const char *file, const struct v1_unknown *u)
@@ -199,33 +221,20 @@ out:
 }
 
 /* Reads and decodes one file into a pod.  Returns -ENOENT quietly when the
- * file vanished, and a resource error (see resource_error()) quietly for
+ * file vanished, and a resource error (see static_pod_resource_error()) quietly for
  * the caller to handle; other errors are the file's, reported (once)
  * unless quiet. */
 static int load_file(struct file_source *fs, const char *file, int quiet,
                      struct pod **ret_pod)
 {
-        struct manifest_ctx ctx = {
-                .origin = MANIFEST_ORIGIN_FILE,
-                .node_name = fs->node_name,
-                .location = file,
-        };
         struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
-        json_object *obj = NULL;
-        char *data = NULL;
-        size_t len = 0;
         int r;
 
-        r = manifest_read_file(file, &data, &len, &err);
-        if (r == -ENOENT || resource_error(r))
-                goto out;
-        if (r == 0)
-                r = manifest_decode_pod(data, len, &ctx, &obj, &unknown, &err);
-        if (r == 0)
-                r = pod_from_json(obj, ret_pod, &err);
-        if (resource_error(r))
-                goto out; /* not the file's fault: the caller retries */
+        /* The same steps `podmux validate` takes (static_pod.h). */
+        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &err);
+        if (r == -ENOENT || static_pod_resource_error(r))
+                goto out; /* gone, or not the file's fault: the caller retries */
         if (r < 0) {
                 report_bad(fs, file, err.data ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
         } else {
@@ -234,8 +243,6 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         }
 out:
         v1_unknown_clear(&unknown);
-        json_object_put(obj);
-        free(data);
         buf_free(&err);
         return r;
 }
@@ -353,73 +360,6 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void free_names(char **names, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
-}
-
-/*
- * The entries of the directory, as full paths, sorted (dot files left
- * out).  All or nothing: an error while reading the directory (readdir's
- * own, or an allocation) fails the whole listing with -errno and
- * *ret_what naming the step, so a partial listing is never taken for the
- * directory's content.  O(entries log entries).
- */
-static int list_dir(const char *path, char ***ret_names, size_t *ret_n, const char **ret_what)
-{
-        char **names = NULL, **tmp;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        DIR *d;
-        int r = 0;
-
-        d = opendir(path);
-        if (!d) {
-                *ret_what = "cannot open directory";
-                return -errno;
-        }
-        for (;;) {
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        r = -errno; /* 0 at the end */
-                        *ret_what = "cannot read directory";
-                        break;
-                }
-                if (de->d_name[0] == '.')
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 32;
-                        tmp = realloc(names, cap * sizeof(*names));
-                        if (!tmp) {
-                                r = -ENOMEM;
-                                *ret_what = "cannot list directory";
-                                break;
-                        }
-                        names = tmp;
-                }
-                names[n] = path_join(path, de->d_name);
-                if (!names[n]) {
-                        r = -ENOMEM;
-                        *ret_what = "cannot list directory";
-                        break;
-                }
-                n++;
-        }
-        closedir(d);
-        if (r < 0) {
-                free_names(names, n);
-                return r;
-        }
-        if (n > 1)
-                qsort(names, n, sizeof(*names), cmp_str);
-        *ret_names = names;
-        *ret_n = n;
-        return 0;
-}
-
 /*
  * Loads every listed file into store/files (fresh maps).  A file that
  * vanished is skipped; a file that is bad (unreadable, invalid, not a
@@ -431,36 +371,24 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct strma
                     struct strmap *files, const char **ret_what)
 {
         for (size_t i = 0; i < n; i++) {
-                struct stat st;
+                struct buf reason = BUF_INIT;
                 struct pod *pod = NULL;
-                int r;
+                int r, kind = static_pod_entry(names[i], &reason);
 
-                if (stat(names[i], &st) < 0) {
-                        int e = errno;
-                        struct stat lst;
-
-                        if (resource_error(-e)) {
-                                *ret_what = "cannot check a file";
-                                return -e;
-                        }
-                        /* Vanished since the listing: silent.  A link to
-                         * nothing: said once. */
-                        if (e != ENOENT)
-                                report_bad(fs, names[i], ERRNO_STR(e), 0, false);
-                        else if (lstat(names[i], &lst) == 0 && S_ISLNK(lst.st_mode))
-                                report_bad(fs, names[i], "dangling symbolic link: skipped", 0, false);
-                        continue;
+                if (kind < 0) {
+                        buf_free(&reason);
+                        *ret_what = "cannot check a file";
+                        return kind;
                 }
-                if (S_ISDIR(st.st_mode)) {
+                if (kind == STATIC_POD_BAD)
+                        report_bad(fs, names[i], reason.data ? reason.data : "skipped", 0, false);
+                else if (kind == STATIC_POD_DIRECTORY)
                         log_debug("file source: skipping directory \"%s\"", names[i]);
+                buf_free(&reason);
+                if (kind != STATIC_POD_MANIFEST)
                         continue;
-                }
-                if (!S_ISREG(st.st_mode)) {
-                        report_bad(fs, names[i], "not a regular file: skipped", 0, false);
-                        continue;
-                }
                 r = load_file(fs, names[i], 0, &pod);
-                if (resource_error(r)) {
+                if (static_pod_resource_error(r)) {
                         *ret_what = "cannot load a file";
                         return r;
                 }
@@ -521,7 +449,7 @@ static void job_free(struct relist_job *j)
 {
         if (!j)
                 return;
-        free_names(j->names, j->n);
+        static_pod_names_free(j->names, j->n);
         strmap_free(j->store, entry_free);
         strmap_free(j->files, free);
         free(j);
@@ -560,7 +488,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
-                r = list_dir(fs->path, &names, &n, ret_what);
+                r = static_pod_list_dir(fs->path, &names, &n, ret_what);
                 /* The directory went away between stat and open. */
                 if (r == -ENOENT || r == -ENOTDIR)
                         r = 0;
@@ -590,7 +518,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                         /* A bad file keeps what was sent before; a resource
                          * error is retried. */
                         *ret_what = "cannot load the file";
-                        if (!resource_error(r))
+                        if (!static_pod_resource_error(r))
                                 r = 1;
                         goto out;
                 } else {
@@ -613,9 +541,13 @@ static int relist(struct file_source *fs, const char **ret_what)
                 r = replace_state(fs, store, files);
                 if (r == 0)
                         store = files = NULL;
+                /* An empty or missing directory: no file is left to be
+                 * bad (a single file keeps what was said about it). */
+                if (r == 0 && !S_ISREG(st.st_mode))
+                        trim_reports(fs, NULL, 0);
         }
 out:
-        free_names(names, n);
+        static_pod_names_free(names, n);
         strmap_free(store, entry_free);
         strmap_free(files, free);
         return r;
@@ -703,8 +635,10 @@ static void relist_step(struct loop_timer *t, void *data)
                 }
                 what = "cannot send the pods";
                 r = replace_state(fs, j->store, j->files);
-                if (r == 0)
+                if (r == 0) {
                         j->store = j->files = NULL;
+                        trim_reports(fs, j->names, j->n);
+                }
         }
         job_free(j);
         fs->job = NULL;
@@ -828,7 +762,7 @@ static void file_changed(struct file_source *fs, const char *file, uint32_t mask
 
         r = load_file(fs, file, quiet, &pod);
         if (r < 0) {
-                if (resource_error(r))
+                if (static_pod_resource_error(r))
                         event_failed(fs, file, r);
                 return;
         }
@@ -882,7 +816,7 @@ static int take_over(struct file_source *fs, const char *key)
                         r = store_put(fs->store, fs->files, fs->keyrefs, cands[i], pod);
                 /* A bad file is skipped (reported); a file that now
                  * defines another pod is left to its own event. */
-                if (r > 0 || (r < 0 && !resource_error(r)))
+                if (r > 0 || (r < 0 && !static_pod_resource_error(r)))
                         r = 0;
                 pod_unref(pod);
                 buf_free(&k);
@@ -900,8 +834,7 @@ static void file_gone(struct file_source *fs, const char *file)
         struct pod *before = NULL, *after = NULL;
         int r = 0;
 
-        clear_bad(fs, file);
-        free(strmap_remove(fs->unknown, file)); /* warned again if it returns */
+        forget_reports(fs, file);
         if (!key)
                 return;
         (void)count_add(fs->keyrefs, key, -1); /* never allocates */
@@ -934,7 +867,7 @@ static void process_file(struct file_source *fs, const char *file, uint32_t mask
         struct stat st;
 
         if (stat(file, &st) < 0) {
-                if (resource_error(-errno))
+                if (static_pod_resource_error(-errno))
                         event_failed(fs, file, -errno);
                 else
                         file_gone(fs, file);
@@ -1025,9 +958,14 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
                 if (!fs->watch_is_dir && (mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
                         file_gone(fs, fs->path);
-                if (mask & IN_IGNORED) {
-                        /* The kernel dropped the watch (the path went away):
-                         * re-arm, treating the path as missing meanwhile. */
+                if (mask & (IN_IGNORED | IN_MOVE_SELF)) {
+                        /* The kernel dropped the watch (the path went
+                         * away), or it follows an inode that was moved off
+                         * the path (its events would name the wrong
+                         * files): re-arm at the path, treating it as
+                         * missing meanwhile. */
+                        if (mask & IN_MOVE_SELF)
+                                watcher_remove(fs->watch); /* safe in its own callback */
                         fs->watch = NULL;
                         log_info("file source: \"%s\" was removed or moved: watching for it to come back",
                                  fs->path);

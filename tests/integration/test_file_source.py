@@ -1329,5 +1329,29 @@ def _(t):
         raise AssertionError("podmux exited %s after SIGTERM" % rc)
 
 
+@test("a bad manifest deleted or moved away is forgotten without a line "
+      "(no 'valid again'); written bad again, its error is logged again")
+def _(t):
+    m = t.mkdir("manifests")
+    pr = Probe(t, m)
+    d = t.daemon(m, freq="1h")
+    c = d.connect()
+    c.wait_until_state([pn("probe")])
+    path = os.path.join(m, "bad.yaml")
+    write_file(path, "kind: Pod\n")
+    d.wait_file_error(path)
+    os.unlink(path)
+    relist_barrier(d, c, pr)
+    info = [r for lv, r in file_lines(d, path) if lv != "error"]
+    if info:
+        raise AssertionError("lines about a deleted bad file: %s" % info)
+    write_file(path, "kind: Pod\n")
+    relist_barrier(d, c, pr)
+    errs = [r for lv, r in file_lines(d, path) if lv == "error"]
+    if len(errs) != 2:
+        raise AssertionError("the error of the file written bad again was "
+                             "not logged again: %s" % errs)
+
+
 if __name__ == "__main__":
     harness.main()

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "podmux/file_source.h"
+#include "podmux/metrics.h"
 #include "podmux/mux.h"
 #include "unit.h"
 
@@ -427,7 +428,82 @@ START_TEST(test_relist_in_batches)
 }
 END_TEST
 
-UNIT_MAIN(test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
+
+/* What was said about a bad file is forgotten when a listing no longer
+ * finds it (with no event to say so: this source has no watch), so the
+ * same error is reported again, at error level, when the file is back. */
+START_TEST(test_relist_forgets_reports_of_gone_files)
+{
+        struct fixture fx;
+        struct file_source_config cfg = {0};
+        struct source_stats stats = {0};
+        struct mux_channel *ch;
+        struct buf err = BUF_INIT;
+        char path[128], file[160];
+        uint64_t parse;
+
+        setup(&fx, "/m", 1);
+        file_source_free(fx.fs); /* again, without a watch and with stats */
+        snprintf(path, sizeof(path), "%s/m", fx.dir);
+        ck_assert_int_eq(mux_channel(fx.mux, "file", &ch), 0);
+        cfg.path = path;
+        cfg.node_name = "Node1";
+        cfg.period_usec = 3600ULL * 1000000;
+        cfg.stats = &stats;
+        ck_assert_int_eq(file_source_new(fx.loop, NULL, ch, &cfg, &fx.fs, &err), 0);
+        buf_free(&err);
+        write_file(fx.dir, "m/bad.yaml", "kind: Pod\n");
+        file_source_start(fx.fs);
+        expect_names(&fx, "");
+        ck_assert_uint_eq(stats.parse_errors, 1);
+        /* Relisted with the file unchanged: said once only. */
+        file_source_relist(fx.fs);
+        expect_names(&fx, "");
+        ck_assert_uint_eq(stats.parse_errors, 1);
+        /* Gone at a relist, back at the next: said again. */
+        snprintf(file, sizeof(file), "%s/m/bad.yaml", fx.dir);
+        ck_assert_int_eq(unlink(file), 0);
+        file_source_relist(fx.fs);
+        for (int i = 0; i < 20; i++)
+                loop_run_once(fx.loop, 10000);
+        parse = stats.parse_errors;
+        write_file(fx.dir, "m/bad.yaml", "kind: Pod\n");
+        file_source_relist(fx.fs);
+        for (int i = 0; i < 20 && stats.parse_errors == parse; i++)
+                loop_run_once(fx.loop, 10000);
+        ck_assert_uint_eq(stats.parse_errors, parse + 1);
+        teardown(&fx);
+}
+END_TEST
+
+
+/* The directory moved away: its pods go, a new directory at the path is
+ * watched (files in it arrive by their events, not only at a relist), and
+ * files written into the moved directory are not taken for the path's. */
+START_TEST(test_directory_moved_away)
+{
+        struct fixture fx;
+        char from[256], to[256];
+
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        file_source_start(fx.fs);
+        expect_names(&fx, "alpha-node1,");
+        snprintf(from, sizeof(from), "%s/m", fx.dir);
+        snprintf(to, sizeof(to), "%s/old", fx.dir);
+        ck_assert_int_eq(rename(from, to), 0);
+        expect_names(&fx, "");
+        pod_file(fx.dir, "old/x.yaml", "stray");
+        ck_assert_int_eq(mkdir(from, 0755), 0);
+        pod_file(fx.dir, "m/b.yaml", "bravo");
+        expect_names(&fx, "bravo-node1,");
+        pod_file(fx.dir, "m/c.yaml", "charlie");
+        expect_names(&fx, "bravo-node1,charlie-node1,");
+        teardown(&fx);
+}
+END_TEST
+
+UNIT_MAIN(test_directory_moved_away, test_relist_forgets_reports_of_gone_files, test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
           test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
           test_duplicate_name_first_file_wins, test_missing_directory_then_created,
           test_directory_deleted_and_recreated, test_single_file_path,
