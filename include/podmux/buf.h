@@ -43,6 +43,11 @@ int buf_json_string(struct buf *b, const char *s, size_t n);
 /* Appends JSON text s (n bytes) as json-c writes it — bytes >= 0x80 only
  * inside strings — with the same replacement, so it is valid UTF-8 too. */
 int buf_json_text(struct buf *b, const char *s, size_t n);
+
+/* Length of the well-formed UTF-8 sequence at s[0..n), whose first byte is
+ * 0x80 or above, or 0 when it is not one (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+size_t utf8_len(const unsigned char *s, size_t n);
 /* Appends a wall-clock time (microseconds since the epoch) as a quoted
  * RFC 3339 UTC string to the second, or null for 0 ("never"). */
 int buf_json_time(struct buf *b, uint64_t wall_usec);

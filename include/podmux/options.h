@@ -52,6 +52,7 @@ struct options {
         size_t max_backlog;
         size_t max_consumers;
         size_t history;
+        size_t history_bytes;
         char *metrics_address;
         bool help;
         /* A source was configured on the command line: one of

@@ -190,6 +190,11 @@ struct pod_update {
 struct pod_update *pod_update_new(enum pod_op op, const char *source);
 /* Takes a new reference to p.  0 or -ENOMEM. */
 int pod_update_add(struct pod_update *u, struct pod *p);
+/* A plain record with the same op, source and pods (new references, in
+ * the same order), its array sized to fit: what a record kept for later
+ * costs beyond the pods it shares.  0, -EINVAL for a delta, or -ENOMEM.
+ * O(n). */
+int pod_update_share(const struct pod_update *u, struct pod_update **ret_copy);
 /* An empty delta of source (see struct pod_update).  NULL on ENOMEM. */
 struct pod_update *pod_update_new_delta(const char *source);
 /* Delta: p's UID is gone (a new reference to p).  0 or -ENOMEM. */

@@ -44,9 +44,11 @@
 #define STREAM_DEFAULT_MAX_CONSUMERS 1024
 #define STREAM_DEFAULT_MAX_BACKLOG (64u * 1024u * 1024u) /* bytes per consumer */
 #define STREAM_DEFAULT_HISTORY 4096                      /* messages */
-/* The history also stops at this many bytes of text (oldest dropped
- * first), so snapshot-mode messages cannot make it hold gigabytes. */
-#define STREAM_HISTORY_MAX_BYTES (64u * 1024u * 1024u)
+/* The history also stops at this many bytes of text, counted as a replay
+ * would send them (oldest dropped first): a resume never makes the server
+ * render more than this.  Pods messages are kept as references to the
+ * shared pods, so what the history holds in memory is much less. */
+#define STREAM_DEFAULT_HISTORY_BYTES (16u * 1024u * 1024u)
 #define STREAM_MAX_CLIENT_LINE 4096 /* bytes of the one line a client sends */
 /* How long a new consumer may take to send its resume line before it is
  * given the full state.  A client that sends "{}" skips the wait. */
@@ -85,7 +87,8 @@ struct stream_server_config {
         const char *node_name;
         size_t max_consumers; /* 0: default */
         size_t max_backlog;   /* 0: default */
-        size_t history;       /* 0: default */
+        size_t history;       /* messages; 0: default */
+        size_t history_bytes; /* 0: default */
         stream_state_fn state_fn;
         void *state_data;
         stream_status_fn status_fn; /* may be NULL */

@@ -392,6 +392,7 @@ int cmd_run(int argc, char **argv)
         ccfg.max_consumers = d.opts.max_consumers;
         ccfg.max_backlog = d.opts.max_backlog;
         ccfg.history = d.opts.history;
+        ccfg.history_bytes = d.opts.history_bytes;
         ccfg.state_fn = state_for_consumer;
         ccfg.state_data = &d;
         ccfg.status_fn = status_for_consumer;

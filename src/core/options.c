@@ -45,6 +45,7 @@ enum {
         OPT_MAX_BACKLOG,
         OPT_MAX_CONSUMERS,
         OPT_HISTORY,
+        OPT_HISTORY_BYTES,
         OPT_SOCKET_GROUP,
         OPT_ALLOW_UIDS,
         OPT_ALLOW_GIDS,
@@ -71,6 +72,7 @@ static const struct option long_opts[] = {
         {"max-consumer-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
         {"max-consumers", required_argument, NULL, OPT_MAX_CONSUMERS},
         {"history", required_argument, NULL, OPT_HISTORY},
+        {"history-bytes", required_argument, NULL, OPT_HISTORY_BYTES},
         {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
         {"allow-uids", required_argument, NULL, OPT_ALLOW_UIDS},
         {"allow-gids", required_argument, NULL, OPT_ALLOW_GIDS},
@@ -117,6 +119,8 @@ const char *options_usage(void)
                "  --max-consumers N             consumers at once (default 1024)\n"
                "  --max-consumer-backlog BYTES  unsent bytes before a consumer is cut off (default 67108864)\n"
                "  --history N                   messages kept for resume_after (default 4096)\n"
+               "  --history-bytes BYTES         and at most this much text, as a replay would send it; pods\n"
+               "                                are kept by reference, so it holds far less (default 16777216)\n"
                "\n"
                "Observability:\n"
                "  --metrics-address ADDR        Prometheus metrics at GET /metrics on a unix socket (/path or\n"
@@ -587,6 +591,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->max_backlog = STREAM_DEFAULT_MAX_BACKLOG;
         o->max_consumers = STREAM_DEFAULT_MAX_CONSUMERS;
         o->history = STREAM_DEFAULT_HISTORY;
+        o->history_bytes = STREAM_DEFAULT_HISTORY_BYTES;
         optind = 0;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {
@@ -707,6 +712,9 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         break;
                 case OPT_HISTORY:
                         r = parse_size("history", optarg, 1, &o->history, err);
+                        break;
+                case OPT_HISTORY_BYTES:
+                        r = parse_size("history-bytes", optarg, 1024, &o->history_bytes, err);
                         break;
                 case 'h':
                         o->help = true;

@@ -724,6 +724,30 @@ int pod_update_add(struct pod_update *u, struct pod *p)
         return 0;
 }
 
+int pod_update_share(const struct pod_update *u, struct pod_update **ret_copy)
+{
+        struct pod_update *c;
+
+        if (u->delta)
+                return -EINVAL;
+        c = pod_update_new(u->op, u->source);
+        if (!c)
+                return -ENOMEM;
+        if (u->n_pods > 0) {
+                c->pods = malloc(u->n_pods * sizeof(*c->pods));
+                if (!c->pods) {
+                        pod_update_free(c);
+                        return -ENOMEM;
+                }
+                c->cap_pods = u->n_pods;
+        }
+        for (size_t i = 0; i < u->n_pods; i++)
+                c->pods[c->n_pods++] = pod_ref(u->pods[i]);
+        c->sorted = u->sorted;
+        *ret_copy = c;
+        return 0;
+}
+
 struct pod_update *pod_update_new_delta(const char *source)
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, source);

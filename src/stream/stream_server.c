@@ -3,9 +3,13 @@
  * DESIGN.md "Update stream, protocol 1").
  *
  * Messages are built once, as one line of JSON text, into a reference
- * counted block (struct msg).  The history ring and every consumer queue
- * hold references, so a broadcast to N consumers costs one render plus N
- * pointer appends, never N copies.  Each consumer has a ring of references
+ * counted block (struct msg).  Every consumer queue holds references, so
+ * a broadcast to N consumers costs one render plus N pointer appends,
+ * never N copies.  The history keeps a pods message as its record, whose
+ * pods are the merger's own (shared, immutable, reference counted), and
+ * renders it again, byte for byte, only when a consumer resumes: in the
+ * snapshot modes every message carries every pod, and keeping their text
+ * would make the history hold its length times the node's pods.  Each consumer has a ring of references
  * and the offset already written of the first one; a flush is one
  * sendmsg() of up to FLUSH_IOV blocks.
  *
@@ -18,13 +22,17 @@
  * A consumer's life: GREETING (hello queued; waiting at most
  * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
  * to it — they are in the history, or in the state it will be given, and
- * the news among them, which no state holds, is kept for it) -> LIVE
- * (after replay, or kept news and state; synced, sources_ready) -> CLOSING
- * (an error is queued; nothing else is; closed once the error is written
- * or after CLOSE_TIMEOUT_USEC).  Because the GREETING -> LIVE step reads
- * the history or the merger's state at that moment, in the same loop
- * callback, a consumer holds exactly the merger's state when it sees
- * "synced".
+ * the news among them, which no state holds, is kept for it) -> REPLAY
+ * (resuming: it is fed from the history, REPLAY_BUDGET bytes at a time as
+ * its socket drains, up to the newest message, broadcasts included, so a
+ * replay costs a little memory however long it is; one that falls so far
+ * behind that the history drops its next message is cut) -> LIVE (after
+ * the replay, or kept news and the state; synced, sources_ready) ->
+ * CLOSING (an error is queued; nothing else is; closed once the error is
+ * written or after CLOSE_TIMEOUT_USEC).  Because the step to LIVE reads
+ * the end of the history or the merger's state in the same loop callback
+ * that queues synced, a consumer holds exactly the merger's state when it
+ * sees "synced".
  *
  * State and news: a pods message, a plugin REGISTERED or DEREGISTERED and
  * sources_ready stand for state, and a state built later holds what they
@@ -36,7 +44,7 @@
  * than the state's, which are taken when it is built).
  *
  * Sequence numbers: one counter, each message takes the next number.  A
- * replay re-sends history blocks as they were, with their original
+ * replay re-sends history messages as they were, with their original
  * (lower) numbers, between hello and synced; from synced on, numbers a
  * consumer sees only grow.
  */
@@ -83,6 +91,9 @@
 /* Bytes a consumer may make us read and drop per wake-up after its first
  * line (level-triggered epoll brings us back for the rest). */
 #define IGNORE_READ_BUDGET (64u * 1024u)
+/* A replaying consumer is given history messages while its unsent backlog
+ * is below this (at least one message at a time). */
+#define REPLAY_BUDGET (256u * 1024u)
 
 struct msg {
         unsigned refs;
@@ -92,8 +103,19 @@ struct msg {
         char *text; /* len bytes: one JSON object and '\n' */
 };
 
+/* One message of the history: a pods message by its record (rendered
+ * again for a replay), any other by its text (a few hundred bytes). */
+struct hist_entry {
+        uint64_t seq;
+        size_t len;            /* its text's length: what a replay sends */
+        struct pod_update *u;  /* a pods message, or NULL */
+        struct msg *m;         /* any other (or a pods message whose record
+                                * could not be copied), or NULL */
+};
+
 enum consumer_state {
         CONSUMER_GREETING,
+        CONSUMER_REPLAY,
         CONSUMER_LIVE,
         CONSUMER_CLOSING,
 };
@@ -115,6 +137,8 @@ struct consumer {
         size_t line_len;
         struct msg **news; /* while GREETING: news broadcast since hello */
         size_t n_news, cap_news;
+        uint64_t replay_ix; /* while REPLAY: the next history entry, as an
+                             * absolute index (see hist_gone) */
         bool status;     /* asked for the status, not the stream */
         pid_t pid;       /* the peer, from SO_PEERCRED (0 if unknown) */
         uid_t uid;
@@ -150,9 +174,13 @@ struct stream_server {
          * in the history: the newest evicted number, or the counter's start
          * (nothing from an earlier run can be replayed). */
         uint64_t floor;
-        struct msg **hist; /* ring of the last hist_cap broadcasts */
+        struct hist_entry *hist; /* ring of the last hist_cap broadcasts */
         size_t hist_cap, hist_head, hist_len;
-        size_t hist_bytes; /* text held, at most STREAM_HISTORY_MAX_BYTES */
+        /* Entries ever evicted: the absolute index of hist[hist_head]. */
+        uint64_t hist_gone;
+        /* Their text's length (as a replay sends it), at most
+         * hist_max_bytes. */
+        size_t hist_bytes, hist_max_bytes;
 
         /* Registered plugins, socket -> rendered "plugin" object, sent as
          * REGISTERED messages in a new consumer's initial state. */
@@ -200,14 +228,9 @@ static void msg_unref(struct msg *m)
         free(m);
 }
 
-/*
- * Turns the text in b (without its newline) into a block numbered seq and
- * commits seq as the server's last number.  Builders compute seq as
- * srv->seq + 1 and call this only when the text is complete, so a failed
- * build uses no number.  b is left empty.
- */
-static int msg_finish(struct stream_server *srv, struct buf *b, uint64_t seq,
-                      struct msg **ret_msg)
+/* Turns the text in b (without its newline) into a block numbered seq.
+ * b is left empty.  0 or -ENOMEM. */
+static int msg_wrap(struct buf *b, uint64_t seq, struct msg **ret_msg)
 {
         struct msg *m = NULL;
 
@@ -221,13 +244,27 @@ static int msg_finish(struct stream_server *srv, struct buf *b, uint64_t seq,
                 goto nomem;
         m->refs = 1;
         m->seq = seq;
-        srv->seq = seq;
         *ret_msg = m;
         return 0;
 nomem:
         free(m);
         buf_free(b);
         return -ENOMEM;
+}
+
+/*
+ * msg_wrap(), then commits seq as the server's last number.  Builders
+ * compute seq as srv->seq + 1 and call this only when the text is
+ * complete, so a failed build uses no number.
+ */
+static int msg_finish(struct stream_server *srv, struct buf *b, uint64_t seq,
+                      struct msg **ret_msg)
+{
+        int r = msg_wrap(b, seq, ret_msg);
+
+        if (r == 0)
+                srv->seq = seq;
+        return r;
 }
 
 static int msg_hello(struct stream_server *srv, struct msg **ret_msg)
@@ -247,32 +284,40 @@ static int msg_hello(struct stream_server *srv, struct msg **ret_msg)
         return msg_finish(srv, &b, seq, ret_msg);
 }
 
+/* The text of pods message u numbered seq, into b (emptied on failure).
+ * The same record and number always give the same bytes: a replay
+ * renders a kept record again.  0, -EINVAL or -ENOMEM. */
+static int render_pods(struct buf *b, const struct pod_update *u, uint64_t seq)
+{
+        const char *op = pod_op_to_string(u->op);
+
+        if (!op || !u->source)
+                return -EINVAL;
+        if (buf_printf(b, "{\"type\":\"pods\",\"seq\":%" PRIu64 ",\"op\":\"%s\",\"source\":", seq, op) < 0 ||
+            buf_json_string(b, u->source, strlen(u->source)) < 0 || buf_puts(b, ",\"pods\":[") < 0)
+                goto nomem;
+        for (size_t i = 0; i < u->n_pods; i++)
+                if ((i > 0 && buf_putc(b, ',') < 0) || pod_render(u->pods[i], b) < 0)
+                        goto nomem;
+        if (buf_puts(b, "]}") < 0)
+                goto nomem;
+        return 0;
+nomem:
+        buf_free(b);
+        return -ENOMEM;
+}
+
+/* A new pods message: the next number. */
 static int msg_pods(struct stream_server *srv, const struct pod_update *u,
                     struct msg **ret_msg)
 {
         struct buf b = BUF_INIT;
         uint64_t seq = srv->seq + 1;
-        const char *op = pod_op_to_string(u->op);
-        size_t i;
+        int r = render_pods(&b, u, seq);
 
-        if (!op || !u->source)
-                return -EINVAL;
-        if (buf_printf(&b, "{\"type\":\"pods\",\"seq\":%" PRIu64
-                       ",\"op\":\"%s\",\"source\":", seq, op) < 0 ||
-            buf_json_string(&b, u->source, strlen(u->source)) < 0 ||
-            buf_puts(&b, ",\"pods\":[") < 0)
-                goto nomem;
-        for (i = 0; i < u->n_pods; i++) {
-                if ((i > 0 && buf_putc(&b, ',') < 0) ||
-                    pod_render(u->pods[i], &b) < 0)
-                        goto nomem;
-        }
-        if (buf_puts(&b, "]}") < 0)
-                goto nomem;
+        if (r < 0)
+                return r;
         return msg_finish(srv, &b, seq, ret_msg);
-nomem:
-        buf_free(&b);
-        return -ENOMEM;
 }
 
 static int msg_plugin(struct stream_server *srv, const char *op, const char *plugin_json,
@@ -300,6 +345,7 @@ static int cmp_cstr(const void *a, const void *b)
         return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static int consumer_push(struct consumer *c, struct msg *m);
 static int consumer_push_built(struct consumer *c, int build_r, struct msg *m);
 
 /* The sockets of the registered plugins, sorted (the order consumers get
@@ -406,6 +452,8 @@ static const char *consumer_state_name(const struct consumer *c)
         switch (c->state) {
         case CONSUMER_GREETING:
                 return "greeting";
+        case CONSUMER_REPLAY:
+                return "replaying";
         case CONSUMER_LIVE:
                 return "live";
         case CONSUMER_CLOSING:
@@ -465,27 +513,64 @@ nomem:
 
 /* ---- history ----------------------------------------------------------- */
 
-/* Takes a new reference to m, dropping the oldest messages past the count
- * or the byte bound (a message larger than the byte bound is still kept,
- * alone).  Cost O(1) amortised; evicting raises the floor. */
-static void history_push(struct stream_server *srv, struct msg *m)
+static void hist_entry_clear(struct hist_entry *e)
 {
+        pod_update_free(e->u);
+        msg_unref(e->m);
+        memset(e, 0, sizeof(*e));
+}
+
+/*
+ * Keeps broadcast m, dropping the oldest messages past the count or the
+ * byte bound (a message larger than the byte bound is still kept, alone).
+ * u: m's record when m is a pods message, kept instead of m's text (with
+ * new references to its pods); should that copy fail for want of memory,
+ * the text is kept, which is only bigger.  Evicting raises the floor.
+ * Cost O(1) amortised, plus O(n) pointer copies for a record of n pods
+ * (rendering it cost more).
+ */
+static void history_push(struct stream_server *srv, struct msg *m, const struct pod_update *u)
+{
+        struct hist_entry *e;
+
         while (srv->hist_len > 0 &&
-               (srv->hist_len == srv->hist_cap ||
-                srv->hist_bytes + m->len > STREAM_HISTORY_MAX_BYTES)) {
-                struct msg *old = srv->hist[srv->hist_head];
+               (srv->hist_len == srv->hist_cap || srv->hist_bytes + m->len > srv->hist_max_bytes)) {
+                struct hist_entry *old = &srv->hist[srv->hist_head];
 
                 if (old->seq > srv->floor)
                         srv->floor = old->seq;
                 srv->hist_bytes -= old->len;
-                msg_unref(old);
+                hist_entry_clear(old);
                 srv->hist_head = (srv->hist_head + 1) % srv->hist_cap;
                 srv->hist_len--;
+                srv->hist_gone++;
         }
-        m->refs++;
-        srv->hist[(srv->hist_head + srv->hist_len) % srv->hist_cap] = m;
+        e = &srv->hist[(srv->hist_head + srv->hist_len) % srv->hist_cap];
+        e->seq = m->seq;
+        e->len = m->len;
+        if (!u || pod_update_share(u, &e->u) < 0) {
+                e->u = NULL;
+                m->refs++;
+                e->m = m;
+        }
         srv->hist_len++;
         srv->hist_bytes += m->len;
+}
+
+/* Queues history entry e to c, rendering a kept record again.  0 or
+ * -ENOMEM. */
+static int consumer_push_kept(struct consumer *c, const struct hist_entry *e)
+{
+        struct buf b = BUF_INIT;
+        struct msg *m = NULL;
+        int r;
+
+        if (e->m)
+                return consumer_push(c, e->m);
+        r = render_pods(&b, e->u, e->seq);
+        if (r >= 0)
+                r = msg_wrap(&b, e->seq, &m);
+        return consumer_push_built(c, r, m);
 }
 
 /* ---- consumers ---------------------------------------------------------- */
@@ -675,6 +760,77 @@ static int consumer_flush(struct consumer *c)
         return 0;
 }
 
+/* The absolute index of the first history entry numbered after n (one
+ * past the newest when there is none).  O(log history). */
+static uint64_t history_after(const struct stream_server *srv, uint64_t n)
+{
+        size_t lo = 0, hi = srv->hist_len;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (srv->hist[(srv->hist_head + mid) % srv->hist_cap].seq <= n)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return srv->hist_gone + lo;
+}
+
+/* Ends a catch-up: synced (resumed says whether it was a replay) and, if
+ * announced, sources_ready; c is LIVE.  0 or -ENOMEM. */
+static int consumer_synced(struct consumer *c, bool resumed)
+{
+        struct msg *m = NULL;
+        int r = msg_synced(c->srv, resumed, &m);
+
+        r = consumer_push_built(c, r, m);
+        if (r < 0)
+                return r;
+        if (c->srv->is_ready) {
+                m = NULL;
+                r = msg_sources_ready(c->srv, &m);
+                r = consumer_push_built(c, r, m);
+                if (r < 0)
+                        return r;
+        }
+        c->state = CONSUMER_LIVE;
+        return 0;
+}
+
+/*
+ * REPLAY: queues the next history entries while c's backlog is below
+ * REPLAY_BUDGET (one at least), and once the newest is queued, synced: c
+ * is LIVE.  A next entry the history has dropped cuts c (SlowConsumer: it
+ * resumes and gets the full state).  0 or -ENOMEM.  Cost: the messages
+ * queued.
+ */
+static int replay_fill(struct consumer *c)
+{
+        struct stream_server *srv = c->srv;
+        bool first = true;
+
+        if (c->replay_ix < srv->hist_gone) {
+                srv->dropped++;
+                consumer_fail(c, "SlowConsumer",
+                              "the replay fell behind the history; reconnect with resume_after");
+                return 0;
+        }
+        while (c->replay_ix < srv->hist_gone + srv->hist_len && (first || c->backlog < REPLAY_BUDGET)) {
+                const struct hist_entry *e =
+                        &srv->hist[(srv->hist_head + (size_t)(c->replay_ix - srv->hist_gone)) % srv->hist_cap];
+                int r = consumer_push_kept(c, e);
+
+                if (r < 0)
+                        return r;
+                c->replay_ix++;
+                first = false;
+        }
+        if (c->replay_ix == srv->hist_gone + srv->hist_len)
+                return consumer_synced(c, true);
+        return 0;
+}
+
 /* Writes, then closes c if it is done or gone, else watches for what it
  * still needs: EPOLLIN until the client shut its side, EPOLLOUT only while
  * something is pending.  c may be freed. */
@@ -685,6 +841,10 @@ static void consumer_pump(struct consumer *c)
         if (consumer_flush(c) < 0) {
                 consumer_free(c); /* gone: dropped quietly */
                 return;
+        }
+        if (c->state == CONSUMER_REPLAY && c->backlog < REPLAY_BUDGET / 4 && replay_fill(c) < 0) {
+                c->srv->dropped++;
+                consumer_fail(c, "ResourceExhausted", "out of memory replaying the history; reconnect");
         }
         if (c->state == CONSUMER_CLOSING && c->q_len == 0) {
                 consumer_free(c);
@@ -701,14 +861,14 @@ static void consumer_pump(struct consumer *c)
 }
 
 /*
- * The GREETING -> LIVE step.  have_resume: the client asked to resume after
- * n.  Replays the history after n if nothing after n was evicted and n is
- * not in the future; otherwise queues the news kept since hello (numbered
- * between hello and now), then the merger's state, one message per record,
- * and the registered plugins.  Then synced and, if announced,
- * sources_ready.  Runs inside one callback, so no broadcast can fall
- * between the history (or state) read here and the first live message.
- * The bound on the backlog is not applied to this catch-up: it is checked
+ * The end of GREETING.  have_resume: the client asked to resume after n.
+ * If nothing after n was evicted and n is not in the future, c replays the
+ * history after n (REPLAY, see replay_fill()).  Otherwise queues the news
+ * kept since hello (numbered between hello and now), then the merger's
+ * state, one message per record, and the registered plugins, then synced
+ * and, if announced, sources_ready, all in this callback, so no broadcast
+ * can fall between the state read here and the first live message.  The
+ * bound on the backlog is not applied to this catch-up: it is checked
  * when live messages are queued, so a consumer is dropped only for falling
  * behind live traffic.  0 or -ENOMEM (the caller closes c).
  */
@@ -727,15 +887,9 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
         if (replay) {
                 /* The replay holds the kept news too, numbered. */
                 news_drop(c);
-                for (i = 0; i < srv->hist_len; i++) {
-                        struct msg *h = srv->hist[(srv->hist_head + i) % srv->hist_cap];
-
-                        if (h->seq <= n)
-                                continue;
-                        r = consumer_push(c, h);
-                        if (r < 0)
-                                return r;
-                }
+                c->replay_ix = history_after(srv, n);
+                c->state = CONSUMER_REPLAY;
+                return replay_fill(c);
         } else {
                 /* Kept news first: numbered before the state is built. */
                 for (i = 0; i < c->n_news && r >= 0; i++)
@@ -771,20 +925,7 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
                 if (r < 0)
                         return r;
         }
-        m = NULL;
-        r = msg_synced(srv, replay, &m);
-        r = consumer_push_built(c, r, m);
-        if (r < 0)
-                return r;
-        if (srv->is_ready) {
-                m = NULL;
-                r = msg_sources_ready(srv, &m);
-                r = consumer_push_built(c, r, m);
-                if (r < 0)
-                        return r;
-        }
-        c->state = CONSUMER_LIVE;
-        return 0;
+        return consumer_synced(c, false);
 }
 
 /* A status request: one status message, then the connection closes. */
@@ -1203,6 +1344,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->max_backlog = cfg->max_backlog ? cfg->max_backlog
                                             : STREAM_DEFAULT_MAX_BACKLOG;
         srv->hist_cap = cfg->history ? cfg->history : STREAM_DEFAULT_HISTORY;
+        srv->hist_max_bytes = cfg->history_bytes ? cfg->history_bytes : STREAM_DEFAULT_HISTORY_BYTES;
         srv->hist = calloc(srv->hist_cap, sizeof(*srv->hist));
         srv->state_fn = cfg->state_fn;
         srv->state_data = cfg->state_data;
@@ -1272,7 +1414,7 @@ void stream_server_free(struct stream_server *srv)
         loop_timer_free(srv->flush_timer);
         loop_timer_free(srv->accept_timer);
         for (i = 0; i < srv->hist_len; i++)
-                msg_unref(srv->hist[(srv->hist_head + i) % srv->hist_cap]);
+                hist_entry_clear(&srv->hist[(srv->hist_head + i) % srv->hist_cap]);
         free(srv->hist);
         for (i = 0; i < srv->n_ready; i++)
                 free(srv->ready[i]);
@@ -1333,7 +1475,8 @@ static void fan_out(struct stream_server *srv, struct msg *m)
  * can be told this change: each is cut with ResourceExhausted (a client
  * reconnects and resumes), and the floor rises past every number handed
  * out so far, so no resume can be answered by a replay that lacks the
- * lost message: a consumer resuming gets the full state.  Consumers still
+ * lost message: a consumer resuming gets the full state.  A consumer
+ * replaying would miss it too, and is cut the same way.  Consumers still
  * GREETING lose nothing: they are given the merger's state when they
  * start.  O(consumers).
  */
@@ -1343,7 +1486,7 @@ static void lose_broadcast(struct stream_server *srv)
 
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
-                if (c->state != CONSUMER_LIVE)
+                if (c->state != CONSUMER_LIVE && c->state != CONSUMER_REPLAY)
                         continue;
                 srv->dropped++;
                 consumer_fail(c, "ResourceExhausted",
@@ -1363,7 +1506,7 @@ int stream_server_broadcast(struct stream_server *srv, const struct pod_update *
                 lose_broadcast(srv);
         if (r < 0)
                 return r;
-        history_push(srv, m);
+        history_push(srv, m, u);
         fan_out(srv, m);
         msg_unref(m);
         return 0;
@@ -1394,7 +1537,7 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
         if (r < 0)
                 return r;
         m->news = strcmp(op, "FAILED") == 0;
-        history_push(srv, m);
+        history_push(srv, m, NULL);
         fan_out(srv, m);
         msg_unref(m);
         return 0;
@@ -1434,7 +1577,7 @@ int stream_server_sources_ready(struct stream_server *srv,
                 goto fail;
         }
         srv->is_ready = true;
-        history_push(srv, m);
+        history_push(srv, m, NULL);
         fan_out(srv, m);
         msg_unref(m);
         return 0;

@@ -105,7 +105,7 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 /* Length of the well-formed UTF-8 sequence at s[0..n) (s[0] >= 0x80), or
  * 0: RFC 3629, so no overlong forms, no surrogates, nothing above
  * U+10FFFF — what Go's utf8.DecodeRune accepts. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t utf8_len(const unsigned char *s, size_t n)
 {
         unsigned char lo = 0x80, hi = 0xbf;
         size_t len;
@@ -173,20 +173,6 @@ int buf_json_string(struct buf *b, const char *s, size_t n)
                 if (c >= 0x80) {
                         size_t len = utf8_len((const unsigned char *)s + i, n - i);
 
-                        /* U+FFFD itself is written as the escape an invalid
-                         * byte becomes, so that a string and its rendering
-                         * read back have one spelling (digests compare
-                         * spellings). */
-                        if (len == 3 && c == 0xef && (unsigned char)s[i + 1] == 0xbf &&
-                            (unsigned char)s[i + 2] == 0xbd) {
-                                memcpy(esc, "\\ufffd", 6);
-                                elen = 6;
-                                if (buf_append(b, s + start, i - start) < 0 || buf_append(b, esc, elen) < 0)
-                                        return -ENOMEM;
-                                i += 2;
-                                start = i + 1;
-                                continue;
-                        }
                         if (len) {
                                 i += len - 1;
                                 continue;

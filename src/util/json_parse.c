@@ -120,6 +120,14 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
                         c = (unsigned char)p->s[p->pos];
                         if (c == '"' || c == '\\' || c < 0x20)
                                 break;
+                        if (c >= 0x80) {
+                                size_t n = utf8_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
+
+                                if (n == 0)
+                                        break;
+                                p->pos += n;
+                                continue;
+                        }
                         p->pos++;
                 }
                 if (p->pos >= p->len)
@@ -129,6 +137,18 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
                         return fail(p, "control character in a string");
                 if (escaped && buf_append(&p->scratch, p->s + run, p->pos - run) < 0)
                         return -ENOMEM;
+                if (c >= 0x80) {
+                        /* A byte that starts no valid UTF-8 sequence (or
+                         * one cut by the end of the text) decodes as
+                         * U+FFFD, one per byte, as Go's decoder does. */
+                        if (!escaped && buf_append(&p->scratch, p->s + start, p->pos - start) < 0)
+                                return -ENOMEM;
+                        escaped = true;
+                        if (put_utf8(&p->scratch, 0xfffd) < 0)
+                                return -ENOMEM;
+                        p->pos++;
+                        continue;
+                }
                 if (c == '"') {
                         p->pos++;
                         if (!escaped) {

@@ -189,6 +189,25 @@ START_TEST(test_parse_lone_surrogates)
 }
 END_TEST
 
-UNIT_MAIN(test_parse_matches_jsonc, test_parse_next_pieces, test_parse_lone_surrogates,
+/* Bytes that are not UTF-8 decode as U+FFFD, one per byte, as Go's decoder
+ * reads them, so keys sort as the kubelet sorts them: here the two keys
+ * differ only in an invalid byte, and once decoded the shorter one comes
+ * first.  A valid multi-byte sequence is kept as it is. */
+START_TEST(test_parse_invalid_utf8)
+{
+        char *b = ours_says("{\"a\xfa\x7a\":1,\"a\xff\":2,\"\xc3\xa9\xe0\x80\x80\xc3\":3}");
+
+        ck_assert_str_eq(b, "{\"a\xef\xbf\xbdz\":1,\"a\xef\xbf\xbd\":2,"
+                            "\"\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\":3}");
+        free(b);
+        /* Canonical text sorts the decoded keys and writes U+FFFD as it
+         * is, as Go's encoder writes a valid rune. */
+        b = canon_of("{\"a\xfaz\":1,\"a\xff\":2,\"b\":\"\xef\xbf\xbd\"}");
+        ck_assert_str_eq(b, "{\"a\xef\xbf\xbd\":2,\"a\xef\xbf\xbdz\":1,\"b\":\"\xef\xbf\xbd\"}");
+        free(b);
+}
+END_TEST
+
+UNIT_MAIN(test_parse_matches_jsonc, test_parse_next_pieces, test_parse_lone_surrogates, test_parse_invalid_utf8,
           test_canon_sorts_keys_and_strips_space, test_canon_keeps_number_spelling_and_empties,
           test_fnv128_known_vectors, test_parse_errors_and_depth_limit)

@@ -46,7 +46,8 @@ START_TEST(test_flags_parsed)
                         "--file-check-frequency", "1m30s", "--mode", "snapshot-and-updates",
                         "--socket", "/tmp/x.sock", "--socket-mode", "0600", "-v", "3",
                         "--log-format", "json", "--manifest-url-header", "a:1,b:2",
-                        "--manifest-url-header", "a:3", "--max-consumer-backlog", "4096", NULL};
+                        "--manifest-url-header", "a:3", "--max-consumer-backlog", "4096",
+                        "--history-bytes", "65536", NULL};
 
         ck_assert_int_eq(parse(&o, &err, argv), 0);
         ck_assert_str_eq(o.pod_manifest_path, "/etc/k");
@@ -62,6 +63,7 @@ START_TEST(test_flags_parsed)
         ck_assert_str_eq(o.headers[1].name, "b");
         ck_assert_str_eq(o.headers[2].value, "3");
         ck_assert_uint_eq(o.max_backlog, 4096);
+        ck_assert_uint_eq(o.history_bytes, 65536);
         options_free(&o);
         buf_free(&err);
 }
@@ -80,6 +82,8 @@ START_TEST(test_bad_flags_name_the_flag)
                 {"--log-format", "xml", "--log-format"},
                 {"--manifest-url-header", "novalue", "--manifest-url-header"},
                 {"--max-consumers", "0", "--max-consumers"},
+                {"--history-bytes", "1000", "--history-bytes"}, /* below 1024 */
+                {"--history-bytes", "1M", "--history-bytes"},
                 {"--bogus", NULL, "--bogus"},
         };
         struct buf err = BUF_INIT;

@@ -655,21 +655,25 @@ START_TEST(test_resume_too_old)
 }
 END_TEST
 
-#define BIG_PAD (2u * 1024u * 1024u)
+#define BIG_PAD (32u * 1024u)
+#define HISTORY_BYTES (256u * 1024u)
 
 START_TEST(test_history_byte_bound)
 {
         struct env e;
+        struct stream_server_config cfg;
         struct client *b, *c;
         char line[96];
         uint64_t seqs[40];
         size_t i, fit, n;
 
         env_init(&e);
-        env_serve(&e, 0, 0, 0);
+        env_config(&e, &cfg);
+        cfg.history_bytes = HISTORY_BYTES;
+        env_serve_cfg(&e, &cfg);
         /* Each message is a little over BIG_PAD bytes: fit of them fit in
-         * STREAM_HISTORY_MAX_BYTES, the rest push the oldest out. */
-        fit = STREAM_HISTORY_MAX_BYTES / (BIG_PAD + 1024);
+         * HISTORY_BYTES, the rest push the oldest out. */
+        fit = HISTORY_BYTES / (BIG_PAD + 1024);
         n = fit + 2;
         ck_assert_uint_le(n, 40);
         for (i = 0; i < n; i++)
@@ -689,6 +693,225 @@ START_TEST(test_history_byte_bound)
         ck_assert_uint_eq(line_seq(c, 1), seqs[2]);
         ck_assert_uint_eq(e.mock.calls, 1);
         client_close(c);
+        env_done(&e);
+}
+END_TEST
+
+/* The history keeps a pods message as its record: a reference to each
+ * (immutable) pod, not the text, so the same pods in many snapshots cost
+ * one pod each.  A replay renders each record again, byte for byte as it
+ * was sent live, though the merger's records are long gone; leaving the
+ * history (count bound here) drops the references. */
+START_TEST(test_history_keeps_pods_by_reference)
+{
+        struct env e;
+        struct client *a, *b;
+        struct pod *shared = make_pod("shared", 4096);
+        const char *names[] = {"x", "y", NULL};
+        char line[96];
+        uint64_t first = 0;
+        size_t i, from;
+
+        env_init(&e);
+        env_serve(&e, 4, 0, 0);
+        a = client_synced(&e, "{}\n");
+        for (i = 0; i < 6; i++) {
+                struct pod_update *u = make_update(POD_OP_SET, "*", 1000 + i, names);
+                uint64_t seq = stream_server_last_seq(e.srv) + 1;
+
+                ck_assert_int_eq(pod_update_add(u, shared), 0);
+                ck_assert_int_eq(stream_server_broadcast(e.srv, u), 0);
+                pod_update_free(u);
+                if (i == 2)
+                        first = seq;
+                /* Ours, plus one per message the history holds. */
+                ck_assert_uint_eq(shared->refs, 1 + (i + 1 < 4 ? i + 1 : 4));
+        }
+        DRIVE_UNTIL(&e, count_type(a, "pods") == 6);
+
+        /* After the third: the last three, as a saw them. */
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", first);
+        b = client_synced(&e, line);
+        ck_assert(synced_resumed(b, b->n_lines - 1));
+        ck_assert_uint_eq(count_type(b, "pods"), 3);
+        from = find_type(a, "pods", 0) + 3;
+        for (i = 0; i < 3; i++)
+                ck_assert_str_eq(b->lines[1 + i].text, a->lines[from + i].text);
+        env_done(&e);
+        /* The history let go of every reference. */
+        ck_assert_uint_eq(shared->refs, 1);
+        pod_unref(shared);
+}
+END_TEST
+
+/* Every allocation of a broadcast failed in turn: either the broadcast
+ * fails (no number taken, the live consumer cut: it will resume) or it is
+ * sent, and a consumer resuming just before it is replayed exactly the
+ * line the live one got, whether the history could copy the record or
+ * fell back to keeping the text. */
+START_TEST(test_broadcast_out_of_memory_sweep)
+{
+        struct env e;
+        const char *names[] = {"p", "q", NULL};
+        long n, hits = 0;
+
+        if (!failalloc_enabled())
+                return;
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        for (n = 1;; n++) {
+                struct client *a = client_synced(&e, "{}\n"), *b;
+                struct pod_update *u = make_update(POD_OP_SET, "*", 100, names);
+                uint64_t before = stream_server_last_seq(e.srv);
+                char line[96];
+                bool failed;
+                int r;
+
+                failalloc_arm(n);
+                r = stream_server_broadcast(e.srv, u);
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                pod_update_free(u);
+                if (r < 0) {
+                        ck_assert_int_eq(r, -ENOMEM);
+                        DRIVE_UNTIL(&e, has_type(a, "error"));
+                        ck_assert_str_eq(line_str(a, a->n_lines - 1, "reason"), "ResourceExhausted");
+                        ck_assert_uint_eq(count_type(a, "pods"), 0);
+                } else {
+                        DRIVE_UNTIL(&e, count_type(a, "pods") == 1);
+                        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", before);
+                        b = client_synced(&e, line);
+                        ck_assert(synced_resumed(b, b->n_lines - 1));
+                        ck_assert_uint_eq(count_type(b, "pods"), 1);
+                        ck_assert_str_eq(b->lines[1].text, a->lines[find_type(a, "pods", 0)].text);
+                        client_close(b);
+                }
+                client_close(a);
+                hits += failed;
+                if (!failed)
+                        break;
+        }
+        ck_assert_int_gt(hits, 2);
+        env_done(&e);
+}
+END_TEST
+
+/* The state and backlog the server reports for the consumer other than
+ * the status client itself whose state is not "live" (or NULL). */
+static const char *replaying_backlog(struct env *e, size_t *ret_backlog)
+{
+        static char state[32];
+        struct client *s = client_connect(e);
+        json_object *cs, *c, *v;
+        const char *found = NULL;
+
+        client_send(e, s, "{\"request\":\"status\"}\n", 21);
+        /* Only s is read. */
+        for (int i = 0; i < DRIVE_MAX_ITER && !has_type(s, "status"); i++) {
+                ck_assert_int_ge(loop_run_once(e->loop, DRIVE_STEP_USEC), 0);
+                client_poll(s);
+        }
+        ck_assert(has_type(s, "status"));
+        cs = member(s->lines[find_type(s, "status", 0)].obj, "consumers");
+        for (size_t i = 0; cs && i < json_object_array_length(cs); i++) {
+                c = json_object_array_get_idx(cs, i);
+                if (!json_object_object_get_ex(c, "state", &v) ||
+                    strcmp(json_object_get_string(v), "live") == 0)
+                        continue;
+                (void)snprintf(state, sizeof(state), "%s", json_object_get_string(v));
+                found = state;
+                *ret_backlog = json_object_get_int64(member(c, "backlog"));
+        }
+        client_close(s);
+        return found;
+}
+
+/* A long replay is fed as the consumer reads, not queued at once: while it
+ * has not read, the server holds at most about REPLAY_BUDGET for it (256
+ * KiB; the replay is 1.5 MiB).  Broadcasts during the replay reach it from
+ * the history, in order, and synced comes after the newest. */
+START_TEST(test_replay_is_fed_as_the_consumer_reads)
+{
+        struct env e;
+        struct client *a, *b;
+        char line[96];
+        uint64_t s;
+        size_t backlog = 0, i, from;
+        const char *state;
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_synced(&e, "{}\n");
+        s = line_seq(a, a->n_lines - 1);
+        for (i = 0; i < 48; i++)
+                bcast(&e, POD_OP_UPDATE, "file", "big", 32 * 1024);
+        DRIVE_UNTIL(&e, count_type(a, "pods") == 48);
+
+        b = client_connect(&e);
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", s);
+        client_send(&e, b, line, strlen(line));
+        /* b is not read: run the loop only. */
+        for (i = 0; i < 20; i++)
+                (void)loop_run_once(e.loop, 1);
+        state = replaying_backlog(&e, &backlog);
+        ck_assert_ptr_nonnull(state);
+        ck_assert_str_eq(state, "replaying");
+        ck_assert_uint_le(backlog, 256 * 1024 + 40 * 1024);
+        for (i = 0; i < 3; i++)
+                bcast(&e, POD_OP_UPDATE, "file", "late", 100);
+
+        DRIVE_UNTIL(&e, has_type(b, "synced") && count_type(a, "pods") == 51);
+        ck_assert_uint_eq(count_type(b, "pods"), 51);
+        from = find_type(a, "pods", 0);
+        for (i = 0; i < 51; i++)
+                ck_assert_str_eq(b->lines[1 + i].text, a->lines[from + i].text);
+        ck_assert_str_eq(line_type(b, 52), "synced");
+        ck_assert(synced_resumed(b, 52));
+        assert_seq_increasing(b, 1);
+        bcast(&e, POD_OP_ADD, "file", "after", 0);
+        DRIVE_UNTIL(&e, count_type(b, "pods") == 52);
+        ck_assert_uint_eq(e.mock.calls, 1); /* a's only */
+        env_done(&e);
+}
+END_TEST
+
+/* A replaying consumer that stops reading while the history moves on
+ * past its next message is cut (SlowConsumer), and resuming from the last
+ * message it read gets the full state. */
+START_TEST(test_replay_falls_behind_the_history)
+{
+        struct env e;
+        struct client *b, *c;
+        char line[96];
+        uint64_t s, last;
+        size_t i;
+
+        env_init(&e);
+        env_serve(&e, 32, 0, 0);
+        b = client_synced(&e, "{}\n");
+        s = line_seq(b, b->n_lines - 1);
+        for (i = 0; i < 24; i++)
+                bcast(&e, POD_OP_UPDATE, "file", "big", 64 * 1024);
+        client_close(b);
+
+        c = client_connect(&e);
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", s);
+        client_send(&e, c, line, strlen(line));
+        for (i = 0; i < 20; i++)
+                (void)loop_run_once(e.loop, 1);
+        /* 32 more push every entry it has not been given out of the
+         * history. */
+        for (i = 0; i < 32; i++)
+                bcast(&e, POD_OP_UPDATE, "file", "next", 100);
+        DRIVE_UNTIL(&e, c->eof);
+        ck_assert(!has_type(c, "synced"));
+        ck_assert_str_eq(line_type(c, c->n_lines - 1), "error");
+        ck_assert_str_eq(line_str(c, c->n_lines - 1, "reason"), "SlowConsumer");
+        last = line_seq(c, find_type(c, "error", 0) - 1);
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", last);
+        c = client_synced(&e, line);
+        ck_assert(!synced_resumed(c, c->n_lines - 1));
+        ck_assert_uint_eq(e.mock.calls, 2);
         env_done(&e);
 }
 END_TEST
@@ -1689,7 +1912,8 @@ START_TEST(test_descriptors_run_out)
 }
 END_TEST
 
-UNIT_MAIN(test_hello_fields,
+UNIT_MAIN(test_history_keeps_pods_by_reference, test_broadcast_out_of_memory_sweep,
+          test_replay_is_fed_as_the_consumer_reads, test_replay_falls_behind_the_history, test_hello_fields,
           test_seq_strictly_increasing,
           test_initial_state_then_synced,
           test_resume_within_history,
