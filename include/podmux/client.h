@@ -167,6 +167,11 @@ typedef void (*podmux_reconnect_fn)(struct podmux_client *c, const struct podmux
 typedef void (*podmux_log_fn)(struct podmux_client *c, enum podmux_log_level level,
                               const char *line, void *data);
 
+/* Every whole line as it arrives, before it is decoded (without its
+ * newline; len bytes, not NUL-terminated).  For tracing and tools that
+ * show the protocol itself (`podmux watch -o json`). */
+typedef void (*podmux_line_fn)(struct podmux_client *c, const char *line, size_t len, void *data);
+
 /* Flags for podmux_client_set_flags(). */
 /* Do not reconnect: the first connection's end (or a failed connect)
  * stops the client; podmux_client_process() returns its error. */
@@ -191,6 +196,7 @@ void podmux_client_on_plugin(struct podmux_client *c, podmux_plugin_fn fn);
 void podmux_client_on_error(struct podmux_client *c, podmux_error_fn fn);
 void podmux_client_on_reconnect(struct podmux_client *c, podmux_reconnect_fn fn);
 void podmux_client_on_log(struct podmux_client *c, podmux_log_fn fn);
+void podmux_client_on_line(struct podmux_client *c, podmux_line_fn fn);
 void podmux_client_set_flags(struct podmux_client *c, unsigned flags);
 /* The longest line accepted (0: the default). */
 void podmux_client_set_max_line(struct podmux_client *c, size_t bytes);

@@ -75,6 +75,7 @@ struct podmux_client {
         podmux_error_fn on_error;
         podmux_reconnect_fn on_reconnect;
         podmux_log_fn on_log;
+        podmux_line_fn on_line;
 
         int epfd;
         int fd;
@@ -255,6 +256,7 @@ void podmux_client_on_plugin(struct podmux_client *c, podmux_plugin_fn fn) { c->
 void podmux_client_on_error(struct podmux_client *c, podmux_error_fn fn) { c->on_error = fn; }
 void podmux_client_on_reconnect(struct podmux_client *c, podmux_reconnect_fn fn) { c->on_reconnect = fn; }
 void podmux_client_on_log(struct podmux_client *c, podmux_log_fn fn) { c->on_log = fn; }
+void podmux_client_on_line(struct podmux_client *c, podmux_line_fn fn) { c->on_line = fn; }
 void podmux_client_set_flags(struct podmux_client *c, unsigned flags) { c->flags = flags; }
 void *podmux_client_data(const struct podmux_client *c) { return c->data; }
 
@@ -786,7 +788,10 @@ static size_t dispatch(struct podmux_client *c, size_t *scan)
                                 "\"%s\" sent a line longer than %zu bytes", c->path, c->max_line);
                         break;
                 }
-                (void)handle_line(c, c->in.data + start, end - start);
+                if (c->on_line)
+                        c->on_line(c, c->in.data + start, end - start, c->data);
+                if (!c->stop_requested)
+                        (void)handle_line(c, c->in.data + start, end - start);
                 start = end + 1;
                 *scan = start;
         }
