@@ -551,6 +551,51 @@ START_TEST(test_run_timeout)
 }
 END_TEST
 
+static void count_line(struct podmux_client *c, const char *line, size_t len, void *data)
+{
+        struct t *t = podmux_client_data(c);
+
+        (void)data;
+        (void)buf_printf(&t->r.log, "line %.*s\n", (int)len, line);
+}
+
+static void count_log(struct podmux_client *c, enum podmux_log_level level, const char *line, void *data)
+{
+        struct t *t = podmux_client_data(c);
+
+        (void)data;
+        ck_assert_ptr_nonnull(strstr(line, t->f.path)); /* every line names the socket */
+        t->r.errors += 100;
+}
+
+START_TEST(test_saved_resume_lines_and_log)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        /* Handlers get the client's data: here the test itself. */
+        podmux_client_free(t.c);
+        ck_assert_int_eq(podmux_client_new(t.f.path, &t, &t.c), 0);
+        client_set_backoff(t.c, 1000, 8000);
+        podmux_client_on_line(t.c, count_line);
+        podmux_client_on_log(t.c, count_log);
+        podmux_client_set_resume(t.c, 77);
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 77);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":77}");
+        fake_hello(&t.f, 5);
+        fake_synced(&t.f, 6, false);
+        pump(t.c);
+        expect_log(&t, "line {\"type\":\"hello\",\"protocol\":1,\"mode\":\"incremental\",\"node\":\"n1\",\"seq\":5}\n"
+                       "line {\"type\":\"synced\",\"seq\":6,\"resumed\":false}\n");
+        ck_assert_int_ge(t.r.errors, 100); /* the log handler was called */
+        ck_assert(podmux_client_has_synced(t.c));
+        t_free(&t);
+}
+END_TEST
+
 START_TEST(test_op_names)
 {
         ck_assert_str_eq(podmux_op_name(PODMUX_OP_RECONCILE), "RECONCILE");
@@ -562,4 +607,4 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_partial_line_after_cut, test_unknown_type_ignored, test_protocol_mismatch, test_daemon_restart,
           test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
           test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
-          test_op_names)
+          test_saved_resume_lines_and_log, test_op_names)
