@@ -1,24 +1,22 @@
 /*
- * watch — `podmux watch`: a consumer of the update stream (DESIGN.md
- * "Update stream, protocol 1").  Connects, sends its resume line, and
- * prints every message: raw (-o json) or as a `kubectl get pods -w` style
- * table.
+ * watch — `podmux watch`: a consumer of the update stream built on
+ * libpodmux-client (include/podmux/client.h, doc/protocol.md).  The
+ * library holds the cache, resumes and resyncs; watch prints the changes
+ * it hands on (a `kubectl get pods -w` style table), the raw protocol
+ * lines (-o json), or runs a command once per pod change (--exec).
  *
- * The only place it waits is ppoll(), with SIGINT/SIGTERM blocked
- * everywhere else: a signal can only land inside ppoll(), so it is never
- * lost between a check and a wait, and Ctrl-C always exits 0 at once.
- *
- * Resume point: the seq of the last message received at or after "synced"
- * on a connection.  Messages before synced are a state dump or a replay
- * and are not a point the server can resume from (a replay re-sends old
- * numbers; a dump's numbers say nothing about the history), so a
- * connection lost before synced resumes from the previous point again.
+ * The only place it waits is ppoll() on the library's descriptor, with
+ * SIGINT/SIGTERM blocked everywhere else: a signal can only land inside
+ * ppoll(), so it is never lost between a check and a wait, and Ctrl-C
+ * always exits 0 at once.  A command run by --exec gets the signal mask
+ * and SIGPIPE disposition watch started with.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* ppoll(); the build defines it too */
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -27,25 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "podmux/buf.h"
+#include "podmux/client.h"
 #include "podmux/cmd.h"
-#include "podmux/json_canon.h"
 #include "podmux/log.h"
 
-#define WATCH_DEFAULT_SOCKET "/run/podmux/podmux.sock"
-#define WATCH_RETRY_USEC (1000u * 1000u)
-/* A server whose accept backlog is full refuses with EAGAIN: retry this
- * often, this many times, before giving up on the attempt. */
-#define WATCH_BUSY_USEC (100u * 1000u)
-#define WATCH_BUSY_TRIES 50
-#define WATCH_READ_CHUNK 65536
+#define WATCH_DEFAULT_SOCKET PODMUX_CLIENT_DEFAULT_SOCKET
 
 /* Table columns.  Wider values are printed whole (the row shifts) rather
  * than cut: a truncated name or UID would be wrong, not just ugly. */
@@ -70,27 +61,24 @@ struct watch {
         bool reconnect;
         bool have_resume;
         uint64_t resume;
+        const char *exec;
         bool header_done;
         sigset_t waitmask; /* what ppoll() waits with: SIGINT/TERM open */
-        /* per connection */
-        bool synced;
-        bool shutting_down;
-        struct buf last_error; /* "Reason: message" of the last error */
-};
-
-enum session_end {
-        SESSION_SIGNAL,
-        SESSION_CLOSED,
+        sigset_t old_mask; /* what --exec's command starts with */
+        struct podmux_error last;  /* copied strings below */
+        char last_message[512];
+        bool have_last;
 };
 
 static void usage(FILE *f)
 {
         fputs("Usage: podmux watch [--socket PATH] [-o table|json] [--resume-after N]\n"
-              "                    [--reconnect]\n"
+              "                    [--reconnect] [--exec CMD]\n"
               "\n"
               "Connects to the update stream of `podmux run` and prints every\n"
-              "message: as a table (one row per pod per message) or as the raw\n"
-              "JSON lines (-o json).\n"
+              "change: as a table (one row per pod per change) or as the raw\n"
+              "JSON lines of the protocol (-o json); or runs a command per pod\n"
+              "change (--exec).\n"
               "\n"
               "Flags:\n"
               "  --socket PATH       the stream socket (default $PODMUX_SOCKET, else\n"
@@ -99,8 +87,15 @@ static void usage(FILE *f)
               "  --resume-after N    ask the server for every message after seq N; if\n"
               "                      N is no longer in its history it sends the full\n"
               "                      state instead\n"
-              "  --reconnect         when the connection is lost, retry every second\n"
-              "                      and resume after the last message seen\n"
+              "  --reconnect         when the connection is lost, retry (after 100 ms,\n"
+              "                      doubling to 5 s) and resume after the last change\n"
+              "  --exec CMD          run CMD with /bin/sh once per pod change, one at\n"
+              "                      a time and in order: the pod's JSON on stdin;\n"
+              "                      PODMUX_OP, PODMUX_SOURCE, PODMUX_UID,\n"
+              "                      PODMUX_NAMESPACE, PODMUX_NAME and PODMUX_RESYNC\n"
+              "                      (1 for a change computed after a resync, else 0)\n"
+              "                      in its environment; a failure is logged and the\n"
+              "                      stream goes on\n"
               "  -h, --help          this help\n"
               "\n"
               "Exit status: 0 when the server shuts down (or on SIGINT/SIGTERM), 1 when\n"
@@ -123,18 +118,6 @@ static int parse_u64(const char *s, uint64_t *ret)
                 return -EINVAL;
         *ret = (uint64_t)v;
         return 0;
-}
-
-/* Waits usec or until a signal.  Returns true if a signal asked us to
- * stop. */
-static bool watch_pause(struct watch *w, uint64_t usec)
-{
-        struct timespec ts;
-
-        ts.tv_sec = (time_t)(usec / 1000000u);
-        ts.tv_nsec = (long)(usec % 1000000u) * 1000;
-        (void)ppoll(NULL, 0, &ts, &w->waitmask);
-        return watch_signal != 0;
 }
 
 /* ---- output ----------------------------------------------------------- */
@@ -178,9 +161,7 @@ static const char *member_str(json_object *o, const char *key)
 {
         json_object *v = member(o, key);
 
-        return v && json_object_is_type(v, json_type_string)
-                       ? json_object_get_string(v)
-                       : NULL;
+        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
 static void print_header(struct watch *w)
@@ -197,9 +178,8 @@ static void print_header(struct watch *w)
         w->header_done = true;
 }
 
-static void print_row(const char *seq, const char *op, const char *source,
-                      const char *ns, const char *name, const char *uid,
-                      const char *phase)
+static void print_row(const char *seq, const char *op, const char *source, const char *ns,
+                      const char *name, const char *uid, const char *phase)
 {
         put_cell(seq, COL_SEQ, false);
         put_cell(op, COL_OP, false);
@@ -210,257 +190,212 @@ static void print_row(const char *seq, const char *op, const char *source,
         put_cell(phase, 0, true);
 }
 
-/* "-- text (seq N)" for the messages that are not rows. */
-static void print_note(const char *text, const char *seq)
+/* "-- text" for what is not a row. */
+static void print_note(struct watch *w, const char *text)
 {
+        print_header(w);
         fputs("-- ", stdout);
         for (; *text; text++) {
                 unsigned char c = (unsigned char)*text;
 
                 putchar(c < 0x20 || c == 0x7f ? '?' : c);
         }
-        printf(" (seq %s)\n", seq);
+        putchar('\n');
 }
 
-static void print_pods(json_object *obj, const char *seq)
+/* The SEQ cell: the message's number, or "resync" for a change the
+ * library computed from a full state. */
+static const char *seq_cell(char *buf, size_t size, uint64_t seq, bool resync)
 {
-        json_object *pods = member(obj, "pods");
-        const char *op = member_str(obj, "op"), *source = member_str(obj, "source");
-        size_t i, n = json_object_is_type(pods, json_type_array)
-                              ? json_object_array_length(pods)
-                              : 0;
-
-        if (n == 0) {
-                /* An empty SET or ADD still says something: a row. */
-                print_row(seq, op, source, "-", "<no pods>", "-", "-");
-                return;
-        }
-        for (i = 0; i < n; i++) {
-                json_object *p = json_object_array_get_idx(pods, i);
-                json_object *md = member(p, "metadata"), *st = member(p, "status");
-
-                print_row(seq, op, source, member_str(md, "namespace"),
-                          member_str(md, "name"), member_str(md, "uid"),
-                          member_str(st, "phase"));
-        }
+        if (resync || seq == 0)
+                return resync ? "resync" : "state";
+        (void)snprintf(buf, size, "%" PRIu64, seq);
+        return buf;
 }
 
-static void print_table(struct watch *w, json_object *obj)
+static void print_update(struct watch *w, const struct podmux_update *u)
 {
-        const char *type = member_str(obj, "type");
-        json_object *seqv = member(obj, "seq");
-        const char *seq = seqv ? json_object_get_string(seqv) : "-";
-        struct buf text = BUF_INIT;
+        char sb[24];
+        const char *seq = seq_cell(sb, sizeof(sb), u->seq, u->resync);
+        const char *op = podmux_op_name(u->op);
 
         print_header(w);
-        if (!type)
-                type = "?";
-        if (strcmp(type, "pods") == 0) {
-                print_pods(obj, seq);
-        } else if (strcmp(type, "plugin") == 0) {
-                json_object *pl = member(obj, "plugin");
-                const char *op = member_str(obj, "op");
-                const char *err = member_str(obj, "error");
-
-                if (!err)
-                        err = member_str(pl, "error");
-                print_row(seq, op, "plugin", member_str(pl, "type"),
-                          member_str(pl, "name"), "-", err);
-        } else if (strcmp(type, "hello") == 0) {
-                json_object *proto = member(obj, "protocol");
-
-                (void)buf_printf(&text, "hello: protocol %s, mode %s, node %s",
-                                 proto ? json_object_get_string(proto) : "?",
-                                 member_str(obj, "mode") ? member_str(obj, "mode") : "?",
-                                 member_str(obj, "node") ? member_str(obj, "node") : "?");
-        } else if (strcmp(type, "sources_ready") == 0) {
-                json_object *srcs = member(obj, "sources");
-                size_t i, n = json_object_is_type(srcs, json_type_array)
-                                      ? json_object_array_length(srcs)
-                                      : 0;
-
-                (void)buf_puts(&text, "sources ready:");
-                for (i = 0; i < n; i++) {
-                        const char *name = json_object_get_string(
-                                json_object_array_get_idx(srcs, i));
-
-                        (void)buf_printf(&text, "%s %s", i ? "," : "",
-                                         name ? name : "null");
-                }
-        } else if (strcmp(type, "error") == 0) {
-                const char *reason = member_str(obj, "reason");
-                const char *msg = member_str(obj, "message");
-
-                (void)buf_printf(&text, "error %s: %s", reason ? reason : "?",
-                                 msg ? msg : "");
-        } else {
-                (void)buf_puts(&text, type);
-        }
-        if (text.data)
-                print_note(text.data, seq);
-        buf_free(&text);
-}
-
-/* ---- the stream ------------------------------------------------------- */
-
-/* One line from the server (len bytes, newline excluded). */
-static void handle_line(struct watch *w, const char *line, size_t len)
-{
-        json_object *obj = NULL, *seqv;
-        struct buf err = BUF_INIT;
-        const char *type;
-        bool have_seq;
-        uint64_t seq = 0;
-
-        if (w->json) {
-                fwrite(line, 1, len, stdout);
-                putchar('\n');
-        }
-        if (json_parse_text(line, len, &obj, &err) < 0 ||
-            !json_object_is_type(obj, json_type_object)) {
-                fprintf(stderr, "podmux watch: the server sent a line that is not "
-                        "a JSON object (%s)\n", err.data ? err.data : "not an object");
-                json_object_put(obj);
-                buf_free(&err);
-                fflush(stdout);
+        if (u->n_pods == 0) {
+                /* An empty SET or ADD still says something: a row. */
+                print_row(seq, op, u->source, "-", "<no pods>", "-", "-");
                 return;
         }
-        buf_free(&err);
-        type = member_str(obj, "type");
-        seqv = member(obj, "seq");
-        have_seq = seqv && json_object_is_type(seqv, json_type_int) &&
-                   json_object_get_int64(seqv) >= 0;
-        if (have_seq)
-                seq = json_object_get_uint64(seqv);
-        if (type && strcmp(type, "hello") == 0)
-                w->synced = false;
-        else if (type && strcmp(type, "synced") == 0)
-                w->synced = true;
-        if (w->synced && have_seq) {
-                w->have_resume = true;
-                w->resume = seq;
-        }
-        if (type && strcmp(type, "error") == 0) {
-                const char *reason = member_str(obj, "reason");
-                const char *msg = member_str(obj, "message");
+        for (size_t i = 0; i < u->n_pods; i++) {
+                const struct podmux_pod *p = u->pods[i];
+                json_object *o = NULL;
+                const char *phase = NULL;
 
-                w->shutting_down = reason && strcmp(reason, "ShuttingDown") == 0;
-                buf_reset(&w->last_error);
-                (void)buf_printf(&w->last_error, "%s: %s", reason ? reason : "?",
-                                 msg ? msg : "");
+                if (podmux_pod_object(p, &o) == 0)
+                        phase = member_str(member(o, "status"), "phase");
+                print_row(seq, op, podmux_pod_source(p), podmux_pod_namespace(p), podmux_pod_name(p),
+                          podmux_pod_uid(p), phase);
+                json_object_put(o);
         }
-        if (!w->json)
-                print_table(w, obj);
-        json_object_put(obj);
-        fflush(stdout);
 }
 
-static int watch_connect(struct watch *w, int *ret_fd)
-{
-        struct sockaddr_un sa;
-        int fd = -1, r, tries = 0;
+/* ---- --exec --------------------------------------------------------------- */
 
-        memset(&sa, 0, sizeof(sa));
-        sa.sun_family = AF_UNIX;
-        if (strlen(w->path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, w->path, strlen(w->path) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        /* Non-blocking: a unix connect completes at once or fails; EAGAIN
-         * means the server's backlog is full. */
-        while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                r = -errno;
-                if (r == -EINTR)
-                        continue;
-                if (r != -EAGAIN || ++tries > WATCH_BUSY_TRIES)
-                        goto fail;
-                if (watch_pause(w, WATCH_BUSY_USEC)) {
-                        r = -EINTR;
-                        goto fail;
-                }
-        }
-        *ret_fd = fd;
-        return 0;
-fail:
-        close(fd);
-        return r;
-}
-
-/* Sends the resume line.  It is tiny and the socket fresh: a full buffer
- * here means the server is stuck, so waiting for POLLOUT is enough. */
-static int send_all(struct watch *w, int fd, const char *s, size_t n)
+/* Writes all of s to fd; a command that exits without reading is not an
+ * error (EPIPE: SIGPIPE is ignored while watch runs). */
+static void write_all(int fd, const char *s, size_t n)
 {
         while (n > 0) {
-                ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+                ssize_t k = write(fd, s, n);
 
                 if (k < 0) {
-                        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-
                         if (errno == EINTR)
                                 continue;
-                        if (errno != EAGAIN && errno != EWOULDBLOCK)
-                                return -errno;
-                        (void)ppoll(&pfd, 1, NULL, &w->waitmask);
-                        if (watch_signal)
-                                return -EINTR;
-                        continue;
+                        return;
                 }
                 s += k;
                 n -= (size_t)k;
         }
-        return 0;
 }
 
-/* Reads lines until the server closes or a signal.  Lines of any length:
- * the buffer grows to the longest line. */
-static enum session_end watch_session(struct watch *w, int fd)
+/* Runs the command for one pod, waits for it, logs a failure. */
+static void exec_one(struct watch *w, const char *op, const struct podmux_pod *p, bool resync)
 {
-        struct buf in = BUF_INIT;
-        enum session_end end = SESSION_CLOSED;
+        int pfd[2], status = 0;
+        size_t len;
+        const char *json = podmux_pod_json(p, &len);
+        pid_t pid;
 
-        for (;;) {
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                size_t start = 0, scan;
-                ssize_t n;
-                char *nl;
-
-                if (ppoll(&pfd, 1, NULL, &w->waitmask) < 0 && errno != EINTR)
-                        break;
-                if (watch_signal) {
-                        end = SESSION_SIGNAL;
-                        break;
-                }
-                if (buf_reserve(&in, WATCH_READ_CHUNK) < 0) {
-                        fprintf(stderr, "podmux watch: out of memory\n");
-                        break;
-                }
-                scan = in.len;
-                n = read(fd, in.data + in.len, WATCH_READ_CHUNK);
-                if (n < 0) {
-                        if (errno == EINTR || errno == EAGAIN)
-                                continue;
-                        break; /* ECONNRESET and such: the connection is gone */
-                }
-                if (n == 0)
-                        break;
-                in.len += (size_t)n;
-                in.data[in.len] = '\0';
-                /* All complete lines, then one consume: O(bytes) per read. */
-                while ((nl = memchr(in.data + scan, '\n', in.len - scan))) {
-                        handle_line(w, in.data + start, (size_t)(nl - in.data) - start);
-                        start = (size_t)(nl - in.data) + 1;
-                        scan = start;
-                }
-                buf_consume(&in, start);
+        if (pipe2(pfd, O_CLOEXEC) < 0) {
+                fprintf(stderr, "podmux watch: --exec: cannot make a pipe: %s\n", ERRNO_STR(-errno));
+                return;
         }
-        buf_free(&in);
-        return end;
+        pid = fork();
+        if (pid < 0) {
+                fprintf(stderr, "podmux watch: --exec: cannot fork: %s\n", ERRNO_STR(-errno));
+                close(pfd[0]);
+                close(pfd[1]);
+                return;
+        }
+        if (pid == 0) {
+                /* The child: only async-signal-safe work would be strictly
+                 * needed, but this process has one thread. */
+                if (dup2(pfd[0], STDIN_FILENO) < 0)
+                        _exit(127);
+                signal(SIGPIPE, SIG_DFL);
+                signal(SIGINT, SIG_DFL);
+                signal(SIGTERM, SIG_DFL);
+                sigprocmask(SIG_SETMASK, &w->old_mask, NULL);
+                if (setenv("PODMUX_OP", op, 1) < 0 || setenv("PODMUX_SOURCE", podmux_pod_source(p), 1) < 0 ||
+                    setenv("PODMUX_UID", podmux_pod_uid(p), 1) < 0 ||
+                    setenv("PODMUX_NAMESPACE", podmux_pod_namespace(p), 1) < 0 ||
+                    setenv("PODMUX_NAME", podmux_pod_name(p), 1) < 0 ||
+                    setenv("PODMUX_RESYNC", resync ? "1" : "0", 1) < 0)
+                        _exit(127);
+                execl("/bin/sh", "sh", "-c", w->exec, (char *)NULL);
+                _exit(127);
+        }
+        close(pfd[0]);
+        write_all(pfd[1], json, len);
+        write_all(pfd[1], "\n", 1);
+        close(pfd[1]);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                return;
+        if (WIFEXITED(status))
+                fprintf(stderr, "podmux watch: --exec: the command exited with status %d for %s %s/%s (uid %s)\n",
+                        WEXITSTATUS(status), op, podmux_pod_namespace(p), podmux_pod_name(p), podmux_pod_uid(p));
+        else
+                fprintf(stderr, "podmux watch: --exec: the command was killed by signal %d for %s %s/%s (uid %s)\n",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : 0, op, podmux_pod_namespace(p),
+                        podmux_pod_name(p), podmux_pod_uid(p));
 }
 
-static int install_signals(struct watch *w, struct sigaction *old_int,
-                           struct sigaction *old_term, sigset_t *old_mask)
+/* ---- handlers ----------------------------------------------------------------- */
+
+static void on_pods(struct podmux_client *c, const struct podmux_update *u, void *data)
+{
+        struct watch *w = data;
+
+        (void)c;
+        if (w->exec) {
+                for (size_t i = 0; i < u->n_pods && !watch_signal; i++)
+                        exec_one(w, podmux_op_name(u->op), u->pods[i], u->resync);
+                return;
+        }
+        if (!w->json)
+                print_update(w, u);
+}
+
+static void on_synced(struct podmux_client *c, bool resumed, void *data)
+{
+        struct watch *w = data;
+        char text[96];
+
+        if (w->json || w->exec)
+                return;
+        (void)snprintf(text, sizeof(text), "synced: %s, %zu pods", resumed ? "resumed" : "full state",
+                       podmux_client_pod_count(c));
+        print_note(w, text);
+}
+
+static void on_ready(struct podmux_client *c, const char *const *sources, size_t n, void *data)
+{
+        struct watch *w = data;
+        struct buf text = BUF_INIT;
+
+        (void)c;
+        if (w->json || w->exec)
+                return;
+        (void)buf_puts(&text, "sources ready:");
+        for (size_t i = 0; i < n; i++)
+                (void)buf_printf(&text, "%s %s", i ? "," : "", sources[i]);
+        if (text.data)
+                print_note(w, text.data);
+        buf_free(&text);
+}
+
+static void on_plugin(struct podmux_client *c, const struct podmux_plugin_event *e, void *data)
+{
+        struct watch *w = data;
+        char sb[24];
+
+        (void)c;
+        if (w->json || w->exec)
+                return;
+        print_header(w);
+        print_row(seq_cell(sb, sizeof(sb), e->seq, e->resync), e->op, "plugin", e->type, e->name, "-", e->error);
+}
+
+static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
+{
+        struct watch *w = data;
+
+        (void)c;
+        w->last = *e;
+        (void)snprintf(w->last_message, sizeof(w->last_message), "%s", e->message);
+        w->last.message = w->last_message;
+        w->last.reason = NULL;
+        w->have_last = true;
+        if (!e->fatal)
+                fprintf(stderr, "podmux watch: %s\n", e->message);
+}
+
+static void on_line(struct podmux_client *c, const char *line, size_t len, void *data)
+{
+        struct watch *w = data;
+
+        (void)c;
+        if (!w->json)
+                return;
+        fwrite(line, 1, len, stdout);
+        putchar('\n');
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+static int install_signals(struct watch *w, struct sigaction *old_int, struct sigaction *old_term,
+                           struct sigaction *old_pipe)
 {
         struct sigaction sa;
         sigset_t block;
@@ -471,66 +406,98 @@ static int install_signals(struct watch *w, struct sigaction *old_int,
         sigemptyset(&block);
         sigaddset(&block, SIGINT);
         sigaddset(&block, SIGTERM);
-        if (sigprocmask(SIG_BLOCK, &block, old_mask) < 0)
+        if (sigprocmask(SIG_BLOCK, &block, &w->old_mask) < 0)
                 return -errno;
-        w->waitmask = *old_mask;
+        w->waitmask = w->old_mask;
         sigdelset(&w->waitmask, SIGINT);
         sigdelset(&w->waitmask, SIGTERM);
         if (sigaction(SIGINT, &sa, old_int) < 0 || sigaction(SIGTERM, &sa, old_term) < 0)
                 return -errno;
+        /* --exec writes to a command that may not read its stdin. */
+        sa.sa_handler = SIG_IGN;
+        if (sigaction(SIGPIPE, &sa, old_pipe) < 0)
+                return -errno;
         return 0;
 }
 
-int cmd_watch(int argc, char **argv)
+/* Runs the client until a signal or its end: the exit status. */
+static int watch_loop(struct watch *w, struct podmux_client *c)
+{
+        for (;;) {
+                struct pollfd pfd = {.fd = podmux_client_fd(c), .events = POLLIN};
+                struct timespec ts, *tsp = NULL;
+                int r = podmux_client_process(c), t;
+
+                fflush(stdout);
+                if (watch_signal)
+                        return 0;
+                if (r < 0) {
+                        if (r == -ESHUTDOWN)
+                                return 0; /* the daemon shut down */
+                        fprintf(stderr, "podmux watch: %s\n",
+                                w->have_last ? w->last_message : "the connection ended");
+                        return 1;
+                }
+                t = podmux_client_timeout(c);
+                if (t >= 0) {
+                        ts.tv_sec = t / 1000;
+                        ts.tv_nsec = (long)(t % 1000) * 1000000L;
+                        tsp = &ts;
+                }
+                if (ppoll(&pfd, 1, tsp, &w->waitmask) < 0 && errno != EINTR)
+                        return 1;
+                if (watch_signal)
+                        return 0;
+        }
+}
+
+static int parse_args(struct watch *w, int argc, char **argv)
 {
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, 's'},
                 {"output", required_argument, NULL, 'o'},
                 {"resume-after", required_argument, NULL, 'r'},
                 {"reconnect", no_argument, NULL, 'R'},
+                {"exec", required_argument, NULL, 'e'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
-        struct watch w;
-        struct sigaction old_int, old_term;
-        sigset_t old_mask;
-        bool reported = false;
-        const char *env;
-        int c, r, status = 1;
+        int c;
 
-        memset(&w, 0, sizeof(w));
-        buf_init(&w.last_error);
-        env = getenv("PODMUX_SOCKET");
-        w.path = env && *env ? env : WATCH_DEFAULT_SOCKET;
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
                 switch (c) {
                 case 's':
-                        w.path = optarg;
+                        w->path = optarg;
                         break;
                 case 'o':
                         if (strcmp(optarg, "json") == 0) {
-                                w.json = true;
+                                w->json = true;
                         } else if (strcmp(optarg, "table") == 0) {
-                                w.json = false;
+                                w->json = false;
                         } else {
-                                fprintf(stderr, "podmux watch: -o \"%s\": want table or json\n",
-                                        optarg);
+                                fprintf(stderr, "podmux watch: -o \"%s\": want table or json\n", optarg);
                                 return 2;
                         }
                         break;
                 case 'r':
-                        r = parse_u64(optarg, &w.resume);
-                        if (r < 0) {
+                        if (parse_u64(optarg, &w->resume) < 0) {
                                 fprintf(stderr, "podmux watch: --resume-after \"%s\": "
                                         "want a non-negative integer\n", optarg);
                                 return 2;
                         }
-                        w.have_resume = true;
+                        w->have_resume = true;
                         break;
                 case 'R':
-                        w.reconnect = true;
+                        w->reconnect = true;
+                        break;
+                case 'e':
+                        if (!*optarg) {
+                                fprintf(stderr, "podmux watch: --exec needs a command\n");
+                                return 2;
+                        }
+                        w->exec = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -540,8 +507,7 @@ int cmd_watch(int argc, char **argv)
                         usage(stderr);
                         return 2;
                 default:
-                        fprintf(stderr, "podmux watch: unknown flag \"%s\"\n",
-                                argv[optind - 1]);
+                        fprintf(stderr, "podmux watch: unknown flag \"%s\"\n", argv[optind - 1]);
                         usage(stderr);
                         return 2;
                 }
@@ -551,84 +517,57 @@ int cmd_watch(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
-        if (!*w.path) {
+        if (w->exec && w->json) {
+                fprintf(stderr, "podmux watch: --exec and -o json do not go together\n");
+                return 2;
+        }
+        if (!*w->path) {
                 fprintf(stderr, "podmux watch: the socket path is empty\n");
                 return 2;
         }
-        if (install_signals(&w, &old_int, &old_term, &old_mask) < 0) {
-                fprintf(stderr, "podmux watch: cannot set up signals\n");
+        return -1;
+}
+
+int cmd_watch(int argc, char **argv)
+{
+        struct watch w;
+        struct sigaction old_int, old_term, old_pipe;
+        struct podmux_client *c = NULL;
+        const char *env;
+        int r, status;
+
+        memset(&w, 0, sizeof(w));
+        env = getenv("PODMUX_SOCKET");
+        w.path = env && *env ? env : WATCH_DEFAULT_SOCKET;
+        status = parse_args(&w, argc, argv);
+        if (status >= 0)
+                return status;
+        r = podmux_client_new(w.path, &w, &c);
+        if (r < 0) {
+                fprintf(stderr, "podmux watch: %s\n", ERRNO_STR(r));
                 return 1;
         }
-
-        for (;;) {
-                char line[64];
-                int fd = -1;
-                enum session_end end;
-
-                r = watch_connect(&w, &fd);
-                if (r < 0) {
-                        if (watch_signal) {
-                                status = 0;
-                                break;
-                        }
-                        if (!reported)
-                                fprintf(stderr, "podmux watch: cannot connect to \"%s\": "
-                                        "%s (is podmux run running?)%s\n", w.path,
-                                        ERRNO_STR(r),
-                                        w.reconnect ? "; retrying every second" : "");
-                        reported = true;
-                        if (!w.reconnect)
-                                break;
-                        if (watch_pause(&w, WATCH_RETRY_USEC)) {
-                                status = 0;
-                                break;
-                        }
-                        continue;
-                }
-                reported = false;
-                w.synced = false;
-                w.shutting_down = false;
-                buf_reset(&w.last_error);
-                if (w.have_resume)
-                        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n",
-                                       w.resume);
-                else
-                        (void)snprintf(line, sizeof(line), "{}\n");
-                r = send_all(&w, fd, line, strlen(line));
-                end = r < 0 && watch_signal ? SESSION_SIGNAL : SESSION_CLOSED;
-                /* A failed send still reads: the server may have said why. */
-                if (end != SESSION_SIGNAL)
-                        end = watch_session(&w, fd);
-                close(fd);
-                fflush(stdout);
-                if (end == SESSION_SIGNAL) {
-                        status = 0;
-                        break;
-                }
-                if (!w.reconnect) {
-                        if (w.shutting_down) {
-                                status = 0;
-                        } else if (w.last_error.len > 0) {
-                                fprintf(stderr, "podmux watch: the server closed the "
-                                        "connection: %s\n", w.last_error.data);
-                        } else {
-                                fprintf(stderr, "podmux watch: the server closed the "
-                                        "connection\n");
-                        }
-                        break;
-                }
-                fprintf(stderr, "podmux watch: connection to \"%s\" closed%s%s; "
-                        "reconnecting\n", w.path, w.last_error.len ? ": " : "",
-                        w.last_error.len ? w.last_error.data : "");
-                if (watch_pause(&w, WATCH_RETRY_USEC)) {
-                        status = 0;
-                        break;
-                }
+        podmux_client_on_pods(c, on_pods);
+        podmux_client_on_synced(c, on_synced);
+        podmux_client_on_sources_ready(c, on_ready);
+        podmux_client_on_plugin(c, on_plugin);
+        podmux_client_on_error(c, on_error);
+        podmux_client_on_line(c, on_line);
+        if (!w.reconnect)
+                podmux_client_set_flags(c, PODMUX_CLIENT_NO_RECONNECT);
+        if (w.have_resume)
+                podmux_client_set_resume(c, w.resume);
+        if (install_signals(&w, &old_int, &old_term, &old_pipe) < 0) {
+                fprintf(stderr, "podmux watch: cannot set up signals\n");
+                podmux_client_free(c);
+                return 1;
         }
+        status = watch_loop(&w, c);
         fflush(stdout);
+        podmux_client_free(c);
         (void)sigaction(SIGINT, &old_int, NULL);
         (void)sigaction(SIGTERM, &old_term, NULL);
-        (void)sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        buf_free(&w.last_error);
+        (void)sigaction(SIGPIPE, &old_pipe, NULL);
+        (void)sigprocmask(SIG_SETMASK, &w.old_mask, NULL);
         return status;
 }

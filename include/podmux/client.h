@@ -1,0 +1,302 @@
+/*
+ * podmux/client.h — libpodmux-client: a consumer of podmux's update stream
+ * (protocol 1, doc/protocol.md), the way client-go's informers consume the
+ * API server: an always-consistent local cache of the node's merged pods,
+ * handlers that see each change once and in order, and the resync logic
+ * (resume after a cut, replay or full state, reconnection with backoff)
+ * hidden.  Installed, with podmux-client.pc; the man pages are
+ * podmux_client(3) and the pages it lists.
+ *
+ * Owns: one connection to the daemon at a time, an epoll descriptor that
+ * stays the same for the client's life (what the application polls), the
+ * cache of pods and of registered plugins, the resume point.
+ * Never: calls exit(), logs on its own (log lines go to the optional log
+ * handler), blocks outside podmux_client_run(), installs signal handlers,
+ * keeps global state.  Thread-compatible like libcurl: one client is used
+ * by one thread at a time; different clients need no locking.
+ *
+ * Errors are negative errno values, 0 is success.  Out of memory never
+ * leaves the cache wrong or loses a change: the message that could not be
+ * applied is not applied, the error handler is told (PODMUX_ERROR_NOMEM),
+ * and the client reconnects and resumes after the last message it applied
+ * (a full state if that is no longer in the daemon's history).
+ *
+ * Handlers run inside podmux_client_process() (or _run()).  They may read
+ * the cache and call podmux_client_stop(); they must not call
+ * podmux_client_process(), _run() or _free() on the same client.
+ */
+#ifndef PODMUX_CLIENT_H
+#define PODMUX_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The stream protocol this library speaks. */
+#define PODMUX_CLIENT_PROTOCOL 1
+/* The daemon's default socket. */
+#define PODMUX_CLIENT_DEFAULT_SOCKET "/run/podmux/podmux.sock"
+/* Reconnection backoff: the first retry after this, doubling to the max;
+ * back to the first once a connection reaches "synced". */
+#define PODMUX_CLIENT_BACKOFF_MIN_USEC (100u * 1000u)
+#define PODMUX_CLIENT_BACKOFF_MAX_USEC (5u * 1000u * 1000u)
+/* Default bound on one line from the daemon (a SET carries every pod of
+ * the node); a longer line is PODMUX_ERROR_BAD_MESSAGE. */
+#define PODMUX_CLIENT_DEFAULT_MAX_LINE (256u * 1024u * 1024u)
+
+struct podmux_client;
+struct podmux_pod;
+struct json_object;
+
+/* The ops of a "pods" message (doc/protocol.md). */
+enum podmux_op {
+        PODMUX_OP_SET,
+        PODMUX_OP_ADD,
+        PODMUX_OP_UPDATE,
+        PODMUX_OP_DELETE,
+        PODMUX_OP_REMOVE,
+        PODMUX_OP_RECONCILE,
+};
+/* "SET", "ADD", ...; NULL for a value out of range. */
+const char *podmux_op_name(enum podmux_op op);
+
+/*
+ * One change, given to the pods handler after the cache holds it.
+ * Either a "pods" message as the daemon sent it (live or replayed after a
+ * resume: resync false, seq its number), or a record the library computed
+ * when a full state replaced the cache (resync true, seq 0): the
+ * difference between the cache and that state, as REMOVE, ADD and UPDATE
+ * records per source.  Applied in order, the records a handler sees give
+ * the cache.  A SET is the whole merged state (snapshot modes): the cache
+ * is replaced by its pods.  pods and what they point to are valid during
+ * the call; podmux_pod_ref() keeps a pod longer.
+ */
+struct podmux_update {
+        enum podmux_op op;
+        const char *source; /* "file", "http", "api", or "*" */
+        const struct podmux_pod *const *pods;
+        size_t n_pods;
+        uint64_t seq;
+        bool resync;
+};
+
+/*
+ * A plugin message (REGISTERED, DEREGISTERED, FAILED).  The registered
+ * plugins are cached by socket like the pods: after a full state the
+ * library gives REGISTERED for the new or changed ones and DEREGISTERED
+ * for the gone ones, with resync set.  FAILED is news, not state: only
+ * live and replayed ones are seen.  Strings are valid during the call.
+ */
+struct podmux_plugin_event {
+        const char *op;
+        const char *socket;
+        const char *type;   /* "CSIPlugin", "DevicePlugin", ... */
+        const char *name;
+        const char *plugin_json; /* the "plugin" object as JSON text */
+        const char *error;  /* FAILED: the reason; else NULL */
+        uint64_t seq;       /* 0 for a computed one */
+        bool resync;
+};
+
+enum podmux_error_kind {
+        /* connect() failed: no daemon (-ENOENT, -ECONNREFUSED), a path
+         * that is no socket (-ENOTSOCK) or too long (-ENAMETOOLONG). */
+        PODMUX_ERROR_CONNECT,
+        /* -EACCES/-EPERM on the socket file, or the daemon said
+         * Forbidden (its --allow-uids/--allow-gids).  Fatal. */
+        PODMUX_ERROR_PERMISSION,
+        /* The daemon speaks a protocol number this library does not
+         * (-EPROTONOSUPPORT).  Fatal. */
+        PODMUX_ERROR_PROTOCOL,
+        /* The daemon sent an error message and closes: reason is its
+         * reason (SlowConsumer, ResourceExhausted, TooManyConsumers,
+         * ShuttingDown, ...).  BadRequest is fatal, the others retried. */
+        PODMUX_ERROR_SERVER,
+        /* The connection ended without an error message (the daemon
+         * exited or was killed, a reset). */
+        PODMUX_ERROR_CLOSED,
+        /* A line that is not a protocol 1 message (not JSON, a member of
+         * the wrong type, a number going back, longer than the limit):
+         * dropped with the connection; resumed after the last good one. */
+        PODMUX_ERROR_BAD_MESSAGE,
+        /* Memory ran out: nothing of the message was applied. */
+        PODMUX_ERROR_NOMEM,
+};
+
+struct podmux_error {
+        enum podmux_error_kind kind;
+        int err;             /* a negative errno value */
+        const char *reason;  /* PODMUX_ERROR_SERVER: the daemon's reason */
+        const char *message; /* one line for a human, naming the socket */
+        bool fatal;          /* the client has stopped: no reconnection */
+};
+
+/* A connection ended and another is scheduled. */
+struct podmux_reconnect {
+        uint64_t delay_usec; /* until the attempt */
+        unsigned attempt;    /* 1 for the first retry after a good connection */
+        bool resume;         /* it will ask to resume after resume_after */
+        uint64_t resume_after;
+};
+
+enum podmux_log_level {
+        PODMUX_LOG_ERROR,
+        PODMUX_LOG_WARNING,
+        PODMUX_LOG_INFO,
+        PODMUX_LOG_DEBUG,
+};
+
+typedef void (*podmux_pods_fn)(struct podmux_client *c, const struct podmux_update *u, void *data);
+/* resumed: what came before was a replay after the resume point (true)
+ * or a full state (false).  After the first synced the cache is whole. */
+typedef void (*podmux_synced_fn)(struct podmux_client *c, bool resumed, void *data);
+/* Every configured source has delivered; called when the list is first
+ * seen or changes (a restarted daemon with other sources). */
+typedef void (*podmux_sources_ready_fn)(struct podmux_client *c, const char *const *sources,
+                                        size_t n, void *data);
+typedef void (*podmux_plugin_fn)(struct podmux_client *c, const struct podmux_plugin_event *e,
+                                 void *data);
+typedef void (*podmux_error_fn)(struct podmux_client *c, const struct podmux_error *e, void *data);
+typedef void (*podmux_reconnect_fn)(struct podmux_client *c, const struct podmux_reconnect *r,
+                                    void *data);
+/* line: one line without its newline. */
+typedef void (*podmux_log_fn)(struct podmux_client *c, enum podmux_log_level level,
+                              const char *line, void *data);
+
+/* Every whole line as it arrives, before it is decoded (without its
+ * newline; len bytes, not NUL-terminated).  For tracing and tools that
+ * show the protocol itself (`podmux watch -o json`). */
+typedef void (*podmux_line_fn)(struct podmux_client *c, const char *line, size_t len, void *data);
+
+/* Flags for podmux_client_set_flags(). */
+/* Do not reconnect: the first connection's end (or a failed connect)
+ * stops the client; podmux_client_process() returns its error. */
+#define PODMUX_CLIENT_NO_RECONNECT 0x1u
+
+/*
+ * A client of the socket at path (NULL: PODMUX_CLIENT_DEFAULT_SOCKET).
+ * data is handed to every handler.  Nothing is connected yet: the first
+ * podmux_client_process() connects (podmux_client_timeout() is 0 until
+ * then), so set the handlers first.  0, -EINVAL (empty path), -ENOMEM,
+ * or -errno from epoll_create1().  Free with podmux_client_free().
+ */
+int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c);
+/* Closes the connection and the descriptor, frees the cache (pods held
+ * with podmux_pod_ref() stay valid).  NULL-safe. */
+void podmux_client_free(struct podmux_client *c);
+
+void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn);
+void podmux_client_on_synced(struct podmux_client *c, podmux_synced_fn fn);
+void podmux_client_on_sources_ready(struct podmux_client *c, podmux_sources_ready_fn fn);
+void podmux_client_on_plugin(struct podmux_client *c, podmux_plugin_fn fn);
+void podmux_client_on_error(struct podmux_client *c, podmux_error_fn fn);
+void podmux_client_on_reconnect(struct podmux_client *c, podmux_reconnect_fn fn);
+void podmux_client_on_log(struct podmux_client *c, podmux_log_fn fn);
+void podmux_client_on_line(struct podmux_client *c, podmux_line_fn fn);
+void podmux_client_set_flags(struct podmux_client *c, unsigned flags);
+/* The longest line accepted (0: the default). */
+void podmux_client_set_max_line(struct podmux_client *c, size_t bytes);
+/* Resume after seq on the first connection (a point saved from an earlier
+ * run of this program); later connections resume after what was applied. */
+void podmux_client_set_resume(struct podmux_client *c, uint64_t seq);
+void *podmux_client_data(const struct podmux_client *c);
+
+/* ---- event-loop integration ---------------------------------------------- */
+
+/*
+ * The descriptor to poll for reading.  It stays the same across
+ * reconnections (an epoll instance holding the current connection), so it
+ * is added to the application's loop once.  When it is readable, call
+ * podmux_client_process().
+ */
+int podmux_client_fd(const struct podmux_client *c);
+/*
+ * Milliseconds until podmux_client_process() must be called even if the
+ * descriptor is not readable (a reconnection is due): 0 now, -1 none.
+ */
+int podmux_client_timeout(const struct podmux_client *c);
+/*
+ * Does what is due without blocking: connects or reconnects when the
+ * backoff has run out, reads what the socket holds (at most a few MiB per
+ * call, so the application's loop keeps turning; the descriptor stays
+ * readable while more is there) and dispatches every whole line to the
+ * handlers.  0 while the client runs (errors it recovers from go to the
+ * error handler); once the client has stopped, -ECANCELED after
+ * podmux_client_stop() or the fatal error (also given to the error
+ * handler): -EACCES, -EPROTONOSUPPORT, or with PODMUX_CLIENT_NO_RECONNECT
+ * the error that ended the connection (-ECONNRESET for a plain close,
+ * -ESHUTDOWN when the daemon said ShuttingDown).
+ */
+int podmux_client_process(struct podmux_client *c);
+/*
+ * The blocking convenience: polls and processes until timeout_ms have
+ * passed (-1: no limit), a handler calls podmux_client_stop(), or the
+ * client stops on a fatal error.  0 on the timeout, else what
+ * podmux_client_process() returns; -EINTR when a signal interrupted the
+ * wait (call again to go on).
+ */
+int podmux_client_run(struct podmux_client *c, int timeout_ms);
+/* Stops the client: the connection is closed, nothing more is dispatched
+ * after the current handler returns, and _process()/_run() return
+ * -ECANCELED.  The cache stays readable. */
+void podmux_client_stop(struct podmux_client *c);
+
+/* ---- the cache ------------------------------------------------------------ */
+
+/* True once a connection reached "synced": the cache is the daemon's whole
+ * state (as of the last message applied). */
+bool podmux_client_has_synced(const struct podmux_client *c);
+/* The resume point: the number of the last message applied (false before
+ * the first synced and without podmux_client_set_resume()). */
+bool podmux_client_resume_point(const struct podmux_client *c, uint64_t *ret_seq);
+size_t podmux_client_pod_count(const struct podmux_client *c);
+/* The pod with this UID (the first in the daemon's order if two sources
+ * hold the same UID), or NULL.  O(1). */
+const struct podmux_pod *podmux_client_pod_by_uid(const struct podmux_client *c, const char *uid);
+/* The pod namespace/name (the first in the daemon's order if several
+ * sources hold one), or NULL.  O(log n). */
+const struct podmux_pod *podmux_client_pod_by_name(const struct podmux_client *c,
+                                                   const char *namespace_, const char *name);
+/*
+ * Iteration in the daemon's order (namespace, name, UID, then source: the
+ * order of a merged SET).  first: NULL when empty; next: NULL after the
+ * last.  The cache must not change during an iteration (handlers of the
+ * same client run only from podmux_client_process()).  O(log n) a step.
+ */
+const struct podmux_pod *podmux_client_pod_first(const struct podmux_client *c);
+const struct podmux_pod *podmux_client_pod_next(const struct podmux_client *c,
+                                                const struct podmux_pod *p);
+/* Registered plugins, by socket: *it starts at 0; false after the last. */
+bool podmux_client_plugin_next(const struct podmux_client *c, size_t *it, const char **ret_socket,
+                               const char **ret_plugin_json);
+/* The sources of the last sources_ready (false if none was seen). */
+bool podmux_client_sources_ready(const struct podmux_client *c, const char *const **ret_sources,
+                                 size_t *ret_n);
+
+/* ---- pods ------------------------------------------------------------------ */
+
+/* The pod's compact JSON text as the daemon sent it (NUL-terminated;
+ * *ret_len may be NULL). */
+const char *podmux_pod_json(const struct podmux_pod *p, size_t *ret_len);
+const char *podmux_pod_uid(const struct podmux_pod *p);
+const char *podmux_pod_namespace(const struct podmux_pod *p);
+const char *podmux_pod_name(const struct podmux_pod *p);
+/* "file", "http" or "api": the pod's source (its
+ * kubernetes.io/config.source annotation in a SET). */
+const char *podmux_pod_source(const struct podmux_pod *p);
+/* A new json-c tree of the pod (the caller puts it with
+ * json_object_put()).  0, or -ENOMEM. */
+int podmux_pod_object(const struct podmux_pod *p, struct json_object **ret_obj);
+/* Pods are reference counted and immutable: ref returns p. */
+const struct podmux_pod *podmux_pod_ref(const struct podmux_pod *p);
+void podmux_pod_unref(const struct podmux_pod *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,714 @@
+"""podmux — a consumer of podmux's update stream (protocol 1, see
+doc/protocol.md in the podmux repository), standard library only.
+
+The same semantics as the C library libpodmux-client
+(include/podmux/client.h): an always-consistent local cache of the node's
+merged pods and registered plugins; handlers (or an iterator of events)
+that see each change once and in order, whether it came live, replayed
+after a resume, or as a full state replacing the cache (then as the
+computed difference, REMOVE / ADD / UPDATE records with resync=True);
+reconnection with backoff (0.1 s doubling to 5 s) resuming after the last
+message applied.
+
+    import podmux
+    c = podmux.Client("/run/podmux/podmux.sock")
+    for ev in c.events():
+        if ev.kind == "pods":
+            for p in ev.update.pods:
+                print(ev.update.op, p.namespace, p.name)
+
+A client is used by one thread at a time.  It never logs by itself: log
+lines go to on_log if set.
+"""
+
+import collections
+import errno
+import json
+import selectors
+import socket
+import time
+
+__all__ = ["Client", "Pod", "Update", "PluginEvent", "Error", "Reconnect",
+           "Event", "PROTOCOL", "DEFAULT_SOCKET", "OPS"]
+
+PROTOCOL = 1
+DEFAULT_SOCKET = "/run/podmux/podmux.sock"
+OPS = ("SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE")
+BACKOFF_MIN = 0.1
+BACKOFF_MAX = 5.0
+DEFAULT_MAX_LINE = 256 * 1024 * 1024
+READ_BUDGET = 4 * 1024 * 1024
+SOURCE_ANNOTATION = "kubernetes.io/config.source"
+
+# Error kinds, as in the C library.
+CONNECT, PERMISSION, PROTOCOL_MISMATCH, SERVER, CLOSED, BAD_MESSAGE, NOMEM = (
+    "connect", "permission", "protocol", "server", "closed", "bad_message",
+    "nomem")
+
+_SERVER_ERRORS = {
+    "Forbidden": (PERMISSION, errno.EACCES),
+    "SlowConsumer": (SERVER, errno.ENOBUFS),
+    "ResourceExhausted": (SERVER, errno.ENOMEM),
+    "TooManyConsumers": (SERVER, errno.EUSERS),
+    "ShuttingDown": (SERVER, errno.ESHUTDOWN),
+    "BadRequest": (SERVER, errno.EINVAL),
+}
+
+
+class Pod:
+    """One pod: its JSON text exactly as the daemon sent it, its identity,
+    and the decoded object on demand (obj())."""
+    __slots__ = ("json", "uid", "namespace", "name", "source")
+
+    def __init__(self, text, uid, namespace, name, source):
+        self.json = text
+        self.uid = uid
+        self.namespace = namespace
+        self.name = name
+        self.source = source
+
+    def obj(self):
+        return json.loads(self.json)
+
+    def key(self):
+        return (self.namespace, self.name, self.uid, self.source)
+
+    def __repr__(self):
+        return "Pod(%s %s/%s %s)" % (self.source, self.namespace, self.name,
+                                     self.uid)
+
+
+Update = collections.namedtuple("Update", "op source pods seq resync")
+PluginEvent = collections.namedtuple(
+    "PluginEvent", "op socket type name plugin_json error seq resync")
+Reconnect = collections.namedtuple("Reconnect",
+                                   "delay attempt resume resume_after")
+Event = collections.namedtuple("Event", "kind update resumed sources plugin "
+                               "error reconnect")
+
+
+class Error(Exception):
+    """What went wrong: kind (CONNECT, PERMISSION, PROTOCOL_MISMATCH,
+    SERVER, CLOSED, BAD_MESSAGE, NOMEM), err (an errno value), reason (the
+    daemon's, for SERVER), message, fatal (the client has stopped)."""
+
+    def __init__(self, kind, err, message, reason=None, fatal=False):
+        super().__init__(message)
+        self.kind = kind
+        self.err = err
+        self.reason = reason
+        self.message = message
+        self.fatal = fatal
+
+
+class _Bad(Exception):
+    pass
+
+
+class _Msg:
+    __slots__ = ("type", "seq", "protocol", "op", "source", "pods",
+                 "resumed", "sources", "plugin_op", "plugin_json", "socket",
+                 "plugin_type", "plugin_name", "error", "reason", "message")
+
+    def __init__(self):
+        for k in self.__slots__:
+            setattr(self, k, None)
+
+
+def _no_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+_DEC = json.JSONDecoder(parse_constant=_no_constant)
+_WS = " \t\r\n"
+
+
+def _skip(s, i):
+    while i < len(s) and s[i] in _WS:
+        i += 1
+    return i
+
+
+def _value(s, i):
+    try:
+        return _DEC.raw_decode(s, i)
+    except ValueError as e:
+        raise _Bad("byte %d: %s" % (i, e)) from None
+
+
+def _pod(text, obj, msg_source):
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    md = md if isinstance(md, dict) else {}
+    uid, name, ns = md.get("uid"), md.get("name"), md.get("namespace", "")
+    if not isinstance(uid, str) or not uid or not isinstance(name, str):
+        raise _Bad("a pod without metadata.uid and metadata.name")
+    ann = md.get("annotations")
+    src = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
+    return Pod(text, uid, ns if isinstance(ns, str) else "", name,
+               src if isinstance(src, str) else "")
+
+
+def _parse(line):
+    """One line into a _Msg; each pod keeps its exact text (the walk steps
+    over members itself and decodes each value with raw_decode)."""
+    s = line
+    i = _skip(s, 0)
+    if i >= len(s) or s[i] != "{":
+        raise _Bad("a line that is not a JSON object")
+    i = _skip(s, i + 1)
+    members, pods, plugin = {}, None, None
+    if i < len(s) and s[i] == "}":
+        i += 1
+    else:
+        while True:
+            i = _skip(s, i)
+            if i >= len(s) or s[i] != '"':
+                raise _Bad("expected a member name")
+            key, i = _value(s, i)
+            i = _skip(s, i)
+            if i >= len(s) or s[i] != ":":
+                raise _Bad("expected ':'")
+            i = _skip(s, i + 1)
+            if key == "pods":
+                pods = []
+                if i >= len(s) or s[i] != "[":
+                    raise _Bad("pods is not an array")
+                i = _skip(s, i + 1)
+                if i < len(s) and s[i] == "]":
+                    i += 1
+                else:
+                    while True:
+                        i = _skip(s, i)
+                        start = i
+                        obj, i = _value(s, i)
+                        pods.append((s[start:i], obj))
+                        i = _skip(s, i)
+                        if i < len(s) and s[i] == "]":
+                            i += 1
+                            break
+                        if i >= len(s) or s[i] != ",":
+                            raise _Bad("expected ',' or ']' in pods")
+                        i += 1
+            elif key == "plugin":
+                start = i
+                obj, i = _value(s, i)
+                if not isinstance(obj, dict) or \
+                        not isinstance(obj.get("socket"), str):
+                    raise _Bad('"plugin" is not an object with a socket')
+                plugin = (s[start:i], obj)
+            else:
+                members[key], i = _value(s, i)
+            i = _skip(s, i)
+            if i < len(s) and s[i] == "}":
+                i += 1
+                break
+            if i >= len(s) or s[i] != ",":
+                raise _Bad("expected ',' or '}'")
+            i += 1
+    if _skip(s, i) < len(s):
+        raise _Bad("text after the JSON object")
+    m = _Msg()
+    m.type = members.get("type")
+    if not isinstance(m.type, str):
+        raise _Bad('a message without a string "type"')
+
+    def want(key, required=True, kind=str):
+        v = members.get(key)
+        if v is None and key not in members and not required:
+            return None
+        if not isinstance(v, kind) or isinstance(v, bool) != (kind is bool):
+            raise _Bad('"%s" is missing or of the wrong type' % key)
+        return v
+
+    if m.type == "hello":
+        p = members.get("protocol")
+        if not isinstance(p, int) or isinstance(p, bool):
+            raise _Bad("a hello without an integer protocol")
+        m.protocol = p
+        if p != PROTOCOL:
+            return m
+    seq = members.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise _Bad('a message without a non-negative integer "seq"')
+    m.seq = seq
+    if m.type == "pods":
+        m.op = want("op")
+        if m.op not in OPS:
+            raise _Bad('unknown op "%s"' % m.op)
+        m.source = want("source")
+        if pods is None:
+            raise _Bad("a pods message without pods")
+        m.pods = []
+        for text, obj in pods:
+            p = _pod(text, obj, m.source)
+            if not ((m.op == "SET" or m.source == "*") and p.source):
+                p.source = m.source
+            m.pods.append(p)
+    elif m.type == "synced":
+        r = members.get("resumed", False)
+        if not isinstance(r, bool):
+            raise _Bad('"resumed" is not a boolean')
+        m.resumed = r
+    elif m.type == "sources_ready":
+        srcs = members.get("sources")
+        if not isinstance(srcs, list) or \
+                not all(isinstance(x, str) for x in srcs):
+            raise _Bad('"sources" is not an array of names')
+        m.sources = list(srcs)
+    elif m.type == "plugin":
+        if plugin is None:
+            raise _Bad('a plugin message without "plugin"')
+        m.plugin_op = want("op")
+        m.error = want("error", required=False)
+        m.plugin_json, obj = plugin
+        m.socket = obj["socket"]
+        m.plugin_type = obj.get("type") if isinstance(obj.get("type"),
+                                                      str) else ""
+        m.plugin_name = obj.get("name") if isinstance(obj.get("name"),
+                                                      str) else ""
+    elif m.type == "error":
+        m.reason = want("reason")
+        m.message = want("message", required=False) or ""
+    return m
+
+
+class _Cache:
+    def __init__(self):
+        self.pods = {}       # (source, uid) -> Pod
+        self.plugins = {}    # socket -> (plugin_json, type, name)
+
+    def apply_pods(self, m):
+        if m.op == "SET":
+            self.pods = {(p.source, p.uid): p for p in m.pods}
+            return
+        for p in m.pods:
+            k = (p.source, p.uid)
+            if m.op == "REMOVE":
+                self.pods.pop(k, None)
+            else:
+                self.pods[k] = p
+
+    def apply_plugin(self, m):
+        if m.plugin_op == "REGISTERED":
+            self.plugins[m.socket] = (m.plugin_json, m.plugin_type,
+                                      m.plugin_name)
+        elif m.plugin_op == "DEREGISTERED":
+            self.plugins.pop(m.socket, None)
+
+
+def _diff(old, new):
+    """The records from old to new: per source (sorted) REMOVE, ADD,
+    UPDATE, pods in the daemon's order; then plugins."""
+    ch = collections.defaultdict(list)
+    for k, p in old.pods.items():
+        if k not in new.pods:
+            ch[(p.source, "REMOVE")].append(p)
+    for k, p in new.pods.items():
+        o = old.pods.get(k)
+        if o is None:
+            ch[(p.source, "ADD")].append(p)
+        elif o.json != p.json:
+            ch[(p.source, "UPDATE")].append(p)
+    recs = []
+    for src in sorted({s for s, _ in ch}):
+        for op in ("REMOVE", "ADD", "UPDATE"):
+            if (src, op) in ch:
+                recs.append((op, src, sorted(ch[(src, op)],
+                                             key=Pod.key)))
+    plugins = []
+    for sock in sorted(set(old.plugins) | set(new.plugins)):
+        o, n = old.plugins.get(sock), new.plugins.get(sock)
+        if n is None:
+            plugins.append(("DEREGISTERED", sock, o))
+        elif o is None or o[0] != n[0]:
+            plugins.append(("REGISTERED", sock, n))
+    return recs, plugins
+
+
+class Client:
+    """A client of the socket at path.  Handlers are attributes, each
+    called with one argument: on_pods(Update), on_synced(resumed),
+    on_sources_ready(list), on_plugin(PluginEvent), on_error(Error),
+    on_reconnect(Reconnect), on_log(level, line), on_line(line)."""
+
+    def __init__(self, path=None, resume_after=None, reconnect=True,
+                 max_line=DEFAULT_MAX_LINE):
+        self.path = path or DEFAULT_SOCKET
+        self.reconnect = reconnect
+        self.max_line = max_line
+        self.on_pods = self.on_synced = self.on_sources_ready = None
+        self.on_plugin = self.on_error = self.on_reconnect = None
+        self.on_log = self.on_line = None
+        self._cache = _Cache()
+        self._point = resume_after
+        self._synced_once = False
+        self._ready = None
+        self._sock = None
+        self._next_attempt = 0.0
+        self._backoff = BACKOFF_MIN
+        self._attempt = 0
+        self._stopped = None      # None while running, else the Error or
+        self._stop_requested = False  # "stopped"
+        self._sel = selectors.DefaultSelector()
+        self._reset_conn()
+
+    # -- the cache -----------------------------------------------------------
+    @property
+    def has_synced(self):
+        return self._synced_once
+
+    @property
+    def resume_point(self):
+        return self._point
+
+    def __len__(self):
+        return len(self._cache.pods)
+
+    def pods(self):
+        """The pods in the daemon's order (namespace, name, uid, source)."""
+        return sorted(self._cache.pods.values(), key=Pod.key)
+
+    __iter__ = lambda self: iter(self.pods())  # noqa: E731
+
+    def pod_by_uid(self, uid):
+        found = [p for (s, u), p in self._cache.pods.items() if u == uid]
+        return min(found, key=Pod.key) if found else None
+
+    def pod_by_name(self, namespace, name):
+        found = [p for p in self._cache.pods.values()
+                 if p.namespace == namespace and p.name == name]
+        return min(found, key=Pod.key) if found else None
+
+    def plugins(self):
+        """{socket: plugin object text} of the registered plugins."""
+        return {k: v[0] for k, v in self._cache.plugins.items()}
+
+    @property
+    def sources_ready(self):
+        return list(self._ready) if self._ready is not None else None
+
+    # -- loop integration ----------------------------------------------------
+    def fileno(self):
+        """The current connection's descriptor, or None between
+        connections (then timeout() says when to call process())."""
+        return self._sock.fileno() if self._sock else None
+
+    def timeout(self):
+        """Seconds until process() must run without input; None if none."""
+        if self._stopped is not None or self._sock is not None:
+            return None
+        return max(0.0, self._next_attempt - time.monotonic())
+
+    def stop(self):
+        self._stop_requested = True
+
+    def process(self):
+        """Connects when due, reads what is there, dispatches it.  Raises
+        Error once the client has stopped on a fatal error; returns False
+        once stopped with stop(), else True."""
+        if self._stop_requested and self._stopped is None:
+            self._halt("stopped")
+        if self._stopped is None:
+            if self._sock is None and \
+                    time.monotonic() >= self._next_attempt:
+                self._connect()
+            if self._sock is not None and self._end is None:
+                self._read()
+            if self._end is not None:
+                self._end_connection()
+            if self._stop_requested and self._stopped is None:
+                self._halt("stopped")
+        if isinstance(self._stopped, Error):
+            raise self._stopped
+        return self._stopped is None
+
+    def run(self, timeout=None):
+        """Blocks: processes until timeout seconds (None: no limit) or
+        stop().  Raises Error on a fatal one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.process():
+            wait = self.timeout()
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                wait = left if wait is None else min(wait, left)
+            if self._sock is not None:
+                self._sel.select(wait)
+            elif wait:
+                time.sleep(wait)
+
+    def events(self, timeout=None):
+        """An iterator of Event(kind, ...) over run(): kind is "pods",
+        "synced", "sources_ready", "plugin", "error" or "reconnect"."""
+        queue = collections.deque()
+        E = Event
+        none = dict(update=None, resumed=None, sources=None, plugin=None,
+                    error=None, reconnect=None)
+
+        def put(kind, **kw):
+            d = dict(none)
+            d.update(kw)
+            queue.append(E(kind, **d))
+        self.on_pods = lambda u: put("pods", update=u)
+        self.on_synced = lambda r: put("synced", resumed=r)
+        self.on_sources_ready = lambda s: put("sources_ready", sources=s)
+        self.on_plugin = lambda p: put("plugin", plugin=p)
+        self.on_error = lambda e: put("error", error=e)
+        self.on_reconnect = lambda r: put("reconnect", reconnect=r)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            while queue:
+                yield queue.popleft()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            try:
+                self.run(min(left, 0.5) if left is not None else 0.5)
+            except Error:
+                while queue:
+                    yield queue.popleft()
+                raise
+            if self._stopped is not None and not queue:
+                return
+
+    def close(self):
+        self._close()
+        self._sel.close()
+
+    # -- internals -----------------------------------------------------------
+    def _log(self, level, text):
+        if self.on_log:
+            self.on_log(level, text)
+
+    def _reset_conn(self):
+        self._buf = b""
+        self._hello = False
+        self._live = False
+        self._held = []
+        self._end = None
+
+    def _close(self):
+        if self._sock is not None:
+            try:
+                self._sel.unregister(self._sock)
+            except (KeyError, ValueError):
+                pass
+            self._sock.close()
+        self._sock = None
+        self._reset_conn()
+
+    def _halt(self, why):
+        self._close()
+        self._stopped = why
+
+    def _set_end(self, kind, err, message, reason=None):
+        if self._end is None:
+            self._end = (kind, err, message, reason)
+
+    def _end_connection(self):
+        kind, err, message, reason = self._end
+        fatal = (not self.reconnect or kind in (PERMISSION, PROTOCOL_MISMATCH)
+                 or (kind == SERVER and reason == "BadRequest"))
+        self._close()
+        e = Error(kind, err, message, reason, fatal)
+        self._log("warning" if not fatal else "error", message)
+        if self.on_error:
+            self.on_error(e)
+        if fatal:
+            self._halt(e)
+            return
+        if self._stop_requested:
+            self._halt("stopped")
+            return
+        self._attempt += 1
+        rc = Reconnect(self._backoff, self._attempt, self._point is not None,
+                       self._point)
+        self._next_attempt = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        if self.on_reconnect:
+            self.on_reconnect(rc)
+
+    def _connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.path)
+        except OSError as e:
+            s.close()
+            if e.errno in (errno.EACCES, errno.EPERM):
+                self._set_end(PERMISSION, e.errno,
+                              'cannot connect to "%s": %s (the socket\'s mode '
+                              "and group decide who may read the stream)" % (
+                                  self.path, e.strerror))
+            else:
+                self._set_end(CONNECT, e.errno or errno.EIO,
+                              'cannot connect to "%s": %s (is podmux run '
+                              "serving this path?)" % (self.path,
+                                                       e.strerror or e))
+            return
+        self._sock = s
+        self._reset_conn()
+        first = "{}" if self._point is None else \
+            json.dumps({"resume_after": self._point})
+        try:
+            s.sendall(first.encode() + b"\n")
+        except OSError:
+            pass  # the daemon may have said why; reading tells
+        s.setblocking(False)
+        self._sel.register(s, selectors.EVENT_READ)
+
+    def _read(self):
+        total = 0
+        while total < READ_BUDGET and self._end is None and \
+                not self._stop_requested:
+            try:
+                data = self._sock.recv(1 << 18)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._set_end(CLOSED, e.errno or errno.EIO,
+                              'the connection to "%s" failed: %s' % (
+                                  self.path, e))
+                return
+            if not data:
+                if self._buf:
+                    self._log("info", "dropped a partial line of %d bytes: "
+                              'the connection to "%s" was cut inside a '
+                              "message" % (len(self._buf), self.path))
+                self._set_end(CLOSED, errno.ECONNRESET,
+                              '"%s" closed the connection' % self.path)
+                return
+            total += len(data)
+            self._buf += data
+            *lines, self._buf = self._buf.split(b"\n")
+            for raw in lines:
+                if self._end is not None or self._stop_requested:
+                    return
+                if len(raw) > self.max_line:
+                    self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
+                                  '"%s" sent a line longer than %d bytes' % (
+                                      self.path, self.max_line))
+                    return
+                self._line(raw)
+            if len(self._buf) > self.max_line:
+                self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
+                              '"%s" sent a line longer than %d bytes' % (
+                                  self.path, self.max_line))
+
+    def _bad(self, what):
+        self._set_end(BAD_MESSAGE, errno.EBADMSG,
+                      '"%s" sent a line that is not a protocol %d message '
+                      "(%s)" % (self.path, PROTOCOL, what))
+
+    def _line(self, raw):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._bad("not UTF-8")
+            return
+        if self.on_line:
+            self.on_line(line)
+        try:
+            m = _parse(line)
+        except _Bad as e:
+            self._bad(str(e))
+            return
+        except MemoryError:
+            self._set_end(NOMEM, errno.ENOMEM, "out of memory reading a "
+                          'message from "%s"; resynchronizing' % self.path)
+            return
+        if m.type == "hello" and m.protocol != PROTOCOL:
+            self._set_end(PROTOCOL_MISMATCH, errno.EPROTONOSUPPORT,
+                          '"%s" speaks protocol %s; this module speaks '
+                          "protocol %d" % (self.path, m.protocol, PROTOCOL))
+            return
+        if m.type == "error":
+            kind, err = _SERVER_ERRORS.get(m.reason, (SERVER, errno.EIO))
+            self._set_end(kind, err, '"%s" closed the connection: %s: %s' % (
+                self.path, m.reason, m.message), m.reason)
+        elif not self._hello:
+            if m.type != "hello":
+                self._bad("a message before its hello")
+            else:
+                self._hello = True
+        elif m.type == "hello":
+            self._bad("a second hello")
+        elif not self._live:
+            if m.type == "synced":
+                self._synced(m)
+            elif m.type in ("pods", "plugin", "sources_ready"):
+                self._held.append(m)
+        elif self._point is not None and m.seq <= self._point:
+            self._bad("message %d after %d (numbers must grow)" % (
+                m.seq, self._point))
+        else:
+            self._apply(m)
+
+    def _apply(self, m):
+        try:
+            if m.type == "pods":
+                self._cache.apply_pods(m)
+            elif m.type == "plugin":
+                self._cache.apply_plugin(m)
+        except MemoryError:
+            self._set_end(NOMEM, errno.ENOMEM, "out of memory applying "
+                          "message %d; resynchronizing" % m.seq)
+            return False
+        self._point = m.seq
+        if m.type == "pods" and self.on_pods:
+            self.on_pods(Update(m.op, m.source, list(m.pods), m.seq, False))
+        elif m.type == "plugin" and self.on_plugin:
+            self.on_plugin(PluginEvent(m.plugin_op, m.socket, m.plugin_type,
+                                       m.plugin_name, m.plugin_json, m.error,
+                                       m.seq, False))
+        elif m.type == "sources_ready":
+            self._set_ready(m.sources)
+        return True
+
+    def _set_ready(self, sources):
+        if sources != self._ready:
+            self._ready = list(sources)
+            if self.on_sources_ready:
+                self.on_sources_ready(list(sources))
+
+    def _synced(self, m):
+        if m.resumed:
+            if self._point is None:
+                self._bad("a replay to a client that did not ask to resume")
+                return
+            for h in self._held:
+                if h.seq <= self._point:
+                    self._bad("replayed message %d, not after %d" % (
+                        h.seq, self._point))
+                    return
+                if not self._apply(h):
+                    return
+        else:
+            fresh, ready = _Cache(), None
+            for h in self._held:
+                if h.type == "pods":
+                    fresh.apply_pods(h)
+                elif h.type == "plugin":
+                    fresh.apply_plugin(h)
+                elif h.type == "sources_ready":
+                    ready = h.sources
+            recs, plugs = _diff(self._cache, fresh)
+            resync = self._synced_once
+            self._cache = fresh
+            if ready is not None:
+                self._set_ready(ready)
+            for op, src, pods in recs:
+                if self.on_pods and not self._stop_requested:
+                    self.on_pods(Update(op, src, pods, 0, resync))
+            for op, sock, (text, typ, name) in plugs:
+                if self.on_plugin and not self._stop_requested:
+                    self.on_plugin(PluginEvent(op, sock, typ, name, text,
+                                               None, 0, resync))
+        self._point = m.seq
+        self._held = []
+        self._live = True
+        self._synced_once = True
+        self._backoff = BACKOFF_MIN
+        self._attempt = 0
+        if self.on_synced and not self._stop_requested:
+            self.on_synced(m.resumed)

@@ -1,0 +1,510 @@
+/*
+ * client_cache — the client's pods and plugins (see
+ * src/client/client_cache.h).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_cache.h"
+
+/* ---- the uid index ----------------------------------------------------------- */
+
+static size_t hash_uid(const char *s)
+{
+        uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
+
+        for (; *s; s++) {
+                h ^= (unsigned char)*s;
+                h *= 1099511628211ull;
+        }
+        return (size_t)h;
+}
+
+static void ix_insert(struct podmux_pod **ix, size_t cap, struct podmux_pod *p)
+{
+        size_t i = hash_uid(p->uid) & (cap - 1);
+
+        while (ix[i])
+                i = (i + 1) & (cap - 1);
+        ix[i] = p;
+}
+
+/* Linear probing with backward-shift deletion: no tombstones, so a
+ * lookup stops at the first empty slot. */
+static void ix_remove(struct cache *c, const struct podmux_pod *p)
+{
+        size_t mask = c->ix_cap - 1, i = hash_uid(p->uid) & mask, j;
+
+        while (c->ix[i] && c->ix[i] != p)
+                i = (i + 1) & mask;
+        if (!c->ix[i])
+                return;
+        c->ix[i] = NULL;
+        for (j = (i + 1) & mask; c->ix[j]; j = (j + 1) & mask) {
+                size_t home = hash_uid(c->ix[j]->uid) & mask;
+
+                /* Move j back to i if its home is not in (i, j]. */
+                if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+                        c->ix[i] = c->ix[j];
+                        c->ix[j] = NULL;
+                        i = j;
+                }
+        }
+}
+
+/* Makes room in the index for total pods (load at most 1/2).  0 or
+ * -ENOMEM (unchanged). */
+static int ix_reserve(struct cache *c, size_t total)
+{
+        size_t cap = c->ix_cap ? c->ix_cap : 16;
+        struct podmux_pod **ix;
+
+        while (cap < total * 2)
+                cap *= 2;
+        if (cap == c->ix_cap)
+                return 0;
+        ix = calloc(cap, sizeof(*ix));
+        if (!ix)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n; i++)
+                ix_insert(ix, cap, c->v[i]);
+        free(c->ix);
+        c->ix = ix;
+        c->ix_cap = cap;
+        return 0;
+}
+
+const struct podmux_pod *cache_by_uid(const struct cache *c, const char *uid)
+{
+        const struct podmux_pod *best = NULL;
+        size_t mask, i;
+
+        if (!c->ix_cap || !uid)
+                return NULL;
+        mask = c->ix_cap - 1;
+        for (i = hash_uid(uid) & mask; c->ix[i]; i = (i + 1) & mask)
+                if (strcmp(c->ix[i]->uid, uid) == 0 && (!best || client_pod_compare(c->ix[i], best) < 0))
+                        best = c->ix[i];
+        return best;
+}
+
+/* ---- the sorted array ---------------------------------------------------------- */
+
+bool cache_find(const struct cache *c, const struct podmux_pod *p, size_t *ret_pos)
+{
+        size_t lo = 0, hi = c->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int r = client_pod_compare(c->v[mid], p);
+
+                if (r == 0) {
+                        *ret_pos = mid;
+                        return true;
+                }
+                if (r < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_pos = lo;
+        return false;
+}
+
+const struct podmux_pod *cache_by_name(const struct cache *c, const char *ns, const char *name)
+{
+        size_t lo = 0, hi = c->n;
+
+        if (!ns || !name)
+                return NULL;
+        /* The first entry not below (ns, name). */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int r = strcmp(c->v[mid]->ns, ns);
+
+                if (r == 0)
+                        r = strcmp(c->v[mid]->name, name);
+                if (r < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo < c->n && strcmp(c->v[lo]->ns, ns) == 0 && strcmp(c->v[lo]->name, name) == 0)
+                return c->v[lo];
+        return NULL;
+}
+
+static int array_reserve(struct cache *c, size_t total)
+{
+        size_t cap = c->cap ? c->cap : 16;
+        struct podmux_pod **v;
+
+        while (cap < total)
+                cap *= 2;
+        if (cap == c->cap)
+                return 0;
+        v = realloc(c->v, cap * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        c->v = v;
+        c->cap = cap;
+        return 0;
+}
+
+static void pods_free(struct cache *c)
+{
+        for (size_t i = 0; i < c->n; i++)
+                client_pod_unref(c->v[i]);
+        free(c->v);
+        free(c->ix);
+        c->v = NULL;
+        c->ix = NULL;
+        c->n = c->cap = c->ix_cap = 0;
+}
+
+static void plugin_ent_free(struct plugin_ent *e)
+{
+        free(e->socket);
+        free(e->json);
+        free(e->type);
+        free(e->name);
+}
+
+void cache_free(struct cache *c)
+{
+        pods_free(c);
+        for (size_t i = 0; i < c->n_plugins; i++)
+                plugin_ent_free(&c->plugins[i]);
+        free(c->plugins);
+        c->plugins = NULL;
+        c->n_plugins = c->plugins_cap = 0;
+}
+
+void cache_move(struct cache *dst, struct cache *src)
+{
+        cache_free(dst);
+        *dst = *src;
+        memset(src, 0, sizeof(*src));
+}
+
+/* ---- applying a pods message ------------------------------------------------- */
+
+struct sort_ent {
+        struct podmux_pod *p;
+        size_t i;
+};
+
+static int cmp_sort_ent(const void *a, const void *b)
+{
+        const struct sort_ent *x = a, *y = b;
+        int r = client_pod_compare(x->p, y->p);
+
+        if (r)
+                return r;
+        return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The pods of a SET as a sorted array without duplicates (the last of
+ * equal pods wins, as a later change would).  O(n log n). */
+static int build_set(const struct client_msg *m, struct cache *out)
+{
+        struct sort_ent *e = NULL;
+        size_t n = 0;
+        int r = -ENOMEM;
+
+        memset(out, 0, sizeof(*out));
+        if (m->n_pods == 0)
+                return 0;
+        e = malloc(m->n_pods * sizeof(*e));
+        if (!e || array_reserve(out, m->n_pods) < 0)
+                goto fail;
+        for (size_t i = 0; i < m->n_pods; i++) {
+                e[i].p = m->pods[i];
+                e[i].i = i;
+        }
+        qsort(e, m->n_pods, sizeof(*e), cmp_sort_ent);
+        for (size_t i = 0; i < m->n_pods; i++) {
+                if (i + 1 < m->n_pods && client_pod_compare(e[i].p, e[i + 1].p) == 0)
+                        continue;
+                out->v[n++] = client_pod_ref(e[i].p);
+        }
+        out->n = n;
+        if (ix_reserve(out, n) < 0)
+                goto fail;
+        free(e);
+        return 0;
+fail:
+        free(e);
+        pods_free(out);
+        return r;
+}
+
+int cache_pods_prepare(struct cache *c, const struct client_msg *m, struct cache_prep *prep)
+{
+        size_t fresh = 0, pos;
+
+        memset(prep, 0, sizeof(*prep));
+        if (m->op == PODMUX_OP_SET)
+                return build_set(m, &prep->set);
+        if (m->op == PODMUX_OP_REMOVE)
+                return 0;
+        for (size_t i = 0; i < m->n_pods; i++)
+                if (!cache_find(c, m->pods[i], &pos))
+                        fresh++; /* a pod twice in the message counts twice: room to spare */
+        if (array_reserve(c, c->n + fresh) < 0 || ix_reserve(c, c->n + fresh) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache_prep *prep)
+{
+        if (m->op == PODMUX_OP_SET) {
+                struct cache old = *c;
+
+                /* Only the pods change hands; the plugins stay. */
+                c->v = prep->set.v;
+                c->n = prep->set.n;
+                c->cap = prep->set.cap;
+                c->ix = prep->set.ix;
+                c->ix_cap = prep->set.ix_cap;
+                memset(&prep->set, 0, sizeof(prep->set));
+                old.plugins = NULL;
+                old.n_plugins = 0;
+                pods_free(&old);
+                return;
+        }
+        for (size_t i = 0; i < m->n_pods; i++) {
+                struct podmux_pod *p = m->pods[i], *old;
+                size_t pos;
+                bool found = cache_find(c, p, &pos);
+
+                if (m->op == PODMUX_OP_REMOVE) {
+                        if (!found)
+                                continue;
+                        old = c->v[pos];
+                        ix_remove(c, old);
+                        memmove(c->v + pos, c->v + pos + 1, (c->n - pos - 1) * sizeof(*c->v));
+                        c->n--;
+                        client_pod_unref(old);
+                        continue;
+                }
+                if (found) {
+                        old = c->v[pos];
+                        ix_remove(c, old);
+                        c->v[pos] = client_pod_ref(p);
+                        ix_insert(c->ix, c->ix_cap, p);
+                        client_pod_unref(old);
+                        continue;
+                }
+                memmove(c->v + pos + 1, c->v + pos, (c->n - pos) * sizeof(*c->v));
+                c->v[pos] = client_pod_ref(p);
+                c->n++;
+                ix_insert(c->ix, c->ix_cap, p);
+        }
+}
+
+void cache_prep_free(struct cache_prep *prep)
+{
+        pods_free(&prep->set);
+}
+
+/* ---- plugins ------------------------------------------------------------------ */
+
+bool cache_plugin_find(const struct cache *c, const char *socket, size_t *ret_pos)
+{
+        size_t lo = 0, hi = c->n_plugins;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int r = strcmp(c->plugins[mid].socket, socket);
+
+                if (r == 0) {
+                        *ret_pos = mid;
+                        return true;
+                }
+                if (r < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_pos = lo;
+        return false;
+}
+
+int cache_plugin_apply(struct cache *c, const struct client_msg *m)
+{
+        struct plugin_ent e = {0};
+        size_t pos;
+        bool found = cache_plugin_find(c, m->socket, &pos);
+
+        if (strcmp(m->plugin_op, "DEREGISTERED") == 0) {
+                if (found) {
+                        plugin_ent_free(&c->plugins[pos]);
+                        memmove(c->plugins + pos, c->plugins + pos + 1,
+                                (c->n_plugins - pos - 1) * sizeof(*c->plugins));
+                        c->n_plugins--;
+                }
+                return 0;
+        }
+        if (strcmp(m->plugin_op, "REGISTERED") != 0)
+                return 0; /* FAILED is news, not state */
+        e.socket = strdup(m->socket);
+        e.json = strdup(m->plugin_json);
+        e.type = strdup(m->plugin_type);
+        e.name = strdup(m->plugin_name);
+        if (!e.socket || !e.json || !e.type || !e.name)
+                goto nomem;
+        if (found) {
+                plugin_ent_free(&c->plugins[pos]);
+                c->plugins[pos] = e;
+                return 0;
+        }
+        if (c->n_plugins == c->plugins_cap) {
+                size_t cap = c->plugins_cap ? c->plugins_cap * 2 : 8;
+                struct plugin_ent *v = realloc(c->plugins, cap * sizeof(*v));
+
+                if (!v)
+                        goto nomem;
+                c->plugins = v;
+                c->plugins_cap = cap;
+        }
+        memmove(c->plugins + pos + 1, c->plugins + pos, (c->n_plugins - pos) * sizeof(*c->plugins));
+        c->plugins[pos] = e;
+        c->n_plugins++;
+        return 0;
+nomem:
+        plugin_ent_free(&e);
+        return -ENOMEM;
+}
+
+/* ---- diff ---------------------------------------------------------------------- */
+
+void diff_free(struct diff *d)
+{
+        for (size_t i = 0; i < d->n_recs; i++) {
+                for (size_t j = 0; j < d->recs[i].n_pods; j++)
+                        client_pod_unref(d->recs[i].pods[j]);
+                free(d->recs[i].pods);
+        }
+        free(d->recs);
+        free(d->plugins);
+        memset(d, 0, sizeof(*d));
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The changes of one kind: pods and their ops, in cache order. */
+struct change {
+        struct podmux_pod *p;
+        enum podmux_op op;
+};
+
+static int diff_pods(const struct cache *old, const struct cache *new_, struct diff *d)
+{
+        struct change *ch = NULL;
+        const char **srcs = NULL;
+        size_t n_ch = 0, n_srcs = 0, i = 0, j = 0;
+        static const enum podmux_op order[] = {PODMUX_OP_REMOVE, PODMUX_OP_ADD, PODMUX_OP_UPDATE};
+        int r = -ENOMEM;
+
+        ch = malloc((old->n + new_->n + 1) * sizeof(*ch));
+        srcs = malloc((old->n + new_->n + 1) * sizeof(*srcs));
+        if (!ch || !srcs)
+                goto done;
+        /* Both sorted the same way: one merge walk.  O(n). */
+        while (i < old->n || j < new_->n) {
+                int c = i >= old->n ? 1 : j >= new_->n ? -1 : client_pod_compare(old->v[i], new_->v[j]);
+
+                if (c < 0) {
+                        ch[n_ch++] = (struct change){old->v[i++], PODMUX_OP_REMOVE};
+                } else if (c > 0) {
+                        ch[n_ch++] = (struct change){new_->v[j++], PODMUX_OP_ADD};
+                } else {
+                        if (old->v[i]->len != new_->v[j]->len ||
+                            memcmp(old->v[i]->json, new_->v[j]->json, old->v[i]->len) != 0)
+                                ch[n_ch++] = (struct change){new_->v[j], PODMUX_OP_UPDATE};
+                        i++;
+                        j++;
+                }
+        }
+        for (i = 0; i < n_ch; i++)
+                srcs[n_srcs++] = ch[i].p->source;
+        qsort(srcs, n_srcs, sizeof(*srcs), cmp_str_ptr);
+        j = 0;
+        for (i = 0; i < n_srcs; i++)
+                if (j == 0 || strcmp(srcs[j - 1], srcs[i]) != 0)
+                        srcs[j++] = srcs[i];
+        n_srcs = j;
+        d->recs = calloc(n_srcs * 3 + 1, sizeof(*d->recs));
+        if (!d->recs)
+                goto done;
+        for (size_t s = 0; s < n_srcs; s++) {
+                for (size_t o = 0; o < 3; o++) {
+                        struct diff_rec *rec = &d->recs[d->n_recs];
+                        size_t k = 0;
+
+                        for (i = 0; i < n_ch; i++)
+                                if (ch[i].op == order[o] && strcmp(ch[i].p->source, srcs[s]) == 0)
+                                        k++;
+                        if (k == 0)
+                                continue;
+                        rec->pods = malloc(k * sizeof(*rec->pods));
+                        if (!rec->pods)
+                                goto done;
+                        d->n_recs++;
+                        rec->op = order[o];
+                        for (i = 0; i < n_ch; i++)
+                                if (ch[i].op == order[o] && strcmp(ch[i].p->source, srcs[s]) == 0)
+                                        rec->pods[rec->n_pods++] = client_pod_ref(ch[i].p);
+                        rec->source = rec->pods[0]->source;
+                }
+        }
+        r = 0;
+done:
+        free(ch);
+        free(srcs);
+        return r;
+}
+
+static int diff_plugins(const struct cache *old, const struct cache *new_, struct diff *d)
+{
+        size_t i = 0, j = 0;
+
+        d->plugins = calloc(old->n_plugins + new_->n_plugins + 1, sizeof(*d->plugins));
+        if (!d->plugins)
+                return -ENOMEM;
+        while (i < old->n_plugins || j < new_->n_plugins) {
+                int c = i >= old->n_plugins   ? 1
+                        : j >= new_->n_plugins ? -1
+                                               : strcmp(old->plugins[i].socket, new_->plugins[j].socket);
+
+                if (c < 0) {
+                        d->plugins[d->n_plugins++] = (struct diff_plugin){false, &old->plugins[i++]};
+                } else if (c > 0) {
+                        d->plugins[d->n_plugins++] = (struct diff_plugin){true, &new_->plugins[j++]};
+                } else {
+                        if (strcmp(old->plugins[i].json, new_->plugins[j].json) != 0)
+                                d->plugins[d->n_plugins++] = (struct diff_plugin){true, &new_->plugins[j]};
+                        i++;
+                        j++;
+                }
+        }
+        return 0;
+}
+
+int cache_diff(const struct cache *old, const struct cache *new_, struct diff *ret)
+{
+        struct diff d = {0};
+
+        if (diff_pods(old, new_, &d) < 0 || diff_plugins(old, new_, &d) < 0) {
+                diff_free(&d);
+                return -ENOMEM;
+        }
+        *ret = d;
+        return 0;
+}

@@ -1,0 +1,622 @@
+/*
+ * client_msg — decoding one line of the update stream (see
+ * src/client/client_msg.h).
+ *
+ * The line is walked member by member; each value is parsed with
+ * json_parse_next() (src/util/json_parse.c, every allocation checked), so
+ * the walk itself only steps over '{', ':', ',' and '}'.  The "pods"
+ * array is walked the same way one element at a time: an element's text
+ * is the bytes json_parse_next() stepped over, copied as they are.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "podmux/json_parse.h"
+#include "client_msg.h"
+
+#define SOURCE_ANNOTATION "kubernetes.io/config.source"
+
+/* ---- pods ------------------------------------------------------------------ */
+
+struct podmux_pod *client_pod_ref(struct podmux_pod *p)
+{
+        if (p)
+                p->refs++;
+        return p;
+}
+
+void client_pod_unref(struct podmux_pod *p)
+{
+        if (!p || --p->refs > 0)
+                return;
+        free(p->own_source);
+        free(p);
+}
+
+int client_pod_compare(const struct podmux_pod *a, const struct podmux_pod *b)
+{
+        int c = strcmp(a->ns, b->ns);
+
+        if (c)
+                return c;
+        c = strcmp(a->name, b->name);
+        if (c)
+                return c;
+        c = strcmp(a->uid, b->uid);
+        if (c)
+                return c;
+        return strcmp(a->source, b->source);
+}
+
+static json_object *member(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+                return NULL;
+        return v;
+}
+
+static const char *member_str(json_object *o, const char *key)
+{
+        json_object *v = member(o, key);
+
+        return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* One block: the struct, the text, then uid, namespace, name and the
+ * source annotation, each NUL-terminated.  0, -EINVAL (why set), -ENOMEM. */
+static int pod_new(const char *text, size_t len, json_object *obj, struct podmux_pod **ret,
+                   struct buf *why)
+{
+        json_object *md = member(obj, "metadata");
+        const char *uid = member_str(md, "uid"), *name = member_str(md, "name");
+        const char *ns = member_str(md, "namespace"), *src;
+        size_t lu, ln, lns, ls, size;
+        struct podmux_pod *p;
+        char *at;
+
+        if (!json_object_is_type(obj, json_type_object) || !uid || !*uid || !name) {
+                (void)buf_puts(why, "a pod without metadata.uid and metadata.name");
+                return -EINVAL;
+        }
+        src = member_str(member(md, "annotations"), SOURCE_ANNOTATION);
+        if (!ns)
+                ns = "";
+        if (!src)
+                src = "";
+        lu = strlen(uid);
+        ln = strlen(name);
+        lns = strlen(ns);
+        ls = strlen(src);
+        size = sizeof(*p) + len + 1 + lu + 1 + ln + 1 + lns + 1 + ls + 1;
+        p = malloc(size);
+        if (!p)
+                return -ENOMEM;
+        memset(p, 0, sizeof(*p));
+        at = (char *)(p + 1);
+        p->refs = 1;
+        p->len = len;
+        p->json = at;
+        memcpy(at, text, len);
+        at[len] = '\0';
+        at += len + 1;
+        memcpy(at, uid, lu + 1);
+        p->uid = at;
+        at += lu + 1;
+        memcpy(at, ns, lns + 1);
+        p->ns = at;
+        at += lns + 1;
+        memcpy(at, name, ln + 1);
+        p->name = at;
+        at += ln + 1;
+        memcpy(at, src, ls + 1);
+        p->ann_source = at;
+        p->source = at;
+        *ret = p;
+        return 0;
+}
+
+/* ---- the walk ---------------------------------------------------------------- */
+
+struct walk {
+        const char *s;
+        size_t len, pos;
+        struct buf *why;
+};
+
+static void skip_ws(struct walk *w)
+{
+        while (w->pos < w->len) {
+                char c = w->s[w->pos];
+
+                if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+                        return;
+                w->pos++;
+        }
+}
+
+static int bad(struct walk *w, const char *what)
+{
+        (void)buf_printf(w->why, "byte %zu: %s", w->pos, what);
+        return -EINVAL;
+}
+
+/* One value at w->pos: 0, -EINVAL (why set), -ENOMEM. */
+static int value(struct walk *w, json_object **ret)
+{
+        int r = json_parse_next(w->s, w->len, &w->pos, CLIENT_MSG_MAX_DEPTH, ret, w->why);
+
+        return r == -EAGAIN ? -EINVAL : r;
+}
+
+static int add_pod(struct client_msg *m, struct podmux_pod *p, size_t *cap)
+{
+        if (m->n_pods == *cap) {
+                size_t n = *cap ? *cap * 2 : 8;
+                struct podmux_pod **v = realloc(m->pods, n * sizeof(*v));
+
+                if (!v)
+                        return -ENOMEM;
+                m->pods = v;
+                *cap = n;
+        }
+        m->pods[m->n_pods++] = p;
+        return 0;
+}
+
+/* The "pods" array: each element's text and identity.  A pod of the wrong
+ * shape is -EINVAL (why set) once the array is stepped over. */
+static int walk_pods(struct walk *w, struct client_msg *m)
+{
+        size_t cap = 0;
+        int r;
+
+        skip_ws(w);
+        if (w->pos >= w->len || w->s[w->pos] != '[')
+                return bad(w, "pods is not an array");
+        w->pos++;
+        skip_ws(w);
+        if (w->pos < w->len && w->s[w->pos] == ']') {
+                w->pos++;
+                return 0;
+        }
+        for (;;) {
+                json_object *o = NULL;
+                struct podmux_pod *p = NULL;
+                size_t start;
+
+                skip_ws(w);
+                start = w->pos;
+                r = value(w, &o);
+                if (r < 0)
+                        return r;
+                r = pod_new(w->s + start, w->pos - start, o, &p, w->why);
+                json_object_put(o);
+                if (r < 0)
+                        return r;
+                r = add_pod(m, p, &cap);
+                if (r < 0) {
+                        client_pod_unref(p);
+                        return r;
+                }
+                skip_ws(w);
+                if (w->pos >= w->len)
+                        return bad(w, "the pods array is not closed");
+                if (w->s[w->pos] == ']') {
+                        w->pos++;
+                        return 0;
+                }
+                if (w->s[w->pos] != ',')
+                        return bad(w, "expected ',' or ']' in pods");
+                w->pos++;
+        }
+}
+
+static int dup_str(json_object *v, char **ret)
+{
+        char *s = strdup(json_object_get_string(v));
+
+        if (!s)
+                return -ENOMEM;
+        free(*ret);
+        *ret = s;
+        return 0;
+}
+
+/* The members other than pods and plugin, kept as values until the type
+ * is known. */
+struct member_list {
+        char **keys;
+        json_object **vals;
+        size_t n, cap;
+};
+
+static void members_free(struct member_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                free(l->keys[i]);
+                json_object_put(l->vals[i]);
+        }
+        free(l->keys);
+        free(l->vals);
+}
+
+static int members_add(struct member_list *l, char *key, json_object *v)
+{
+        if (l->n == l->cap) {
+                size_t n = l->cap ? l->cap * 2 : 8;
+                char **k = realloc(l->keys, n * sizeof(*k));
+
+                if (!k)
+                        return -ENOMEM;
+                l->keys = k;
+                json_object **vv = realloc(l->vals, n * sizeof(*vv));
+                if (!vv)
+                        return -ENOMEM;
+                l->vals = vv;
+                l->cap = n;
+        }
+        l->keys[l->n] = key;
+        l->vals[l->n] = v;
+        l->n++;
+        return 0;
+}
+
+/* The last value of key (a later duplicate wins, as in json-c). */
+static json_object *members_get(const struct member_list *l, const char *key, bool *ret_have)
+{
+        for (size_t i = l->n; i-- > 0;) {
+                if (strcmp(l->keys[i], key) == 0) {
+                        if (ret_have)
+                                *ret_have = true;
+                        return l->vals[i];
+                }
+        }
+        if (ret_have)
+                *ret_have = false;
+        return NULL;
+}
+
+static int want_str(const struct member_list *l, const char *key, bool required, char **ret,
+                    struct buf *why)
+{
+        bool have;
+        json_object *v = members_get(l, key, &have);
+
+        if (!have) {
+                if (!required)
+                        return 0;
+                (void)buf_printf(why, "no \"%s\"", key);
+                return -EINVAL;
+        }
+        if (!json_object_is_type(v, json_type_string)) {
+                (void)buf_printf(why, "\"%s\" is not a string", key);
+                return -EINVAL;
+        }
+        return dup_str(v, ret);
+}
+
+static const struct {
+        const char *name;
+        enum client_msg_type type;
+} types[] = {
+        {"hello", CLIENT_MSG_HELLO},     {"pods", CLIENT_MSG_PODS},
+        {"synced", CLIENT_MSG_SYNCED},   {"sources_ready", CLIENT_MSG_SOURCES_READY},
+        {"plugin", CLIENT_MSG_PLUGIN},   {"error", CLIENT_MSG_ERROR},
+};
+
+static int parse_op(const char *s, enum podmux_op *ret)
+{
+        for (int i = PODMUX_OP_SET; i <= PODMUX_OP_RECONCILE; i++) {
+                if (strcmp(s, podmux_op_name((enum podmux_op)i)) == 0) {
+                        *ret = (enum podmux_op)i;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+/* Members of one type, from the list (pods and plugin already walked). */
+static int finish(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        json_object *v;
+        bool have;
+        char *op = NULL;
+        int r;
+
+        switch (m->type) {
+        case CLIENT_MSG_HELLO:
+                /* Tolerant of everything but the number: a client must
+                 * know the protocol before it reads anything else. */
+                v = members_get(l, "protocol", &have);
+                if (!json_object_is_type(v, json_type_int)) {
+                        (void)buf_puts(why, "a hello without an integer protocol");
+                        return -EINVAL;
+                }
+                m->protocol = json_object_get_int64(v);
+                if (m->protocol != PODMUX_CLIENT_PROTOCOL)
+                        return -EPROTONOSUPPORT;
+                if ((r = want_str(l, "mode", false, &m->mode, why)) < 0 ||
+                    (r = want_str(l, "node", false, &m->node, why)) < 0)
+                        return r;
+                return 0;
+        case CLIENT_MSG_PODS:
+                if ((r = want_str(l, "op", true, &op, why)) < 0)
+                        return r;
+                r = parse_op(op, &m->op);
+                if (r < 0)
+                        (void)buf_printf(why, "unknown op \"%s\"", op);
+                free(op);
+                if (r < 0)
+                        return r;
+                return want_str(l, "source", true, &m->source, why);
+        case CLIENT_MSG_SYNCED:
+                v = members_get(l, "resumed", &have);
+                if (have && !json_object_is_type(v, json_type_boolean)) {
+                        (void)buf_puts(why, "\"resumed\" is not a boolean");
+                        return -EINVAL;
+                }
+                m->resumed = have && json_object_get_boolean(v);
+                return 0;
+        case CLIENT_MSG_SOURCES_READY: {
+                size_t n;
+
+                v = members_get(l, "sources", &have);
+                if (!json_object_is_type(v, json_type_array)) {
+                        (void)buf_puts(why, "\"sources\" is not an array");
+                        return -EINVAL;
+                }
+                n = json_object_array_length(v);
+                m->sources = calloc(n ? n : 1, sizeof(*m->sources));
+                if (!m->sources)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++) {
+                        json_object *e = json_object_array_get_idx(v, i);
+
+                        if (!json_object_is_type(e, json_type_string)) {
+                                (void)buf_puts(why, "a source name is not a string");
+                                return -EINVAL;
+                        }
+                        r = dup_str(e, &m->sources[i]);
+                        if (r < 0)
+                                return r;
+                        m->n_sources++;
+                }
+                return 0;
+        }
+        case CLIENT_MSG_PLUGIN:
+                if (!m->plugin_json) {
+                        (void)buf_puts(why, "a plugin message without \"plugin\"");
+                        return -EINVAL;
+                }
+                if ((r = want_str(l, "op", true, &m->plugin_op, why)) < 0 ||
+                    (r = want_str(l, "error", false, &m->error, why)) < 0)
+                        return r;
+                return 0;
+        case CLIENT_MSG_ERROR:
+                if ((r = want_str(l, "reason", true, &m->reason, why)) < 0 ||
+                    (r = want_str(l, "message", false, &m->message, why)) < 0)
+                        return r;
+                return 0;
+        case CLIENT_MSG_OTHER:
+                break;
+        }
+        return 0;
+}
+
+/* The "plugin" object: its text, and socket, type and name. */
+static int walk_plugin(struct walk *w, struct client_msg *m)
+{
+        json_object *o = NULL;
+        size_t start;
+        const char *s;
+        int r;
+
+        skip_ws(w);
+        start = w->pos;
+        r = value(w, &o);
+        if (r < 0)
+                return r;
+        if (!json_object_is_type(o, json_type_object) || !member_str(o, "socket")) {
+                json_object_put(o);
+                (void)buf_puts(w->why, "\"plugin\" is not an object with a socket");
+                return -EINVAL;
+        }
+        free(m->plugin_json);
+        m->plugin_json = strndup(w->s + start, w->pos - start);
+        s = member_str(o, "type");
+        free(m->plugin_type);
+        m->plugin_type = strdup(s ? s : "");
+        s = member_str(o, "name");
+        free(m->plugin_name);
+        m->plugin_name = strdup(s ? s : "");
+        free(m->socket);
+        m->socket = strdup(member_str(o, "socket"));
+        json_object_put(o);
+        if (!m->plugin_json || !m->plugin_type || !m->plugin_name || !m->socket)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Sets each pod's source: in a SET (the merged state) the pod's own
+ * annotation, elsewhere the message's. */
+static int pod_sources(struct client_msg *m)
+{
+        for (size_t i = 0; i < m->n_pods; i++) {
+                struct podmux_pod *p = m->pods[i];
+                const char *want = m->source;
+
+                if ((m->op == PODMUX_OP_SET || strcmp(m->source, "*") == 0) && p->ann_source[0])
+                        want = p->ann_source;
+                if (strcmp(want, p->ann_source) == 0)
+                        continue;
+                p->own_source = strdup(want);
+                if (!p->own_source)
+                        return -ENOMEM;
+                p->source = p->own_source;
+        }
+        return 0;
+}
+
+int client_msg_parse(const char *line, size_t len, struct client_msg *m, struct buf *why)
+{
+        struct walk w = {.s = line, .len = len, .why = why};
+        struct member_list l = {0};
+        json_object *v = NULL;
+        int r;
+        bool have_type, have_seq;
+        const char *t;
+
+        memset(m, 0, sizeof(*m));
+        skip_ws(&w);
+        if (w.pos >= len || line[w.pos] != '{') {
+                r = bad(&w, "a line that is not a JSON object");
+                goto done;
+        }
+        w.pos++;
+        skip_ws(&w);
+        if (w.pos < len && line[w.pos] == '}') {
+                w.pos++;
+        } else {
+                for (;;) {
+                        char *key;
+
+                        skip_ws(&w);
+                        if (w.pos >= len || line[w.pos] != '"') {
+                                r = bad(&w, "expected a member name");
+                                goto done;
+                        }
+                        r = value(&w, &v);
+                        if (r < 0)
+                                goto done;
+                        key = strdup(json_object_get_string(v));
+                        json_object_put(v);
+                        v = NULL;
+                        if (!key) {
+                                r = -ENOMEM;
+                                goto done;
+                        }
+                        skip_ws(&w);
+                        if (w.pos >= len || line[w.pos] != ':') {
+                                free(key);
+                                r = bad(&w, "expected ':'");
+                                goto done;
+                        }
+                        w.pos++;
+                        if (strcmp(key, "pods") == 0) {
+                                free(key);
+                                /* A repeated member: the last one wins. */
+                                for (size_t i = 0; i < m->n_pods; i++)
+                                        client_pod_unref(m->pods[i]);
+                                free(m->pods);
+                                m->pods = NULL;
+                                m->n_pods = 0;
+                                r = walk_pods(&w, m);
+                                if (r < 0)
+                                        goto done;
+                        } else if (strcmp(key, "plugin") == 0) {
+                                free(key);
+                                r = walk_plugin(&w, m);
+                                if (r < 0)
+                                        goto done;
+                        } else {
+                                r = value(&w, &v);
+                                if (r == 0)
+                                        r = members_add(&l, key, v);
+                                if (r < 0) {
+                                        free(key);
+                                        json_object_put(v);
+                                        v = NULL;
+                                        goto done;
+                                }
+                                v = NULL;
+                        }
+                        skip_ws(&w);
+                        if (w.pos < len && line[w.pos] == '}') {
+                                w.pos++;
+                                break;
+                        }
+                        if (w.pos >= len || line[w.pos] != ',') {
+                                r = bad(&w, "expected ',' or '}'");
+                                goto done;
+                        }
+                        w.pos++;
+                }
+        }
+        skip_ws(&w);
+        if (w.pos < len) {
+                r = bad(&w, "text after the JSON object");
+                goto done;
+        }
+        v = members_get(&l, "type", &have_type);
+        t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        v = NULL;
+        if (!t) {
+                (void)buf_puts(why, "a message without a string \"type\"");
+                r = -EINVAL;
+                goto done;
+        }
+        m->type = CLIENT_MSG_OTHER;
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+                if (strcmp(t, types[i].name) == 0)
+                        m->type = types[i].type;
+        if (m->type != CLIENT_MSG_HELLO) {
+                json_object *s = members_get(&l, "seq", &have_seq);
+
+                if (!json_object_is_type(s, json_type_int) || json_object_get_int64(s) < 0) {
+                        (void)buf_puts(why, "a message without a non-negative integer \"seq\"");
+                        r = -EINVAL;
+                        goto done;
+                }
+                m->seq = json_object_get_uint64(s);
+        }
+        r = finish(m, &l, why);
+        if (r < 0)
+                goto done;
+        if (m->type == CLIENT_MSG_HELLO) {
+                json_object *s = members_get(&l, "seq", &have_seq);
+
+                if (!json_object_is_type(s, json_type_int) || json_object_get_int64(s) < 0) {
+                        (void)buf_puts(why, "a hello without a non-negative integer \"seq\"");
+                        r = -EINVAL;
+                        goto done;
+                }
+                m->seq = json_object_get_uint64(s);
+        }
+        if (m->type == CLIENT_MSG_PODS)
+                r = pod_sources(m);
+done:
+        members_free(&l);
+        if (r < 0 && r != -EPROTONOSUPPORT)
+                client_msg_clear(m);
+        return r;
+}
+
+void client_msg_clear(struct client_msg *m)
+{
+        int64_t protocol = m->protocol;
+
+        for (size_t i = 0; i < m->n_pods; i++)
+                client_pod_unref(m->pods[i]);
+        free(m->pods);
+        for (size_t i = 0; i < m->n_sources; i++)
+                free(m->sources[i]);
+        free(m->sources);
+        free(m->mode);
+        free(m->node);
+        free(m->source);
+        free(m->plugin_op);
+        free(m->plugin_json);
+        free(m->socket);
+        free(m->plugin_type);
+        free(m->plugin_name);
+        free(m->error);
+        free(m->reason);
+        free(m->message);
+        memset(m, 0, sizeof(*m));
+        m->protocol = protocol;
+}

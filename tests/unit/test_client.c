@@ -1,0 +1,610 @@
+/*
+ * test_client — libpodmux-client against a scripted daemon
+ * (tests/unit/fake_stream.h): every corner of protocol 1 a consumer meets
+ * (doc/protocol.md).  Each test checks what the handlers saw, line by
+ * line, and that those records applied in order give the cache.
+ */
+#include "fake_stream.h"
+#include "unit.h"
+
+#include <json-c/json.h>
+#include <sys/stat.h>
+
+#include "../../src/client/client_msg.h"
+
+struct t {
+        struct fake f;
+        struct rec r;
+        struct podmux_client *c;
+};
+
+static void t_init(struct t *t)
+{
+        memset(t, 0, sizeof(*t));
+        fake_init(&t->f);
+        ck_assert_int_eq(podmux_client_new(t->f.path, &t->r, &t->c), 0);
+        rec_attach(&t->r, t->c);
+        client_set_backoff(t->c, 1000, 8000);
+}
+
+static void t_free(struct t *t)
+{
+        podmux_client_free(t->c);
+        rec_free(&t->r);
+        fake_free(&t->f);
+}
+
+static void expect_log(struct t *t, const char *want)
+{
+        char *have = rec_take(&t->r);
+
+        ck_assert_str_eq(have, want);
+        free(have);
+}
+
+/* Connects and gives the state: file a, b; api c; then synced at 10. */
+static void start(struct t *t)
+{
+        fake_accept(&t->f, t->c);
+        fake_hello(&t->f, 5);
+        fake_pods(&t->f, 6, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "kube-system", "beta", "file", 1));
+        fake_pods(&t->f, 7, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_synced(&t->f, 10, false);
+        pump(t->c);
+}
+
+START_TEST(test_full_state)
+{
+        struct t t;
+        uint64_t point = 0;
+        char *dump;
+
+        t_init(&t);
+        ck_assert_int_eq(podmux_client_timeout(t.c), 0);
+        start(&t);
+        ck_assert_str_eq(t.f.first, "{}");
+        /* Held until synced, then given as the difference from the empty
+         * cache: per source (sorted), ADD. */
+        expect_log(&t, "pods ADD api c\npods ADD file a b\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 10);
+        dump = cache_dump(t.c);
+        /* The daemon's order: namespace, name, uid. */
+        ck_assert_str_eq(dump, "file/a={\"metadata\":{\"name\":\"alpha\",\"namespace\":\"default\",\"uid\":\"a\","
+                               "\"annotations\":{\"kubernetes.io/config.source\":\"file\"}},\"spec\":{\"gen\":1}}\n"
+                               "api/c={\"metadata\":{\"name\":\"gamma\",\"namespace\":\"default\",\"uid\":\"c\","
+                               "\"annotations\":{\"kubernetes.io/config.source\":\"api\"}},\"spec\":{\"gen\":1}}\n"
+                               "file/b={\"metadata\":{\"name\":\"beta\",\"namespace\":\"kube-system\",\"uid\":\"b\","
+                               "\"annotations\":{\"kubernetes.io/config.source\":\"file\"}},\"spec\":{\"gen\":1}}\n");
+        free(dump);
+        ck_assert_str_eq(podmux_pod_name(podmux_client_pod_by_uid(t.c, "b")), "beta");
+        ck_assert_str_eq(podmux_pod_uid(podmux_client_pod_by_name(t.c, "default", "gamma")), "c");
+        ck_assert_ptr_null(podmux_client_pod_by_uid(t.c, "zz"));
+        ck_assert_ptr_null(podmux_client_pod_by_name(t.c, "default", "zz"));
+        {
+                struct json_object *o = NULL;
+
+                ck_assert_int_eq(podmux_pod_object(podmux_client_pod_by_uid(t.c, "a"), &o), 0);
+                ck_assert_int_eq(json_object_get_int(json_object_object_get(json_object_object_get(o, "spec"), "gen")), 1);
+                json_object_put(o);
+        }
+        check_model(&t.r, t.c);
+        ck_assert_int_eq(t.r.errors, 0);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_live_ops_and_seq_gaps)
+{
+        struct t t;
+        uint64_t point = 0;
+        const struct podmux_pod *kept;
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        kept = podmux_pod_ref(podmux_client_pod_by_uid(t.c, "a"));
+        /* Numbers jump (other consumers' messages take numbers too). */
+        fake_pods(&t.f, 20, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_pods(&t.f, 57, "REMOVE", "file", 1, pod_text("b", "kube-system", "beta", "file", 1));
+        fake_pods(&t.f, 58, "DELETE", "api", 1, pod_text("c", "default", "gamma", "api", 2));
+        fake_pods(&t.f, 90, "RECONCILE", "api", 1, pod_text("c", "default", "gamma", "api", 3));
+        fake_pods(&t.f, 1000, "ADD", "http", 1, pod_text("d", "web", "delta", "http", 1));
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":1001,\"sources\":[\"api\",\"file\",\"http\"]}");
+        /* The same list again tells nothing new. */
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":1002,\"sources\":[\"api\",\"file\",\"http\"]}");
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file a\npods REMOVE file b\npods DELETE api c\npods RECONCILE api c\n"
+                       "pods ADD http d\nready api file http\n");
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 1002);
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3);
+        ck_assert_ptr_null(podmux_client_pod_by_uid(t.c, "b"));
+        /* A pod held by the application outlives its replacement. */
+        ck_assert_ptr_nonnull(strstr(podmux_pod_json(kept, NULL), "\"gen\":1"));
+        podmux_pod_unref(kept);
+        ck_assert_ptr_nonnull(strstr(podmux_pod_json(podmux_client_pod_by_uid(t.c, "a"), NULL), "\"gen\":2"));
+        check_model(&t.r, t.c);
+        ck_assert_int_eq(t.r.errors, 0);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_resume_replay)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        start(&t);
+        fake_pods(&t.f, 20, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        pump(t.c);
+        free(rec_take(&t.r));
+        /* The daemon cuts us (a restart of the connection). */
+        fake_close(&t.f);
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 20\n");
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_CLOSED);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":20}");
+        fake_hello(&t.f, 40);
+        /* The replay: old numbers, before hello's. */
+        fake_pods(&t.f, 21, "ADD", "file", 1, pod_text("e", "default", "eps", "file", 1));
+        fake_pods(&t.f, 25, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 3));
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":26,\"op\":\"FAILED\",\"plugin\":{\"socket\":\"/p/x.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"x\"},\"error\":\"bad\"}");
+        /* Nothing is applied before synced. */
+        pump(t.c);
+        ck_assert_str_eq(t.r.log.data ? t.r.log.data : "", "");
+        fake_synced(&t.f, 41, true);
+        pump(t.c);
+        expect_log(&t, "pods ADD file e\npods UPDATE file a\nplugin FAILED /p/x.sock error\nsynced resumed\n");
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 41);
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_failed_resume_full_state)
+{
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":11,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/a.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"a\"}}");
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":12,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/b.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"b\"}}");
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":13,\"reason\":\"SlowConsumer\",\"message\":\"too slow\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_SERVER);
+        ck_assert_int_eq(t.r.last_err, -ENOBUFS);
+        ck_assert(!t.r.last_fatal);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":12}");
+        /* 12 is no longer in the history: the full state. a changed, b
+         * gone, c the same, d new; plugin a the same, b gone, c new. */
+        fake_hello(&t.f, 500);
+        fake_pods(&t.f, 501, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_pods(&t.f, 502, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 9),
+                  pod_text("d", "default", "delta", "file", 1));
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":503,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/a.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"a\"}}");
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":504,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/c.sock\","
+                        "\"type\":\"DevicePlugin\",\"name\":\"c\"}}");
+        fake_synced(&t.f, 505, false);
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":506,\"sources\":[\"api\",\"file\"]}");
+        pump(t.c);
+        expect_log(&t, "pods REMOVE file resync b\npods ADD file resync d\npods UPDATE file resync a\n"
+                       "plugin DEREGISTERED /p/b.sock resync\nplugin REGISTERED /p/c.sock resync\n"
+                       "synced state\nready api file\n");
+        check_model(&t.r, t.c);
+        {
+                size_t it = 0;
+                const char *sock;
+
+                ck_assert(podmux_client_plugin_next(t.c, &it, &sock, NULL));
+                ck_assert_str_eq(sock, "/p/a.sock");
+                ck_assert(podmux_client_plugin_next(t.c, &it, &sock, NULL));
+                ck_assert_str_eq(sock, "/p/c.sock");
+                ck_assert(!podmux_client_plugin_next(t.c, &it, &sock, NULL));
+        }
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_partial_line_after_cut)
+{
+        struct t t;
+        const char half[] = "{\"type\":\"pods\",\"seq\":31,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"meta";
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        fake_pods(&t.f, 30, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_write(&t.f, half, sizeof(half) - 1);
+        fake_close(&t.f);
+        pump(t.c);
+        /* The whole message is applied, the partial line dropped, and the
+         * resume comes right after the last whole message. */
+        expect_log(&t, "pods UPDATE file a\nerror 4 -\nreconnect after 30\n");
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":30}");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_unknown_type_ignored)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 5);
+        fake_send(&t.f, "{\"type\":\"future\",\"seq\":6,\"anything\":[1,{\"x\":null}]}");
+        fake_pods(&t.f, 7, "ADD", "file", 1, pod_text("a", "default", "alpha", "file", 1));
+        fake_synced(&t.f, 8, false);
+        fake_send(&t.f, "{\"seq\":9,\"type\":\"status\",\"protocol\":1}");
+        /* Members this library does not know are ignored too. */
+        fake_send(&t.f, "{\"type\":\"pods\",\"seq\":10,\"op\":\"UPDATE\",\"source\":\"file\",\"later\":{\"a\":1},"
+                        "\"pods\":[%s]}",
+                  "{\"metadata\":{\"uid\":\"a\",\"name\":\"alpha\",\"namespace\":\"default\"},\"x\":2}");
+        pump(t.c);
+        expect_log(&t, "pods ADD file a\nsynced state\npods UPDATE file a\n");
+        ck_assert_int_eq(t.r.errors, 0);
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 10);
+        /* A pod without the annotation takes the message's source. */
+        ck_assert_str_eq(podmux_pod_source(podmux_client_pod_by_uid(t.c, "a")), "file");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_protocol_mismatch)
+{
+        struct t t;
+
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        /* Whatever else a protocol 2 hello says, the number decides. */
+        fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":2,\"seq\":\"new-style\",\"mode\":7}");
+        pump(t.c);
+        expect_log(&t, "error 2 - fatal\n");
+        ck_assert_int_eq(t.r.last_err, -EPROTONOSUPPORT);
+        ck_assert_int_eq(podmux_client_process(t.c), -EPROTONOSUPPORT);
+        ck_assert_int_eq(podmux_client_timeout(t.c), -1);
+        ck_assert_int_eq(t.r.reconnects, 0);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_daemon_restart)
+{
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        /* The daemon exits: its error, then the socket file goes. */
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":11,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        fake_close(&t.f);
+        fake_unlisten(&t.f);
+        pump(t.c);
+        expect_log(&t, "error 3 ShuttingDown\nreconnect after 10\n");
+        /* No socket yet: retried with a growing backoff, never fatal. */
+        ck_assert_int_eq(wait_due(t.c), 0);
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_CONNECT);
+        ck_assert_int_eq(t.r.last_err, -ENOENT);
+        ck_assert(!t.r.last_fatal);
+        ck_assert_int_eq(wait_due(t.c), 0);
+        expect_log(&t, "error 0 -\nreconnect after 10\nerror 0 -\nreconnect after 10\n");
+        /* The new daemon numbers from its start time: 10 is older than
+         * its history, so it sends the full state. */
+        fake_listen(&t.f);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":10}");
+        fake_hello(&t.f, 9000000);
+        fake_pods(&t.f, 9000001, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "kube-system", "beta", "file", 1));
+        fake_synced(&t.f, 9000002, false);
+        pump(t.c);
+        /* The api source has not delivered yet in the new daemon. */
+        expect_log(&t, "pods REMOVE api resync c\nsynced state\n");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_seq_going_back)
+{
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        fake_pods(&t.f, 20, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_pods(&t.f, 20, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 3));
+        pump(t.c);
+        free(rec_take(&t.r));
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_BAD_MESSAGE);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":20}");
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_malformed_lines)
+{
+        static const char *const bad[] = {
+                "not json",
+                "[1,2]",
+                "{\"type\":\"pods\",\"seq\":20}",                                      /* no op */
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"MOVE\",\"source\":\"file\",\"pods\":[]}", /* unknown op */
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"metadata\":{}}]}",
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":{}}",
+                "{\"type\":\"pods\",\"seq\":-1,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[]}",
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[]} x",
+                "{\"type\":7,\"seq\":20}",
+                "{\"seq\":20}",
+                "{\"type\":\"synced\",\"seq\":20,\"resumed\":\"yes\"}",
+                "{\"type\":\"plugin\",\"seq\":20,\"op\":\"REGISTERED\",\"plugin\":[]}",
+                "{\"type\":\"sources_ready\",\"seq\":20,\"sources\":[1]}",
+                "{\"type\":\"error\",\"seq\":20}",
+                "{\"type\":\"hello\",\"protocol\":1,\"seq\":21}", /* a second hello */
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"metadata\":{\"uid\":\"\xff\"}",
+        };
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct t t;
+                char *dump, *after;
+
+                t_init(&t);
+                start(&t);
+                dump = cache_dump(t.c);
+                t.r.errors = 0;
+                fake_send(&t.f, "%s", bad[i]);
+                pump(t.c);
+                ck_assert_msg(t.r.errors == 1 && t.r.last_kind == PODMUX_ERROR_BAD_MESSAGE,
+                              "line %zu: %s: errors %d kind %d", i, bad[i], t.r.errors, (int)t.r.last_kind);
+                after = cache_dump(t.c);
+                ck_assert_str_eq(after, dump); /* nothing applied */
+                fake_accept(&t.f, t.c);
+                ck_assert_str_eq(t.f.first, "{\"resume_after\":10}");
+                free(dump);
+                free(after);
+                t_free(&t);
+        }
+}
+END_TEST
+
+START_TEST(test_bad_before_hello)
+{
+        struct t t;
+
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        fake_synced(&t.f, 3, false);
+        pump(t.c);
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_BAD_MESSAGE);
+        ck_assert(!t.r.last_fatal);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_server_errors)
+{
+        static const struct {
+                const char *reason;
+                int kind, err;
+                bool fatal;
+        } cases[] = {
+                {"Forbidden", PODMUX_ERROR_PERMISSION, -EACCES, true},
+                {"BadRequest", PODMUX_ERROR_SERVER, -EINVAL, true},
+                {"TooManyConsumers", PODMUX_ERROR_SERVER, -EUSERS, false},
+                {"ResourceExhausted", PODMUX_ERROR_SERVER, -ENOMEM, false},
+                {"InternalError", PODMUX_ERROR_SERVER, -EIO, false},
+                {"SomethingNew", PODMUX_ERROR_SERVER, -EIO, false},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct t t;
+
+                t_init(&t);
+                fake_accept(&t.f, t.c);
+                /* A refused connection gets the error without a hello. */
+                fake_send(&t.f, "{\"type\":\"error\",\"seq\":4,\"reason\":\"%s\",\"message\":\"m\"}", cases[i].reason);
+                pump(t.c);
+                ck_assert_int_eq(t.r.last_kind, cases[i].kind);
+                ck_assert_int_eq(t.r.last_err, cases[i].err);
+                ck_assert(t.r.last_fatal == cases[i].fatal);
+                ck_assert_int_eq(podmux_client_process(t.c), cases[i].fatal ? cases[i].err : 0);
+                ck_assert_int_eq(t.r.reconnects, cases[i].fatal ? 0 : 1);
+                t_free(&t);
+        }
+}
+END_TEST
+
+START_TEST(test_wrong_path)
+{
+        struct rec r = {0};
+        struct podmux_client *c = NULL;
+
+        ck_assert_int_eq(podmux_client_new("", NULL, &c), -EINVAL);
+        ck_assert_int_eq(podmux_client_new("/nonexistent/podmux.sock", &r, &c), 0);
+        rec_attach(&r, c);
+        podmux_client_set_flags(c, PODMUX_CLIENT_NO_RECONNECT);
+        ck_assert_int_eq(podmux_client_process(c), -ENOENT);
+        ck_assert_int_eq(r.last_kind, PODMUX_ERROR_CONNECT);
+        ck_assert(r.last_fatal);
+        podmux_client_free(c);
+        rec_free(&r);
+
+        memset(&r, 0, sizeof(r));
+        {
+                char longp[200];
+
+                memset(longp, 'x', sizeof(longp) - 1);
+                longp[0] = '/';
+                longp[sizeof(longp) - 1] = '\0';
+                ck_assert_int_eq(podmux_client_new(longp, &r, &c), 0);
+                rec_attach(&r, c);
+                ck_assert_int_eq(podmux_client_process(c), -ENAMETOOLONG);
+                ck_assert(r.last_fatal);
+                podmux_client_free(c);
+                rec_free(&r);
+        }
+}
+END_TEST
+
+START_TEST(test_permission_refused)
+{
+        struct t t;
+
+        if (geteuid() == 0)
+                return; /* root connects whatever the mode */
+        t_init(&t);
+        ck_assert_int_eq(chmod(t.f.path, 0), 0);
+        ck_assert_int_eq(podmux_client_process(t.c), -EACCES);
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_PERMISSION);
+        ck_assert(t.r.last_fatal);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_snapshot_set)
+{
+        struct t t;
+
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"n1\",\"seq\":5}");
+        /* One SET per source, each the whole merged state, keyed by each
+         * pod's own source annotation. */
+        fake_pods(&t.f, 6, "SET", "api", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("c", "default", "gamma", "api", 1));
+        fake_pods(&t.f, 7, "SET", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("c", "default", "gamma", "api", 1));
+        fake_synced(&t.f, 8, false);
+        fake_pods(&t.f, 9, "SET", "file", 2, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "file", 1));
+        pump(t.c);
+        expect_log(&t, "pods ADD api c\npods ADD file a\nsynced state\npods SET file c d\n");
+        ck_assert_str_eq(podmux_pod_source(podmux_client_pod_by_uid(t.c, "c")), "api");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 2);
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_max_line)
+{
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        podmux_client_set_max_line(t.c, 400);
+        fake_pods(&t.f, 20, "ADD", "file", 3, pod_text("x", "default", "x", "file", 1),
+                  pod_text("y", "default", "y", "file", 1), pod_text("z", "default", "z", "file", 1));
+        pump(t.c);
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_BAD_MESSAGE);
+        ck_assert_int_eq(t.r.last_err, -EMSGSIZE);
+        ck_assert_ptr_null(podmux_client_pod_by_uid(t.c, "x"));
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_stop_and_run)
+{
+        struct t t;
+
+        t_init(&t);
+        t.r.stop_on_pods = true;
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 5);
+        fake_pods(&t.f, 6, "ADD", "file", 1, pod_text("a", "default", "alpha", "file", 1));
+        fake_synced(&t.f, 7, false);
+        fake_pods(&t.f, 8, "ADD", "file", 1, pod_text("b", "default", "beta", "file", 1));
+        /* run() returns when a handler stops the client; nothing after. */
+        ck_assert_int_eq(podmux_client_run(t.c, -1), -ECANCELED);
+        expect_log(&t, "pods ADD file a\n");
+        ck_assert_int_eq(podmux_client_process(t.c), -ECANCELED);
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_run_timeout)
+{
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        ck_assert_int_eq(podmux_client_run(t.c, 0), 0);
+        ck_assert_int_eq(podmux_client_run(t.c, 20), 0);
+        t_free(&t);
+}
+END_TEST
+
+static void count_line(struct podmux_client *c, const char *line, size_t len, void *data)
+{
+        struct t *t = podmux_client_data(c);
+
+        (void)data;
+        (void)buf_printf(&t->r.log, "line %.*s\n", (int)len, line);
+}
+
+static void count_log(struct podmux_client *c, enum podmux_log_level level, const char *line, void *data)
+{
+        struct t *t = podmux_client_data(c);
+
+        (void)data;
+        ck_assert_ptr_nonnull(strstr(line, t->f.path)); /* every line names the socket */
+        t->r.errors += 100;
+}
+
+START_TEST(test_saved_resume_lines_and_log)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        /* Handlers get the client's data: here the test itself. */
+        podmux_client_free(t.c);
+        ck_assert_int_eq(podmux_client_new(t.f.path, &t, &t.c), 0);
+        client_set_backoff(t.c, 1000, 8000);
+        podmux_client_on_line(t.c, count_line);
+        podmux_client_on_log(t.c, count_log);
+        podmux_client_set_resume(t.c, 77);
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 77);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":77}");
+        fake_hello(&t.f, 5);
+        fake_synced(&t.f, 6, false);
+        pump(t.c);
+        expect_log(&t, "line {\"type\":\"hello\",\"protocol\":1,\"mode\":\"incremental\",\"node\":\"n1\",\"seq\":5}\n"
+                       "line {\"type\":\"synced\",\"seq\":6,\"resumed\":false}\n");
+        ck_assert_int_ge(t.r.errors, 100); /* the log handler was called */
+        ck_assert(podmux_client_has_synced(t.c));
+        t_free(&t);
+}
+END_TEST
+
+START_TEST(test_op_names)
+{
+        ck_assert_str_eq(podmux_op_name(PODMUX_OP_RECONCILE), "RECONCILE");
+        ck_assert_ptr_null(podmux_op_name((enum podmux_op)42));
+}
+END_TEST
+
+UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_failed_resume_full_state,
+          test_partial_line_after_cut, test_unknown_type_ignored, test_protocol_mismatch, test_daemon_restart,
+          test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
+          test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
+          test_saved_resume_lines_and_log, test_op_names)

@@ -1,0 +1,261 @@
+/*
+ * test_client_faults — libpodmux-client with every allocation failing in
+ * turn (tests/unit/failalloc.h), the way tests/unit/test_faults.c sweeps
+ * the daemon.
+ *
+ * A fake daemon (tests/unit/fake_stream.h) holds a fixed world: an
+ * initial state, six live messages after it (pods and plugins), and the
+ * final state they lead to.  The first connection gets the initial
+ * state, synced and the live messages, then is cut; later connections
+ * are answered as the daemon would: a replay of what came after the
+ * resume point if it is one of the world's numbers, the final state
+ * otherwise.  For every N the Nth allocation inside the library fails
+ * (once; and from N on until released), and each time:
+ *   - the client ends up holding exactly the final state;
+ *   - the records its handlers saw, applied in order, give that cache
+ *     (nothing lost, nothing seen twice, no half-applied message);
+ *   - every error it reported is out of memory or the cut;
+ *   - nothing is left allocated after podmux_client_free().
+ * Under AddressSanitizer nothing is interposed: the scenario runs once.
+ */
+#include "fake_stream.h"
+#include "failalloc.h"
+#include "unit.h"
+
+#include <limits.h>
+
+#include "../../src/client/client_msg.h"
+
+/* Final state: a (gen 2), c, d; plugins p1 (changed) and p3. */
+#define FIRST_SYNCED 10
+#define LAST_LIVE 16
+
+static void live_message(struct fake *f, uint64_t seq)
+{
+        switch (seq) {
+        case 11:
+                fake_pods(f, 11, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+                break;
+        case 12:
+                fake_pods(f, 12, "REMOVE", "file", 1, pod_text("b", "default", "beta", "file", 1));
+                break;
+        case 13:
+                fake_pods(f, 13, "ADD", "http", 1, pod_text("d", "web", "delta", "http", 1));
+                break;
+        case 14:
+                fake_send(f, "{\"type\":\"plugin\",\"seq\":14,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p1\","
+                             "\"type\":\"CSIPlugin\",\"name\":\"p1\",\"versions\":[\"2\"]}}");
+                break;
+        case 15:
+                fake_send(f, "{\"type\":\"plugin\",\"seq\":15,\"op\":\"DEREGISTERED\",\"plugin\":{\"socket\":\"/p2\","
+                             "\"type\":\"CSIPlugin\",\"name\":\"p2\"}}");
+                break;
+        case 16:
+                fake_send(f, "{\"type\":\"plugin\",\"seq\":16,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p3\","
+                             "\"type\":\"DRAPlugin\",\"name\":\"p3\"}}");
+                break;
+        }
+}
+
+static void initial_state(struct fake *f)
+{
+        fake_hello(f, 5);
+        fake_pods(f, 6, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_pods(f, 7, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_send(f, "{\"type\":\"plugin\",\"seq\":8,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p1\","
+                     "\"type\":\"CSIPlugin\",\"name\":\"p1\",\"versions\":[\"1\"]}}");
+        fake_send(f, "{\"type\":\"plugin\",\"seq\":9,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p2\","
+                     "\"type\":\"CSIPlugin\",\"name\":\"p2\"}}");
+        fake_synced(f, FIRST_SYNCED, false);
+}
+
+static void final_state(struct fake *f)
+{
+        fake_hello(f, 100);
+        fake_pods(f, 101, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_pods(f, 102, "ADD", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_pods(f, 103, "ADD", "http", 1, pod_text("d", "web", "delta", "http", 1));
+        fake_send(f, "{\"type\":\"plugin\",\"seq\":104,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p1\","
+                     "\"type\":\"CSIPlugin\",\"name\":\"p1\",\"versions\":[\"2\"]}}");
+        fake_send(f, "{\"type\":\"plugin\",\"seq\":105,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p3\","
+                     "\"type\":\"DRAPlugin\",\"name\":\"p3\"}}");
+        fake_synced(f, 106, false);
+}
+
+/* Answers one connection's first line as the daemon would. */
+static void serve(struct fake *f, bool first)
+{
+        unsigned long long n;
+
+        if (first) {
+                initial_state(f);
+                for (uint64_t s = FIRST_SYNCED + 1; s <= LAST_LIVE; s++)
+                        live_message(f, s);
+                return;
+        }
+        if (sscanf(f->first, "{\"resume_after\":%llu}", &n) == 1 && n >= FIRST_SYNCED && n <= LAST_LIVE) {
+                fake_hello(f, 200);
+                for (uint64_t s = n + 1; s <= LAST_LIVE; s++)
+                        live_message(f, s);
+                fake_synced(f, 201, true);
+                return;
+        }
+        if (sscanf(f->first, "{\"resume_after\":%llu}", &n) == 1 && n >= 100) {
+                fake_hello(f, 300);
+                fake_synced(f, 301, true);
+                return;
+        }
+        final_state(f);
+}
+
+static const char *const want_cache =
+        "file/a={\"metadata\":{\"name\":\"alpha\",\"namespace\":\"default\",\"uid\":\"a\",\"annotations\":"
+        "{\"kubernetes.io/config.source\":\"file\"}},\"spec\":{\"gen\":2}}\n"
+        "api/c={\"metadata\":{\"name\":\"gamma\",\"namespace\":\"default\",\"uid\":\"c\",\"annotations\":"
+        "{\"kubernetes.io/config.source\":\"api\"}},\"spec\":{\"gen\":1}}\n"
+        "http/d={\"metadata\":{\"name\":\"delta\",\"namespace\":\"web\",\"uid\":\"d\",\"annotations\":"
+        "{\"kubernetes.io/config.source\":\"http\"}},\"spec\":{\"gen\":1}}\n";
+
+static void hook(bool enter)
+{
+        failalloc_pause(enter);
+}
+
+/* podmux_client_process() with faults injected into it alone. */
+static int proc(struct podmux_client *c)
+{
+        int r;
+
+        failalloc_pause(false);
+        r = podmux_client_process(c);
+        failalloc_pause(true);
+        return r;
+}
+
+static void drain(struct podmux_client *c)
+{
+        for (int i = 0; i < 100; i++) {
+                struct pollfd p = {.fd = podmux_client_fd(c), .events = POLLIN};
+
+                if (proc(c) < 0 || poll(&p, 1, 0) <= 0)
+                        return;
+        }
+}
+
+/* One run; n 0 means no fault.  Returns the allocations the library made
+ * while faults were armed. */
+static long run_once(long n, bool persist)
+{
+        struct fake f;
+        struct rec r = {0};
+        struct podmux_client *c = NULL;
+        long live0, used = 0;
+        uint64_t point = 0;
+        bool done = false;
+        int rounds;
+
+        failalloc_pause(true);
+        signal(SIGPIPE, SIG_IGN); /* the fake writes to a client that may have gone */
+        fake_init(&f);
+        live0 = failalloc_live();
+        ck_assert_int_eq(podmux_client_new(f.path, &r, &c), 0);
+        rec_attach(&r, c);
+        rec_hook = hook;
+        client_set_backoff(c, 0, 0);
+        failalloc_persist(persist);
+        failalloc_arm(n ? n : LONG_MAX); /* 0: count, never fail */
+        failalloc_pause(true);
+        for (rounds = 0; rounds < 40 && !done; rounds++) {
+                char *dump;
+
+                if (persist && rounds == 3) {
+                        used = failalloc_count();
+                        failalloc_arm(0);
+                        failalloc_pause(true);
+                }
+                if (podmux_client_timeout(c) >= 0) {
+                        /* Idle: connect (a failed socket() or connect is
+                         * retried on the next round). */
+                        (void)proc(c);
+                        if (podmux_client_timeout(c) >= 0)
+                                continue;
+                }
+                fake_close(&f);
+                f.cfd = accept4(f.lfd, NULL, NULL, SOCK_CLOEXEC);
+                ck_assert_int_ge(f.cfd, 0);
+                {
+                        size_t k = 0;
+
+                        while (k < sizeof(f.first) - 1 && read(f.cfd, f.first + k, 1) == 1 && f.first[k] != '\n')
+                                k++;
+                        f.first[k] = '\0';
+                }
+                serve(&f, rounds == 0);
+                if (rounds == 0)
+                        fake_close(&f); /* the first connection is cut after its messages */
+                drain(c);
+                dump = cache_dump(c);
+                done = podmux_client_timeout(c) < 0 && podmux_client_has_synced(c) &&
+                       podmux_client_resume_point(c, &point) && point > LAST_LIVE && strcmp(dump, want_cache) == 0;
+                free(dump);
+        }
+        if (!persist)
+                used = failalloc_count();
+        failalloc_arm(0);
+        failalloc_pause(true);
+        if (!done)
+                fprintf(stderr, "# handlers saw:\n%.3000s\n", r.log.data ? r.log.data : "");
+        ck_assert_msg(done, "fault %ld%s: the client did not converge to the final state", n,
+                      persist ? " (persistent)" : "");
+        check_model(&r, c);
+        {
+                size_t it = 0;
+                const char *sock, *json;
+
+                ck_assert(podmux_client_plugin_next(c, &it, &sock, &json));
+                ck_assert_str_eq(sock, "/p1");
+                ck_assert_ptr_nonnull(strstr(json, "\"2\""));
+                ck_assert(podmux_client_plugin_next(c, &it, &sock, NULL));
+                ck_assert_str_eq(sock, "/p3");
+                ck_assert(!podmux_client_plugin_next(c, &it, &sock, NULL));
+        }
+        ck_assert_msg(r.errors == 0 || r.last_kind == PODMUX_ERROR_NOMEM || r.last_kind == PODMUX_ERROR_CLOSED ||
+                              r.last_kind == PODMUX_ERROR_CONNECT,
+                      "fault %ld: error kind %d", n, (int)r.last_kind);
+        podmux_client_free(c);
+        rec_hook = NULL;
+        rec_free(&r);
+        fake_free(&f);
+        ck_assert_msg(failalloc_live() == live0, "fault %ld: %ld blocks leaked", n, failalloc_live() - live0);
+        failalloc_pause(false);
+        return used;
+}
+
+static void sweep(bool persist)
+{
+        long total;
+
+        if (!failalloc_enabled()) {
+                (void)run_once(0, false);
+                return;
+        }
+        total = run_once(0, false);
+        ck_assert_int_gt(total, 20);
+        for (long n = getenv("SWEEP_FROM") ? atol(getenv("SWEEP_FROM")) : 1; n <= total; n++)
+                (void)run_once(n, persist);
+}
+
+START_TEST(test_alloc_sweep)
+{
+        sweep(false);
+}
+END_TEST
+
+START_TEST(test_alloc_sweep_persistent)
+{
+        sweep(true);
+}
+END_TEST
+
+UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent)
