@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Chaos with ground truth, briefly: runs scripts/chaos (every source at
 once, random file/URL/API/plugin churn, stalling and reconnecting
-consumers) for 40 s with a fixed seed and op cap, and requires exit 0:
+consumers) in each --mode, for 40 s in incremental mode and 20 s in each
+snapshot mode, with a fixed seed and op cap, and requires exit 0:
 every consumer's rebuilt state equals the truth, nothing duplicated, no fd
 leak, RSS bounded (the RSS bound is not applied under PODMUX_SANITIZED=1,
 where the op rate is also lower).  A longer run: scripts/chaos --duration
-180 --seed N."""
+240 --seed N --mode all."""
 
 import os
 import subprocess
@@ -23,18 +24,23 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
     else sys.executable
 
 
-@test("chaos: 40 s of random churn on every source with stalling and "
+@test("chaos: random churn on every source with stalling and "
       "reconnecting consumers; each ends with exactly the true state, no "
-      "duplicate op, no fd leak, bounded RSS")
+      "duplicate op, no op the mode does not send, no fd leak, bounded RSS",
+      params=("incremental", "snapshot-and-updates", "snapshot"))
 def _(t):
     if subprocess.run([plugin_harness.PLUGIN_PYTHON, "-c", "import grpc"],
                       capture_output=True).returncode != 0:
         t.skip("python3-grpcio is not installed (the fake plugins need it)")
-    argv = [PYTHON, CHAOS, "--binary", BIN, "--duration", "40",
+    short = t.param != "incremental"
+    argv = [PYTHON, CHAOS, "--binary", BIN, "--mode", t.param,
+            "--duration", "20" if short else "40",
             "--seed", "4242", "--converge-timeout",
             "100" if SANITIZED else "60"]
-    argv += ["--ops", "250", "--rate", "6"] if SANITIZED else \
-        ["--ops", "800", "--rate", "20"]
+    if SANITIZED:
+        argv += ["--ops", "120" if short else "250", "--rate", "6"]
+    else:
+        argv += ["--ops", "400" if short else "800", "--rate", "20"]
     try:
         r = subprocess.run(argv, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, errors="replace",
