@@ -5,7 +5,7 @@
 top=${PODMUX_SRCDIR:-$(dirname "$0")/..}
 n=0
 fail=0
-echo "1..2"
+echo "1..3"
 banned='\<(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gmtime|localtime|strerror|gets)[[:space:]]*\('
 hits=$(grep -rnE "$banned" "$top/src" "$top/include" --include='*.c' --include='*.h' | grep -vE '^\S+:[0-9]+:\s*(\*|/\*)' || true)
 n=$((n + 1))
@@ -25,6 +25,55 @@ if [ -z "$missing" ]; then
         echo "ok $n - every header opens with a comment saying what the module owns"
 else
         echo "not ok $n - headers without an opening comment:$missing"
+        fail=1
+fi
+# Layers point one way: util <- core <- sources, stream, plugins, metrics,
+# client <- cmd.  A file may include headers of its own directory and of
+# lower layers only; a header belongs where its .c file is.
+rank() {
+        case $1 in
+        util) echo 0 ;;
+        core) echo 1 ;;
+        sources | stream | plugins | metrics | client) echo 2 ;;
+        cmd) echo 3 ;;
+        *) echo 9 ;;
+        esac
+}
+home() { # the directory of the module a header belongs to
+        for d in "$top"/src/*/; do
+                if [ -f "$d$1.c" ]; then
+                        basename "$d"
+                        return
+                fi
+        done
+        case $1 in
+        cmd) echo cmd ;;
+        client) echo client ;;
+        *) echo "?" ;;
+        esac
+}
+wrong=""
+for f in "$top"/src/*/*.c "$top"/src/*/*.h "$top"/include/podmux/*.h; do
+        [ -f "$f" ] || continue
+        case $f in
+        "$top"/include/*) b=$(basename "$f" .h); mine=$(home "$b") ;;
+        *) mine=$(basename "$(dirname "$f")") ;;
+        esac
+        for h in $(sed -n 's/^#include "podmux\/\([a-z0-9_]*\)\.h".*/\1/p' "$f"); do
+                theirs=$(home "$h")
+                [ "$theirs" = "$mine" ] && continue
+                if [ "$theirs" = "?" ] || [ "$(rank "$theirs")" -ge "$(rank "$mine")" ]; then
+                        wrong="$wrong
+${f#"$top"/} ($mine) includes podmux/$h.h ($theirs)"
+                fi
+        done
+done
+n=$((n + 1))
+if [ -z "$wrong" ]; then
+        echo "ok $n - layers point one way (util <- core <- sources, stream, plugins, metrics, client <- cmd)"
+else
+        echo "not ok $n - a lower layer includes a higher one's header:"
+        echo "$wrong" | sed '/^$/d; s/^/# /'
         fail=1
 fi
 exit $fail

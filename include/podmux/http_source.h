@@ -26,7 +26,6 @@
 #include "podmux/loop.h"
 #include "podmux/metrics.h"
 #include "podmux/mux.h"
-#include "podmux/options.h"
 
 #define HTTP_SOURCE_DEFAULT_PERIOD_USEC (20u * 1000u * 1000u)
 /* The kubelet's client timeout; capped by the period. */
@@ -40,9 +39,15 @@
 
 struct http_source;
 
+/* One header sent with every request (--manifest-url-header). */
+struct http_header {
+        char *name;
+        char *value;
+};
+
 struct http_source_config {
         const char *url;
-        const struct header_value *headers; /* copied */
+        const struct http_header *headers; /* copied */
         size_t n_headers;
         const char *node_name;
         uint64_t period_usec; /* 0: default */

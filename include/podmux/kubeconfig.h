@@ -21,6 +21,9 @@
 #include "podmux/buf.h"
 
 #define KUBE_SERVICE_ACCOUNT_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+/* A kubeconfig this large or larger is refused: far above any real one
+ * (certificates inline included), it only stops a runaway file. */
+#define KUBECONFIG_MAX_BYTES (16u * 1024u * 1024u)
 
 /* PEM bytes decoded from a *-data field. */
 struct kube_blob {

@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "podmux/str.h" /* ERRNO_STR, used with nearly every log line */
+
 enum log_level {
         LOG_LEVEL_ERROR = 0,
         LOG_LEVEL_WARN = 1,
@@ -36,8 +38,5 @@ void log_write(enum log_level level, const char *fmt, ...)
 #define log_debug(...) log_write(LOG_LEVEL_DEBUG, __VA_ARGS__)
 #define log_trace(...) log_write(LOG_LEVEL_TRACE, __VA_ARGS__)
 
-/* strerror_r wrapper: a message for a positive or negative errno. */
-const char *errno_str(int err, char *buf, size_t size);
-#define ERRNO_STR(e) errno_str((e), (char[128]){0}, 128)
 
 #endif

@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "podmux/clock.h" /* the loop's time is mono_usec() */
+
 struct loop;
 struct loop_io;
 struct loop_timer;
@@ -25,11 +27,6 @@ typedef void (*loop_io_fn)(struct loop_io *io, int fd, uint32_t events,
                            void *data);
 typedef void (*loop_timer_fn)(struct loop_timer *t, void *data);
 typedef void (*loop_defer_fn)(void *data);
-
-/* Monotonic clock, microseconds. */
-uint64_t mono_usec(void);
-/* Wall clock, microseconds since the epoch (timestamps users read). */
-uint64_t wall_usec(void);
 
 int loop_new(struct loop **ret_loop);
 /* Frees the loop and every io/timer handle still registered.  NULL-safe. */

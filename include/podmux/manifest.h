@@ -33,14 +33,6 @@ struct manifest_ctx {
 };
 
 /*
- * Reads a file (following symlinks) into a heap buffer, refusing
- * MANIFEST_MAX_BYTES or more, non-regular files and read errors, with a
- * message in err.  *ret_data is NUL-terminated; caller frees it.
- */
-int manifest_read_file(const char *path, char **ret_data, size_t *ret_len,
-                       struct buf *err);
-
-/*
  * Decodes one Pod (YAML or JSON, first document only), normalizes it
  * through the core/v1 table (include/podmux/v1_normalize.h), applies API
  * defaults (5.2), source defaults (5.3, UID per 9.1) and validation (5.5).

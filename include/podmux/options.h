@@ -16,22 +16,20 @@
 #include <sys/types.h>
 
 #include "podmux/buf.h"
+#include "podmux/http_source.h"
 #include "podmux/storage.h"
 
 #define OPTIONS_DEFAULT_SOCKET "/run/podmux/podmux.sock"
 #define OPTIONS_DEFAULT_PLUGINS_DIR "/var/lib/kubelet/plugins_registry"
-
-struct header_value {
-        char *name;
-        char *value;
-};
+/* A KubeletConfiguration file this large or larger is refused. */
+#define OPTIONS_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
 
 struct options {
         char *node_name;
         char *pod_manifest_path;
         uint64_t file_check_usec;
         char *manifest_url;
-        struct header_value *headers;
+        struct http_header *headers;
         size_t n_headers;
         uint64_t http_check_usec;
         char *kubeconfig;

@@ -27,6 +27,7 @@
 
 #include "podmux/buf.h"
 #include "podmux/cmd.h"
+#include "podmux/file.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/path.h"
@@ -280,7 +281,7 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
         int r, docs;
 
         if (o->url_mode) {
-                r = manifest_read_file(path, &data, &len, &err);
+                r = file_read(path, MANIFEST_MAX_BYTES, &data, &len, &err);
                 if (r == 0)
                         r = static_pod_decode_body(data, len, path, o->node_name, &pods, &n, &unknown, &err);
         } else {
@@ -292,7 +293,7 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                         n = 1;
                         /* Only for the note on extra documents below. */
                         buf_reset(&msg);
-                        if (manifest_read_file(path, &data, &len, &msg) < 0)
+                        if (file_read(path, MANIFEST_MAX_BYTES, &data, &len, &msg) < 0)
                                 len = 0;
                 }
         }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "podmux/clock.h"
 #include "podmux/json_canon.h"
 #include "podmux/pod.h"
 #include "podmux/str.h"
@@ -71,80 +72,12 @@ static const char *string_field(json_object *o, const char *key)
 
 /* ---- timestamps ------------------------------------------------------------ */
 
-/*
- * Parses RFC 3339 ("2006-01-02T15:04:05[.frac](Z|+hh:mm)") into seconds and
- * nanoseconds since the epoch.  Comparing deletionTimestamp as an instant
- * matches Go, which compares metav1.Time values, not their spelling.
- */
-static int parse_rfc3339(const char *s, int64_t *ret_sec, long *ret_nsec)
-{
-        struct tm tm;
-        int y, mo, d, h, mi, sec, n = 0;
-        long nsec = 0;
-        int64_t off = 0;
-        const char *p;
-
-        if (sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi,
-                   &sec, &n) != 6 || n == 0)
-                return -EINVAL;
-        p = s + n;
-        if (*p == '.') {
-                long scale = 100000000;
-
-                p++;
-                if (*p < '0' || *p > '9')
-                        return -EINVAL;
-                while (*p >= '0' && *p <= '9') {
-                        nsec += (*p - '0') * scale;
-                        scale /= 10;
-                        p++;
-                }
-        }
-        if (*p == 'Z' || *p == 'z') {
-                p++;
-        } else if (*p == '+' || *p == '-') {
-                int oh, om;
-
-                if (sscanf(p + 1, "%2d:%2d", &oh, &om) != 2)
-                        return -EINVAL;
-                off = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
-                p += 6;
-        } else {
-                return -EINVAL;
-        }
-        if (*p)
-                return -EINVAL;
-        memset(&tm, 0, sizeof(tm));
-        tm.tm_year = y - 1900;
-        tm.tm_mon = mo - 1;
-        tm.tm_mday = d;
-        tm.tm_hour = h;
-        tm.tm_min = mi;
-        tm.tm_sec = sec;
-        *ret_sec = (int64_t)timegm(&tm) - off;
-        *ret_nsec = nsec;
-        return 0;
-}
 
 void pod_format_seen(uint64_t wall, char *out, size_t size)
 {
-        time_t secs = (time_t)(wall / 1000000u);
-        unsigned long nsec = (unsigned long)(wall % 1000000u) * 1000u;
-        struct tm tm;
-        char frac[16] = "";
+        char text[CLOCK_RFC3339_MAX];
 
-        gmtime_r(&secs, &tm);
-        if (nsec) {
-                size_t n;
-
-                snprintf(frac, sizeof(frac), ".%09lu", nsec);
-                n = strlen(frac);
-                while (n > 1 && frac[n - 1] == '0')
-                        frac[--n] = '\0';
-        }
-        snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d%sZ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, frac);
+        snprintf(out, size, "%s", clock_rfc3339(wall, CLOCK_NANO, text));
 }
 
 /* ---- digests -------------------------------------------------------------------- */
@@ -196,7 +129,7 @@ static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
                 long nsec;
                 char inst[64];
 
-                if (parse_rfc3339(json_object_get_string(dt), &sec, &nsec) == 0) {
+                if (clock_parse_rfc3339(json_object_get_string(dt), &sec, &nsec) == 0) {
                         snprintf(inst, sizeof(inst), "%lld.%09ld", (long long)sec, nsec);
                         fnv128_update(&h, "t", 1);
                         fnv128_update(&h, inst, strlen(inst) + 1);

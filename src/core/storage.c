@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/loop.h"
+#include "podmux/clock.h"
 #include "podmux/storage.h"
 #include "podmux/strmap.h"
 

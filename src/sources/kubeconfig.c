@@ -15,9 +15,9 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
+#include "podmux/file.h"
 #include "podmux/kubeconfig.h"
 #include "podmux/log.h"
-#include "podmux/manifest.h"
 #include "podmux/yaml_json.h"
 
 void kube_config_free(struct kube_config *c)
@@ -211,7 +211,7 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         int r;
 
         memset(&c, 0, sizeof(c));
-        r = manifest_read_file(path, &data, &len, &e);
+        r = file_read(path, KUBECONFIG_MAX_BYTES, &data, &len, &e);
         if (r == 0)
                 r = yaml_to_json(data, len, &root, &e);
         if (r == 0 && !json_object_is_type(root, json_type_object))

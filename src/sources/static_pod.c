@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "podmux/file.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/path.h"
@@ -126,7 +127,7 @@ int static_pod_load(const char *path, const char *node_name, struct pod **ret_po
         size_t len = 0;
         int r;
 
-        r = manifest_read_file(path, &data, &len, err);
+        r = file_read(path, MANIFEST_MAX_BYTES, &data, &len, err);
         if (r == 0)
                 r = manifest_decode_pod(data, len, &ctx, &obj, ret_unknown, err);
         if (r == 0)

@@ -69,7 +69,7 @@
 
 #include <json-c/json.h>
 
-#include "podmux/log.h" /* errno_str() only: this module never logs */
+#include "podmux/str.h" /* ERRNO_STR */
 #include "podmux/stream_request.h"
 #include "podmux/stream_server.h"
 #include "podmux/strmap.h"

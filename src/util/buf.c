@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "podmux/buf.h"
+#include "podmux/clock.h"
 
 void buf_init(struct buf *b)
 {
@@ -243,13 +243,9 @@ void buf_consume(struct buf *b, size_t n)
 
 int buf_json_time(struct buf *b, uint64_t wall_usec)
 {
-        time_t secs = (time_t)(wall_usec / 1000000u);
-        struct tm tm;
+        char text[CLOCK_RFC3339_MAX];
 
         if (wall_usec == 0)
                 return buf_puts(b, "null");
-        if (!gmtime_r(&secs, &tm))
-                return buf_puts(b, "null");
-        return buf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02dZ\"", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                          tm.tm_hour, tm.tm_min, tm.tm_sec);
+        return buf_printf(b, "\"%s\"", clock_rfc3339(wall_usec, CLOCK_SECONDS, text));
 }

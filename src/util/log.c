@@ -3,12 +3,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "podmux/buf.h"
 #include "podmux/log.h"
-#include "podmux/loop.h"
+#include "podmux/clock.h"
 
 /* Process-wide by nature: set once in main before any thread starts. */
 static enum log_level log_max = LOG_LEVEL_INFO;
@@ -39,27 +38,11 @@ int log_enabled(enum log_level level)
         return level <= log_max;
 }
 
-const char *errno_str(int err, char *buf, size_t size)
-{
-        if (err < 0)
-                err = -err;
-#if defined(_GNU_SOURCE)
-        /* GNU strerror_r may return a static string instead of filling buf. */
-        return strerror_r(err, buf, size);
-#else
-        if (strerror_r(err, buf, size) != 0)
-                snprintf(buf, size, "error %d", err);
-        return buf;
-#endif
-}
-
 void log_write(enum log_level level, const char *fmt, ...)
 {
         struct buf line = BUF_INIT, msg = BUF_INIT;
-        char ts[96];
-        struct tm tm;
+        char ts[CLOCK_RFC3339_MAX];
         uint64_t now = wall_usec();
-        time_t secs = (time_t)(now / 1000000u);
         va_list ap;
 
         if (!log_enabled(level))
@@ -70,10 +53,7 @@ void log_write(enum log_level level, const char *fmt, ...)
                 return;
         }
         va_end(ap);
-        gmtime_r(&secs, &tm);
-        snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, (unsigned)(now % 1000000u));
+        clock_rfc3339(now, CLOCK_MICRO, ts);
         if (log_fmt == LOG_FORMAT_JSON) {
                 buf_printf(&line, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":",
                            ts, level_names[level]);

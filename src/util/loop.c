@@ -59,24 +59,6 @@ struct loop {
         int need_reap;
 };
 
-static uint64_t clock_usec(clockid_t id)
-{
-        struct timespec ts;
-
-        clock_gettime(id, &ts);
-        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-uint64_t mono_usec(void)
-{
-        return clock_usec(CLOCK_MONOTONIC);
-}
-
-uint64_t wall_usec(void)
-{
-        return clock_usec(CLOCK_REALTIME);
-}
-
 /* ---- timer heap (min-heap on due) ---------------------------------------- */
 
 static void heap_swap(struct loop *l, size_t a, size_t b)

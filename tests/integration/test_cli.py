@@ -564,7 +564,7 @@ def tree(root):
     return out
 
 
-# Every pair of flags that contradict each other (src/core/options.c,
+# Every pair of flags that contradict each other (src/cmd/options.c,
 # check_conflicts): (the two names the message must give, one flag with
 # its value, the other).
 def conflicting_pairs(t):

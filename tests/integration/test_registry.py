@@ -3,7 +3,7 @@
 /var/lib/kubelet (tests/integration/harness.py, its docstring).
 
 podmux run watches /var/lib/kubelet/plugins_registry, creating it, only as
-root and only when no source is configured (src/core/options.c,
+root and only when no source is configured (src/cmd/options.c,
 options_default_plugins).  Every daemon of the suite names
 --plugins-registry-dir, and as root runs with a /var/lib of its test's own;
 the tests here show that those checks catch what they must (so the rest of

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "podmux/json_canon.h"
+#include "podmux/file.h"
 #include "podmux/manifest.h"
 #include "podmux/pod.h"
 #include "podmux/yaml_json.h"
@@ -161,100 +162,6 @@ static void write_file(const char *path, const void *data, size_t len)
         ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
         ck_assert_int_eq(close(fd), 0);
 }
-
-/* ---- reading files ----------------------------------------------------- */
-
-START_TEST(test_read_file)
-{
-        struct buf err = BUF_INIT;
-        char *data = NULL, *f, *link, *dangling;
-        size_t len = 0;
-
-        make_tmpdir();
-        f = tmp_path("pod.yaml");
-        link = tmp_path("link.yaml");
-        dangling = tmp_path("dangling.yaml");
-        write_file(f, SIMPLE, strlen(SIMPLE));
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), 0);
-        ck_assert_uint_eq(len, strlen(SIMPLE));
-        ck_assert_str_eq(data, SIMPLE);
-        free(data);
-
-        /* Symlinks are followed. */
-        ck_assert_int_eq(symlink(f, link), 0);
-        ck_assert_int_eq(manifest_read_file(link, &data, &len, &err), 0);
-        ck_assert_str_eq(data, SIMPLE);
-        free(data);
-
-        /* An empty file reads as zero bytes (decoding rejects it). */
-        write_file(f, "", 0);
-        data = NULL;
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), 0);
-        ck_assert_uint_eq(len, 0);
-        ck_assert_str_eq(data, "");
-        free(data);
-
-        /* Missing, dangling link, directory, FIFO: errors, and a FIFO never
-         * blocks the reader. */
-        data = NULL;
-        ck_assert_int_eq(symlink("/nonexistent/podmux", dangling), 0);
-        ck_assert_int_eq(manifest_read_file(dangling, &data, &len, &err), -ENOENT);
-        ck_assert_str_eq(err.data, "No such file or directory");
-        buf_reset(&err);
-        ck_assert_int_eq(manifest_read_file(tmpdir, &data, &len, &err), -EINVAL);
-        ck_assert_str_eq(err.data, "is a directory, not a regular file");
-        unlink(f);
-        ck_assert_int_eq(mkfifo(f, 0600), 0);
-        buf_reset(&err);
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), -EINVAL);
-        ck_assert_str_eq(err.data, "is a FIFO, not a regular file");
-        ck_assert_ptr_null(data);
-
-        unlink(f);
-        unlink(link);
-        unlink(dangling);
-        rmdir(tmpdir);
-        free(f);
-        free(link);
-        free(dangling);
-        buf_free(&err);
-}
-END_TEST
-
-START_TEST(test_read_file_size_limit)
-{
-        struct buf err = BUF_INIT;
-        char *data = NULL, *f;
-        size_t len = 0;
-        int fd;
-
-        make_tmpdir();
-        f = tmp_path("big.yaml");
-        fd = open(f, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        ck_assert_int_ge(fd, 0);
-        /* One byte under the limit: read in full. */
-        ck_assert_int_eq(ftruncate(fd, MANIFEST_MAX_BYTES - 1), 0);
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), 0);
-        ck_assert_uint_eq(len, MANIFEST_MAX_BYTES - 1);
-        ck_assert_int_eq(data[len], '\0');
-        free(data);
-        data = NULL;
-        /* Exactly the limit: too large. */
-        ck_assert_int_eq(ftruncate(fd, MANIFEST_MAX_BYTES), 0);
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), -EFBIG);
-        ck_assert_str_eq(err.data, "file too large (10485760 bytes, limit 10485760)");
-        ck_assert_ptr_null(data);
-        buf_reset(&err);
-        ck_assert_int_eq(ftruncate(fd, 3 * MANIFEST_MAX_BYTES), 0);
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), -EFBIG);
-        ck_assert_str_eq(err.data, "file too large (31457280 bytes, limit 10485760)");
-        close(fd);
-        unlink(f);
-        rmdir(tmpdir);
-        free(f);
-        buf_free(&err);
-}
-END_TEST
 
 START_TEST(test_decode_size_limit)
 {
@@ -1544,7 +1451,7 @@ START_TEST(test_kubelet_file_simple_pod)
         make_tmpdir();
         f = tmp_path("test_pod_manifest");
         write_file(f, manifest, strlen(manifest));
-        ck_assert_int_eq(manifest_read_file(f, &data, &len, &err), 0);
+        ck_assert_int_eq(file_read(f, MANIFEST_MAX_BYTES, &data, &len, &err), 0);
         ck_assert_int_eq(manifest_decode_pod(data, len,
                                              &(struct manifest_ctx){MANIFEST_ORIGIN_FILE, NODE, f},
                                              &pod, NULL, &err),
@@ -1750,7 +1657,7 @@ START_TEST(test_many_containers_stay_linear)
 }
 END_TEST
 
-UNIT_MAIN(test_read_file, test_read_file_size_limit, test_decode_size_limit,
+UNIT_MAIN(test_decode_size_limit,
           test_empty_and_null_manifests, test_not_a_mapping, test_type_meta,
           test_yaml_errors_pass_through, test_binary_garbage, test_first_document_only,
           test_field_types, test_yaml_11_scalars_in_pods, test_nulls_are_absent,

@@ -16,7 +16,7 @@
 #include <json-c/json.h>
 
 #include "podmux/duration.h"
-#include "podmux/manifest.h"
+#include "podmux/file.h"
 #include "podmux/metrics_server.h"
 #include "podmux/options.h"
 #include "podmux/path.h"
@@ -194,7 +194,7 @@ static int parse_duration_flag(const char *flag, const char *v, uint64_t *ret, s
 static int add_header(struct options *o, const char *name, size_t nlen, const char *value,
                       size_t vlen)
 {
-        struct header_value *n = realloc(o->headers, (o->n_headers + 1) * sizeof(*n));
+        struct http_header *n = realloc(o->headers, (o->n_headers + 1) * sizeof(*n));
 
         if (!n)
                 return -ENOMEM;
@@ -310,7 +310,7 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
         struct buf e = BUF_INIT;
         int r;
 
-        r = manifest_read_file(o->config_file, &data, &len, &e);
+        r = file_read(o->config_file, OPTIONS_CONFIG_MAX_BYTES, &data, &len, &e);
         if (r == 0)
                 r = yaml_to_json(data, len, &cfg, &e);
         if (r == 0 && !json_object_is_type(cfg, json_type_object)) {

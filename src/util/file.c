@@ -1,0 +1,145 @@
+/*
+ * file — whole-file reads within a limit (see include/podmux/file.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "podmux/file.h"
+#include "podmux/str.h"
+
+static int fail(struct buf *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* code, or -ENOMEM when the message cannot be written. */
+static int fail(struct buf *err, int code, const char *fmt, ...)
+{
+        va_list ap;
+        int r;
+
+        if (err) {
+                buf_reset(err);
+                va_start(ap, fmt);
+                r = buf_vprintf(err, fmt, ap);
+                va_end(ap);
+                if (r < 0)
+                        return -ENOMEM;
+        }
+        return code;
+}
+
+const char *file_kind(mode_t m)
+{
+        if (S_ISDIR(m))
+                return "a directory";
+        if (S_ISSOCK(m))
+                return "a socket";
+        if (S_ISFIFO(m))
+                return "a FIFO";
+        if (S_ISCHR(m))
+                return "a character device";
+        if (S_ISBLK(m))
+                return "a block device";
+        return "not a regular file";
+}
+
+int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
+{
+        struct stat st;
+        char *data = NULL, *bigger;
+        size_t len = 0, cap;
+        int fd = -1, r;
+
+        if (stat(path, &st) < 0) {
+                r = -errno;
+                r = fail(err, r, "%s", ERRNO_STR(r));
+                goto out;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                r = fail(err, -EINVAL, "is %s, not a regular file", file_kind(st.st_mode));
+                goto out;
+        }
+        if ((uint64_t)st.st_size >= limit) {
+                r = fail(err, -EFBIG, "file too large (%lld bytes, limit %zu)",
+                         (long long)st.st_size, limit);
+                goto out;
+        }
+        /* O_NONBLOCK: if a FIFO was swapped in after stat(), open() must
+         * not wait for a writer.  It changes nothing for regular files. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                r = -errno;
+                r = fail(err, r, "%s", ERRNO_STR(r));
+                goto out;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                r = fail(err, r, "%s", ERRNO_STR(r));
+                goto out;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                r = fail(err, -EINVAL, "is %s, not a regular file", file_kind(st.st_mode));
+                goto out;
+        }
+        cap = (size_t)st.st_size + 1;
+        if (cap < 4096)
+                cap = 4096;
+        if (cap > limit + 1)
+                cap = limit + 1;
+        data = malloc(cap);
+        if (!data) {
+                r = -ENOMEM;
+                goto out;
+        }
+        /* The file may grow after fstat(): read to EOF, stopping at the
+         * limit (an input of exactly the limit is already too large). */
+        for (;;) {
+                ssize_t n;
+
+                if (len == cap - 1) {
+                        if (len >= limit) {
+                                r = fail(err, -EFBIG,
+                                         "file too large (at least %zu bytes, limit %zu)",
+                                         len, limit);
+                                goto out;
+                        }
+                        cap = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
+                        bigger = realloc(data, cap);
+                        if (!bigger) {
+                                r = -ENOMEM;
+                                goto out;
+                        }
+                        data = bigger;
+                }
+                n = read(fd, data + len, cap - 1 - len);
+                if (n < 0) {
+                        if (errno == EINTR || errno == EAGAIN)
+                                continue;
+                        r = -errno;
+                        r = fail(err, r, "read: %s", ERRNO_STR(r));
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        if (len >= limit) {
+                r = fail(err, -EFBIG, "file too large (%zu bytes, limit %zu)", len,
+                         limit);
+                goto out;
+        }
+        data[len] = '\0';
+        *ret_data = data;
+        *ret_len = len;
+        data = NULL;
+        r = 0;
+out:
+        free(data);
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
