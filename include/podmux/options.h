@@ -24,6 +24,11 @@
 /* A KubeletConfiguration file this large or larger is refused. */
 #define OPTIONS_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
 
+/* The kubelet's default node name: the host name, trimmed of white space
+ * and lower-cased, into out (size bytes).  0, -ENOENT for an empty host
+ * name, or -errno from gethostname(). */
+int options_default_node_name(char *out, size_t size);
+
 struct options {
         char *node_name;
         char *pod_manifest_path;

@@ -29,6 +29,8 @@
 #define PLUGIN_NOTIFY_USEC 5000000ull
 #define PLUGIN_BACKOFF_INITIAL_USEC 500000ull
 #define PLUGIN_BACKOFF_CAP_USEC 122000000ull /* 2 min 2 s */
+/* After the registry could not be read in full: read again this soon. */
+#define PLUGIN_RETRY_USEC 1000000ull
 
 struct plugin_manager;
 

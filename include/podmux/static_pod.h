@@ -27,18 +27,6 @@
  */
 bool static_pod_resource_error(int r);
 
-/*
- * The entries of directory dir as full paths (path_join(dir, name)),
- * sorted bytewise, names starting with '.' left out, no recursion.  All or
- * nothing: an error while reading the directory fails the whole listing
- * with -errno and *ret_what naming the step ("cannot open directory",
- * "cannot read directory", "cannot list directory"), so a partial listing
- * is never taken for the directory's content.  The caller frees the
- * result with static_pod_names_free().  O(entries log entries).
- */
-int static_pod_list_dir(const char *dir, char ***ret_names, size_t *ret_n, const char **ret_what);
-void static_pod_names_free(char **names, size_t n); /* NULL-safe */
-
 enum static_pod_entry {
         STATIC_POD_MANIFEST,  /* a regular file (through links): load it */
         STATIC_POD_DIRECTORY, /* skipped: no recursion */

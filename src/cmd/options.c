@@ -5,7 +5,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -161,6 +160,28 @@ void options_free(struct options *o)
         free(o->allow_gids);
         free(o->metrics_address);
         memset(o, 0, sizeof(*o));
+}
+
+/* The kubelet's default node name: the host name, trimmed and
+ * lower-cased (nodeutil.GetHostname). */
+int options_default_node_name(char *out, size_t size)
+{
+        size_t start = 0, end;
+
+        if (gethostname(out, size) < 0)
+                return -errno;
+        out[size - 1] = '\0';
+        end = strlen(out);
+        while (start < end && strchr(" \t\r\n", out[start]))
+                start++;
+        while (end > start && strchr(" \t\r\n", out[end - 1]))
+                end--;
+        memmove(out, out + start, end - start);
+        out[end - start] = '\0';
+        for (char *s = out; *s; s++)
+                if (*s >= 'A' && *s <= 'Z')
+                        *s = (char)(*s - 'A' + 'a');
+        return out[0] ? 0 : -ENOENT;
 }
 
 static int parse_size(const char *flag, const char *v, size_t min, size_t *ret, struct buf *err)
@@ -746,13 +767,11 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         if (!o->node_name) {
                 char host[256] = "";
 
-                if (gethostname(host, sizeof(host) - 1) < 0 || !host[0]) {
+                if (options_default_node_name(host, sizeof(host)) < 0) {
                         buf_puts(err, "--node-name: not given and the host name is unknown");
                         r = -EINVAL;
                         goto fail;
                 }
-                for (char *p = host; *p; p++)
-                        *p = (char)tolower((unsigned char)*p);
                 if ((r = str_set(&o->node_name, host)) < 0)
                         goto fail;
         }

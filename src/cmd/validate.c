@@ -27,9 +27,11 @@
 
 #include "podmux/buf.h"
 #include "podmux/cmd.h"
+#include "podmux/dir.h"
 #include "podmux/file.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/options.h"
 #include "podmux/path.h"
 #include "podmux/pod.h"
 #include "podmux/static_pod.h"
@@ -72,28 +74,6 @@ static void usage(FILE *f)
               "Exit status: 0 if every manifest is valid, 1 if any is not, 2 on a usage\n"
               "error.\n",
               f);
-}
-
-/* The kubelet's default node name: the host name, trimmed and
- * lower-cased (nodeutil.GetHostname). */
-static int default_node_name(char *out, size_t size)
-{
-        size_t start = 0, end;
-
-        if (gethostname(out, size) < 0)
-                return -errno;
-        out[size - 1] = '\0';
-        end = strlen(out);
-        while (start < end && strchr(" \t\r\n", out[start]))
-                start++;
-        while (end > start && strchr(" \t\r\n", out[end - 1]))
-                end--;
-        memmove(out, out + start, end - start);
-        out[end - start] = '\0';
-        for (char *s = out; *s; s++)
-                if (*s >= 'A' && *s <= 'Z')
-                        *s = (char)(*s - 'A' + 'a');
-        return 0;
 }
 
 static void report(const char *path, const char *reason)
@@ -338,7 +318,7 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
         size_t n = 0;
         int failed = 0, r;
 
-        r = static_pod_list_dir(dir, &names, &n, &what);
+        r = dir_list(dir, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what);
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
@@ -381,7 +361,7 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
         }
         r = 0;
 out:
-        static_pod_names_free(names, n);
+        dir_list_free(names, n);
         json_object_put(seen.keys);
         buf_free(&reason);
         buf_free(&msg);
@@ -462,7 +442,7 @@ int cmd_validate(int argc, char **argv)
                 return EXIT_USAGE;
         }
         if (!o.node_name) {
-                r = default_node_name(host, sizeof(host));
+                r = options_default_node_name(host, sizeof(host));
                 if (r < 0) {
                         fprintf(stderr, "podmux validate: cannot get the host name: %s\n",
                                 ERRNO_STR(r));

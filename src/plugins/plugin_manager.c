@@ -5,7 +5,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "pluginregistration.pb-c.h"
+#include "podmux/dir.h"
 #include "podmux/grpc_client.h"
 #include "podmux/log.h"
 #include "podmux/path.h"
@@ -67,6 +67,7 @@ struct plugin_manager {
         struct strmap *ops;     /* path -> struct op_state* */
         struct strmap *watches; /* directory -> struct watcher_watch* */
         struct loop_timer *timer;
+        struct loop_timer *retry; /* reads the registry again (retry_later) */
         uint64_t pass_due; /* monotonic µs the armed pass is due, 0 if none */
 };
 
@@ -593,65 +594,63 @@ static int watch_dir(struct plugin_manager *pm, const char *dir)
         return 0;
 }
 
-static int cmp_name(const void *a, const void *b)
+static void on_retry(struct loop_timer *t, void *data);
+
+/* Something on disk could not be taken in (a directory unreadable or
+ * unwatchable, memory or descriptors short): the registry is read again
+ * in PLUGIN_RETRY_USEC, so no socket is missed for good.  Said once per
+ * retry. */
+static void retry_later(struct plugin_manager *pm, const char *what, const char *path, int r)
 {
-        return strcmp(*(char *const *)a, *(char *const *)b);
+        if (loop_timer_armed(pm->retry))
+                return;
+        log_error("plugin registry: %s \"%s\": %s; reading the registry again in %llu ms", what, path,
+                  ERRNO_STR(r), (unsigned long long)(PLUGIN_RETRY_USEC / 1000));
+        loop_timer_arm(pm->retry, PLUGIN_RETRY_USEC);
 }
 
 /* Depth-first, lexical order; symlinked directories are not followed.
  * The directory is watched before it is read, so nothing created during
- * the walk is missed. */
-static void walk(struct plugin_manager *pm, const char *dir)
+ * the walk is missed.  refresh: a socket already desired is taken in
+ * again (a new generation: registered again, as the kubelet does for a
+ * socket it sees created); otherwise only sockets not desired yet are
+ * (a retry: what was taken in before stays as it is). */
+static void walk(struct plugin_manager *pm, const char *dir, bool refresh)
 {
-        char **names = NULL, **tmp;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        DIR *d;
+        const char *what = NULL;
+        char **names = NULL;
+        size_t n = 0;
         int r = watch_dir(pm, dir);
 
         if (r < 0) {
-                log_error("plugin registry: cannot watch \"%s\": %s", dir, ERRNO_STR(r));
+                retry_later(pm, "cannot watch", dir, r);
                 return;
         }
-        d = opendir(dir);
-        if (!d) {
-                log_error("plugin registry: cannot read \"%s\": %s", dir, ERRNO_STR(errno));
+        r = dir_list(dir, DIR_LIST_PATHS, &names, &n, &what);
+        if (r < 0) {
+                retry_later(pm, what, dir, r);
                 return;
         }
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 16;
-                        tmp = realloc(names, cap * sizeof(*names));
-                        if (!tmp)
-                                break;
-                        names = tmp;
-                }
-                names[n] = strdup(de->d_name);
-                if (names[n])
-                        n++;
-        }
-        closedir(d);
-        if (n > 1)
-                qsort(names, n, sizeof(*names), cmp_name);
         for (size_t i = 0; i < n; i++) {
-                char *full = path_join(dir, names[i]);
+                const char *full = names[i];
                 struct stat st;
 
-                if (!full)
+                if (lstat(full, &st) < 0) {
+                        if (errno != ENOENT) /* gone since the listing: nothing to do */
+                                retry_later(pm, "cannot stat", full, -errno);
+                } else if (S_ISDIR(st.st_mode)) {
+                        walk(pm, full, refresh);
+                } else if (!refresh && plugin_dsw_get(pm->cache, full)) {
                         continue;
-                if (lstat(full, &st) < 0)
-                        log_error("plugin registry: cannot stat \"%s\": %s", full, ERRNO_STR(errno));
-                else if (S_ISDIR(st.st_mode))
-                        walk(pm, full);
-                else if (is_candidate(full, names[i]) &&
-                         plugin_dsw_add_or_update(pm->cache, full, wall_usec()) == 0)
-                        dsw_changed(pm);
-                free(full);
-                free(names[i]);
+                } else if (is_candidate(full, strrchr(full, '/') + 1)) {
+                        r = plugin_dsw_add_or_update(pm->cache, full, wall_usec());
+                        if (r < 0)
+                                retry_later(pm, "cannot take in", full, r);
+                        else
+                                dsw_changed(pm);
+                }
         }
-        free(names);
+        dir_list_free(names, n);
 }
 
 /* After lost events: every socket on disk is (re-)observed, and paths no
@@ -677,7 +676,15 @@ static void resync(struct plugin_manager *pm)
                 }
         }
         free(dsw);
-        walk(pm, pm->dir);
+        walk(pm, pm->dir, true);
+}
+
+static void on_retry(struct loop_timer *t, void *data)
+{
+        struct plugin_manager *pm = data;
+
+        (void)t;
+        walk(pm, pm->dir, false);
 }
 
 static void on_dir_event(void *data, const char *path, const char *name, uint32_t mask)
@@ -685,6 +692,7 @@ static void on_dir_event(void *data, const char *path, const char *name, uint32_
         struct plugin_manager *pm = data;
         char *full;
         struct stat st;
+        int r;
 
         if (mask & IN_Q_OVERFLOW) {
                 log_warn("plugin registry: events were lost: re-reading \"%s\"", pm->dir);
@@ -700,8 +708,10 @@ static void on_dir_event(void *data, const char *path, const char *name, uint32_
         if (!name[0])
                 return;
         full = path_join(path, name);
-        if (!full)
+        if (!full) {
+                retry_later(pm, "cannot take in an event in", path, -ENOMEM);
                 return;
+        }
         /* A directory moved or deleted from here is no longer watched
          * under this name (nor its sub-directories), so the name is free
          * for a new directory; one moved within the registry is watched
@@ -720,8 +730,10 @@ static void on_dir_event(void *data, const char *path, const char *name, uint32_
                 else if (name[0] == '.')
                         ; /* hidden files and directories created later are ignored */
                 else if (S_ISDIR(st.st_mode))
-                        walk(pm, full);
-                else if (S_ISSOCK(st.st_mode) && plugin_dsw_add_or_update(pm->cache, full, wall_usec()) == 0)
+                        walk(pm, full, true);
+                else if (S_ISSOCK(st.st_mode) && (r = plugin_dsw_add_or_update(pm->cache, full, wall_usec())) < 0)
+                        retry_later(pm, "cannot take in", full, r);
+                else if (S_ISSOCK(st.st_mode))
                         dsw_changed(pm);
         }
         free(full);
@@ -797,7 +809,8 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
         if (!pm->ops || !pm->watches || plugin_cache_new(&pm->cache) < 0 ||
             plugin_handlers_new(&pm->handlers) < 0)
                 goto fail;
-        if ((r = loop_timer_new(loop, on_reconcile, pm, &pm->timer)) < 0)
+        if ((r = loop_timer_new(loop, on_reconcile, pm, &pm->timer)) < 0 ||
+            (r = loop_timer_new(loop, on_retry, pm, &pm->retry)) < 0)
                 goto fail;
         *ret_pm = pm;
         return 0;
@@ -814,7 +827,7 @@ int plugin_manager_start(struct plugin_manager *pm, struct buf *err)
                 buf_printf(err, "cannot create the plugin registry directory \"%s\": %s", pm->dir, ERRNO_STR(r));
                 return r;
         }
-        walk(pm, pm->dir);
+        walk(pm, pm->dir, true);
         log_info("plugin registry: watching \"%s\"", pm->dir);
         reconcile(pm);
         return 0;
@@ -842,6 +855,7 @@ void plugin_manager_free(struct plugin_manager *pm)
         strmap_free(pm->ops, op_state_free);
         strmap_free(pm->watches, free_watch);
         loop_timer_free(pm->timer);
+        loop_timer_free(pm->retry);
         plugin_cache_free(pm->cache);
         plugin_handlers_free(pm->handlers);
         free(pm->dir);

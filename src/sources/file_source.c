@@ -27,13 +27,14 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "podmux/dir.h"
 #include "podmux/file_source.h"
-#include "podmux/metrics.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
-#include "podmux/static_pod.h"
 #include "podmux/mem.h"
+#include "podmux/metrics.h"
 #include "podmux/path.h"
+#include "podmux/static_pod.h"
 #include "podmux/str.h"
 #include "podmux/strmap.h"
 
@@ -449,7 +450,7 @@ static void job_free(struct relist_job *j)
 {
         if (!j)
                 return;
-        static_pod_names_free(j->names, j->n);
+        dir_list_free(j->names, j->n);
         strmap_free(j->store, entry_free);
         strmap_free(j->files, free);
         free(j);
@@ -488,7 +489,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
-                r = static_pod_list_dir(fs->path, &names, &n, ret_what);
+                r = dir_list(fs->path, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, ret_what);
                 /* The directory went away between stat and open. */
                 if (r == -ENOENT || r == -ENOTDIR)
                         r = 0;
@@ -547,7 +548,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                         trim_reports(fs, NULL, 0);
         }
 out:
-        static_pod_names_free(names, n);
+        dir_list_free(names, n);
         strmap_free(store, entry_free);
         strmap_free(files, free);
         return r;

@@ -7,7 +7,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,71 +21,6 @@
 bool static_pod_resource_error(int r)
 {
         return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
-}
-
-void static_pod_names_free(char **names, size_t n)
-{
-        for (size_t i = 0; names && i < n; i++)
-                free(names[i]);
-        free(names);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int static_pod_list_dir(const char *dir, char ***ret_names, size_t *ret_n, const char **ret_what)
-{
-        char **names = NULL, **tmp;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        DIR *d;
-        int r = 0;
-
-        d = opendir(dir);
-        if (!d) {
-                *ret_what = "cannot open directory";
-                return -errno;
-        }
-        for (;;) {
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        r = -errno; /* 0 at the end */
-                        *ret_what = "cannot read directory";
-                        break;
-                }
-                if (de->d_name[0] == '.')
-                        continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 32;
-                        tmp = realloc(names, cap * sizeof(*names));
-                        if (!tmp) {
-                                r = -ENOMEM;
-                                *ret_what = "cannot list directory";
-                                break;
-                        }
-                        names = tmp;
-                }
-                names[n] = path_join(dir, de->d_name);
-                if (!names[n]) {
-                        r = -ENOMEM;
-                        *ret_what = "cannot list directory";
-                        break;
-                }
-                n++;
-        }
-        closedir(d);
-        if (r < 0) {
-                static_pod_names_free(names, n);
-                return r;
-        }
-        if (n > 1)
-                qsort(names, n, sizeof(*names), cmp_str);
-        *ret_names = names;
-        *ret_n = n;
-        return 0;
 }
 
 int static_pod_entry(const char *path, struct buf *reason)

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "failalloc.h"
 #include "pluginregistration.pb-c.h"
 #include "podmux/plugin_manager.h"
 #include "unit.h"
@@ -749,6 +750,35 @@ START_TEST(test_start_walk_finds_sockets_at_any_depth)
         ck_assert_str_eq(getinfo_sockets(fx),
                          "a.sock,link.sock,sub/b-reg.sock,sub/deeper/deepest/c,zz-poke-1.sock,");
         ck_assert_msg(fx->n_evs == 5, "events: %s", events_of(fx, NULL));
+        teardown(fx);
+}
+END_TEST
+
+/* A directory that cannot be read (out of descriptors here) does not lose
+ * its sockets: the registry is read again a moment later, and what was
+ * taken in already is not registered a second time. */
+START_TEST(test_walk_retried_after_a_listing_error)
+{
+        struct fixture *fx = setup();
+
+        make_dir(fx, "sub");
+        make_sock(fx, "a.sock");
+        make_sock(fx, "sub/b.sock");
+        device(fx, "a.sock", "vendor.example/a");
+        device(fx, "sub/b.sock", "vendor.example/b");
+        if (failalloc_enabled())
+                failsys_arm(FAILSYS_OPENDIR, 2, EMFILE); /* the root's is the first */
+        start(fx);
+        if (failalloc_enabled()) {
+                ck_assert(failsys_failed(FAILSYS_OPENDIR));
+                failsys_arm(FAILSYS_OPENDIR, 0, 0);
+                ck_assert_str_eq(getinfo_sockets(fx), "a.sock,");
+        }
+        wait_event(fx, "REGISTERED", "a.sock", 1);
+        wait_event(fx, "REGISTERED", "sub/b.sock", 1);
+        run_for(fx, 200000);
+        ck_assert_msg(count_events(fx, "REGISTERED", "a.sock") == 1 && fx->n_evs == 2, "events: %s",
+                      events_of(fx, NULL));
         teardown(fx);
 }
 END_TEST
@@ -1489,7 +1519,7 @@ START_TEST(test_backoff_shared_by_register_and_unregister)
 }
 END_TEST
 
-UNIT_MAIN(test_seam_needs_call_and_cancel, test_start_creates_missing_root,
+UNIT_MAIN(test_walk_retried_after_a_listing_error, test_seam_needs_call_and_cancel, test_start_creates_missing_root,
           test_start_fails_when_root_cannot_be_created, test_start_fails_when_root_is_a_file,
           test_start_walk_finds_sockets_at_any_depth, test_start_walk_empty_root_does_nothing,
           test_event_socket_created_and_deleted, test_event_rename_into_place,

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "failalloc.h"
+#include "podmux/dir.h"
 #include "podmux/manifest.h"
 #include "podmux/path.h"
 #include "podmux/static_pod.h"
@@ -66,23 +67,23 @@ START_TEST(test_list_dir_sorted_hidden_skipped_all_or_nothing)
         free(put(d, "B.json", GOOD));
         sub = path_join(d, "sub");
         ck_assert_int_eq(mkdir(sub, 0755), 0);
-        ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), 0);
+        ck_assert_int_eq(dir_list(d, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what), 0);
         ck_assert_uint_eq(n, 4);
         ck_assert(strstr(names[0], "/B.json") && strstr(names[1], "/a.yaml") && strstr(names[2], "/b.yaml") &&
                   strstr(names[3], "/sub"));
         ck_assert_int_eq(strncmp(names[0], d, strlen(d)), 0);
-        static_pod_names_free(names, n);
+        dir_list_free(names, n);
 
         /* An empty directory: no names, success. */
         names = NULL;
-        ck_assert_int_eq(static_pod_list_dir(sub, &names, &n, &what), 0);
+        ck_assert_int_eq(dir_list(sub, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what), 0);
         ck_assert_uint_eq(n, 0);
-        static_pod_names_free(names, n);
+        dir_list_free(names, n);
 
         /* Missing: the error and the step, nothing returned. */
         names = NULL;
         rm_rf(sub);
-        ck_assert_int_eq(static_pod_list_dir(sub, &names, &n, &what), -ENOENT);
+        ck_assert_int_eq(dir_list(sub, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what), -ENOENT);
         ck_assert_str_eq(what, "cannot open directory");
         ck_assert_ptr_null(names);
 
@@ -90,12 +91,12 @@ START_TEST(test_list_dir_sorted_hidden_skipped_all_or_nothing)
          * sanitizers nothing is interposed: failalloc.h.) */
         if (failalloc_enabled()) {
                 failsys_arm(FAILSYS_READDIR, 2, EIO);
-                ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), -EIO);
+                ck_assert_int_eq(dir_list(d, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what), -EIO);
                 failsys_arm(FAILSYS_READDIR, 0, 0);
                 ck_assert_str_eq(what, "cannot read directory");
                 ck_assert_ptr_null(names);
                 failsys_arm(FAILSYS_OPENDIR, 1, EMFILE);
-                ck_assert_int_eq(static_pod_list_dir(d, &names, &n, &what), -EMFILE);
+                ck_assert_int_eq(dir_list(d, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what), -EMFILE);
                 failsys_arm(FAILSYS_OPENDIR, 0, 0);
         }
         ck_assert(static_pod_resource_error(-EMFILE) && static_pod_resource_error(-ENOMEM) &&
@@ -247,11 +248,11 @@ static void run_all(struct job *j)
         size_t n = 0;
         int r;
 
-        r = static_pod_list_dir(j->dir, &names, &n, &what);
+        r = dir_list(j->dir, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what);
         if (r == 0) {
                 for (size_t i = 0; i < n && r >= 0; i++)
                         r = static_pod_entry(names[i], &why);
-                static_pod_names_free(names, n);
+                dir_list_free(names, n);
         }
         if (r >= 0)
                 r = static_pod_load(j->file, "n1", &p, &u, &err);
