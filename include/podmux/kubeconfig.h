@@ -58,7 +58,4 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
 int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struct buf *err);
 void kube_config_free(struct kube_config *c); /* NULL-safe */
 
-/* Standard base64 (whitespace ignored) to bytes; caller frees *ret. */
-int kube_base64_decode(const char *in, size_t len, char **ret, size_t *ret_len);
-
 #endif

@@ -7,14 +7,15 @@
 #endif
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
-#include <openssl/evp.h>
 
+#include "podmux/base64.h"
 #include "podmux/file.h"
 #include "podmux/kubeconfig.h"
 #include "podmux/log.h"
@@ -40,44 +41,6 @@ void kube_config_free(struct kube_config *c)
         free(c->tls_server_name);
         free(c->context);
         memset(c, 0, sizeof(*c));
-}
-
-int kube_base64_decode(const char *in, size_t len, char **ret, size_t *ret_len)
-{
-        char *clean = malloc(len + 1), *out = NULL;
-        size_t n = 0, pad = 0;
-        int got;
-
-        if (!clean)
-                return -ENOMEM;
-        for (size_t i = 0; i < len; i++)
-                if (!strchr(" \t\r\n", in[i]))
-                        clean[n++] = in[i];
-        clean[n] = '\0';
-        if (n % 4 != 0)
-                goto bad;
-        out = malloc(n / 4 * 3 + 1);
-        if (!out) {
-                free(clean);
-                return -ENOMEM;
-        }
-        got = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)clean, (int)n);
-        if (got < 0)
-                goto bad;
-        /* EVP_DecodeBlock counts the padding as zero bytes. */
-        if (n >= 1 && clean[n - 1] == '=')
-                pad++;
-        if (n >= 2 && clean[n - 2] == '=')
-                pad++;
-        out[got - pad] = '\0';
-        *ret = out;
-        *ret_len = (size_t)got - pad;
-        free(clean);
-        return 0;
-bad:
-        free(out);
-        free(clean);
-        return -EINVAL;
 }
 
 /* ---- helpers over the decoded YAML ------------------------------------------------ */
@@ -165,7 +128,7 @@ static int load_pair(json_object *o, const char *field, const char *dir, const c
                 return say(err, "%s: both %s and %s are set (use one)", where, field, data_key);
         }
         if (data) {
-                int r = kube_base64_decode(data, strlen(data), &ret_data->data, &ret_data->len);
+                int r = base64_decode(data, strlen(data), &ret_data->data, &ret_data->len);
 
                 if (r == -EINVAL)
                         r = say(err, "%s: %s is not valid base64", where, data_key);

@@ -9,9 +9,10 @@
  * pods are the merger's own (shared, immutable, reference counted), and
  * renders it again, byte for byte, only when a consumer resumes: in the
  * snapshot modes every message carries every pod, and keeping their text
- * would make the history hold its length times the node's pods.  Each consumer has a ring of references
- * and the offset already written of the first one; a flush is one
- * sendmsg() of up to FLUSH_IOV blocks.
+ * would make the history hold its length times the node's pods.
+ *
+ * Each consumer has a ring of references and the offset already written
+ * of the first one; a flush is one sendmsg() of up to FLUSH_IOV blocks.
  *
  * Writes are batched: queueing arms a zero-delay timer, and the flush pass
  * writes every consumer whose socket is not known to be full.  A consumer
@@ -71,6 +72,7 @@
 
 #include "podmux/str.h" /* ERRNO_STR */
 #include "podmux/stream_request.h"
+#include "podmux/ring.h"
 #include "podmux/stream_server.h"
 #include "podmux/strmap.h"
 #include "podmux/unix_listen.h"
@@ -129,8 +131,7 @@ struct consumer {
         enum consumer_state state;
         bool read_eof;   /* the client shut its side: stop reading */
         uint32_t events; /* what io is registered for */
-        struct msg **q;  /* ring of references, q_cap a power of two */
-        size_t q_head, q_len, q_cap;
+        struct ring q;   /* of struct msg *: references */
         size_t offset;   /* bytes of the first block already written */
         size_t backlog;  /* unwritten bytes in the queue */
         char *line;      /* the first line, while GREETING */
@@ -174,9 +175,11 @@ struct stream_server {
          * in the history: the newest evicted number, or the counter's start
          * (nothing from an earlier run can be replayed). */
         uint64_t floor;
-        struct hist_entry *hist; /* ring of the last hist_cap broadcasts */
-        size_t hist_cap, hist_head, hist_len;
-        /* Entries ever evicted: the absolute index of hist[hist_head]. */
+        /* The last hist_cap broadcasts (struct hist_entry), its block
+         * reserved at start so that keeping one never allocates. */
+        struct ring hist;
+        size_t hist_cap;
+        /* Entries ever evicted: the absolute index of the oldest kept. */
         uint64_t hist_gone;
         /* Their text's length (as a replay sends it), at most
          * hist_max_bytes. */
@@ -478,7 +481,7 @@ static int msg_status(struct stream_server *srv, struct msg **ret_msg)
             buf_json_string(&b, srv->node_name, strlen(srv->node_name)) < 0 ||
             buf_printf(&b, ",\"last_seq\":%" PRIu64 ",\"history\":{\"messages\":%zu,\"bytes\":%zu}"
                            ",\"dropped_consumers\":%" PRIu64 ",\"consumers\":[",
-                       srv->seq, srv->hist_len, srv->hist_bytes, srv->dropped) < 0)
+                       srv->seq, srv->hist.len, srv->hist_bytes, srv->dropped) < 0)
                 goto nomem;
         for (const struct consumer *c = srv->consumers; c; c = c->next) {
                 if (c->status)
@@ -531,29 +534,25 @@ static void hist_entry_clear(struct hist_entry *e)
  */
 static void history_push(struct stream_server *srv, struct msg *m, const struct pod_update *u)
 {
-        struct hist_entry *e;
+        struct hist_entry e = {m->seq, m->len, NULL, NULL};
 
-        while (srv->hist_len > 0 &&
-               (srv->hist_len == srv->hist_cap || srv->hist_bytes + m->len > srv->hist_max_bytes)) {
-                struct hist_entry *old = &srv->hist[srv->hist_head];
+        while (srv->hist.len > 0 &&
+               (srv->hist.len == srv->hist_cap || srv->hist_bytes + m->len > srv->hist_max_bytes)) {
+                struct hist_entry *old = ring_at(&srv->hist, 0);
 
                 if (old->seq > srv->floor)
                         srv->floor = old->seq;
                 srv->hist_bytes -= old->len;
                 hist_entry_clear(old);
-                srv->hist_head = (srv->hist_head + 1) % srv->hist_cap;
-                srv->hist_len--;
+                ring_pop(&srv->hist);
                 srv->hist_gone++;
         }
-        e = &srv->hist[(srv->hist_head + srv->hist_len) % srv->hist_cap];
-        e->seq = m->seq;
-        e->len = m->len;
-        if (!u || pod_update_share(u, &e->u) < 0) {
-                e->u = NULL;
+        if (!u || pod_update_share(u, &e.u) < 0) {
+                e.u = NULL;
                 m->refs++;
-                e->m = m;
+                e.m = m;
         }
-        srv->hist_len++;
+        (void)ring_push(&srv->hist, &e); /* reserved: cannot fail */
         srv->hist_bytes += m->len;
 }
 
@@ -622,12 +621,11 @@ static void consumer_free(struct consumer *c)
         loop_timer_free(c->timer);
         if (c->fd >= 0)
                 close(c->fd);
-        while (c->q_len > 0) {
-                msg_unref(c->q[c->q_head]);
-                c->q_head = (c->q_head + 1) & (c->q_cap - 1);
-                c->q_len--;
+        while (c->q.len > 0) {
+                msg_unref(*(struct msg **)ring_at(&c->q, 0));
+                ring_pop(&c->q);
         }
-        free(c->q);
+        ring_free(&c->q);
         free(c->line);
         news_drop(c);
         free(c);
@@ -642,22 +640,9 @@ static void schedule_flush(struct stream_server *srv)
 /* Queues a new reference to m.  0 or -ENOMEM.  Cost O(1) amortised. */
 static int consumer_push(struct consumer *c, struct msg *m)
 {
-        if (c->q_len == c->q_cap) {
-                size_t cap = c->q_cap * 2, i;
-                struct msg **q = malloc(cap * sizeof(*q));
-
-                if (!q)
-                        return -ENOMEM;
-                for (i = 0; i < c->q_len; i++)
-                        q[i] = c->q[(c->q_head + i) & (c->q_cap - 1)];
-                free(c->q);
-                c->q = q;
-                c->q_cap = cap;
-                c->q_head = 0;
-        }
+        if (ring_push(&c->q, &m) < 0)
+                return -ENOMEM;
         m->refs++;
-        c->q[(c->q_head + c->q_len) & (c->q_cap - 1)] = m;
-        c->q_len++;
         c->backlog += m->len;
         schedule_flush(c->srv);
         return 0;
@@ -710,14 +695,14 @@ static void consumer_fail(struct consumer *c, const char *reason,
  * connection that is gone (EPIPE, ECONNRESET, ...). */
 static int consumer_flush(struct consumer *c)
 {
-        while (c->q_len > 0) {
+        while (c->q.len > 0) {
                 struct iovec iov[FLUSH_IOV];
                 struct msghdr mh;
                 size_t n = 0, total = 0, left;
                 ssize_t w;
 
-                while (n < c->q_len && n < FLUSH_IOV) {
-                        struct msg *m = c->q[(c->q_head + n) & (c->q_cap - 1)];
+                while (n < c->q.len && n < FLUSH_IOV) {
+                        struct msg *m = *(struct msg **)ring_at(&c->q, n);
                         size_t off = n == 0 ? c->offset : 0;
 
                         iov[n].iov_base = m->text + off;
@@ -741,7 +726,7 @@ static int consumer_flush(struct consumer *c)
                 c->backlog -= (size_t)w;
                 left = (size_t)w;
                 while (left > 0) {
-                        struct msg *m = c->q[c->q_head];
+                        struct msg *m = *(struct msg **)ring_at(&c->q, 0);
                         size_t rest = m->len - c->offset;
 
                         if (left < rest) {
@@ -751,8 +736,7 @@ static int consumer_flush(struct consumer *c)
                         left -= rest;
                         c->offset = 0;
                         msg_unref(m);
-                        c->q_head = (c->q_head + 1) & (c->q_cap - 1);
-                        c->q_len--;
+                        ring_pop(&c->q);
                 }
                 if ((size_t)w < total)
                         return 0; /* the socket is full */
@@ -764,12 +748,12 @@ static int consumer_flush(struct consumer *c)
  * past the newest when there is none).  O(log history). */
 static uint64_t history_after(const struct stream_server *srv, uint64_t n)
 {
-        size_t lo = 0, hi = srv->hist_len;
+        size_t lo = 0, hi = srv->hist.len;
 
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
 
-                if (srv->hist[(srv->hist_head + mid) % srv->hist_cap].seq <= n)
+                if (((const struct hist_entry *)ring_at(&srv->hist, mid))->seq <= n)
                         lo = mid + 1;
                 else
                         hi = mid;
@@ -816,9 +800,8 @@ static int replay_fill(struct consumer *c)
                               "the replay fell behind the history; reconnect with resume_after");
                 return 0;
         }
-        while (c->replay_ix < srv->hist_gone + srv->hist_len && (first || c->backlog < REPLAY_BUDGET)) {
-                const struct hist_entry *e =
-                        &srv->hist[(srv->hist_head + (size_t)(c->replay_ix - srv->hist_gone)) % srv->hist_cap];
+        while (c->replay_ix < srv->hist_gone + srv->hist.len && (first || c->backlog < REPLAY_BUDGET)) {
+                const struct hist_entry *e = ring_at(&srv->hist, (size_t)(c->replay_ix - srv->hist_gone));
                 int r = consumer_push_kept(c, e);
 
                 if (r < 0)
@@ -826,7 +809,7 @@ static int replay_fill(struct consumer *c)
                 c->replay_ix++;
                 first = false;
         }
-        if (c->replay_ix == srv->hist_gone + srv->hist_len)
+        if (c->replay_ix == srv->hist_gone + srv->hist.len)
                 return consumer_synced(c, true);
         return 0;
 }
@@ -846,11 +829,11 @@ static void consumer_pump(struct consumer *c)
                 c->srv->dropped++;
                 consumer_fail(c, "ResourceExhausted", "out of memory replaying the history; reconnect");
         }
-        if (c->state == CONSUMER_CLOSING && c->q_len == 0) {
+        if (c->state == CONSUMER_CLOSING && c->q.len == 0) {
                 consumer_free(c);
                 return;
         }
-        want = (c->read_eof ? 0 : EPOLLIN) | (c->q_len > 0 ? EPOLLOUT : 0);
+        want = (c->read_eof ? 0 : EPOLLIN) | (c->q.len > 0 ? EPOLLOUT : 0);
         if (want != c->events) {
                 if (loop_io_modify(c->io, want) < 0) {
                         consumer_free(c);
@@ -1090,8 +1073,7 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
                 c->pid = cred->pid;
                 c->uid = cred->uid;
         }
-        c->q_cap = 8;
-        c->q = malloc(c->q_cap * sizeof(*c->q));
+        c->q = (struct ring)RING_INIT(struct msg *);
         c->line = malloc(STREAM_MAX_CLIENT_LINE + 1);
         c->events = EPOLLIN;
         c->next = srv->consumers;
@@ -1099,7 +1081,7 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
                 srv->consumers->prev = c;
         srv->consumers = c;
         srv->n_consumers++;
-        if (!c->q || !c->line) {
+        if (ring_reserve(&c->q, 8) < 0 || !c->line) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -1295,7 +1277,7 @@ static void flush_all(struct loop_timer *t, void *data)
         /* O(consumers).  Those waiting for EPOLLOUT are left to it. */
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
-                if (c->q_len > 0 && !(c->events & EPOLLOUT))
+                if (c->q.len > 0 && !(c->events & EPOLLOUT))
                         consumer_pump(c);
         }
 }
@@ -1345,7 +1327,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
                                             : STREAM_DEFAULT_MAX_BACKLOG;
         srv->hist_cap = cfg->history ? cfg->history : STREAM_DEFAULT_HISTORY;
         srv->hist_max_bytes = cfg->history_bytes ? cfg->history_bytes : STREAM_DEFAULT_HISTORY_BYTES;
-        srv->hist = calloc(srv->hist_cap, sizeof(*srv->hist));
+        srv->hist = (struct ring)RING_INIT(struct hist_entry);
         srv->state_fn = cfg->state_fn;
         srv->state_data = cfg->state_data;
         srv->status_fn = cfg->status_fn;
@@ -1354,7 +1336,8 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->fd_data = cfg->fd_data;
         srv->seq = wall_usec();
         srv->floor = srv->seq;
-        if (!srv->path || !srv->mode_name || !srv->node_name || !srv->hist || !srv->plugins ||
+        if (!srv->path || !srv->mode_name || !srv->node_name || ring_reserve(&srv->hist, srv->hist_cap) < 0 ||
+            !srv->plugins ||
             srv->n_allow_uids != cfg->n_allow_uids || srv->n_allow_gids != cfg->n_allow_gids) {
                 r = -ENOMEM;
                 goto fail;
@@ -1413,9 +1396,9 @@ void stream_server_free(struct stream_server *srv)
                 close(srv->reserve_fd);
         loop_timer_free(srv->flush_timer);
         loop_timer_free(srv->accept_timer);
-        for (i = 0; i < srv->hist_len; i++)
-                hist_entry_clear(&srv->hist[(srv->hist_head + i) % srv->hist_cap]);
-        free(srv->hist);
+        for (i = 0; i < srv->hist.len; i++)
+                hist_entry_clear(ring_at(&srv->hist, i));
+        ring_free(&srv->hist);
         for (i = 0; i < srv->n_ready; i++)
                 free(srv->ready[i]);
         free(srv->ready);

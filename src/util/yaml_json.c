@@ -41,6 +41,7 @@
 #include <json-c/linkhash.h>
 #include <yaml.h>
 
+#include "podmux/base64.h"
 #include "podmux/json_canon.h"
 #include "podmux/yaml_json.h"
 
@@ -431,70 +432,6 @@ static const char *kind_tag(enum sval_kind k)
         return "!!str";
 }
 
-static int b64_value(unsigned char ch)
-{
-        if (ch >= 'A' && ch <= 'Z')
-                return ch - 'A';
-        if (ch >= 'a' && ch <= 'z')
-                return ch - 'a' + 26;
-        if (ch >= '0' && ch <= '9')
-                return ch - '0' + 52;
-        if (ch == '+')
-                return 62;
-        if (ch == '/')
-                return 63;
-        return -1;
-}
-
-/* Standard base64 with padding; whitespace (line breaks of a block
- * scalar) is skipped, as yaml.v2 removes it before decoding. */
-static int b64_decode(const char *s, size_t n, char **ret, size_t *ret_len)
-{
-        char *out = malloc(n / 4 * 3 + 3);
-        size_t o = 0, q = 0, pad = 0;
-        unsigned acc = 0;
-
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                unsigned char ch = (unsigned char)s[i];
-                int d;
-
-                if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
-                        continue;
-                if (ch == '=') {
-                        pad++;
-                        continue;
-                }
-                d = b64_value(ch);
-                if (d < 0 || pad)
-                        goto bad;
-                acc = acc << 6 | (unsigned)d;
-                if (++q == 4) {
-                        out[o++] = (char)(acc >> 16);
-                        out[o++] = (char)(acc >> 8);
-                        out[o++] = (char)acc;
-                        q = 0;
-                        acc = 0;
-                }
-        }
-        if ((q + pad) % 4 != 0 || q == 1 || pad > 2)
-                goto bad;
-        if (q == 2) {
-                out[o++] = (char)(acc >> 4);
-        } else if (q == 3) {
-                out[o++] = (char)(acc >> 10);
-                out[o++] = (char)(acc >> 2);
-        }
-        out[o] = '\0';
-        *ret = out;
-        *ret_len = o;
-        return 0;
-bad:
-        free(out);
-        return -EINVAL;
-}
-
 /* One scalar event to a value, honoring explicit tags like yaml.v2. */
 static int resolve_scalar(struct conv *c, const yaml_event_t *ev, struct sval *v)
 {
@@ -516,7 +453,7 @@ static int resolve_scalar(struct conv *c, const yaml_event_t *ev, struct sval *v
         if (is_tag(tag, "str") || strcmp(tag, "!") == 0)
                 return 0;
         if (is_tag(tag, "binary")) {
-                int ret = b64_decode(s, n, &v->owned, &v->len);
+                int ret = base64_decode(s, n, &v->owned, &v->len);
 
                 if (ret == -ENOMEM)
                         return ret;

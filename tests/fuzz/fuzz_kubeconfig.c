@@ -1,7 +1,7 @@
 /*
  * fuzz_kubeconfig — a kubeconfig file (kubeconfig_load: YAML, context,
  * cluster and user lookup, *-data base64, refused fields), and the same
- * bytes through kube_base64_decode on their own.
+ * bytes through base64_decode on their own.
  *
  * The file is a memory file opened through /proc/self/fd, so relative
  * paths in it resolve against /proc/self/fd (nothing is read from there:
@@ -11,6 +11,7 @@
  */
 #include "fuzz.h"
 
+#include "podmux/base64.h"
 #include "podmux/buf.h"
 #include "podmux/kubeconfig.h"
 
@@ -35,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(fd);
         buf_free(&err);
 
-        r = kube_base64_decode((const char *)data, size, &dec, &dec_len);
+        r = base64_decode((const char *)data, size, &dec, &dec_len);
         if (r == 0) {
                 FUZZ_ASSERT(dec != NULL && dec_len <= size / 4 * 3);
                 free(dec);

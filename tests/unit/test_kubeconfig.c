@@ -31,23 +31,6 @@ static const char *write_in(const char *name, const char *text)
 #define HEAD "apiVersion: v1\nkind: Config\ncurrent-context: c\n" \
              "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
 
-START_TEST(test_base64)
-{
-        char *out = NULL;
-        size_t n = 0;
-
-        ck_assert_int_eq(kube_base64_decode("aGVs\nbG8=", 9, &out, &n), 0);
-        ck_assert_uint_eq(n, 5);
-        ck_assert_str_eq(out, "hello");
-        free(out);
-        ck_assert_int_eq(kube_base64_decode("aGVsbA==", 8, &out, &n), 0);
-        ck_assert_str_eq(out, "hell");
-        free(out);
-        ck_assert_int_eq(kube_base64_decode("not*base64!", 11, &out, &n), -EINVAL);
-        ck_assert_int_eq(kube_base64_decode("abc", 3, &out, &n), -EINVAL);
-}
-END_TEST
-
 START_TEST(test_paths_data_and_context)
 {
         struct kube_config c;
@@ -189,5 +172,5 @@ START_TEST(test_server_without_host)
 }
 END_TEST
 
-UNIT_MAIN(test_base64, test_paths_data_and_context, test_errors_name_the_field, test_server_without_host,
+UNIT_MAIN(test_paths_data_and_context, test_errors_name_the_field, test_server_without_host,
           test_token_never_in_messages, test_in_cluster)
