@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include "podmux/json_get.h"
 #include "podmux/json_parse.h"
 #include "client_msg.h"
 
@@ -51,30 +52,14 @@ int client_pod_compare(const struct podmux_pod *a, const struct podmux_pod *b)
         return strcmp(a->source, b->source);
 }
 
-static json_object *member(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-
-        if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-                return NULL;
-        return v;
-}
-
-static const char *member_str(json_object *o, const char *key)
-{
-        json_object *v = member(o, key);
-
-        return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 /* One block: the struct, the text, then uid, namespace, name and the
  * source annotation, each NUL-terminated.  0, -EINVAL (why set), -ENOMEM. */
 static int pod_new(const char *text, size_t len, json_object *obj, struct podmux_pod **ret,
                    struct buf *why)
 {
-        json_object *md = member(obj, "metadata");
-        const char *uid = member_str(md, "uid"), *name = member_str(md, "name");
-        const char *ns = member_str(md, "namespace"), *src;
+        json_object *md = json_get(obj, "metadata");
+        const char *uid = json_get_str(md, "uid", NULL), *name = json_get_str(md, "name", NULL);
+        const char *ns = json_get_str(md, "namespace", NULL), *src;
         size_t lu, ln, lns, ls, size;
         struct podmux_pod *p;
         char *at;
@@ -83,7 +68,7 @@ static int pod_new(const char *text, size_t len, json_object *obj, struct podmux
                 (void)buf_puts(why, "a pod without metadata.uid and metadata.name");
                 return -EINVAL;
         }
-        src = member_str(member(md, "annotations"), SOURCE_ANNOTATION);
+        src = json_get_str(json_get(md, "annotations"), SOURCE_ANNOTATION, NULL);
         if (!ns)
                 ns = "";
         if (!src)
@@ -421,21 +406,21 @@ static int walk_plugin(struct walk *w, struct client_msg *m)
         r = value(w, &o);
         if (r < 0)
                 return r;
-        if (!json_object_is_type(o, json_type_object) || !member_str(o, "socket")) {
+        if (!json_object_is_type(o, json_type_object) || !json_get_str(o, "socket", NULL)) {
                 json_object_put(o);
                 (void)buf_puts(w->why, "\"plugin\" is not an object with a socket");
                 return -EINVAL;
         }
         free(m->plugin_json);
         m->plugin_json = strndup(w->s + start, w->pos - start);
-        s = member_str(o, "type");
+        s = json_get_str(o, "type", NULL);
         free(m->plugin_type);
         m->plugin_type = strdup(s ? s : "");
-        s = member_str(o, "name");
+        s = json_get_str(o, "name", NULL);
         free(m->plugin_name);
         m->plugin_name = strdup(s ? s : "");
         free(m->socket);
-        m->socket = strdup(member_str(o, "socket"));
+        m->socket = strdup(json_get_str(o, "socket", NULL));
         json_object_put(o);
         if (!m->plugin_json || !m->plugin_type || !m->plugin_name || !m->socket)
                 return -ENOMEM;

@@ -23,6 +23,7 @@
 #include "podmux/buf.h"
 #include "podmux/cmd.h"
 #include "podmux/json_canon.h"
+#include "podmux/json_get.h"
 #include "podmux/log.h"
 #include "podmux/options.h"
 
@@ -125,13 +126,12 @@ done:
         return r;
 }
 
+/* Member key as text, whatever its type (a number's digits), or NULL. */
 static const char *str(json_object *o, const char *key)
 {
-        json_object *v = NULL;
+        json_object *v = json_get(o, key);
 
-        if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
-                return NULL;
-        return json_object_get_string(v);
+        return v ? json_object_get_string(v) : NULL;
 }
 
 static const char *str_or(json_object *o, const char *key, const char *dflt)
@@ -141,23 +141,17 @@ static const char *str_or(json_object *o, const char *key, const char *dflt)
         return s ? s : dflt;
 }
 
-static json_object *array(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_array) ? v : NULL;
-}
-
 static void print_text(json_object *st)
 {
-        json_object *sources = array(st, "sources"), *consumers = array(st, "consumers"),
-                    *plugins = array(st, "plugins"), *hist = NULL;
+        json_object *sources = json_get_type(st, "sources", json_type_array);
+        json_object *consumers = json_get_type(st, "consumers", json_type_array);
+        json_object *plugins = json_get_type(st, "plugins", json_type_array), *hist = NULL;
         size_t n;
 
         printf("podmux %s (pid %s), node %s, mode %s, up since %s\n", str_or(st, "version", "?"),
                str_or(st, "pid", "?"), str_or(st, "node", "?"), str_or(st, "mode", "?"),
                str_or(st, "started", "?"));
-        json_object_object_get_ex(st, "history", &hist);
+        hist = json_get(st, "history");
         printf("stream: last seq %s, history %s message(s) (%s bytes), %zu consumer(s), %s dropped\n",
                str_or(st, "last_seq", "?"), str_or(hist, "messages", "?"), str_or(hist, "bytes", "?"),
                consumers ? json_object_array_length(consumers) : 0, str_or(st, "dropped_consumers", "0"));
@@ -168,9 +162,8 @@ static void print_text(json_object *st)
         if (n)
                 printf("%-6s %6s  %-20s  %s\n", "NAME", "PODS", "LAST SUCCESS", "LAST ERROR");
         for (size_t i = 0; i < n; i++) {
-                json_object *s = json_object_array_get_idx(sources, i), *le = NULL;
+                json_object *s = json_object_array_get_idx(sources, i), *le = json_get(s, "last_error");
 
-                json_object_object_get_ex(s, "last_error", &le);
                 printf("%-6s %6s  %-20s  %s%s%s\n", str_or(s, "name", "?"), str_or(s, "pods", "0"),
                        str_or(s, "last_success", "never"), le ? str_or(le, "time", "") : "none",
                        le ? " " : "", le ? str_or(le, "message", "") : "");
@@ -199,7 +192,7 @@ static void print_text(json_object *st)
                 json_object *p = json_object_array_get_idx(plugins, i), *v = NULL;
                 struct buf vs = BUF_INIT;
 
-                if (json_object_object_get_ex(p, "versions", &v) && json_object_is_type(v, json_type_array))
+                if ((v = json_get_type(p, "versions", json_type_array)))
                         for (size_t k = 0; k < json_object_array_length(v); k++)
                                 buf_printf(&vs, "%s%s", k ? "," : "",
                                            json_object_get_string(json_object_array_get_idx(v, k)));

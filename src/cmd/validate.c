@@ -29,6 +29,7 @@
 #include "podmux/cmd.h"
 #include "podmux/dir.h"
 #include "podmux/file.h"
+#include "podmux/json_get.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/options.h"
@@ -115,32 +116,19 @@ static int report_unknown(const char *path, const struct v1_unknown *u)
         return r;
 }
 
-/* A string member of obj, or NULL. */
-static const char *member(json_object *obj, const char *key)
-{
-        json_object *v = NULL;
-
-        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
-
 /* One line: "PATH": NAMESPACE/NAME uid=UID node=NODE config.hash=HASH,
  * the identity a consumer of the stream sees.  0 or -ENOMEM. */
 static int print_line(const char *path, const struct pod *p)
 {
-        json_object *obj = pod_to_json(p), *meta = NULL, *ann = NULL, *spec = NULL;
+        json_object *obj = pod_to_json(p);
         struct buf line = BUF_INIT;
         const char *node, *hash;
         int r;
 
         if (!obj)
                 return -ENOMEM;
-        json_object_object_get_ex(obj, "metadata", &meta);
-        json_object_object_get_ex(meta, "annotations", &ann);
-        json_object_object_get_ex(obj, "spec", &spec);
-        node = member(spec, "nodeName");
-        hash = member(ann, POD_ANNOTATION_HASH);
+        node = json_get_str(json_get(obj, "spec"), "nodeName", NULL);
+        hash = json_get_str(json_get(json_get(obj, "metadata"), "annotations"), POD_ANNOTATION_HASH, NULL);
         r = buf_json_string(&line, path, strlen(path));
         if (r == 0)
                 r = buf_printf(&line, ": %s/%s uid=%s node=%s config.hash=%s\n", p->namespace, p->name,

@@ -34,6 +34,7 @@
 #include "podmux/buf.h"
 #include "podmux/client.h"
 #include "podmux/cmd.h"
+#include "podmux/json_get.h"
 #include "podmux/log.h"
 
 #define WATCH_DEFAULT_SOCKET PODMUX_CLIENT_DEFAULT_SOCKET
@@ -147,23 +148,6 @@ static void put_cell(const char *s, int width, bool last)
         fputs("  ", stdout);
 }
 
-static json_object *member(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-
-        if (!o || !json_object_object_get_ex(o, key, &v))
-                return NULL;
-        return v;
-}
-
-/* A string member, NULL if absent or not a string. */
-static const char *member_str(json_object *o, const char *key)
-{
-        json_object *v = member(o, key);
-
-        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 static void print_header(struct watch *w)
 {
         if (w->header_done)
@@ -231,7 +215,7 @@ static void print_update(struct watch *w, const struct podmux_update *u)
                 const char *phase = NULL;
 
                 if (podmux_pod_object(p, &o) == 0)
-                        phase = member_str(member(o, "status"), "phase");
+                        phase = json_get_str(json_get(o, "status"), "phase", NULL);
                 print_row(seq, op, podmux_pod_source(p), podmux_pod_namespace(p), podmux_pod_name(p),
                           podmux_pod_uid(p), phase);
                 json_object_put(o);

@@ -15,6 +15,7 @@
 
 #include "podmux/clock.h"
 #include "podmux/json_canon.h"
+#include "podmux/json_get.h"
 #include "podmux/pod.h"
 #include "podmux/str.h"
 #include "podmux/strmap.h"
@@ -49,26 +50,6 @@ static const char *const local_keys[] = {
         POD_ANNOTATION_SEEN,
         POD_ANNOTATION_MIRROR,
 };
-
-static json_object *get_obj(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-
-        if (!o || !json_object_is_type(o, json_type_object))
-                return NULL;
-        if (!json_object_object_get_ex(o, key, &v))
-                return NULL;
-        return v;
-}
-
-static const char *string_field(json_object *o, const char *key)
-{
-        json_object *v = get_obj(o, key);
-
-        if (v && json_object_is_type(v, json_type_string))
-                return json_object_get_string(v);
-        return "";
-}
 
 /* ---- timestamps ------------------------------------------------------------ */
 
@@ -233,7 +214,7 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                         buf_puts(err, "a pod must be a JSON object");
                 return -EINVAL;
         }
-        meta = get_obj(obj, "metadata");
+        meta = json_get(obj, "metadata");
         if (meta && json_object_is_type(meta, json_type_null))
                 meta = NULL;
         if (meta && !json_object_is_type(meta, json_type_object)) {
@@ -241,7 +222,7 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                         buf_puts(err, "metadata must be an object");
                 return -EINVAL;
         }
-        ann = get_obj(meta, "annotations");
+        ann = json_get(meta, "annotations");
         if (ann && !json_object_is_type(ann, json_type_object)) {
                 if (!json_object_is_type(ann, json_type_null)) {
                         if (err)
@@ -349,8 +330,8 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                         buf_puts(err, "a pod's text is larger than 4 GiB");
                 goto fail;
         }
-        if (give_body(p, text.data, text.len, string_field(meta, "uid"), string_field(meta, "name"),
-                      string_field(meta, "namespace")) < 0)
+        if (give_body(p, text.data, text.len, json_get_str(meta, "uid", ""), json_get_str(meta, "name", ""),
+                      json_get_str(meta, "namespace", "")) < 0)
                 goto fail;
         buf_free(&text);
         json_object_put(nonlocal);

@@ -12,6 +12,7 @@
 
 #include "podmux/api_decode.h"
 #include "podmux/json_canon.h"
+#include "podmux/json_get.h"
 #include "podmux/json_parse.h"
 #include "podmux/pod.h"
 
@@ -70,12 +71,7 @@ void api_store_free(struct strmap *store)
 
 static const char *member_string(json_object *obj, const char *outer, const char *inner)
 {
-        json_object *o = NULL, *v = NULL;
-
-        if (json_object_object_get_ex(obj, outer, &o) && json_object_object_get_ex(o, inner, &v) &&
-            json_object_is_type(v, json_type_string))
-                return json_object_get_string(v);
-        return NULL;
+        return json_get_str(json_get(obj, outer), inner, NULL);
 }
 
 /* One item of a list page, decoded before anything is stored. */
@@ -220,13 +216,12 @@ static int list_meta(json_object *meta, char **ret_rv, char **ret_cont)
 
         if (!json_object_is_type(meta, json_type_object))
                 return 0;
-        if (json_object_object_get_ex(meta, "resourceVersion", &v) && json_object_is_type(v, json_type_string)) {
+        if ((v = json_get_type(meta, "resourceVersion", json_type_string))) {
                 free(*ret_rv);
                 if (!(*ret_rv = strdup(json_object_get_string(v))))
                         return -ENOMEM;
         }
-        if (json_object_object_get_ex(meta, "continue", &v) && json_object_is_type(v, json_type_string) &&
-            json_object_get_string_len(v) > 0) {
+        if ((v = json_get_type(meta, "continue", json_type_string)) && json_object_get_string_len(v) > 0) {
                 free(*ret_cont);
                 if (!(*ret_cont = strdup(json_object_get_string(v))))
                         return -ENOMEM;
@@ -359,19 +354,17 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
         const char *t, *rv;
         int r = 0;
 
-        if (!json_object_is_type(ev, json_type_object) || !json_object_object_get_ex(ev, "type", &type) ||
-            !json_object_is_type(type, json_type_string) || !json_object_object_get_ex(ev, "object", &obj) ||
-            !json_object_is_type(obj, json_type_object))
+        if (!(type = json_get_type(ev, "type", json_type_string)) ||
+            !(obj = json_get_type(ev, "object", json_type_object)))
                 return buf_puts(err, "undecodable event") < 0 ? -ENOMEM : -EBADMSG;
         t = json_object_get_string(type);
         if (strcmp(t, "ERROR") == 0) {
                 /* A Status object; a code that is not a number counts as
                  * an internal error, as an absent one does. */
                 *ret_code = 500;
-                if (json_object_object_get_ex(obj, "code", &v) && json_object_is_type(v, json_type_int))
+                if ((v = json_get_type(obj, "code", json_type_int)))
                         *ret_code = (long)json_object_get_int(v);
-                if (json_object_object_get_ex(obj, "message", &v) && json_object_is_type(v, json_type_string) &&
-                    buf_puts(err, json_object_get_string(v)) < 0)
+                if ((v = json_get_type(obj, "message", json_type_string)) && buf_puts(err, json_object_get_string(v)) < 0)
                         return -ENOMEM;
                 return -EPROTO;
         }

@@ -37,6 +37,7 @@
 #include "podmux/api_decode.h"
 #include "podmux/api_source.h"
 #include "podmux/json_canon.h"
+#include "podmux/json_get.h"
 #include "podmux/log.h"
 #include "podmux/mem.h"
 #include "podmux/str.h"
@@ -665,9 +666,9 @@ static void describe_status(const struct buf *body, long status, struct buf *out
         buf_printf(out, "HTTP %ld", status);
         if (body->len && json_parse_text(body->data, body->len, &o, NULL) == 0 &&
             json_object_is_type(o, json_type_object)) {
-                if (json_object_object_get_ex(o, "reason", &v))
+                if ((v = json_get(o, "reason")))
                         buf_printf(out, " %s", json_object_get_string(v));
-                if (json_object_object_get_ex(o, "message", &v))
+                if ((v = json_get(o, "message")))
                         buf_printf(out, ": %s", json_object_get_string(v));
         }
         json_object_put(o);

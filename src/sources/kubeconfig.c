@@ -17,6 +17,7 @@
 
 #include "podmux/base64.h"
 #include "podmux/file.h"
+#include "podmux/json_get.h"
 #include "podmux/kubeconfig.h"
 #include "podmux/log.h"
 #include "podmux/yaml_json.h"
@@ -60,19 +61,9 @@ static int say(struct buf *err, const char *fmt, ...)
         return r < 0 ? -ENOMEM : -EINVAL;
 }
 
-static json_object *member(json_object *o, const char *key)
-{
-        json_object *v = NULL;
-
-        if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v) &&
-            !json_object_is_type(v, json_type_null))
-                return v;
-        return NULL;
-}
-
 static const char *string_member(json_object *o, const char *key)
 {
-        json_object *v = member(o, key);
+        json_object *v = json_get(o, key);
 
         if (v && json_object_is_type(v, json_type_string) && json_object_get_string_len(v))
                 return json_object_get_string(v);
@@ -83,7 +74,7 @@ static const char *string_member(json_object *o, const char *key)
 static json_object *named_entry(json_object *root, const char *list, const char *item,
                                 const char *name)
 {
-        json_object *arr = member(root, list);
+        json_object *arr = json_get(root, list);
         size_t n = arr && json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
 
         for (size_t i = 0; i < n; i++) {
@@ -91,7 +82,7 @@ static json_object *named_entry(json_object *root, const char *list, const char 
                 const char *en = string_member(e, "name");
 
                 if (en && strcmp(en, name) == 0)
-                        return member(e, item);
+                        return json_get(e, item);
         }
         return NULL;
 }
@@ -258,7 +249,7 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                            err)) < 0)
                 goto out;
         r = -EINVAL;
-        v = member(cluster, "insecure-skip-tls-verify");
+        v = json_get(cluster, "insecure-skip-tls-verify");
         c.insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
         if (c.insecure && (c.ca_file || c.ca_data.data)) {
                 r = say(err, "%s: certificate-authority and insecure-skip-tls-verify are both set "
@@ -276,7 +267,7 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                         goto out;
                 }
                 for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
-                        if (member(user, unsupported_user_fields[i])) {
+                        if (json_get(user, unsupported_user_fields[i])) {
                                 r = say(err, "%s: %s is not supported (use a token, a token file or a client certificate)",
                                         where.data, unsupported_user_fields[i]);
                                 goto out;

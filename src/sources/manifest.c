@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "podmux/json_canon.h"
+#include "podmux/json_get.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
 #include "podmux/v1_normalize.h"
@@ -168,30 +169,6 @@ static void path_init(struct path *p, const char *base)
 
 /* ---- small JSON helpers ------------------------------------------------ */
 
-/* NULL when o is not an object or the member is absent (nulls are gone by
- * the time defaults and validation run). */
-static json_object *get(json_object *o, const char *key)
-{
-        if (!o || !json_object_is_type(o, json_type_object))
-                return NULL;
-        return json_object_object_get(o, key);
-}
-
-static json_object *get_type(json_object *o, const char *key, json_type t)
-{
-        json_object *v = get(o, key);
-
-        return v && json_object_is_type(v, t) ? v : NULL;
-}
-
-/* "" for absent; the type pass guarantees strings where this is used. */
-static const char *get_str(json_object *o, const char *key)
-{
-        json_object *v = get_type(o, key, json_type_string);
-
-        return v ? json_object_get_string(v) : "";
-}
-
 static size_t arr_len(json_object *a)
 {
         return a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
@@ -220,7 +197,7 @@ static int put_str(json_object *o, const char *key, const char *s)
 /* Go cannot tell an absent string from "": both get the default. */
 static int default_str(json_object *o, const char *key, const char *s)
 {
-        if (*get_str(o, key))
+        if (*json_get_str(o, key, ""))
                 return 0;
         return put_str(o, key, s);
 }
@@ -228,7 +205,7 @@ static int default_str(json_object *o, const char *key, const char *s)
 /* zero_unset: Go's int32 (not pointer) fields, where 0 means unset. */
 static int default_int(json_object *o, const char *key, int64_t d, bool zero_unset)
 {
-        json_object *v = get(o, key);
+        json_object *v = json_get(o, key);
 
         if (v && !(zero_unset && json_object_get_int64(v) == 0))
                 return 0;
@@ -237,7 +214,7 @@ static int default_int(json_object *o, const char *key, int64_t d, bool zero_uns
 
 static int ensure(json_object *o, const char *key, json_type t, json_object **ret)
 {
-        json_object *v = get_type(o, key, t);
+        json_object *v = json_get_type(o, key, t);
         int r;
 
         if (!v) {
@@ -604,7 +581,7 @@ static const char *pull_policy_for(const char *image)
 
 static int default_http_get(json_object *holder)
 {
-        json_object *hg = get(holder, "httpGet");
+        json_object *hg = json_get(holder, "httpGet");
         int r;
 
         if (!hg)
@@ -617,14 +594,14 @@ static int default_http_get(json_object *holder)
 
 static int default_field_ref(json_object *holder)
 {
-        json_object *fr = get(holder, "fieldRef");
+        json_object *fr = json_get(holder, "fieldRef");
 
         return fr ? default_str(fr, "apiVersion", "v1") : 0;
 }
 
 static int default_downward_items(json_object *dapi)
 {
-        json_object *items = get(dapi, "items");
+        json_object *items = json_get(dapi, "items");
 
         for (size_t i = 0; i < arr_len(items); i++) {
                 int r = default_field_ref(arr_obj(items, i));
@@ -638,16 +615,16 @@ static int default_downward_items(json_object *dapi)
 static int default_container(json_object *c, bool host_network)
 {
         static const char *const probes[] = {"livenessProbe", "readinessProbe", "startupProbe"};
-        json_object *ports = get(c, "ports"), *env = get(c, "env"), *res, *limits, *lc;
+        json_object *ports = json_get(c, "ports"), *env = json_get(c, "env"), *res, *limits, *lc;
         int r;
 
         r = default_str(c, "terminationMessagePath", "/dev/termination-log");
         if (r == 0)
                 r = default_str(c, "terminationMessagePolicy", "File");
         if (r == 0)
-                r = default_str(c, "imagePullPolicy", pull_policy_for(get_str(c, "image")));
+                r = default_str(c, "imagePullPolicy", pull_policy_for(json_get_str(c, "image", "")));
         for (size_t i = 0; r == 0 && i < arr_len(ports); i++) {
-                json_object *p = arr_obj(ports, i), *cp = get(p, "containerPort");
+                json_object *p = arr_obj(ports, i), *cp = json_get(p, "containerPort");
 
                 r = default_str(p, "protocol", "TCP");
                 /* With the host's network the container port is the host
@@ -656,9 +633,9 @@ static int default_container(json_object *c, bool host_network)
                         r = default_int(p, "hostPort", json_object_get_int64(cp), true);
         }
         for (size_t i = 0; r == 0 && i < arr_len(env); i++)
-                r = default_field_ref(get(arr_obj(env, i), "valueFrom"));
+                r = default_field_ref(json_get(arr_obj(env, i), "valueFrom"));
         for (size_t i = 0; r == 0 && i < 3; i++) {
-                json_object *pr = get(c, probes[i]);
+                json_object *pr = json_get(c, probes[i]);
 
                 if (!pr)
                         continue;
@@ -672,14 +649,14 @@ static int default_container(json_object *c, bool host_network)
                 if (r == 0)
                         r = default_http_get(pr);
         }
-        lc = get(c, "lifecycle");
+        lc = json_get(c, "lifecycle");
         if (r == 0 && lc)
-                r = default_http_get(get(lc, "postStart"));
+                r = default_http_get(json_get(lc, "postStart"));
         if (r == 0 && lc)
-                r = default_http_get(get(lc, "preStop"));
+                r = default_http_get(json_get(lc, "preStop"));
         /* Requests default to the limits, resource by resource. */
-        res = get(c, "resources");
-        limits = get(res, "limits");
+        res = json_get(c, "resources");
+        limits = json_get(res, "limits");
         if (r == 0 && limits && json_object_object_length(limits) > 0) {
                 json_object *req = NULL;
 
@@ -706,28 +683,28 @@ static int default_volume(json_object *v)
 
         /* No member besides the name: v1 defaults an empty source to an
          * emptyDir. */
-        if (json_object_object_length(v) == (get(v, "name") ? 1 : 0))
+        if (json_object_object_length(v) == (json_get(v, "name") ? 1 : 0))
                 return put(v, "emptyDir", json_object_new_object());
-        if ((src = get(v, "hostPath")) && !get(src, "type"))
+        if ((src = json_get(v, "hostPath")) && !json_get(src, "type"))
                 r = put_str(src, "type", "");
-        if (r == 0 && (src = get(v, "secret")))
+        if (r == 0 && (src = json_get(v, "secret")))
                 r = default_int(src, "defaultMode", 0644, false);
-        if (r == 0 && (src = get(v, "configMap")))
+        if (r == 0 && (src = json_get(v, "configMap")))
                 r = default_int(src, "defaultMode", 0644, false);
-        if (r == 0 && (src = get(v, "downwardAPI"))) {
+        if (r == 0 && (src = json_get(v, "downwardAPI"))) {
                 r = default_int(src, "defaultMode", 0644, false);
                 if (r == 0)
                         r = default_downward_items(src);
         }
-        if (r == 0 && (src = get(v, "projected"))) {
-                json_object *sources = get(src, "sources");
+        if (r == 0 && (src = json_get(v, "projected"))) {
+                json_object *sources = json_get(src, "sources");
 
                 r = default_int(src, "defaultMode", 0644, false);
                 for (size_t i = 0; r == 0 && i < arr_len(sources); i++) {
                         json_object *s = arr_obj(sources, i), *sat;
 
-                        r = default_downward_items(get(s, "downwardAPI"));
-                        if (r == 0 && (sat = get(s, "serviceAccountToken")))
+                        r = default_downward_items(json_get(s, "downwardAPI"));
+                        if (r == 0 && (sat = json_get(s, "serviceAccountToken")))
                                 r = default_int(sat, "expirationSeconds", 3600, false);
                 }
         }
@@ -759,21 +736,21 @@ static int api_defaults(json_object *pod)
         if (r == 0)
                 r = default_int(spec, "terminationGracePeriodSeconds", 30, false);
         /* A negative grace period means "now" to newer kubelets: 1 s. */
-        tgps = get(spec, "terminationGracePeriodSeconds");
+        tgps = json_get(spec, "terminationGracePeriodSeconds");
         if (r == 0 && json_object_get_int64(tgps) < 0)
                 r = put(spec, "terminationGracePeriodSeconds", json_object_new_int64(1));
-        if (r == 0 && !get(spec, "securityContext"))
+        if (r == 0 && !json_get(spec, "securityContext"))
                 r = put(spec, "securityContext", json_object_new_object());
-        if (r == 0 && !get(spec, "enableServiceLinks"))
+        if (r == 0 && !json_get(spec, "enableServiceLinks"))
                 r = put(spec, "enableServiceLinks", json_object_new_boolean(1));
-        host_net = json_object_get_boolean(get(spec, "hostNetwork"));
+        host_net = json_object_get_boolean(json_get(spec, "hostNetwork"));
         for (size_t l = 0; r == 0 && l < 2; l++) {
-                json_object *cs = get(spec, lists[l]);
+                json_object *cs = json_get(spec, lists[l]);
 
                 for (size_t i = 0; r == 0 && i < arr_len(cs); i++)
                         r = default_container(arr_obj(cs, i), host_net);
         }
-        vols = get(spec, "volumes");
+        vols = json_get(spec, "volumes");
         for (size_t i = 0; r == 0 && i < arr_len(vols); i++)
                 r = default_volume(arr_obj(vols, i));
         return r;
@@ -784,8 +761,8 @@ static int api_defaults(json_object *pod)
 static bool toleration_matches(json_object *t)
 {
         /* Go's MatchToleration: same key, operator, value and effect. */
-        return !*get_str(t, "key") && strcmp(get_str(t, "operator"), "Exists") == 0 &&
-               !*get_str(t, "value") && strcmp(get_str(t, "effect"), "NoExecute") == 0;
+        return !*json_get_str(t, "key", "") && strcmp(json_get_str(t, "operator", ""), "Exists") == 0 &&
+               !*json_get_str(t, "value", "") && strcmp(json_get_str(t, "effect", ""), "NoExecute") == 0;
 }
 
 static json_object *new_static_toleration(void)
@@ -862,7 +839,7 @@ static int source_defaults(json_object *pod, const struct manifest_ctx *ctx, con
                 goto out;
         /* <name>-<lowercase(node)>: ASCII lower-casing (node names are DNS
          * names). */
-        r = buf_printf(&name, "%s-", get_str(meta, "name"));
+        r = buf_printf(&name, "%s-", json_get_str(meta, "name", ""));
         for (const char *s = node; r == 0 && *s; s++)
                 r = buf_putc(&name, (*s >= 'A' && *s <= 'Z') ? (char)(*s - 'A' + 'a') : *s);
         if (r == 0)
@@ -1007,11 +984,11 @@ static void check_qualified_name(struct errs *e, const char *path, const char *v
 
 static void validate_metadata(struct errs *e, json_object *meta)
 {
-        json_object *labels = get(meta, "labels"), *ann = get(meta, "annotations");
+        json_object *labels = json_get(meta, "labels"), *ann = json_get(meta, "annotations");
         size_t total = 0;
 
-        check_dns_subdomain(e, "metadata.name", get_str(meta, "name"));
-        check_dns_label(e, "metadata.namespace", get_str(meta, "namespace"));
+        check_dns_subdomain(e, "metadata.name", json_get_str(meta, "name", ""));
+        check_dns_label(e, "metadata.namespace", json_get_str(meta, "namespace", ""));
         if (labels) {
                 json_object_object_foreach(labels, k, v) {
                         const char *s = json_object_get_string(v);
@@ -1089,9 +1066,9 @@ static bool set_seen(struct errs *e, json_object *set, const char *name)
 static void validate_container(struct errs *e, struct path *p, json_object *c,
                                json_object *cnames, json_object *vnames, bool host_net)
 {
-        const char *name = get_str(c, "name"), *image = get_str(c, "image"), *s;
-        json_object *ports = get(c, "ports"), *mounts = get(c, "volumeMounts");
-        json_object *env = get(c, "env");
+        const char *name = json_get_str(c, "name", ""), *image = json_get_str(c, "image", ""), *s;
+        json_object *ports = json_get(c, "ports"), *mounts = json_get(c, "volumeMounts");
+        json_object *env = json_get(c, "env");
         size_t old, old2;
 
         old = path_key(p, "name");
@@ -1110,16 +1087,16 @@ static void validate_container(struct errs *e, struct path *p, json_object *c,
                 errs_invalid(e, p->s, image, "must not have leading or trailing whitespace");
         path_pop(p, old);
         old = path_key(p, "imagePullPolicy");
-        if (!str_in(s = get_str(c, "imagePullPolicy"), pull_policies))
+        if (!str_in(s = json_get_str(c, "imagePullPolicy", ""), pull_policies))
                 errs_unsupported(e, p->s, s, pull_policies);
         path_pop(p, old);
         old = path_key(p, "terminationMessagePolicy");
-        if (!str_in(s = get_str(c, "terminationMessagePolicy"), message_policies))
+        if (!str_in(s = json_get_str(c, "terminationMessagePolicy", ""), message_policies))
                 errs_unsupported(e, p->s, s, message_policies);
         path_pop(p, old);
         for (size_t i = 0; i < arr_len(ports); i++) {
-                json_object *port = arr_obj(ports, i), *cp = get(port, "containerPort"),
-                            *hp = get(port, "hostPort");
+                json_object *port = arr_obj(ports, i), *cp = json_get(port, "containerPort"),
+                            *hp = json_get(port, "hostPort");
 
                 old = path_push(p, ".ports[%zu]", i);
                 old2 = path_key(p, "containerPort");
@@ -1137,7 +1114,7 @@ static void validate_container(struct errs *e, struct path *p, json_object *c,
                                  (long long)json_object_get_int64(hp));
                 path_pop(p, old2);
                 old2 = path_key(p, "protocol");
-                if (!str_in(s = get_str(port, "protocol"), protocols))
+                if (!str_in(s = json_get_str(port, "protocol", ""), protocols))
                         errs_unsupported(e, p->s, s, protocols);
                 path_pop(p, old);
         }
@@ -1146,20 +1123,20 @@ static void validate_container(struct errs *e, struct path *p, json_object *c,
 
                 old = path_push(p, ".volumeMounts[%zu]", i);
                 old2 = path_key(p, "name");
-                s = get_str(m, "name");
+                s = json_get_str(m, "name", "");
                 if (!*s)
                         errs_add(e, p->s, "Required value");
                 else if (!json_object_object_get_ex(vnames, s, NULL))
                         errs_value(e, p->s, "Not found", s, NULL);
                 path_pop(p, old2);
                 path_key(p, "mountPath");
-                if (!*get_str(m, "mountPath"))
+                if (!*json_get_str(m, "mountPath", ""))
                         errs_add(e, p->s, "Required value");
                 path_pop(p, old);
         }
         for (size_t i = 0; i < arr_len(env); i++) {
                 old = path_push(p, ".env[%zu].name", i);
-                if (!*get_str(arr_obj(env, i), "name"))
+                if (!*json_get_str(arr_obj(env, i), "name", ""))
                         errs_add(e, p->s, "Required value");
                 path_pop(p, old);
         }
@@ -1171,7 +1148,7 @@ static size_t volume_source_count(json_object *v, const char **ret_first)
         size_t n = 0;
 
         for (const struct field *f = VOLUME_SOURCES; f->key; f++) {
-                if (get(v, f->key)) {
+                if (json_get(v, f->key)) {
                         if (n++ == 0 && ret_first)
                                 *ret_first = f->key;
                 }
@@ -1185,7 +1162,7 @@ static void validate_volumes(struct errs *e, json_object *vols, json_object *vna
 
         for (size_t i = 0; i < arr_len(vols); i++) {
                 json_object *v = arr_obj(vols, i), *hp;
-                const char *name = get_str(v, "name"), *s;
+                const char *name = json_get_str(v, "name", ""), *s;
                 size_t old;
 
                 path_init(&p, "spec.volumes");
@@ -1201,13 +1178,13 @@ static void validate_volumes(struct errs *e, json_object *vols, json_object *vna
                 path_pop(&p, old);
                 if (volume_source_count(v, NULL) > 1)
                         errs_add(e, p.s, "Forbidden: may not specify more than 1 volume type");
-                if ((hp = get(v, "hostPath"))) {
+                if ((hp = json_get(v, "hostPath"))) {
                         old = path_key(&p, "hostPath.path");
-                        if (!*get_str(hp, "path"))
+                        if (!*json_get_str(hp, "path", ""))
                                 errs_add(e, p.s, "Required value");
                         path_pop(&p, old);
                         path_key(&p, "hostPath.type");
-                        if (!str_in(s = get_str(hp, "type"), host_path_types))
+                        if (!str_in(s = json_get_str(hp, "type", ""), host_path_types))
                                 errs_unsupported(e, p.s, s, host_path_types);
                 }
         }
@@ -1219,8 +1196,8 @@ static void validate_tolerations(struct errs *e, json_object *tols)
 
         for (size_t i = 0; i < arr_len(tols); i++) {
                 json_object *t = arr_obj(tols, i);
-                const char *key = get_str(t, "key"), *op = get_str(t, "operator"),
-                           *val = get_str(t, "value"), *eff = get_str(t, "effect");
+                const char *key = json_get_str(t, "key", ""), *op = json_get_str(t, "operator", ""),
+                           *val = json_get_str(t, "value", ""), *eff = json_get_str(t, "effect", "");
                 size_t old;
 
                 path_init(&p, "spec.tolerations");
@@ -1244,7 +1221,7 @@ static void validate_tolerations(struct errs *e, json_object *tols)
                 old = path_key(&p, "effect");
                 if (*eff && !str_in(eff, tol_effects))
                         errs_unsupported(e, p.s, eff, tol_effects);
-                else if (get(t, "tolerationSeconds") && strcmp(eff, "NoExecute") != 0)
+                else if (json_get(t, "tolerationSeconds") && strcmp(eff, "NoExecute") != 0)
                         errs_invalid(e, p.s, eff,
                                      "effect must be 'NoExecute' when `tolerationSeconds` is set");
                 path_pop(&p, old);
@@ -1264,9 +1241,9 @@ static void validate_tolerations(struct errs *e, json_object *tols)
 static void validate_pod(json_object *pod, struct errs *e)
 {
         static const char *const lists[] = {"containers", "initContainers"};
-        json_object *spec = get(pod, "spec");
+        json_object *spec = json_get(pod, "spec");
         json_object *cnames = json_object_new_object(), *vnames = json_object_new_object();
-        bool host_net = json_object_get_boolean(get(spec, "hostNetwork"));
+        bool host_net = json_object_get_boolean(json_get(spec, "hostNetwork"));
         struct path p;
         const char *s;
 
@@ -1274,13 +1251,13 @@ static void validate_pod(json_object *pod, struct errs *e)
                 e->oom = true;
                 goto out;
         }
-        validate_metadata(e, get(pod, "metadata"));
+        validate_metadata(e, json_get(pod, "metadata"));
         /* Volumes first, as Go does: mounts are checked against them. */
-        validate_volumes(e, get(spec, "volumes"), vnames);
-        if (arr_len(get(spec, "containers")) == 0)
+        validate_volumes(e, json_get(spec, "volumes"), vnames);
+        if (arr_len(json_get(spec, "containers")) == 0)
                 errs_add(e, "spec.containers", "Required value");
         for (size_t l = 0; l < 2; l++) {
-                json_object *cs = get(spec, lists[l]);
+                json_object *cs = json_get(spec, lists[l]);
 
                 for (size_t i = 0; i < arr_len(cs); i++) {
                         path_init(&p, "spec.");
@@ -1288,16 +1265,16 @@ static void validate_pod(json_object *pod, struct errs *e)
                         validate_container(e, &p, arr_obj(cs, i), cnames, vnames, host_net);
                 }
         }
-        if (arr_len(get(spec, "ephemeralContainers")) > 0)
+        if (arr_len(json_get(spec, "ephemeralContainers")) > 0)
                 errs_add(e, "spec.ephemeralContainers", "Forbidden: cannot be set on create");
-        if (!str_in(s = get_str(spec, "restartPolicy"), restart_policies))
+        if (!str_in(s = json_get_str(spec, "restartPolicy", ""), restart_policies))
                 errs_unsupported(e, "spec.restartPolicy", s, restart_policies);
-        if (!str_in(s = get_str(spec, "dnsPolicy"), dns_policies))
+        if (!str_in(s = json_get_str(spec, "dnsPolicy", ""), dns_policies))
                 errs_unsupported(e, "spec.dnsPolicy", s, dns_policies);
-        else if (strcmp(s, "None") == 0 && !get(spec, "dnsConfig"))
+        else if (strcmp(s, "None") == 0 && !json_get(spec, "dnsConfig"))
                 errs_add(e, "spec.dnsConfig",
                          "Required value: must provide `dnsConfig` when `dnsPolicy` is None");
-        validate_tolerations(e, get(spec, "tolerations"));
+        validate_tolerations(e, json_get(spec, "tolerations"));
 out:
         json_object_put(cnames);
         json_object_put(vnames);
@@ -1323,7 +1300,7 @@ static bool found(struct apiref *a, const struct path *p, const char *resource)
  * in these visits. */
 static bool ref_named(json_object *holder, const char *key)
 {
-        return *get_str(get(holder, key), "name") != '\0';
+        return *json_get_str(json_get(holder, key), "name", "") != '\0';
 }
 
 static const char *const container_lists[] = {"initContainers", "containers",
@@ -1336,11 +1313,11 @@ static bool container_refs(json_object *spec, const char *from, const char *key_
         struct path p;
 
         for (size_t l = 0; l < 3; l++) {
-                json_object *cs = get(spec, container_lists[l]);
+                json_object *cs = json_get(spec, container_lists[l]);
 
                 for (size_t i = 0; i < arr_len(cs); i++) {
                         json_object *c = arr_obj(cs, i);
-                        json_object *ef = get(c, "envFrom"), *env = get(c, "env");
+                        json_object *ef = json_get(c, "envFrom"), *env = json_get(c, "env");
 
                         for (size_t j = 0; j < arr_len(ef); j++) {
                                 if (!ref_named(arr_obj(ef, j), from))
@@ -1351,7 +1328,7 @@ static bool container_refs(json_object *spec, const char *from, const char *key_
                                 return found(a, &p, resource);
                         }
                         for (size_t j = 0; j < arr_len(env); j++) {
-                                if (!ref_named(get(arr_obj(env, j), "valueFrom"), key_ref))
+                                if (!ref_named(json_get(arr_obj(env, j), "valueFrom"), key_ref))
                                         continue;
                                 path_init(&p, "spec.");
                                 path_push(&p, "%s[%zu].env[%zu].valueFrom.%s", container_lists[l], i, j,
@@ -1369,11 +1346,11 @@ static bool secret_refs(json_object *spec, struct apiref *a)
 {
         static const char *const secret_ref_vols[] = {"cephfs", "cinder", "flexVolume", "rbd",
                                                       "scaleIO", "iscsi", "storageos", NULL};
-        json_object *ips = get(spec, "imagePullSecrets"), *vols = get(spec, "volumes");
+        json_object *ips = json_get(spec, "imagePullSecrets"), *vols = json_get(spec, "volumes");
         struct path p;
 
         for (size_t i = 0; i < arr_len(ips); i++) {
-                if (!*get_str(arr_obj(ips, i), "name"))
+                if (!*json_get_str(arr_obj(ips, i), "name", ""))
                         continue;
                 path_init(&p, "spec.imagePullSecrets");
                 path_idx(&p, i);
@@ -1386,28 +1363,28 @@ static bool secret_refs(json_object *spec, struct apiref *a)
 
                 path_init(&p, "spec.volumes");
                 path_idx(&p, i);
-                if ((src = get(v, "azureFile")) && *get_str(src, "secretName")) {
+                if ((src = json_get(v, "azureFile")) && *json_get_str(src, "secretName", "")) {
                         path_key(&p, "azureFile.secretName");
                         return found(a, &p, "secrets");
                 }
                 for (size_t k = 0; secret_ref_vols[k]; k++) {
-                        if (ref_named(get(v, secret_ref_vols[k]), "secretRef")) {
+                        if (ref_named(json_get(v, secret_ref_vols[k]), "secretRef")) {
                                 path_push(&p, ".%s.secretRef", secret_ref_vols[k]);
                                 return found(a, &p, "secrets");
                         }
                 }
-                srcs = get(get(v, "projected"), "sources");
+                srcs = json_get(json_get(v, "projected"), "sources");
                 for (size_t j = 0; j < arr_len(srcs); j++) {
                         if (ref_named(arr_obj(srcs, j), "secret")) {
                                 path_push(&p, ".projected.sources[%zu].secret", j);
                                 return found(a, &p, "secrets");
                         }
                 }
-                if ((src = get(v, "secret")) && *get_str(src, "secretName")) {
+                if ((src = json_get(v, "secret")) && *json_get_str(src, "secretName", "")) {
                         path_key(&p, "secret");
                         return found(a, &p, "secrets");
                 }
-                if (ref_named(get(v, "csi"), "nodePublishSecretRef")) {
+                if (ref_named(json_get(v, "csi"), "nodePublishSecretRef")) {
                         path_key(&p, "csi.nodePublishSecretRef");
                         return found(a, &p, "secrets");
                 }
@@ -1417,13 +1394,13 @@ static bool secret_refs(json_object *spec, struct apiref *a)
 
 static bool configmap_refs(json_object *spec, struct apiref *a)
 {
-        json_object *vols = get(spec, "volumes");
+        json_object *vols = json_get(spec, "volumes");
         struct path p;
 
         if (container_refs(spec, "configMapRef", "configMapKeyRef", "configmaps", a))
                 return true;
         for (size_t i = 0; i < arr_len(vols); i++) {
-                json_object *v = arr_obj(vols, i), *srcs = get(get(v, "projected"), "sources");
+                json_object *v = arr_obj(vols, i), *srcs = json_get(json_get(v, "projected"), "sources");
 
                 path_init(&p, "spec.volumes");
                 path_idx(&p, i);
@@ -1433,7 +1410,7 @@ static bool configmap_refs(json_object *spec, struct apiref *a)
                                 return found(a, &p, "configmaps");
                         }
                 }
-                if (*get_str(get(v, "configMap"), "name")) {
+                if (*json_get_str(json_get(v, "configMap"), "name", "")) {
                         path_key(&p, "configMap");
                         return found(a, &p, "configmaps");
                 }
@@ -1486,7 +1463,7 @@ struct unknown_volume {
 
 static void find_unknown_volume(json_object *pod, struct unknown_volume *uv)
 {
-        json_object *vols = get(get(pod, "spec"), "volumes");
+        json_object *vols = json_get(json_get(pod, "spec"), "volumes");
 
         memset(uv, 0, sizeof(*uv));
         for (size_t i = 0; i < arr_len(vols); i++) {
@@ -1508,7 +1485,7 @@ static void find_unknown_volume(json_object *pod, struct unknown_volume *uv)
 static bool volume_type_refs(json_object *spec, const struct unknown_volume *uv,
                              struct apiref *a)
 {
-        json_object *vols = get(spec, "volumes");
+        json_object *vols = json_get(spec, "volumes");
         struct path p;
 
         for (size_t i = 0; i < arr_len(vols); i++) {
@@ -1522,7 +1499,7 @@ static bool volume_type_refs(json_object *spec, const struct unknown_volume *uv,
                         snprintf(a->detail, sizeof(a->detail),
                                  "static pods may not use unknown volume type \"%s\" "
                                  "(volume \"%s\")",
-                                 uv->type, get_str(v, "name"));
+                                 uv->type, json_get_str(v, "name", ""));
                         return true;
                 }
                 if (volume_source_count(v, &type) == 0)
@@ -1537,25 +1514,25 @@ static bool volume_type_refs(json_object *spec, const struct unknown_volume *uv,
                 }
                 if (strcmp(type, "projected") != 0)
                         continue; /* unreachable: every known type is listed */
-                srcs = get(get(v, "projected"), "sources");
+                srcs = json_get(json_get(v, "projected"), "sources");
                 for (size_t j = 0; j < arr_len(srcs); j++) {
                         json_object *s = arr_obj(srcs, j);
                         size_t old = path_push(&p, ".projected.sources[%zu]", j);
                         bool known = false;
 
                         for (size_t k = 0; k < ARRAY_SIZE(rejected_projections); k++) {
-                                if (get(s, rejected_projections[k].key)) {
+                                if (json_get(s, rejected_projections[k].key)) {
                                         path_key(&p, rejected_projections[k].key);
                                         return found(a, &p, rejected_projections[k].resource);
                                 }
                         }
-                        known = get(s, "downwardAPI") != NULL;
+                        known = json_get(s, "downwardAPI") != NULL;
                         if (!known) {
                                 found(a, &p, NULL);
                                 snprintf(a->detail, sizeof(a->detail),
                                          "static pods may not use an unknown projected volume "
                                          "source (volume \"%s\")",
-                                         get_str(v, "name"));
+                                         json_get_str(v, "name", ""));
                                 return true;
                         }
                         path_pop(&p, old);
@@ -1568,23 +1545,23 @@ static bool volume_type_refs(json_object *spec, const struct unknown_volume *uv,
 static bool api_object_reference(json_object *pod, const struct unknown_volume *uv,
                                  struct apiref *a)
 {
-        json_object *spec = get(pod, "spec");
+        json_object *spec = json_get(pod, "spec");
         struct path p;
 
         memset(a, 0, sizeof(*a));
-        if (*get_str(spec, "serviceAccountName")) {
+        if (*json_get_str(spec, "serviceAccountName", "")) {
                 path_init(&p, "spec.serviceAccountName");
                 return found(a, &p, "serviceaccounts");
         }
         /* The deprecated alias: v1 -> internal conversion copies it into
          * serviceAccountName when that is empty. */
-        if (*get_str(spec, "serviceAccount")) {
+        if (*json_get_str(spec, "serviceAccount", "")) {
                 path_init(&p, "spec.serviceAccount");
                 return found(a, &p, "serviceaccounts");
         }
         if (secret_refs(spec, a) || configmap_refs(spec, a))
                 return true;
-        if (arr_len(get(spec, "resourceClaims")) > 0) {
+        if (arr_len(json_get(spec, "resourceClaims")) > 0) {
                 path_init(&p, "spec.resourceClaims");
                 return found(a, &p, "resourceclaims");
         }
@@ -1637,13 +1614,13 @@ static int decode_one(json_object *pod, const struct manifest_ctx *ctx, const ch
         r = v1_normalize(pod, &v1_types[V1_TYPE_POD], where, unknown, msg);
         if (r < 0)
                 return r;
-        if (!*get_str(get(pod, "metadata"), "name")) {
+        if (!*json_get_str(json_get(pod, "metadata"), "name", "")) {
                 errs_add(&e, "metadata.name", "Required value: name is needed for the pod");
                 return e.oom ? -ENOMEM : -EINVAL;
         }
         /* A pinned UID is used verbatim (and so is its config.hash); it is
          * copied because source_defaults() rewrites the member. */
-        uid = get_str(get(pod, "metadata"), "uid");
+        uid = json_get_str(json_get(pod, "metadata"), "uid", "");
         if (*uid) {
                 pinned = strdup(uid);
                 if (!pinned)
@@ -1683,7 +1660,7 @@ out:
 
 static const char *str_member(json_object *o, const char *key, bool *ret_bad_type)
 {
-        json_object *v = get(o, key);
+        json_object *v = json_get(o, key);
 
         *ret_bad_type = v && !json_object_is_type(v, json_type_string);
         return v && !*ret_bad_type ? json_object_get_string(v) : "";
@@ -1703,13 +1680,13 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         kind = str_member(root, "kind", &bad);
         if (bad)
                 return fail(err, -EINVAL, "kind: Invalid type: expected string, got %s",
-                            type_name(get(root, "kind")));
+                            type_name(json_get(root, "kind")));
         if (!*kind)
                 return fail(err, -EINVAL, "Object 'Kind' is missing");
         version = str_member(root, "apiVersion", &bad);
         if (bad)
                 return fail(err, -EINVAL, "apiVersion: Invalid type: expected string, got %s",
-                            type_name(get(root, "apiVersion")));
+                            type_name(json_get(root, "apiVersion")));
         if (strcmp(kind, "Pod") != 0 && !(allow_list && strcmp(kind, "PodList") == 0)) {
                 if (allow_list)
                         return fail(err, -EINVAL, "neither a Pod nor a PodList: kind %s", kind);

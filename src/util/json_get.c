@@ -1,0 +1,27 @@
+/*
+ * json_get — member access (see include/podmux/json_get.h).
+ */
+#include "podmux/json_get.h"
+
+json_object *json_get(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+                return NULL;
+        return v; /* json-c holds a null as NULL */
+}
+
+json_object *json_get_type(json_object *o, const char *key, json_type t)
+{
+        json_object *v = json_get(o, key);
+
+        return v && json_object_is_type(v, t) ? v : NULL;
+}
+
+const char *json_get_str(json_object *o, const char *key, const char *def)
+{
+        json_object *v = json_get_type(o, key, json_type_string);
+
+        return v ? json_object_get_string(v) : def;
+}
