@@ -1,12 +1,12 @@
 #!/bin/sh
 # Schema check run by `make check`: the checked-in core/v1 table
 # (src/core/v1_schema_table.c) is exactly what scripts/gen-v1-schema
-# writes from the reference Go types file.  That file is not part of the
-# tree: it is looked for in $PODMUX_V1_TYPES, else beside the checkout
-# (../shared/reference/k8s-api-core-v1-types.go); without it the check is
-# skipped.  Prints TAP.
+# writes from the core/v1 Go types of Kubernetes (k8s.io/api core/v1
+# types.go), path given by PODMUX_V1_TYPES.  That file is not part of the
+# tree; with PODMUX_V1_TYPES unset a fixed default path is tried (the
+# line below), and without the file the check is skipped.  Prints TAP.
 top=${PODMUX_SRCDIR:-$(dirname "$0")/..}
-ref=${PODMUX_V1_TYPES:-$top/../shared/reference/k8s-api-core-v1-types.go}
+ref=${PODMUX_V1_TYPES:-$top/../shared/reference/k8s-api-core-v1-types.go} # style-check: external path allowed
 echo "1..1"
 if [ ! -f "$ref" ]; then
         echo "ok 1 # SKIP no reference types file at $ref (set PODMUX_V1_TYPES)"

@@ -1,11 +1,13 @@
 #!/bin/sh
-# Style check run by `make check` (STYLE.md habit 13): no banned unsafe
-# functions in src/ and include/; every header opens with its ownership
-# comment.  Prints TAP.
+# Style check run by `make check`, so the build enforces the style rules:
+# no banned unsafe functions in src/ and include/ (use the safe forms);
+# every header opens with its ownership comment; layers point one way; no
+# comment or document sends the reader to a document outside the tree.
+# Prints TAP.
 top=${PODMUX_SRCDIR:-$(dirname "$0")/..}
 n=0
 fail=0
-echo "1..3"
+echo "1..4"
 banned='\<(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gmtime|localtime|strerror|gets)[[:space:]]*\('
 hits=$(grep -rnE "$banned" "$top/src" "$top/include" --include='*.c' --include='*.h' | grep -vE '^\S+:[0-9]+:\s*(\*|/\*)' || true)
 n=$((n + 1))
@@ -74,6 +76,27 @@ if [ -z "$wrong" ]; then
 else
         echo "not ok $n - a lower layer includes a higher one's header:"
         echo "$wrong" | sed '/^$/d; s/^/# /'
+        fail=1
+fi
+# Every document a reader is pointed to is in the tree (doc/, README.md,
+# or a file path here).  Flagged: the .md files of a spec directory, the
+# design and style notes by their upper-case file names, and anything
+# under the parent directory's shared folder.  The patterns are spelled
+# so that this file does not match itself.  Allowed: a line of
+# tests/schema-check.sh that ends with the marker
+# "# style-check: external path allowed" (the default location of its
+# input file, a data file rather than a document).  Build products an
+# in-tree build leaves beside the sources are not looked at.
+outside='spec/[A-Za-z0-9_./-]*\.md|DESIGN\.md|STYLE\.md|\.\./shared/'
+hits=$(cd "$top" && grep -rnIE --exclude='*.log' --exclude='*.trs' --exclude-dir=.deps \
+        --exclude-dir=.libs "$outside" src include tests scripts doc README.md |
+        grep -vE '^tests/schema-check\.sh:[0-9]+:.*# style-check: external path allowed$' || true)
+n=$((n + 1))
+if [ -z "$hits" ]; then
+        echo "ok $n - every document referred to is in the tree"
+else
+        echo "not ok $n - references to documents outside the tree (point to doc/ or README.md instead):"
+        echo "$hits" | sed 's/^/# /'
         fail=1
 fi
 exit $fail

@@ -2,7 +2,7 @@
  * api_source — the API server source (source "api"): list and watch the
  * pods bound to this node with client-go's reflector semantics, and hand
  * the merger the complete set after every change
- * (spec/apiserver-source.md, spec/pod-config.md section 8).
+ * (doc/api-source.md, doc/pod-config.md section 8).
  *
  * Owns: the node's pod store (namespace/name -> pod), the last resource
  * version, the one request in flight, the backoff state, the cached token.

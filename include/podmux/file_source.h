@@ -1,7 +1,7 @@
 /*
  * file_source — the static-pod file source (source "file"): a directory or
  * a single manifest file, watched through the watcher and re-listed every
- * period (spec/pod-config.md section 6).
+ * period (doc/pod-config.md section 6).
  *
  * Owns: its snapshot store (namespace/name -> pod), the file -> store key
  * map, the relist timer and the watch on the path.

@@ -1,6 +1,6 @@
 /*
  * http_source — the manifest URL source (source "http"): polls one URL
- * and hands the merger its pods as a SET (spec/pod-config.md section 7).
+ * and hands the merger its pods as a SET (doc/pod-config.md section 7).
  *
  * Owns: the poll timer, the one transfer in flight, the last body seen.
  * Never: merges, or logs a header value (they may hold credentials); the

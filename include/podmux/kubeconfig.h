@@ -1,6 +1,6 @@
 /*
  * kubeconfig — the API server connection settings: a kubeconfig file
- * (spec/apiserver-source.md section 9) or the in-cluster service account
+ * (doc/api-source.md section 9) or the in-cluster service account
  * (section 8.4).
  *
  * Owns: the resolved settings (server URL, CA, client certificate and key,

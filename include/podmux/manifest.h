@@ -1,6 +1,6 @@
 /*
  * manifest — decoding, defaulting and validating static-pod manifests the
- * way the kubelet's file and HTTP sources do (spec/pod-config.md section 5).
+ * way the kubelet's file and HTTP sources do (doc/pod-config.md section 5).
  *
  * Owns: the rules of sections 5.1-5.5 and 9.1 (generated UID).
  * Never: reads directories, watches files, logs, talks to the merger.  The

@@ -1,7 +1,7 @@
 /*
  * plugin_cache — the plugin manager's desired state of world (what the
  * registry directory holds) and actual state of world (what has been
- * handed to a handler), keyed by socket path (spec/plugin-manager.md
+ * handed to a handler), keyed by socket path (doc/plugin-manager.md
  * sections 6 and 7).
  *
  * Owns: the entries and their strings.

@@ -1,7 +1,7 @@
 /*
  * plugin_handlers — the in-process handlers of plugin types (CSIPlugin,
  * DevicePlugin, DRAPlugin), doing what the kubelet's handlers check when a
- * plugin registers (spec/plugin-manager.md section 8).
+ * plugin registers (doc/plugin-manager.md section 8).
  *
  * Owns: per type, what is registered (CSI: driver name -> highest version;
  * DRA: driver name -> endpoints; devices: resource names).

@@ -2,7 +2,7 @@
  * plugin_manager — the kubelet's plugin manager: watches the plugin
  * registry directory, keeps the desired and actual states, and reconciles
  * them through an executor that runs at most one operation per socket
- * path, with exponential backoff after failures (spec/plugin-manager.md).
+ * path, with exponential backoff after failures (doc/plugin-manager.md).
  * A reconcile pass runs whenever something can have changed (the kubelet
  * polls every second; an idle podmux does not wake up).
  *

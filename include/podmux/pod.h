@@ -54,7 +54,7 @@ struct pod {
          * deletionTimestamp (as an instant), deletionGracePeriodSeconds and
          * the non-local annotations.  Absent != empty for spec and labels
          * (Go's deep equality); a missing annotations map counts as empty
-         * (spec 3.4); null counts as absent. */
+         * (doc/pod-config.md 3.4); null counts as absent. */
         uint8_t semantic[POD_DIGEST_LEN];
         /* Digest of the whole status subtree. */
         uint8_t status[POD_DIGEST_LEN];

@@ -5,7 +5,7 @@
  *
  * Owns: the only view of all pods of all sources.
  * Never: knows about consumers or sockets.  Its output goes to one emit
- * callback (the updates pipe), in the order spec/pod-config.md 3.6 gives.
+ * callback (the updates pipe), in the order doc/pod-config.md 3.6 gives.
  *
  * Cost: a SET of n pods with k changed is O(n) digest compares plus
  * O(k * pod size) for the changed ones; nothing is re-serialised for an

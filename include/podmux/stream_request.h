@@ -1,6 +1,6 @@
 /*
  * stream_request — the one line a client of the update stream may send
- * first (DESIGN.md "Update stream, protocol 1"): a JSON object with
+ * first (doc/protocol.md, "Opening a connection"): a JSON object with
  * optional members
  *   "resume_after": N    a non-negative integer: replay what came after N;
  *   "request": "status"  answer with one status message and close

@@ -1,5 +1,5 @@
 /*
- * stream_server — the update stream (DESIGN.md "Update stream, protocol 1"):
+ * stream_server — the update stream (protocol 1, doc/protocol.md):
  * a unix stream socket, newline-delimited JSON, fan-out to many consumers,
  * a bounded history for resume_after, and per-consumer backlog limits.
  *

@@ -1,6 +1,6 @@
 /*
  * `podmux run` — wires the sources, the Mux, the merger, the updates pipe
- * and the stream server onto one event loop (DESIGN.md "Data flow").
+ * and the stream server onto one event loop (doc/design.md "Data flow").
  *
  * Signals are taken through a signalfd on the loop, blocked in every thread
  * (the watcher thread inherits the mask), so shutdown runs as an ordinary

@@ -199,7 +199,7 @@ static int print_pods(const struct validate_opts *o, const char *path, struct po
 }
 
 /* Keys already emitted in this directory -> the file that defined them;
- * the file source keeps the first file in sorted order (spec 6.4). */
+ * the file source keeps the first file in sorted order (doc/pod-config.md 6.4). */
 struct seen {
         json_object *keys;
 };

@@ -124,7 +124,7 @@ static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
                   !json_object_is_type(v, json_type_null);
         if ((r = digest_part(&h, scratch, 'g', v, present)) < 0)
                 return r;
-        /* A missing annotations map counts as empty (spec 3.4); local keys
+        /* A missing annotations map counts as empty (doc/pod-config.md 3.4); local keys
          * were already taken out of this object.  Rendering always writes
          * an annotations map, so absent and empty must digest alike. */
         if ((r = digest_part(&h, scratch, 'a', annotations,

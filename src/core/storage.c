@@ -1,6 +1,6 @@
 /*
  * storage — the merger (see include/podmux/storage.h and
- * spec/pod-config.md section 3).
+ * doc/pod-config.md section 3).
  *
  * Per source: a map UID -> stored pod and a "seen" flag.  One merge builds
  * the lists A (ADD), U (UPDATE), D (DELETE), R (REMOVE) and C (RECONCILE)
@@ -702,7 +702,7 @@ int storage_state(const struct storage *s, struct pod_update ***ret_updates,
         size_t n = 0;
 
         /* Snapshot modes: a SET always carries the complete merged state
-         * (spec 3.6), so each seen source gets one SET of the merged state
+         * (doc/pod-config.md 3.6), so each seen source gets one SET of the merged state
          * labelled with its name — the records its live SETs would be. */
         if (s->cfg.mode != STORAGE_MODE_INCREMENTAL) {
                 arr = calloc(s->n_sources ? s->n_sources : 1, sizeof(*arr));

@@ -7,9 +7,9 @@
  * with the meta/v1 types they use.  For each struct: its JSON members,
  * sorted bytewise, embedded structs merged in; see include/podmux/v1_schema.h.
  *
- * Regenerate (from the top of the checkout, with the reference types file
- * of that commit beside it):
- *   scripts/gen-v1-schema ../shared/reference/k8s-api-core-v1-types.go \
+ * Regenerate from the top of the checkout, with PODMUX_V1_TYPES naming the
+ * core/v1 Go types of Kubernetes of that commit (k8s.io/api core/v1 types.go):
+ *   scripts/gen-v1-schema "$PODMUX_V1_TYPES" \
  *           src/core/v1_schema_table.c
  * after changing KUBERNETES_VERSION and API_COMMIT in the script.  The
  * table is checked in because its source is not part of this tree.

@@ -1,6 +1,6 @@
 /*
  * grpc_client — unary gRPC over libcurl HTTP/2 on a unix socket (see
- * include/podmux/grpc_client.h and spec/plugin-manager.md section 13).
+ * include/podmux/grpc_client.h and doc/plugin-manager.md section 13).
  */
 #include <ctype.h>
 #include <errno.h>

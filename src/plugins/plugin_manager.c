@@ -1,6 +1,6 @@
 /*
  * plugin_manager — registry watcher, reconciler, executor and registration
- * ops (see include/podmux/plugin_manager.h and spec/plugin-manager.md).
+ * ops (see include/podmux/plugin_manager.h and doc/plugin-manager.md).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

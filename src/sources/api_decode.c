@@ -1,6 +1,6 @@
 /*
  * api_decode — PodList pages and the watch stream into a pod store (see
- * include/podmux/api_decode.h and spec/apiserver-source.md sections 4-6).
+ * include/podmux/api_decode.h and doc/api-source.md sections 4-6).
  */
 #include <ctype.h>
 #include <errno.h>

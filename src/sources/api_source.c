@@ -1,6 +1,6 @@
 /*
  * api_source — list + watch of the node's pods (see
- * include/podmux/api_source.h and spec/apiserver-source.md sections 2-10).
+ * include/podmux/api_source.h and doc/api-source.md sections 2-10).
  *
  * One request at a time:
  *   LIST (paged from RV 0 or unset; unpaged from a known RV) -> replace the

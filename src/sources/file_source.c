@@ -1,6 +1,6 @@
 /*
  * file_source — static pods from a directory or a file (see
- * include/podmux/file_source.h and spec/pod-config.md section 6).
+ * include/podmux/file_source.h and doc/pod-config.md section 6).
  *
  * State: store (namespace/name -> entry{pod, file}) and files (path ->
  * store key).  A relist sends the store's whole content as one SET; an

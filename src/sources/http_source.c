@@ -1,6 +1,6 @@
 /*
  * http_source — the manifest URL source (see include/podmux/http_source.h
- * and spec/pod-config.md section 7).
+ * and doc/pod-config.md section 7).
  *
  * One poll: GET with the configured headers; transport error (a body cut
  * short included), non-200 or an oversized body -> error, nothing sent

@@ -1,6 +1,6 @@
 /*
  * manifest — static-pod manifests: read, decode, default, validate
- * (see include/podmux/manifest.h and spec/pod-config.md 5.1-5.5, 9.1).
+ * (see include/podmux/manifest.h and doc/pod-config.md 5.1-5.5, 9.1).
  *
  * One manifest goes through these steps, in the kubelet's order:
  *   1. YAML/JSON text -> json-c tree (first document only; yaml_json);
@@ -514,7 +514,7 @@ static void check_fields(struct errs *e, struct path *p, json_object *o,
  * quantity as a number), so what makes no semantic difference makes no
  * new UID.  A manifest without any of those hashes exactly as before
  * normalization existed.  The kubelet hashes a Go deep dump instead,
- * which no C program can reproduce (spec 5.4).
+ * which no C program can reproduce (doc/pod-config.md 5.4).
  */
 static int generate_uid(json_object *pod, const struct manifest_ctx *ctx, char out[33])
 {

@@ -1,6 +1,6 @@
 /*
  * stream_server — the update stream (see include/podmux/stream_server.h and
- * DESIGN.md "Update stream, protocol 1").
+ * doc/protocol.md, protocol 1).
  *
  * Messages are built once, as one line of JSON text, into a reference
  * counted block (struct msg).  Every consumer queue holds references, so

@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
  * text[0..len) must be one JSON value in valid UTF-8 with nothing after
- * it: what a consumer of the update stream is promised (DESIGN.md,
+ * it: what a consumer of the update stream is promised (doc/protocol.md,
  * protocol 1).
  */
 static inline void fuzz_check_json(const char *text, size_t len, const char *what)

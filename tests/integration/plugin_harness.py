@@ -3,7 +3,7 @@
 FakePlugin runs scripts/fake-plugin (a real gRPC registration server built
 from src/plugins/pluginregistration.proto) as a child process of the test,
 stopped by its PID when the test ends.  The plugin_* functions read the
-`plugin` messages of the update stream (DESIGN.md):
+`plugin` messages of the update stream (doc/protocol.md):
 
   {"type":"plugin","seq":N,"op":"REGISTERED"|"DEREGISTERED"|"FAILED",
    "plugin":{"type","name","endpoint","versions","socket"}, "error": "..."}
@@ -309,7 +309,7 @@ def read_for(c, seconds):
 
 
 def check_shape(m):
-    """What every plugin message must carry (DESIGN.md)."""
+    """What every plugin message must carry (doc/protocol.md)."""
     if m.get("op") not in OPS:
         raise AssertionError("plugin message with op %r: %s" %
                              (m.get("op"), harness.summarize(m)))

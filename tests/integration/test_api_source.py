@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Integration tests of the API server source (spec/apiserver-source.md,
-spec/pod-config.md sections 3.6 and 8), run against the real podmux binary
+"""Integration tests of the API server source (doc/api-source.md,
+doc/pod-config.md sections 3.6 and 8), run against the real podmux binary
 and scripts/fake-apiserver (driven through tests/integration/fakeapi.py).
 
 What is checked: the wire protocol (the exact queries of list, continue and
@@ -14,7 +14,7 @@ and Debian's python3-kubernetes) so that what it serves is what a real API
 server serves.
 
 Timing: nothing asserts speed.  Bounds are generous failure limits; the
-only lower bounds asserted are the Retry-After waits the spec makes a MUST.
+only lower bounds asserted are the Retry-After waits doc/api-source.md 7.2 requires.
 Backoff gaps are recorded as notes.  The hung-server test takes about 30 s
 (the daemon's response-header deadline); the known-slow test of token
 rotation without a 401 (about a minute) runs only with PODMUX_SLOW_TESTS=1.
@@ -1127,7 +1127,7 @@ def _(t):
     lrv = last_rv(srv)
     mark = srv.last_id()
     # The re-watch gets a 429 without Retry-After: the client backs off
-    # (spec 6.2 step 4) and meanwhile the server moves on and compacts.
+    # (doc/api-source.md 6.2 step 4) and meanwhile the server moves on and compacts.
     srv.fail(match="watch", status=429, count=1)
     srv.action("close")
     srv.wait_request(lambda r: r.get("status") == 429, "the 429", mark)
@@ -1178,7 +1178,7 @@ def _(t):
                              "a watch from lastRV %s: %s" % (
                                  lrv, [describe(r) for r in reqs]))
     t.soft(assert_no_list, srv, mark, "a refused connection needs no relist"
-           " (spec 6.2 step 4)")
+           " (doc/api-source.md 6.2 step 4)")
     if not [x for x in c.pods_msgs() if x["op"] == "ADD" and
             msg_names(x) == ["b"]]:
         raise AssertionError("no ADD of b: %s" % [summarize(x)
@@ -1418,7 +1418,7 @@ def _(t):
 
 
 @api_test("a request answered with a connection reset and no response is "
-          "retried as the same request (spec 7.2: as if Retry-After: 1); "
+          "retried as the same request (doc/api-source.md 7.2: as if Retry-After: 1); "
           "a watch is not turned into a relist", params=("list", "watch"))
 def _(t):
     srv = server(t)

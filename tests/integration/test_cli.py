@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of the podmux command line (DESIGN.md "Command line"):
+"""Integration tests of the podmux command line (podmux(8), doc/podmux.8):
 version, validate, watch, and run's flag handling and logging."""
 
 import json

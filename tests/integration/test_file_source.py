@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of the static-pod file source (spec/pod-config.md
+"""Integration tests of the static-pod file source (doc/pod-config.md
 sections 3-6), run against the real podmux binary.
 
 Scenarios whose output depends on the notification mode run once per mode
@@ -23,7 +23,7 @@ from harness import (BAD_FIXTURES, IS_ROOT, MIB10, MODES, NODE,  # noqa: E402
                      to_yaml, write_file)
 
 INCR, SNAP, SNAPUPD = MODES
-# Ops each mode may emit for a single source (spec 3.6).
+# Ops each mode may emit for a single source (doc/pod-config.md 3.6).
 MODE_OPS = {
     INCR: {"ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"},
     SNAP: {"SET"},
@@ -70,7 +70,7 @@ def check_mode_ops(c, mode):
 
 def expect_added(c, mode, added, all_names):
     """Incremental: an ADD of exactly `added`; snapshot modes: a SET of the
-    whole state (spec 3.6: SET when pods are added)."""
+    whole state (doc/pod-config.md 3.6: SET when pods are added)."""
     if mode == INCR:
         return c.expect_pods("ADD", names=added)
     return c.expect_pods("SET", names=all_names)
@@ -92,7 +92,7 @@ def index_of(c, op, uid, last=False):
 
 def assert_replaced(c, mode, old_uid, new_uid):
     """An unpinned manifest's pod was replaced: new uid, and in incremental
-    mode REMOVE(old) before ADD(new), never UPDATE (spec 3.7)."""
+    mode REMOVE(old) before ADD(new), never UPDATE (doc/pod-config.md 3.7)."""
     if old_uid == new_uid:
         raise AssertionError("the uid did not change (%s)" % old_uid)
     if not UID_RE.match(new_uid):

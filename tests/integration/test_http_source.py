@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of the HTTP manifest source (spec/pod-config.md
+"""Integration tests of the HTTP manifest source (doc/pod-config.md
 section 7, merge output 3.6-3.8), run against the real podmux binary and a
 manifest server running in this process (manifest_server.py).
 

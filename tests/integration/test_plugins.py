@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration tests of the plugin manager (spec/plugin-manager.md) against
+"""Integration tests of the plugin manager (doc/plugin-manager.md) against
 the real podmux binary and real gRPC plugins (scripts/fake-plugin, which
 serves src/plugins/pluginregistration.proto with grpcio).
 

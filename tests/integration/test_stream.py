@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Integration tests of the update stream (DESIGN.md "Update stream,
-protocol 1"): hello, initial state, synced, sources_ready, resume_after,
+"""Integration tests of the update stream (doc/protocol.md, protocol
+1): hello, initial state, synced, sources_ready, resume_after,
 fan-out, slow consumers, socket handling and shutdown."""
 
 import json

@@ -1,6 +1,6 @@
 /*
  * Unit tests of manifest: reading, decoding, defaults, generated UIDs and
- * validation of static-pod manifests (spec/pod-config.md 5 and 9.1).  The
+ * validation of static-pod manifests (doc/pod-config.md 5 and 9.1).  The
  * kubelet's own cases (common_test.go, file_linux_test.go, http_test.go)
  * are reproduced by intent near the end.
  */

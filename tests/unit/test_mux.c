@@ -1,6 +1,6 @@
 /*
  * test_mux — channels per source and the order in which their records
- * reach the merger (include/podmux/mux.h, spec/pod-config.md 3.1).
+ * reach the merger (include/podmux/mux.h, doc/pod-config.md 3.1).
  */
 #include <signal.h>
 #include <stdio.h>

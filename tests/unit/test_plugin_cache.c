@@ -1,6 +1,6 @@
 /*
  * Unit tests: the plugin manager's desired and actual states of world
- * (spec/plugin-manager.md sections 6 and 7), in the spirit of the kubelet's
+ * (doc/plugin-manager.md sections 6 and 7), in the spirit of the kubelet's
  * pluginmanager/cache tests.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests: the built-in plugin handlers (spec/plugin-manager.md section
+ * Unit tests: the built-in plugin handlers (doc/plugin-manager.md section
  * 8) — what the kubelet's CSI, device-plugin and DRA handlers check when a
  * plugin registers — and the generic version parser the CSI check uses.
  */

@@ -684,7 +684,7 @@ START_TEST(test_start_fails_when_root_cannot_be_created)
 END_TEST
 
 /* MkdirAll on a path that exists as a file fails (ENOTDIR), so the kubelet
- * does not start the watcher (spec section 2). */
+ * does not start the watcher (doc/plugin-manager.md section 2). */
 START_TEST(test_start_fails_when_root_is_a_file)
 {
         struct fixture *fx = setup_root("plugins_registry");
@@ -927,7 +927,7 @@ START_TEST(test_event_directory_tree_deleted)
 END_TEST
 
 /* A directory deleted, then created again under the same name, is
- * watched again: sockets created in it later are found (spec section 5:
+ * watched again: sockets created in it later are found (doc/plugin-manager.md 5:
  * a created directory gets a watch and a walk). */
 START_TEST(test_event_directory_recreated_is_watched_again)
 {

@@ -1,7 +1,7 @@
 /*
  * test_pod — struct pod and struct pod_update (include/podmux/pod.h):
  * parsing, rendering with the local annotations spliced back, the digests
- * the merge rules compare (spec/pod-config.md 3.4), the merger's copy rules
+ * the merge rules compare (doc/pod-config.md 3.4), the merger's copy rules
  * (3.3), names, the op string table and the config.seen format (1.3).
  */
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /*
  * test_storage — the merger (include/podmux/storage.h) against
- * spec/pod-config.md sections 1-4: the kubelet's own tests from
+ * doc/pod-config.md sections 1-4: the kubelet's own tests from
  * pkg/kubelet/config/config_test.go (classic era, three modes), rewritten
  * case by case, then the decision table 3.7 in every mode, the worked
  * example 3.8 in every mode, and the finer rules of 1.3, 3.2-3.6 and 4.
