@@ -1411,8 +1411,8 @@ void stream_server_free(struct stream_server *srv)
         free(srv);
 }
 
-/* Queues a broadcast block to every LIVE consumer; one that passes the
- * bound gets SlowConsumer.  News is kept for GREETING consumers (a
+/* Queues a broadcast block to every LIVE consumer; one that is still past
+ * the bound once its socket took what it could gets SlowConsumer.  News is kept for GREETING consumers (a
  * state will not hold it); one that cannot keep it is cut, so it does not
  * start without it.  O(consumers). */
 static void fan_out(struct stream_server *srv, struct msg *m)
@@ -1438,6 +1438,13 @@ static void fan_out(struct stream_server *srv, struct msg *m)
                         srv->dropped++;
                         consumer_fail(c, "ResourceExhausted",
                                       "out of memory queueing a message; reconnect with resume_after");
+                        continue;
+                }
+                /* Over the bound: what the socket takes now does not
+                 * count (a burst of large messages in one loop pass must
+                 * not cut a consumer that keeps up). */
+                if (c->backlog > srv->max_backlog && consumer_flush(c) < 0) {
+                        consumer_free(c); /* gone: dropped quietly */
                         continue;
                 }
                 if (c->backlog > srv->max_backlog) {

@@ -1211,6 +1211,32 @@ START_TEST(test_slow_consumer_dropped)
 }
 END_TEST
 
+/* A burst larger than the bound, broadcast in one loop pass, does not
+ * cut a consumer whose socket takes it: only bytes its socket refused
+ * count. */
+START_TEST(test_burst_past_the_bound_fits_the_socket)
+{
+        struct env e;
+        struct client *a;
+        uint64_t s;
+
+        env_init(&e);
+        env_serve(&e, 0, 64 * 1024, 0);
+        a = client_synced(&e, "{}\n");
+        s = line_seq(a, a->n_lines - 1);
+        /* 3 x 40 KiB queued before the loop runs: 120 KiB > 64 KiB. */
+        bcast(&e, POD_OP_UPDATE, "file", "big", 40 * 1024);
+        bcast(&e, POD_OP_UPDATE, "file", "big", 40 * 1024);
+        bcast(&e, POD_OP_UPDATE, "file", "big", 40 * 1024);
+        DRIVE_UNTIL(&e, count_type(a, "pods") == 3 || has_type(a, "error"));
+        ck_assert(!has_type(a, "error"));
+        ck_assert_uint_eq(count_type(a, "pods"), 3);
+        ck_assert_uint_gt(line_seq(a, a->n_lines - 1), s);
+        ck_assert_uint_eq(stream_server_dropped(e.srv), 0);
+        env_done(&e);
+}
+END_TEST
+
 START_TEST(test_slow_consumer_closed_after_timeout)
 {
         struct env e;
@@ -1912,7 +1938,7 @@ START_TEST(test_descriptors_run_out)
 }
 END_TEST
 
-UNIT_MAIN(test_history_keeps_pods_by_reference, test_broadcast_out_of_memory_sweep,
+UNIT_MAIN(test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference, test_broadcast_out_of_memory_sweep,
           test_replay_is_fed_as_the_consumer_reads, test_replay_falls_behind_the_history, test_hello_fields,
           test_seq_strictly_increasing,
           test_initial_state_then_synced,
