@@ -2,12 +2,13 @@
 # Style check run by `make check`, so the build enforces the style rules:
 # no banned unsafe functions in src/ and include/ (use the safe forms);
 # every header opens with its ownership comment; layers point one way; no
-# comment or document sends the reader to a document outside the tree.
-# Prints TAP.
+# comment or document sends the reader to a document outside the tree;
+# lines changed since the last commit are as .clang-format writes them
+# (when git-clang-format is installed).  Prints TAP.
 top=${PODMUX_SRCDIR:-$(dirname "$0")/..}
 n=0
 fail=0
-echo "1..4"
+echo "1..5"
 banned='\<(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gmtime|localtime|strerror|gets)[[:space:]]*\('
 hits=$(grep -rnE "$banned" "$top/src" "$top/include" --include='*.c' --include='*.h' | grep -vE '^\S+:[0-9]+:\s*(\*|/\*)' || true)
 n=$((n + 1))
@@ -98,5 +99,22 @@ else
         echo "not ok $n - references to documents outside the tree (point to doc/ or README.md instead):"
         echo "$hits" | sed 's/^/# /'
         fail=1
+fi
+# The house format (.clang-format) on what is being changed: the lines of
+# C files that differ from the last commit.  Existing code is not
+# reformatted wholesale; it comes into line as it is edited.
+n=$((n + 1))
+if ! command -v git-clang-format >/dev/null 2>&1 || ! git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+        echo "ok $n - changed lines formatted # SKIP git-clang-format or a git checkout missing"
+else
+        out=$(cd "$top" && git clang-format --diff HEAD -- '*.c' '*.h' 2>&1)
+        case $out in
+        "" | *"no modified files to format"* | *"did not modify any files"*)
+                echo "ok $n - changed lines formatted as .clang-format says" ;;
+        *)
+                echo "not ok $n - changed lines not formatted as .clang-format says (git clang-format applies it):"
+                echo "$out" | sed 's/^/# /'
+                fail=1 ;;
+        esac
 fi
 exit $fail
