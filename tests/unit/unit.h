@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* Check's assertion messages are formats built by its macros. */
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+
 /* Seconds one test may take.  Under CK_FORK=no, Check's own timeout does
  * nothing, and a test that failed halfway can leave a thread behind that
  * makes the next one wait forever: the alarm ends the run instead, saying
