@@ -24,6 +24,7 @@
 
 #include <json-c/linkhash.h>
 
+#include "podmux/json_get.h"
 #include "podmux/v1_normalize.h"
 
 #define QUANTITY_FORMAT_MSG                                                      \
@@ -101,27 +102,6 @@ static int add_error(struct walk *w, const char *fmt, ...)
         r = buf_vprintf(e, fmt, ap);
         va_end(ap);
         return r;
-}
-
-static const char *json_type_word(json_object *v)
-{
-        switch (json_object_get_type(v)) {
-        case json_type_null:
-                return "null";
-        case json_type_boolean:
-                return "boolean";
-        case json_type_int:
-                return "integer";
-        case json_type_double:
-                return "number";
-        case json_type_string:
-                return "string";
-        case json_type_object:
-                return "object";
-        case json_type_array:
-                return "array";
-        }
-        return "value";
 }
 
 static const char *kind_word(unsigned kind)

@@ -228,27 +228,6 @@ static int ensure(json_object *o, const char *key, json_type t, json_object **re
         return 0;
 }
 
-static const char *type_name(json_object *v)
-{
-        switch (json_object_get_type(v)) {
-        case json_type_null:
-                return "null";
-        case json_type_boolean:
-                return "boolean";
-        case json_type_int:
-                return "integer";
-        case json_type_double:
-                return "number";
-        case json_type_string:
-                return "string";
-        case json_type_object:
-                return "object";
-        case json_type_array:
-                return "array";
-        }
-        return "value";
-}
-
 /* ---- step 3: types of the fields we touch ------------------------------ */
 
 enum ftype { T_STR, T_INT, T_BOOL, T_OBJ, T_ARR, T_STRMAP, T_STRARR, T_INTSTR };
@@ -412,7 +391,7 @@ static void check_fields(struct errs *e, struct path *p, json_object *o,
 
 static void type_error(struct errs *e, struct path *p, enum ftype want, json_object *v)
 {
-        errs_add(e, p->s, "Invalid type: expected %s, got %s", ftype_names[want], type_name(v));
+        errs_add(e, p->s, "Invalid type: expected %s, got %s", ftype_names[want], json_type_word(v));
 }
 
 /* A JSON null is accepted anywhere: Go decodes it as "absent". */
@@ -1676,17 +1655,17 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         if (!json_object_is_type(root, json_type_object))
                 return fail(err, -EINVAL,
                             "a manifest must be a YAML mapping or JSON object (got %s)",
-                            type_name(root));
+                            json_type_word(root));
         kind = str_member(root, "kind", &bad);
         if (bad)
                 return fail(err, -EINVAL, "kind: Invalid type: expected string, got %s",
-                            type_name(json_get(root, "kind")));
+                            json_type_word(json_get(root, "kind")));
         if (!*kind)
                 return fail(err, -EINVAL, "Object 'Kind' is missing");
         version = str_member(root, "apiVersion", &bad);
         if (bad)
                 return fail(err, -EINVAL, "apiVersion: Invalid type: expected string, got %s",
-                            type_name(json_get(root, "apiVersion")));
+                            json_type_word(json_get(root, "apiVersion")));
         if (strcmp(kind, "Pod") != 0 && !(allow_list && strcmp(kind, "PodList") == 0)) {
                 if (allow_list)
                         return fail(err, -EINVAL, "neither a Pod nor a PodList: kind %s", kind);
@@ -1776,7 +1755,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
         items = json_object_get(json_object_object_get(root, "items"));
         if (items && !json_object_is_type(items, json_type_array)) {
                 r = fail(err, -EINVAL, "items: Invalid type: expected array, got %s",
-                         type_name(items));
+                         json_type_word(items));
                 goto done;
         }
         /* The list's own members (metadata, unknown ones) first; the items
@@ -1794,7 +1773,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 if (!json_object_is_type(item, json_type_object)) {
                         r = fail(err, -EINVAL,
                                  "items[%zu]: Invalid type: expected object, got %s", i,
-                                 type_name(item));
+                                 json_type_word(item));
                         goto done;
                 }
                 buf_reset(&msg);

@@ -952,22 +952,32 @@ static int consumer_line(struct consumer *c, size_t len)
         return consumer_start(c, req.have_resume, req.resume_after);
 }
 
+/* recv() of what is there: bytes read, 0 at the end, -EAGAIN when there
+ * is nothing, or -errno. */
+static ssize_t recv_some(int fd, void *into, size_t size)
+{
+        for (;;) {
+                ssize_t n = recv(fd, into, size, 0);
+
+                if (n >= 0)
+                        return n;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                        return -EAGAIN;
+                if (errno != EINTR)
+                        return -errno;
+        }
+}
+
 /* GREETING: gathers the first line.  0 or -errno (c is to be closed). */
 static int consumer_read_line(struct consumer *c)
 {
         for (;;) {
                 size_t room = STREAM_MAX_CLIENT_LINE + 1 - c->line_len;
+                ssize_t n = recv_some(c->fd, c->line + c->line_len, room);
                 char *nl;
-                ssize_t n;
 
-                n = recv(c->fd, c->line + c->line_len, room, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                return 0;
-                        return -errno;
-                }
+                if (n < 0)
+                        return n == -EAGAIN ? 0 : (int)n;
                 if (n == 0) {
                         /* Shut without a newline: what came is the line. */
                         c->read_eof = true;
@@ -999,15 +1009,10 @@ static int consumer_read_ignore(struct consumer *c)
         size_t total = 0;
 
         while (total < IGNORE_READ_BUDGET) {
-                ssize_t n = recv(c->fd, scratch, sizeof(scratch), 0);
+                ssize_t n = recv_some(c->fd, scratch, sizeof(scratch));
 
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                return 0;
-                        return -errno;
-                }
+                if (n < 0)
+                        return n == -EAGAIN ? 0 : (int)n;
                 if (n == 0) {
                         c->read_eof = true;
                         return 0;

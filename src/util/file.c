@@ -47,6 +47,16 @@ const char *file_kind(mode_t m)
         return "not a regular file";
 }
 
+/* A regular file under the limit, as st describes it: 0, or the error. */
+static int check_file(const struct stat *st, size_t limit, struct buf *err)
+{
+        if (!S_ISREG(st->st_mode))
+                return fail(err, -EINVAL, "is %s, not a regular file", file_kind(st->st_mode));
+        if ((uint64_t)st->st_size >= limit)
+                return fail(err, -EFBIG, "file too large (%lld bytes, limit %zu)", (long long)st->st_size, limit);
+        return 0;
+}
+
 int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
 {
         struct stat st;
@@ -54,20 +64,16 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
         size_t len = 0, cap;
         int fd = -1, r;
 
+        /* Looked at before it is opened, so no device or FIFO is ever
+         * opened in the common case; and again once open (fstat), since
+         * the path may have changed in between. */
         if (stat(path, &st) < 0) {
                 r = -errno;
                 r = fail(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
-        if (!S_ISREG(st.st_mode)) {
-                r = fail(err, -EINVAL, "is %s, not a regular file", file_kind(st.st_mode));
+        if ((r = check_file(&st, limit, err)) < 0)
                 goto out;
-        }
-        if ((uint64_t)st.st_size >= limit) {
-                r = fail(err, -EFBIG, "file too large (%lld bytes, limit %zu)",
-                         (long long)st.st_size, limit);
-                goto out;
-        }
         /* O_NONBLOCK: if a FIFO was swapped in after stat(), open() must
          * not wait for a writer.  It changes nothing for regular files. */
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -81,10 +87,8 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                 r = fail(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
-        if (!S_ISREG(st.st_mode)) {
-                r = fail(err, -EINVAL, "is %s, not a regular file", file_kind(st.st_mode));
+        if ((r = check_file(&st, limit, err)) < 0)
                 goto out;
-        }
         cap = (size_t)st.st_size + 1;
         if (cap < 4096)
                 cap = 4096;

@@ -25,3 +25,24 @@ const char *json_get_str(json_object *o, const char *key, const char *def)
 
         return v ? json_object_get_string(v) : def;
 }
+
+const char *json_type_word(json_object *v)
+{
+        switch (json_object_get_type(v)) {
+        case json_type_null:
+                return "null";
+        case json_type_boolean:
+                return "boolean";
+        case json_type_int:
+                return "integer";
+        case json_type_double:
+                return "number";
+        case json_type_string:
+                return "string";
+        case json_type_object:
+                return "object";
+        case json_type_array:
+                return "array";
+        }
+        return "value";
+}
