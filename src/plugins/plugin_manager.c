@@ -253,6 +253,18 @@ static void reg_op_fail(struct reg_op *op, const char *text)
 
 static void on_notify(void *data, int status, const char *message, const uint8_t *reply, size_t len);
 
+/* The plugin cannot be told it is registered (out of memory starting the
+ * call): take the registration back, so the reconciler makes it again
+ * after the backoff rather than leave a plugin that never heard. */
+static void notify_failed(struct reg_op *op, int registered, const char *text)
+{
+        if (registered) {
+                plugin_handlers_deregister(op->pm->handlers, op->info->type, op->info->name, op->endpoint);
+                plugin_asw_remove(op->pm->cache, op->path);
+        }
+        reg_op_fail(op, text);
+}
+
 /* NotifyRegistrationStatus(registered, error).  The op goes on in
  * on_notify. */
 static void notify(struct reg_op *op, int registered, const char *error)
@@ -267,7 +279,7 @@ static void notify(struct reg_op *op, int registered, const char *error)
         n = pluginregistration__registration_status__get_packed_size(&rs);
         bytes = malloc(n ? n : 1);
         if (!bytes) {
-                reg_op_fail(op, "out of memory");
+                notify_failed(op, registered, "out of memory");
                 return;
         }
         pluginregistration__registration_status__pack(&rs, bytes);
@@ -281,7 +293,7 @@ static void notify(struct reg_op *op, int registered, const char *error)
         op->call = NULL;
         if (call_start(op->pm, &cfg, on_notify, op, &op->call) < 0) {
                 free(bytes);
-                reg_op_fail(op, "cannot start NotifyRegistrationStatus");
+                notify_failed(op, registered, "cannot start NotifyRegistrationStatus");
                 return;
         }
         free(bytes);
@@ -344,6 +356,7 @@ static void on_getinfo(void *data, int status, const char *message, const uint8_
         struct plugin_asw_entry a;
         struct buf t = BUF_INIT, e = BUF_INIT;
         Pluginregistration__PluginInfo *info;
+        int r;
 
         op->call = NULL;
         if (status != GRPC_STATUS_OK) {
@@ -388,11 +401,25 @@ static void on_getinfo(void *data, int status, const char *message, const uint8_
         a.endpoint = op->endpoint;
         a.versions = info->supported_versions;
         a.n_versions = info->n_supported_versions;
-        if (plugin_asw_add(pm->cache, &a) < 0)
-                log_error("plugin socket \"%s\": cannot record the plugin", op->path);
+        if (plugin_asw_add(pm->cache, &a) < 0) {
+                /* Not recorded, so not registered either: a plugin the
+                 * actual state does not hold would never be unregistered.
+                 * The op fails and is retried after its backoff. */
+                fail_and_tell(op, "RegisterPlugin error -- out of memory recording the plugin");
+                goto out;
+        }
         buf_reset(&e);
-        if (plugin_handlers_register(pm->handlers, info->type, info->name, op->endpoint,
-                                     info->supported_versions, info->n_supported_versions, &e) < 0) {
+        r = plugin_handlers_register(pm->handlers, info->type, info->name, op->endpoint,
+                                     info->supported_versions, info->n_supported_versions, &e);
+        if (r == -ENOMEM) {
+                /* Not the handler's refusal (which stays recorded, as the
+                 * kubelet keeps it): forget the plugin so the reconciler
+                 * registers it again after the backoff. */
+                plugin_asw_remove(pm->cache, op->path);
+                fail_and_tell(op, "RegisterPlugin error -- out of memory registering the plugin");
+                goto out;
+        }
+        if (r < 0) {
                 buf_printf(&t, "RegisterPlugin error -- plugin registration failed with err: %s",
                            e.data ? e.data : "refused");
                 fail_and_tell(op, t.data ? t.data : "registration failed");

@@ -98,6 +98,10 @@ struct fixture {
         struct ev_rec evs[MAX_EVENTS];
         size_t n_evs;
         int n_pokes;
+        /* Sweep: the Nth allocation of the manager's first answer to a
+         * GetInfo (and what it does on, up to the Notify call) fails. */
+        long fail_nth;
+        bool fail_hit;
 };
 
 /* A fixture left behind by a failed test (CK_FORK=no longjmps out of it)
@@ -273,7 +277,15 @@ static void fake_answer(void *data)
                 bytes = malloc(n ? n : 1);
                 ck_assert_ptr_nonnull(bytes);
                 pluginregistration__plugin_info__pack(&info, bytes);
-                done(done_data, GRPC_STATUS_OK, "", bytes, n);
+                if (fx->fail_nth > 0) {
+                        failalloc_arm(fx->fail_nth);
+                        fx->fail_nth = 0;
+                        done(done_data, GRPC_STATUS_OK, "", bytes, n);
+                        fx->fail_hit = failalloc_failed();
+                        failalloc_arm(0);
+                } else {
+                        done(done_data, GRPC_STATUS_OK, "", bytes, n);
+                }
                 free(bytes);
         }
         fx->calls[ix].answered = 1;
@@ -287,6 +299,8 @@ static int fake_call(void *call_data, const char *socket, const char *method, co
         struct call_rec *rec;
         struct fake_call *fc;
 
+        /* The fake's own work is never failed (a sweep may be armed). */
+        failalloc_pause(true);
         ck_assert_msg(fx->n_calls < MAX_CALLS, "too many calls");
         ck_assert_ptr_nonnull(ret);
         rec = &fx->calls[fx->n_calls];
@@ -318,6 +332,7 @@ static int fake_call(void *call_data, const char *socket, const char *method, co
                 ck_assert_int_eq(loop_defer(fx->loop, fake_answer, fc), 0);
         /* The handle is opaque to the manager: only given back to cancel. */
         *ret = (struct grpc_call *)(void *)fc;
+        failalloc_pause(false);
         return 0;
 }
 
@@ -780,6 +795,39 @@ START_TEST(test_walk_retried_after_a_listing_error)
         ck_assert_msg(count_events(fx, "REGISTERED", "a.sock") == 1 && fx->n_evs == 2, "events: %s",
                       events_of(fx, NULL));
         teardown(fx);
+}
+END_TEST
+
+/* Every allocation the manager makes on a GetInfo answer (decoding it,
+ * recording the plugin, the handler, the Notify call) fails in turn: the
+ * registration fails and is tried again after its backoff, and the plugin
+ * ends registered exactly once, told so once. */
+START_TEST(test_registration_out_of_memory_sweep)
+{
+        if (!failalloc_enabled())
+                return;
+        for (long n = 1;; n++) {
+                struct fixture *fx = setup();
+                bool hit;
+
+                make_sock(fx, "a.sock");
+                device(fx, "a.sock", "vendor.example/a");
+                fx->fail_nth = n;
+                start(fx);
+                wait_event(fx, "REGISTERED", "a.sock", 1);
+                run_for(fx, 100000);
+                hit = fx->fail_hit;
+                ck_assert_msg(count_events(fx, "REGISTERED", "a.sock") == 1 &&
+                                      count_events(fx, "DEREGISTERED", "a.sock") == 0,
+                              "allocation %ld failed: events %s", n, events_of(fx, NULL));
+                ck_assert_msg(count_answered(fx, "a.sock", 1) >= 1 &&
+                                      nth_call(fx, "a.sock", 1, count_calls(fx, "a.sock", 1) - 1)->registered,
+                              "allocation %ld failed: the plugin was not told it is registered: %s", n,
+                              calls_of(fx));
+                teardown(fx);
+                if (!hit)
+                        break;
+        }
 }
 END_TEST
 
@@ -1519,7 +1567,7 @@ START_TEST(test_backoff_shared_by_register_and_unregister)
 }
 END_TEST
 
-UNIT_MAIN(test_walk_retried_after_a_listing_error, test_seam_needs_call_and_cancel, test_start_creates_missing_root,
+UNIT_MAIN(test_registration_out_of_memory_sweep, test_walk_retried_after_a_listing_error, test_seam_needs_call_and_cancel, test_start_creates_missing_root,
           test_start_fails_when_root_cannot_be_created, test_start_fails_when_root_is_a_file,
           test_start_walk_finds_sockets_at_any_depth, test_start_walk_empty_root_does_nothing,
           test_event_socket_created_and_deleted, test_event_rename_into_place,
