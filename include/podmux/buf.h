@@ -4,8 +4,15 @@
  * Owns: its heap block.  Never: interprets the bytes (JSON helpers only
  * escape what they are given).
  *
- * Invariant: after buf_init(), b->data is either NULL (len == 0) or a heap
- * block of b->cap bytes with data[len] == '\0'.  All appends return 0 or
+ * Invariant: after BUF_INIT or buf_init(), b->data is never NULL and
+ * data[len] == '\0', so b->data can always be read as a C string: an empty
+ * buffer reads as "".  While nothing is allocated (cap == 0) data points
+ * at buf_empty_slot, a shared read-only "" that is never written, freed or
+ * realloc'ed; otherwise it is a heap block of cap bytes.  Never write
+ * through data without a successful buf_reserve() first, and never free()
+ * it: buf_free() and buf_steal() do.  A struct buf that was zeroed (calloc,
+ * memset, {0}) instead of initialised must get buf_init() before its data
+ * is read; appending to one works either way.  All appends return 0 or
  * -ENOMEM; on -ENOMEM the buffer is unchanged.
  */
 #ifndef PODMUX_BUF_H
@@ -21,12 +28,15 @@ struct buf {
         size_t cap;
 };
 
-#define BUF_INIT {NULL, 0, 0}
+/* The "" an empty buffer's data points at (never written). */
+extern const char buf_empty_slot[1];
+
+#define BUF_INIT {(char *)buf_empty_slot, 0, 0}
 
 void buf_init(struct buf *b);
-/* Frees the block; b is left empty and reusable.  NULL-safe. */
+/* Frees the block; b is left empty ("") and reusable.  NULL-safe. */
 void buf_free(struct buf *b);
-/* Keeps the block, sets len to 0. */
+/* Keeps the block, sets len to 0: data reads "". */
 void buf_reset(struct buf *b);
 int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *p, size_t n);
@@ -52,7 +62,8 @@ size_t utf8_len(const unsigned char *s, size_t n);
  * RFC 3339 UTC string to the second, or null for 0 ("never"). */
 int buf_json_time(struct buf *b, uint64_t wall_usec);
 /* Hands the block to the caller (who frees it); b becomes empty.  Returns
- * an empty heap string for an empty buffer; NULL only on ENOMEM. */
+ * an empty heap string for an empty buffer; NULL only on ENOMEM (b is then
+ * unchanged, and empty). */
 char *buf_steal(struct buf *b, size_t *ret_len);
 /* Drops the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);

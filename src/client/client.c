@@ -183,6 +183,7 @@ int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c
         if (!c)
                 return -ENOMEM;
         c->fd = -1;
+        buf_init(&c->in);
         c->data = data;
         c->max_line = PODMUX_CLIENT_DEFAULT_MAX_LINE;
         c->backoff = c->backoff_min = PODMUX_CLIENT_BACKOFF_MIN_USEC;
@@ -730,7 +731,7 @@ static int handle_line(struct podmux_client *c, const char *line, size_t len)
         if (r < 0) {
                 set_end(c, PODMUX_ERROR_BAD_MESSAGE, -EBADMSG, NULL,
                         "\"%s\" sent a line that is not a protocol %d message (%s): %.80s", c->path,
-                        PODMUX_CLIENT_PROTOCOL, why.data ? why.data : "?", line);
+                        PODMUX_CLIENT_PROTOCOL, why.len ? why.data : "?", line);
                 buf_free(&why);
                 return -1;
         }

@@ -345,7 +345,7 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 r = -EINVAL;
         }
         if (r < 0) {
-                buf_printf(err, "--config \"%s\": %s", o->config_file, e.data ? e.data : "invalid");
+                buf_printf(err, "--config \"%s\": %s", o->config_file, e.len ? e.data : "invalid");
                 goto out;
         }
 #define CFG_STRING(key, slot, flagged)                                              \
@@ -688,7 +688,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 
                         r = metrics_address_check(optarg, &why);
                         if (r == -EINVAL)
-                                buf_printf(err, "--metrics-address: %s", why.data ? why.data : "invalid");
+                                buf_printf(err, "--metrics-address: %s", why.len ? why.data : "invalid");
                         else if (r == 0)
                                 r = str_set(&o->metrics_address, optarg);
                         buf_free(&why);

@@ -335,7 +335,7 @@ int cmd_run(int argc, char **argv)
          * found here, before anything is created. */
         r = options_parse(argc, argv, &d.opts, &err);
         if (r < 0) {
-                fprintf(stderr, "podmux run: %s\n", err.data ? err.data : ERRNO_STR(r));
+                fprintf(stderr, "podmux run: %s\n", err.len ? err.data : ERRNO_STR(r));
                 if (r == -EINVAL)
                         fputs(RUN_TRY_HELP, stderr);
                 buf_free(&err);
@@ -403,7 +403,7 @@ int cmd_run(int argc, char **argv)
         if (r < 0) {
                 /* The message names the path ("another podmux (pid N)
                  * serves PATH" when the lock is taken). */
-                if (err.data && err.data[0])
+                if (err.len)
                         log_error("%s", err.data);
                 else
                         log_error("socket \"%s\": %s", d.opts.socket_path, ERRNO_STR(r));
@@ -424,7 +424,7 @@ int cmd_run(int argc, char **argv)
                                  ERRNO_STR(r));
                 if ((r = mux_channel(d.mux, POD_SOURCE_FILE, &ch)) < 0 ||
                     (r = file_source_new(d.loop, d.watcher, ch, &fcfg, &d.file, &err)) < 0) {
-                        log_error("file source: %s", err.data ? err.data : ERRNO_STR(r));
+                        log_error("file source: %s", err.len ? err.data : ERRNO_STR(r));
                         goto out;
                 }
         }
@@ -441,7 +441,7 @@ int cmd_run(int argc, char **argv)
                 if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
                     (r = mux_channel(d.mux, POD_SOURCE_HTTP, &ch)) < 0 ||
                     (r = http_source_new(d.loop, d.curl, ch, &hcfg, &d.http, &err)) < 0) {
-                        log_error("http source: %s", err.data ? err.data : ERRNO_STR(r));
+                        log_error("http source: %s", err.len ? err.data : ERRNO_STR(r));
                         goto out;
                 }
         }
@@ -452,7 +452,7 @@ int cmd_run(int argc, char **argv)
                 r = d.opts.kubeconfig ? kubeconfig_load(d.opts.kubeconfig, NULL, &kc, &err)
                                       : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, &err);
                 if (r < 0) {
-                        log_error("api source: %s", err.data ? err.data : ERRNO_STR(r));
+                        log_error("api source: %s", err.len ? err.data : ERRNO_STR(r));
                         goto out;
                 }
                 acfg.kube = &kc;
@@ -462,7 +462,7 @@ int cmd_run(int argc, char **argv)
                     (r = mux_channel(d.mux, POD_SOURCE_API, &ch)) < 0 ||
                     (r = api_source_new(d.loop, d.curl, ch, &acfg, &d.api, &err)) < 0) {
                         kube_config_free(&kc);
-                        log_error("api source: %s", err.data ? err.data : ERRNO_STR(r));
+                        log_error("api source: %s", err.len ? err.data : ERRNO_STR(r));
                         goto out;
                 }
         }
@@ -477,7 +477,7 @@ int cmd_run(int argc, char **argv)
                         log_warn("inotify unavailable (%s): plugins are found at start only", ERRNO_STR(r));
                 if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
                     (r = plugin_manager_new(d.loop, d.watcher, d.curl, &pcfg, &d.plugins, &err)) < 0) {
-                        log_error("plugin manager: %s", err.data ? err.data : ERRNO_STR(r));
+                        log_error("plugin manager: %s", err.len ? err.data : ERRNO_STR(r));
                         goto out;
                 }
         }
@@ -498,7 +498,7 @@ int cmd_run(int argc, char **argv)
 
                 r = metrics_server_new(d.loop, &mcfg, &d.metrics_srv, &err);
                 if (r < 0) {
-                        log_error("metrics: %s", err.data ? err.data : ERRNO_STR(r));
+                        log_error("metrics: %s", err.len ? err.data : ERRNO_STR(r));
                         goto out;
                 }
                 log_info("metrics on %s (GET /metrics)", metrics_server_address(d.metrics_srv));
@@ -512,7 +512,7 @@ int cmd_run(int argc, char **argv)
         if (d.api)
                 api_source_start(d.api);
         if (d.plugins && (r = plugin_manager_start(d.plugins, &err)) < 0) {
-                log_error("plugin manager: %s", err.data ? err.data : ERRNO_STR(r));
+                log_error("plugin manager: %s", err.len ? err.data : ERRNO_STR(r));
                 goto out;
         }
         /* With no source configured, readiness holds at once (vacuously). */

@@ -197,7 +197,7 @@ static void print_text(json_object *st)
                                 buf_printf(&vs, "%s%s", k ? "," : "",
                                            json_object_get_string(json_object_array_get_idx(v, k)));
                 printf("%-14s %-28s %-10s %s\n", str_or(p, "type", "?"), str_or(p, "name", "?"),
-                       vs.data ? vs.data : "", str_or(p, "endpoint", "?"));
+                       vs.data, str_or(p, "endpoint", "?"));
                 buf_free(&vs);
         }
 }
@@ -251,10 +251,10 @@ int cmd_status(int argc, char **argv)
         }
         r = fetch(path, &in, &err);
         if (r < 0) {
-                fprintf(stderr, "podmux status: %s\n", err.data ? err.data : ERRNO_STR(r));
+                fprintf(stderr, "podmux status: %s\n", err.len ? err.data : ERRNO_STR(r));
                 goto out;
         }
-        for (line = strtok_r(in.data ? in.data : (char *)"", "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        for (line = strtok_r(in.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 json_object *o = NULL;
                 const char *type;
 

@@ -268,7 +268,7 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
         if (r == -ENOMEM)
                 goto out;
         if (r < 0) {
-                report(path, err.data ? err.data : "invalid manifest");
+                report(path, err.len ? err.data : "invalid manifest");
                 r = 1;
                 goto out;
         }

@@ -334,7 +334,7 @@ static void on_ready(struct podmux_client *c, const char *const *sources, size_t
         (void)buf_puts(&text, "sources ready:");
         for (size_t i = 0; i < n; i++)
                 (void)buf_printf(&text, "%s %s", i ? "," : "", sources[i]);
-        if (text.data)
+        if (text.len)
                 print_note(w, text.data);
         buf_free(&text);
 }

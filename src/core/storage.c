@@ -202,7 +202,7 @@ static int preprocess(struct storage *s, const char *source,
 
                         buf_printf(&msg, "duplicate pod name \"%s\" in one update from source \"%s\": dropped",
                                    key.data, source);
-                        event(s, source, p, "FailedValidation", msg.data ? msg.data : "duplicate pod name");
+                        event(s, source, p, "FailedValidation", msg.len ? msg.data : "duplicate pod name");
                         buf_free(&msg);
                         continue;
                 }
@@ -624,7 +624,7 @@ int storage_apply(struct storage *s, const char *source, const struct pod_update
 
                 buf_printf(&msg, "received invalid update type %s from source \"%s\": ignored",
                            name ? name : "(unknown)", source);
-                event(s, source, NULL, "InvalidOp", msg.data ? msg.data : "invalid update type");
+                event(s, source, NULL, "InvalidOp", msg.len ? msg.data : "invalid update type");
                 buf_free(&msg);
                 return 0;
         }

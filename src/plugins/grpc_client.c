@@ -252,6 +252,7 @@ int grpc_call_start(struct loop *loop, struct curl_loop *cl, const struct grpc_c
         if (!c)
                 return -ENOMEM;
         c->loop = loop;
+        buf_init(&c->reply);
         c->cl = cl;
         c->fn = fn;
         c->data = data;

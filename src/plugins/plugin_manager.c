@@ -311,7 +311,7 @@ static void on_notify(void *data, int status, const char *message, const uint8_t
                         struct buf t = BUF_INIT;
 
                         buf_printf(&t, "%s (and telling the plugin failed: %s)", op->fail_text, message);
-                        reg_op_fail(op, t.data ? t.data : op->fail_text);
+                        reg_op_fail(op, t.len ? t.data : op->fail_text);
                         buf_free(&t);
                 } else {
                         reg_op_fail(op, op->fail_text);
@@ -327,7 +327,7 @@ static void on_notify(void *data, int status, const char *message, const uint8_t
                 struct buf t = BUF_INIT;
 
                 buf_printf(&t, "failed to send registration status at socket %s, err: %s", op->path, message);
-                log_error("plugin socket \"%s\": %s", op->path, t.data ? t.data : "notify failed");
+                log_error("plugin socket \"%s\": %s", op->path, t.len ? t.data : "notify failed");
                 executor_failure(pm, op->st);
                 buf_free(&t);
                 reg_op_free(op);
@@ -362,13 +362,13 @@ static void on_getinfo(void *data, int status, const char *message, const uint8_
         if (status != GRPC_STATUS_OK) {
                 buf_printf(&t, "failed to get plugin info using RPC GetInfo at socket %s, err: %s", op->path,
                            message);
-                reg_op_fail(op, t.data ? t.data : "GetInfo failed");
+                reg_op_fail(op, t.len ? t.data : "GetInfo failed");
                 goto out;
         }
         info = pluginregistration__plugin_info__unpack(NULL, len, reply);
         if (!info) {
                 buf_printf(&t, "GetInfo at socket %s: the reply is not a PluginInfo", op->path);
-                reg_op_fail(op, t.data ? t.data : "undecodable GetInfo reply");
+                reg_op_fail(op, t.len ? t.data : "undecodable GetInfo reply");
                 goto out;
         }
         op->info = info;
@@ -380,14 +380,14 @@ static void on_getinfo(void *data, int status, const char *message, const uint8_
         if (!plugin_handlers_has(pm->handlers, info->type)) {
                 buf_printf(&t, "RegisterPlugin error -- no handler registered for plugin type: %s at socket %s",
                            info->type, op->path);
-                fail_and_tell(op, t.data ? t.data : "no handler");
+                fail_and_tell(op, t.len ? t.data : "no handler");
                 goto out;
         }
         if (plugin_handlers_validate(pm->handlers, info->type, info->name, op->endpoint,
                                      info->supported_versions, info->n_supported_versions, &e) < 0) {
                 buf_printf(&t, "RegisterPlugin error -- plugin validation failed with err: %s",
-                           e.data ? e.data : "invalid");
-                fail_and_tell(op, t.data ? t.data : "validation failed");
+                           e.len ? e.data : "invalid");
+                fail_and_tell(op, t.len ? t.data : "validation failed");
                 goto out;
         }
         /* The ASW entry comes before the handler's register, so a delete
@@ -421,8 +421,8 @@ static void on_getinfo(void *data, int status, const char *message, const uint8_
         }
         if (r < 0) {
                 buf_printf(&t, "RegisterPlugin error -- plugin registration failed with err: %s",
-                           e.data ? e.data : "refused");
-                fail_and_tell(op, t.data ? t.data : "registration failed");
+                           e.len ? e.data : "refused");
+                fail_and_tell(op, t.len ? t.data : "registration failed");
                 goto out;
         }
         notify(op, 1, NULL);

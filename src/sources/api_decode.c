@@ -319,7 +319,11 @@ done:
 
 struct watch_decoder *watch_decoder_new(void)
 {
-        return calloc(1, sizeof(struct watch_decoder));
+        struct watch_decoder *d = calloc(1, sizeof(*d));
+
+        if (d)
+                buf_init(&d->ev);
+        return d;
 }
 
 void watch_decoder_free(struct watch_decoder *d)
@@ -656,7 +660,7 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                 text = d->ev.len ? d->ev.data : data + end - d->event_bytes;
                 text_len = d->event_bytes;
                 r = json_parse_text(text, text_len, &ev, &why);
-                if (r == -EINVAL && buf_printf(err, "data that is not JSON (%s)", why.data ? why.data : "?") < 0)
+                if (r == -EINVAL && buf_printf(err, "data that is not JSON (%s)", why.len ? why.data : "?") < 0)
                         r = -ENOMEM;
                 buf_free(&why);
                 watch_decoder_reset(d);

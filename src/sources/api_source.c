@@ -173,10 +173,10 @@ static void report(struct api_source *as, bool warn, bool parse, const char *fmt
         (void)buf_vprintf(&b, fmt, ap);
         va_end(ap);
         if (warn)
-                log_warn("api source: %s", b.data ? b.data : "?");
+                log_warn("api source: %s", b.len ? b.data : "?");
         else
-                log_error("api source: %s", b.data ? b.data : "?");
-        source_stats_error(as->stats, parse, "%s", b.data ? b.data : "?");
+                log_error("api source: %s", b.len ? b.data : "?");
+        source_stats_error(as->stats, parse, "%s", b.len ? b.data : "?");
         buf_free(&b);
 }
 
@@ -401,14 +401,14 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 as->watch_error = 1;
                 if (r == -EPROTO && as->watch_error_code == 410)
                         log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code,
-                                 why.data ? why.data : "");
+                                 why.data);
                 else if (r == -EPROTO)
                         report(as, true, false, "watch ended by the server: %ld %s", as->watch_error_code,
-                               why.data ? why.data : "");
+                               why.data);
                 else if (r == -ENOMEM)
                         as->watch_oom = 1;
                 else
-                        report(as, false, true, "watch: %s: ending the watch", why.data ? why.data : "");
+                        report(as, false, true, "watch: %s: ending the watch", why.data);
                 buf_free(&why);
                 return 0;
         }
@@ -484,7 +484,7 @@ static void send_request(struct api_source *as)
         if (token) {
                 n = buf_printf(&h, "Authorization: Bearer %s", token) == 0 ? curl_slist_append(as->hdrs, h.data)
                                                                            : NULL;
-                if (h.data)
+                if (h.len)
                         memset(h.data, 0, h.len);
                 buf_free(&h);
                 if (!n)
@@ -691,7 +691,7 @@ static int maybe_retry_after(struct api_source *as)
 
 static int too_large_rv(const struct buf *body, long status)
 {
-        return status == 504 && body->data && strstr(body->data, "ResourceVersionTooLarge");
+        return status == 504 && strstr(body->data, "ResourceVersionTooLarge");
 }
 
 /* The pages gathered replace the store, and the list's version the last
@@ -736,7 +736,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 if (r < 0) {
                         /* Nothing of the list is applied: the store stays. */
                         report(as, false, r != -ENOMEM, "list: %s",
-                               r == -ENOMEM ? "out of memory" : why.data ? why.data : "?");
+                               r == -ENOMEM ? "out of memory" : why.len ? why.data : "?");
                         buf_free(&why);
                         back_off(as, NEXT_LIST);
                         return;
@@ -786,7 +786,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 start_list(as);
         } else if ((as->status == 410 || too_large_rv(&as->body, as->status)) && !as->relisted_unset) {
                 log_warn("api source: list at resourceVersion %s: %s: listing the latest state",
-                         as->list_rv_asked ? as->list_rv_asked : "(unset)", why.data ? why.data : "?");
+                         as->list_rv_asked ? as->list_rv_asked : "(unset)", why.len ? why.data : "?");
                 as->rv_unavailable = 1;
                 as->relisted_unset = 1;
                 start_list(as);
@@ -794,7 +794,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 /* The reflector syncs an empty list, then backs off. */
                 struct strmap *empty = strmap_new_borrowed();
 
-                report(as, false, false, "list: %s: no pods", why.data ? why.data : "?");
+                report(as, false, false, "list: %s: no pods", why.len ? why.data : "?");
                 if (empty) {
                         api_store_free(as->store);
                         as->store = empty;
@@ -804,7 +804,7 @@ static void list_done(struct api_source *as, CURLcode result)
         } else {
                 if (as->status == 401)
                         as->token_stale = 1;
-                report(as, false, false, "list: %s", why.data ? why.data : "?");
+                report(as, false, false, "list: %s", why.len ? why.data : "?");
                 back_off(as, NEXT_LIST);
         }
         buf_free(&why);
@@ -862,7 +862,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                 if (maybe_retry_after(as))
                         return;
                 describe_status(&as->body, as->status, &why);
-                report(as, false, false, "watch: %s", why.data ? why.data : "?");
+                report(as, false, false, "watch: %s", why.len ? why.data : "?");
                 buf_free(&why);
                 if (as->status == 401)
                         as->token_stale = 1;
@@ -1020,6 +1020,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         if (!as)
                 return -ENOMEM;
         as->loop = loop;
+        buf_init(&as->body);
         as->cl = cl;
         as->ch = ch;
         as->kube = *cfg->kube;

@@ -237,7 +237,7 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out; /* gone, or not the file's fault: the caller retries */
         if (r < 0) {
-                report_bad(fs, file, err.data ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
+                report_bad(fs, file, err.len ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
         } else {
                 clear_bad(fs, file);
                 warn_unknown(fs, file, &unknown);
@@ -382,7 +382,7 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct strma
                         return kind;
                 }
                 if (kind == STATIC_POD_BAD)
-                        report_bad(fs, names[i], reason.data ? reason.data : "skipped", 0, false);
+                        report_bad(fs, names[i], reason.len ? reason.data : "skipped", 0, false);
                 else if (kind == STATIC_POD_DIRECTORY)
                         log_debug("file source: skipping directory \"%s\"", names[i]);
                 buf_free(&reason);

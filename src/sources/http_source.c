@@ -215,7 +215,7 @@ static void handle_body(struct http_source *hs)
         struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
         json_object *pods = NULL;
-        const char *data = hs->body.data ? hs->body.data : "";
+        const char *data = hs->body.data;
         size_t len = hs->body.len;
         int r;
 
@@ -248,7 +248,7 @@ static void handle_body(struct http_source *hs)
                 resource_failure(hs, "out of memory decoding the body", r);
         } else if (r < 0) {
                 /* Remembered, so it is reported once while it stays. */
-                report_failure(hs, err.data ? err.data : "invalid manifest", true);
+                report_failure(hs, err.len ? err.data : "invalid manifest", true);
                 remember_body(hs, 0);
         } else if ((r = send_pods(hs, pods)) < 0) {
                 resource_failure(hs, "out of memory building the update", r);
@@ -413,6 +413,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         if (!hs)
                 return -ENOMEM;
         hs->loop = loop;
+        buf_init(&hs->body);
         hs->cl = cl;
         hs->ch = ch;
         hs->period = cfg->period_usec ? cfg->period_usec : HTTP_SOURCE_DEFAULT_PERIOD_USEC;

@@ -173,7 +173,7 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         if (r == -ENOMEM)
                 goto out;
         if (r < 0) {
-                int m = say(err, "kubeconfig \"%s\": %s", path, e.data ? e.data : "unreadable");
+                int m = say(err, "kubeconfig \"%s\": %s", path, e.len ? e.data : "unreadable");
 
                 if (m == -ENOMEM)
                         r = m;

@@ -1781,7 +1781,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 r = decode_one(item, ctx, where, ret_unknown, &msg);
                 if (r < 0) {
                         if (r != -ENOMEM)
-                                r = fail(err, r, "items[%zu]: %s", i, msg.data ? msg.data : "");
+                                r = fail(err, r, "items[%zu]: %s", i, msg.data);
                         goto done;
                 }
                 if (json_object_array_add(out, json_object_get(item)) != 0) {

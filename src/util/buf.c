@@ -9,9 +9,13 @@
 #include "podmux/buf.h"
 #include "podmux/clock.h"
 
+/* What data points at while nothing is allocated (cap == 0): read-only,
+ * so a write through it that skipped buf_reserve() faults at once. */
+const char buf_empty_slot[1] = "";
+
 void buf_init(struct buf *b)
 {
-        b->data = NULL;
+        b->data = (char *)buf_empty_slot;
         b->len = 0;
         b->cap = 0;
 }
@@ -20,15 +24,18 @@ void buf_free(struct buf *b)
 {
         if (!b)
                 return;
-        free(b->data);
+        if (b->cap)
+                free(b->data);
         buf_init(b);
 }
 
 void buf_reset(struct buf *b)
 {
         b->len = 0;
-        if (b->data)
+        if (b->cap)
                 b->data[0] = '\0';
+        else
+                b->data = (char *)buf_empty_slot;
 }
 
 int buf_reserve(struct buf *b, size_t extra)
@@ -45,9 +52,13 @@ int buf_reserve(struct buf *b, size_t extra)
         cap = b->cap ? b->cap : 64;
         while (cap < need)
                 cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        p = realloc(b->data, cap);
+        /* With cap == 0, data is buf_empty_slot (or NULL in a zeroed
+         * buffer): never realloc'ed, a fresh block replaces it. */
+        p = b->cap ? realloc(b->data, cap) : malloc(cap);
         if (!p)
                 return -ENOMEM;
+        if (!b->cap)
+                p[0] = '\0';
         b->data = p;
         b->cap = cap;
         return 0;
@@ -218,11 +229,9 @@ char *buf_steal(struct buf *b, size_t *ret_len)
 {
         char *p;
 
-        if (!b->data) {
-                if (buf_reserve(b, 0) < 0)
-                        return NULL;
-                b->data[0] = '\0';
-        }
+        /* The empty slot is not the caller's to free: give a heap "". */
+        if (!b->cap && buf_reserve(b, 0) < 0)
+                return NULL;
         p = b->data;
         if (ret_len)
                 *ret_len = b->len;

@@ -155,7 +155,7 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
                                 *ret_text = p->s + start;
                                 *ret_len = p->pos - 1 - start;
                         } else {
-                                *ret_text = p->scratch.data ? p->scratch.data : "";
+                                *ret_text = p->scratch.data;
                                 *ret_len = p->scratch.len;
                         }
                         return 0;
@@ -513,7 +513,8 @@ static int run(struct parser *p, json_object **ret_obj)
 int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_depth,
                     json_object **ret_obj, struct buf *err)
 {
-        struct parser p = {.s = text, .len = len, .pos = *pos, .max_depth = max_depth, .err = err};
+        struct parser p = {.s = text, .len = len, .pos = *pos, .max_depth = max_depth, .err = err,
+                           .scratch = BUF_INIT};
         int r = run(&p, ret_obj);
 
         if (r == 0)
@@ -524,7 +525,8 @@ int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_dept
 int json_parse(const char *text, size_t len, unsigned max_depth, json_object **ret_obj,
                struct buf *err)
 {
-        struct parser p = {.s = text, .len = len, .max_depth = max_depth, .err = err, .final = true};
+        struct parser p = {.s = text, .len = len, .max_depth = max_depth, .err = err, .final = true,
+                           .scratch = BUF_INIT};
         json_object *o = NULL;
         int r = run(&p, &o);
 

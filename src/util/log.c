@@ -57,14 +57,14 @@ void log_write(enum log_level level, const char *fmt, ...)
         if (log_fmt == LOG_FORMAT_JSON) {
                 buf_printf(&line, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":",
                            ts, level_names[level]);
-                buf_json_string(&line, msg.data ? msg.data : "", msg.len);
+                buf_json_string(&line, msg.data, msg.len);
                 buf_puts(&line, "}\n");
         } else {
                 buf_printf(&line, "%s %-5s %s\n", ts, level_names[level],
-                           msg.data ? msg.data : "");
+                           msg.data);
         }
         /* One write per line so lines from two threads never interleave. */
-        if (line.data) {
+        if (line.len) {
                 ssize_t r = write(STDERR_FILENO, line.data, line.len);
                 (void)r;
         }

@@ -367,6 +367,7 @@ int watcher_new(struct loop *loop, struct watcher **ret_w)
         if (!w)
                 return -ENOMEM;
         w->loop = loop;
+        buf_init(&w->in);
         w->pipe_rd = w->pipe_wr = w->wake_fd = w->ino_fd = -1;
         pthread_mutex_init(&w->mu, NULL);
         pthread_cond_init(&w->cv, NULL);

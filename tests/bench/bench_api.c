@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         /* The list into pods, then into the merger (and rendered). */
         t0 = mono_usec();
         if (api_decode_list_page(list.data, list.len, pages, &rv, &cont, &err) < 0) {
-                fprintf(stderr, "bench_api: %s\n", err.data ? err.data : "decode failed");
+                fprintf(stderr, "bench_api: %s\n", err.len ? err.data : "decode failed");
                 return 1;
         }
         t1 = mono_usec();

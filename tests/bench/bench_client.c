@@ -133,13 +133,15 @@ static double fan_out(const char *dir, int n_pods, long n_msgs, int n_cons, stru
         uint64_t t0, t1;
 
         snprintf(path, sizeof(path), "%s/fanout.sock", dir);
+        for (int i = 0; rd && i < n_cons; i++)
+                buf_init(&rd[i].bytes);
         cfg.socket_path = path;
         cfg.node_name = "node1";
         cfg.state_fn = no_state;
         cfg.max_backlog = 1u << 30;
         cfg.history = 16;
         if (!rd || !pods || loop_new(&loop) < 0 || stream_server_new(loop, &cfg, &srv, &err) < 0) {
-                fprintf(stderr, "bench_client: %s\n", err.data ? err.data : "setup failed");
+                fprintf(stderr, "bench_client: %s\n", err.len ? err.data : "setup failed");
                 exit(1);
         }
         for (int i = 0; i < n_pods; i++)

@@ -85,7 +85,7 @@ START_TEST(test_watch_stream_any_split)
 
                         ck_assert_msg(watch_decoder_feed(d, stream + off, n, store, &rv, on_event, &seen, &code,
                                                          &err) == 0,
-                                      "chunk %zu at %zu: %s", step, off, err.data ? err.data : "");
+                                      "chunk %zu at %zu: %s", step, off, err.data);
                 }
                 ck_assert_uint_eq(seen.events[WATCH_ADDED], 3);
                 ck_assert_uint_eq(seen.events[WATCH_MODIFIED], 1);
@@ -132,8 +132,8 @@ START_TEST(test_watch_stream_errors_end_the_watch)
                 ck_assert_msg(r == cases[i].r, "case %zu: %d", i, r);
                 ck_assert_int_eq(code, cases[i].code);
                 if (cases[i].why)
-                        ck_assert_msg(err.data && strstr(err.data, cases[i].why), "case %zu: \"%s\"", i,
-                                      err.data ? err.data : "");
+                        ck_assert_msg(strstr(err.data, cases[i].why), "case %zu: \"%s\"", i,
+                                      err.data);
                 ck_assert_uint_eq(strmap_size(store), 0);
                 api_store_free(store);
                 watch_decoder_free(d);

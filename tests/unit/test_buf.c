@@ -18,7 +18,8 @@ START_TEST(test_buf_append_and_printf)
         ck_assert_uint_eq(b.len, 0);
         ck_assert_str_eq(b.data, "");
         buf_free(&b);
-        ck_assert_ptr_null(b.data);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_uint_eq(b.cap, 0);
 }
 END_TEST
 
@@ -90,12 +91,92 @@ START_TEST(test_buf_steal_empty_and_full)
         s = buf_steal(&b, &n);
         ck_assert_str_eq(s, "hello");
         ck_assert_uint_eq(n, 5);
-        ck_assert_ptr_null(b.data);
+        ck_assert_str_eq(b.data, "");
         free(s);
         buf_free(NULL);
 }
 END_TEST
 
+/* An empty buffer reads as "" in every state that leaves it empty, and an
+ * append works from each of them (the shared "" is never written). */
+START_TEST(test_buf_empty_reads_as_empty_string)
+{
+        struct buf b = BUF_INIT, z;
+        char *s;
+
+        ck_assert_ptr_nonnull(b.data);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_uint_eq(b.len, 0);
+        ck_assert_str_eq(b.data + b.len, "");
+
+        buf_init(&b);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_int_eq(buf_puts(&b, "after init"), 0);
+        ck_assert_str_eq(b.data, "after init");
+
+        buf_reset(&b); /* keeps the block */
+        ck_assert_str_eq(b.data, "");
+        ck_assert_uint_eq(b.len, 0);
+        ck_assert_int_eq(buf_putc(&b, 'r'), 0);
+        ck_assert_str_eq(b.data, "r");
+
+        buf_free(&b);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_uint_eq(b.len, 0);
+        buf_reset(&b); /* nothing allocated: still "" */
+        ck_assert_str_eq(b.data, "");
+        buf_consume(&b, 0);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_int_eq(buf_printf(&b, "%s-%d", "free", 1), 0);
+        ck_assert_str_eq(b.data, "free-1");
+
+        s = buf_steal(&b, NULL);
+        ck_assert_str_eq(s, "free-1");
+        free(s);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_uint_eq(b.len, 0);
+        ck_assert_int_eq(buf_append(&b, "st", 2), 0);
+        ck_assert_str_eq(b.data, "st");
+        buf_free(&b);
+
+        /* Stealing an empty buffer gives a heap "" of the caller's, and the
+         * buffer is still usable; so is an empty append. */
+        s = buf_steal(&b, NULL);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_ptr_ne(s, b.data);
+        free(s);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_int_eq(buf_append(&b, "", 0), 0);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_int_eq(buf_json_string(&b, "", 0), 0);
+        ck_assert_str_eq(b.data, "\"\"");
+        buf_free(&b);
+        ck_assert_str_eq(b.data, "");
+
+        /* Two empty buffers, one copied from the other, are independent. */
+        z = b;
+        ck_assert_int_eq(buf_puts(&z, "z"), 0);
+        ck_assert_str_eq(b.data, "");
+        ck_assert_str_eq(z.data, "z");
+        buf_free(&z);
+
+        /* A zeroed buffer (calloc'd struct) takes appends and resets too. */
+        memset(&z, 0, sizeof(z));
+        ck_assert_int_eq(buf_puts(&z, "zeroed"), 0);
+        ck_assert_str_eq(z.data, "zeroed");
+        buf_free(&z);
+        memset(&z, 0, sizeof(z));
+        buf_reset(&z);
+        ck_assert_str_eq(z.data, "");
+        buf_free(&z);
+        memset(&z, 0, sizeof(z));
+        s = buf_steal(&z, NULL);
+        ck_assert_str_eq(s, "");
+        free(s);
+        buf_free(&z);
+}
+END_TEST
+
 UNIT_MAIN(test_buf_append_and_printf, test_buf_grows_past_many_doublings,
           test_buf_json_string_escapes, test_buf_json_string_invalid_utf8,
-          test_buf_steal_empty_and_full)
+          test_buf_steal_empty_and_full, test_buf_empty_reads_as_empty_string)

@@ -21,6 +21,7 @@ struct t {
 static void t_init(struct t *t)
 {
         memset(t, 0, sizeof(*t));
+        buf_init(&t->r.log);
         fake_init(&t->f);
         ck_assert_int_eq(podmux_client_new(t->f.path, &t->r, &t->c), 0);
         rec_attach(&t->r, t->c);
@@ -157,7 +158,7 @@ START_TEST(test_resume_replay)
                         "\"type\":\"CSIPlugin\",\"name\":\"x\"},\"error\":\"bad\"}");
         /* Nothing is applied before synced. */
         pump(t.c);
-        ck_assert_str_eq(t.r.log.data ? t.r.log.data : "", "");
+        ck_assert_str_eq(t.r.log.data, "");
         fake_synced(&t.f, 41, true);
         pump(t.c);
         expect_log(&t, "pods ADD file e\npods UPDATE file a\nplugin FAILED /p/x.sock error\nsynced resumed\n");
@@ -432,7 +433,7 @@ END_TEST
 
 START_TEST(test_wrong_path)
 {
-        struct rec r = {0};
+        struct rec r = {.log = BUF_INIT};
         struct podmux_client *c = NULL;
 
         ck_assert_int_eq(podmux_client_new("", NULL, &c), -EINVAL);
@@ -446,6 +447,7 @@ START_TEST(test_wrong_path)
         rec_free(&r);
 
         memset(&r, 0, sizeof(r));
+        buf_init(&r.log);
         {
                 char longp[200];
 

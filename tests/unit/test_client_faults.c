@@ -148,7 +148,7 @@ static void drain(struct podmux_client *c)
 static long run_once(long n, bool persist)
 {
         struct fake f;
-        struct rec r = {0};
+        struct rec r = {.log = BUF_INIT};
         struct podmux_client *c = NULL;
         long live0, used = 0;
         uint64_t point = 0;
@@ -205,7 +205,7 @@ static long run_once(long n, bool persist)
         failalloc_arm(0);
         failalloc_pause(true);
         if (!done)
-                fprintf(stderr, "# handlers saw:\n%.3000s\n", r.log.data ? r.log.data : "");
+                fprintf(stderr, "# handlers saw:\n%.3000s\n", r.log.data);
         ck_assert_msg(done, "fault %ld%s: the client did not converge to the final state", n,
                       persist ? " (persistent)" : "");
         check_model(&r, c);

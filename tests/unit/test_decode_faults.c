@@ -152,7 +152,7 @@ static char *text_of(json_object *v, const struct buf *err, int r)
         if (r == 0)
                 ck_assert_int_eq(json_write(&b, v), 0);
         else
-                ck_assert_int_eq(buf_printf(&b, "error %d: %s", r, err->data ? err->data : ""), 0);
+                ck_assert_int_eq(buf_printf(&b, "error %d: %s", r, err->data), 0);
         resume_faults();
         return buf_steal(&b, NULL);
 }
@@ -538,7 +538,7 @@ static void watch_then_resume(void *arg, struct outcome *o)
                 watch_decoder_free(d);
                 resume_faults();
         }
-        CHECK(o->r == 0, "watch: %d %s", o->r, err.data ? err.data : "");
+        CHECK(o->r == 0, "watch: %d %s", o->r, err.data);
         CHECK(run->events == N_EVENTS, "%zu event(s) applied", run->events);
         o->text = store_text(store, rv);
         buf_free(&err);

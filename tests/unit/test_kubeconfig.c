@@ -93,7 +93,7 @@ START_TEST(test_errors_name_the_field)
 
                 buf_reset(&err);
                 ck_assert_msg(kubeconfig_load(p, NULL, &c, &err) < 0, "case %zu accepted", i);
-                ck_assert_msg(err.data && strstr(err.data, bad[i].needle) && strstr(err.data, p),
+                ck_assert_msg(strstr(err.data, bad[i].needle) && strstr(err.data, p),
                               "case %zu: message \"%s\" lacks \"%s\" or the file", i, err.data,
                               bad[i].needle);
         }
@@ -165,7 +165,7 @@ START_TEST(test_server_without_host)
                 p = write_in("nohost", text);
                 buf_reset(&err);
                 ck_assert_msg(kubeconfig_load(p, NULL, &c, &err) == -EINVAL, "server %s accepted", servers[i]);
-                ck_assert_msg(err.data && strstr(err.data, "has no host"), "server %s: message \"%s\"",
+                ck_assert_msg(strstr(err.data, "has no host"), "server %s: message \"%s\"",
                               servers[i], err.data);
         }
         buf_free(&err);

@@ -94,7 +94,7 @@ START_TEST(test_bad_flags_name_the_flag)
 
                 ck_assert_msg(parse(&o, &err, argv) == -EINVAL, "%s %s accepted", bad[i].flag,
                               bad[i].value);
-                ck_assert_msg(err.data && strstr(err.data, bad[i].needle),
+                ck_assert_msg(strstr(err.data, bad[i].needle),
                               "%s: message \"%s\" does not name the flag", bad[i].flag, err.data);
         }
         buf_free(&err);
@@ -162,7 +162,7 @@ START_TEST(test_bad_config_files)
                 char *argv[] = {"run", "--node-name", "n", "--config", path, NULL};
 
                 ck_assert_msg(parse(&o, &err, argv) < 0, "config %zu accepted", i);
-                ck_assert_msg(err.data && strstr(err.data, path), "message \"%s\" lacks the file",
+                ck_assert_msg(strstr(err.data, path), "message \"%s\" lacks the file",
                               err.data);
                 unlink(path);
                 free(path);
@@ -273,7 +273,7 @@ START_TEST(test_metrics_address)
                 int r = parse(&o, &err, argv);
 
                 if (cases[i].ok) {
-                        ck_assert_msg(r == 0, "%s: %s", cases[i].value, err.data ? err.data : "");
+                        ck_assert_msg(r == 0, "%s: %s", cases[i].value, err.data);
                         ck_assert_str_eq(o.metrics_address, cases[i].ok);
                         options_free(&o);
                 } else {
@@ -508,7 +508,7 @@ START_TEST(test_config_null_and_wrong_types)
                 char *argv[] = {"run", "--node-name", "n", "--config", path, NULL};
 
                 ck_assert_msg(parse(&o, &err, argv) == -EINVAL, "config %zu accepted", i);
-                ck_assert_msg(err.data && strstr(err.data, bad[i].want), "config %zu: message \"%s\", want \"%s\"",
+                ck_assert_msg(strstr(err.data, bad[i].want), "config %zu: message \"%s\", want \"%s\"",
                               i, err.data, bad[i].want);
                 unlink(path);
                 free(path);

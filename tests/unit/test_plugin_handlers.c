@@ -33,7 +33,7 @@ static void teardown(struct fixture *fx)
 
 static const char *errtext(const struct fixture *fx)
 {
-        return fx->err.data ? fx->err.data : "";
+        return fx->err.data;
 }
 
 /* validate (and, if it passes and reg is set, register) with a fresh error

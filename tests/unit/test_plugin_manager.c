@@ -379,7 +379,7 @@ static void on_event(void *data, const struct plugin_event *ev)
                          i ? "," : "", ev->versions[i]);
         snprintf(r->error, sizeof(r->error), "%s", ev->error ? ev->error : "");
         ck_assert_int_eq(plugin_event_render(ev, &j), 0);
-        snprintf(r->json, sizeof(r->json), "%s", j.data ? j.data : "");
+        snprintf(r->json, sizeof(r->json), "%s", j.data);
         buf_free(&j);
 }
 
@@ -594,7 +594,7 @@ static struct fixture *setup_root(const char *root_rel)
         cfg.cancel = fake_cancel;
         cfg.call_data = fx;
         r = plugin_manager_new(fx->loop, fx->watcher, fx->cl, &cfg, &fx->pm, &err);
-        ck_assert_msg(r == 0, "plugin_manager_new: %d (%s)", r, err.data ? err.data : "");
+        ck_assert_msg(r == 0, "plugin_manager_new: %d (%s)", r, err.data);
         buf_free(&err);
         return fx;
 }
@@ -612,7 +612,7 @@ static void start(struct fixture *fx)
         struct buf err = BUF_INIT;
         int r = plugin_manager_start(fx->pm, &err);
 
-        ck_assert_msg(r == 0, "plugin_manager_start: %d (%s)", r, err.data ? err.data : "");
+        ck_assert_msg(r == 0, "plugin_manager_start: %d (%s)", r, err.data);
         buf_free(&err);
 }
 
@@ -654,7 +654,7 @@ START_TEST(test_seam_needs_call_and_cancel)
         ck_assert_int_eq(loop_new(&loop), 0);
         ck_assert_int_eq(plugin_manager_new(loop, NULL, NULL, &cfg, &pm, &err), -EINVAL);
         ck_assert_ptr_null(pm);
-        ck_assert_msg(err.data && err.data[0], "no reason given");
+        ck_assert_msg(err.len, "no reason given");
         buf_free(&err);
         cfg.dir = "";
         cfg.call = NULL;
@@ -691,8 +691,8 @@ START_TEST(test_start_fails_when_root_cannot_be_created)
         make_file(parent);
         r = plugin_manager_start(fx->pm, &err);
         ck_assert_msg(r < 0, "start with a regular file as the root's parent: %d", r);
-        ck_assert_msg(err.data && strstr(err.data, fx->root), "error does not name the directory: \"%s\"",
-                      err.data ? err.data : "");
+        ck_assert_msg(strstr(err.data, fx->root), "error does not name the directory: \"%s\"",
+                      err.data);
         buf_free(&err);
         teardown(fx);
 }

@@ -23,7 +23,7 @@ static struct pod *pod_new_text(const char *json)
         int r = pod_from_text(json, strlen(json), &p, &err);
 
         ck_assert_msg(r == 0 && p, "pod_from_text(%s) = %d (%s)", json, r,
-                      err.data ? err.data : "");
+                      err.data);
         buf_free(&err);
         return p;
 }
@@ -45,7 +45,7 @@ static char *canon_text(const char *json)
         int r = json_parse_text(json, strlen(json), &o, &err);
 
         ck_assert_msg(r == 0, "json_parse_text(%s) = %d (%s)", json, r,
-                      err.data ? err.data : "");
+                      err.data);
         s = canon_obj(o);
         json_object_put(o);
         buf_free(&err);

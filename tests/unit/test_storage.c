@@ -127,7 +127,7 @@ static struct pod *podf(const char *fmt, ...)
         va_end(ap);
         r = pod_from_text(b.data, b.len, &p, &err);
         ck_assert_msg(r == 0, "pod_from_text(%s) = %d (%s)", b.data, r,
-                      err.data ? err.data : "");
+                      err.data);
         buf_free(&b);
         buf_free(&err);
         return p;
@@ -331,9 +331,9 @@ static void expect_seq(struct h *h, int line, const char *want)
                         s++;
                 }
         }
-        ck_assert_msg(strcmp(got.data ? got.data : "", w.data ? w.data : "") == 0,
+        ck_assert_msg(strcmp(got.data, w.data) == 0,
                       "line %d [%s]: emitted \"%s\", want \"%s\"", line, ctx,
-                      got.data ? got.data : "", w.data ? w.data : "");
+                      got.data, w.data);
         h->next = h->n;
         buf_free(&got);
         buf_free(&w);
@@ -1741,9 +1741,9 @@ static void expect_state(struct h *h, int line, const char *want)
                 pod_update_free(st[i]);
         }
         free(st);
-        ck_assert_msg(strcmp(got.data ? got.data : "", want) == 0,
+        ck_assert_msg(strcmp(got.data, want) == 0,
                       "line %d [%s]: storage_state \"%s\", want \"%s\"", line, ctx,
-                      got.data ? got.data : "", want);
+                      got.data, want);
         buf_free(&got);
 }
 
@@ -2131,9 +2131,9 @@ static void deltas_match_sets(enum storage_mode mode, uint64_t seed)
                 buf_reset(&db);
                 eq_describe(&a, &da);
                 eq_describe(&b, &db);
-                ck_assert_msg(strcmp(da.data ? da.data : "", db.data ? db.data : "") == 0,
+                ck_assert_msg(strcmp(da.data, db.data) == 0,
                               "mode %s seed %llu step %d:\nSET gave:\n%s\ndelta gave:\n%s", mode_name(mode),
-                              (unsigned long long)seed, step, da.data ? da.data : "", db.data ? db.data : "");
+                              (unsigned long long)seed, step, da.data, db.data);
         }
         ck_assert_int_eq(storage_state(a.st, &sa, &na), 0);
         ck_assert_int_eq(storage_state(b.st, &sb, &nb), 0);

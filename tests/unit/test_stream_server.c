@@ -91,7 +91,7 @@ static struct pod *make_pod(const char *name, size_t pad)
         t.data[t.len] = '\0';
         ck_assert_int_eq(buf_puts(&t, "\"}},\"status\":{\"phase\":\"Running\"}}"), 0);
         ck_assert_msg(pod_from_text(t.data, t.len, &p, &err) == 0, "pod: %s",
-                      err.data ? err.data : "");
+                      err.data);
         buf_free(&t);
         buf_free(&err);
         return p;
@@ -211,6 +211,7 @@ static struct client *client_connect(struct env *e)
         struct sockaddr_un sa;
 
         ck_assert_ptr_nonnull(c);
+        buf_init(&c->in);
         ck_assert_uint_lt(e->n_clients, MAX_CLIENTS);
         memset(&sa, 0, sizeof(sa));
         sa.sun_family = AF_UNIX;
@@ -382,7 +383,7 @@ static void env_serve_cfg(struct env *e, const struct stream_server_config *cfg)
 
         e->wall_before = wall_usec();
         r = stream_server_new(e->loop, cfg, &e->srv, &err);
-        ck_assert_msg(r == 0, "stream_server_new: %d %s", r, err.data ? err.data : "");
+        ck_assert_msg(r == 0, "stream_server_new: %d %s", r, err.data);
         buf_free(&err);
 }
 
@@ -1830,6 +1831,7 @@ static struct client *client_connect_fd(struct env *e, int fd)
         struct sockaddr_un sa;
 
         ck_assert_ptr_nonnull(c);
+        buf_init(&c->in);
         ck_assert_uint_lt(e->n_clients, MAX_CLIENTS);
         memset(&sa, 0, sizeof(sa));
         sa.sun_family = AF_UNIX;

@@ -131,6 +131,7 @@ struct env {
 static void env_init(struct env *e)
 {
         memset(e, 0, sizeof(*e));
+        buf_init(&e->err);
         e->l.fd = -1;
         memcpy(e->dir, "/tmp/podmux-ul-XXXXXX", sizeof("/tmp/podmux-ul-XXXXXX"));
         ck_assert_ptr_nonnull(mkdtemp(e->dir));
@@ -180,7 +181,7 @@ static int listen_at(struct env *e)
 
 static const char *err_text(const struct env *e)
 {
-        return e->err.data ? e->err.data : "";
+        return e->err.data;
 }
 
 /* "N\n" for a process that exists and is not us: our parent. */

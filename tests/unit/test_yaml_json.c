@@ -22,7 +22,7 @@ static char *conv_n(const char *text, size_t len)
 
         r = yaml_to_json(text, len, &o, &err);
         if (r < 0)
-                ck_assert_int_eq(buf_printf(&out, "ERR %d: %s", r, err.data ? err.data : ""), 0);
+                ck_assert_int_eq(buf_printf(&out, "ERR %d: %s", r, err.data), 0);
         else
                 ck_assert_int_eq(json_canon_append(&out, o), 0);
         json_object_put(o);
