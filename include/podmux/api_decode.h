@@ -36,8 +36,10 @@ void api_store_free(struct strmap *store);
  * Adds the items of one PodList page to pages.  *ret_rv gets a copy of
  * metadata.resourceVersion (NULL if absent), *ret_cont a copy of a
  * non-empty metadata.continue (NULL if none).  0; -EINVAL when body is not
- * a PodList or an item is not a pod (err says which); -ENOMEM.  On any
- * error pages is as it was.
+ * a PodList or an item is not a pod (err says which); -ENOMEM.  err (may
+ * be NULL) follows podmux/buf.h: a failure replaces what it held (it is
+ * empty after -ENOMEM), a success leaves it alone.  On any error pages is
+ * as it was.
  */
 int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
                          char **ret_cont, struct buf *err);
@@ -78,7 +80,9 @@ void watch_decoder_reset(struct watch_decoder *d);
  *   -EBADMSG data that is not JSON, not an event, an unknown type, an
  *            event whose object is not a pod, or one event over
  *            API_MAX_EVENT bytes (*ret_code 500; err says which);
- *   -ENOMEM.
+ *   -ENOMEM  (err empty).
+ * err (may be NULL) follows podmux/buf.h: the message replaces what it
+ * held; a success leaves it alone.
  */
 int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, struct strmap *store,
                        char **rv_slot, watch_event_fn on_event, void *arg, long *ret_code,

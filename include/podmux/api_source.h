@@ -52,6 +52,9 @@ struct api_source_config {
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
 };
 
+/* 0; -EINVAL for a server URL or tls-server-name that cannot be used, with
+ * the reason in err (may be NULL; podmux/buf.h: it replaces what err held,
+ * a success leaves err alone); -ENOMEM (err empty). */
 int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
                    const struct api_source_config *cfg, struct api_source **ret_as,
                    struct buf *err);

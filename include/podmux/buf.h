@@ -14,6 +14,18 @@
  * memset, {0}) instead of initialised must get buf_init() before its data
  * is read; appending to one works either way.  All appends return 0 or
  * -ENOMEM; on -ENOMEM the buffer is unchanged.
+ *
+ * Error buffers.  A function that can fail and takes `struct buf *err`
+ * (which may be NULL) says why there, the same way everywhere:
+ *   - on failure err holds exactly one message, and what it held before
+ *     is gone (replaced, not appended to);
+ *   - the message is lower case, with no trailing period or newline;
+ *     several problems found at once may be joined with "; ";
+ *   - on success err is left exactly as it was;
+ *   - when memory runs out the message may be missing: err is then empty,
+ *     so a caller prints  err.len ? err.data : ERRNO_STR(r)
+ *     (podmux/log.h).  A failure other than -ENOMEM always has one.
+ * buf_set_err() writes such a message.
  */
 #ifndef PODMUX_BUF_H
 #define PODMUX_BUF_H
@@ -67,5 +79,13 @@ int buf_json_time(struct buf *b, uint64_t wall_usec);
 char *buf_steal(struct buf *b, size_t *ret_len);
 /* Drops the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
+
+/* Replaces what err holds with the message fmt makes (the error-buffer
+ * convention above) and returns code, or -ENOMEM when the message cannot
+ * be written (err is then empty): a failure is never reported without its
+ * reason unless memory ran out.  err may be NULL: then it only returns
+ * code.  The arguments may point into err itself. */
+int buf_set_err(struct buf *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 #endif

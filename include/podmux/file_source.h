@@ -44,7 +44,10 @@ struct file_source_config {
         uint64_t retry_usec;
 };
 
-/* watcher may be NULL (no watch; relist only). */
+/* watcher may be NULL (no watch; relist only).  0; -EINVAL for an empty
+ * path or node name, with the reason in err (may be NULL; podmux/buf.h: it
+ * replaces what err held, a success leaves err alone); -ENOMEM (err
+ * empty). */
 int file_source_new(struct loop *loop, struct watcher *watcher,
                     struct mux_channel *ch,
                     const struct file_source_config *cfg,

@@ -56,6 +56,9 @@ struct http_source_config {
         uint64_t retry_usec; /* 0: HTTP_SOURCE_RETRY_USEC (tests make it short) */
 };
 
+/* 0; -EINVAL for a URL that is empty or not http(s), with the reason in
+ * err (may be NULL; podmux/buf.h: it replaces what err held, a success
+ * leaves err alone); -ENOMEM (err empty). */
 int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
                     const struct http_source_config *cfg, struct http_source **ret_hs,
                     struct buf *err);

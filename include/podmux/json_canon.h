@@ -40,7 +40,9 @@ void fnv128_hex(const uint8_t digest[16], char out[33]);
 /*
  * Parses strict JSON text into a tree with a nesting limit (a value at
  * most JSON_MAX_DEPTH - 1 levels below the top).  -EINVAL with a message
- * naming the byte offset in err (if given); -ENOMEM when memory runs out,
+ * naming the byte offset in err (if given; as podmux/buf.h says, it
+ * replaces what err held, and a success leaves err alone); -ENOMEM, err
+ * empty, when memory runs out,
  * never a partial tree or a parse error (building the message in err
  * counts).  Caller puts the tree.
  */

@@ -36,8 +36,10 @@
  * Parses the one JSON value that text[0..len) holds (whitespace around it
  * allowed).  Nesting deeper than max_depth arrays/objects is an error.
  * 0 and *ret_obj (the caller puts it); -EINVAL with a message naming the
- * byte offset appended to err (may be NULL); -ENOMEM with nothing built
- * (also when the message cannot be written).
+ * byte offset in err (may be NULL; the convention of podmux/buf.h: the
+ * message replaces what err held, which a success leaves alone); -ENOMEM
+ * with nothing built and err empty (also when the message cannot be
+ * written).
  */
 int json_parse(const char *text, size_t len, unsigned max_depth, json_object **ret_obj,
                struct buf *err);

@@ -38,9 +38,12 @@ struct metrics_server_config {
 struct metrics_server;
 
 /* Checks the syntax of an address (not whether it can be bound): 0, or
- * -EINVAL with a sentence in err.  A TCP address must be loopback. */
+ * -EINVAL with a sentence in err, -ENOMEM.  A TCP address must be
+ * loopback.  err (may be NULL) here and below follows podmux/buf.h: on
+ * failure it holds the one message (empty after -ENOMEM); on success it
+ * is left as it was. */
 int metrics_address_check(const char *address, struct buf *err);
-
+/* Listens at cfg->address and serves on loop; -errno with a message. */
 int metrics_server_new(struct loop *loop, const struct metrics_server_config *cfg,
                        struct metrics_server **ret_ms, struct buf *err);
 /* Where it listens ("unix:/path" or "127.0.0.1:PORT"), for the log. */

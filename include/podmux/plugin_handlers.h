@@ -26,10 +26,13 @@ void plugin_handlers_free(struct plugin_handlers *h); /* NULL-safe */
 
 /* 1 if a handler exists for type (exact, case-sensitive), else 0. */
 int plugin_handlers_has(const struct plugin_handlers *h, const char *type);
-/* 0, or -EINVAL with the reason in err. */
+/* 0, or -EINVAL with the reason in err (may be NULL; the convention of
+ * podmux/buf.h), -ENOMEM. */
 int plugin_handlers_validate(struct plugin_handlers *h, const char *type, const char *name,
                              const char *endpoint, char *const *versions, size_t n,
                              struct buf *err);
+/* 0; -EINVAL or -EEXIST (a DRA endpoint registered twice) with the reason
+ * in err, as for validate; -ENOMEM. */
 int plugin_handlers_register(struct plugin_handlers *h, const char *type, const char *name,
                              const char *endpoint, char *const *versions, size_t n,
                              struct buf *err);

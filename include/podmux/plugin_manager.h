@@ -74,12 +74,16 @@ struct plugin_manager_config {
         void *call_data;
 };
 
-/* watcher may be NULL (no events: the start-up walk only). */
+/* watcher may be NULL (no events: the start-up walk only).  0; -EINVAL for
+ * an empty directory or half a call hook, with the reason in err (may be
+ * NULL; podmux/buf.h: it replaces what err held, a success leaves err
+ * alone); -ENOMEM (err empty). */
 int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_loop *cl,
                        const struct plugin_manager_config *cfg, struct plugin_manager **ret_pm,
                        struct buf *err);
 /* Creates the directory (0755, parents), watches and walks it, then runs
- * the first reconcile pass.  0, or -errno with a message in err. */
+ * the first reconcile pass.  0, or -errno with a message in err (as for
+ * plugin_manager_new). */
 int plugin_manager_start(struct plugin_manager *pm, struct buf *err);
 void plugin_manager_free(struct plugin_manager *pm); /* NULL-safe */
 

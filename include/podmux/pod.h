@@ -81,8 +81,10 @@ struct pod {
 };
 
 /* Builds a pod from a decoded v1 Pod object.  obj is only read.  Fails with
- * -EINVAL (message in err) if obj is not a JSON object or metadata is not an
- * object.  Returns a pod with refs == 1. */
+ * -EINVAL (message in err, which may be NULL: podmux/buf.h's convention,
+ * the message replaces what err held and a success leaves it alone) if obj
+ * is not a JSON object or metadata is not an object; -ENOMEM (err empty).
+ * Returns a pod with refs == 1. */
 int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err);
 /* Same, from JSON text (used by tests and the API source). */
 int pod_from_text(const char *text, size_t len, struct pod **ret_pod,

@@ -50,7 +50,9 @@ int static_pod_entry(const char *path, struct buf *reason);
  * core/v1 does not define, as manifest_decode_pod() does.  Errors:
  * -ENOENT when the file is not there, a resource error (see
  * static_pod_resource_error()), or the file's own error (-EINVAL, -EFBIG,
- * -ENODATA, -EACCES, -EIO...), each with a one-line reason in err.
+ * -ENODATA, -EACCES, -EIO...), each with a one-line reason in err (may be
+ * NULL; podmux/buf.h: it replaces what err held, empty after -ENOMEM; a
+ * success leaves err alone).
  */
 int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod,
                     struct v1_unknown *ret_unknown, struct buf *err);

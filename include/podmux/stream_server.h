@@ -118,6 +118,8 @@ struct stream_server_config {
  * spare is given up for one accept() so the client can be told
  * TooManyConsumers instead of being left hanging, then taken back (no
  * spare at start: -errno and a message).  Strings in cfg are copied.
+ * err (may be NULL) follows podmux/buf.h: on failure it holds the one
+ * message (empty after -ENOMEM); on success it is left as it was.
  */
 int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
                       struct stream_server **ret_srv, struct buf *err);

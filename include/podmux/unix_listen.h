@@ -44,7 +44,9 @@ struct unix_listener {
 /*
  * Takes the lock, then creates, binds and listens on path.  gid (gid_t)-1
  * keeps the daemon's group.  On error returns -errno with a sentence
- * naming the path in err, and holds nothing:
+ * naming the path in err (may be NULL; podmux/buf.h: it replaces what err
+ * held, and is empty after -ENOMEM; a success leaves err alone), and
+ * holds nothing:
  *   -EADDRINUSE  another podmux holds the lock: err is exactly
  *                "another podmux (pid N) serves PATH" ("unknown pid" when
  *                the lock file names no live process); or a process that

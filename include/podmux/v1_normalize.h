@@ -67,11 +67,12 @@ int v1_unknown_join(const struct v1_unknown *u, struct buf *out);
  * Normalizes obj, a JSON object decoded as a value of *type, in place.
  * prefix ("" or e.g. "items[2]") is put before the paths of unknown
  * members appended to unknown (NULL: not wanted).  Type errors are
- * appended to err (NULL: not wanted), "; "-separated, each naming its
- * path relative to obj: "spec.hostNetwork: Invalid type: expected
- * boolean, got string".
+ * written to err (NULL: not wanted) as the convention of podmux/buf.h
+ * says (replacing what it held; untouched on success), "; "-separated,
+ * each naming its path relative to obj: "spec.hostNetwork: Invalid type:
+ * expected boolean, got string".
  * Returns 0; -EINVAL after type errors (obj is then half done: drop it);
- * -ENOMEM (obj half done too).
+ * -ENOMEM (obj half done too; err empty).
  */
 int v1_normalize(json_object *obj, const struct v1_type *type, const char *prefix,
                  struct v1_unknown *unknown, struct buf *err);

@@ -29,8 +29,9 @@ struct version {
         size_t n;           /* how many numbers, 2 or more */
 };
 
-/* 0, or -EINVAL with the reason in err (may be NULL); *ret is written
- * only on success. */
+/* 0, or -EINVAL with the reason in err (may be NULL; podmux/buf.h: it
+ * replaces what err held, a success leaves err alone), -ENOMEM when the
+ * reason cannot be written; *ret is written only on success. */
 int version_parse_generic(const char *s, struct version *ret, struct buf *err);
 /* The i-th number (0: major), 0 past the last. */
 uint64_t version_component(const struct version *v, size_t i);
@@ -45,8 +46,9 @@ int version_format(const struct version *v, struct buf *out);
  * HighestSupportedVersion: the greatest of versions whose major is at most
  * 1, looking from the last to the first and keeping the first found of
  * equal ones; unparsable entries are skipped.  -EINVAL with the reason in
- * err when versions is empty, when none is left, or when the greatest is
- * not 1.x; else 0 with *ret (pointing into versions[*ret_index]).
+ * err (replacing what it held) when versions is empty, when none is left,
+ * or when the greatest is not 1.x (-ENOMEM if the reason cannot be
+ * written); else 0 with *ret (pointing into versions[*ret_index]).
  */
 int version_highest_supported(char *const *versions, size_t n, struct version *ret, size_t *ret_index,
                               struct buf *err);

@@ -29,13 +29,16 @@
 /*
  * Converts the first document of text.  An empty input or a document that
  * is only null yields -ENODATA ("empty document").  Syntax errors -EINVAL
- * with "line L, column C: <problem>" in err.  The caller puts *ret_obj.
+ * with "line L, column C: <problem>" in err (may be NULL; it replaces what
+ * err held, a success leaves err alone: podmux/buf.h); -ENOMEM with err
+ * empty.  The caller puts *ret_obj.
  */
 int yaml_to_json(const char *text, size_t len, json_object **ret_obj,
                  struct buf *err);
 
-/* Number of documents in text (0 for empty), or -EINVAL on a syntax error.
- * Used to tell the user that later documents were ignored. */
+/* Number of documents in text (0 for empty), or -EINVAL on a syntax error
+ * (err as for yaml_to_json), -ENOMEM.  Used to tell the user that later
+ * documents were ignored. */
 int yaml_count_documents(const char *text, size_t len, struct buf *err);
 
 #endif

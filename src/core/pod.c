@@ -209,31 +209,25 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
         struct pod *p;
         int r = -ENOMEM;
 
-        if (!obj || !json_object_is_type(obj, json_type_object)) {
-                if (err)
-                        buf_puts(err, "a pod must be a JSON object");
-                return -EINVAL;
-        }
+        if (!obj || !json_object_is_type(obj, json_type_object))
+                return buf_set_err(err, -EINVAL, "a pod must be a JSON object");
         meta = json_get(obj, "metadata");
         if (meta && json_object_is_type(meta, json_type_null))
                 meta = NULL;
-        if (meta && !json_object_is_type(meta, json_type_object)) {
-                if (err)
-                        buf_puts(err, "metadata must be an object");
-                return -EINVAL;
-        }
+        if (meta && !json_object_is_type(meta, json_type_object))
+                return buf_set_err(err, -EINVAL, "metadata must be an object");
         ann = json_get(meta, "annotations");
         if (ann && !json_object_is_type(ann, json_type_object)) {
-                if (!json_object_is_type(ann, json_type_null)) {
-                        if (err)
-                                buf_puts(err, "metadata.annotations must be an object");
-                        return -EINVAL;
-                }
+                if (!json_object_is_type(ann, json_type_null))
+                        return buf_set_err(err, -EINVAL, "metadata.annotations must be an object");
                 ann = NULL;
         }
         p = calloc(1, sizeof(*p));
-        if (!p)
+        if (!p) {
+                if (err)
+                        buf_reset(err);
                 return -ENOMEM;
+        }
         p->refs = 1;
         if (ann) {
                 nonlocal = json_object_new_object();
@@ -325,9 +319,7 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
         /* The offsets are 32 bits; inputs are megabytes at most (manifest
          * and event limits), so this is a bound, not a case. */
         if (text.len >= UINT32_MAX) {
-                r = -EFBIG;
-                if (err)
-                        buf_puts(err, "a pod's text is larger than 4 GiB");
+                r = buf_set_err(err, -EFBIG, "a pod's text is larger than 4 GiB");
                 goto fail;
         }
         if (give_body(p, text.data, text.len, json_get_str(meta, "uid", ""), json_get_str(meta, "name", ""),
@@ -339,6 +331,8 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
         *ret_pod = p;
         return 0;
 fail:
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* a failure replaces what err held */
         json_object_put(nonlocal);
         buf_free(&text);
         buf_free(&scratch);

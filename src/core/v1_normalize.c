@@ -88,7 +88,9 @@ static int add_error(struct walk *w, const char *fmt, ...)
         w->n_errors++;
         if (!e || w->n_errors > V1_NORMALIZE_MAX_ERRORS + 1)
                 return 0;
-        if (e->len && buf_puts(e, "; ") < 0)
+        if (w->n_errors == 1)
+                buf_reset(e); /* the first error replaces what err held */
+        else if (buf_puts(e, "; ") < 0)
                 return -ENOMEM;
         if (w->n_errors == V1_NORMALIZE_MAX_ERRORS + 1)
                 return buf_puts(e, "(more type errors not shown)");
@@ -608,10 +610,12 @@ int v1_normalize(json_object *obj, const struct v1_type *type, const char *prefi
         int r;
 
         if (!json_object_is_type(obj, json_type_object))
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL, "Invalid type: expected object, got %s", json_type_word(obj));
         r = walk_struct(&w, obj, type);
         if (r == 0 && w.n_errors)
                 r = -EINVAL;
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* no half message */
         buf_free(&w.path);
         return r;
 }

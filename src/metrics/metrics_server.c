@@ -88,37 +88,32 @@ int metrics_address_check(const char *address, struct buf *err)
         unsigned long p;
         int r;
 
-        if (!address || !address[0]) {
-                buf_puts(err, "empty address");
-                return -EINVAL;
-        }
+        if (!address || !address[0])
+                return buf_set_err(err, -EINVAL, "empty address");
         if (is_unix(address)) {
                 const char *path = address[0] == '/' ? address : address + 5;
 
-                if (path[0] != '/') {
-                        buf_printf(err, "\"%s\": a unix socket needs an absolute path", address);
-                        return -EINVAL;
-                }
+                if (path[0] != '/')
+                        return buf_set_err(err, -EINVAL, "\"%s\": a unix socket needs an absolute path", address);
                 return 0;
         }
         r = split_host_port(address, &host, &port);
-        if (r == -ENOMEM)
+        if (r == -ENOMEM) {
+                if (err)
+                        buf_reset(err); /* a failure replaces what err held */
                 return r;
-        if (r < 0) {
-                buf_printf(err, "\"%s\": expected HOST:PORT (loopback) or a unix socket path", address);
-                return -EINVAL;
         }
+        if (r < 0)
+                return buf_set_err(err, -EINVAL, "\"%s\": expected HOST:PORT (loopback) or a unix socket path",
+                                   address);
         errno = 0;
         p = strtoul(port, &end, 10);
-        if (!port[0] || *end || errno || p > 65535) {
-                buf_printf(err, "\"%s\": invalid port \"%s\"", address, port);
-                r = -EINVAL;
-        } else if (strcmp(host, "localhost") != 0 && strcmp(host, "::1") != 0 &&
-                   strncmp(host, "127.", 4) != 0) {
-                buf_printf(err, "\"%s\": the metrics endpoint listens on loopback only (127.0.0.1, ::1, localhost)",
-                           address);
-                r = -EINVAL;
-        }
+        if (!port[0] || *end || errno || p > 65535)
+                r = buf_set_err(err, -EINVAL, "\"%s\": invalid port \"%s\"", address, port);
+        else if (strcmp(host, "localhost") != 0 && strcmp(host, "::1") != 0 && strncmp(host, "127.", 4) != 0)
+                r = buf_set_err(err, -EINVAL,
+                                "\"%s\": the metrics endpoint listens on loopback only (127.0.0.1, ::1, localhost)",
+                                address);
         free(host);
         return r;
 }
@@ -139,8 +134,7 @@ static int tcp_listen(struct metrics_server *ms, const char *address, struct buf
         hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
         r = getaddrinfo(host, port, &hints, &res);
         if (r != 0) {
-                buf_printf(err, "metrics address \"%s\": %s", address, gai_strerror(r));
-                r = -EINVAL;
+                r = buf_set_err(err, -EINVAL, "metrics address \"%s\": %s", address, gai_strerror(r));
                 goto done;
         }
         r = -EADDRNOTAVAIL;
@@ -160,8 +154,8 @@ static int tcp_listen(struct metrics_server *ms, const char *address, struct buf
                 fd = -1;
         }
         if (fd < 0) {
-                buf_printf(err, "metrics address \"%s\": %s", address,
-                           r == -EADDRNOTAVAIL ? "not a loopback address" : ERRNO_STR(r));
+                r = buf_set_err(err, r, "metrics address \"%s\": %s", address,
+                                r == -EADDRNOTAVAIL ? "not a loopback address" : ERRNO_STR(r));
                 goto done;
         }
         {
@@ -287,8 +281,11 @@ int metrics_server_new(struct loop *loop, const struct metrics_server_config *cf
         if (r < 0)
                 return r;
         ms = calloc(1, sizeof(*ms));
-        if (!ms)
+        if (!ms) {
+                if (err)
+                        buf_reset(err);
                 return -ENOMEM;
+        }
         ms->loop = loop;
         ms->lis.fd = -1;
         ms->render = cfg->render;
@@ -318,24 +315,25 @@ int metrics_server_new(struct loop *loop, const struct metrics_server_config *cf
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_CONNECTION_TIMEOUT_SEC,
                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32u * 1024u), MHD_OPTION_END);
         if (!ms->mhd) {
-                buf_printf(err, "metrics endpoint \"%s\": libmicrohttpd could not start", cfg->address);
-                r = -EIO;
+                r = buf_set_err(err, -EIO, "metrics endpoint \"%s\": libmicrohttpd could not start", cfg->address);
                 goto fail;
         }
         info = MHD_get_daemon_info(ms->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         if (!info) {
-                buf_printf(err, "metrics endpoint \"%s\": libmicrohttpd has no epoll descriptor", cfg->address);
-                r = -EIO;
+                r = buf_set_err(err, -EIO, "metrics endpoint \"%s\": libmicrohttpd has no epoll descriptor",
+                                cfg->address);
                 goto fail;
         }
         if ((r = loop_timer_new(loop, on_timer, ms, &ms->timer)) < 0 ||
             (r = loop_io_add(loop, info->epoll_fd, EPOLLIN, on_io, ms, &ms->io)) < 0) {
-                buf_printf(err, "metrics endpoint \"%s\": %s", cfg->address, ERRNO_STR(r));
+                r = buf_set_err(err, r, "metrics endpoint \"%s\": %s", cfg->address, ERRNO_STR(r));
                 goto fail;
         }
         *ret_ms = ms;
         return 0;
 fail:
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* a failure replaces what err held */
         metrics_server_free(ms);
         return r;
 }

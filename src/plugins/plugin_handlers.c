@@ -63,14 +63,11 @@ int plugin_parse_version(const char *s, unsigned long ret[3])
  * HighestSupportedVersion picks it; *ret points into versions[*ret_i]. */
 static int csi_highest(char *const *versions, size_t n, struct version *ret, size_t *ret_i, struct buf *err)
 {
-        if (n == 0) {
-                buf_puts(err, "CSI plugin reports no supported versions");
-                return -EINVAL;
-        }
-        if (version_highest_supported(versions, n, ret, ret_i, NULL) < 0) {
-                buf_puts(err, "none of the CSI versions reported by the plugin are supported (need 1.x)");
-                return -EINVAL;
-        }
+        if (n == 0)
+                return buf_set_err(err, -EINVAL, "CSI plugin reports no supported versions");
+        if (version_highest_supported(versions, n, ret, ret_i, NULL) < 0)
+                return buf_set_err(err, -EINVAL,
+                                   "none of the CSI versions reported by the plugin are supported (need 1.x)");
         return 0;
 }
 
@@ -140,74 +137,78 @@ int plugin_handlers_validate(struct plugin_handlers *h, const char *type, const 
                              const char *endpoint, char *const *versions, size_t n,
                              struct buf *err)
 {
-        if (!name || !name[0]) {
-                buf_puts(err, "the plugin reports no name");
-                return -EINVAL;
-        }
+        if (!name || !name[0])
+                return buf_set_err(err, -EINVAL, "the plugin reports no name");
         if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
                 struct version hi, cur;
                 const char *had;
                 size_t i;
+                int r;
 
-                if (csi_highest(versions, n, &hi, &i, err) < 0)
-                        return -EINVAL;
+                r = csi_highest(versions, n, &hi, &i, err);
+                if (r < 0)
+                        return r;
                 had = strmap_get(h->csi, name);
                 /* Stored only after it parsed. */
                 if (had && version_parse_generic(had, &cur, NULL) == 0 && version_compare(&cur, &hi) >= 0) {
-                        buf_printf(err, "CSI driver \"%s\" is already registered with version ", name);
-                        version_format(&cur, err);
-                        buf_puts(err, ", which is not lower than ");
-                        version_format(&hi, err);
-                        return -EINVAL;
+                        struct buf vc = BUF_INIT, vh = BUF_INIT;
+
+                        r = version_format(&cur, &vc) < 0 || version_format(&hi, &vh) < 0 ? -ENOMEM : 0;
+                        if (r == 0)
+                                r = buf_set_err(err, -EINVAL,
+                                                "CSI driver \"%s\" is already registered with version %s, "
+                                                "which is not lower than %s",
+                                                name, vc.data, vh.data);
+                        else if (err)
+                                buf_reset(err);
+                        buf_free(&vc);
+                        buf_free(&vh);
+                        return r;
                 }
                 return 0;
         }
         if (strcmp(type, PLUGIN_TYPE_DEVICE) == 0) {
-                if (!has_version(versions, n, "v1beta1")) {
-                        buf_puts(err, "device plugin does not support version v1beta1");
-                        return -EINVAL;
-                }
-                if (!valid_extended_resource(name)) {
-                        buf_printf(err, "invalid extended resource name \"%s\" (want a domain-qualified name "
-                                        "like vendor.example/gpu, outside kubernetes.io)",
-                                   name);
-                        return -EINVAL;
-                }
+                if (!has_version(versions, n, "v1beta1"))
+                        return buf_set_err(err, -EINVAL, "device plugin does not support version v1beta1");
+                if (!valid_extended_resource(name))
+                        return buf_set_err(err, -EINVAL,
+                                           "invalid extended resource name \"%s\" (want a domain-qualified name "
+                                           "like vendor.example/gpu, outside kubernetes.io)",
+                                           name);
                 return 0;
         }
         if (strcmp(type, PLUGIN_TYPE_DRA) == 0) {
-                if (n == 0) {
-                        buf_puts(err, "DRA plugin reports no supported services");
-                        return -EINVAL;
-                }
-                if (!has_version(versions, n, "v1.DRAPlugin") && !has_version(versions, n, "v1beta1.DRAPlugin")) {
-                        buf_puts(err, "DRA plugin supports none of the services v1.DRAPlugin, v1beta1.DRAPlugin");
-                        return -EINVAL;
-                }
+                if (n == 0)
+                        return buf_set_err(err, -EINVAL, "DRA plugin reports no supported services");
+                if (!has_version(versions, n, "v1.DRAPlugin") && !has_version(versions, n, "v1beta1.DRAPlugin"))
+                        return buf_set_err(err, -EINVAL,
+                                           "DRA plugin supports none of the services v1.DRAPlugin, v1beta1.DRAPlugin");
                 (void)endpoint;
                 return 0;
         }
-        buf_printf(err, "no handler for plugin type \"%s\"", type);
-        return -EINVAL;
+        return buf_set_err(err, -EINVAL, "no handler for plugin type \"%s\"", type);
 }
 
 int plugin_handlers_register(struct plugin_handlers *h, const char *type, const char *name,
                              const char *endpoint, char *const *versions, size_t n,
                              struct buf *err)
 {
+        int r;
+
         if (strcmp(type, PLUGIN_TYPE_CSI) == 0) {
                 struct version hi;
                 char *v, *old = NULL;
                 size_t i;
 
-                if (csi_highest(versions, n, &hi, &i, err) < 0)
-                        return -EINVAL;
+                r = csi_highest(versions, n, &hi, &i, err);
+                if (r < 0)
+                        return r;
                 v = strdup(versions[i]);
                 if (!v)
-                        return -ENOMEM;
+                        goto oom;
                 if (strmap_put(h->csi, name, v, (void **)&old) < 0) {
                         free(v);
-                        return -ENOMEM;
+                        goto oom;
                 }
                 free(old);
                 return 0;
@@ -215,21 +216,25 @@ int plugin_handlers_register(struct plugin_handlers *h, const char *type, const 
         if (strcmp(type, PLUGIN_TYPE_DRA) == 0 || strcmp(type, PLUGIN_TYPE_DEVICE) == 0) {
                 struct strmap *m = strcmp(type, PLUGIN_TYPE_DRA) == 0 ? h->dra : h->device;
                 char *k = pair_key(name, endpoint);
-                int r;
 
                 if (!k)
-                        return -ENOMEM;
+                        goto oom;
                 if (m == h->dra && strmap_get(m, k)) {
-                        buf_printf(err, "DRA driver \"%s\" already has endpoint \"%s\" registered", name, endpoint);
                         free(k);
-                        return -EEXIST;
+                        return buf_set_err(err, -EEXIST, "DRA driver \"%s\" already has endpoint \"%s\" registered",
+                                           name, endpoint);
                 }
                 r = strmap_put(m, k, (void *)1, NULL);
                 free(k);
-                return r;
+                if (r < 0)
+                        goto oom;
+                return 0;
         }
-        buf_printf(err, "no handler for plugin type \"%s\"", type);
-        return -EINVAL;
+        return buf_set_err(err, -EINVAL, "no handler for plugin type \"%s\"", type);
+oom:
+        if (err)
+                buf_reset(err);
+        return -ENOMEM;
 }
 
 void plugin_handlers_deregister(struct plugin_handlers *h, const char *type, const char *name,

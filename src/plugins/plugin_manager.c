@@ -807,17 +807,13 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
         struct plugin_manager *pm;
         int r = -ENOMEM;
 
-        if (!cfg->dir || !cfg->dir[0]) {
-                buf_puts(err, "the plugin registry directory is empty");
-                return -EINVAL;
-        }
-        if (!cfg->call != !cfg->cancel) {
-                buf_puts(err, "the plugin call hook needs both call and cancel");
-                return -EINVAL;
-        }
+        if (!cfg->dir || !cfg->dir[0])
+                return buf_set_err(err, -EINVAL, "the plugin registry directory is empty");
+        if (!cfg->call != !cfg->cancel)
+                return buf_set_err(err, -EINVAL, "the plugin call hook needs both call and cancel");
         pm = calloc(1, sizeof(*pm));
         if (!pm)
-                return -ENOMEM;
+                goto fail;
         pm->loop = loop;
         pm->watcher = watcher;
         pm->cl = cl;
@@ -842,6 +838,8 @@ int plugin_manager_new(struct loop *loop, struct watcher *watcher, struct curl_l
         *ret_pm = pm;
         return 0;
 fail:
+        if (err)
+                buf_reset(err); /* only memory runs out here */
         plugin_manager_free(pm);
         return r;
 }
@@ -850,10 +848,9 @@ int plugin_manager_start(struct plugin_manager *pm, struct buf *err)
 {
         int r = mkdir_p(pm->dir);
 
-        if (r < 0) {
-                buf_printf(err, "cannot create the plugin registry directory \"%s\": %s", pm->dir, ERRNO_STR(r));
-                return r;
-        }
+        if (r < 0)
+                return buf_set_err(err, r, "cannot create the plugin registry directory \"%s\": %s", pm->dir,
+                                   ERRNO_STR(r));
         walk(pm, pm->dir, true);
         log_info("plugin registry: watching \"%s\"", pm->dir);
         reconcile(pm);

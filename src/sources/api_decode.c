@@ -194,8 +194,8 @@ static int decode_items(const char *s, size_t len, size_t *pos, struct item **it
                 if (r == 0)
                         r = decode_pod(o, &(*items)[*n].pod);
                 json_object_put(o);
-                if (r == -EINVAL && buf_printf(err, "item %zu is not a pod", *n) < 0)
-                        r = -ENOMEM;
+                if (r == -EINVAL)
+                        r = buf_set_err(err, -EINVAL, "item %zu is not a pod", *n);
                 if (r < 0)
                         return r == -EINVAL ? -ENOTSUP : r;
                 (*n)++;
@@ -305,12 +305,14 @@ int api_decode_list_page(const char *body, size_t len, struct strmap *pages, cha
                 rv = cont = NULL;
         }
 done:
-        /* A syntax error (or a list that is not one) is the body's fault;
-         * an item that is not a pod says so itself. */
-        if (r == -EINVAL || r == -EAGAIN)
-                r = buf_puts(err, "the response is not a PodList") < 0 ? -ENOMEM : -EINVAL;
-        else if (r == -ENOTSUP)
+        /* An item that is not a pod said so itself; anything else (a
+         * syntax error, a list that is not one) is the body's fault. */
+        if (r == -ENOTSUP)
                 r = -EINVAL;
+        else if (r == -ENOMEM && err)
+                buf_reset(err);
+        else if (r < 0 && r != -ENOMEM)
+                r = buf_set_err(err, -EINVAL, "the response is not a PodList");
         items_free(decoded, n);
         free(rv);
         free(cont);
@@ -360,7 +362,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
 
         if (!(type = json_get_type(ev, "type", json_type_string)) ||
             !(obj = json_get_type(ev, "object", json_type_object)))
-                return buf_puts(err, "undecodable event") < 0 ? -ENOMEM : -EBADMSG;
+                return buf_set_err(err, -EBADMSG, "undecodable event");
         t = json_object_get_string(type);
         if (strcmp(t, "ERROR") == 0) {
                 /* A Status object; a code that is not a number counts as
@@ -368,9 +370,9 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
                 *ret_code = 500;
                 if ((v = json_get_type(obj, "code", json_type_int)))
                         *ret_code = (long)json_object_get_int(v);
-                if ((v = json_get_type(obj, "message", json_type_string)) && buf_puts(err, json_object_get_string(v)) < 0)
-                        return -ENOMEM;
-                return -EPROTO;
+                if ((v = json_get_type(obj, "message", json_type_string)))
+                        return buf_set_err(err, -EPROTO, "%s", json_object_get_string(v));
+                return buf_set_err(err, -EPROTO, "(an ERROR event without a message)");
         }
         if (strcmp(t, "ADDED") == 0)
                 et = WATCH_ADDED;
@@ -381,7 +383,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
         else if (strcmp(t, "BOOKMARK") == 0)
                 et = WATCH_BOOKMARK;
         else
-                return buf_printf(err, "unknown event type \"%.64s\"", t) < 0 ? -ENOMEM : -EBADMSG;
+                return buf_set_err(err, -EBADMSG, "unknown event type \"%.64s\"", t);
         if (et == WATCH_DELETED) {
                 /* A DELETED object need not be a whole pod: its namespace
                  * and name are enough, as in the reflector's store. */
@@ -399,7 +401,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
                 r = decode_pod(obj, &p);
         }
         if (r == -EINVAL)
-                return buf_printf(err, "a %s event does not hold a pod", t) < 0 ? -ENOMEM : -EBADMSG;
+                return buf_set_err(err, -EBADMSG, "a %s event does not hold a pod", t);
         rv = member_string(obj, "metadata", "resourceVersion");
         if (r == 0 && rv_slot && rv && !(rv_copy = strdup(rv)))
                 r = -ENOMEM;
@@ -640,19 +642,17 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                 if (jr == JV_END_BEFORE)
                         end--; /* that byte starts what follows */
                 if (jr == JV_BAD)
-                        return buf_printf(err, "data that is not JSON (unexpected byte 0x%02x at byte %zu of the event)",
-                                          (unsigned char)data[end - 1], d->event_bytes + (end - 1 - off)) < 0
-                                       ? -ENOMEM
-                                       : -EBADMSG;
+                        return buf_set_err(err, -EBADMSG,
+                                           "data that is not JSON (unexpected byte 0x%02x at byte %zu of the event)",
+                                           (unsigned char)data[end - 1], d->event_bytes + (end - 1 - off));
                 /* One event may be large, never unbounded. */
                 d->event_bytes += end - off;
                 if (d->event_bytes > API_MAX_EVENT)
-                        return buf_printf(err, "an event larger than %u bytes", API_MAX_EVENT) < 0 ? -ENOMEM
-                                                                                                    : -EBADMSG;
+                        return buf_set_err(err, -EBADMSG, "an event larger than %u bytes", API_MAX_EVENT);
                 if (jr == JV_MORE || d->ev.len) {
                         /* Kept until the event is whole. */
                         if (buf_append(&d->ev, data + off, end - off) < 0)
-                                return -ENOMEM;
+                                goto oom;
                 }
                 off = end;
                 if (jr == JV_MORE)
@@ -660,18 +660,21 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                 text = d->ev.len ? d->ev.data : data + end - d->event_bytes;
                 text_len = d->event_bytes;
                 r = json_parse_text(text, text_len, &ev, &why);
-                if (r == -EINVAL && buf_printf(err, "data that is not JSON (%s)", why.len ? why.data : "?") < 0)
-                        r = -ENOMEM;
+                if (r == -EINVAL)
+                        r = buf_set_err(err, -EBADMSG, "data that is not JSON (%s)", why.len ? why.data : "?");
                 buf_free(&why);
                 watch_decoder_reset(d);
-                if (r == -EINVAL)
-                        return -EBADMSG;
-                if (r < 0)
-                        return r;
-                r = apply_event(ev, store, rv_slot, on_event, arg, ret_code, err);
+                if (r == 0)
+                        r = apply_event(ev, store, rv_slot, on_event, arg, ret_code, err);
                 json_object_put(ev);
+                if (r == -ENOMEM)
+                        goto oom;
                 if (r < 0)
                         return r;
         }
         return 0;
+oom:
+        if (err)
+                buf_reset(err); /* a failure replaces what err held */
+        return -ENOMEM;
 }

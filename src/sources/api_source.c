@@ -959,7 +959,7 @@ static int server_name_setup(struct api_source *as, struct buf *err)
         if (uc == CURLUE_OUT_OF_MEMORY)
                 goto out;
         if (uc != CURLUE_OK) {
-                r = buf_printf(err, "API server URL \"%s\" cannot be parsed", as->kube.server) < 0 ? -ENOMEM : -EINVAL;
+                r = buf_set_err(err, -EINVAL, "API server URL \"%s\" cannot be parsed", as->kube.server);
                 goto out;
         }
         /* The Host header says what the URL says: the port only if given. */
@@ -983,9 +983,7 @@ static int server_name_setup(struct api_source *as, struct buf *err)
         if (uc == CURLUE_OUT_OF_MEMORY)
                 goto nomem;
         if (uc != CURLUE_OK) {
-                r = buf_printf(err, "tls-server-name \"%s\" is not a host name", as->kube.tls_server_name) < 0
-                            ? -ENOMEM
-                            : -EINVAL;
+                r = buf_set_err(err, -EINVAL, "tls-server-name \"%s\" is not a host name", as->kube.tls_server_name);
                 goto out;
         }
         /* The server URL's own path stays; requests add theirs after it. */
@@ -1017,8 +1015,11 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         struct api_source *as = calloc(1, sizeof(*as));
         int r = -ENOMEM;
 
-        if (!as)
+        if (!as) {
+                if (err)
+                        buf_reset(err);
                 return -ENOMEM;
+        }
         as->loop = loop;
         buf_init(&as->body);
         as->cl = cl;
@@ -1046,9 +1047,8 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                                 curl_free(s);
                         }
                 } else if (uc != CURLUE_OUT_OF_MEMORY) {
-                        buf_printf(err, "API server URL \"%s\" cannot be parsed", as->kube.server);
+                        r = buf_set_err(err, -EINVAL, "API server URL \"%s\" cannot be parsed", as->kube.server);
                         curl_url_cleanup(u);
-                        r = -EINVAL;
                         goto fail;
                 }
                 curl_url_cleanup(u);
@@ -1064,6 +1064,8 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         *ret_as = as;
         return 0;
 fail:
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* a failure replaces what err held */
         api_source_free(as);
         return r;
 }

@@ -1048,17 +1048,13 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         struct file_source *fs;
         int r = -ENOMEM;
 
-        if (!cfg->path || !cfg->path[0]) {
-                buf_puts(err, "the static pod path is empty");
-                return -EINVAL;
-        }
-        if (!cfg->node_name || !cfg->node_name[0]) {
-                buf_puts(err, "the node name is empty");
-                return -EINVAL;
-        }
+        if (!cfg->path || !cfg->path[0])
+                return buf_set_err(err, -EINVAL, "the static pod path is empty");
+        if (!cfg->node_name || !cfg->node_name[0])
+                return buf_set_err(err, -EINVAL, "the node name is empty");
         fs = calloc(1, sizeof(*fs));
         if (!fs)
-                return -ENOMEM;
+                goto fail;
         fs->loop = loop;
         fs->watcher = watcher;
         fs->ch = ch;
@@ -1086,6 +1082,8 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         *ret_fs = fs;
         return 0;
 fail:
+        if (err)
+                buf_reset(err); /* only memory runs out here */
         file_source_free(fs);
         return r;
 }

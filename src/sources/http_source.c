@@ -382,13 +382,11 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         CURLU *u;
         int r = -ENOMEM;
 
-        if (!cfg->url || !cfg->url[0]) {
-                buf_puts(err, "the manifest URL is empty");
-                return -EINVAL;
-        }
+        if (!cfg->url || !cfg->url[0])
+                return buf_set_err(err, -EINVAL, "the manifest URL is empty");
         u = curl_url();
         if (!u)
-                return -ENOMEM;
+                goto oom;
         {
                 char *scheme = NULL;
                 CURLUcode uc = curl_url_set(u, CURLUPART_URL, cfg->url, 0);
@@ -397,21 +395,21 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                         uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
                 if (uc == CURLUE_OUT_OF_MEMORY) {
                         curl_url_cleanup(u);
-                        return -ENOMEM;
+                        goto oom;
                 }
                 if (uc != CURLUE_OK || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
-                        buf_printf(err, "--manifest-url: \"%s\" is not an http:// or https:// URL",
-                                   uc == CURLUE_OK ? scheme : "(unparsable)");
+                        r = buf_set_err(err, -EINVAL, "--manifest-url: \"%s\" is not an http:// or https:// URL",
+                                        uc == CURLUE_OK ? scheme : "(unparsable)");
                         curl_free(scheme);
                         curl_url_cleanup(u);
-                        return -EINVAL;
+                        return r;
                 }
                 curl_free(scheme);
                 curl_url_cleanup(u);
         }
         hs = calloc(1, sizeof(*hs));
         if (!hs)
-                return -ENOMEM;
+                goto oom;
         hs->loop = loop;
         buf_init(&hs->body);
         hs->cl = cl;
@@ -453,7 +451,11 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         return 0;
 fail:
         http_source_free(hs);
-        return r;
+oom:
+        /* Every failure past the URL checks is for want of memory. */
+        if (err)
+                buf_reset(err); /* a failure replaces what err held */
+        return -ENOMEM;
 }
 
 int http_source_start(struct http_source *hs)

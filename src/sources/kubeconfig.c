@@ -46,21 +46,6 @@ void kube_config_free(struct kube_config *c)
 
 /* ---- helpers over the decoded YAML ------------------------------------------------ */
 
-/* -EINVAL with the message in err, or -ENOMEM if it cannot be written: a
- * file is never refused without saying why. */
-static int say(struct buf *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int say(struct buf *err, const char *fmt, ...)
-{
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = buf_vprintf(err, fmt, ap);
-        va_end(ap);
-        return r < 0 ? -ENOMEM : -EINVAL;
-}
-
 static const char *string_member(json_object *o, const char *key)
 {
         json_object *v = json_get(o, key);
@@ -116,13 +101,13 @@ static int load_pair(json_object *o, const char *field, const char *dir, const c
         snprintf(data_key, sizeof(data_key), "%s-data", field);
         data = string_member(o, data_key);
         if (file && data) {
-                return say(err, "%s: both %s and %s are set (use one)", where, field, data_key);
+                return buf_set_err(err, -EINVAL, "%s: both %s and %s are set (use one)", where, field, data_key);
         }
         if (data) {
                 int r = base64_decode(data, strlen(data), &ret_data->data, &ret_data->len);
 
                 if (r == -EINVAL)
-                        r = say(err, "%s: %s is not valid base64", where, data_key);
+                        r = buf_set_err(err, -EINVAL, "%s: %s is not valid base64", where, data_key);
                 return r;
         }
         if (file) {
@@ -169,14 +154,11 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         if (r == 0)
                 r = yaml_to_json(data, len, &root, &e);
         if (r == 0 && !json_object_is_type(root, json_type_object))
-                r = say(&e, "not a mapping");
+                r = buf_set_err(&e, -EINVAL, "not a mapping");
         if (r == -ENOMEM)
                 goto out;
         if (r < 0) {
-                int m = say(err, "kubeconfig \"%s\": %s", path, e.len ? e.data : "unreadable");
-
-                if (m == -ENOMEM)
-                        r = m;
+                r = buf_set_err(err, r, "kubeconfig \"%s\": %s", path, e.len ? e.data : "unreadable");
                 goto out;
         }
         r = -EINVAL;
@@ -189,37 +171,37 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         }
         ctx_name = context ? context : string_member(root, "current-context");
         if (!ctx_name) {
-                r = say(err, "kubeconfig \"%s\": current-context is not set", path);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": current-context is not set", path);
                 goto out;
         }
         ctx = named_entry(root, "contexts", "context", ctx_name);
         if (!ctx) {
-                r = say(err, "kubeconfig \"%s\": context \"%s\" not found in contexts", path, ctx_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" not found in contexts", path, ctx_name);
                 goto out;
         }
         cluster_name = string_member(ctx, "cluster");
         if (!cluster_name) {
-                r = say(err, "kubeconfig \"%s\": context \"%s\" has no cluster", path, ctx_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" has no cluster", path, ctx_name);
                 goto out;
         }
         cluster = named_entry(root, "clusters", "cluster", cluster_name);
         if (!cluster) {
-                r = say(err, "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters",
-                        path, cluster_name, ctx_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters",
+                                path, cluster_name, ctx_name);
                 goto out;
         }
         user_name = string_member(ctx, "user");
         if (user_name) {
                 user = named_entry(root, "users", "user", user_name);
                 if (!user) {
-                        r = say(err, "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
-                                path, user_name, ctx_name);
+                        r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
+                                        path, user_name, ctx_name);
                         goto out;
                 }
         }
         s = string_member(cluster, "server");
         if (!s) {
-                r = say(err, "kubeconfig \"%s\": cluster \"%s\": server is not set", path, cluster_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server is not set", path, cluster_name);
                 goto out;
         }
         if ((r = normalize_server(s, &c.server)) < 0 || (r = set_dup(&c.context, ctx_name)) < 0)
@@ -230,15 +212,15 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 const char *host = strstr(c.server, "://");
 
                 if (!host || !host[3] || strchr("/?#", host[3])) {
-                        r = say(err, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
-                                cluster_name, s);
+                        r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
+                                        cluster_name, s);
                         goto out;
                 }
         }
         r = -EINVAL;
         if (string_member(cluster, "proxy-url")) {
-                r = say(err, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
-                        cluster_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
+                                cluster_name);
                 goto out;
         }
         if (buf_printf(&where, "kubeconfig \"%s\": cluster \"%s\"", path, cluster_name) < 0) {
@@ -252,9 +234,9 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         v = json_get(cluster, "insecure-skip-tls-verify");
         c.insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
         if (c.insecure && (c.ca_file || c.ca_data.data)) {
-                r = say(err, "%s: certificate-authority and insecure-skip-tls-verify are both set "
-                             "(a root certificate with the insecure flag is not allowed)",
-                        where.data);
+                r = buf_set_err(err, -EINVAL, "%s: certificate-authority and insecure-skip-tls-verify are both set "
+                                "(a root certificate with the insecure flag is not allowed)",
+                                where.data);
                 goto out;
         }
         if ((r = set_dup(&c.tls_server_name, string_member(cluster, "tls-server-name"))) < 0)
@@ -268,8 +250,8 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 }
                 for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
                         if (json_get(user, unsupported_user_fields[i])) {
-                                r = say(err, "%s: %s is not supported (use a token, a token file or a client certificate)",
-                                        where.data, unsupported_user_fields[i]);
+                                r = buf_set_err(err, -EINVAL, "%s: %s is not supported (use a token, a token file or a client certificate)",
+                                                where.data, unsupported_user_fields[i]);
                                 goto out;
                         }
                 }
@@ -280,9 +262,9 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                         goto out;
                 r = -EINVAL;
                 if ((c.cert_file || c.cert_data.data) != (c.key_file || c.key_data.data)) {
-                        r = say(err, "%s: %s is set without %s", where.data,
-                                c.cert_file || c.cert_data.data ? "client-certificate" : "client-key",
-                                c.cert_file || c.cert_data.data ? "client-key" : "client-certificate");
+                        r = buf_set_err(err, -EINVAL, "%s: %s is set without %s", where.data,
+                                        c.cert_file || c.cert_data.data ? "client-certificate" : "client-key",
+                                        c.cert_file || c.cert_data.data ? "client-key" : "client-certificate");
                         goto out;
                 }
                 if ((r = set_dup(&c.token, string_member(user, "token"))) < 0)
@@ -320,7 +302,7 @@ int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struc
         if (!sa_dir)
                 sa_dir = KUBE_SERVICE_ACCOUNT_DIR;
         if (!host || !host[0] || !port || !port[0])
-                return say(err, "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+                return buf_set_err(err, -EINVAL, "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
         /* An IPv6 host gets brackets. */
         if (buf_printf(&b, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port) < 0)
                 goto fail;
@@ -335,7 +317,7 @@ int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struc
         if (!c.server || !c.token_file || !c.ca_file || !c.context)
                 goto fail;
         if (stat(c.token_file, &st) < 0) {
-                r = say(err, "--in-cluster: service account token \"%s\": %s", c.token_file, ERRNO_STR(errno));
+                r = buf_set_err(err, -EINVAL, "--in-cluster: service account token \"%s\": %s", c.token_file, ERRNO_STR(errno));
                 goto fail;
         }
         /* client-go falls back to the system roots when ca.crt is missing. */

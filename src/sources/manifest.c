@@ -60,13 +60,28 @@ struct errs {
         bool oom;
 };
 
-static void errs_vadd(struct errs *e, const char *path, const char *fmt, va_list ap)
+/* Counts one more error; true when its text is to be written to e->b
+ * next.  The first error replaces what b held (the convention of
+ * podmux/buf.h: a failure's message is the only one in err). */
+static bool errs_next(struct errs *e)
 {
         e->n++;
         if (!e->b)
+                return false;
+        if (e->n == 1) {
+                buf_reset(e->b);
+        } else if (buf_puts(e->b, "; ") < 0) {
+                e->oom = true;
+                return false;
+        }
+        return true;
+}
+
+static void errs_vadd(struct errs *e, const char *path, const char *fmt, va_list ap)
+{
+        if (!errs_next(e))
                 return;
-        if ((e->n > 1 && buf_puts(e->b, "; ") < 0) ||
-            (path && *path && (buf_puts(e->b, path) < 0 || buf_puts(e->b, ": ") < 0)) ||
+        if ((path && *path && (buf_puts(e->b, path) < 0 || buf_puts(e->b, ": ") < 0)) ||
             buf_vprintf(e->b, fmt, ap) < 0)
                 e->oom = true;
 }
@@ -87,10 +102,9 @@ static void errs_add(struct errs *e, const char *path, const char *fmt, ...)
 static void errs_value(struct errs *e, const char *path, const char *what,
                        const char *value, const char *tail)
 {
-        e->n++;
-        if (!e->b)
+        if (!errs_next(e))
                 return;
-        if ((e->n > 1 && buf_puts(e->b, "; ") < 0) || buf_printf(e->b, "%s: %s: ", path, what) < 0 ||
+        if (buf_printf(e->b, "%s: %s: ", path, what) < 0 ||
             buf_json_string(e->b, value, strlen(value)) < 0 || (tail && buf_puts(e->b, tail) < 0))
                 e->oom = true;
 }
@@ -1549,26 +1563,9 @@ static bool api_object_reference(json_object *pod, const struct unknown_volume *
 
 /* ---- the pipeline ------------------------------------------------------ */
 
-static int fail(struct buf *err, int code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-/* code, or -ENOMEM when the message cannot be written: a manifest is
- * never rejected without its reason (the caller retries instead). */
-static int fail(struct buf *err, int code, const char *fmt, ...)
-{
-        va_list ap;
-        int r;
-
-        if (err) {
-                buf_reset(err);
-                va_start(ap, fmt);
-                r = buf_vprintf(err, fmt, ap);
-                va_end(ap);
-                if (r < 0)
-                        return -ENOMEM;
-        }
-        return code;
-}
+/* Failures are reported with buf_set_err(): code, or -ENOMEM when the
+ * message cannot be written, so a manifest is never rejected without its
+ * reason (the caller retries instead). */
 
 /* Steps 3-10 on one pod object (a manifest or a PodList item), in place.
  * Errors go to msg (appended); unknown members to unknown, their paths
@@ -1653,28 +1650,28 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         bool bad;
 
         if (!json_object_is_type(root, json_type_object))
-                return fail(err, -EINVAL,
+                return buf_set_err(err, -EINVAL,
                             "a manifest must be a YAML mapping or JSON object (got %s)",
                             json_type_word(root));
         kind = str_member(root, "kind", &bad);
         if (bad)
-                return fail(err, -EINVAL, "kind: Invalid type: expected string, got %s",
+                return buf_set_err(err, -EINVAL, "kind: Invalid type: expected string, got %s",
                             json_type_word(json_get(root, "kind")));
         if (!*kind)
-                return fail(err, -EINVAL, "Object 'Kind' is missing");
+                return buf_set_err(err, -EINVAL, "Object 'Kind' is missing");
         version = str_member(root, "apiVersion", &bad);
         if (bad)
-                return fail(err, -EINVAL, "apiVersion: Invalid type: expected string, got %s",
+                return buf_set_err(err, -EINVAL, "apiVersion: Invalid type: expected string, got %s",
                             json_type_word(json_get(root, "apiVersion")));
         if (strcmp(kind, "Pod") != 0 && !(allow_list && strcmp(kind, "PodList") == 0)) {
                 if (allow_list)
-                        return fail(err, -EINVAL, "neither a Pod nor a PodList: kind %s", kind);
-                return fail(err, -EINVAL, "not a pod: kind %s", kind);
+                        return buf_set_err(err, -EINVAL, "neither a Pod nor a PodList: kind %s", kind);
+                return buf_set_err(err, -EINVAL, "not a pod: kind %s", kind);
         }
         if (!*version)
-                return fail(err, -EINVAL, "Object 'apiVersion' is missing");
+                return buf_set_err(err, -EINVAL, "Object 'apiVersion' is missing");
         if (strcmp(version, "v1") != 0)
-                return fail(err, -EINVAL, "no kind \"%s\" is registered for version \"%s\"", kind,
+                return buf_set_err(err, -EINVAL, "no kind \"%s\" is registered for version \"%s\"", kind,
                             version);
         *ret_kind = strcmp(kind, "Pod") == 0 ? "Pod" : "PodList";
         return 0;
@@ -1685,13 +1682,11 @@ static int parse(const char *data, size_t len, json_object **ret_root, struct bu
         int r;
 
         if (len >= MANIFEST_MAX_BYTES)
-                return fail(err, -EFBIG, "manifest too large (%zu bytes, limit %u)", len,
+                return buf_set_err(err, -EFBIG, "manifest too large (%zu bytes, limit %u)", len,
                             MANIFEST_MAX_BYTES);
-        if (err)
-                buf_reset(err);
         r = yaml_to_json(data, len, ret_root, err);
         if (r == -ENODATA)
-                return fail(err, r, "empty manifest: no YAML or JSON document");
+                return buf_set_err(err, r, "empty manifest: no YAML or JSON document");
         return r;
 }
 
@@ -1754,15 +1749,13 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
         }
         items = json_object_get(json_object_object_get(root, "items"));
         if (items && !json_object_is_type(items, json_type_array)) {
-                r = fail(err, -EINVAL, "items: Invalid type: expected array, got %s",
+                r = buf_set_err(err, -EINVAL, "items: Invalid type: expected array, got %s",
                          json_type_word(items));
                 goto done;
         }
         /* The list's own members (metadata, unknown ones) first; the items
          * one by one below, so their errors read "items[i]: <path>: ...". */
         json_object_object_del(root, "items");
-        if (err)
-                buf_reset(err);
         r = v1_normalize(root, &v1_types[V1_TYPE_POD_LIST], "", ret_unknown, err);
         if (r < 0)
                 goto done;
@@ -1771,7 +1764,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 json_object *item = json_object_array_get_idx(items, i);
 
                 if (!json_object_is_type(item, json_type_object)) {
-                        r = fail(err, -EINVAL,
+                        r = buf_set_err(err, -EINVAL,
                                  "items[%zu]: Invalid type: expected object, got %s", i,
                                  json_type_word(item));
                         goto done;
@@ -1781,7 +1774,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 r = decode_one(item, ctx, where, ret_unknown, &msg);
                 if (r < 0) {
                         if (r != -ENOMEM)
-                                r = fail(err, r, "items[%zu]: %s", i, msg.data);
+                                r = buf_set_err(err, r, "items[%zu]: %s", i, msg.data);
                         goto done;
                 }
                 if (json_object_array_add(out, json_object_get(item)) != 0) {
@@ -1805,6 +1798,3 @@ done:
         buf_free(&msg);
         return r;
 }
-
-/* ---- reading files ----------------------------------------------------- */
-

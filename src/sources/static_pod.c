@@ -113,6 +113,8 @@ int static_pod_decode_body(const char *data, size_t len, const char *url, const 
         pods = NULL;
         r = 0;
 out:
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* a failure replaces what err held */
         if (r < 0 && ret_unknown)
                 v1_unknown_clear(ret_unknown);
         static_pod_pods_free(pods, n);

@@ -56,7 +56,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,23 +202,6 @@ struct stream_server {
         gid_t *allow_gids;
         size_t n_allow_gids;
 };
-
-/* ---- errors ------------------------------------------------------------ */
-
-static void set_err(struct buf *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static void set_err(struct buf *err, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (!err)
-                return;
-        buf_reset(err);
-        va_start(ap, fmt);
-        (void)buf_vprintf(err, fmt, ap);
-        va_end(ap);
-}
 
 /* ---- message blocks ---------------------------------------------------- */
 
@@ -1297,13 +1279,13 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         struct stream_server *srv = NULL;
         int r;
 
-        if (!loop || !cfg || !cfg->socket_path || !cfg->socket_path[0]) {
-                set_err(err, "no socket path");
-                return -EINVAL;
-        }
+        if (!loop || !cfg || !cfg->socket_path || !cfg->socket_path[0])
+                return buf_set_err(err, -EINVAL, "no socket path");
         srv = calloc(1, sizeof(*srv));
-        if (!srv)
-                return -ENOMEM;
+        if (!srv) {
+                r = -ENOMEM;
+                goto oom;
+        }
         srv->lis.fd = -1;
         srv->reserve_fd = -1;
         srv->loop = loop;
@@ -1345,18 +1327,17 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
             !srv->plugins ||
             srv->n_allow_uids != cfg->n_allow_uids || srv->n_allow_gids != cfg->n_allow_gids) {
                 r = -ENOMEM;
-                goto fail;
+                goto oom;
         }
         r = loop_timer_new(loop, flush_all, srv, &srv->flush_timer);
         if (r < 0)
-                goto fail;
+                goto oom;
         r = loop_timer_new(loop, accept_retry, srv, &srv->accept_timer);
         if (r < 0)
-                goto fail;
-        buf_reset(err);
+                goto oom;
         r = reserve_take(srv);
         if (r < 0) {
-                set_err(err, "cannot open %s for the spare descriptor: %s", RESERVE_PATH, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot open %s for the spare descriptor: %s", RESERVE_PATH, ERRNO_STR(r));
                 goto fail;
         }
         r = unix_listen(srv->path, cfg->socket_mode ? cfg->socket_mode : STREAM_DEFAULT_SOCKET_MODE,
@@ -1365,11 +1346,14 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
                 goto fail;
         r = loop_io_add(loop, srv->lis.fd, EPOLLIN, listener_io, srv, &srv->io);
         if (r < 0) {
-                set_err(err, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "socket \"%s\": %s", srv->path, ERRNO_STR(r));
                 goto fail;
         }
         *ret_srv = srv;
         return 0;
+oom:
+        if (err)
+                buf_reset(err); /* a failure replaces what err held */
 fail:
         stream_server_free(srv);
         return r;

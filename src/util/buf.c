@@ -250,6 +250,25 @@ void buf_consume(struct buf *b, size_t n)
         b->data[b->len] = '\0';
 }
 
+int buf_set_err(struct buf *err, int code, const char *fmt, ...)
+{
+        struct buf msg = BUF_INIT;
+        va_list ap;
+        int r;
+
+        if (!err)
+                return code;
+        /* Written aside first: an argument may be err's own text. */
+        va_start(ap, fmt);
+        r = buf_vprintf(&msg, fmt, ap);
+        va_end(ap);
+        buf_free(err);
+        if (r < 0)
+                return -ENOMEM;
+        *err = msg;
+        return code;
+}
+
 int buf_json_time(struct buf *b, uint64_t wall_usec)
 {
         char text[CLOCK_RFC3339_MAX];

@@ -3,7 +3,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -11,26 +10,6 @@
 
 #include "podmux/file.h"
 #include "podmux/str.h"
-
-static int fail(struct buf *err, int code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-/* code, or -ENOMEM when the message cannot be written. */
-static int fail(struct buf *err, int code, const char *fmt, ...)
-{
-        va_list ap;
-        int r;
-
-        if (err) {
-                buf_reset(err);
-                va_start(ap, fmt);
-                r = buf_vprintf(err, fmt, ap);
-                va_end(ap);
-                if (r < 0)
-                        return -ENOMEM;
-        }
-        return code;
-}
 
 const char *file_kind(mode_t m)
 {
@@ -51,9 +30,9 @@ const char *file_kind(mode_t m)
 static int check_file(const struct stat *st, size_t limit, struct buf *err)
 {
         if (!S_ISREG(st->st_mode))
-                return fail(err, -EINVAL, "is %s, not a regular file", file_kind(st->st_mode));
+                return buf_set_err(err, -EINVAL, "is %s, not a regular file", file_kind(st->st_mode));
         if ((uint64_t)st->st_size >= limit)
-                return fail(err, -EFBIG, "file too large (%lld bytes, limit %zu)", (long long)st->st_size, limit);
+                return buf_set_err(err, -EFBIG, "file too large (%lld bytes, limit %zu)", (long long)st->st_size, limit);
         return 0;
 }
 
@@ -69,7 +48,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
          * the path may have changed in between. */
         if (stat(path, &st) < 0) {
                 r = -errno;
-                r = fail(err, r, "%s", ERRNO_STR(r));
+                r = buf_set_err(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
         if ((r = check_file(&st, limit, err)) < 0)
@@ -79,12 +58,12 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 r = -errno;
-                r = fail(err, r, "%s", ERRNO_STR(r));
+                r = buf_set_err(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                r = fail(err, r, "%s", ERRNO_STR(r));
+                r = buf_set_err(err, r, "%s", ERRNO_STR(r));
                 goto out;
         }
         if ((r = check_file(&st, limit, err)) < 0)
@@ -106,7 +85,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
 
                 if (len == cap - 1) {
                         if (len >= limit) {
-                                r = fail(err, -EFBIG,
+                                r = buf_set_err(err, -EFBIG,
                                          "file too large (at least %zu bytes, limit %zu)",
                                          len, limit);
                                 goto out;
@@ -124,7 +103,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                         if (errno == EINTR || errno == EAGAIN)
                                 continue;
                         r = -errno;
-                        r = fail(err, r, "read: %s", ERRNO_STR(r));
+                        r = buf_set_err(err, r, "read: %s", ERRNO_STR(r));
                         goto out;
                 }
                 if (n == 0)
@@ -132,7 +111,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                 len += (size_t)n;
         }
         if (len >= limit) {
-                r = fail(err, -EFBIG, "file too large (%zu bytes, limit %zu)", len,
+                r = buf_set_err(err, -EFBIG, "file too large (%zu bytes, limit %zu)", len,
                          limit);
                 goto out;
         }

@@ -32,14 +32,9 @@ struct parser {
  * be taken for the input's fault). */
 static int fail(struct parser *p, const char *what)
 {
-        if (p->pos >= p->len) {
-                if (p->err && buf_puts(p->err, "unexpected end of JSON input") < 0)
-                        return -ENOMEM;
-                return -EAGAIN;
-        }
-        if (p->err && buf_printf(p->err, "byte %zu: %s", p->pos, what) < 0)
-                return -ENOMEM;
-        return -EINVAL;
+        if (p->pos >= p->len)
+                return buf_set_err(p->err, -EAGAIN, "unexpected end of JSON input");
+        return buf_set_err(p->err, -EINVAL, "byte %zu: %s", p->pos, what);
 }
 
 static void skip_ws(struct parser *p)
@@ -497,13 +492,12 @@ static int run(struct parser *p, json_object **ret_obj)
         json_object *o = NULL;
         int r;
 
-        if (p->len > (size_t)INT32_MAX) {
-                if (p->err && buf_puts(p->err, "JSON text too large") < 0)
-                        return -ENOMEM;
-                return -EFBIG;
-        }
+        if (p->len > (size_t)INT32_MAX)
+                return buf_set_err(p->err, -EFBIG, "JSON text too large");
         r = parse_value(p, 0, &o);
         buf_free(&p->scratch);
+        if (r == -ENOMEM && p->err)
+                buf_reset(p->err); /* a failure replaces what err held */
         if (r < 0)
                 return r;
         *ret_obj = o;
@@ -537,9 +531,7 @@ int json_parse(const char *text, size_t len, unsigned max_depth, json_object **r
         skip_ws(&p);
         if (p.pos < len) {
                 json_object_put(o);
-                if (err && buf_printf(err, "byte %zu: unexpected data after the JSON value", p.pos) < 0)
-                        return -ENOMEM;
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL, "byte %zu: unexpected data after the JSON value", p.pos);
         }
         *ret_obj = o;
         return 0;

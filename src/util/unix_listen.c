@@ -69,7 +69,7 @@ static int check_dir(const char *path, struct buf *err)
         }
         r = stat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
         if (r < 0)
-                buf_printf(err, "socket \"%s\": directory \"%s\": %s", path, dir, ERRNO_STR(r));
+                r = buf_set_err(err, r, "socket \"%s\": directory \"%s\": %s", path, dir, ERRNO_STR(r));
         free(dir);
         return r;
 }
@@ -121,7 +121,7 @@ static int create_lock(const char *lock_path, int *ret_fd, struct buf *err)
         fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
         if (fd < 0) {
                 r = -errno;
-                buf_printf(err, "cannot create lock file \"%s\": %s", lock_path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot create lock file \"%s\": %s", lock_path, ERRNO_STR(r));
                 free(tmp);
                 return r;
         }
@@ -129,17 +129,17 @@ static int create_lock(const char *lock_path, int *ret_fd, struct buf *err)
         w = pwrite(fd, text, (size_t)len, 0);
         if (w != len) {
                 r = w < 0 ? -errno : -EIO;
-                buf_printf(err, "cannot write our pid to lock file \"%s\": %s", lock_path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot write our pid to lock file \"%s\": %s", lock_path, ERRNO_STR(r));
                 goto out;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
                 r = -errno;
-                buf_printf(err, "cannot lock \"%s\": %s", lock_path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot lock \"%s\": %s", lock_path, ERRNO_STR(r));
                 goto out;
         }
         r = link(tmp, lock_path) < 0 ? -errno : 0;
         if (r < 0 && r != -EEXIST)
-                buf_printf(err, "cannot create lock file \"%s\": %s", lock_path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot create lock file \"%s\": %s", lock_path, ERRNO_STR(r));
 out:
         (void)unlink(tmp);
         free(tmp);
@@ -182,23 +182,23 @@ static int take_lock(struct unix_listener *l, struct buf *err)
                         r = -errno;
                         if (r == -ELOOP) {
                                 r = -EEXIST;
-                                buf_printf(err, "\"%s\" is a symbolic link; not using it as the lock file",
-                                           l->lock_path);
+                                r = buf_set_err(err, r, "\"%s\" is a symbolic link; not using it as the lock file",
+                                                l->lock_path);
                         } else {
-                                buf_printf(err, "cannot open lock file \"%s\": %s", l->lock_path,
-                                           ERRNO_STR(r));
+                                r = buf_set_err(err, r, "cannot open lock file \"%s\": %s", l->lock_path,
+                                                ERRNO_STR(r));
                         }
                         return r;
                 }
                 if (fstat(fd, &st) < 0) {
                         r = -errno;
-                        buf_printf(err, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                        r = buf_set_err(err, r, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
                         goto fail;
                 }
                 if (!S_ISREG(st.st_mode)) {
                         r = -EEXIST;
-                        buf_printf(err, "\"%s\" is not a regular file; not using it as the lock file",
-                                   l->lock_path);
+                        r = buf_set_err(err, r, "\"%s\" is not a regular file; not using it as the lock file",
+                                        l->lock_path);
                         goto fail;
                 }
                 if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -206,15 +206,15 @@ static int take_lock(struct unix_listener *l, struct buf *err)
 
                         r = -errno;
                         if (r != -EWOULDBLOCK) {
-                                buf_printf(err, "cannot lock \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                                r = buf_set_err(err, r, "cannot lock \"%s\": %s", l->lock_path, ERRNO_STR(r));
                                 goto fail;
                         }
                         pid = read_holder_pid(fd);
                         close(fd);
                         fd = -1;
                         if (pid > 0 && pid_alive(pid)) {
-                                buf_printf(err, "another podmux (pid %ld) serves %s", pid, l->path);
-                                return -EADDRINUSE;
+                                return buf_set_err(err, -EADDRINUSE, "another podmux (pid %ld) serves %s", pid,
+                                                   l->path);
                         }
                         held = true;
                         sched_yield(); /* let it finish removing the file */
@@ -227,23 +227,20 @@ static int take_lock(struct unix_listener *l, struct buf *err)
                 if (lstat(l->lock_path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
                     unlink(l->lock_path) < 0 && errno != ENOENT) {
                         r = -errno;
-                        buf_printf(err, "cannot remove stale lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                        r = buf_set_err(err, r, "cannot remove stale lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
                         goto fail;
                 }
                 close(fd);
                 fd = -1;
         }
-        if (held) {
-                buf_printf(err, "another podmux (unknown pid) serves %s", l->path);
-                return -EADDRINUSE;
-        }
-        buf_printf(err, "lock file \"%s\" was replaced %d times while we took it; giving up", l->lock_path,
-                   LOCK_TRIES);
-        return -EAGAIN;
+        if (held)
+                return buf_set_err(err, -EADDRINUSE, "another podmux (unknown pid) serves %s", l->path);
+        return buf_set_err(err, -EAGAIN, "lock file \"%s\" was replaced %d times while we took it; giving up",
+                           l->lock_path, LOCK_TRIES);
 locked:
         if (fstat(fd, &st) < 0) {
                 r = -errno;
-                buf_printf(err, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
                 (void)unlink(l->lock_path);
                 goto fail;
         }
@@ -267,13 +264,11 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, struct buf
         if (lstat(path, &st) < 0) {
                 r = errno == ENOENT ? 0 : -errno;
                 if (r < 0)
-                        buf_printf(err, "socket \"%s\": %s", path, ERRNO_STR(r));
+                        r = buf_set_err(err, r, "socket \"%s\": %s", path, ERRNO_STR(r));
                 return r;
         }
-        if (!S_ISSOCK(st.st_mode)) {
-                buf_printf(err, "\"%s\" exists and is not a socket; not replacing it", path);
-                return -EEXIST;
-        }
+        if (!S_ISSOCK(st.st_mode))
+                return buf_set_err(err, -EEXIST, "\"%s\" exists and is not a socket; not replacing it", path);
         /* The lock says no podmux is using the file.  Something that does
          * not take the lock (another program, an older podmux) may still
          * listen on it: that one answers, and we leave it alone.  One that
@@ -282,21 +277,21 @@ static int clear_path(const char *path, const struct sockaddr_un *sa, struct buf
         probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (probe < 0) {
                 r = -errno;
-                buf_printf(err, "socket: %s", ERRNO_STR(r));
+                r = buf_set_err(err, r, "socket: %s", ERRNO_STR(r));
                 return r;
         }
         if (connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno == EAGAIN ||
             errno == EINPROGRESS) {
                 /* EAGAIN: its backlog is full, it is alive. */
                 r = -EADDRINUSE;
-                buf_printf(err, "a process that is not podmux is listening on %s; not replacing it", path);
+                r = buf_set_err(err, r, "a process that is not podmux is listening on %s; not replacing it", path);
         } else if (errno == ECONNREFUSED) {
                 r = unlink(path) < 0 && errno != ENOENT ? -errno : 0;
                 if (r < 0)
-                        buf_printf(err, "cannot remove stale socket \"%s\": %s", path, ERRNO_STR(r));
+                        r = buf_set_err(err, r, "cannot remove stale socket \"%s\": %s", path, ERRNO_STR(r));
         } else if (errno != ENOENT) {
                 r = -errno;
-                buf_printf(err, "cannot check socket \"%s\": %s", path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot check socket \"%s\": %s", path, ERRNO_STR(r));
         } else {
                 r = 0;
         }
@@ -312,17 +307,15 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
         size_t len = strlen(path);
         int r;
 
-        buf_reset(err);
         memset(&sa, 0, sizeof(sa));
         sa.sun_family = AF_UNIX;
-        if (len >= sizeof(sa.sun_path)) {
-                buf_printf(err, "socket path \"%s\" is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
-                return -ENAMETOOLONG;
-        }
+        if (len >= sizeof(sa.sun_path))
+                return buf_set_err(err, -ENAMETOOLONG, "socket path \"%s\" is longer than %zu bytes", path,
+                                   sizeof(sa.sun_path) - 1);
         memcpy(sa.sun_path, path, len + 1);
         r = check_dir(path, err);
         if (r < 0)
-                return r;
+                goto fail;
         l.path = strdup(path);
         l.lock_path = malloc(len + sizeof(UNIX_LISTEN_LOCK_SUFFIX));
         if (!l.path || !l.lock_path) {
@@ -340,20 +333,20 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
         l.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (l.fd < 0) {
                 r = -errno;
-                buf_printf(err, "socket: %s", ERRNO_STR(r));
+                r = buf_set_err(err, r, "socket: %s", ERRNO_STR(r));
                 goto fail;
         }
         if (bind(l.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
                 if (r == -EADDRINUSE)
-                        buf_printf(err, "a process that is not podmux created %s while we replaced it", path);
+                        r = buf_set_err(err, r, "a process that is not podmux created %s while we replaced it", path);
                 else
-                        buf_printf(err, "cannot bind socket \"%s\": %s", path, ERRNO_STR(r));
+                        r = buf_set_err(err, r, "cannot bind socket \"%s\": %s", path, ERRNO_STR(r));
                 goto fail;
         }
         if (lstat(path, &st) < 0) {
                 r = -errno;
-                buf_printf(err, "socket \"%s\": %s", path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "socket \"%s\": %s", path, ERRNO_STR(r));
                 goto fail;
         }
         l.bound = true;
@@ -361,22 +354,24 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
         l.ino = st.st_ino;
         if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
                 r = -errno;
-                buf_printf(err, "cannot set group %u on socket \"%s\": %s", (unsigned)gid, path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot set group %u on socket \"%s\": %s", (unsigned)gid, path, ERRNO_STR(r));
                 goto fail;
         }
         if (chmod(path, mode) < 0) {
                 r = -errno;
-                buf_printf(err, "cannot set mode %04o on socket \"%s\": %s", (unsigned)mode, path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot set mode %04o on socket \"%s\": %s", (unsigned)mode, path, ERRNO_STR(r));
                 goto fail;
         }
         if (listen(l.fd, SOMAXCONN) < 0) {
                 r = -errno;
-                buf_printf(err, "cannot listen on socket \"%s\": %s", path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot listen on socket \"%s\": %s", path, ERRNO_STR(r));
                 goto fail;
         }
         *ret = l;
         return 0;
 fail:
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* a failure replaces what err held */
         if (!l.path) {
                 free(l.lock_path);
                 return r;

@@ -45,20 +45,19 @@ static bool next_number(const char **p, const char *end, uint64_t *ret)
         return ok;
 }
 
-/* err gets "what" with the quoted string(s); a failure to write it is
- * not reported (the result is -EINVAL either way). */
+/* -EINVAL with "what" and the quoted string(s) in place of what err held,
+ * or -ENOMEM (err empty) when that cannot be written. */
 static int fail(struct buf *err, const char *what, const char *part, size_t plen, const char *s)
 {
         if (!err)
                 return -EINVAL;
-        (void)buf_puts(err, what);
-        if (part) {
-                (void)buf_putc(err, ' ');
-                (void)buf_json_string(err, part, plen);
-                (void)buf_puts(err, " in");
+        buf_reset(err);
+        if (buf_puts(err, what) < 0 ||
+            (part && (buf_putc(err, ' ') < 0 || buf_json_string(err, part, plen) < 0 || buf_puts(err, " in") < 0)) ||
+            buf_putc(err, ' ') < 0 || buf_json_string(err, s, strlen(s)) < 0) {
+                buf_reset(err);
+                return -ENOMEM;
         }
-        (void)buf_putc(err, ' ');
-        (void)buf_json_string(err, s, strlen(s));
         return -EINVAL;
 }
 
@@ -163,11 +162,8 @@ int version_highest_supported(char *const *versions, size_t n, struct version *r
         size_t best_i = 0;
         bool found = false;
 
-        if (n == 0) {
-                if (err)
-                        (void)buf_puts(err, "empty array for supported versions");
-                return -EINVAL;
-        }
+        if (n == 0)
+                return buf_set_err(err, -EINVAL, "empty array for supported versions");
         /* From the last to the first; an equal one later in this walk
          * does not replace the one kept. */
         for (size_t k = n; k-- > 0;) {
@@ -180,17 +176,22 @@ int version_highest_supported(char *const *versions, size_t n, struct version *r
                 }
         }
         if (!found || version_component(&best, 0) != 1) {
-                if (err) {
-                        (void)buf_puts(err, "could not find a supported version (1.x) among");
-                        for (size_t k = 0; k < n; k++) {
-                                (void)buf_puts(err, k ? ", " : " ");
-                                (void)buf_json_string(err, versions[k], strlen(versions[k]));
-                        }
-                }
+                if (!err)
+                        return -EINVAL;
+                buf_reset(err);
+                if (buf_puts(err, "could not find a supported version (1.x) among") < 0)
+                        goto oom;
+                for (size_t k = 0; k < n; k++)
+                        if (buf_puts(err, k ? ", " : " ") < 0 ||
+                            buf_json_string(err, versions[k], strlen(versions[k])) < 0)
+                                goto oom;
                 return -EINVAL;
         }
         *ret = best;
         if (ret_index)
                 *ret_index = best_i;
         return 0;
+oom:
+        buf_reset(err);
+        return -ENOMEM;
 }

@@ -1008,8 +1008,11 @@ int yaml_to_json(const char *text, size_t len, json_object **ret_obj, struct buf
         int r;
 
         r = conv_init(&c, text ? text : "", text ? len : 0, err);
-        if (r < 0)
+        if (r < 0) {
+                if (err)
+                        buf_reset(err);
                 return r;
+        }
         r = check_binary(&c);
         while (r == 0 && !done) {
                 if (!yaml_parser_parse(&c.parser, &ev)) {
@@ -1049,19 +1052,15 @@ int yaml_to_json(const char *text, size_t len, json_object **ret_obj, struct buf
                 }
                 yaml_event_delete(&ev);
         }
-        if (r == 0 && (!in_doc || !c.root)) {
-                r = -ENODATA;
-                if (err) {
-                        buf_reset(err);
-                        if (buf_puts(err, "empty document") < 0)
-                                r = -ENOMEM;
-                }
-        }
+        if (r == 0 && (!in_doc || !c.root))
+                r = buf_set_err(err, -ENODATA, "empty document");
         if (r == 0) {
                 *ret_obj = c.root;
                 c.root = NULL;
         }
         conv_free(&c);
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* a failure replaces what err held */
         return r;
 }
 
@@ -1072,8 +1071,11 @@ int yaml_count_documents(const char *text, size_t len, struct buf *err)
         int r, n = 0;
 
         r = conv_init(&c, text ? text : "", text ? len : 0, err);
-        if (r < 0)
+        if (r < 0) {
+                if (err)
+                        buf_reset(err);
                 return r;
+        }
         r = check_binary(&c);
         while (r == 0) {
                 if (!yaml_parser_parse(&c.parser, &ev)) {
@@ -1089,5 +1091,7 @@ int yaml_count_documents(const char *text, size_t len, struct buf *err)
                 yaml_event_delete(&ev);
         }
         conv_free(&c);
+        if (r == -ENOMEM && err)
+                buf_reset(err);
         return r < 0 ? r : n;
 }
