@@ -192,8 +192,7 @@ static int parse_size(const char *flag, const char *v, size_t min, size_t *ret, 
         errno = 0;
         n = strtoull(v, &end, 10);
         if (errno || end == v || *end || v[0] == '-' || n < min) {
-                buf_printf(err, "--%s: invalid value \"%s\" (a whole number >= %zu)", flag, v, min);
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL, "--%s: invalid value \"%s\" (a whole number >= %zu)", flag, v, min);
         }
         *ret = (size_t)n;
         return 0;
@@ -204,9 +203,9 @@ static int parse_duration_flag(const char *flag, const char *v, uint64_t *ret, s
         uint64_t us;
 
         if (duration_parse(v, &us) < 0 || us == 0) {
-                buf_printf(err, "--%s: invalid duration \"%s\" (use Go syntax like 20s or 1m30s, greater than 0)",
-                           flag, v);
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL,
+                                   "--%s: invalid duration \"%s\" (use Go syntax like 20s or 1m30s, greater than 0)",
+                                   flag, v);
         }
         *ret = us;
         return 0;
@@ -242,9 +241,9 @@ int options_add_headers(struct options *o, const char *spec, struct buf *err)
                 const char *colon = memchr(p, ':', (size_t)(end - p));
 
                 if (!colon || colon == p) {
-                        buf_printf(err, "--manifest-url-header: invalid entry \"%.*s\" (want key:value)",
-                                   (int)(end - p), p);
-                        return -EINVAL;
+                        return buf_set_err(err, -EINVAL,
+                                           "--manifest-url-header: invalid entry \"%.*s\" (want key:value)",
+                                           (int)(end - p), p);
                 }
                 if (add_header(o, p, (size_t)(colon - p), colon + 1, (size_t)(end - colon - 1)) < 0)
                         return -ENOMEM;
@@ -271,9 +270,9 @@ static int parse_ids(const char *flag, const char *v, unsigned **ret, size_t *re
                 errno = 0;
                 id = strtoul(p, &end, 10);
                 if (errno || end == p || (*end && *end != ',') || id > 0xfffffffeul || *p == '-') {
-                        buf_printf(err, "--%s: invalid id list \"%s\" (numbers separated by commas)", flag, v);
                         free(ids);
-                        return -EINVAL;
+                        return buf_set_err(err, -EINVAL, "--%s: invalid id list \"%s\" (numbers separated by commas)",
+                                           flag, v);
                 }
                 tmp = realloc(ids, (n + 1) * sizeof(*ids));
                 if (!tmp) {
@@ -285,8 +284,7 @@ static int parse_ids(const char *flag, const char *v, unsigned **ret, size_t *re
                 p = *end ? end + 1 : end;
         }
         if (n == 0) {
-                buf_printf(err, "--%s: empty id list", flag);
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL, "--%s: empty id list", flag);
         }
         free(*ret);
         *ret = ids;
@@ -307,8 +305,7 @@ static int parse_group(const char *v, gid_t *ret, struct buf *err)
                 return 0;
         }
         if (getgrnam_r(v, &gr, scratch, sizeof(scratch), &res) != 0 || !res) {
-                buf_printf(err, "--socket-group: no group named \"%s\"", v);
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL, "--socket-group: no group named \"%s\"", v);
         }
         *ret = gr.gr_gid;
         return 0;
@@ -345,7 +342,7 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 r = -EINVAL;
         }
         if (r < 0) {
-                buf_printf(err, "--config \"%s\": %s", o->config_file, e.len ? e.data : "invalid");
+                r = buf_set_err(err, r, "--config \"%s\": %s", o->config_file, e.len ? e.data : "invalid");
                 goto out;
         }
 #define CFG_STRING(key, slot, flagged)                                              \
@@ -354,18 +351,18 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 if ((r = str_set(&(slot), json_object_get_string(v))) < 0)              \
                         goto out;                                                       \
         }
-#define CFG_DURATION(key, slot, flagged)                                             \
-        if (!(flagged) && json_object_object_get_ex(cfg, key, &v)) {                    \
-                uint64_t us;                                                            \
-                if (!json_object_is_type(v, json_type_string) ||                        \
-                    duration_parse(json_object_get_string(v), &us) < 0 || us == 0) {   \
-                        buf_printf(err, "--config \"%s\": %s: invalid duration %s",   \
-                                   o->config_file, key,                                 \
-                                   json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE)); \
-                        r = -EINVAL;                                                    \
-                        goto out;                                                       \
-                }                                                                       \
-                slot = us;                                                              \
+#define CFG_DURATION(key, slot, flagged)                                                                               \
+        if (!(flagged) && json_object_object_get_ex(cfg, key, &v)) {                                                   \
+                uint64_t us;                                                                                           \
+                if (!json_object_is_type(v, json_type_string) || duration_parse(json_object_get_string(v), &us) < 0 || \
+                    us == 0) {                                                                                         \
+                        const char *t_ = json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE);            \
+                        r = t_ ? buf_set_err(err, -EINVAL, "--config \"%s\": %s: invalid duration %s", o->config_file, \
+                                             key, t_)                                                                  \
+                               : (buf_reset(err), -ENOMEM);                                                            \
+                        goto out;                                                                                      \
+                }                                                                                                      \
+                slot = us;                                                                                             \
         }
         CFG_STRING("staticPodPath", o->pod_manifest_path, set->path);
         CFG_STRING("staticPodURL", o->manifest_url, set->url);
@@ -375,9 +372,9 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
 #undef CFG_DURATION
         if (!set->headers && json_object_object_get_ex(cfg, "staticPodURLHeader", &v)) {
                 if (!json_object_is_type(v, json_type_object)) {
-                        buf_printf(err, "--config \"%s\": staticPodURLHeader must be a map of name to list of values",
-                                   o->config_file);
-                        r = -EINVAL;
+                        r = buf_set_err(err, -EINVAL,
+                                        "--config \"%s\": staticPodURLHeader must be a map of name to list of values",
+                                        o->config_file);
                         goto out;
                 }
                 json_object_object_foreach(v, name, vals) {
@@ -385,9 +382,8 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                                            ? json_object_array_length(vals) : 0;
 
                         if (!json_object_is_type(vals, json_type_array)) {
-                                buf_printf(err, "--config \"%s\": staticPodURLHeader.%s must be a list",
-                                           o->config_file, name);
-                                r = -EINVAL;
+                                r = buf_set_err(err, -EINVAL, "--config \"%s\": staticPodURLHeader.%s must be a list",
+                                                o->config_file, name);
                                 goto out;
                         }
                         for (size_t i = 0; i < n; i++) {
@@ -397,9 +393,10 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                                  * null (a NULL object) or a number is an
                                  * error, not a value. */
                                 if (!json_object_is_type(s, json_type_string)) {
-                                        buf_printf(err, "--config \"%s\": staticPodURLHeader.%s must be a list of strings",
-                                                   o->config_file, name);
-                                        r = -EINVAL;
+                                        r = buf_set_err(
+                                                err, -EINVAL,
+                                                "--config \"%s\": staticPodURLHeader.%s must be a list of strings",
+                                                o->config_file, name);
                                         goto out;
                                 }
                                 if ((r = add_header(o, name, strlen(name), json_object_get_string(s),
@@ -542,13 +539,13 @@ static int check_conflicts(const struct options *o, const struct flag_set *set, 
         int r = -ENOMEM;
 
         if (o->kubeconfig && o->in_cluster) {
-                buf_puts(err, "--kubeconfig and --in-cluster both configure the API server source: give one");
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL,
+                                   "--kubeconfig and --in-cluster both configure the API server source: give one");
         }
         if (set->node_name && set->hostname_override && strcmp(set->node_name, set->hostname_override) != 0) {
-                buf_printf(err, "--node-name \"%s\" and --hostname-override \"%s\" name different nodes: give one",
-                           set->node_name, set->hostname_override);
-                return -EINVAL;
+                return buf_set_err(err, -EINVAL,
+                                   "--node-name \"%s\" and --hostname-override \"%s\" name different nodes: give one",
+                                   set->node_name, set->hostname_override);
         }
         for (int i = 0; i < P_N; i++)
                 if (given[i] && !(abs[i] = abs_clean(given[i])))
@@ -560,9 +557,10 @@ static int check_conflicts(const struct options *o, const struct flag_set *set, 
         if (abs[P_SOCKET] && abs[P_METRICS] &&
             (strcmp(abs[P_SOCKET], abs[P_METRICS]) == 0 || strcmp(lock[P_SOCKET], abs[P_METRICS]) == 0 ||
              strcmp(abs[P_SOCKET], lock[P_METRICS]) == 0)) {
-                buf_printf(err, "--socket \"%s\" and --metrics-address \"%s\" collide (the same file, or one "
+                r = buf_set_err(err, r,
+                                "--socket \"%s\" and --metrics-address \"%s\" collide (the same file, or one "
                                 "is the other's lock file): give each its own path",
-                           given[P_SOCKET], o->metrics_address);
+                                given[P_SOCKET], o->metrics_address);
                 goto out;
         }
         for (int i = P_SOCKET; i <= P_METRICS; i++) {
@@ -570,23 +568,26 @@ static int check_conflicts(const struct options *o, const struct flag_set *set, 
                         continue;
                 if (abs[P_MANIFESTS] && (seen_by_file_source(abs[i], abs[P_MANIFESTS]) ||
                                          strcmp(lock[i], abs[P_MANIFESTS]) == 0)) {
-                        buf_printf(err, "%s \"%s\" is in %s \"%s\": the file source would read the socket "
+                        r = buf_set_err(err, r,
+                                        "%s \"%s\" is in %s \"%s\": the file source would read the socket "
                                         "and its lock file as manifests; put it elsewhere",
-                                   names[i], given[i], names[P_MANIFESTS], given[P_MANIFESTS]);
+                                        names[i], given[i], names[P_MANIFESTS], given[P_MANIFESTS]);
                         goto out;
                 }
                 if (abs[P_REGISTRY] && (strcmp(abs[i], abs[P_REGISTRY]) == 0 ||
                                         seen_by_plugin_manager(abs[i], abs[P_REGISTRY]))) {
-                        buf_printf(err, "%s \"%s\" is in %s \"%s\": the plugin manager would take it for "
+                        r = buf_set_err(err, r,
+                                        "%s \"%s\" is in %s \"%s\": the plugin manager would take it for "
                                         "a plugin; put it elsewhere",
-                                   names[i], given[i], names[P_REGISTRY], given[P_REGISTRY]);
+                                        names[i], given[i], names[P_REGISTRY], given[P_REGISTRY]);
                         goto out;
                 }
         }
         if (abs[P_MANIFESTS] && abs[P_REGISTRY] && strcmp(abs[P_MANIFESTS], abs[P_REGISTRY]) == 0) {
-                buf_printf(err, "%s and %s are the same directory \"%s\": plugin sockets would be reported as "
+                r = buf_set_err(err, r,
+                                "%s and %s are the same directory \"%s\": plugin sockets would be reported as "
                                 "bad manifests; give each its own",
-                           names[P_MANIFESTS], names[P_REGISTRY], given[P_MANIFESTS]);
+                                names[P_MANIFESTS], names[P_REGISTRY], given[P_MANIFESTS]);
                 goto out;
         }
         r = 0;
@@ -667,8 +668,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         errno = 0;
                         n = strtol(optarg, &end, 8);
                         if (errno || end == optarg || *end || n < 0 || n > 0777) {
-                                buf_printf(err, "--socket-mode: invalid mode \"%s\" (octal, e.g. 0660)", optarg);
-                                r = -EINVAL;
+                                r = buf_set_err(err, -EINVAL, "--socket-mode: invalid mode \"%s\" (octal, e.g. 0660)",
+                                                optarg);
                         } else {
                                 o->socket_mode = (mode_t)n;
                         }
@@ -688,7 +689,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 
                         r = metrics_address_check(optarg, &why);
                         if (r == -EINVAL)
-                                buf_printf(err, "--metrics-address: %s", why.len ? why.data : "invalid");
+                                r = buf_set_err(err, r, "--metrics-address: %s", why.len ? why.data : "invalid");
                         else if (r == 0)
                                 r = str_set(&o->metrics_address, optarg);
                         buf_free(&why);
@@ -696,9 +697,10 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 }
                 case OPT_MODE:
                         if (storage_mode_from_string(optarg, &o->mode) < 0) {
-                                buf_printf(err, "--mode: unknown mode \"%s\" (incremental, snapshot or snapshot-and-updates)",
-                                           optarg);
-                                r = -EINVAL;
+                                r = buf_set_err(
+                                        err, -EINVAL,
+                                        "--mode: unknown mode \"%s\" (incremental, snapshot or snapshot-and-updates)",
+                                        optarg);
                         }
                         break;
                 case OPT_CONFIG:
@@ -709,8 +711,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         errno = 0;
                         n = strtol(optarg, &end, 10);
                         if (errno || end == optarg || *end || n < 0 || n > 10) {
-                                buf_printf(err, "-v: invalid verbosity \"%s\" (0 to 10)", optarg);
-                                r = -EINVAL;
+                                r = buf_set_err(err, -EINVAL, "-v: invalid verbosity \"%s\" (0 to 10)", optarg);
                         } else {
                                 o->verbosity = (int)n;
                         }
@@ -721,8 +722,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         } else if (strcmp(optarg, "json") == 0) {
                                 o->log_json = 1;
                         } else {
-                                buf_printf(err, "--log-format: unknown format \"%s\" (text or json)", optarg);
-                                r = -EINVAL;
+                                r = buf_set_err(err, -EINVAL, "--log-format: unknown format \"%s\" (text or json)",
+                                                optarg);
                         }
                         break;
                 case OPT_MAX_BACKLOG:
@@ -741,20 +742,17 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                         o->help = true;
                         break;
                 case ':':
-                        buf_printf(err, "%s: missing value", flag);
-                        r = -EINVAL;
+                        r = buf_set_err(err, -EINVAL, "%s: missing value", flag);
                         break;
                 default:
-                        buf_printf(err, "%s: unknown flag", flag);
-                        r = -EINVAL;
+                        r = buf_set_err(err, -EINVAL, "%s: unknown flag", flag);
                         break;
                 }
                 if (r < 0)
                         goto fail;
         }
         if (optind < argc) {
-                buf_printf(err, "unexpected argument \"%s\"", argv[optind]);
-                r = -EINVAL;
+                r = buf_set_err(err, -EINVAL, "unexpected argument \"%s\"", argv[optind]);
                 goto fail;
         }
         if (o->help)
@@ -768,8 +766,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 char host[256] = "";
 
                 if (options_default_node_name(host, sizeof(host)) < 0) {
-                        buf_puts(err, "--node-name: not given and the host name is unknown");
-                        r = -EINVAL;
+                        r = buf_set_err(err, -EINVAL, "--node-name: not given and the host name is unknown");
                         goto fail;
                 }
                 if ((r = str_set(&o->node_name, host)) < 0)
@@ -779,13 +776,11 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
             (r = str_set(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
                 goto fail;
         if (!o->node_name[0]) {
-                buf_puts(err, "--node-name: must not be empty");
-                r = -EINVAL;
+                r = buf_set_err(err, -EINVAL, "--node-name: must not be empty");
                 goto fail;
         }
         if (!o->socket_path[0]) {
-                buf_puts(err, "--socket: must not be empty");
-                r = -EINVAL;
+                r = buf_set_err(err, -EINVAL, "--socket: must not be empty");
                 goto fail;
         }
         /* An empty source flag turns that source off, as in the kubelet
@@ -797,8 +792,6 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 goto fail;
         return 0;
 fail:
-        if (r == -ENOMEM && !err->len)
-                buf_puts(err, "out of memory");
         options_free(o);
         return r;
 }

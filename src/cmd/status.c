@@ -64,8 +64,7 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
         memset(&sa, 0, sizeof(sa));
         sa.sun_family = AF_UNIX;
         if (strlen(path) >= sizeof(sa.sun_path)) {
-                buf_printf(err, "socket path \"%s\" is too long", path);
-                return -ENAMETOOLONG;
+                return buf_set_err(err, -ENAMETOOLONG, "socket path \"%s\" is too long", path);
         }
         memcpy(sa.sun_path, path, strlen(path) + 1);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -75,7 +74,7 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
             connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
-                buf_printf(err, "cannot connect to \"%s\": %s", path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot connect to \"%s\": %s", path, ERRNO_STR(r));
                 goto done;
         }
         /* A daemon that refuses (Forbidden, TooManyConsumers) writes its
@@ -90,7 +89,7 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
                         break;
                 if (n < 0) {
                         r = -errno;
-                        buf_printf(err, "\"%s\": %s", path, ERRNO_STR(r));
+                        r = buf_set_err(err, r, "\"%s\": %s", path, ERRNO_STR(r));
                         goto done;
                 }
                 sent += (size_t)n;
@@ -107,15 +106,14 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
                         break;
                 if (n < 0) {
                         r = -errno;
-                        buf_printf(err, "\"%s\": %s", path,
-                                   r == -EAGAIN ? "no answer in time" : ERRNO_STR(r));
+                        r = buf_set_err(err, r, "\"%s\": %s", path, r == -EAGAIN ? "no answer in time" : ERRNO_STR(r));
                         goto done;
                 }
                 if (n == 0)
                         break;
                 if (out->len + (size_t)n > STATUS_MAX_BYTES) {
                         r = -EFBIG;
-                        buf_printf(err, "\"%s\": the answer is larger than %u bytes", path, STATUS_MAX_BYTES);
+                        r = buf_set_err(err, r, "\"%s\": the answer is larger than %u bytes", path, STATUS_MAX_BYTES);
                         goto done;
                 }
                 if ((r = buf_append(out, chunk, (size_t)n)) < 0)
@@ -196,8 +194,8 @@ static void print_text(json_object *st)
                         for (size_t k = 0; k < json_object_array_length(v); k++)
                                 buf_printf(&vs, "%s%s", k ? "," : "",
                                            json_object_get_string(json_object_array_get_idx(v, k)));
-                printf("%-14s %-28s %-10s %s\n", str_or(p, "type", "?"), str_or(p, "name", "?"),
-                       vs.data, str_or(p, "endpoint", "?"));
+                printf("%-14s %-28s %-10s %s\n", str_or(p, "type", "?"), str_or(p, "name", "?"), vs.data,
+                       str_or(p, "endpoint", "?"));
                 buf_free(&vs);
         }
 }

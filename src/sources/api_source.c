@@ -400,11 +400,9 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
         if (r < 0) {
                 as->watch_error = 1;
                 if (r == -EPROTO && as->watch_error_code == 410)
-                        log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code,
-                                 why.data);
+                        log_warn("api source: watch ended by the server: %ld %s", as->watch_error_code, why.data);
                 else if (r == -EPROTO)
-                        report(as, true, false, "watch ended by the server: %ld %s", as->watch_error_code,
-                               why.data);
+                        report(as, true, false, "watch ended by the server: %ld %s", as->watch_error_code, why.data);
                 else if (r == -ENOMEM)
                         as->watch_oom = 1;
                 else
@@ -736,7 +734,9 @@ static void list_done(struct api_source *as, CURLcode result)
                 if (r < 0) {
                         /* Nothing of the list is applied: the store stays. */
                         report(as, false, r != -ENOMEM, "list: %s",
-                               r == -ENOMEM ? "out of memory" : why.len ? why.data : "?");
+                               r == -ENOMEM ? "out of memory"
+                               : why.len    ? why.data
+                                            : "?");
                         buf_free(&why);
                         back_off(as, NEXT_LIST);
                         return;

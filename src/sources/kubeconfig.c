@@ -176,7 +176,8 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         }
         ctx = named_entry(root, "contexts", "context", ctx_name);
         if (!ctx) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" not found in contexts", path, ctx_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" not found in contexts", path,
+                                ctx_name);
                 goto out;
         }
         cluster_name = string_member(ctx, "cluster");
@@ -186,22 +187,25 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         }
         cluster = named_entry(root, "clusters", "cluster", cluster_name);
         if (!cluster) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters",
-                                path, cluster_name, ctx_name);
+                r = buf_set_err(err, -EINVAL,
+                                "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters", path,
+                                cluster_name, ctx_name);
                 goto out;
         }
         user_name = string_member(ctx, "user");
         if (user_name) {
                 user = named_entry(root, "users", "user", user_name);
                 if (!user) {
-                        r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
-                                        path, user_name, ctx_name);
+                        r = buf_set_err(err, -EINVAL,
+                                        "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users", path,
+                                        user_name, ctx_name);
                         goto out;
                 }
         }
         s = string_member(cluster, "server");
         if (!s) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server is not set", path, cluster_name);
+                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server is not set", path,
+                                cluster_name);
                 goto out;
         }
         if ((r = normalize_server(s, &c.server)) < 0 || (r = set_dup(&c.context, ctx_name)) < 0)
@@ -212,8 +216,8 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 const char *host = strstr(c.server, "://");
 
                 if (!host || !host[3] || strchr("/?#", host[3])) {
-                        r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
-                                        cluster_name, s);
+                        r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host",
+                                        path, cluster_name, s);
                         goto out;
                 }
         }
@@ -234,7 +238,8 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         v = json_get(cluster, "insecure-skip-tls-verify");
         c.insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
         if (c.insecure && (c.ca_file || c.ca_data.data)) {
-                r = buf_set_err(err, -EINVAL, "%s: certificate-authority and insecure-skip-tls-verify are both set "
+                r = buf_set_err(err, -EINVAL,
+                                "%s: certificate-authority and insecure-skip-tls-verify are both set "
                                 "(a root certificate with the insecure flag is not allowed)",
                                 where.data);
                 goto out;
@@ -250,8 +255,10 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 }
                 for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
                         if (json_get(user, unsupported_user_fields[i])) {
-                                r = buf_set_err(err, -EINVAL, "%s: %s is not supported (use a token, a token file or a client certificate)",
-                                                where.data, unsupported_user_fields[i]);
+                                r = buf_set_err(
+                                        err, -EINVAL,
+                                        "%s: %s is not supported (use a token, a token file or a client certificate)",
+                                        where.data, unsupported_user_fields[i]);
                                 goto out;
                         }
                 }
@@ -302,7 +309,8 @@ int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struc
         if (!sa_dir)
                 sa_dir = KUBE_SERVICE_ACCOUNT_DIR;
         if (!host || !host[0] || !port || !port[0])
-                return buf_set_err(err, -EINVAL, "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+                return buf_set_err(err, -EINVAL,
+                                   "--in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
         /* An IPv6 host gets brackets. */
         if (buf_printf(&b, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port) < 0)
                 goto fail;
@@ -317,7 +325,8 @@ int kubeconfig_in_cluster(const char *sa_dir, struct kube_config *ret_cfg, struc
         if (!c.server || !c.token_file || !c.ca_file || !c.context)
                 goto fail;
         if (stat(c.token_file, &st) < 0) {
-                r = buf_set_err(err, -EINVAL, "--in-cluster: service account token \"%s\": %s", c.token_file, ERRNO_STR(errno));
+                r = buf_set_err(err, -EINVAL, "--in-cluster: service account token \"%s\": %s", c.token_file,
+                                ERRNO_STR(errno));
                 goto fail;
         }
         /* client-go falls back to the system roots when ca.crt is missing. */

@@ -81,8 +81,7 @@ static void errs_vadd(struct errs *e, const char *path, const char *fmt, va_list
 {
         if (!errs_next(e))
                 return;
-        if ((path && *path && (buf_puts(e->b, path) < 0 || buf_puts(e->b, ": ") < 0)) ||
-            buf_vprintf(e->b, fmt, ap) < 0)
+        if ((path && *path && (buf_puts(e->b, path) < 0 || buf_puts(e->b, ": ") < 0)) || buf_vprintf(e->b, fmt, ap) < 0)
                 e->oom = true;
 }
 
@@ -104,8 +103,8 @@ static void errs_value(struct errs *e, const char *path, const char *what,
 {
         if (!errs_next(e))
                 return;
-        if (buf_printf(e->b, "%s: %s: ", path, what) < 0 ||
-            buf_json_string(e->b, value, strlen(value)) < 0 || (tail && buf_puts(e->b, tail) < 0))
+        if (buf_printf(e->b, "%s: %s: ", path, what) < 0 || buf_json_string(e->b, value, strlen(value)) < 0 ||
+            (tail && buf_puts(e->b, tail) < 0))
                 e->oom = true;
 }
 
@@ -1650,19 +1649,18 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         bool bad;
 
         if (!json_object_is_type(root, json_type_object))
-                return buf_set_err(err, -EINVAL,
-                            "a manifest must be a YAML mapping or JSON object (got %s)",
-                            json_type_word(root));
+                return buf_set_err(err, -EINVAL, "a manifest must be a YAML mapping or JSON object (got %s)",
+                                   json_type_word(root));
         kind = str_member(root, "kind", &bad);
         if (bad)
                 return buf_set_err(err, -EINVAL, "kind: Invalid type: expected string, got %s",
-                            json_type_word(json_get(root, "kind")));
+                                   json_type_word(json_get(root, "kind")));
         if (!*kind)
                 return buf_set_err(err, -EINVAL, "Object 'Kind' is missing");
         version = str_member(root, "apiVersion", &bad);
         if (bad)
                 return buf_set_err(err, -EINVAL, "apiVersion: Invalid type: expected string, got %s",
-                            json_type_word(json_get(root, "apiVersion")));
+                                   json_type_word(json_get(root, "apiVersion")));
         if (strcmp(kind, "Pod") != 0 && !(allow_list && strcmp(kind, "PodList") == 0)) {
                 if (allow_list)
                         return buf_set_err(err, -EINVAL, "neither a Pod nor a PodList: kind %s", kind);
@@ -1671,8 +1669,7 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         if (!*version)
                 return buf_set_err(err, -EINVAL, "Object 'apiVersion' is missing");
         if (strcmp(version, "v1") != 0)
-                return buf_set_err(err, -EINVAL, "no kind \"%s\" is registered for version \"%s\"", kind,
-                            version);
+                return buf_set_err(err, -EINVAL, "no kind \"%s\" is registered for version \"%s\"", kind, version);
         *ret_kind = strcmp(kind, "Pod") == 0 ? "Pod" : "PodList";
         return 0;
 }
@@ -1682,8 +1679,7 @@ static int parse(const char *data, size_t len, json_object **ret_root, struct bu
         int r;
 
         if (len >= MANIFEST_MAX_BYTES)
-                return buf_set_err(err, -EFBIG, "manifest too large (%zu bytes, limit %u)", len,
-                            MANIFEST_MAX_BYTES);
+                return buf_set_err(err, -EFBIG, "manifest too large (%zu bytes, limit %u)", len, MANIFEST_MAX_BYTES);
         r = yaml_to_json(data, len, ret_root, err);
         if (r == -ENODATA)
                 return buf_set_err(err, r, "empty manifest: no YAML or JSON document");
@@ -1749,8 +1745,7 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
         }
         items = json_object_get(json_object_object_get(root, "items"));
         if (items && !json_object_is_type(items, json_type_array)) {
-                r = buf_set_err(err, -EINVAL, "items: Invalid type: expected array, got %s",
-                         json_type_word(items));
+                r = buf_set_err(err, -EINVAL, "items: Invalid type: expected array, got %s", json_type_word(items));
                 goto done;
         }
         /* The list's own members (metadata, unknown ones) first; the items
@@ -1764,9 +1759,8 @@ int manifest_decode_pods(const char *data, size_t len, const struct manifest_ctx
                 json_object *item = json_object_array_get_idx(items, i);
 
                 if (!json_object_is_type(item, json_type_object)) {
-                        r = buf_set_err(err, -EINVAL,
-                                 "items[%zu]: Invalid type: expected object, got %s", i,
-                                 json_type_word(item));
+                        r = buf_set_err(err, -EINVAL, "items[%zu]: Invalid type: expected object, got %s", i,
+                                        json_type_word(item));
                         goto done;
                 }
                 buf_reset(&msg);

@@ -32,7 +32,8 @@ static int check_file(const struct stat *st, size_t limit, struct buf *err)
         if (!S_ISREG(st->st_mode))
                 return buf_set_err(err, -EINVAL, "is %s, not a regular file", file_kind(st->st_mode));
         if ((uint64_t)st->st_size >= limit)
-                return buf_set_err(err, -EFBIG, "file too large (%lld bytes, limit %zu)", (long long)st->st_size, limit);
+                return buf_set_err(err, -EFBIG, "file too large (%lld bytes, limit %zu)", (long long)st->st_size,
+                                   limit);
         return 0;
 }
 
@@ -85,9 +86,8 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
 
                 if (len == cap - 1) {
                         if (len >= limit) {
-                                r = buf_set_err(err, -EFBIG,
-                                         "file too large (at least %zu bytes, limit %zu)",
-                                         len, limit);
+                                r = buf_set_err(err, -EFBIG, "file too large (at least %zu bytes, limit %zu)", len,
+                                                limit);
                                 goto out;
                         }
                         cap = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
@@ -111,8 +111,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                 len += (size_t)n;
         }
         if (len >= limit) {
-                r = buf_set_err(err, -EFBIG, "file too large (%zu bytes, limit %zu)", len,
-                         limit);
+                r = buf_set_err(err, -EFBIG, "file too large (%zu bytes, limit %zu)", len, limit);
                 goto out;
         }
         data[len] = '\0';

@@ -60,8 +60,7 @@ void log_write(enum log_level level, const char *fmt, ...)
                 buf_json_string(&line, msg.data, msg.len);
                 buf_puts(&line, "}\n");
         } else {
-                buf_printf(&line, "%s %-5s %s\n", ts, level_names[level],
-                           msg.data);
+                buf_printf(&line, "%s %-5s %s\n", ts, level_names[level], msg.data);
         }
         /* One write per line so lines from two threads never interleave. */
         if (line.len) {

@@ -185,8 +185,7 @@ static int take_lock(struct unix_listener *l, struct buf *err)
                                 r = buf_set_err(err, r, "\"%s\" is a symbolic link; not using it as the lock file",
                                                 l->lock_path);
                         } else {
-                                r = buf_set_err(err, r, "cannot open lock file \"%s\": %s", l->lock_path,
-                                                ERRNO_STR(r));
+                                r = buf_set_err(err, r, "cannot open lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
                         }
                         return r;
                 }
@@ -359,7 +358,8 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
         }
         if (chmod(path, mode) < 0) {
                 r = -errno;
-                r = buf_set_err(err, r, "cannot set mode %04o on socket \"%s\": %s", (unsigned)mode, path, ERRNO_STR(r));
+                r = buf_set_err(err, r, "cannot set mode %04o on socket \"%s\": %s", (unsigned)mode, path,
+                                ERRNO_STR(r));
                 goto fail;
         }
         if (listen(l.fd, SOMAXCONN) < 0) {
