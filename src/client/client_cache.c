@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client_cache.h"
+#include "podmux/search.h"
 
 /* ---- the uid index ----------------------------------------------------------- */
 
@@ -92,48 +93,52 @@ const struct podmux_pod *cache_by_uid(const struct cache *c, const char *uid)
 
 /* ---- the sorted array ---------------------------------------------------------- */
 
+/* What the searches below look for, and in what. */
+struct pod_key {
+        const struct cache *c;
+        const struct podmux_pod *pod; /* cache_find */
+        const char *ns, *name;        /* cache_by_name */
+};
+
+static bool pod_before(const void *ctx, size_t i)
+{
+        const struct pod_key *k = ctx;
+
+        return client_pod_compare(k->c->v[i], k->pod) < 0;
+}
+
 bool cache_find(const struct cache *c, const struct podmux_pod *p, size_t *ret_pos)
 {
-        size_t lo = 0, hi = c->n;
+        struct pod_key k = {.c = c, .pod = p};
 
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int r = client_pod_compare(c->v[mid], p);
+        *ret_pos = search_first(c->n, pod_before, &k);
+        return *ret_pos < c->n && client_pod_compare(c->v[*ret_pos], p) == 0;
+}
 
-                if (r == 0) {
-                        *ret_pos = mid;
-                        return true;
-                }
-                if (r < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        *ret_pos = lo;
-        return false;
+/* The order of client_pod_compare: namespace, then name. */
+static int name_compare(const struct podmux_pod *p, const char *ns, const char *name)
+{
+        int r = strcmp(p->ns, ns);
+
+        return r ? r : strcmp(p->name, name);
+}
+
+static bool name_before(const void *ctx, size_t i)
+{
+        const struct pod_key *k = ctx;
+
+        return name_compare(k->c->v[i], k->ns, k->name) < 0;
 }
 
 const struct podmux_pod *cache_by_name(const struct cache *c, const char *ns, const char *name)
 {
-        size_t lo = 0, hi = c->n;
+        struct pod_key k = {.c = c, .ns = ns, .name = name};
+        size_t pos;
 
         if (!ns || !name)
                 return NULL;
-        /* The first entry not below (ns, name). */
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int r = strcmp(c->v[mid]->ns, ns);
-
-                if (r == 0)
-                        r = strcmp(c->v[mid]->name, name);
-                if (r < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        if (lo < c->n && strcmp(c->v[lo]->ns, ns) == 0 && strcmp(c->v[lo]->name, name) == 0)
-                return c->v[lo];
-        return NULL;
+        pos = search_first(c->n, name_before, &k);
+        return pos < c->n && name_compare(c->v[pos], ns, name) == 0 ? c->v[pos] : NULL;
 }
 
 static int array_reserve(struct cache *c, size_t total)
@@ -312,25 +317,24 @@ void cache_prep_free(struct cache_prep *prep)
 
 /* ---- plugins ------------------------------------------------------------------ */
 
+struct plugin_key {
+        const struct cache *c;
+        const char *socket;
+};
+
+static bool plugin_before(const void *ctx, size_t i)
+{
+        const struct plugin_key *k = ctx;
+
+        return strcmp(k->c->plugins[i].socket, k->socket) < 0;
+}
+
 bool cache_plugin_find(const struct cache *c, const char *socket, size_t *ret_pos)
 {
-        size_t lo = 0, hi = c->n_plugins;
+        struct plugin_key k = {c, socket};
 
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                int r = strcmp(c->plugins[mid].socket, socket);
-
-                if (r == 0) {
-                        *ret_pos = mid;
-                        return true;
-                }
-                if (r < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        *ret_pos = lo;
-        return false;
+        *ret_pos = search_first(c->n_plugins, plugin_before, &k);
+        return *ret_pos < c->n_plugins && strcmp(c->plugins[*ret_pos].socket, socket) == 0;
 }
 
 int cache_plugin_apply(struct cache *c, const struct client_msg *m)

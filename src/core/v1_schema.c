@@ -5,23 +5,27 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "podmux/search.h"
 #include "podmux/v1_schema.h"
+
+struct field_key {
+        const struct v1_type *type;
+        const char *name;
+};
+
+static bool field_before(const void *ctx, size_t i)
+{
+        const struct field_key *k = ctx;
+
+        return strcmp(k->type->fields[i].name, k->name) < 0;
+}
 
 const struct v1_field *v1_schema_field(const struct v1_type *type, const char *name)
 {
-        unsigned lo = 0, hi = type->n_fields;
+        struct field_key k = {type, name};
+        size_t i;
 
         /* Members are sorted bytewise by the generator, as strcmp orders. */
-        while (lo < hi) {
-                unsigned mid = lo + (hi - lo) / 2;
-                int c = strcmp(name, type->fields[mid].name);
-
-                if (c == 0)
-                        return &type->fields[mid];
-                if (c < 0)
-                        hi = mid;
-                else
-                        lo = mid + 1;
-        }
-        return NULL;
+        i = search_first(type->n_fields, field_before, &k);
+        return i < type->n_fields && strcmp(type->fields[i].name, name) == 0 ? &type->fields[i] : NULL;
 }

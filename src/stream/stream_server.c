@@ -72,6 +72,7 @@
 #include "podmux/str.h" /* ERRNO_STR */
 #include "podmux/stream_request.h"
 #include "podmux/ring.h"
+#include "podmux/search.h"
 #include "podmux/stream_server.h"
 #include "podmux/strmap.h"
 #include "podmux/unix_listen.h"
@@ -728,19 +729,23 @@ static int consumer_flush(struct consumer *c)
 
 /* The absolute index of the first history entry numbered after n (one
  * past the newest when there is none).  O(log history). */
+struct seq_key {
+        const struct ring *hist;
+        uint64_t n;
+};
+
+static bool numbered_up_to(const void *ctx, size_t i)
+{
+        const struct seq_key *k = ctx;
+
+        return ((const struct hist_entry *)ring_at(k->hist, i))->seq <= k->n;
+}
+
 static uint64_t history_after(const struct stream_server *srv, uint64_t n)
 {
-        size_t lo = 0, hi = srv->hist.len;
+        struct seq_key k = {&srv->hist, n};
 
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-
-                if (((const struct hist_entry *)ring_at(&srv->hist, mid))->seq <= n)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return srv->hist_gone + lo;
+        return srv->hist_gone + search_first(srv->hist.len, numbered_up_to, &k);
 }
 
 /* Ends a catch-up: synced (resumed says whether it was a replay) and, if
