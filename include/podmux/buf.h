@@ -43,7 +43,9 @@ struct buf {
 /* The "" an empty buffer's data points at (never written). */
 extern const char buf_empty_slot[1];
 
+/* clang-format off */
 #define BUF_INIT {(char *)buf_empty_slot, 0, 0}
+/* clang-format on */
 
 void buf_init(struct buf *b);
 /* Frees the block; b is left empty ("") and reusable.  NULL-safe. */
