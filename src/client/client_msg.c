@@ -305,88 +305,128 @@ static int parse_op(const char *s, enum podmux_op *ret)
         return -EINVAL;
 }
 
-/* Members of one type, from the list (pods and plugin already walked). */
-static int finish(struct client_msg *m, const struct member_list *l, struct buf *why)
+/* A hello: tolerant of everything but the number, since a client must know
+ * the protocol before it reads anything else. */
+static int finish_hello(struct client_msg *m, const struct member_list *l, struct buf *why)
 {
-        json_object *v;
-        bool have;
+        json_object *v = members_get(l, "protocol", NULL);
+        int r;
+
+        if (!json_object_is_type(v, json_type_int)) {
+                (void)buf_puts(why, "a hello without an integer protocol");
+                return -EINVAL;
+        }
+        m->protocol = json_object_get_int64(v);
+        if (m->protocol != PODMUX_CLIENT_PROTOCOL)
+                return -EPROTONOSUPPORT;
+        if ((r = want_str(l, "mode", false, &m->mode, why)) < 0 || (r = want_str(l, "node", false, &m->node, why)) < 0)
+                return r;
+        return 0;
+}
+
+/* A pods message: its op and source. */
+static int finish_pods(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
         char *op = NULL;
         int r;
 
+        if ((r = want_str(l, "op", true, &op, why)) < 0)
+                return r;
+        r = parse_op(op, &m->op);
+        if (r < 0)
+                (void)buf_printf(why, "unknown op \"%s\"", op);
+        free(op);
+        if (r < 0)
+                return r;
+        return want_str(l, "source", true, &m->source, why);
+}
+
+/* A synced message: whether the stream was resumed (absent: no). */
+static int finish_synced(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        bool have;
+        json_object *v = members_get(l, "resumed", &have);
+
+        if (have && !json_object_is_type(v, json_type_boolean)) {
+                (void)buf_puts(why, "\"resumed\" is not a boolean");
+                return -EINVAL;
+        }
+        m->resumed = have && json_object_get_boolean(v);
+        return 0;
+}
+
+/* A sources_ready message: the names of the sources, copied. */
+static int finish_sources_ready(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        json_object *v = members_get(l, "sources", NULL);
+        size_t n;
+        int r;
+
+        if (!json_object_is_type(v, json_type_array)) {
+                (void)buf_puts(why, "\"sources\" is not an array");
+                return -EINVAL;
+        }
+        n = json_object_array_length(v);
+        m->sources = calloc(n ? n : 1, sizeof(*m->sources));
+        if (!m->sources)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(v, i);
+
+                if (!json_object_is_type(e, json_type_string)) {
+                        (void)buf_puts(why, "a source name is not a string");
+                        return -EINVAL;
+                }
+                r = dup_str(e, &m->sources[i]);
+                if (r < 0)
+                        return r;
+                m->n_sources++;
+        }
+        return 0;
+}
+
+/* A plugin message: the plugin (already walked), its op and error. */
+static int finish_plugin(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        int r;
+
+        if (!m->plugin_json) {
+                (void)buf_puts(why, "a plugin message without \"plugin\"");
+                return -EINVAL;
+        }
+        if ((r = want_str(l, "op", true, &m->plugin_op, why)) < 0 ||
+            (r = want_str(l, "error", false, &m->error, why)) < 0)
+                return r;
+        return 0;
+}
+
+/* An error message: its reason and message. */
+static int finish_error(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        int r;
+
+        if ((r = want_str(l, "reason", true, &m->reason, why)) < 0 ||
+            (r = want_str(l, "message", false, &m->message, why)) < 0)
+                return r;
+        return 0;
+}
+
+/* Members of one type, from the list (pods and plugin already walked). */
+static int finish(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
         switch (m->type) {
         case CLIENT_MSG_HELLO:
-                /* Tolerant of everything but the number: a client must
-                 * know the protocol before it reads anything else. */
-                v = members_get(l, "protocol", &have);
-                if (!json_object_is_type(v, json_type_int)) {
-                        (void)buf_puts(why, "a hello without an integer protocol");
-                        return -EINVAL;
-                }
-                m->protocol = json_object_get_int64(v);
-                if (m->protocol != PODMUX_CLIENT_PROTOCOL)
-                        return -EPROTONOSUPPORT;
-                if ((r = want_str(l, "mode", false, &m->mode, why)) < 0 ||
-                    (r = want_str(l, "node", false, &m->node, why)) < 0)
-                        return r;
-                return 0;
+                return finish_hello(m, l, why);
         case CLIENT_MSG_PODS:
-                if ((r = want_str(l, "op", true, &op, why)) < 0)
-                        return r;
-                r = parse_op(op, &m->op);
-                if (r < 0)
-                        (void)buf_printf(why, "unknown op \"%s\"", op);
-                free(op);
-                if (r < 0)
-                        return r;
-                return want_str(l, "source", true, &m->source, why);
+                return finish_pods(m, l, why);
         case CLIENT_MSG_SYNCED:
-                v = members_get(l, "resumed", &have);
-                if (have && !json_object_is_type(v, json_type_boolean)) {
-                        (void)buf_puts(why, "\"resumed\" is not a boolean");
-                        return -EINVAL;
-                }
-                m->resumed = have && json_object_get_boolean(v);
-                return 0;
-        case CLIENT_MSG_SOURCES_READY: {
-                size_t n;
-
-                v = members_get(l, "sources", &have);
-                if (!json_object_is_type(v, json_type_array)) {
-                        (void)buf_puts(why, "\"sources\" is not an array");
-                        return -EINVAL;
-                }
-                n = json_object_array_length(v);
-                m->sources = calloc(n ? n : 1, sizeof(*m->sources));
-                if (!m->sources)
-                        return -ENOMEM;
-                for (size_t i = 0; i < n; i++) {
-                        json_object *e = json_object_array_get_idx(v, i);
-
-                        if (!json_object_is_type(e, json_type_string)) {
-                                (void)buf_puts(why, "a source name is not a string");
-                                return -EINVAL;
-                        }
-                        r = dup_str(e, &m->sources[i]);
-                        if (r < 0)
-                                return r;
-                        m->n_sources++;
-                }
-                return 0;
-        }
+                return finish_synced(m, l, why);
+        case CLIENT_MSG_SOURCES_READY:
+                return finish_sources_ready(m, l, why);
         case CLIENT_MSG_PLUGIN:
-                if (!m->plugin_json) {
-                        (void)buf_puts(why, "a plugin message without \"plugin\"");
-                        return -EINVAL;
-                }
-                if ((r = want_str(l, "op", true, &m->plugin_op, why)) < 0 ||
-                    (r = want_str(l, "error", false, &m->error, why)) < 0)
-                        return r;
-                return 0;
+                return finish_plugin(m, l, why);
         case CLIENT_MSG_ERROR:
-                if ((r = want_str(l, "reason", true, &m->reason, why)) < 0 ||
-                    (r = want_str(l, "message", false, &m->message, why)) < 0)
-                        return r;
-                return 0;
+                return finish_error(m, l, why);
         case CLIENT_MSG_OTHER:
                 break;
         }
@@ -447,130 +487,149 @@ static int pod_sources(struct client_msg *m)
         return 0;
 }
 
-int client_msg_parse(const char *line, size_t len, struct client_msg *m, struct buf *why)
+/* The member at w->pos (after white space: its name): "pods" and "plugin"
+ * walked into m (a repeated one replaces the earlier), any other kept in l
+ * as a value.  0, -EINVAL (why set), -ENOMEM. */
+static int walk_member(struct walk *w, struct client_msg *m, struct member_list *l)
 {
-        struct walk w = {.s = line, .len = len, .why = why};
-        struct member_list l = {0};
         json_object *v = NULL;
+        char *key;
         int r;
-        bool have_type, have_seq;
-        const char *t;
 
-        memset(m, 0, sizeof(*m));
-        skip_ws(&w);
-        if (w.pos >= len || line[w.pos] != '{') {
-                r = bad(&w, "a line that is not a JSON object");
-                goto done;
+        skip_ws(w);
+        if (w->pos >= w->len || w->s[w->pos] != '"')
+                return bad(w, "expected a member name");
+        r = value(w, &v);
+        if (r < 0)
+                return r;
+        key = strdup(json_object_get_string(v));
+        json_object_put(v);
+        v = NULL;
+        if (!key)
+                return -ENOMEM;
+        skip_ws(w);
+        if (w->pos >= w->len || w->s[w->pos] != ':') {
+                free(key);
+                return bad(w, "expected ':'");
         }
-        w.pos++;
-        skip_ws(&w);
-        if (w.pos < len && line[w.pos] == '}') {
-                w.pos++;
+        w->pos++;
+        if (strcmp(key, "pods") == 0) {
+                free(key);
+                /* A repeated member: the last one wins. */
+                for (size_t i = 0; i < m->n_pods; i++)
+                        client_pod_unref(m->pods[i]);
+                free(m->pods);
+                m->pods = NULL;
+                m->n_pods = 0;
+                return walk_pods(w, m);
+        }
+        if (strcmp(key, "plugin") == 0) {
+                free(key);
+                return walk_plugin(w, m);
+        }
+        r = value(w, &v);
+        if (r == 0)
+                r = members_add(l, key, v);
+        if (r < 0) {
+                free(key);
+                json_object_put(v);
+        }
+        return r;
+}
+
+/* The line: one JSON object, walked member by member, and nothing after
+ * it but white space.  0, -EINVAL (why set), -ENOMEM. */
+static int walk_object(struct walk *w, struct client_msg *m, struct member_list *l)
+{
+        int r;
+
+        skip_ws(w);
+        if (w->pos >= w->len || w->s[w->pos] != '{')
+                return bad(w, "a line that is not a JSON object");
+        w->pos++;
+        skip_ws(w);
+        if (w->pos < w->len && w->s[w->pos] == '}') {
+                w->pos++;
         } else {
                 for (;;) {
-                        char *key;
-
-                        skip_ws(&w);
-                        if (w.pos >= len || line[w.pos] != '"') {
-                                r = bad(&w, "expected a member name");
-                                goto done;
-                        }
-                        r = value(&w, &v);
+                        r = walk_member(w, m, l);
                         if (r < 0)
-                                goto done;
-                        key = strdup(json_object_get_string(v));
-                        json_object_put(v);
-                        v = NULL;
-                        if (!key) {
-                                r = -ENOMEM;
-                                goto done;
-                        }
-                        skip_ws(&w);
-                        if (w.pos >= len || line[w.pos] != ':') {
-                                free(key);
-                                r = bad(&w, "expected ':'");
-                                goto done;
-                        }
-                        w.pos++;
-                        if (strcmp(key, "pods") == 0) {
-                                free(key);
-                                /* A repeated member: the last one wins. */
-                                for (size_t i = 0; i < m->n_pods; i++)
-                                        client_pod_unref(m->pods[i]);
-                                free(m->pods);
-                                m->pods = NULL;
-                                m->n_pods = 0;
-                                r = walk_pods(&w, m);
-                                if (r < 0)
-                                        goto done;
-                        } else if (strcmp(key, "plugin") == 0) {
-                                free(key);
-                                r = walk_plugin(&w, m);
-                                if (r < 0)
-                                        goto done;
-                        } else {
-                                r = value(&w, &v);
-                                if (r == 0)
-                                        r = members_add(&l, key, v);
-                                if (r < 0) {
-                                        free(key);
-                                        json_object_put(v);
-                                        v = NULL;
-                                        goto done;
-                                }
-                                v = NULL;
-                        }
-                        skip_ws(&w);
-                        if (w.pos < len && line[w.pos] == '}') {
-                                w.pos++;
+                                return r;
+                        skip_ws(w);
+                        if (w->pos < w->len && w->s[w->pos] == '}') {
+                                w->pos++;
                                 break;
                         }
-                        if (w.pos >= len || line[w.pos] != ',') {
-                                r = bad(&w, "expected ',' or '}'");
-                                goto done;
-                        }
-                        w.pos++;
+                        if (w->pos >= w->len || w->s[w->pos] != ',')
+                                return bad(w, "expected ',' or '}'");
+                        w->pos++;
                 }
         }
-        skip_ws(&w);
-        if (w.pos < len) {
-                r = bad(&w, "text after the JSON object");
-                goto done;
-        }
-        v = members_get(&l, "type", &have_type);
-        t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-        v = NULL;
+        skip_ws(w);
+        if (w->pos < w->len)
+                return bad(w, "text after the JSON object");
+        return 0;
+}
+
+/* m->type from the string "type" (CLIENT_MSG_OTHER for a name not known).
+ * 0 or -EINVAL (why set). */
+static int read_type(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        json_object *v = members_get(l, "type", NULL);
+        const char *t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+
         if (!t) {
                 (void)buf_puts(why, "a message without a string \"type\"");
-                r = -EINVAL;
-                goto done;
+                return -EINVAL;
         }
         m->type = CLIENT_MSG_OTHER;
         for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
                 if (strcmp(t, types[i].name) == 0)
                         m->type = types[i].type;
-        if (m->type != CLIENT_MSG_HELLO) {
-                json_object *s = members_get(&l, "seq", &have_seq);
+        return 0;
+}
 
-                if (!json_object_is_type(s, json_type_int) || json_object_get_int64(s) < 0) {
-                        (void)buf_puts(why, "a message without a non-negative integer \"seq\"");
-                        r = -EINVAL;
+/* m->seq from "seq", a non-negative integer; otherwise -EINVAL with
+ * missing as the reason. */
+static int read_seq(struct client_msg *m, const struct member_list *l, const char *missing, struct buf *why)
+{
+        json_object *s = members_get(l, "seq", NULL);
+
+        if (!json_object_is_type(s, json_type_int) || json_object_get_int64(s) < 0) {
+                (void)buf_puts(why, missing);
+                return -EINVAL;
+        }
+        m->seq = json_object_get_uint64(s);
+        return 0;
+}
+
+int client_msg_parse(const char *line, size_t len, struct client_msg *m, struct buf *why)
+{
+        struct walk w = { .s = line, .len = len, .why = why };
+        struct member_list l = { 0 };
+        int r;
+
+        memset(m, 0, sizeof(*m));
+        r = walk_object(&w, m, &l);
+        if (r < 0)
+                goto done;
+        r = read_type(m, &l, why);
+        if (r < 0)
+                goto done;
+        /* A hello's seq is checked after its protocol: a peer of another
+         * protocol is told that first, whatever else its hello lacks. */
+        if (m->type != CLIENT_MSG_HELLO) {
+                r = read_seq(m, &l, "a message without a non-negative integer \"seq\"", why);
+                if (r < 0)
                         goto done;
-                }
-                m->seq = json_object_get_uint64(s);
         }
         r = finish(m, &l, why);
         if (r < 0)
                 goto done;
         if (m->type == CLIENT_MSG_HELLO) {
-                json_object *s = members_get(&l, "seq", &have_seq);
-
-                if (!json_object_is_type(s, json_type_int) || json_object_get_int64(s) < 0) {
-                        (void)buf_puts(why, "a hello without a non-negative integer \"seq\"");
-                        r = -EINVAL;
+                r = read_seq(m, &l, "a hello without a non-negative integer \"seq\"", why);
+                if (r < 0)
                         goto done;
-                }
-                m->seq = json_object_get_uint64(s);
         }
         if (m->type == CLIENT_MSG_PODS)
                 r = pod_sources(m);

@@ -202,12 +202,15 @@ static int give_body(struct pod *p, const char *t, size_t len, const char *uid, 
         return 0;
 }
 
-int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
+/*
+ * The checks a pod passes before anything is built: obj is an object, and
+ * its metadata and metadata.annotations are objects when present (null
+ * counts as absent).  0 with *ret_meta and *ret_ann (NULL when absent), or
+ * -EINVAL with err set.
+ */
+static int check_pod(json_object *obj, json_object **ret_meta, json_object **ret_ann, struct buf *err)
 {
-        struct buf text = BUF_INIT, scratch = BUF_INIT;
-        json_object *meta, *ann, *nonlocal = NULL, *spec = NULL, *status = NULL;
-        struct pod *p;
-        int r = -ENOMEM;
+        json_object *meta, *ann;
 
         if (!obj || !json_object_is_type(obj, json_type_object))
                 return buf_set_err(err, -EINVAL, "a pod must be a JSON object");
@@ -222,6 +225,115 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                         return buf_set_err(err, -EINVAL, "metadata.annotations must be an object");
                 ann = NULL;
         }
+        *ret_meta = meta;
+        *ret_ann = ann;
+        return 0;
+}
+
+/* Copies the local annotations of ann (source, seen, mirror) into p's
+ * strings, and adds a reference to each of the others to nonlocal.  0 or
+ * -ENOMEM (what was taken so far stays, for the caller to free). */
+static int split_annotations(struct pod *p, json_object *ann, json_object *nonlocal)
+{
+        json_object_object_foreach(ann, k, v) {
+                char **slot = NULL;
+
+                if (strcmp(k, POD_ANNOTATION_SOURCE) == 0)
+                        slot = &p->source;
+                else if (strcmp(k, POD_ANNOTATION_SEEN) == 0)
+                        slot = &p->seen;
+                else if (strcmp(k, POD_ANNOTATION_MIRROR) == 0)
+                        slot = &p->mirror;
+                if (slot) {
+                        struct buf t = BUF_INIT;
+
+                        if (json_object_is_type(v, json_type_string)) {
+                                *slot = strdup(json_object_get_string(v));
+                        } else {
+                                *slot = json_write(&t, v) < 0 ? NULL : buf_steal(&t, NULL);
+                                buf_free(&t);
+                        }
+                        if (!*slot)
+                                return -ENOMEM;
+                        continue;
+                }
+                if (json_put(nonlocal, k, json_object_get(v)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/*
+ * Writes the pod's text to text and its offsets to p.  The layout (struct
+ * pod): the annotations first, so the local ones are spliced in at a fixed
+ * place; the metadata the merger copies, and spec and status, each in a
+ * span of its own, so a merge takes spans of the two versions and parses
+ * nothing.  0 or -ENOMEM.
+ */
+static int render_text(struct pod *p, json_object *obj, json_object *meta, json_object *nonlocal, struct buf *text)
+{
+        json_object *spec = NULL, *status = NULL;
+
+        if (buf_puts(text, TEXT_HEAD) < 0)
+                return -ENOMEM;
+        if (nonlocal) {
+                bool afirst = true;
+
+                json_object_object_foreach(nonlocal, k, v) {
+                        if ((!afirst && buf_putc(text, ',') < 0) || buf_json_string(text, k, strlen(k)) < 0 ||
+                            buf_putc(text, ':') < 0 || json_write(text, v) < 0)
+                                return -ENOMEM;
+                        afirst = false;
+                }
+        }
+        p->splice = (uint32_t)text->len;
+        if (buf_putc(text, '}') < 0)
+                return -ENOMEM;
+        if (meta) {
+                json_object_object_foreach(meta, k, v) {
+                        if (strcmp(k, "annotations") == 0 || is_copied_meta(k))
+                                continue;
+                        if (put_member(text, k, v) < 0)
+                                return -ENOMEM;
+                }
+        }
+        p->copied_off = (uint32_t)text->len;
+        for (size_t i = 0; meta && i < sizeof(copied_meta) / sizeof(copied_meta[0]); i++) {
+                json_object *v;
+
+                if (json_object_object_get_ex(meta, copied_meta[i], &v) && put_member(text, copied_meta[i], v) < 0)
+                        return -ENOMEM;
+        }
+        p->meta_end = (uint32_t)text->len;
+        if (buf_putc(text, '}') < 0)
+                return -ENOMEM;
+        json_object_object_foreach(obj, k, v) {
+                if (strcmp(k, "metadata") == 0 || strcmp(k, "spec") == 0 || strcmp(k, "status") == 0)
+                        continue;
+                if (put_member(text, k, v) < 0)
+                        return -ENOMEM;
+        }
+        p->spec_off = (uint32_t)text->len;
+        if (json_object_object_get_ex(obj, "spec", &spec) && put_member(text, "spec", spec) < 0)
+                return -ENOMEM;
+        p->status_off = (uint32_t)text->len;
+        if (json_object_object_get_ex(obj, "status", &status) && put_member(text, "status", status) < 0)
+                return -ENOMEM;
+        if (buf_putc(text, '}') < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
+{
+        struct buf text = BUF_INIT, scratch = BUF_INIT;
+        json_object *meta = NULL, *ann = NULL, *nonlocal = NULL;
+        struct pod *p;
+        int r;
+
+        r = check_pod(obj, &meta, &ann, err);
+        if (r < 0)
+                return r;
         p = calloc(1, sizeof(*p));
         if (!p) {
                 if (err)
@@ -229,92 +341,16 @@ int pod_from_json(json_object *obj, struct pod **ret_pod, struct buf *err)
                 return -ENOMEM;
         }
         p->refs = 1;
+        r = -ENOMEM;
         if (ann) {
                 nonlocal = json_object_new_object();
-                if (!nonlocal)
+                if (!nonlocal || split_annotations(p, ann, nonlocal) < 0)
                         goto fail;
-                json_object_object_foreach(ann, k, v) {
-                        char **slot = NULL;
-
-                        if (strcmp(k, POD_ANNOTATION_SOURCE) == 0)
-                                slot = &p->source;
-                        else if (strcmp(k, POD_ANNOTATION_SEEN) == 0)
-                                slot = &p->seen;
-                        else if (strcmp(k, POD_ANNOTATION_MIRROR) == 0)
-                                slot = &p->mirror;
-                        if (slot) {
-                                struct buf t = BUF_INIT;
-
-                                if (json_object_is_type(v, json_type_string)) {
-                                        *slot = strdup(json_object_get_string(v));
-                                } else {
-                                        *slot = json_write(&t, v) < 0 ? NULL : buf_steal(&t, NULL);
-                                        buf_free(&t);
-                                }
-                                if (!*slot)
-                                        goto fail;
-                                continue;
-                        }
-                        if (json_put(nonlocal, k, json_object_get(v)) < 0)
-                                goto fail;
-                }
                 p->has_annotations = json_object_object_length(nonlocal) > 0;
         }
         if (compute_digests(p, obj, meta, nonlocal, &scratch) < 0)
                 goto fail;
-
-        /*
-         * The layout (struct pod): the annotations first, so the local
-         * ones are spliced in at a fixed place; the metadata the merger
-         * copies, and spec and status, each in a span of its own, so a
-         * merge takes spans of the two versions and parses nothing.
-         */
-        if (buf_puts(&text, TEXT_HEAD) < 0)
-                goto fail;
-        if (nonlocal) {
-                bool afirst = true;
-
-                json_object_object_foreach(nonlocal, k, v) {
-                        if ((!afirst && buf_putc(&text, ',') < 0) || buf_json_string(&text, k, strlen(k)) < 0 ||
-                            buf_putc(&text, ':') < 0 || json_write(&text, v) < 0)
-                                goto fail;
-                        afirst = false;
-                }
-        }
-        p->splice = (uint32_t)text.len;
-        if (buf_putc(&text, '}') < 0)
-                goto fail;
-        if (meta) {
-                json_object_object_foreach(meta, k, v) {
-                        if (strcmp(k, "annotations") == 0 || is_copied_meta(k))
-                                continue;
-                        if (put_member(&text, k, v) < 0)
-                                goto fail;
-                }
-        }
-        p->copied_off = (uint32_t)text.len;
-        for (size_t i = 0; meta && i < sizeof(copied_meta) / sizeof(copied_meta[0]); i++) {
-                json_object *v;
-
-                if (json_object_object_get_ex(meta, copied_meta[i], &v) && put_member(&text, copied_meta[i], v) < 0)
-                        goto fail;
-        }
-        p->meta_end = (uint32_t)text.len;
-        if (buf_putc(&text, '}') < 0)
-                goto fail;
-        json_object_object_foreach(obj, k, v) {
-                if (strcmp(k, "metadata") == 0 || strcmp(k, "spec") == 0 || strcmp(k, "status") == 0)
-                        continue;
-                if (put_member(&text, k, v) < 0)
-                        goto fail;
-        }
-        p->spec_off = (uint32_t)text.len;
-        if (json_object_object_get_ex(obj, "spec", &spec) && put_member(&text, "spec", spec) < 0)
-                goto fail;
-        p->status_off = (uint32_t)text.len;
-        if (json_object_object_get_ex(obj, "status", &status) && put_member(&text, "status", status) < 0)
-                goto fail;
-        if (buf_putc(&text, '}') < 0)
+        if (render_text(p, obj, meta, nonlocal, &text) < 0)
                 goto fail;
         /* The offsets are 32 bits; inputs are megabytes at most (manifest
          * and event limits), so this is a bound, not a case. */

@@ -229,20 +229,66 @@ static int list_meta(json_object *meta, char **ret_rv, char **ret_cont)
         return 0;
 }
 
+/* What a PodList body has given so far, before anything is stored. */
+struct list_page {
+        struct item *items;
+        size_t n, cap;
+        bool have_items;
+        char *rv, *cont;
+};
+
 /*
- * A PodList body, read member by member: "items" item by item (see
- * decode_items), "metadata" parsed alone (it is small), anything else
- * parsed and dropped.  Peak memory: the pods decoded so far plus one item's
- * tree.  The body must be one JSON object with nothing after it.
+ * The member of a PodList at s[*pos] (after white space: its name):
+ * "items" decoded into pg (replacing any earlier ones), "metadata" into
+ * its resourceVersion and continue, anything else parsed and dropped.  0
+ * with *pos past the value, or < 0 (-ENOTSUP: an item that is not a pod,
+ * with err set; the caller words the rest).
+ */
+static int list_member(const char *s, size_t len, size_t *pos, struct list_page *pg, struct buf *err)
+{
+        json_object *key = NULL, *v = NULL;
+        bool items;
+        int r;
+
+        *pos = skip_ws(s, len, *pos);
+        if (*pos >= len || s[*pos] != '"')
+                return -EINVAL;
+        r = json_parse_next(s, len, pos, JSON_MAX_DEPTH, &key, NULL);
+        if (r < 0)
+                return r;
+        items = strcmp(json_object_get_string(key), "items") == 0;
+        r = expect(s, len, pos, ':');
+        if (r == 0 && items) {
+                /* A repeated member counts once, the last (as a JSON
+                 * object has it). */
+                items_free(pg->items, pg->n);
+                pg->items = NULL;
+                pg->n = pg->cap = 0;
+                pg->have_items = true;
+                r = decode_items(s, len, pos, &pg->items, &pg->n, &pg->cap, err);
+        } else if (r == 0) {
+                r = json_parse_next(s, len, pos, JSON_MAX_DEPTH, &v, NULL);
+                if (r == 0 && strcmp(json_object_get_string(key), "metadata") == 0)
+                        r = list_meta(v, &pg->rv, &pg->cont);
+                json_object_put(v);
+        }
+        json_object_put(key);
+        return r;
+}
+
+/*
+ * A PodList body, read member by member (see list_member): "items" item
+ * by item (see decode_items), "metadata" parsed alone (it is small),
+ * anything else parsed and dropped.  Peak memory: the pods decoded so far
+ * plus one item's tree.  The body must be one JSON object with nothing
+ * after it.
  */
 int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
                          char **ret_cont, struct buf *err)
 {
         const char *s = body ? body : "";
-        struct item *decoded = NULL;
-        char *rv = NULL, *cont = NULL;
-        size_t n = 0, cap = 0, pos = 0;
-        bool have_items = false;
+        struct list_page pg = { 0 };
+        size_t pos = 0;
         int r = 0;
 
         if (expect(s, len, &pos, '{') < 0) {
@@ -254,34 +300,7 @@ int api_decode_list_page(const char *body, size_t len, struct strmap *pages, cha
                 pos++;
         } else {
                 for (;;) {
-                        json_object *key = NULL, *v = NULL;
-                        bool items;
-
-                        pos = skip_ws(s, len, pos);
-                        if (pos >= len || s[pos] != '"') {
-                                r = -EINVAL;
-                                goto done;
-                        }
-                        r = json_parse_next(s, len, &pos, JSON_MAX_DEPTH, &key, NULL);
-                        if (r < 0)
-                                goto done;
-                        items = strcmp(json_object_get_string(key), "items") == 0;
-                        r = expect(s, len, &pos, ':');
-                        if (r == 0 && items) {
-                                /* A repeated member counts once, the last
-                                 * (as a JSON object has it). */
-                                items_free(decoded, n);
-                                decoded = NULL;
-                                n = cap = 0;
-                                have_items = true;
-                                r = decode_items(s, len, &pos, &decoded, &n, &cap, err);
-                        } else if (r == 0) {
-                                r = json_parse_next(s, len, &pos, JSON_MAX_DEPTH, &v, NULL);
-                                if (r == 0 && strcmp(json_object_get_string(key), "metadata") == 0)
-                                        r = list_meta(v, &rv, &cont);
-                                json_object_put(v);
-                        }
-                        json_object_put(key);
+                        r = list_member(s, len, &pos, &pg, err);
                         if (r < 0)
                                 goto done;
                         pos = skip_ws(s, len, pos);
@@ -295,14 +314,14 @@ int api_decode_list_page(const char *body, size_t len, struct strmap *pages, cha
                         }
                 }
         }
-        if (skip_ws(s, len, pos) != len || !have_items)
+        if (skip_ws(s, len, pos) != len || !pg.have_items)
                 r = -EINVAL;
         if (r == 0)
-                r = store_items(pages, decoded, n);
+                r = store_items(pages, pg.items, pg.n);
         if (r == 0) {
-                *ret_rv = rv;
-                *ret_cont = cont;
-                rv = cont = NULL;
+                *ret_rv = pg.rv;
+                *ret_cont = pg.cont;
+                pg.rv = pg.cont = NULL;
         }
 done:
         /* An item that is not a pod said so itself; anything else (a
@@ -313,9 +332,9 @@ done:
                 buf_reset(err);
         else if (r < 0 && r != -ENOMEM)
                 r = buf_set_err(err, -EINVAL, "the response is not a PodList");
-        items_free(decoded, n);
-        free(rv);
-        free(cont);
+        items_free(pg.items, pg.n);
+        free(pg.rv);
+        free(pg.cont);
         return r;
 }
 
@@ -483,82 +502,99 @@ static enum jv_result jv_close(struct jv *v, char c)
         return jv_value_done(v) == JV_END ? JV_END : JV_MORE;
 }
 
-static enum jv_result jv_feed(struct jv *v, char c)
+/* After '{' or ',' in an object: a member name starts (or, after '{', the
+ * object closes). */
+static enum jv_result jv_key(struct jv *v, char c)
 {
-        enum jv_result r;
+        if (jv_space(c))
+                return JV_MORE;
+        if (c == '}' && v->state == JV_KEY_OR_CLOSE)
+                return jv_close(v, c);
+        if (c != '"')
+                return JV_BAD;
+        v->state = JV_STRING;
+        v->key = true;
+        return JV_MORE;
+}
 
-        switch (v->state) {
-        case JV_VALUE:
-                return jv_space(c) ? JV_MORE : jv_start_value(v, c);
-        case JV_VALUE_OR_CLOSE:
-                if (jv_space(c))
-                        return JV_MORE;
-                return c == ']' ? jv_close(v, c) : jv_start_value(v, c);
-        case JV_KEY_OR_CLOSE:
-        case JV_KEY:
-                if (jv_space(c))
-                        return JV_MORE;
-                if (c == '}' && v->state == JV_KEY_OR_CLOSE)
-                        return jv_close(v, c);
-                if (c != '"')
-                        return JV_BAD;
-                v->state = JV_STRING;
-                v->key = true;
+/* After a member name: its ':'. */
+static enum jv_result jv_colon(struct jv *v, char c)
+{
+        if (jv_space(c))
                 return JV_MORE;
-        case JV_COLON:
-                if (jv_space(c))
-                        return JV_MORE;
-                if (c != ':')
-                        return JV_BAD;
-                v->state = JV_VALUE;
+        if (c != ':')
+                return JV_BAD;
+        v->state = JV_VALUE;
+        return JV_MORE;
+}
+
+/* After a member or an element: ',' or the container's close. */
+static enum jv_result jv_next(struct jv *v, char c)
+{
+        if (jv_space(c))
                 return JV_MORE;
-        case JV_NEXT:
-                if (jv_space(c))
-                        return JV_MORE;
-                if (c == ',') {
-                        v->state = v->stack[v->depth - 1] == '{' ? JV_KEY : JV_VALUE;
-                        return JV_MORE;
-                }
-                return c == '}' || c == ']' ? jv_close(v, c) : JV_BAD;
-        case JV_STRING:
-                if (c == '"') {
-                        if (v->key) {
-                                v->state = JV_COLON;
-                                return JV_MORE;
-                        }
-                        return jv_value_done(v);
-                }
-                if (c == '\\')
-                        v->state = JV_ESCAPE;
-                else if ((unsigned char)c < 0x20)
-                        return JV_BAD;
+        if (c == ',') {
+                v->state = v->stack[v->depth - 1] == '{' ? JV_KEY : JV_VALUE;
                 return JV_MORE;
-        case JV_ESCAPE:
-                if (c == 'u') {
-                        v->pos = 0;
-                        v->state = JV_UNICODE;
-                        return JV_MORE;
-                }
-                if (!strchr("\"\\/bfnrt", c) || c == '\0')
-                        return JV_BAD;
-                v->state = JV_STRING;
-                return JV_MORE;
-        case JV_UNICODE:
-                if (!isxdigit((unsigned char)c))
-                        return JV_BAD;
-                if (++v->pos == 4)
-                        v->state = JV_STRING;
-                return JV_MORE;
-        case JV_WORD:
-                if (c != v->word[v->pos])
-                        return JV_BAD;
-                if (v->word[++v->pos])
-                        return JV_MORE;
-                return jv_value_done(v);
-        case JV_NUMBER:
-                break;
         }
-        /* A number ends at the first byte that cannot continue it. */
+        return c == '}' || c == ']' ? jv_close(v, c) : JV_BAD;
+}
+
+/* Inside a string: its closing quote ends a name or a value. */
+static enum jv_result jv_string(struct jv *v, char c)
+{
+        if (c == '"') {
+                if (v->key) {
+                        v->state = JV_COLON;
+                        return JV_MORE;
+                }
+                return jv_value_done(v);
+        }
+        if (c == '\\')
+                v->state = JV_ESCAPE;
+        else if ((unsigned char)c < 0x20)
+                return JV_BAD;
+        return JV_MORE;
+}
+
+/* After a backslash in a string. */
+static enum jv_result jv_escape(struct jv *v, char c)
+{
+        if (c == 'u') {
+                v->pos = 0;
+                v->state = JV_UNICODE;
+                return JV_MORE;
+        }
+        if (!strchr("\"\\/bfnrt", c) || c == '\0')
+                return JV_BAD;
+        v->state = JV_STRING;
+        return JV_MORE;
+}
+
+/* The four hex digits of a \u escape. */
+static enum jv_result jv_unicode(struct jv *v, char c)
+{
+        if (!isxdigit((unsigned char)c))
+                return JV_BAD;
+        if (++v->pos == 4)
+                v->state = JV_STRING;
+        return JV_MORE;
+}
+
+/* The rest of true, false or null. */
+static enum jv_result jv_word(struct jv *v, char c)
+{
+        if (c != v->word[v->pos])
+                return JV_BAD;
+        if (v->word[++v->pos])
+                return JV_MORE;
+        return jv_value_done(v);
+}
+
+/* Inside a number, which ends at the first byte that cannot continue it:
+ * that byte then belongs to what follows. */
+static enum jv_result jv_number(struct jv *v, char c)
+{
         switch (v->num) {
         case N_MINUS:
                 if (c < '0' || c > '9')
@@ -611,8 +647,38 @@ static enum jv_result jv_feed(struct jv *v, char c)
         if (v->depth == 0)
                 return JV_END_BEFORE;
         v->state = JV_NEXT;
-        r = jv_feed(v, c);
-        return r;
+        return jv_next(v, c);
+}
+
+/* One byte, in the state the bytes before it left. */
+static enum jv_result jv_feed(struct jv *v, char c)
+{
+        switch (v->state) {
+        case JV_VALUE:
+                return jv_space(c) ? JV_MORE : jv_start_value(v, c);
+        case JV_VALUE_OR_CLOSE:
+                if (jv_space(c))
+                        return JV_MORE;
+                return c == ']' ? jv_close(v, c) : jv_start_value(v, c);
+        case JV_KEY_OR_CLOSE:
+        case JV_KEY:
+                return jv_key(v, c);
+        case JV_COLON:
+                return jv_colon(v, c);
+        case JV_NEXT:
+                return jv_next(v, c);
+        case JV_STRING:
+                return jv_string(v, c);
+        case JV_ESCAPE:
+                return jv_escape(v, c);
+        case JV_UNICODE:
+                return jv_unicode(v, c);
+        case JV_WORD:
+                return jv_word(v, c);
+        case JV_NUMBER:
+                break;
+        }
+        return jv_number(v, c);
 }
 
 int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, struct strmap *store,

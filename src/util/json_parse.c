@@ -96,6 +96,106 @@ static int put_utf8(struct buf *b, unsigned cp)
         return buf_append(b, out, n);
 }
 
+/* Steps p->pos over bytes that stand for themselves in a string: it stops
+ * at a quote, a backslash, a control character, a byte that starts no
+ * well-formed UTF-8 sequence, or the end of the text. */
+static void skip_plain(struct parser *p)
+{
+        while (p->pos < p->len) {
+                unsigned char c = (unsigned char)p->s[p->pos];
+
+                if (c == '"' || c == '\\' || c < 0x20)
+                        return;
+                if (c >= 0x80) {
+                        size_t n = utf8_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
+
+                        if (n == 0)
+                                return;
+                        p->pos += n;
+                        continue;
+                }
+                p->pos++;
+        }
+}
+
+/* The \u escape whose 'u' is at p->pos, decoded into p->scratch, with
+ * p->pos past it; a surrogate pair is taken whole, a lone surrogate is
+ * U+FFFD. */
+static int parse_unicode(struct parser *p)
+{
+        unsigned cp, lo;
+
+        if (p->pos + 4 >= p->len) {
+                p->pos = p->len;
+                return fail(p, "unterminated string");
+        }
+        if (hex4(p->s + p->pos + 1, &cp) < 0)
+                return fail(p, "bad \\u escape");
+        p->pos += 5;
+        if (cp >= 0xd800 && cp < 0xdc00) {
+                /* A high surrogate pairs with a following \u low
+                 * surrogate; alone it is U+FFFD. */
+                if (p->pos + 5 < p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u' &&
+                    hex4(p->s + p->pos + 2, &lo) == 0 && lo >= 0xdc00 && lo < 0xe000) {
+                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                        p->pos += 6;
+                } else if (p->pos + 5 >= p->len && p->pos < p->len && p->s[p->pos] == '\\') {
+                        /* The pair may be cut by the end of the text. */
+                        p->pos = p->len;
+                        return fail(p, "unterminated string");
+                } else {
+                        cp = 0xfffd;
+                }
+        } else if (cp >= 0xdc00 && cp < 0xe000) {
+                cp = 0xfffd;
+        }
+        if (put_utf8(&p->scratch, cp) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* The escape whose backslash is at p->pos, decoded into p->scratch, with
+ * p->pos past it. */
+static int parse_escape(struct parser *p)
+{
+        unsigned char c;
+
+        if (p->pos + 1 >= p->len) {
+                p->pos = p->len;
+                return fail(p, "unterminated string");
+        }
+        c = (unsigned char)p->s[++p->pos];
+        if (c == 'u')
+                return parse_unicode(p);
+        switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+                break;
+        case 'b':
+                c = '\b';
+                break;
+        case 'f':
+                c = '\f';
+                break;
+        case 'n':
+                c = '\n';
+                break;
+        case 'r':
+                c = '\r';
+                break;
+        case 't':
+                c = '\t';
+                break;
+        default:
+                return fail(p, "bad escape in a string");
+        }
+        if (buf_putc(&p->scratch, (char)c) < 0)
+                return -ENOMEM;
+        p->pos++;
+        return 0;
+}
+
 /*
  * The string at p->pos (at its opening quote).  *ret_text, *ret_len: the
  * decoded bytes, pointing into the text when there was no escape, else
@@ -105,26 +205,14 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
 {
         size_t start = ++p->pos, run;
         bool escaped = false;
+        int r;
 
         buf_reset(&p->scratch);
         for (;;) {
                 unsigned char c;
 
                 run = p->pos;
-                while (p->pos < p->len) {
-                        c = (unsigned char)p->s[p->pos];
-                        if (c == '"' || c == '\\' || c < 0x20)
-                                break;
-                        if (c >= 0x80) {
-                                size_t n = utf8_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
-
-                                if (n == 0)
-                                        break;
-                                p->pos += n;
-                                continue;
-                        }
-                        p->pos++;
-                }
+                skip_plain(p);
                 if (p->pos >= p->len)
                         return fail(p, "unterminated string");
                 c = (unsigned char)p->s[p->pos];
@@ -161,56 +249,9 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
                                 return -ENOMEM;
                         escaped = true;
                 }
-                if (p->pos + 1 >= p->len) {
-                        p->pos = p->len;
-                        return fail(p, "unterminated string");
-                }
-                c = (unsigned char)p->s[++p->pos];
-                if (c == 'u') {
-                        unsigned cp, lo;
-
-                        if (p->pos + 4 >= p->len) {
-                                p->pos = p->len;
-                                return fail(p, "unterminated string");
-                        }
-                        if (hex4(p->s + p->pos + 1, &cp) < 0)
-                                return fail(p, "bad \\u escape");
-                        p->pos += 5;
-                        if (cp >= 0xd800 && cp < 0xdc00) {
-                                /* A high surrogate pairs with a following
-                                 * \u low surrogate; alone it is U+FFFD. */
-                                if (p->pos + 5 < p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u' &&
-                                    hex4(p->s + p->pos + 2, &lo) == 0 && lo >= 0xdc00 && lo < 0xe000) {
-                                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                                        p->pos += 6;
-                                } else if (p->pos + 5 >= p->len && p->pos < p->len && p->s[p->pos] == '\\') {
-                                        /* The pair may be cut by the end of the text. */
-                                        p->pos = p->len;
-                                        return fail(p, "unterminated string");
-                                } else {
-                                        cp = 0xfffd;
-                                }
-                        } else if (cp >= 0xdc00 && cp < 0xe000) {
-                                cp = 0xfffd;
-                        }
-                        if (put_utf8(&p->scratch, cp) < 0)
-                                return -ENOMEM;
-                        continue;
-                }
-                switch (c) {
-                case '"': case '\\': case '/':
-                        break;
-                case 'b': c = '\b'; break;
-                case 'f': c = '\f'; break;
-                case 'n': c = '\n'; break;
-                case 'r': c = '\r'; break;
-                case 't': c = '\t'; break;
-                default:
-                        return fail(p, "bad escape in a string");
-                }
-                if (buf_putc(&p->scratch, (char)c) < 0)
-                        return -ENOMEM;
-                p->pos++;
+                r = parse_escape(p);
+                if (r < 0)
+                        return r;
         }
 }
 
