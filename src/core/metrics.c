@@ -149,17 +149,12 @@ static int seconds(struct buf *out, uint64_t usec)
         return buf_printf(out, "%" PRIu64 ".%06" PRIu64, usec / 1000000u, usec % 1000000u);
 }
 
-int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out)
+/* The two families counted by op and source: messages and their pods.
+ * Both have a sample for each pair that sent a message. */
+static int render_updates(const struct metrics *m, struct buf *out)
 {
-        uint64_t cum = 0;
-        int r;
+        int r = help(out, "podmux_updates_total", "counter", "Update messages sent to consumers, by op and source.");
 
-        r = help(out, "podmux_start_time_seconds", "gauge", "Start time of the daemon since the epoch.");
-        if (r >= 0 && (r = buf_puts(out, "podmux_start_time_seconds ")) >= 0 && (r = seconds(out, m->started)) >= 0)
-                r = buf_putc(out, '\n');
-        if (r >= 0)
-                r = help(out, "podmux_updates_total", "counter",
-                         "Update messages sent to consumers, by op and source.");
         for (int op = 0; op < _POD_OP_MAX && r >= 0; op++)
                 for (int s = 0; s < _METRICS_SOURCE_MAX && r >= 0; s++)
                         if (m->updates[op][s])
@@ -174,9 +169,16 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
                                 r = buf_printf(out, "podmux_update_pods_total{op=\"%s\",source=\"%s\"} %" PRIu64 "\n",
                                                pod_op_to_string((enum pod_op)op), source_names[s],
                                                m->update_pods[op][s]);
-        if (r >= 0)
-                r = per_source(m, out, "podmux_source_pods", "gauge", "Pods in the source's last delivery.",
-                               offsetof(struct source_stats, pods), true);
+        return r;
+}
+
+/* The per-source families, then the API source's own counters when it is
+ * configured. */
+static int render_sources(const struct metrics *m, struct buf *out)
+{
+        int r = per_source(m, out, "podmux_source_pods", "gauge", "Pods in the source's last delivery.",
+                           offsetof(struct source_stats, pods), true);
+
         if (r >= 0)
                 r = per_source(m, out, "podmux_source_errors_total", "counter",
                                "Failed reads, polls, lists and watches, by source.",
@@ -205,8 +207,14 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
                                    "Watches that ended (closed, failed or expired) and were started again.",
                                    m->sources[METRICS_SOURCE_API].watch_restarts);
         }
-        if (r >= 0)
-                r = single(out, "podmux_consumers", "gauge", "Open connections on the update stream.", g->consumers);
+        return r;
+}
+
+/* The consumers of the stream and the plugins: gauges and counters. */
+static int render_consumers_plugins(const struct metrics *m, const struct metrics_gauges *g, struct buf *out)
+{
+        int r = single(out, "podmux_consumers", "gauge", "Open connections on the update stream.", g->consumers);
+
         if (r >= 0)
                 r = single(out, "podmux_consumers_dropped_total", "counter",
                            "Consumers cut off because their backlog passed the bound.", g->consumers_dropped);
@@ -221,9 +229,16 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
         if (r >= 0)
                 r = single(out, "podmux_plugin_registration_failures_total", "counter",
                            "Plugin registrations that failed (GetInfo, validation or the handler).", m->plugin_failures);
-        if (r >= 0)
-                r = help(out, "podmux_merge_duration_seconds", "histogram",
-                         "Time to merge one source delivery and classify its changes.");
+        return r;
+}
+
+/* The merge-duration histogram: cumulative buckets, sum and count. */
+static int render_merge(const struct metrics *m, struct buf *out)
+{
+        uint64_t cum = 0;
+        int r = help(out, "podmux_merge_duration_seconds", "histogram",
+                     "Time to merge one source delivery and classify its changes.");
+
         for (size_t b = 0; b <= METRICS_MERGE_BUCKETS && r >= 0; b++) {
                 cum += m->merge_buckets[b];
                 if (b == METRICS_MERGE_BUCKETS)
@@ -235,6 +250,24 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
         if (r >= 0 && (r = buf_puts(out, "podmux_merge_duration_seconds_sum ")) >= 0 &&
             (r = seconds(out, m->merge_sum_usec)) >= 0)
                 r = buf_printf(out, "\npodmux_merge_duration_seconds_count %" PRIu64 "\n", m->merge_count);
+        return r;
+}
+
+int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out)
+{
+        int r;
+
+        r = help(out, "podmux_start_time_seconds", "gauge", "Start time of the daemon since the epoch.");
+        if (r >= 0 && (r = buf_puts(out, "podmux_start_time_seconds ")) >= 0 && (r = seconds(out, m->started)) >= 0)
+                r = buf_putc(out, '\n');
+        if (r >= 0)
+                r = render_updates(m, out);
+        if (r >= 0)
+                r = render_sources(m, out);
+        if (r >= 0)
+                r = render_consumers_plugins(m, g, out);
+        if (r >= 0)
+                r = render_merge(m, out);
         if (r >= 0)
                 r = single(out, "podmux_stream_last_seq", "gauge", "The last sequence number of the update stream.",
                            g->stream_seq);

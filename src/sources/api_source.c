@@ -712,70 +712,68 @@ static int replace_store(struct api_source *as)
         return 0;
 }
 
-static void list_done(struct api_source *as, CURLcode result)
+/* A page of the list came (HTTP 200): it is decoded into the pages, then
+ * the next page is asked for, or, the list complete, it replaces the store
+ * and the watch starts.  Any error backs off, the store as it was. */
+static void list_page(struct api_source *as)
 {
         struct buf why = BUF_INIT;
+        char *rv = NULL, *cont = NULL;
+        int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
 
-        if (result != CURLE_OK) {
+        /* The page is decoded: its bytes (megabytes for a big
+         * unpaged list) are not kept until the next request. */
+        buf_free(&as->body);
+
+        if (r < 0) {
                 /* Nothing of the list is applied: the store stays. */
-                report(as, false, false, "list failed: %s",
-                       as->body_oom ? "out of memory" : curl_easy_strerror(result));
+                report(as, false, r != -ENOMEM, "list: %s", r == -ENOMEM ? "out of memory" : why.len ? why.data : "?");
+                buf_free(&why);
                 back_off(as, NEXT_LIST);
                 return;
         }
-        if (as->status == 200) {
-                char *rv = NULL, *cont = NULL;
-                int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
-
-                /* The page is decoded: its bytes (megabytes for a big
-                 * unpaged list) are not kept until the next request. */
-                buf_free(&as->body);
-
-                if (r < 0) {
-                        /* Nothing of the list is applied: the store stays. */
-                        report(as, false, r != -ENOMEM, "list: %s",
-                               r == -ENOMEM ? "out of memory"
-                               : why.len    ? why.data
-                                            : "?");
-                        buf_free(&why);
-                        back_off(as, NEXT_LIST);
-                        return;
-                }
-                if (!as->list_rv) {
-                        as->list_rv = rv;
-                        rv = NULL;
-                }
-                free(rv);
-                if (cont) {
-                        free(as->cont);
-                        as->cont = cont;
-                        as->retries = 0;
-                        as->list_had_pages = true;
-                        if (build_list_url(as) < 0) {
-                                report(as, false, false, "list: out of memory");
-                                back_off(as, NEXT_LIST);
-                                return;
-                        }
-                        send_request(as);
-                        return;
-                }
-                if (replace_store(as) < 0) {
+        if (!as->list_rv) {
+                as->list_rv = rv;
+                rv = NULL;
+        }
+        free(rv);
+        if (cont) {
+                free(as->cont);
+                as->cont = cont;
+                as->retries = 0;
+                as->list_had_pages = true;
+                if (build_list_url(as) < 0) {
                         report(as, false, false, "list: out of memory");
                         back_off(as, NEXT_LIST);
                         return;
                 }
-                as->rv_unavailable = 0;
-                as->relisted_unset = 0;
-                if (as->list_had_pages && as->list_rv_asked && strcmp(as->list_rv_asked, "0") == 0)
-                        as->paginated_result = true;
-                log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
-                          as->last_rv ? as->last_rv : "?");
-                push(as);
-                /* What decoding the list freed goes back to the system. */
-                mem_give_back();
-                start_watch(as);
+                send_request(as);
                 return;
         }
+        if (replace_store(as) < 0) {
+                report(as, false, false, "list: out of memory");
+                back_off(as, NEXT_LIST);
+                return;
+        }
+        as->rv_unavailable = 0;
+        as->relisted_unset = 0;
+        if (as->list_had_pages && as->list_rv_asked && strcmp(as->list_rv_asked, "0") == 0)
+                as->paginated_result = true;
+        log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
+                  as->last_rv ? as->last_rv : "?");
+        push(as);
+        /* What decoding the list freed goes back to the system. */
+        mem_give_back();
+        start_watch(as);
+}
+
+/* The list was answered with another status than 200: retried after
+ * Retry-After, listed again (without paging, or at the latest state), or
+ * reported and backed off from. */
+static void list_refused(struct api_source *as)
+{
+        struct buf why = BUF_INIT;
+
         if (maybe_retry_after(as))
                 return;
         describe_status(&as->body, as->status, &why);
@@ -808,6 +806,21 @@ static void list_done(struct api_source *as, CURLcode result)
                 back_off(as, NEXT_LIST);
         }
         buf_free(&why);
+}
+
+static void list_done(struct api_source *as, CURLcode result)
+{
+        if (result != CURLE_OK) {
+                /* Nothing of the list is applied: the store stays. */
+                report(as, false, false, "list failed: %s",
+                       as->body_oom ? "out of memory" : curl_easy_strerror(result));
+                back_off(as, NEXT_LIST);
+                return;
+        }
+        if (as->status == 200)
+                list_page(as);
+        else
+                list_refused(as);
 }
 
 static void watch_done(struct api_source *as, CURLcode result)

@@ -457,6 +457,66 @@ static void job_free(struct relist_job *j)
 }
 
 /*
+ * relist() of a directory: lists it, and hands the names with store and
+ * files to a new fs->job (RELIST_STARTED: they are the job's now).  0 when
+ * there is no entry (or the directory went away), or -errno with
+ * *ret_what set; store and files stay the caller's.
+ */
+static int relist_dir(struct file_source *fs, struct strmap *store, struct strmap *files, const char **ret_what)
+{
+        struct relist_job *j;
+        char **names = NULL;
+        size_t n = 0;
+        int r;
+
+        r = dir_list(fs->path, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, ret_what);
+        /* The directory went away between stat and open. */
+        if (r == -ENOENT || r == -ENOTDIR)
+                r = 0;
+        if (r < 0 || n == 0)
+                goto out;
+        /* The files are read a batch per loop turn. */
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+                r = -ENOMEM;
+                *ret_what = "cannot list";
+                goto out;
+        }
+        j->names = names;
+        j->n = n;
+        j->store = store;
+        j->files = files;
+        fs->job = j;
+        return RELIST_STARTED;
+out:
+        dir_list_free(names, n);
+        return r;
+}
+
+/* relist() of a regular file: loads it into store/files.  0 (also when it
+ * is gone: no pods), 1 for a bad file (what was sent before is kept), or
+ * -errno (a resource error) with *ret_what set. */
+static int relist_file(struct file_source *fs, struct strmap *store, struct strmap *files, const char **ret_what)
+{
+        struct pod *pod = NULL;
+        int r;
+
+        r = load_file(fs, fs->path, 0, &pod);
+        if (r == -ENOENT)
+                return 0; /* gone: no pods */
+        if (r < 0) {
+                /* A bad file keeps what was sent before; a resource
+                 * error is retried. */
+                *ret_what = "cannot load the file";
+                return static_pod_resource_error(r) ? r : 1;
+        }
+        r = store_put(store, files, NULL, fs->path, pod);
+        pod_unref(pod);
+        *ret_what = "cannot store the pod";
+        return r > 0 ? 0 : r;
+}
+
+/*
  * One relist of the path: the state it finds replaces the source's whole
  * state, or, on any error that is not a file's own, nothing changes.
  * 0 (or 1: a bad single file, nothing changed), RELIST_STARTED for a
@@ -467,8 +527,6 @@ static void job_free(struct relist_job *j)
 static int relist(struct file_source *fs, const char **ret_what)
 {
         struct strmap *store = NULL, *files = NULL;
-        char **names = NULL;
-        size_t n = 0;
         struct stat st;
         int r;
 
@@ -489,51 +547,15 @@ static int relist(struct file_source *fs, const char **ret_what)
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
-                r = dir_list(fs->path, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, ret_what);
-                /* The directory went away between stat and open. */
-                if (r == -ENOENT || r == -ENOTDIR)
-                        r = 0;
-                if (r == 0 && n > 0) {
-                        /* The files are read a batch per loop turn. */
-                        struct relist_job *j = calloc(1, sizeof(*j));
-
-                        if (!j) {
-                                r = -ENOMEM;
-                                *ret_what = "cannot list";
-                                goto out;
-                        }
-                        j->names = names;
-                        j->n = n;
-                        j->store = store;
-                        j->files = files;
-                        fs->job = j;
-                        return RELIST_STARTED;
-                }
+                r = relist_dir(fs, store, files, ret_what);
+                if (r == RELIST_STARTED)
+                        return r;
         } else if (S_ISREG(st.st_mode)) {
-                struct pod *pod = NULL;
-
-                r = load_file(fs, fs->path, 0, &pod);
-                if (r == -ENOENT) {
-                        r = 0; /* gone: no pods */
-                } else if (r < 0) {
-                        /* A bad file keeps what was sent before; a resource
-                         * error is retried. */
-                        *ret_what = "cannot load the file";
-                        if (!static_pod_resource_error(r))
-                                r = 1;
-                        goto out;
-                } else {
-                        r = store_put(store, files, NULL, fs->path, pod);
-                        pod_unref(pod);
-                        *ret_what = "cannot store the pod";
-                        if (r > 0)
-                                r = 0;
-                }
+                r = relist_file(fs, store, files, ret_what);
         } else if (st.st_mode) {
                 log_error("file source: \"%s\" is neither a directory nor a regular file",
                           fs->path);
                 r = 1;
-                goto out;
         } else {
                 r = 0;
         }
@@ -548,7 +570,6 @@ static int relist(struct file_source *fs, const char **ret_what)
                         trim_reports(fs, NULL, 0);
         }
 out:
-        dir_list_free(names, n);
         strmap_free(store, entry_free);
         strmap_free(files, free);
         return r;

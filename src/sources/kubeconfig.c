@@ -137,13 +137,127 @@ static const char *const unsupported_user_fields[] = {
         "as-user-extra",
 };
 
+/* What a context names: the context's own name, its cluster, its user.
+ * The strings and objects live in the decoded file. */
+struct picked {
+        const char *ctx_name, *cluster_name, *user_name;
+        json_object *cluster, *user; /* user: NULL when the context has none */
+};
+
+/* Finds the context (context, else current-context), its cluster and its
+ * user in root.  0 and *ret, or -EINVAL with err set. */
+static int pick_context(json_object *root, const char *path, const char *context, struct picked *ret, struct buf *err)
+{
+        struct picked p = { 0 };
+        json_object *ctx;
+
+        p.ctx_name = context ? context : string_member(root, "current-context");
+        if (!p.ctx_name)
+                return buf_set_err(err, -EINVAL, "kubeconfig \"%s\": current-context is not set", path);
+        ctx = named_entry(root, "contexts", "context", p.ctx_name);
+        if (!ctx)
+                return buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" not found in contexts", path,
+                                   p.ctx_name);
+        p.cluster_name = string_member(ctx, "cluster");
+        if (!p.cluster_name)
+                return buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" has no cluster", path, p.ctx_name);
+        p.cluster = named_entry(root, "clusters", "cluster", p.cluster_name);
+        if (!p.cluster)
+                return buf_set_err(err, -EINVAL,
+                                   "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters", path,
+                                   p.cluster_name, p.ctx_name);
+        p.user_name = string_member(ctx, "user");
+        if (p.user_name) {
+                p.user = named_entry(root, "users", "user", p.user_name);
+                if (!p.user)
+                        return buf_set_err(err, -EINVAL,
+                                           "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users",
+                                           path, p.user_name, p.ctx_name);
+        }
+        *ret = p;
+        return 0;
+}
+
+/* Fills c's server, context, certificate authority, insecure flag and TLS
+ * server name from the picked cluster; where is scratch for the message
+ * prefix.  0, or -errno with err set (perhaps not for -ENOMEM). */
+static int load_cluster(const struct picked *p, const char *path, const char *dir, struct kube_config *c,
+                        struct buf *where, struct buf *err)
+{
+        const char *s, *host;
+        json_object *v;
+        int r;
+
+        s = string_member(p->cluster, "server");
+        if (!s)
+                return buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server is not set", path,
+                                   p->cluster_name);
+        if ((r = normalize_server(s, &c->server)) < 0 || (r = set_dup(&c->context, p->ctx_name)) < 0)
+                return r;
+        /* client-go refuses a server without a host ("https://", ":///"):
+         * it is not a URL libcurl could reach either. */
+        host = strstr(c->server, "://");
+        if (!host || !host[3] || strchr("/?#", host[3]))
+                return buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host", path,
+                                   p->cluster_name, s);
+        if (string_member(p->cluster, "proxy-url"))
+                return buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
+                                   p->cluster_name);
+        if (buf_printf(where, "kubeconfig \"%s\": cluster \"%s\"", path, p->cluster_name) < 0)
+                return -ENOMEM;
+        if ((r = load_pair(p->cluster, "certificate-authority", dir, where->data, &c->ca_file, &c->ca_data, err)) < 0)
+                return r;
+        v = json_get(p->cluster, "insecure-skip-tls-verify");
+        c->insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+        if (c->insecure && (c->ca_file || c->ca_data.data))
+                return buf_set_err(err, -EINVAL,
+                                   "%s: certificate-authority and insecure-skip-tls-verify are both set "
+                                   "(a root certificate with the insecure flag is not allowed)",
+                                   where->data);
+        return set_dup(&c->tls_server_name, string_member(p->cluster, "tls-server-name"));
+}
+
+/* Fills c's client certificate and key, token and token file from the
+ * picked user (which is set); where is scratch for the message prefix.
+ * 0, or -errno with err set (perhaps not for -ENOMEM). */
+static int load_user(const struct picked *p, const char *path, const char *dir, struct kube_config *c,
+                     struct buf *where, struct buf *err)
+{
+        const char *s;
+        int r;
+
+        buf_reset(where);
+        if (buf_printf(where, "kubeconfig \"%s\": user \"%s\"", path, p->user_name) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
+                if (json_get(p->user, unsupported_user_fields[i]))
+                        return buf_set_err(
+                                err, -EINVAL,
+                                "%s: %s is not supported (use a token, a token file or a client certificate)",
+                                where->data, unsupported_user_fields[i]);
+        }
+        if ((r = load_pair(p->user, "client-certificate", dir, where->data, &c->cert_file, &c->cert_data, err)) < 0 ||
+            (r = load_pair(p->user, "client-key", dir, where->data, &c->key_file, &c->key_data, err)) < 0)
+                return r;
+        if ((c->cert_file || c->cert_data.data) != (c->key_file || c->key_data.data))
+                return buf_set_err(err, -EINVAL, "%s: %s is set without %s", where->data,
+                                   c->cert_file || c->cert_data.data ? "client-certificate" : "client-key",
+                                   c->cert_file || c->cert_data.data ? "client-key" : "client-certificate");
+        if ((r = set_dup(&c->token, string_member(p->user, "token"))) < 0)
+                return r;
+        s = string_member(p->user, "tokenFile");
+        if (s && !(c->token_file = resolve_path(dir, s)))
+                return -ENOMEM;
+        return 0;
+}
+
 int kubeconfig_load(const char *path, const char *context, struct kube_config *ret_cfg,
                     struct buf *err)
 {
         struct kube_config c;
         struct buf e = BUF_INIT, where = BUF_INIT;
-        json_object *root = NULL, *ctx, *cluster, *user = NULL, *v;
-        const char *ctx_name, *cluster_name, *user_name, *s;
+        struct picked p = { 0 };
+        json_object *root = NULL;
         char *data = NULL, *dir = NULL;
         const char *slash;
         size_t len = 0;
@@ -161,7 +275,6 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 r = buf_set_err(err, r, "kubeconfig \"%s\": %s", path, e.len ? e.data : "unreadable");
                 goto out;
         }
-        r = -EINVAL;
         /* Relative paths in the file are relative to its folder. */
         slash = strrchr(path, '/');
         dir = !slash ? strdup(".") : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
@@ -169,119 +282,10 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
                 r = -ENOMEM;
                 goto out;
         }
-        ctx_name = context ? context : string_member(root, "current-context");
-        if (!ctx_name) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": current-context is not set", path);
+        if ((r = pick_context(root, path, context, &p, err)) < 0 ||
+            (r = load_cluster(&p, path, dir, &c, &where, err)) < 0 ||
+            (p.user && (r = load_user(&p, path, dir, &c, &where, err)) < 0))
                 goto out;
-        }
-        ctx = named_entry(root, "contexts", "context", ctx_name);
-        if (!ctx) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" not found in contexts", path,
-                                ctx_name);
-                goto out;
-        }
-        cluster_name = string_member(ctx, "cluster");
-        if (!cluster_name) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": context \"%s\" has no cluster", path, ctx_name);
-                goto out;
-        }
-        cluster = named_entry(root, "clusters", "cluster", cluster_name);
-        if (!cluster) {
-                r = buf_set_err(err, -EINVAL,
-                                "kubeconfig \"%s\": cluster \"%s\" (of context \"%s\") not found in clusters", path,
-                                cluster_name, ctx_name);
-                goto out;
-        }
-        user_name = string_member(ctx, "user");
-        if (user_name) {
-                user = named_entry(root, "users", "user", user_name);
-                if (!user) {
-                        r = buf_set_err(err, -EINVAL,
-                                        "kubeconfig \"%s\": user \"%s\" (of context \"%s\") not found in users", path,
-                                        user_name, ctx_name);
-                        goto out;
-                }
-        }
-        s = string_member(cluster, "server");
-        if (!s) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server is not set", path,
-                                cluster_name);
-                goto out;
-        }
-        if ((r = normalize_server(s, &c.server)) < 0 || (r = set_dup(&c.context, ctx_name)) < 0)
-                goto out;
-        /* client-go refuses a server without a host ("https://", ":///"):
-         * it is not a URL libcurl could reach either. */
-        {
-                const char *host = strstr(c.server, "://");
-
-                if (!host || !host[3] || strchr("/?#", host[3])) {
-                        r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": server \"%s\" has no host",
-                                        path, cluster_name, s);
-                        goto out;
-                }
-        }
-        r = -EINVAL;
-        if (string_member(cluster, "proxy-url")) {
-                r = buf_set_err(err, -EINVAL, "kubeconfig \"%s\": cluster \"%s\": proxy-url is not supported", path,
-                                cluster_name);
-                goto out;
-        }
-        if (buf_printf(&where, "kubeconfig \"%s\": cluster \"%s\"", path, cluster_name) < 0) {
-                r = -ENOMEM;
-                goto out;
-        }
-        if ((r = load_pair(cluster, "certificate-authority", dir, where.data, &c.ca_file, &c.ca_data,
-                           err)) < 0)
-                goto out;
-        r = -EINVAL;
-        v = json_get(cluster, "insecure-skip-tls-verify");
-        c.insecure = v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
-        if (c.insecure && (c.ca_file || c.ca_data.data)) {
-                r = buf_set_err(err, -EINVAL,
-                                "%s: certificate-authority and insecure-skip-tls-verify are both set "
-                                "(a root certificate with the insecure flag is not allowed)",
-                                where.data);
-                goto out;
-        }
-        if ((r = set_dup(&c.tls_server_name, string_member(cluster, "tls-server-name"))) < 0)
-                goto out;
-        r = -EINVAL;
-        if (user) {
-                buf_reset(&where);
-                if (buf_printf(&where, "kubeconfig \"%s\": user \"%s\"", path, user_name) < 0) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-                for (size_t i = 0; i < sizeof(unsupported_user_fields) / sizeof(*unsupported_user_fields); i++) {
-                        if (json_get(user, unsupported_user_fields[i])) {
-                                r = buf_set_err(
-                                        err, -EINVAL,
-                                        "%s: %s is not supported (use a token, a token file or a client certificate)",
-                                        where.data, unsupported_user_fields[i]);
-                                goto out;
-                        }
-                }
-                if ((r = load_pair(user, "client-certificate", dir, where.data, &c.cert_file,
-                                   &c.cert_data, err)) < 0 ||
-                    (r = load_pair(user, "client-key", dir, where.data, &c.key_file, &c.key_data,
-                                   err)) < 0)
-                        goto out;
-                r = -EINVAL;
-                if ((c.cert_file || c.cert_data.data) != (c.key_file || c.key_data.data)) {
-                        r = buf_set_err(err, -EINVAL, "%s: %s is set without %s", where.data,
-                                        c.cert_file || c.cert_data.data ? "client-certificate" : "client-key",
-                                        c.cert_file || c.cert_data.data ? "client-key" : "client-certificate");
-                        goto out;
-                }
-                if ((r = set_dup(&c.token, string_member(user, "token"))) < 0)
-                        goto out;
-                s = string_member(user, "tokenFile");
-                if (s && !(c.token_file = resolve_path(dir, s))) {
-                        r = -ENOMEM;
-                        goto out;
-                }
-        }
         *ret_cfg = c;
         memset(&c, 0, sizeof(c));
         r = 0;

@@ -1274,26 +1274,11 @@ static void flush_all(struct loop_timer *t, void *data)
         }
 }
 
-/* ---- the socket file ----------------------------------------------------- */
-
-/* ---- public -------------------------------------------------------------- */
-
-int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
-                      struct stream_server **ret_srv, struct buf *err)
+/* Copies cfg (strings and allow lists too) into a new srv, defaults for
+ * what it leaves 0, and makes the history and the plugin map.  0 or
+ * -ENOMEM (what was copied is srv's: stream_server_free() frees it). */
+static int copy_config(struct stream_server *srv, const struct stream_server_config *cfg)
 {
-        struct stream_server *srv = NULL;
-        int r;
-
-        if (!loop || !cfg || !cfg->socket_path || !cfg->socket_path[0])
-                return buf_set_err(err, -EINVAL, "no socket path");
-        srv = calloc(1, sizeof(*srv));
-        if (!srv) {
-                r = -ENOMEM;
-                goto oom;
-        }
-        srv->lis.fd = -1;
-        srv->reserve_fd = -1;
-        srv->loop = loop;
         srv->path = strdup(cfg->socket_path);
         srv->mode_name = strdup(cfg->mode_name ? cfg->mode_name : "incremental");
         srv->node_name = strdup(cfg->node_name ? cfg->node_name : "");
@@ -1329,11 +1314,34 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->seq = wall_usec();
         srv->floor = srv->seq;
         if (!srv->path || !srv->mode_name || !srv->node_name || ring_reserve(&srv->hist, srv->hist_cap) < 0 ||
-            !srv->plugins ||
-            srv->n_allow_uids != cfg->n_allow_uids || srv->n_allow_gids != cfg->n_allow_gids) {
+            !srv->plugins || srv->n_allow_uids != cfg->n_allow_uids || srv->n_allow_gids != cfg->n_allow_gids)
+                return -ENOMEM;
+        return 0;
+}
+
+/* ---- the socket file ----------------------------------------------------- */
+
+/* ---- public -------------------------------------------------------------- */
+
+int stream_server_new(struct loop *loop, const struct stream_server_config *cfg, struct stream_server **ret_srv,
+                      struct buf *err)
+{
+        struct stream_server *srv = NULL;
+        int r;
+
+        if (!loop || !cfg || !cfg->socket_path || !cfg->socket_path[0])
+                return buf_set_err(err, -EINVAL, "no socket path");
+        srv = calloc(1, sizeof(*srv));
+        if (!srv) {
                 r = -ENOMEM;
                 goto oom;
         }
+        srv->lis.fd = -1;
+        srv->reserve_fd = -1;
+        srv->loop = loop;
+        r = copy_config(srv, cfg);
+        if (r < 0)
+                goto oom;
         r = loop_timer_new(loop, flush_all, srv, &srv->flush_timer);
         if (r < 0)
                 goto oom;

@@ -37,48 +37,61 @@ static int check_file(const struct stat *st, size_t limit, struct buf *err)
         return 0;
 }
 
-int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
+/* Opens path for reading once stat() and fstat() say it is a regular
+ * file under the limit.  0 with *ret_fd and *ret_size (as fstat() saw
+ * it), or -errno with err set. */
+static int open_checked(const char *path, size_t limit, int *ret_fd, size_t *ret_size, struct buf *err)
 {
         struct stat st;
-        char *data = NULL, *bigger;
-        size_t len = 0, cap;
-        int fd = -1, r;
+        int fd, r;
 
         /* Looked at before it is opened, so no device or FIFO is ever
          * opened in the common case; and again once open (fstat), since
          * the path may have changed in between. */
         if (stat(path, &st) < 0) {
                 r = -errno;
-                r = buf_set_err(err, r, "%s", ERRNO_STR(r));
-                goto out;
+                return buf_set_err(err, r, "%s", ERRNO_STR(r));
         }
         if ((r = check_file(&st, limit, err)) < 0)
-                goto out;
+                return r;
         /* O_NONBLOCK: if a FIFO was swapped in after stat(), open() must
          * not wait for a writer.  It changes nothing for regular files. */
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 r = -errno;
-                r = buf_set_err(err, r, "%s", ERRNO_STR(r));
-                goto out;
+                return buf_set_err(err, r, "%s", ERRNO_STR(r));
         }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
                 r = buf_set_err(err, r, "%s", ERRNO_STR(r));
-                goto out;
+                goto fail;
         }
         if ((r = check_file(&st, limit, err)) < 0)
-                goto out;
-        cap = (size_t)st.st_size + 1;
+                goto fail;
+        *ret_fd = fd;
+        *ret_size = (size_t)st.st_size;
+        return 0;
+fail:
+        close(fd);
+        return r;
+}
+
+/* Reads fd to EOF into a new NUL-terminated block, first sized for size
+ * bytes (what fstat() said).  0 with *ret_data (the caller frees it) and
+ * *ret_len, or -errno with err set (-EFBIG at the limit). */
+static int read_to_end(int fd, size_t size, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
+{
+        char *data, *bigger;
+        size_t len = 0, cap = size + 1;
+        int r;
+
         if (cap < 4096)
                 cap = 4096;
         if (cap > limit + 1)
                 cap = limit + 1;
         data = malloc(cap);
-        if (!data) {
-                r = -ENOMEM;
-                goto out;
-        }
+        if (!data)
+                return -ENOMEM;
         /* The file may grow after fstat(): read to EOF, stopping at the
          * limit (an input of exactly the limit is already too large). */
         for (;;) {
@@ -88,13 +101,13 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                         if (len >= limit) {
                                 r = buf_set_err(err, -EFBIG, "file too large (at least %zu bytes, limit %zu)", len,
                                                 limit);
-                                goto out;
+                                goto fail;
                         }
                         cap = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
                         bigger = realloc(data, cap);
                         if (!bigger) {
                                 r = -ENOMEM;
-                                goto out;
+                                goto fail;
                         }
                         data = bigger;
                 }
@@ -104,7 +117,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                                 continue;
                         r = -errno;
                         r = buf_set_err(err, r, "read: %s", ERRNO_STR(r));
-                        goto out;
+                        goto fail;
                 }
                 if (n == 0)
                         break;
@@ -112,16 +125,26 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
         }
         if (len >= limit) {
                 r = buf_set_err(err, -EFBIG, "file too large (%zu bytes, limit %zu)", len, limit);
-                goto out;
+                goto fail;
         }
         data[len] = '\0';
         *ret_data = data;
         *ret_len = len;
-        data = NULL;
-        r = 0;
-out:
+        return 0;
+fail:
         free(data);
-        if (fd >= 0)
-                close(fd);
+        return r;
+}
+
+int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
+{
+        size_t size = 0;
+        int fd = -1, r;
+
+        r = open_checked(path, limit, &fd, &size, err);
+        if (r < 0)
+                return r;
+        r = read_to_end(fd, size, limit, ret_data, ret_len, err);
+        close(fd);
         return r;
 }

@@ -151,6 +151,79 @@ out:
 }
 
 /*
+ * One look at a lock file that exists, open as fd (closed here, whatever
+ * the outcome): 0 when nobody held it (it was removed if the path still
+ * names it), 1 when a holder whose pid names no live process held it (it
+ * is on its way out), else -errno with err set (-EADDRINUSE with "another
+ * podmux (pid N) serves <path>" when a live daemon holds it).  Either way
+ * the caller opens the lock path again.
+ */
+static int look_at_lock(struct unix_listener *l, int fd, struct buf *err)
+{
+        struct stat st, now;
+        int r;
+
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                r = buf_set_err(err, r, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                goto fail;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                r = -EEXIST;
+                r = buf_set_err(err, r, "\"%s\" is not a regular file; not using it as the lock file", l->lock_path);
+                goto fail;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                long pid;
+
+                r = -errno;
+                if (r != -EWOULDBLOCK) {
+                        r = buf_set_err(err, r, "cannot lock \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                        goto fail;
+                }
+                pid = read_holder_pid(fd);
+                close(fd);
+                if (pid > 0 && pid_alive(pid))
+                        return buf_set_err(err, -EADDRINUSE, "another podmux (pid %ld) serves %s", pid, l->path);
+                sched_yield(); /* let it finish removing the file */
+                return 1;
+        }
+        /* Nobody holds it.  Remove it (while locked) only if the
+         * path still names it: its holder may have removed it
+         * between our open() and flock(), and a new one made. */
+        if (lstat(l->lock_path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+            unlink(l->lock_path) < 0 && errno != ENOENT) {
+                r = -errno;
+                r = buf_set_err(err, r, "cannot remove stale lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                goto fail;
+        }
+        r = 0;
+fail:
+        close(fd);
+        return r;
+}
+
+/* Keeps fd, the lock file create_lock() made, in l.  0, or -errno with
+ * err set (the file is removed and fd closed). */
+static int keep_lock(struct unix_listener *l, int fd, struct buf *err)
+{
+        struct stat st;
+        int r;
+
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                r = buf_set_err(err, r, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
+                (void)unlink(l->lock_path);
+                close(fd);
+                return r;
+        }
+        l->lock_fd = fd;
+        l->lock_dev = st.st_dev;
+        l->lock_ino = st.st_ino;
+        return 0;
+}
+
+/*
  * Takes the lock: fills l->lock_fd, lock_dev, lock_ino.  -EADDRINUSE with
  * "another podmux (pid N) serves <path>" when someone holds it.
  *
@@ -162,7 +235,6 @@ out:
  */
 static int take_lock(struct unix_listener *l, struct buf *err)
 {
-        struct stat st, now;
         bool held = false;
         int fd = -1, r = 0, tries;
 
@@ -173,7 +245,7 @@ static int take_lock(struct unix_listener *l, struct buf *err)
                 if (fd < 0 && errno == ENOENT) {
                         r = create_lock(l->lock_path, &fd, err);
                         if (r == 0)
-                                goto locked;
+                                return keep_lock(l, fd, err);
                         if (r != -EEXIST)
                                 return r;
                         continue;
@@ -189,68 +261,15 @@ static int take_lock(struct unix_listener *l, struct buf *err)
                         }
                         return r;
                 }
-                if (fstat(fd, &st) < 0) {
-                        r = -errno;
-                        r = buf_set_err(err, r, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
-                        goto fail;
-                }
-                if (!S_ISREG(st.st_mode)) {
-                        r = -EEXIST;
-                        r = buf_set_err(err, r, "\"%s\" is not a regular file; not using it as the lock file",
-                                        l->lock_path);
-                        goto fail;
-                }
-                if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-                        long pid;
-
-                        r = -errno;
-                        if (r != -EWOULDBLOCK) {
-                                r = buf_set_err(err, r, "cannot lock \"%s\": %s", l->lock_path, ERRNO_STR(r));
-                                goto fail;
-                        }
-                        pid = read_holder_pid(fd);
-                        close(fd);
-                        fd = -1;
-                        if (pid > 0 && pid_alive(pid)) {
-                                return buf_set_err(err, -EADDRINUSE, "another podmux (pid %ld) serves %s", pid,
-                                                   l->path);
-                        }
-                        held = true;
-                        sched_yield(); /* let it finish removing the file */
-                        continue;
-                }
-                held = false;
-                /* Nobody holds it.  Remove it (while locked) only if the
-                 * path still names it: its holder may have removed it
-                 * between our open() and flock(), and a new one made. */
-                if (lstat(l->lock_path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
-                    unlink(l->lock_path) < 0 && errno != ENOENT) {
-                        r = -errno;
-                        r = buf_set_err(err, r, "cannot remove stale lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
-                        goto fail;
-                }
-                close(fd);
-                fd = -1;
+                r = look_at_lock(l, fd, err);
+                if (r < 0)
+                        return r;
+                held = r > 0;
         }
         if (held)
                 return buf_set_err(err, -EADDRINUSE, "another podmux (unknown pid) serves %s", l->path);
         return buf_set_err(err, -EAGAIN, "lock file \"%s\" was replaced %d times while we took it; giving up",
                            l->lock_path, LOCK_TRIES);
-locked:
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                r = buf_set_err(err, r, "lock file \"%s\": %s", l->lock_path, ERRNO_STR(r));
-                (void)unlink(l->lock_path);
-                goto fail;
-        }
-        l->lock_fd = fd;
-        l->lock_dev = st.st_dev;
-        l->lock_ino = st.st_ino;
-        return 0;
-fail:
-        if (fd >= 0)
-                close(fd);
-        return r;
 }
 
 /* With the lock held: 0 when path is free (a leftover socket file was
