@@ -290,6 +290,8 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
         memset(&c, 0, sizeof(c));
         r = 0;
 out:
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* no message, and none left from before */
         kube_config_free(&c);
         json_object_put(root);
         if (data)

@@ -146,5 +146,7 @@ int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, 
                 return r;
         r = read_to_end(fd, size, limit, ret_data, ret_len, err);
         close(fd);
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* no message, and none left from before */
         return r;
 }

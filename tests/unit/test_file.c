@@ -137,7 +137,7 @@ START_TEST(test_limit_is_the_callers)
 END_TEST
 
 /* Every allocation failing in turn: -ENOMEM, nothing returned, nothing
- * leaked; the read then succeeds. */
+ * leaked, err empty (buf.h's convention); the read then succeeds. */
 START_TEST(test_out_of_memory)
 {
         struct buf err = BUF_INIT;
@@ -155,6 +155,8 @@ START_TEST(test_out_of_memory)
         for (n = 1;; n++) {
                 bool failed;
 
+                /* A message from before must not read as this failure's. */
+                ck_assert_int_eq(buf_puts(&err, "stale"), 0);
                 failalloc_arm(n);
                 r = file_read(f, 4096, &data, &len, &err);
                 failed = failalloc_failed();
@@ -166,6 +168,7 @@ START_TEST(test_out_of_memory)
                         break;
                 }
                 ck_assert_int_eq(r, -ENOMEM);
+                ck_assert_uint_eq(err.len, 0);
                 buf_free(&err);
                 ck_assert_int_eq(failalloc_live(), before);
         }
