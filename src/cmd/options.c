@@ -311,8 +311,73 @@ static int parse_group(const char *v, gid_t *ret, struct buf *err)
         return 0;
 }
 
-/* Reads the KubeletConfiguration fields podmux honours.  Values already
- * set by flags (set[] marks them) are kept. */
+/* --socket-mode: octal, at most 0777. */
+static int parse_socket_mode(const char *v, mode_t *ret, struct buf *err)
+{
+        char *end;
+        long n;
+
+        errno = 0;
+        n = strtol(v, &end, 8);
+        if (errno || end == v || *end || n < 0 || n > 0777)
+                return buf_set_err(err, -EINVAL, "--socket-mode: invalid mode \"%s\" (octal, e.g. 0660)", v);
+        *ret = (mode_t)n;
+        return 0;
+}
+
+/* -v: a verbosity from 0 to 10. */
+static int parse_verbosity(const char *v, int *ret, struct buf *err)
+{
+        char *end;
+        long n;
+
+        errno = 0;
+        n = strtol(v, &end, 10);
+        if (errno || end == v || *end || n < 0 || n > 10)
+                return buf_set_err(err, -EINVAL, "-v: invalid verbosity \"%s\" (0 to 10)", v);
+        *ret = (int)n;
+        return 0;
+}
+
+/* --log-format: text (0) or json (1). */
+static int parse_log_format(const char *v, int *ret, struct buf *err)
+{
+        if (strcmp(v, "text") == 0)
+                *ret = 0;
+        else if (strcmp(v, "json") == 0)
+                *ret = 1;
+        else
+                return buf_set_err(err, -EINVAL, "--log-format: unknown format \"%s\" (text or json)", v);
+        return 0;
+}
+
+/* --mode: a storage mode by its name. */
+static int parse_mode(const char *v, enum storage_mode *ret, struct buf *err)
+{
+        if (storage_mode_from_string(v, ret) < 0)
+                return buf_set_err(err, -EINVAL,
+                                   "--mode: unknown mode \"%s\" (incremental, snapshot or snapshot-and-updates)", v);
+        return 0;
+}
+
+/* --metrics-address: kept in *slot once metrics_address_check() takes
+ * it. */
+static int parse_metrics_address(const char *v, char **slot, struct buf *err)
+{
+        struct buf why = BUF_INIT;
+        int r;
+
+        r = metrics_address_check(v, &why);
+        if (r == -EINVAL)
+                r = buf_set_err(err, r, "--metrics-address: %s", why.len ? why.data : "invalid");
+        else if (r == 0)
+                r = str_set(slot, v);
+        buf_free(&why);
+        return r;
+}
+
+/* The flags a --config value must not override (load_config() keeps
+ * what they set), and the node name as each of its flags spelled it. */
 struct flag_set {
         bool path, file_check, url, headers, http_check, plugins_dir;
         /* The last value of each spelling of the node name, to refuse
@@ -320,7 +385,9 @@ struct flag_set {
         const char *node_name, *hostname_override;
 };
 
-static int load_config(struct options *o, const struct flag_set *set, struct buf *err)
+/* Reads the --config file: a YAML mapping of kind KubeletConfiguration.
+ * 0 with *ret_cfg for the caller to put, or an error naming the file. */
+static int config_read(const char *path, json_object **ret_cfg, struct buf *err)
 {
         char *data = NULL;
         size_t len = 0;
@@ -328,7 +395,7 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
         struct buf e = BUF_INIT;
         int r;
 
-        r = file_read(o->config_file, OPTIONS_CONFIG_MAX_BYTES, &data, &len, &e);
+        r = file_read(path, OPTIONS_CONFIG_MAX_BYTES, &data, &len, &e);
         if (r == 0)
                 r = yaml_to_json(data, len, &cfg, &e);
         if (r == 0 && !json_object_is_type(cfg, json_type_object)) {
@@ -342,9 +409,62 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 r = -EINVAL;
         }
         if (r < 0) {
-                r = buf_set_err(err, r, "--config \"%s\": %s", o->config_file, e.len ? e.data : "invalid");
-                goto out;
+                r = buf_set_err(err, r, "--config \"%s\": %s", path, e.len ? e.data : "invalid");
+                json_object_put(cfg);
+        } else {
+                *ret_cfg = cfg;
         }
+        free(data);
+        buf_free(&e);
+        return r;
+}
+
+/* staticPodURLHeader (v): a map of header name to a list of values,
+ * each added to o->headers. */
+static int config_headers(struct options *o, json_object *v, struct buf *err)
+{
+        int r;
+
+        if (!json_object_is_type(v, json_type_object)) {
+                return buf_set_err(err, -EINVAL,
+                                   "--config \"%s\": staticPodURLHeader must be a map of name to list of values",
+                                   o->config_file);
+        }
+        json_object_object_foreach(v, name, vals) {
+                size_t n = json_object_is_type(vals, json_type_array) ? json_object_array_length(vals) : 0;
+
+                if (!json_object_is_type(vals, json_type_array)) {
+                        return buf_set_err(err, -EINVAL, "--config \"%s\": staticPodURLHeader.%s must be a list",
+                                           o->config_file, name);
+                }
+                for (size_t i = 0; i < n; i++) {
+                        json_object *s = json_object_array_get_idx(vals, i);
+
+                        /* []string, as the kubelet decodes it: a
+                         * null (a NULL object) or a number is an
+                         * error, not a value. */
+                        if (!json_object_is_type(s, json_type_string)) {
+                                return buf_set_err(err, -EINVAL,
+                                                   "--config \"%s\": staticPodURLHeader.%s must be a list of strings",
+                                                   o->config_file, name);
+                        }
+                        if ((r = add_header(o, name, strlen(name), json_object_get_string(s),
+                                            (size_t)json_object_get_string_len(s))) < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+/* Reads the KubeletConfiguration fields podmux honours.  Values already
+ * set by flags (set marks them) are kept. */
+static int load_config(struct options *o, const struct flag_set *set, struct buf *err)
+{
+        json_object *cfg = NULL, *v;
+        int r;
+
+        if ((r = config_read(o->config_file, &cfg, err)) < 0)
+                return r;
 #define CFG_STRING(key, slot, flagged)                                              \
         if (!(flagged) && json_object_object_get_ex(cfg, key, &v) &&                   \
             json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) { \
@@ -370,46 +490,12 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
         CFG_DURATION("httpCheckFrequency", o->http_check_usec, set->http_check);
 #undef CFG_STRING
 #undef CFG_DURATION
-        if (!set->headers && json_object_object_get_ex(cfg, "staticPodURLHeader", &v)) {
-                if (!json_object_is_type(v, json_type_object)) {
-                        r = buf_set_err(err, -EINVAL,
-                                        "--config \"%s\": staticPodURLHeader must be a map of name to list of values",
-                                        o->config_file);
-                        goto out;
-                }
-                json_object_object_foreach(v, name, vals) {
-                        size_t n = json_object_is_type(vals, json_type_array)
-                                           ? json_object_array_length(vals) : 0;
-
-                        if (!json_object_is_type(vals, json_type_array)) {
-                                r = buf_set_err(err, -EINVAL, "--config \"%s\": staticPodURLHeader.%s must be a list",
-                                                o->config_file, name);
-                                goto out;
-                        }
-                        for (size_t i = 0; i < n; i++) {
-                                json_object *s = json_object_array_get_idx(vals, i);
-
-                                /* []string, as the kubelet decodes it: a
-                                 * null (a NULL object) or a number is an
-                                 * error, not a value. */
-                                if (!json_object_is_type(s, json_type_string)) {
-                                        r = buf_set_err(
-                                                err, -EINVAL,
-                                                "--config \"%s\": staticPodURLHeader.%s must be a list of strings",
-                                                o->config_file, name);
-                                        goto out;
-                                }
-                                if ((r = add_header(o, name, strlen(name), json_object_get_string(s),
-                                                    (size_t)json_object_get_string_len(s))) < 0)
-                                        goto out;
-                        }
-                }
-        }
+        if (!set->headers && json_object_object_get_ex(cfg, "staticPodURLHeader", &v) &&
+            (r = config_headers(o, v, err)) < 0)
+                goto out;
         r = 0;
 out:
         json_object_put(cfg);
-        free(data);
-        buf_free(&e);
         return r;
 }
 
@@ -599,10 +685,124 @@ out:
         return r;
 }
 
+/* One flag from getopt_long(): c its code, v its value, flag the flag as
+ * given (for the messages).  Flags a --config value must not override
+ * are marked in set. */
+static int apply_flag(struct options *o, int c, const char *v, const char *flag, struct flag_set *set, struct buf *err)
+{
+        switch (c) {
+        case OPT_NODE_NAME:
+        case OPT_HOSTNAME_OVERRIDE:
+                *(c == OPT_NODE_NAME ? &set->node_name : &set->hostname_override) = v;
+                return str_set(&o->node_name, v);
+        case OPT_POD_MANIFEST_PATH:
+                set->path = true;
+                o->explicit_sources = true;
+                return str_set(&o->pod_manifest_path, v);
+        case OPT_FILE_CHECK:
+                set->file_check = true;
+                return parse_duration_flag("file-check-frequency", v, &o->file_check_usec, err);
+        case OPT_MANIFEST_URL:
+                set->url = true;
+                o->explicit_sources = true;
+                return str_set(&o->manifest_url, v);
+        case OPT_MANIFEST_URL_HEADER:
+                set->headers = true;
+                return options_add_headers(o, v, err);
+        case OPT_HTTP_CHECK:
+                set->http_check = true;
+                return parse_duration_flag("http-check-frequency", v, &o->http_check_usec, err);
+        case OPT_KUBECONFIG:
+                o->explicit_sources = true;
+                return str_set(&o->kubeconfig, v);
+        case OPT_IN_CLUSTER:
+                o->in_cluster = true;
+                o->explicit_sources = true;
+                return 0;
+        case OPT_PLUGINS_DIR:
+                set->plugins_dir = true;
+                return str_set(&o->plugins_dir, v);
+        case OPT_CONFIG:
+                o->explicit_sources = true;
+                return str_set(&o->config_file, v);
+        case OPT_SOCKET:
+                return str_set(&o->socket_path, v);
+        case OPT_SOCKET_MODE:
+                return parse_socket_mode(v, &o->socket_mode, err);
+        case OPT_SOCKET_GROUP: {
+                int r = parse_group(v, &o->socket_gid, err);
+
+                o->set_socket_gid = r == 0;
+                return r;
+        }
+        case OPT_ALLOW_UIDS:
+                return parse_ids("allow-uids", v, (unsigned **)&o->allow_uids, &o->n_allow_uids, err);
+        case OPT_ALLOW_GIDS:
+                return parse_ids("allow-gids", v, (unsigned **)&o->allow_gids, &o->n_allow_gids, err);
+        case OPT_METRICS_ADDRESS:
+                return parse_metrics_address(v, &o->metrics_address, err);
+        case OPT_MODE:
+                return parse_mode(v, &o->mode, err);
+        case 'v':
+                return parse_verbosity(v, &o->verbosity, err);
+        case OPT_LOG_FORMAT:
+                return parse_log_format(v, &o->log_json, err);
+        case OPT_MAX_BACKLOG:
+                return parse_size("max-consumer-backlog", v, 1024, &o->max_backlog, err);
+        case OPT_MAX_CONSUMERS:
+                return parse_size("max-consumers", v, 1, &o->max_consumers, err);
+        case OPT_HISTORY:
+                return parse_size("history", v, 1, &o->history, err);
+        case OPT_HISTORY_BYTES:
+                return parse_size("history-bytes", v, 1024, &o->history_bytes, err);
+        case 'h':
+                o->help = true;
+                return 0;
+        case ':':
+                return buf_set_err(err, -EINVAL, "%s: missing value", flag);
+        default:
+                return buf_set_err(err, -EINVAL, "%s: unknown flag", flag);
+        }
+}
+
+/* Everything that has a default and was neither flagged nor in --config:
+ * the socket ($PODMUX_SOCKET), the node name (the host name), the plugin
+ * registry (options_default_plugins()).  Then the values that must not
+ * be empty are checked, and an empty source flag turns its source off. */
+static int apply_defaults(struct options *o, struct buf *err)
+{
+        const char *env_socket = getenv("PODMUX_SOCKET");
+        int r;
+
+        if (!o->socket_path &&
+            (r = str_set(&o->socket_path, env_socket && env_socket[0] ? env_socket : OPTIONS_DEFAULT_SOCKET)) < 0)
+                return r;
+        if (!o->node_name) {
+                char host[256] = "";
+
+                if (options_default_node_name(host, sizeof(host)) < 0)
+                        return buf_set_err(err, -EINVAL, "--node-name: not given and the host name is unknown");
+                if ((r = str_set(&o->node_name, host)) < 0)
+                        return r;
+        }
+        if (!o->plugins_dir && options_default_plugins(o, geteuid()) &&
+            (r = str_set(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
+                return r;
+        if (!o->node_name[0])
+                return buf_set_err(err, -EINVAL, "--node-name: must not be empty");
+        if (!o->socket_path[0])
+                return buf_set_err(err, -EINVAL, "--socket: must not be empty");
+        /* An empty source flag turns that source off, as in the kubelet
+         * (it also keeps the --config file's value out). */
+        drop_empty(&o->pod_manifest_path);
+        drop_empty(&o->manifest_url);
+        drop_empty(&o->kubeconfig);
+        return 0;
+}
+
 int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 {
-        struct flag_set set = {0};
-        const char *env_socket = getenv("PODMUX_SOCKET");
+        struct flag_set set = { 0 };
         int c, r = 0;
 
         memset(o, 0, sizeof(*o));
@@ -618,137 +818,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {
                 const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-                char *end;
-                long n;
 
-                switch (c) {
-                case OPT_NODE_NAME:
-                case OPT_HOSTNAME_OVERRIDE:
-                        r = str_set(&o->node_name, optarg);
-                        *(c == OPT_NODE_NAME ? &set.node_name : &set.hostname_override) = optarg;
-                        break;
-                case OPT_POD_MANIFEST_PATH:
-                        r = str_set(&o->pod_manifest_path, optarg);
-                        set.path = true;
-                        o->explicit_sources = true;
-                        break;
-                case OPT_FILE_CHECK:
-                        r = parse_duration_flag("file-check-frequency", optarg, &o->file_check_usec, err);
-                        set.file_check = true;
-                        break;
-                case OPT_MANIFEST_URL:
-                        r = str_set(&o->manifest_url, optarg);
-                        set.url = true;
-                        o->explicit_sources = true;
-                        break;
-                case OPT_MANIFEST_URL_HEADER:
-                        r = options_add_headers(o, optarg, err);
-                        set.headers = true;
-                        break;
-                case OPT_HTTP_CHECK:
-                        r = parse_duration_flag("http-check-frequency", optarg, &o->http_check_usec, err);
-                        set.http_check = true;
-                        break;
-                case OPT_KUBECONFIG:
-                        r = str_set(&o->kubeconfig, optarg);
-                        o->explicit_sources = true;
-                        break;
-                case OPT_IN_CLUSTER:
-                        o->in_cluster = true;
-                        o->explicit_sources = true;
-                        break;
-                case OPT_PLUGINS_DIR:
-                        r = str_set(&o->plugins_dir, optarg);
-                        set.plugins_dir = true;
-                        break;
-                case OPT_SOCKET:
-                        r = str_set(&o->socket_path, optarg);
-                        break;
-                case OPT_SOCKET_MODE:
-                        errno = 0;
-                        n = strtol(optarg, &end, 8);
-                        if (errno || end == optarg || *end || n < 0 || n > 0777) {
-                                r = buf_set_err(err, -EINVAL, "--socket-mode: invalid mode \"%s\" (octal, e.g. 0660)",
-                                                optarg);
-                        } else {
-                                o->socket_mode = (mode_t)n;
-                        }
-                        break;
-                case OPT_SOCKET_GROUP:
-                        r = parse_group(optarg, &o->socket_gid, err);
-                        o->set_socket_gid = r == 0;
-                        break;
-                case OPT_ALLOW_UIDS:
-                        r = parse_ids("allow-uids", optarg, (unsigned **)&o->allow_uids, &o->n_allow_uids, err);
-                        break;
-                case OPT_ALLOW_GIDS:
-                        r = parse_ids("allow-gids", optarg, (unsigned **)&o->allow_gids, &o->n_allow_gids, err);
-                        break;
-                case OPT_METRICS_ADDRESS: {
-                        struct buf why = BUF_INIT;
-
-                        r = metrics_address_check(optarg, &why);
-                        if (r == -EINVAL)
-                                r = buf_set_err(err, r, "--metrics-address: %s", why.len ? why.data : "invalid");
-                        else if (r == 0)
-                                r = str_set(&o->metrics_address, optarg);
-                        buf_free(&why);
-                        break;
-                }
-                case OPT_MODE:
-                        if (storage_mode_from_string(optarg, &o->mode) < 0) {
-                                r = buf_set_err(
-                                        err, -EINVAL,
-                                        "--mode: unknown mode \"%s\" (incremental, snapshot or snapshot-and-updates)",
-                                        optarg);
-                        }
-                        break;
-                case OPT_CONFIG:
-                        r = str_set(&o->config_file, optarg);
-                        o->explicit_sources = true;
-                        break;
-                case 'v':
-                        errno = 0;
-                        n = strtol(optarg, &end, 10);
-                        if (errno || end == optarg || *end || n < 0 || n > 10) {
-                                r = buf_set_err(err, -EINVAL, "-v: invalid verbosity \"%s\" (0 to 10)", optarg);
-                        } else {
-                                o->verbosity = (int)n;
-                        }
-                        break;
-                case OPT_LOG_FORMAT:
-                        if (strcmp(optarg, "text") == 0) {
-                                o->log_json = 0;
-                        } else if (strcmp(optarg, "json") == 0) {
-                                o->log_json = 1;
-                        } else {
-                                r = buf_set_err(err, -EINVAL, "--log-format: unknown format \"%s\" (text or json)",
-                                                optarg);
-                        }
-                        break;
-                case OPT_MAX_BACKLOG:
-                        r = parse_size("max-consumer-backlog", optarg, 1024, &o->max_backlog, err);
-                        break;
-                case OPT_MAX_CONSUMERS:
-                        r = parse_size("max-consumers", optarg, 1, &o->max_consumers, err);
-                        break;
-                case OPT_HISTORY:
-                        r = parse_size("history", optarg, 1, &o->history, err);
-                        break;
-                case OPT_HISTORY_BYTES:
-                        r = parse_size("history-bytes", optarg, 1024, &o->history_bytes, err);
-                        break;
-                case 'h':
-                        o->help = true;
-                        break;
-                case ':':
-                        r = buf_set_err(err, -EINVAL, "%s: missing value", flag);
-                        break;
-                default:
-                        r = buf_set_err(err, -EINVAL, "%s: unknown flag", flag);
-                        break;
-                }
-                if (r < 0)
+                if ((r = apply_flag(o, c, optarg, flag, &set, err)) < 0)
                         goto fail;
         }
         if (optind < argc) {
@@ -759,36 +830,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 return 0;
         if (o->config_file && (r = load_config(o, &set, err)) < 0)
                 goto fail;
-        if (!o->socket_path &&
-            (r = str_set(&o->socket_path, env_socket && env_socket[0] ? env_socket : OPTIONS_DEFAULT_SOCKET)) < 0)
-                goto fail;
-        if (!o->node_name) {
-                char host[256] = "";
-
-                if (options_default_node_name(host, sizeof(host)) < 0) {
-                        r = buf_set_err(err, -EINVAL, "--node-name: not given and the host name is unknown");
-                        goto fail;
-                }
-                if ((r = str_set(&o->node_name, host)) < 0)
-                        goto fail;
-        }
-        if (!o->plugins_dir && options_default_plugins(o, geteuid()) &&
-            (r = str_set(&o->plugins_dir, OPTIONS_DEFAULT_PLUGINS_DIR)) < 0)
-                goto fail;
-        if (!o->node_name[0]) {
-                r = buf_set_err(err, -EINVAL, "--node-name: must not be empty");
-                goto fail;
-        }
-        if (!o->socket_path[0]) {
-                r = buf_set_err(err, -EINVAL, "--socket: must not be empty");
-                goto fail;
-        }
-        /* An empty source flag turns that source off, as in the kubelet
-         * (it also keeps the --config file's value out). */
-        drop_empty(&o->pod_manifest_path);
-        drop_empty(&o->manifest_url);
-        drop_empty(&o->kubeconfig);
-        if ((r = check_conflicts(o, &set, err)) < 0)
+        if ((r = apply_defaults(o, err)) < 0 || (r = check_conflicts(o, &set, err)) < 0)
                 goto fail;
         return 0;
 fail:

@@ -316,15 +316,341 @@ static void daemon_free(struct daemon *d)
         options_free(&d->opts);
 }
 
+/* Raises the descriptor limit, then lowers --max-consumers to what the
+ * limit leaves room for (see RUN_FD_MARGIN), with a warning. */
+static void fit_max_consumers(struct options *o)
+{
+        rlim_t nofile = raise_nofile();
+        size_t allowed = consumers_allowed(nofile);
+
+        if (o->max_consumers > allowed) {
+                log_warn("--max-consumers %zu lowered to %zu: the descriptor limit is %s, and the rest is kept for the "
+                         "sources, libcurl, inotify, the metrics endpoint and a spare (raise the hard limit, e.g. "
+                         "LimitNOFILE=, to allow more)",
+                         o->max_consumers, allowed, RLIM_STR(nofile));
+                o->max_consumers = allowed;
+        }
+}
+
+/* The merger's config: the mode, and where merged updates and pod
+ * events go. */
+static void storage_config_from_options(struct daemon *d, struct storage_config *cfg)
+{
+        *cfg = (struct storage_config){
+                .mode = d->opts.mode,
+                .emit = on_emit,
+                .emit_data = d,
+                .event = on_storage_event,
+                .event_data = d,
+        };
+}
+
+/* The stream server's config: the socket and who may connect, the
+ * limits, and the daemon's callbacks. */
+static void stream_config_from_options(struct daemon *d, struct stream_server_config *cfg)
+{
+        const struct options *o = &d->opts;
+
+        *cfg = (struct stream_server_config){
+                .socket_path = o->socket_path,
+                .socket_mode = o->socket_mode,
+                .set_socket_gid = o->set_socket_gid,
+                .socket_gid = o->socket_gid,
+                .allow_uids = o->allow_uids,
+                .n_allow_uids = o->n_allow_uids,
+                .allow_gids = o->allow_gids,
+                .n_allow_gids = o->n_allow_gids,
+                .mode_name = storage_mode_to_string(o->mode),
+                .node_name = o->node_name,
+                .max_consumers = o->max_consumers,
+                .max_backlog = o->max_backlog,
+                .history = o->history,
+                .history_bytes = o->history_bytes,
+                .state_fn = state_for_consumer,
+                .state_data = d,
+                .status_fn = status_for_consumer,
+                .status_data = d,
+                .fd_fn = on_stream_fds,
+                .fd_data = d,
+        };
+}
+
+/* The file source's config (--pod-manifest-path). */
+static void file_config_from_options(struct daemon *d, struct file_source_config *cfg)
+{
+        *cfg = (struct file_source_config){
+                .path = d->opts.pod_manifest_path,
+                .node_name = d->opts.node_name,
+                .period_usec = d->opts.file_check_usec,
+                .stats = metrics_source(&d->metrics, POD_SOURCE_FILE),
+        };
+}
+
+/* The HTTP source's config (--manifest-url). */
+static void http_config_from_options(struct daemon *d, struct http_source_config *cfg)
+{
+        *cfg = (struct http_source_config){
+                .url = d->opts.manifest_url,
+                .headers = d->opts.headers,
+                .n_headers = d->opts.n_headers,
+                .node_name = d->opts.node_name,
+                .period_usec = d->opts.http_check_usec,
+                .stats = metrics_source(&d->metrics, POD_SOURCE_HTTP),
+        };
+}
+
+/* The API server source's config, with the credentials already loaded
+ * into kc (moved into the source by api_source_new()). */
+static void api_config_from_options(struct daemon *d, struct kube_config *kc, struct api_source_config *cfg)
+{
+        *cfg = (struct api_source_config){
+                .kube = kc,
+                .node_name = d->opts.node_name,
+                .stats = metrics_source(&d->metrics, POD_SOURCE_API),
+        };
+}
+
+/* The plugin manager's config (--plugins-registry-dir). */
+static void plugins_config_from_options(struct daemon *d, struct plugin_manager_config *cfg)
+{
+        *cfg = (struct plugin_manager_config){
+                .dir = d->opts.plugins_dir,
+                .event = on_plugin_event,
+                .event_data = d,
+        };
+}
+
+/* The metrics endpoint's config: --metrics-address, with the stream
+ * socket's mode and group for a unix socket. */
+static void metrics_config_from_options(struct daemon *d, struct metrics_server_config *cfg)
+{
+        *cfg = (struct metrics_server_config){
+                .address = d->opts.metrics_address,
+                .socket_mode = d->opts.socket_mode,
+                .socket_gid = d->opts.set_socket_gid ? d->opts.socket_gid : (gid_t)-1,
+                .render = render_metrics,
+                .render_data = d,
+        };
+}
+
+/* The libcurl loop the HTTP source, the API source and the plugin
+ * manager share: made by the first of them that is configured. */
+static int need_curl(struct daemon *d)
+{
+        return d->curl ? 0 : curl_loop_new(d->loop, &d->curl);
+}
+
+/* The inotify watcher the file source and the plugin manager share.
+ * Without one they still work, less promptly (without says how): a
+ * warning, not an error. */
+static void want_watcher(struct daemon *d, const char *without)
+{
+        int r;
+
+        /* The watcher thread starts after the signal mask is set, so
+         * it never takes SIGINT/SIGTERM. */
+        if (!d->watcher && (r = watcher_new(d->loop, &d->watcher)) < 0)
+                log_warn("inotify unavailable (%s): %s", ERRNO_STR(r), without);
+}
+
+/* Logs why a module could not be made or started: "what: why". */
+static void module_failed(const char *what, int r, const struct buf *err)
+{
+        log_error("%s: %s", what, err->len ? err->data : ERRNO_STR(r));
+}
+
+/*
+ * The build_* functions make one module each from d->opts, in the daemon:
+ * 0, or -errno with the reason in err when they take one (podmux/buf.h).
+ * The caller logs.
+ */
+
+/* The merger: the storage, and the mux that feeds it. */
+static int build_merger(struct daemon *d)
+{
+        struct storage_config cfg;
+        int r;
+
+        storage_config_from_options(d, &cfg);
+        if ((r = storage_new(&cfg, &d->storage)) < 0)
+                return r;
+        return mux_new(d->loop, on_merge, d, &d->mux);
+}
+
+/* The stream server: binds and locks the socket. */
+static int build_stream(struct daemon *d, struct buf *err)
+{
+        struct stream_server_config cfg;
+
+        stream_config_from_options(d, &cfg);
+        return stream_server_new(d->loop, &cfg, &d->stream, err);
+}
+
+/* The file source (--pod-manifest-path), on its mux channel. */
+static int build_file_source(struct daemon *d, struct buf *err)
+{
+        struct file_source_config cfg;
+        struct mux_channel *ch;
+        int r;
+
+        file_config_from_options(d, &cfg);
+        want_watcher(d, "the static pod path is re-listed every period only");
+        if ((r = mux_channel(d->mux, POD_SOURCE_FILE, &ch)) < 0)
+                return r;
+        return file_source_new(d->loop, d->watcher, ch, &cfg, &d->file, err);
+}
+
+/* The HTTP source (--manifest-url), on its mux channel. */
+static int build_http_source(struct daemon *d, struct buf *err)
+{
+        struct http_source_config cfg;
+        struct mux_channel *ch;
+        int r;
+
+        http_config_from_options(d, &cfg);
+        if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_HTTP, &ch)) < 0)
+                return r;
+        return http_source_new(d->loop, d->curl, ch, &cfg, &d->http, err);
+}
+
+/* The API server source, on its mux channel, with the credentials from
+ * --kubeconfig, else from the service account (--in-cluster). */
+static int build_api_source(struct daemon *d, struct buf *err)
+{
+        struct kube_config kc;
+        struct api_source_config cfg;
+        struct mux_channel *ch;
+        int r;
+
+        r = d->opts.kubeconfig ? kubeconfig_load(d->opts.kubeconfig, NULL, &kc, err)
+                               : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, err);
+        if (r < 0)
+                return r;
+        api_config_from_options(d, &kc, &cfg);
+        if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_API, &ch)) < 0 ||
+            (r = api_source_new(d->loop, d->curl, ch, &cfg, &d->api, err)) < 0)
+                kube_config_free(&kc);
+        return r;
+}
+
+/* The plugin manager (--plugins-registry-dir). */
+static int build_plugins(struct daemon *d, struct buf *err)
+{
+        struct plugin_manager_config cfg;
+        int r;
+
+        plugins_config_from_options(d, &cfg);
+        want_watcher(d, "plugins are found at start only");
+        if ((r = need_curl(d)) < 0)
+                return r;
+        return plugin_manager_new(d->loop, d->watcher, d->curl, &cfg, &d->plugins, err);
+}
+
+/* The metrics endpoint (--metrics-address). */
+static int build_metrics_server(struct daemon *d, struct buf *err)
+{
+        struct metrics_server_config cfg;
+
+        metrics_config_from_options(d, &cfg);
+        return metrics_server_new(d->loop, &cfg, &d->metrics_srv, err);
+}
+
+/* Makes every module d->opts asks for, in order: the loop and the
+ * signals, the merger, the stream server, the sources, the plugin
+ * manager, the metrics endpoint.  Nothing runs yet.  A failure is
+ * logged here; daemon_free() takes what was made. */
+static int daemon_build(struct daemon *d)
+{
+        const struct options *o = &d->opts;
+        struct buf err = BUF_INIT;
+        int r;
+
+        if ((r = loop_new(&d->loop)) < 0 || (r = setup_signals(d)) < 0) {
+                log_error("cannot set up the event loop: %s", ERRNO_STR(r));
+                goto out;
+        }
+        if ((r = build_merger(d)) < 0) {
+                log_error("cannot create the merger: %s", ERRNO_STR(r));
+                goto out;
+        }
+        if ((r = build_stream(d, &err)) < 0) {
+                /* The message names the path ("another podmux (pid N)
+                 * serves PATH" when the lock is taken). */
+                if (err.len)
+                        log_error("%s", err.data);
+                else
+                        log_error("socket \"%s\": %s", o->socket_path, ERRNO_STR(r));
+                goto out;
+        }
+        if (o->pod_manifest_path && (r = build_file_source(d, &err)) < 0) {
+                module_failed("file source", r, &err);
+                goto out;
+        }
+        if (o->manifest_url && (r = build_http_source(d, &err)) < 0) {
+                module_failed("http source", r, &err);
+                goto out;
+        }
+        if ((o->kubeconfig || o->in_cluster) && (r = build_api_source(d, &err)) < 0) {
+                module_failed("api source", r, &err);
+                goto out;
+        }
+        if (o->plugins_dir && o->plugins_dir[0] && (r = build_plugins(d, &err)) < 0) {
+                module_failed("plugin manager", r, &err);
+                goto out;
+        }
+        if (d->file)
+                metrics_source(&d->metrics, POD_SOURCE_FILE)->configured = true;
+        if (d->http)
+                metrics_source(&d->metrics, POD_SOURCE_HTTP)->configured = true;
+        if (d->api)
+                metrics_source(&d->metrics, POD_SOURCE_API)->configured = true;
+        if (o->metrics_address) {
+                if ((r = build_metrics_server(d, &err)) < 0) {
+                        module_failed("metrics", r, &err);
+                        goto out;
+                }
+                log_info("metrics on %s (GET /metrics)", metrics_server_address(d->metrics_srv));
+        }
+        r = 0;
+out:
+        buf_free(&err);
+        return r;
+}
+
+/* Starts the sources and the plugin manager, then runs the loop until
+ * SIGINT or SIGTERM stops it.  A failure is logged here. */
+static int daemon_run(struct daemon *d)
+{
+        struct buf err = BUF_INIT;
+        int r = 0;
+
+        log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION, d->opts.socket_path,
+                 d->opts.node_name, storage_mode_to_string(d->opts.mode));
+        if (d->file)
+                file_source_start(d->file);
+        if (d->http)
+                http_source_start(d->http);
+        if (d->api)
+                api_source_start(d->api);
+        if (d->plugins && (r = plugin_manager_start(d->plugins, &err)) < 0)
+                module_failed("plugin manager", r, &err);
+        buf_free(&err);
+        if (r < 0)
+                return r;
+        /* With no source configured, readiness holds at once (vacuously). */
+        drain_updates(d);
+        r = loop_run(d->loop);
+        if (r < 0)
+                log_error("event loop failed: %s", ERRNO_STR(r));
+        return r;
+}
+
+/* Parses the flags, builds the modules from them, runs the loop, and
+ * tears down. */
 int cmd_run(int argc, char **argv)
 {
         struct daemon d;
         struct buf err = BUF_INIT;
-        struct storage_config scfg;
-        struct stream_server_config ccfg;
-        struct mux_channel *ch;
-        rlim_t nofile;
-        size_t allowed;
         int r, status = 1;
 
         memset(&d, 0, sizeof(d));
@@ -355,175 +681,9 @@ int cmd_run(int argc, char **argv)
         log_setup(d.opts.verbosity >= 4 ? LOG_LEVEL_TRACE
                   : d.opts.verbosity >= 1 ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO,
                   d.opts.log_json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
-        nofile = raise_nofile();
-        allowed = consumers_allowed(nofile);
-        if (d.opts.max_consumers > allowed) {
-                log_warn("--max-consumers %zu lowered to %zu: the descriptor limit is %s, and the rest is kept for the sources, libcurl, inotify, the metrics endpoint and a spare (raise the hard limit, e.g. LimitNOFILE=, to allow more)",
-                         d.opts.max_consumers, allowed, RLIM_STR(nofile));
-                d.opts.max_consumers = allowed;
-        }
-
-        if ((r = loop_new(&d.loop)) < 0 || (r = setup_signals(&d)) < 0) {
-                log_error("cannot set up the event loop: %s", ERRNO_STR(r));
-                goto out;
-        }
-        memset(&scfg, 0, sizeof(scfg));
-        scfg.mode = d.opts.mode;
-        scfg.emit = on_emit;
-        scfg.emit_data = &d;
-        scfg.event = on_storage_event;
-        scfg.event_data = &d;
-        if ((r = storage_new(&scfg, &d.storage)) < 0 ||
-            (r = mux_new(d.loop, on_merge, &d, &d.mux)) < 0) {
-                log_error("cannot create the merger: %s", ERRNO_STR(r));
-                goto out;
-        }
-        memset(&ccfg, 0, sizeof(ccfg));
-        ccfg.socket_path = d.opts.socket_path;
-        ccfg.socket_mode = d.opts.socket_mode;
-        ccfg.set_socket_gid = d.opts.set_socket_gid;
-        ccfg.socket_gid = d.opts.socket_gid;
-        ccfg.allow_uids = d.opts.allow_uids;
-        ccfg.n_allow_uids = d.opts.n_allow_uids;
-        ccfg.allow_gids = d.opts.allow_gids;
-        ccfg.n_allow_gids = d.opts.n_allow_gids;
-        ccfg.mode_name = storage_mode_to_string(d.opts.mode);
-        ccfg.node_name = d.opts.node_name;
-        ccfg.max_consumers = d.opts.max_consumers;
-        ccfg.max_backlog = d.opts.max_backlog;
-        ccfg.history = d.opts.history;
-        ccfg.history_bytes = d.opts.history_bytes;
-        ccfg.state_fn = state_for_consumer;
-        ccfg.state_data = &d;
-        ccfg.status_fn = status_for_consumer;
-        ccfg.status_data = &d;
-        ccfg.fd_fn = on_stream_fds;
-        ccfg.fd_data = &d;
-        r = stream_server_new(d.loop, &ccfg, &d.stream, &err);
-        if (r < 0) {
-                /* The message names the path ("another podmux (pid N)
-                 * serves PATH" when the lock is taken). */
-                if (err.len)
-                        log_error("%s", err.data);
-                else
-                        log_error("socket \"%s\": %s", d.opts.socket_path, ERRNO_STR(r));
-                goto out;
-        }
-        if (d.opts.pod_manifest_path) {
-                struct file_source_config fcfg = {
-                        .path = d.opts.pod_manifest_path,
-                        .node_name = d.opts.node_name,
-                        .period_usec = d.opts.file_check_usec,
-                        .stats = metrics_source(&d.metrics, POD_SOURCE_FILE),
-                };
-
-                /* The watcher thread starts after the signal mask is set, so
-                 * it never takes SIGINT/SIGTERM. */
-                if (!d.watcher && (r = watcher_new(d.loop, &d.watcher)) < 0)
-                        log_warn("inotify unavailable (%s): the static pod path is re-listed every period only",
-                                 ERRNO_STR(r));
-                if ((r = mux_channel(d.mux, POD_SOURCE_FILE, &ch)) < 0 ||
-                    (r = file_source_new(d.loop, d.watcher, ch, &fcfg, &d.file, &err)) < 0) {
-                        log_error("file source: %s", err.len ? err.data : ERRNO_STR(r));
-                        goto out;
-                }
-        }
-        if (d.opts.manifest_url) {
-                struct http_source_config hcfg = {
-                        .url = d.opts.manifest_url,
-                        .headers = d.opts.headers,
-                        .n_headers = d.opts.n_headers,
-                        .node_name = d.opts.node_name,
-                        .period_usec = d.opts.http_check_usec,
-                        .stats = metrics_source(&d.metrics, POD_SOURCE_HTTP),
-                };
-
-                if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
-                    (r = mux_channel(d.mux, POD_SOURCE_HTTP, &ch)) < 0 ||
-                    (r = http_source_new(d.loop, d.curl, ch, &hcfg, &d.http, &err)) < 0) {
-                        log_error("http source: %s", err.len ? err.data : ERRNO_STR(r));
-                        goto out;
-                }
-        }
-        if (d.opts.kubeconfig || d.opts.in_cluster) {
-                struct kube_config kc;
-                struct api_source_config acfg;
-
-                r = d.opts.kubeconfig ? kubeconfig_load(d.opts.kubeconfig, NULL, &kc, &err)
-                                      : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, &err);
-                if (r < 0) {
-                        log_error("api source: %s", err.len ? err.data : ERRNO_STR(r));
-                        goto out;
-                }
-                acfg.kube = &kc;
-                acfg.node_name = d.opts.node_name;
-                acfg.stats = metrics_source(&d.metrics, POD_SOURCE_API);
-                if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
-                    (r = mux_channel(d.mux, POD_SOURCE_API, &ch)) < 0 ||
-                    (r = api_source_new(d.loop, d.curl, ch, &acfg, &d.api, &err)) < 0) {
-                        kube_config_free(&kc);
-                        log_error("api source: %s", err.len ? err.data : ERRNO_STR(r));
-                        goto out;
-                }
-        }
-        if (d.opts.plugins_dir && d.opts.plugins_dir[0]) {
-                struct plugin_manager_config pcfg = {
-                        .dir = d.opts.plugins_dir,
-                        .event = on_plugin_event,
-                        .event_data = &d,
-                };
-
-                if (!d.watcher && (r = watcher_new(d.loop, &d.watcher)) < 0)
-                        log_warn("inotify unavailable (%s): plugins are found at start only", ERRNO_STR(r));
-                if ((!d.curl && (r = curl_loop_new(d.loop, &d.curl)) < 0) ||
-                    (r = plugin_manager_new(d.loop, d.watcher, d.curl, &pcfg, &d.plugins, &err)) < 0) {
-                        log_error("plugin manager: %s", err.len ? err.data : ERRNO_STR(r));
-                        goto out;
-                }
-        }
-        if (d.file)
-                metrics_source(&d.metrics, POD_SOURCE_FILE)->configured = true;
-        if (d.http)
-                metrics_source(&d.metrics, POD_SOURCE_HTTP)->configured = true;
-        if (d.api)
-                metrics_source(&d.metrics, POD_SOURCE_API)->configured = true;
-        if (d.opts.metrics_address) {
-                struct metrics_server_config mcfg = {
-                        .address = d.opts.metrics_address,
-                        .socket_mode = d.opts.socket_mode,
-                        .socket_gid = d.opts.set_socket_gid ? d.opts.socket_gid : (gid_t)-1,
-                        .render = render_metrics,
-                        .render_data = &d,
-                };
-
-                r = metrics_server_new(d.loop, &mcfg, &d.metrics_srv, &err);
-                if (r < 0) {
-                        log_error("metrics: %s", err.len ? err.data : ERRNO_STR(r));
-                        goto out;
-                }
-                log_info("metrics on %s (GET /metrics)", metrics_server_address(d.metrics_srv));
-        }
-        log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION,
-                 d.opts.socket_path, d.opts.node_name, storage_mode_to_string(d.opts.mode));
-        if (d.file)
-                file_source_start(d.file);
-        if (d.http)
-                http_source_start(d.http);
-        if (d.api)
-                api_source_start(d.api);
-        if (d.plugins && (r = plugin_manager_start(d.plugins, &err)) < 0) {
-                log_error("plugin manager: %s", err.len ? err.data : ERRNO_STR(r));
-                goto out;
-        }
-        /* With no source configured, readiness holds at once (vacuously). */
-        drain_updates(&d);
-        r = loop_run(d.loop);
-        if (r < 0) {
-                log_error("event loop failed: %s", ERRNO_STR(r));
-                goto out;
-        }
-        status = 0;
-out:
+        fit_max_consumers(&d.opts);
+        if (daemon_build(&d) >= 0 && daemon_run(&d) >= 0)
+                status = 0;
         buf_free(&err);
         daemon_free(&d);
         curl_global_cleanup();

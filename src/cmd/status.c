@@ -200,6 +200,40 @@ static void print_text(json_object *st)
         }
 }
 
+/* Prints the status message among the lines of the daemon's answer (it
+ * may send others first): as sent for json, else as text.  False, with
+ * the reason on stderr, when the daemon refused or sent no status. */
+static bool show_answer(char *answer, const char *path, bool json)
+{
+        char *line, *save = NULL;
+
+        for (line = strtok_r(answer, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                json_object *o = NULL;
+                const char *type;
+
+                if (json_parse_text(line, strlen(line), &o, NULL) < 0)
+                        continue;
+                type = str(o, "type");
+                if (type && strcmp(type, "error") == 0) {
+                        fprintf(stderr, "podmux status: the daemon refused: %s: %s\n", str_or(o, "reason", "?"),
+                                str_or(o, "message", ""));
+                        json_object_put(o);
+                        return false;
+                }
+                if (type && strcmp(type, "status") == 0) {
+                        if (json)
+                                printf("%s\n", line);
+                        else
+                                print_text(o);
+                        json_object_put(o);
+                        return true;
+                }
+                json_object_put(o);
+        }
+        fprintf(stderr, "podmux status: \"%s\" gave no status (is it a podmux older than status?)\n", path);
+        return false;
+}
+
 int cmd_status(int argc, char **argv)
 {
         static const struct option opts[] = {
@@ -212,7 +246,6 @@ int cmd_status(int argc, char **argv)
         struct buf in = BUF_INIT, err = BUF_INIT;
         bool json = false;
         int c, r, status = 1;
-        char *line, *save = NULL;
 
         path = env && *env ? env : OPTIONS_DEFAULT_SOCKET;
         optind = 1;
@@ -252,31 +285,8 @@ int cmd_status(int argc, char **argv)
                 fprintf(stderr, "podmux status: %s\n", err.len ? err.data : ERRNO_STR(r));
                 goto out;
         }
-        for (line = strtok_r(in.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                json_object *o = NULL;
-                const char *type;
-
-                if (json_parse_text(line, strlen(line), &o, NULL) < 0)
-                        continue;
-                type = str(o, "type");
-                if (type && strcmp(type, "error") == 0) {
-                        fprintf(stderr, "podmux status: the daemon refused: %s: %s\n", str_or(o, "reason", "?"),
-                                str_or(o, "message", ""));
-                        json_object_put(o);
-                        goto out;
-                }
-                if (type && strcmp(type, "status") == 0) {
-                        if (json)
-                                printf("%s\n", line);
-                        else
-                                print_text(o);
-                        json_object_put(o);
-                        status = 0;
-                        goto out;
-                }
-                json_object_put(o);
-        }
-        fprintf(stderr, "podmux status: \"%s\" gave no status (is it a podmux older than status?)\n", path);
+        if (show_answer(in.data, path, json))
+                status = 0;
 out:
         buf_free(&in);
         buf_free(&err);
