@@ -605,8 +605,8 @@ static int read_seq(struct client_msg *m, const struct member_list *l, const cha
 
 int client_msg_parse(const char *line, size_t len, struct client_msg *m, struct buf *why)
 {
-        struct walk w = { .s = line, .len = len, .why = why };
-        struct member_list l = { 0 };
+        struct walk w = {.s = line, .len = len, .why = why};
+        struct member_list l = {0};
         int r;
 
         memset(m, 0, sizeof(*m));

@@ -802,7 +802,7 @@ static int apply_defaults(struct options *o, struct buf *err)
 
 int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 {
-        struct flag_set set = { 0 };
+        struct flag_set set = {0};
         int c, r = 0;
 
         memset(o, 0, sizeof(*o));

@@ -606,7 +606,7 @@ int v1_normalize(json_object *obj, const struct v1_type *type, const char *prefi
                  struct v1_unknown *unknown, struct buf *err)
 {
         /* Frames on the stack: no allocation for a clean object. */
-        struct walk w = { .prefix = prefix, .unknown = unknown, .err = err, .path = BUF_INIT };
+        struct walk w = {.prefix = prefix, .unknown = unknown, .err = err, .path = BUF_INIT};
         int r;
 
         if (!json_object_is_type(obj, json_type_object))

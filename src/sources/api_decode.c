@@ -287,7 +287,7 @@ int api_decode_list_page(const char *body, size_t len, struct strmap *pages, cha
                          char **ret_cont, struct buf *err)
 {
         const char *s = body ? body : "";
-        struct list_page pg = { 0 };
+        struct list_page pg = {0};
         size_t pos = 0;
         int r = 0;
 

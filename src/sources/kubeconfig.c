@@ -148,7 +148,7 @@ struct picked {
  * user in root.  0 and *ret, or -EINVAL with err set. */
 static int pick_context(json_object *root, const char *path, const char *context, struct picked *ret, struct buf *err)
 {
-        struct picked p = { 0 };
+        struct picked p = {0};
         json_object *ctx;
 
         p.ctx_name = context ? context : string_member(root, "current-context");
@@ -256,7 +256,7 @@ int kubeconfig_load(const char *path, const char *context, struct kube_config *r
 {
         struct kube_config c;
         struct buf e = BUF_INIT, where = BUF_INIT;
-        struct picked p = { 0 };
+        struct picked p = {0};
         json_object *root = NULL;
         char *data = NULL, *dir = NULL;
         const char *slash;

@@ -548,9 +548,7 @@ static int run(struct parser *p, json_object **ret_obj)
 int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_depth,
                     json_object **ret_obj, struct buf *err)
 {
-        struct parser p = {
-                .s = text, .len = len, .pos = *pos, .max_depth = max_depth, .err = err, .scratch = BUF_INIT
-        };
+        struct parser p = {.s = text, .len = len, .pos = *pos, .max_depth = max_depth, .err = err, .scratch = BUF_INIT};
         int r = run(&p, ret_obj);
 
         if (r == 0)
@@ -562,8 +560,7 @@ int json_parse(const char *text, size_t len, unsigned max_depth, json_object **r
                struct buf *err)
 {
         struct parser p = {
-                .s = text, .len = len, .max_depth = max_depth, .err = err, .final = true, .scratch = BUF_INIT
-        };
+                .s = text, .len = len, .max_depth = max_depth, .err = err, .final = true, .scratch = BUF_INIT};
         json_object *o = NULL;
         int r = run(&p, &o);
 
