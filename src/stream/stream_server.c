@@ -169,6 +169,7 @@ struct stream_server {
         stream_fd_fn fd_fn;
         void *fd_data;
         struct loop_timer *flush_timer;
+        bool flush_scheduled; /* flush_deferred() is queued */
 
         uint64_t seq;   /* the last number handed out */
         /* A resume_after below floor may have missed a message no longer
@@ -614,9 +615,18 @@ static void consumer_free(struct consumer *c)
         free(c);
 }
 
+static void flush_deferred(void *data);
+
+/* Consumers are written once per loop pass, after everything the pass
+ * broadcast: a deferred call (no syscall), or, should queueing it fail
+ * for want of memory, the flush timer at 0 (which cannot fail). */
 static void schedule_flush(struct stream_server *srv)
 {
-        if (!loop_timer_armed(srv->flush_timer))
+        if (srv->flush_scheduled || loop_timer_armed(srv->flush_timer))
+                return;
+        if (loop_defer(srv->loop, flush_deferred, srv) == 0)
+                srv->flush_scheduled = true;
+        else
                 loop_timer_arm(srv->flush_timer, 0);
 }
 
@@ -1261,17 +1271,31 @@ static void accept_retry(struct loop_timer *t, void *data)
                 loop_timer_arm(t, ACCEPT_RETRY_USEC);
 }
 
-static void flush_all(struct loop_timer *t, void *data)
+/* Writes every consumer with something queued.  O(consumers).  Those
+ * waiting for EPOLLOUT are left to it. */
+static void flush_consumers(struct stream_server *srv)
 {
-        struct stream_server *srv = data;
         struct consumer *c, *next;
 
-        /* O(consumers).  Those waiting for EPOLLOUT are left to it. */
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->q.len > 0 && !(c->events & EPOLLOUT))
                         consumer_pump(c);
         }
+}
+
+static void flush_deferred(void *data)
+{
+        struct stream_server *srv = data;
+
+        srv->flush_scheduled = false;
+        flush_consumers(srv);
+}
+
+static void flush_all(struct loop_timer *t, void *data)
+{
+        (void)t;
+        flush_consumers(data);
 }
 
 /* Copies cfg (strings and allow lists too) into a new srv, defaults for
@@ -1396,6 +1420,7 @@ void stream_server_free(struct stream_server *srv)
         unix_listener_close(&srv->lis);
         if (srv->reserve_fd >= 0)
                 close(srv->reserve_fd);
+        loop_defer_cancel(srv->loop, flush_deferred, srv);
         loop_timer_free(srv->flush_timer);
         loop_timer_free(srv->accept_timer);
         for (i = 0; i < srv->hist.len; i++)

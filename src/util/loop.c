@@ -115,14 +115,19 @@ static void heap_remove(struct loop *l, struct loop_timer *t)
         t->heap_ix = SIZE_MAX;
 }
 
-/* Points the timerfd at the earliest due timer.  Re-arming only when the
- * earliest deadline moves keeps this to one syscall per change. */
+/*
+ * Points the timerfd at the earliest due timer, lazily: it is set again
+ * only when the earliest deadline comes sooner than what it is set to.
+ * A deadline that moves later (an idle timeout pushed back on every read,
+ * libcurl's timer after each socket action) costs no syscall: the timerfd
+ * fires early once, run_timers() finds nothing due and sets it again.
+ */
 static void timerfd_sync(struct loop *l)
 {
         struct itimerspec its;
         uint64_t due = l->heap_len ? l->heap[0]->due : 0;
 
-        if (due == l->tfd_due)
+        if (due == l->tfd_due || (l->tfd_due && (!due || l->tfd_due < due)))
                 return;
         memset(&its, 0, sizeof(its));
         if (due) {

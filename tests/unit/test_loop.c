@@ -2,6 +2,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "podmux/clock.h"
 #include "podmux/loop.h"
 #include "unit.h"
 
@@ -133,6 +134,53 @@ START_TEST(test_run_until_stop)
 }
 END_TEST
 
-UNIT_MAIN(test_timers_fire_in_due_order, test_stopped_and_rearmed_timers,
-          test_io_readiness_and_self_free, test_deferred_calls_run_fifo_without_waiting,
-          test_run_until_stop)
+/* The timerfd is set lazily (only sooner, never later): a deadline pushed
+ * back many times, or every timer stopped, may wake the loop early, but a
+ * timer never runs before its own deadline, and one brought forward runs
+ * at its new one. */
+static uint64_t due_at[2], ran_at[2];
+
+static void stamp_cb(struct loop_timer *t, void *data)
+{
+        (void)t;
+        ran_at[(intptr_t)data] = mono_usec();
+}
+
+START_TEST(test_lazy_timerfd_never_fires_a_timer_early)
+{
+        struct loop *l;
+        struct loop_timer *a, *b;
+
+        ck_assert_int_eq(loop_new(&l), 0);
+        ck_assert_int_eq(loop_timer_new(l, stamp_cb, (void *)0, &a), 0);
+        ck_assert_int_eq(loop_timer_new(l, stamp_cb, (void *)1, &b), 0);
+        ran_at[0] = ran_at[1] = 0;
+        /* Pushed later and later: the timerfd stays at the first deadline. */
+        for (int i = 1; i <= 20; i++) {
+                due_at[0] = mono_usec() + (uint64_t)i * 2000;
+                loop_timer_arm(a, (uint64_t)i * 2000);
+        }
+        /* Stopped, then armed again far out: a wake with nothing due. */
+        loop_timer_arm(b, 1000);
+        loop_timer_stop(b);
+        for (int i = 0; i < 200 && !ran_at[0]; i++)
+                loop_run_once(l, 100000);
+        ck_assert_uint_ne(ran_at[0], 0);
+        ck_assert_uint_ge(ran_at[0], due_at[0]);
+        ck_assert_uint_eq(ran_at[1], 0);
+        /* Far out, then brought forward: runs at the sooner deadline. */
+        loop_timer_arm(b, 3600ull * 1000000);
+        due_at[1] = mono_usec() + 5000;
+        loop_timer_arm(b, 5000);
+        for (int i = 0; i < 200 && !ran_at[1]; i++)
+                loop_run_once(l, 100000);
+        ck_assert_uint_ge(ran_at[1], due_at[1]);
+        ck_assert(!loop_timer_armed(b));
+        loop_timer_free(a);
+        loop_timer_free(b);
+        loop_free(l);
+}
+END_TEST
+
+UNIT_MAIN(test_timers_fire_in_due_order, test_stopped_and_rearmed_timers, test_lazy_timerfd_never_fires_a_timer_early,
+          test_io_readiness_and_self_free, test_deferred_calls_run_fifo_without_waiting, test_run_until_stop)
