@@ -311,15 +311,26 @@ static int parse_group(const char *v, gid_t *ret, struct buf *err)
         return 0;
 }
 
-/* --socket-mode: octal, at most 0777. */
-static int parse_socket_mode(const char *v, mode_t *ret, struct buf *err)
+/* v as a whole number in base, from 0 to max: true and *ret. */
+static bool parse_bounded(const char *v, int base, long max, long *ret)
 {
         char *end;
         long n;
 
         errno = 0;
-        n = strtol(v, &end, 8);
-        if (errno || end == v || *end || n < 0 || n > 0777)
+        n = strtol(v, &end, base);
+        if (errno || end == v || *end || n < 0 || n > max)
+                return false;
+        *ret = n;
+        return true;
+}
+
+/* --socket-mode: octal, at most 0777. */
+static int parse_socket_mode(const char *v, mode_t *ret, struct buf *err)
+{
+        long n;
+
+        if (!parse_bounded(v, 8, 0777, &n))
                 return buf_set_err(err, -EINVAL, "--socket-mode: invalid mode \"%s\" (octal, e.g. 0660)", v);
         *ret = (mode_t)n;
         return 0;
@@ -328,12 +339,9 @@ static int parse_socket_mode(const char *v, mode_t *ret, struct buf *err)
 /* -v: a verbosity from 0 to 10. */
 static int parse_verbosity(const char *v, int *ret, struct buf *err)
 {
-        char *end;
         long n;
 
-        errno = 0;
-        n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < 0 || n > 10)
+        if (!parse_bounded(v, 10, 10, &n))
                 return buf_set_err(err, -EINVAL, "-v: invalid verbosity \"%s\" (0 to 10)", v);
         *ret = (int)n;
         return 0;
