@@ -75,6 +75,20 @@ void failalloc_pause(bool on)
         paused = on;
 }
 
+static int holds;
+
+void failalloc_hold(void)
+{
+        if (holds++ == 0)
+                failalloc_pause(true);
+}
+
+void failalloc_release(void)
+{
+        if (--holds == 0)
+                failalloc_pause(false);
+}
+
 long failalloc_count(void)
 {
         return counted;

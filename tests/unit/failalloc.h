@@ -28,6 +28,11 @@ void failalloc_arm(long n);
 void failalloc_persist(bool on);
 /* While paused, nothing is counted or failed (the test's own work). */
 void failalloc_pause(bool on);
+/* The same, nesting: each hold is matched by a release, and only the
+ * outermost pair pauses and resumes (a helper that holds may be called
+ * from code that already holds). */
+void failalloc_hold(void);
+void failalloc_release(void);
 /* Allocations counted since the last arm (on the arming thread). */
 long failalloc_count(void);
 /* Blocks allocated and not yet freed, all threads: a leak check compares

@@ -39,29 +39,16 @@
 #include "podmux/pod.h"
 #include "unit.h"
 
-/* The test's own work is never failed; pauses nest here (failalloc's
- * own flag does not). */
-static int paused;
-
-static void pause_faults(void)
-{
-        if (paused++ == 0)
-                failalloc_pause(true);
-}
-
-static void resume_faults(void)
-{
-        if (--paused == 0)
-                failalloc_pause(false);
-}
+/* The test's own work is never failed: failalloc_hold() and
+ * failalloc_release() around it. */
 
 /* An assertion where faults may be armed: Check allocates as it records
  * where a test got to. */
-#define CHECK(...)                                \
-        do {                                      \
-                pause_faults();                   \
-                ck_assert_msg(__VA_ARGS__);       \
-                resume_faults();                  \
+#define CHECK(...)                                                                                                     \
+        do {                                                                                                           \
+                failalloc_hold();                                                                                      \
+                ck_assert_msg(__VA_ARGS__);                                                                            \
+                failalloc_release();                                                                                   \
         } while (0)
 
 /* FAULTS_ONLY=name runs the tests whose name contains it (debugging). */
@@ -148,12 +135,12 @@ static char *text_of(json_object *v, const struct buf *err, int r)
 {
         struct buf b = BUF_INIT;
 
-        pause_faults();
+        failalloc_hold();
         if (r == 0)
                 ck_assert_int_eq(json_write(&b, v), 0);
         else
                 ck_assert_int_eq(buf_printf(&b, "error %d: %s", r, err->data), 0);
-        resume_faults();
+        failalloc_release();
         return buf_steal(&b, NULL);
 }
 
@@ -322,7 +309,7 @@ static char *store_text(struct strmap *store, const char *rv)
         const char **keys;
         const char *k;
 
-        pause_faults();
+        failalloc_hold();
         keys = calloc(n + 1, sizeof(*keys));
         ck_assert_ptr_nonnull(keys);
         while (strmap_next(store, &it, &k, NULL))
@@ -341,7 +328,7 @@ static char *store_text(struct strmap *store, const char *rv)
                 ck_assert_int_eq(buf_putc(&b, '\n'), 0);
         }
         free(keys);
-        resume_faults();
+        failalloc_release();
         return buf_steal(&b, NULL);
 }
 
@@ -349,7 +336,7 @@ static struct strmap *store_with(const char *const *pods)
 {
         struct strmap *store;
 
-        pause_faults();
+        failalloc_hold();
         store = strmap_new();
         ck_assert_ptr_nonnull(store);
         for (size_t i = 0; pods[i]; i++) {
@@ -362,7 +349,7 @@ static struct strmap *store_with(const char *const *pods)
                 pod_unref(old);
                 buf_free(&key);
         }
-        resume_faults();
+        failalloc_release();
         return store;
 }
 
@@ -389,9 +376,9 @@ static void decode_page(void *arg, struct outcome *o)
         } else if (o->r == 0) {
                 char *s = store_text(pages, rv);
 
-                pause_faults();
+                failalloc_hold();
                 ck_assert_int_ge(asprintf(&o->text, "%scontinue %s\n", s, cont ? cont : "(none)"), 0);
-                resume_faults();
+                failalloc_release();
                 free(s);
         } else {
                 o->text = text_of(NULL, &err, o->r);
@@ -400,9 +387,9 @@ static void decode_page(void *arg, struct outcome *o)
         free(rv);
         free(cont);
         buf_free(&err);
-        pause_faults();
+        failalloc_hold();
         api_store_free(pages);
-        resume_faults();
+        failalloc_release();
 }
 
 START_TEST(test_list_page_alloc_sweep)
@@ -461,12 +448,12 @@ static int feed_events(struct watch_decoder *d, size_t from, size_t step, struct
         long code = 0;
         int r = 0;
 
-        pause_faults();
+        failalloc_hold();
         for (size_t i = from; i < N_EVENTS; i++) {
                 ck_assert_int_eq(buf_puts(&text, watch_events[i]), 0);
                 ck_assert_int_eq(buf_puts(&text, i % 2 ? "\n" : " \r\n"), 0);
         }
-        resume_faults();
+        failalloc_release();
         for (size_t off = 0; r == 0 && off < text.len; off += step) {
                 size_t n = off + step > text.len ? text.len - off : step;
 
@@ -516,9 +503,9 @@ static void watch_then_resume(void *arg, struct outcome *o)
         struct buf err = BUF_INIT;
         char *rv = NULL;
 
-        pause_faults();
+        failalloc_hold();
         rv = strdup("4");
-        resume_faults();
+        failalloc_release();
         run->events = 0;
         d = watch_decoder_new();
         o->r = d ? feed_events(d, 0, run->step, store, &rv, run, &err) : -ENOMEM;
@@ -532,20 +519,20 @@ static void watch_then_resume(void *arg, struct outcome *o)
                 free(now);
                 /* Faults are over: the watch resumes after the last
                  * event applied (the server sends what follows rv). */
-                pause_faults();
+                failalloc_hold();
                 d = watch_decoder_new();
                 o->r = feed_events(d, run->events, run->step, store, &rv, run, &err);
                 watch_decoder_free(d);
-                resume_faults();
+                failalloc_release();
         }
         CHECK(o->r == 0, "watch: %d %s", o->r, err.data);
         CHECK(run->events == N_EVENTS, "%zu event(s) applied", run->events);
         o->text = store_text(store, rv);
         buf_free(&err);
         free(rv);
-        pause_faults();
+        failalloc_hold();
         api_store_free(store);
-        resume_faults();
+        failalloc_release();
 }
 
 START_TEST(test_watch_alloc_sweep)
@@ -576,11 +563,11 @@ static void load_kubeconfig(void *arg, struct outcome *o)
 
         memset(&c, 0, sizeof(c));
         /* A message from before must not read as this failure's. */
-        pause_faults();
+        failalloc_hold();
         ck_assert_int_eq(buf_puts(&err, "stale"), 0);
-        resume_faults();
+        failalloc_release();
         o->r = kubeconfig_load(arg, NULL, &c, &err);
-        pause_faults();
+        failalloc_hold();
         if (o->r == -ENOMEM)
                 ck_assert_uint_eq(err.len, 0);
         if (o->r == 0)
@@ -592,7 +579,7 @@ static void load_kubeconfig(void *arg, struct outcome *o)
                                  0);
         else if (o->r != -ENOMEM)
                 o->text = text_of(NULL, &err, o->r);
-        resume_faults();
+        failalloc_release();
         kube_config_free(&c);
         buf_free(&err);
 }

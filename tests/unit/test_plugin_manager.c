@@ -300,7 +300,7 @@ static int fake_call(void *call_data, const char *socket, const char *method, co
         struct fake_call *fc;
 
         /* The fake's own work is never failed (a sweep may be armed). */
-        failalloc_pause(true);
+        failalloc_hold();
         ck_assert_msg(fx->n_calls < MAX_CALLS, "too many calls");
         ck_assert_ptr_nonnull(ret);
         rec = &fx->calls[fx->n_calls];
@@ -332,7 +332,7 @@ static int fake_call(void *call_data, const char *socket, const char *method, co
                 ck_assert_int_eq(loop_defer(fx->loop, fake_answer, fc), 0);
         /* The handle is opaque to the manager: only given back to cancel. */
         *ret = (struct grpc_call *)(void *)fc;
-        failalloc_pause(false);
+        failalloc_release();
         return 0;
 }
 

@@ -47,20 +47,8 @@
 #include "podmux/pod.h"
 #include "unit.h"
 
-/* The test's own work is never failed; pauses nest here. */
-static int paused;
-
-static void pause_faults(void)
-{
-        if (paused++ == 0)
-                failalloc_pause(true);
-}
-
-static void resume_faults(void)
-{
-        if (--paused == 0)
-                failalloc_pause(false);
-}
+/* The test's own work is never failed: failalloc_hold() and
+ * failalloc_release() around it. */
 
 #define ONLY(name)                                                        \
         do {                                                              \
@@ -252,7 +240,7 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
         struct world *w = data;
 
         (void)source;
-        pause_faults();
+        failalloc_hold();
         if ((*u)->op != POD_OP_SET) {
                 snprintf(w->problem, sizeof(w->problem), "the source sent op %d", (int)(*u)->op);
         } else if ((*u)->delta && !w->state) {
@@ -270,7 +258,7 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
                 if (w->n_sets < MAX_SETS)
                         w->sets[w->n_sets++] = pods_text(w->state);
         }
-        resume_faults();
+        failalloc_release();
         return 0;
 }
 
