@@ -12,4 +12,17 @@
 
 void mem_give_back(void);
 
+/*
+ * Sets the allocator up for a long-running daemon, once, before the
+ * first allocation that matters: blocks of MEM_MAP_THRESHOLD bytes or more
+ * (a list body, a SET's text, the stream's arena segments) are mapped
+ * apart from the heap and unmapped when freed, and free memory at the
+ * heap's top beyond MEM_TRIM_THRESHOLD goes back at once.  glibc would
+ * otherwise raise both thresholds after the first large block is freed,
+ * and a big list would leave the heap at its peak.  No-op elsewhere.
+ */
+#define MEM_MAP_THRESHOLD (128u * 1024u)
+#define MEM_TRIM_THRESHOLD (512u * 1024u)
+void mem_tune(void);
+
 #endif

@@ -33,6 +33,7 @@
 #include "podmux/kubeconfig.h"
 #include "podmux/log.h"
 #include "podmux/loop.h"
+#include "podmux/mem.h"
 #include "podmux/metrics.h"
 #include "podmux/metrics_server.h"
 #include "podmux/mux.h"
@@ -653,6 +654,7 @@ int cmd_run(int argc, char **argv)
         struct buf err = BUF_INIT;
         int r, status = 1;
 
+        mem_tune();
         memset(&d, 0, sizeof(d));
         metrics_init(&d.metrics);
         d.sigfd = -1;

@@ -69,6 +69,7 @@
 
 #include <json-c/json.h>
 
+#include "podmux/arena.h"
 #include "podmux/str.h" /* ERRNO_STR */
 #include "podmux/stream_request.h"
 #include "podmux/ring.h"
@@ -97,10 +98,20 @@
  * is below this (at least one message at a time). */
 #define REPLAY_BUDGET (256u * 1024u)
 
+/* Messages up to this length are kept in the server's arena with their
+ * text; a longer one (a SET of many pods) keeps the buffer it was
+ * rendered in, which the allocator maps apart from its heap. */
+#define MSG_INLINE_MAX (16u * 1024u)
+/* The arena's segments: large enough to be mapped apart from the heap. */
+#define MSG_SEGMENT (256u * 1024u)
+
+/* A block of the server's arena (podmux/arena.h): a backlog that drains
+ * gives its memory back instead of leaving holes among the pods. */
 struct msg {
         unsigned refs;
+        bool news;      /* no state holds it (a plugin FAILED) */
+        bool own_text;  /* text is an allocation of its own */
         uint64_t seq;
-        bool news;  /* no state holds it (a plugin FAILED) */
         size_t len;
         char *text; /* len bytes: one JSON object and '\n' */
 };
@@ -171,6 +182,7 @@ struct stream_server {
         struct loop_timer *flush_timer;
         bool flush_scheduled; /* flush_deferred() is queued */
 
+        struct arena *msgs; /* where messages are kept (struct msg) */
         uint64_t seq;   /* the last number handed out */
         /* A resume_after below floor may have missed a message no longer
          * in the history: the newest evicted number, or the counter's start
@@ -211,30 +223,36 @@ static void msg_unref(struct msg *m)
 {
         if (!m || --m->refs > 0)
                 return;
-        free(m->text);
-        free(m);
+        if (m->own_text)
+                free(m->text);
+        arena_free(m);
 }
 
-/* Turns the text in b (without its newline) into a block numbered seq.
- * b is left empty.  0 or -ENOMEM. */
-static int msg_wrap(struct buf *b, uint64_t seq, struct msg **ret_msg)
+/* Turns the text in b (without its newline) into a block of arena a
+ * numbered seq.  b is left empty.  0 or -ENOMEM. */
+static int msg_wrap(struct arena *a, struct buf *b, uint64_t seq, struct msg **ret_msg)
 {
-        struct msg *m = NULL;
+        struct msg *m;
+        bool inline_text;
 
         if (buf_putc(b, '\n') < 0)
                 goto nomem;
-        m = calloc(1, sizeof(*m));
+        inline_text = b->len <= MSG_INLINE_MAX;
+        m = arena_alloc(a, sizeof(*m) + (inline_text ? b->len : 0));
         if (!m)
                 goto nomem;
-        m->text = buf_steal(b, &m->len);
-        if (!m->text)
-                goto nomem;
-        m->refs = 1;
-        m->seq = seq;
+        *m = (struct msg){.refs = 1, .seq = seq, .own_text = !inline_text};
+        if (inline_text) {
+                m->text = (char *)(m + 1);
+                memcpy(m->text, b->data, b->len);
+                m->len = b->len;
+                buf_free(b);
+        } else {
+                m->text = buf_steal(b, &m->len); /* b has its bytes: never NULL */
+        }
         *ret_msg = m;
         return 0;
 nomem:
-        free(m);
         buf_free(b);
         return -ENOMEM;
 }
@@ -247,7 +265,7 @@ nomem:
 static int msg_finish(struct stream_server *srv, struct buf *b, uint64_t seq,
                       struct msg **ret_msg)
 {
-        int r = msg_wrap(b, seq, ret_msg);
+        int r = msg_wrap(srv->msgs, b, seq, ret_msg);
 
         if (r == 0)
                 srv->seq = seq;
@@ -552,7 +570,7 @@ static int consumer_push_kept(struct consumer *c, const struct hist_entry *e)
                 return consumer_push(c, e->m);
         r = render_pods(&b, e->u, e->seq);
         if (r >= 0)
-                r = msg_wrap(&b, e->seq, &m);
+                r = msg_wrap(c->srv->msgs, &b, e->seq, &m);
         return consumer_push_built(c, r, m);
 }
 
@@ -1363,7 +1381,8 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->lis.fd = -1;
         srv->reserve_fd = -1;
         srv->loop = loop;
-        r = copy_config(srv, cfg);
+        srv->msgs = arena_new(MSG_SEGMENT);
+        r = srv->msgs ? copy_config(srv, cfg) : -ENOMEM;
         if (r < 0)
                 goto oom;
         r = loop_timer_new(loop, flush_all, srv, &srv->flush_timer);
@@ -1435,6 +1454,7 @@ void stream_server_free(struct stream_server *srv)
         free(srv->path);
         free(srv->mode_name);
         free(srv->node_name);
+        arena_close(srv->msgs);
         free(srv);
 }
 

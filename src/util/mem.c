@@ -1,6 +1,8 @@
 /* mem — see include/podmux/mem.h. */
 #include "podmux/mem.h"
 
+#include <stdlib.h> /* defines __GLIBC__ under glibc: test it after this */
+
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -10,5 +12,14 @@ void mem_give_back(void)
 #ifdef __GLIBC__
         /* Whole free pages, inside the heap as well as at its top. */
         (void)malloc_trim(0);
+#endif
+}
+
+void mem_tune(void)
+{
+#ifdef __GLIBC__
+        /* Setting them fixes them: glibc's dynamic thresholds stop. */
+        (void)mallopt(M_MMAP_THRESHOLD, MEM_MAP_THRESHOLD);
+        (void)mallopt(M_TRIM_THRESHOLD, MEM_TRIM_THRESHOLD);
 #endif
 }
