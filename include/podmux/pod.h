@@ -10,7 +10,7 @@
  * A pod is reference counted and never changes after it is built, so an
  * emitted record can share pods with the merger's store: "deep copy"
  * semantics at the cost of a counter.  Memory: the JSON text and the
- * identity strings, shared by clones, plus 128 bytes per pod.
+ * identity strings, shared by clones, plus 120 bytes per pod.
  *
  * Local annotations (kubernetes.io/config.source, .seen, .mirror) are kept
  * out of the text and in their own fields; pod_render() splices them back
@@ -40,30 +40,25 @@ struct strmap;
 
 struct pod {
         unsigned refs;
-        /* metadata.uid, .name, .namespace ("" if absent), and the store
-         * key "namespace/name" (the name alone without a namespace): in
-         * the body, so maps keyed by them can borrow them. */
+        uint32_t ns_len; /* strlen of metadata.namespace */
+        /* metadata.uid, and the store key "namespace/name" (the name
+         * alone without a namespace): in the body, so maps keyed by them
+         * can borrow them.  The body holds, after the text, the UID, the
+         * namespace and the key, each NUL-terminated and in that order:
+         * pod_name() and pod_namespace() find the other two from the key. */
         const char *uid;
-        const char *name;
-        const char *namespace;
         const char *key;
-        char *source;    /* config.source, NULL if absent */
-        char *seen;      /* config.seen, NULL if absent */
-        char *mirror;    /* config.mirror, NULL if absent */
-        /* Digest of what "semantically equal" compares: spec, labels,
-         * deletionTimestamp (as an instant), deletionGracePeriodSeconds and
-         * the non-local annotations.  Absent != empty for spec and labels
-         * (Go's deep equality); a missing annotations map counts as empty
-         * (doc/pod-config.md 3.4); null counts as absent. */
-        uint8_t semantic[POD_DIGEST_LEN];
-        /* Digest of the whole status subtree. */
-        uint8_t status[POD_DIGEST_LEN];
-        bool deleting; /* metadata.deletionTimestamp is set */
-        bool has_annotations; /* non-local annotations are present */
+        /* config.source, .seen and .mirror, NULL if absent.  A source that
+         * is one of the POD_SOURCE_* names points at that constant instead
+         * of a copy of its own (never written through). */
+        char *source;
+        char *seen;
+        char *mirror;
         /*
-         * Compact JSON of the pod without the local annotations, laid out
-         * in spans so that a merge assembles a pod from the spans of two
-         * versions without parsing either (pod_merge_update):
+         * Compact JSON of the pod without the local annotations (pod_text()),
+         * shared by clones, laid out in spans so that a merge assembles a
+         * pod from the spans of two versions without parsing either
+         * (pod_merge_update):
          *
          *   {"metadata":{"annotations":{<non-local>|splice|}
          *     <other metadata> |copied_off| <labels, deletionTimestamp,
@@ -74,11 +69,43 @@ struct pod {
          * Each span but the first holds members with a leading comma.  The
          * local annotations are inserted at splice when rendering.
          */
-        char *text;      /* points into body; shared by clones */
         struct pod_body *body;
+        /* Digest of what "semantically equal" compares: spec, labels,
+         * deletionTimestamp (as an instant), deletionGracePeriodSeconds and
+         * the non-local annotations.  Absent != empty for spec and labels
+         * (Go's deep equality); a missing annotations map counts as empty
+         * (doc/pod-config.md 3.4); null counts as absent. */
+        uint8_t semantic[POD_DIGEST_LEN];
+        /* Digest of the whole status subtree. */
+        uint8_t status[POD_DIGEST_LEN];
         uint32_t text_len;
         uint32_t splice, copied_off, meta_end, spec_off, status_off;
+        bool deleting;        /* metadata.deletionTimestamp is set */
+        bool has_annotations; /* non-local annotations are present */
 };
+
+/* The body as laid out behind struct pod's members (its text first). */
+struct pod_body {
+        unsigned refs;
+        char text[];
+};
+
+static inline const char *pod_text(const struct pod *p)
+{
+        return p->body->text;
+}
+
+/* metadata.name ("" if absent): the key's tail. */
+static inline const char *pod_name(const struct pod *p)
+{
+        return p->key + (p->ns_len ? p->ns_len + 1 : 0);
+}
+
+/* metadata.namespace ("" if absent): just before the key in the body. */
+static inline const char *pod_namespace(const struct pod *p)
+{
+        return p->key - p->ns_len - 1;
+}
 
 /* Builds a pod from a decoded v1 Pod object.  obj is only read.  Fails with
  * -EINVAL (message in err, which may be NULL: podmux/buf.h's convention,
@@ -94,7 +121,8 @@ struct pod *pod_ref(struct pod *p);
 void pod_unref(struct pod *p);
 
 /* Returns a private copy (refs == 1) whose local annotations can be set.
- * The JSON text is shared with the original, so a clone costs ~150 bytes. */
+ * The JSON text is shared with the original, so a clone costs 128 bytes
+ * (a source's name is not copied: see struct pod). */
 int pod_clone(const struct pod *p, struct pod **ret_pod);
 /* Set a local annotation on a pod the caller holds the only reference to.
  * value NULL removes it.  Return 0 or -ENOMEM. */

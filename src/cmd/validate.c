@@ -131,7 +131,7 @@ static int print_line(const char *path, const struct pod *p)
         hash = json_get_str(json_get(json_get(obj, "metadata"), "annotations"), POD_ANNOTATION_HASH, NULL);
         r = buf_json_string(&line, path, strlen(path));
         if (r == 0)
-                r = buf_printf(&line, ": %s/%s uid=%s node=%s config.hash=%s\n", p->namespace, p->name,
+                r = buf_printf(&line, ": %s/%s uid=%s node=%s config.hash=%s\n", pod_namespace(p), pod_name(p),
                                p->uid[0] ? p->uid : "-", node ? node : "-", hash ? hash : "-");
         if (r == 0)
                 fputs(line.data, stdout);

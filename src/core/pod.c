@@ -17,16 +17,10 @@
 #include "podmux/json_canon.h"
 #include "podmux/json_get.h"
 #include "podmux/pod.h"
-#include "podmux/str.h"
 #include "podmux/strmap.h"
 
 /* The immutable JSON text and the pod's identity strings, shared between
  * a pod and its clones: text, NUL, uid, NUL, name, NUL, namespace, NUL. */
-struct pod_body {
-        unsigned refs;
-        char text[];
-};
-
 /* Where the metadata starts its annotations map: every pod's text opens
  * with these bytes (see struct pod in include/podmux/pod.h). */
 #define TEXT_HEAD "{\"metadata\":{\"annotations\":{"
@@ -142,11 +136,53 @@ static int compute_digests(struct pod *p, json_object *obj, json_object *meta,
 
 /* ---- construction ------------------------------------------------------------------ */
 
+/* The values of a local annotation that are kept once, not per pod: the
+ * sources' names, which every stored pod carries as config.source. */
+static const char *const interned[] = {POD_SOURCE_FILE, POD_SOURCE_HTTP, POD_SOURCE_API};
+
+/* A copy of s (NULL: NULL), or the interned constant equal to it.  0 or
+ * -ENOMEM. */
+static int local_dup(const char *s, char **ret)
+{
+        *ret = NULL;
+        if (!s)
+                return 0;
+        for (size_t i = 0; i < sizeof(interned) / sizeof(interned[0]); i++) {
+                if (strcmp(s, interned[i]) == 0) {
+                        *ret = (char *)interned[i]; /* never written through */
+                        return 0;
+                }
+        }
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static void local_free(char *s)
+{
+        for (size_t i = 0; i < sizeof(interned) / sizeof(interned[0]); i++)
+                if (s == interned[i])
+                        return;
+        free(s);
+}
+
+/* Sets a local annotation's slot to a copy of value (NULL removes it).
+ * 0 or -ENOMEM (the slot unchanged). */
+static int local_set(char **slot, const char *value)
+{
+        char *n;
+
+        if (local_dup(value, &n) < 0)
+                return -ENOMEM;
+        local_free(*slot);
+        *slot = n;
+        return 0;
+}
+
 static void pod_free(struct pod *p)
 {
-        free(p->source);
-        free(p->seen);
-        free(p->mirror);
+        local_free(p->source);
+        local_free(p->seen);
+        local_free(p->mirror);
         if (p->body && --p->body->refs == 0)
                 free(p->body);
         free(p);
@@ -161,19 +197,20 @@ static int put_member(struct buf *b, const char *key, json_object *v)
 }
 
 /*
- * Gives p its body: the text in t (len bytes) followed by the identity
- * strings and the store key ("namespace/name", or the name alone), in one
- * block.  p->uid, name, namespace and key then point into it.  0 or
- * -ENOMEM (p unchanged).
+ * Gives p its body: the text in t (len bytes) followed by the UID, the
+ * namespace and the store key ("namespace/name", or the name alone), each
+ * NUL-terminated, in one block (see struct pod).  p->uid and p->key then
+ * point into it.  0 or -ENOMEM (p unchanged).
  */
 static int give_body(struct pod *p, const char *t, size_t len, const char *uid, const char *name,
                      const char *ns)
 {
         size_t lu = strlen(uid) + 1, ln = strlen(name) + 1, ls = strlen(ns) + 1;
         size_t lk = ls > 1 ? ls + ln : ln;
-        struct pod_body *b = malloc(sizeof(*b) + len + 1 + lu + ln + ls + lk);
+        struct pod_body *b;
         char *at;
 
+        b = malloc(sizeof(*b) + len + 1 + lu + ls + lk);
         if (!b)
                 return -ENOMEM;
         b->refs = 1;
@@ -183,11 +220,7 @@ static int give_body(struct pod *p, const char *t, size_t len, const char *uid, 
         memcpy(at, uid, lu);
         p->uid = at;
         at += lu;
-        memcpy(at, name, ln);
-        p->name = at;
-        at += ln;
         memcpy(at, ns, ls);
-        p->namespace = at;
         at += ls;
         p->key = at;
         if (ls > 1) {
@@ -196,8 +229,8 @@ static int give_body(struct pod *p, const char *t, size_t len, const char *uid, 
                 at += ls;
         }
         memcpy(at, name, ln);
+        p->ns_len = (uint32_t)(ls - 1); /* shorter than the text, which holds it */
         p->body = b;
-        p->text = b->text;
         p->text_len = (uint32_t)len;
         return 0;
 }
@@ -248,7 +281,7 @@ static int split_annotations(struct pod *p, json_object *ann, json_object *nonlo
                         struct buf t = BUF_INIT;
 
                         if (json_object_is_type(v, json_type_string)) {
-                                *slot = strdup(json_object_get_string(v));
+                                (void)local_dup(json_object_get_string(v), slot);
                         } else {
                                 *slot = json_write(&t, v) < 0 ? NULL : buf_steal(&t, NULL);
                                 buf_free(&t);
@@ -405,15 +438,6 @@ void pod_unref(struct pod *p)
                 pod_free(p);
 }
 
-static int dup_opt(const char *s, char **ret)
-{
-        *ret = NULL;
-        if (!s)
-                return 0;
-        *ret = strdup(s);
-        return *ret ? 0 : -ENOMEM;
-}
-
 int pod_clone(const struct pod *src, struct pod **ret_pod)
 {
         struct pod *p = calloc(1, sizeof(*p));
@@ -424,8 +448,8 @@ int pod_clone(const struct pod *src, struct pod **ret_pod)
         p->refs = 1;
         p->source = p->seen = p->mirror = NULL;
         p->body->refs++; /* text and identity are shared */
-        if (dup_opt(src->source, &p->source) < 0 || dup_opt(src->seen, &p->seen) < 0 ||
-            dup_opt(src->mirror, &p->mirror) < 0) {
+        if (local_dup(src->source, &p->source) < 0 || local_dup(src->seen, &p->seen) < 0 ||
+            local_dup(src->mirror, &p->mirror) < 0) {
                 pod_free(p);
                 return -ENOMEM;
         }
@@ -435,12 +459,12 @@ int pod_clone(const struct pod *src, struct pod **ret_pod)
 
 int pod_set_source(struct pod *p, const char *value)
 {
-        return str_set(&p->source, value);
+        return local_set(&p->source, value);
 }
 
 int pod_set_seen(struct pod *p, const char *value)
 {
-        return str_set(&p->seen, value);
+        return local_set(&p->seen, value);
 }
 
 bool pod_semantic_equal(const struct pod *a, const struct pod *b)
@@ -460,7 +484,7 @@ int pod_render(const struct pod *p, struct buf *out)
         const char *vals[3] = {p->source, p->seen, p->mirror};
         bool comma = p->has_annotations;
 
-        if (buf_append(out, p->text, p->splice) < 0)
+        if (buf_append(out, pod_text(p), p->splice) < 0)
                 return -ENOMEM;
         for (int i = 0; i < 3; i++) {
                 if (!vals[i])
@@ -472,7 +496,7 @@ int pod_render(const struct pod *p, struct buf *out)
                         return -ENOMEM;
                 comma = true;
         }
-        return buf_append(out, p->text + p->splice, p->text_len - p->splice);
+        return buf_append(out, pod_text(p) + p->splice, p->text_len - p->splice);
 }
 
 json_object *pod_to_json(const struct pod *p)
@@ -513,22 +537,22 @@ static int assemble(const struct pod *keep, const struct pod *from, bool status_
         p->source = p->seen = p->mirror = NULL;
         /* annotations of ann | rest of keep's metadata | copied metadata
          * of meta | keep's other members | spec of spec | status of from */
-        if (buf_append(&t, ann->text, ann->splice + 1) < 0)
+        if (buf_append(&t, pod_text(ann), ann->splice + 1) < 0)
                 goto out;
         p->splice = ann->splice;
-        if (buf_append(&t, keep->text + keep->splice + 1, keep->copied_off - keep->splice - 1) < 0)
+        if (buf_append(&t, pod_text(keep) + keep->splice + 1, keep->copied_off - keep->splice - 1) < 0)
                 goto out;
         p->copied_off = (uint32_t)t.len;
-        if (buf_append(&t, meta->text + meta->copied_off, meta->meta_end - meta->copied_off) < 0)
+        if (buf_append(&t, pod_text(meta) + meta->copied_off, meta->meta_end - meta->copied_off) < 0)
                 goto out;
         p->meta_end = (uint32_t)t.len;
-        if (buf_append(&t, keep->text + keep->meta_end, keep->spec_off - keep->meta_end) < 0)
+        if (buf_append(&t, pod_text(keep) + keep->meta_end, keep->spec_off - keep->meta_end) < 0)
                 goto out;
         p->spec_off = (uint32_t)t.len;
-        if (buf_append(&t, spec->text + spec->spec_off, spec->status_off - spec->spec_off) < 0)
+        if (buf_append(&t, pod_text(spec) + spec->spec_off, spec->status_off - spec->spec_off) < 0)
                 goto out;
         p->status_off = (uint32_t)t.len;
-        if (buf_append(&t, from->text + from->status_off, from->text_len - from->status_off) < 0)
+        if (buf_append(&t, pod_text(from) + from->status_off, from->text_len - from->status_off) < 0)
                 goto out;
         if (t.len >= UINT32_MAX) {
                 r = -EFBIG;
@@ -542,10 +566,10 @@ static int assemble(const struct pod *keep, const struct pod *from, bool status_
         /* The stored version's local annotations win; the newer one's fill
          * in those it lacks. */
         r = -ENOMEM;
-        if (dup_opt(keep->source ? keep->source : from->source, &p->source) < 0 ||
-            dup_opt(keep->seen ? keep->seen : from->seen, &p->seen) < 0 ||
-            dup_opt(keep->mirror ? keep->mirror : from->mirror, &p->mirror) < 0 ||
-            give_body(p, t.data, t.len, keep->uid, keep->name, keep->namespace) < 0)
+        if (local_dup(keep->source ? keep->source : from->source, &p->source) < 0 ||
+            local_dup(keep->seen ? keep->seen : from->seen, &p->seen) < 0 ||
+            local_dup(keep->mirror ? keep->mirror : from->mirror, &p->mirror) < 0 ||
+            give_body(p, t.data, t.len, keep->uid, pod_name(keep), pod_namespace(keep)) < 0)
                 goto out;
         buf_free(&t);
         *ret_pod = p;
@@ -571,7 +595,7 @@ int pod_merge_status(const struct pod *existing, const struct pod *ref, struct p
 int pod_full_name(const struct pod *p, struct buf *out)
 {
         buf_reset(out);
-        return buf_printf(out, "%s_%s", p->name, p->namespace);
+        return buf_printf(out, "%s_%s", pod_name(p), pod_namespace(p));
 }
 
 int pod_store_key(const struct pod *p, struct buf *out)
@@ -582,11 +606,11 @@ int pod_store_key(const struct pod *p, struct buf *out)
 
 int pod_compare(const struct pod *a, const struct pod *b)
 {
-        int c = strcmp(a->namespace, b->namespace);
+        int c = strcmp(pod_namespace(a), pod_namespace(b));
 
         if (c)
                 return c;
-        c = strcmp(a->name, b->name);
+        c = strcmp(pod_name(a), pod_name(b));
         if (c)
                 return c;
         return strcmp(a->uid, b->uid);

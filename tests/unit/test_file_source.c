@@ -129,7 +129,7 @@ static const char *names_of(struct fixture *fx, char *out, size_t size)
         if (!fx->cap.last)
                 return "(none)";
         for (size_t i = 0; i < fx->cap.last->n_pods; i++) {
-                strncat(out, fx->cap.last->pods[i]->name, size - strlen(out) - 2);
+                strncat(out, pod_name(fx->cap.last->pods[i]), size - strlen(out) - 2);
                 strncat(out, ",", size - strlen(out) - 1);
         }
         return out;
@@ -164,7 +164,7 @@ START_TEST(test_relist_at_start_reads_sorted_visible_files)
         }
         file_source_start(fx.fs);
         expect_names(&fx, "alpha-node1,bravo-node1,");
-        ck_assert_str_eq(fx.cap.last->pods[0]->namespace, "default");
+        ck_assert_str_eq(pod_namespace(fx.cap.last->pods[0]), "default");
         teardown(&fx);
 }
 END_TEST
@@ -232,24 +232,24 @@ START_TEST(test_duplicate_name_first_file_wins)
                    "spec:\n  containers:\n  - name: c\n    image: x\n");
         file_source_start(fx.fs);
         expect_names(&fx, "same-node1,");
-        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"from\":\"a\""));
+        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"a\""));
         /* An edit of the losing file through the watch does not take over. */
         write_file(fx.dir, "m/b.yaml",
                    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b2}\n"
                    "spec:\n  containers:\n  - name: c\n    image: x\n");
         file_source_relist(fx.fs);
         expect_names(&fx, "same-node1,");
-        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"from\":\"a\""));
+        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"a\""));
         /* Deleting the winner hands the pod to the other file at once. */
         snprintf(path, sizeof(path), "%s/m/a.yaml", fx.dir);
         ck_assert_int_eq(unlink(path), 0);
-        for (int i = 0; i < 400 && !strstr(fx.cap.last->pods[0]->text, "\"from\":\"b2\""); i++) {
+        for (int i = 0; i < 400 && !strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"b2\""); i++) {
                 loop_run_once(fx.loop, 50000);
                 if (!fx.cap.last->n_pods)
                         continue;
         }
         ck_assert_uint_eq(fx.cap.last->n_pods, 1);
-        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"from\":\"b2\""));
+        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"b2\""));
         teardown(&fx);
 }
 END_TEST
@@ -423,7 +423,7 @@ START_TEST(test_relist_in_batches)
                 loop_run_once(fx.loop, 50000);
         ck_assert_int_eq(fx.cap.sets, 1);
         ck_assert_uint_eq(fx.cap.last->n_pods, FILES);
-        ck_assert_ptr_nonnull(strstr(fx.cap.last->pods[0]->text, "\"edited\":\"yes\""));
+        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"edited\":\"yes\""));
         teardown(&fx);
 }
 END_TEST

@@ -415,9 +415,9 @@ static const char *names_of(const struct pod_update *u, char *out, size_t size)
         out[0] = '\0';
         off += (size_t)snprintf(out, size, "%s%s:", pod_op_to_string(u->op), u->delta ? "~" : "");
         for (size_t i = 0; i < u->n_pods; i++)
-                off += (size_t)snprintf(out + off, size - off, "+%s", u->pods[i]->name);
+                off += (size_t)snprintf(out + off, size - off, "+%s", pod_name(u->pods[i]));
         for (size_t i = 0; i < u->n_gone; i++)
-                off += (size_t)snprintf(out + off, size - off, "-%s", u->gone[i]->name);
+                off += (size_t)snprintf(out + off, size - off, "-%s", pod_name(u->gone[i]));
         return out;
 }
 

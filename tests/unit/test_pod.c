@@ -203,8 +203,8 @@ START_TEST(test_from_json_missing_metadata_ok)
 
         ck_assert_uint_eq(p->refs, 1);
         ck_assert_str_eq(p->uid, "");
-        ck_assert_str_eq(p->name, "");
-        ck_assert_str_eq(p->namespace, "");
+        ck_assert_str_eq(pod_name(p), "");
+        ck_assert_str_eq(pod_namespace(p), "");
         ck_assert_ptr_null(p->source);
         ck_assert_ptr_null(p->seen);
         ck_assert_ptr_null(p->mirror);
@@ -219,7 +219,7 @@ START_TEST(test_from_json_missing_metadata_ok)
         pod_unref(p);
 
         p = pod_new_text("{}");
-        ck_assert_str_eq(p->name, "");
+        ck_assert_str_eq(pod_name(p), "");
         pod_unref(p);
 }
 END_TEST
@@ -237,25 +237,25 @@ START_TEST(test_from_json_fields)
                 "\"spec\":{}}");
 
         ck_assert_str_eq(p->uid, "u1");
-        ck_assert_str_eq(p->name, "web");
-        ck_assert_str_eq(p->namespace, "prod");
+        ck_assert_str_eq(pod_name(p), "web");
+        ck_assert_str_eq(pod_namespace(p), "prod");
         ck_assert_str_eq(p->source, "file");
         ck_assert_str_eq(p->seen, "2025-01-01T00:00:00Z");
         ck_assert_str_eq(p->mirror, "abc");
         ck_assert(p->deleting);
         ck_assert(p->has_annotations); /* config.hash is not local */
         /* Locals live in their fields, not in the text. */
-        ck_assert_msg(!strstr(p->text, "config.source") && !strstr(p->text, "config.seen") &&
-                              !strstr(p->text, "config.mirror"),
-                      "local annotation in text: %s", p->text);
-        ck_assert_msg(strstr(p->text, "config.hash") != NULL, "hash missing: %s", p->text);
+        ck_assert_msg(!strstr(pod_text(p), "config.source") && !strstr(pod_text(p), "config.seen") &&
+                              !strstr(pod_text(p), "config.mirror"),
+                      "local annotation in text: %s", pod_text(p));
+        ck_assert_msg(strstr(pod_text(p), "config.hash") != NULL, "hash missing: %s", pod_text(p));
         pod_unref(p);
 
         /* Non-string uid/name are treated as absent. */
         p = pod_new_text("{\"metadata\":{\"uid\":5,\"name\":null,\"namespace\":[]}}");
         ck_assert_str_eq(p->uid, "");
-        ck_assert_str_eq(p->name, "");
-        ck_assert_str_eq(p->namespace, "");
+        ck_assert_str_eq(pod_name(p), "");
+        ck_assert_str_eq(pod_namespace(p), "");
         pod_unref(p);
 
         /* Only local annotations: has_annotations stays false. */
@@ -424,6 +424,58 @@ START_TEST(test_render_round_trip_without_annotations)
 }
 END_TEST
 
+/* A source's name is kept once, not per pod; any other value is the
+ * pod's own copy.  Either renders alike and is freed (or not) rightly. */
+START_TEST(test_source_names_interned)
+{
+        struct pod *a = pod_new_text("{\"metadata\":{\"name\":\"a\",\"annotations\":"
+                                     "{\"kubernetes.io/config.source\":\"file\"}}}");
+        struct pod *b = pod_new_text("{\"metadata\":{\"name\":\"b\"}}"), *c, *d;
+        char own[] = "file";
+
+        ck_assert_int_eq(pod_clone(b, &c), 0);
+        ck_assert_int_eq(pod_set_source(c, own), 0);
+        ck_assert_ptr_eq(a->source, c->source);
+        ck_assert_ptr_ne(c->source, own);
+        ck_assert_int_eq(pod_clone(c, &d), 0);
+        ck_assert_ptr_eq(d->source, c->source);
+        ck_assert_int_eq(pod_set_source(d, "files"), 0);
+        ck_assert_ptr_ne(d->source, c->source);
+        ck_assert_str_eq(d->source, "files");
+        ck_assert_int_eq(pod_set_source(c, POD_SOURCE_API), 0);
+        ck_assert_str_eq(c->source, "api");
+        pod_unref(a);
+        pod_unref(b);
+        pod_unref(c);
+        pod_unref(d);
+}
+END_TEST
+
+/* The name and the namespace are read from the store key. */
+START_TEST(test_identity_from_the_key)
+{
+        struct pod *a = pod_new_text("{\"metadata\":{\"name\":\"web\",\"namespace\":\"kube-system\","
+                                     "\"uid\":\"u1\"}}");
+        struct pod *b = pod_new_text("{\"metadata\":{\"name\":\"web\",\"namespace\":\"\"}}");
+        struct pod *c = pod_new_text("{\"metadata\":{}}");
+
+        ck_assert_str_eq(a->key, "kube-system/web");
+        ck_assert_str_eq(pod_name(a), "web");
+        ck_assert_str_eq(pod_namespace(a), "kube-system");
+        ck_assert_str_eq(a->uid, "u1");
+        ck_assert_str_eq(b->key, "web");
+        ck_assert_str_eq(pod_name(b), "web");
+        ck_assert_str_eq(pod_namespace(b), "");
+        ck_assert_str_eq(c->key, "");
+        ck_assert_str_eq(pod_name(c), "");
+        ck_assert_str_eq(pod_namespace(c), "");
+        ck_assert_str_eq(c->uid, "");
+        pod_unref(a);
+        pod_unref(b);
+        pod_unref(c);
+}
+END_TEST
+
 START_TEST(test_render_splices_locals)
 {
         struct pod *p = pod_new_text("{\"metadata\":{\"name\":\"a\"},\"spec\":{}}"), *c;
@@ -483,7 +535,7 @@ START_TEST(test_render_escaping)
         struct pod *p = pod_new_text(in), *c;
         char *want = canon_text(in), *got = render_canon(p);
 
-        ck_assert_str_eq(p->name, "q\"uote");
+        ck_assert_str_eq(pod_name(p), "q\"uote");
         ck_assert_str_eq(p->mirror, "m\"\\\n");
         ck_assert_str_eq(got, want);
         free(got);
@@ -497,7 +549,7 @@ START_TEST(test_render_escaping)
 
                 ck_assert_str_eq(q->source, "s\"rc\\\n\x01");
                 ck_assert_str_eq(q->mirror, "m\"\\\n");
-                ck_assert_str_eq(q->name, "q\"uote");
+                ck_assert_str_eq(pod_name(q), "q\"uote");
                 ck_assert(pod_semantic_equal(p, q));
                 pod_unref(q);
                 free(t);
@@ -904,16 +956,17 @@ START_TEST(test_clone)
         ck_assert_ptr_ne(c, p);
         ck_assert_uint_eq(c->refs, 1);
         ck_assert_str_eq(c->uid, "u");
-        ck_assert_str_eq(c->name, "n");
-        ck_assert_str_eq(c->namespace, "ns");
+        ck_assert_str_eq(pod_name(c), "n");
+        ck_assert_str_eq(pod_namespace(c), "ns");
         ck_assert_str_eq(c->source, "file");
         ck_assert_ptr_null(c->seen);
         ck_assert_str_eq(c->mirror, "m");
         /* The text and identity are shared (immutable); the locals are
-         * the clone's own. */
-        ck_assert_ptr_eq(c->text, p->text);
+         * the clone's own (a source's name is kept once: see
+         * test_source_names_interned). */
+        ck_assert_ptr_eq(pod_text(c), pod_text(p));
         ck_assert_ptr_eq(c->uid, p->uid);
-        ck_assert_ptr_ne(c->source, p->source);
+        ck_assert_ptr_ne(c->mirror, p->mirror);
         ck_assert_uint_eq(c->text_len, p->text_len);
         ck_assert_uint_eq(c->splice, p->splice);
         ck_assert(c->has_annotations == p->has_annotations);
@@ -1097,14 +1150,13 @@ START_TEST(test_update_add_sort_free)
                 ck_assert_ptr_eq(u->pods[i], pods[i]);
         pod_update_sort(u);
         for (size_t i = 1; i < u->n_pods; i++)
-                ck_assert_msg(pod_compare(u->pods[i - 1], u->pods[i]) < 0,
-                              "not sorted at %zu: %s/%s then %s/%s", i,
-                              u->pods[i - 1]->namespace, u->pods[i - 1]->name,
-                              u->pods[i]->namespace, u->pods[i]->name);
-        ck_assert_str_eq(u->pods[0]->namespace, "ns0");
-        ck_assert_str_eq(u->pods[0]->name, "p00");
-        ck_assert_str_eq(u->pods[19]->namespace, "ns2");
-        ck_assert_str_eq(u->pods[19]->name, "p17");
+                ck_assert_msg(pod_compare(u->pods[i - 1], u->pods[i]) < 0, "not sorted at %zu: %s/%s then %s/%s", i,
+                              pod_namespace(u->pods[i - 1]), pod_name(u->pods[i - 1]), pod_namespace(u->pods[i]),
+                              pod_name(u->pods[i]));
+        ck_assert_str_eq(pod_namespace(u->pods[0]), "ns0");
+        ck_assert_str_eq(pod_name(u->pods[0]), "p00");
+        ck_assert_str_eq(pod_namespace(u->pods[19]), "ns2");
+        ck_assert_str_eq(pod_name(u->pods[19]), "p17");
         pod_update_free(u);
         /* The record dropped exactly its own references. */
         for (int i = 0; i < 20; i++) {
@@ -1156,8 +1208,8 @@ static const char *fold_desc(const struct pod_update *u, char *out, size_t size)
                 size_t vl = strlen(v);
 
                 /* The label's canonical JSON is a quoted string. */
-                off += (size_t)snprintf(out + off, size - off, "%s%s=%.*s", i ? "," : "",
-                                        u->pods[i]->name, (int)(vl - 2), v + 1);
+                off += (size_t)snprintf(out + off, size - off, "%s%s=%.*s", i ? "," : "", pod_name(u->pods[i]),
+                                        (int)(vl - 2), v + 1);
                 free(v);
         }
         if (u->n_gone) {
@@ -1347,9 +1399,9 @@ START_TEST(test_merge_spans_consistent)
                         rm = render(m);
                         again = pod_new_text(rm);
                         ck_assert_msg(again->text_len == m->text_len &&
-                                      memcmp(again->text, m->text, m->text_len) == 0,
+                                              memcmp(pod_text(again), pod_text(m), m->text_len) == 0,
                                       "merge %d of\n%s\n%s\ngave\n%.*s\nrebuilt\n%.*s", status, ta, tb,
-                                      (int)m->text_len, m->text, (int)again->text_len, again->text);
+                                      (int)m->text_len, pod_text(m), (int)again->text_len, pod_text(again));
                         ck_assert_msg(pod_semantic_equal(again, m) && pod_status_equal(again, m) &&
                                               again->deleting == m->deleting &&
                                               again->has_annotations == m->has_annotations,
@@ -1370,18 +1422,14 @@ START_TEST(test_merge_spans_consistent)
 }
 END_TEST
 
-UNIT_MAIN(test_merge_spans_consistent, test_fold_delta_into_set, test_fold_delta_into_delta,
-          test_fold_set_replaces_and_plain_ops_refused, test_from_json_rejects_non_object, test_from_json_rejects_bad_metadata,
-          test_from_text_rejects_bad_json, test_from_json_missing_metadata_ok,
-          test_from_json_fields, test_ref_unref, test_render_round_trip,
-          test_render_round_trip_without_annotations, test_render_splices_locals,
-          test_render_escaping, test_digest_key_order_whitespace,
-          test_digest_absent_vs_empty, test_digest_missing_annotations_count_as_empty,
-          test_digest_locals_ignored, test_digest_status_separate,
-          test_digest_deletion_fields, test_digest_null_deletion_timestamp_is_absent,
-          test_digest_null_labels_is_absent,
-          test_digest_quantities_by_spelling, test_digest_tags_do_not_collide,
+UNIT_MAIN(test_source_names_interned, test_identity_from_the_key, test_merge_spans_consistent, test_fold_delta_into_set,
+          test_fold_delta_into_delta, test_fold_set_replaces_and_plain_ops_refused, test_from_json_rejects_non_object,
+          test_from_json_rejects_bad_metadata, test_from_text_rejects_bad_json, test_from_json_missing_metadata_ok,
+          test_from_json_fields, test_ref_unref, test_render_round_trip, test_render_round_trip_without_annotations,
+          test_render_splices_locals, test_render_escaping, test_digest_key_order_whitespace,
+          test_digest_absent_vs_empty, test_digest_missing_annotations_count_as_empty, test_digest_locals_ignored,
+          test_digest_status_separate, test_digest_deletion_fields, test_digest_null_deletion_timestamp_is_absent,
+          test_digest_null_labels_is_absent, test_digest_quantities_by_spelling, test_digest_tags_do_not_collide,
           test_merge_update_copy_rules, test_merge_status_copy_rules,
-          test_merge_keeps_semantic_digest_without_annotations, test_clone, test_names,
-          test_compare_order, test_format_seen, test_op_strings,
-          test_update_add_sort_free, test_render_invalid_utf8_becomes_ufffd)
+          test_merge_keeps_semantic_digest_without_annotations, test_clone, test_names, test_compare_order,
+          test_format_seen, test_op_strings, test_update_add_sort_free, test_render_invalid_utf8_becomes_ufffd)

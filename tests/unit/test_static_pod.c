@@ -164,7 +164,7 @@ START_TEST(test_load_is_decode_then_pod)
         ck_assert_int_eq(pod_render(p, &a), 0);
         ck_assert_int_eq(pod_render(q, &b), 0);
         ck_assert_str_eq(a.data, b.data);
-        ck_assert_str_eq(p->name, "web-node1");
+        ck_assert_str_eq(pod_name(p), "web-node1");
         ck_assert_int_eq(pod_store_key(p, &key), 0);
         ck_assert_str_eq(key.data, "default/web-node1");
         ck_assert_uint_eq(u.total, 1);
@@ -212,8 +212,8 @@ START_TEST(test_decode_body)
 
         ck_assert_int_eq(static_pod_decode_body(list, strlen(list), "http://h/x", "n1", &pods, &n, NULL, &err), 0);
         ck_assert_uint_eq(n, 2);
-        ck_assert_str_eq(pods[0]->name, "a-n1");
-        ck_assert_str_eq(pods[1]->name, "b-n1");
+        ck_assert_str_eq(pod_name(pods[0]), "a-n1");
+        ck_assert_str_eq(pod_name(pods[1]), "b-n1");
         static_pod_pods_free(pods, n);
         pods = NULL;
         ck_assert_int_eq(static_pod_decode_body(empty, strlen(empty), "http://h/x", "n1", &pods, &n, NULL, &err), 0);

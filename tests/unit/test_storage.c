@@ -472,7 +472,7 @@ START_TEST(test_kubelet_invalid_pod_filtered)
         SEND(&h, POD_OP_UPDATE, podf("{\"metadata\":{\"name\":\"foo\"}}"));
         EXPECT(&h, "ADD:");
         ck_assert_uint_eq(rec(&h, h.n - 1)->n_pods, 1);
-        ck_assert_str_eq(rec(&h, h.n - 1)->pods[0]->name, "foo");
+        ck_assert_str_eq(pod_name(rec(&h, h.n - 1)->pods[0]), "foo");
         ck_assert_uint_eq(storage_count(h.st, TEST_SOURCE), 2);
         h_free(&h);
 }
@@ -1597,7 +1597,7 @@ START_TEST(test_remove_by_uid)
         SEND(&h, POD_OP_REMOVE, POD(.uid = "a", .name = "other", .ns = "x", .image = "sent"),
              POD(.uid = "unknown"));
         EXPECT(&h, "REMOVE:a");
-        ck_assert_str_eq(last_pod(&h, "a")->name, "a");
+        ck_assert_str_eq(pod_name(last_pod(&h, "a")), "a");
         ASSERT_FIELD(last_pod(&h, "a"), "\"stored\"", "spec", "containers", "0", "image");
         ASSERT_FIELD(last_pod(&h, "a"), "\"" TEST_SOURCE "\"", "metadata", "annotations", SOURCE_KEY);
         /* duplicate names in a REMOVE are not filtered; listed order kept */
@@ -1826,7 +1826,7 @@ START_TEST(test_duplicate_uids_last_wins)
         SEND(&h, POD_OP_SET, POD(.uid = "u", .name = "n1", .image = "first"), POD(.uid = "v"),
              POD(.uid = "u", .name = "n2", .image = "last"));
         EXPECT(&h, "ADD:v,u");
-        ck_assert_str_eq(last_pod(&h, "u")->name, "n2");
+        ck_assert_str_eq(pod_name(last_pod(&h, "u")), "n2");
         ASSERT_FIELD(last_pod(&h, "u"), "\"last\"", "spec", "containers", "0", "image");
         ck_assert_uint_eq(storage_total(h.st), 2);
         /* against a stored UID: one UPDATE with the last version */
@@ -1871,7 +1871,7 @@ START_TEST(test_duplicate_uid_last_occurrence_dropped_by_name)
         SEND(&h, POD_OP_SET, POD(.uid = "u", .name = "a"), POD(.uid = "v", .name = "b"),
              POD(.uid = "u", .name = "b"));
         EXPECT(&h, "ADD:u,v");
-        ck_assert_str_eq(last_pod(&h, "u")->name, "a");
+        ck_assert_str_eq(pod_name(last_pod(&h, "u")), "a");
         ck_assert_uint_eq(storage_total(h.st), 2);
         h_free(&h);
 }
