@@ -44,6 +44,31 @@ void api_store_free(struct strmap *store);
 int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
                          char **ret_cont, struct buf *err);
 
+/*
+ * The same, as the bytes of a page come (the API source feeds each read),
+ * so that a big unpaged list is never held whole: each item is made a pod
+ * once its last byte is in, and only the other members (kind, metadata)
+ * are kept as text.  Peak memory: the pods decoded so far, one item's bytes
+ * and tree, and those members.
+ *
+ * list_decoder_feed() takes the next bytes; list_decoder_finish() is told
+ * the body ended and stores its items into pages, all or nothing, as
+ * api_decode_list_page() does (same results and messages).  After the
+ * first failure (-EINVAL with err saying why, or -ENOMEM with err empty)
+ * every later call repeats it, so a caller may stop reading at once.  A
+ * success of list_decoder_finish() leaves the decoder ready for another
+ * body; list_decoder_reset() makes it so at any time.
+ */
+struct list_decoder;
+
+struct list_decoder *list_decoder_new(void);    /* NULL on ENOMEM */
+void list_decoder_free(struct list_decoder *d); /* NULL-safe */
+void list_decoder_reset(struct list_decoder *d);
+int list_decoder_feed(struct list_decoder *d, const char *data, size_t len, struct buf *err);
+int list_decoder_finish(struct list_decoder *d, struct strmap *pages, char **ret_rv, char **ret_cont, struct buf *err);
+/* Items made pods so far (of the last "items" member). */
+size_t list_decoder_items(const struct list_decoder *d);
+
 enum watch_event_type {
         WATCH_ADDED,
         WATCH_MODIFIED,

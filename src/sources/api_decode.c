@@ -59,6 +59,9 @@ struct watch_decoder {
         size_t event_bytes;
 };
 
+static enum jv_result jv_feed(struct jv *v, char c);
+static bool jv_space(char c);
+
 static void unref_value(void *v)
 {
         pod_unref(v);
@@ -277,65 +280,45 @@ static int list_member(const char *s, size_t len, size_t *pos, struct list_page 
 }
 
 /*
- * A PodList body, read member by member (see list_member): "items" item
- * by item (see decode_items), "metadata" parsed alone (it is small),
- * anything else parsed and dropped.  Peak memory: the pods decoded so far
- * plus one item's tree.  The body must be one JSON object with nothing
- * after it.
+ * A PodList body's members (see list_member) into pg, nothing stored:
+ * "items" item by item (see decode_items), "metadata" parsed alone (it is
+ * small), anything else parsed and dropped.  The body must be one JSON
+ * object with nothing after it, and have "items".  0, -EINVAL (not a
+ * PodList), -ENOTSUP (an item is not a pod: err says which) or -ENOMEM.
  */
-int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv,
-                         char **ret_cont, struct buf *err)
+static int decode_members(const char *s, size_t len, struct list_page *pg, struct buf *err)
 {
-        const char *s = body ? body : "";
-        struct list_page pg = {0};
         size_t pos = 0;
-        int r = 0;
+        int r;
 
-        if (expect(s, len, &pos, '{') < 0) {
-                r = -EINVAL;
-                goto done;
-        }
+        if (expect(s, len, &pos, '{') < 0)
+                return -EINVAL;
         pos = skip_ws(s, len, pos);
         if (pos < len && s[pos] == '}') {
                 pos++;
         } else {
                 for (;;) {
-                        r = list_member(s, len, &pos, &pg, err);
+                        r = list_member(s, len, &pos, pg, err);
                         if (r < 0)
-                                goto done;
+                                return r;
                         pos = skip_ws(s, len, pos);
                         if (pos < len && s[pos] == '}') {
                                 pos++;
                                 break;
                         }
-                        if (expect(s, len, &pos, ',') < 0) {
-                                r = -EINVAL;
-                                goto done;
-                        }
+                        if (expect(s, len, &pos, ',') < 0)
+                                return -EINVAL;
                 }
         }
-        if (skip_ws(s, len, pos) != len || !pg.have_items)
-                r = -EINVAL;
-        if (r == 0)
-                r = store_items(pages, pg.items, pg.n);
-        if (r == 0) {
-                *ret_rv = pg.rv;
-                *ret_cont = pg.cont;
-                pg.rv = pg.cont = NULL;
-        }
-done:
-        /* An item that is not a pod said so itself; anything else (a
-         * syntax error, a list that is not one) is the body's fault. */
-        if (r == -ENOTSUP)
-                r = -EINVAL;
-        else if (r == -ENOMEM && err)
-                buf_reset(err);
-        else if (r < 0 && r != -ENOMEM)
-                r = buf_set_err(err, -EINVAL, "the response is not a PodList");
-        items_free(pg.items, pg.n);
-        free(pg.rv);
-        free(pg.cont);
-        return r;
+        return skip_ws(s, len, pos) != len || !pg->have_items ? -EINVAL : 0;
+}
+
+static void list_page_clear(struct list_page *pg)
+{
+        items_free(pg->items, pg->n);
+        free(pg->rv);
+        free(pg->cont);
+        memset(pg, 0, sizeof(*pg));
 }
 
 struct watch_decoder *watch_decoder_new(void)
@@ -743,4 +726,273 @@ oom:
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
         return -ENOMEM;
+}
+
+/* ---- a list, decoded as its bytes come ----------------------------------------------- */
+
+/*
+ * The body is checked byte by byte (struct jv).  The elements of the
+ * top-level "items" array are taken out as they come: each is parsed alone
+ * once its last byte is in, and turned into a pod.  Every other byte goes
+ * to skel, which thus reads as the body with "items":[], and is decoded
+ * at the end by decode_members (kind, apiVersion and metadata are small).
+ * So the whole body is never held: the peak is the pods decoded so far,
+ * one item's bytes and tree, and the small members.
+ */
+enum list_dest { TO_NONE, TO_SKEL, TO_ITEM };
+
+struct list_decoder {
+        struct jv jv;
+        bool ended;          /* the body's value is whole: white space only now */
+        int error;           /* the first failure (kept: later feeds repeat it) */
+        struct buf why;      /* its words */
+        struct buf skel;     /* the body without the items' elements */
+        struct buf item;     /* the bytes of the element being read */
+        size_t key_at;       /* where the top-level name being read starts in skel */
+        bool items_key;      /* the last top-level name read was "items" */
+        bool in_items;       /* inside the top-level items array */
+        bool in_item;        /* inside one of its elements */
+        struct list_page pg; /* the items decoded so far */
+        /* The bytes of the current read not yet copied: data[from..] go
+         * to dest. */
+        enum list_dest dest;
+        size_t from;
+};
+
+struct list_decoder *list_decoder_new(void)
+{
+        struct list_decoder *d = calloc(1, sizeof(*d));
+
+        if (d)
+                list_decoder_reset(d);
+        return d;
+}
+
+void list_decoder_reset(struct list_decoder *d)
+{
+        list_page_clear(&d->pg);
+        buf_free(&d->why);
+        buf_free(&d->skel);
+        buf_free(&d->item);
+        memset(&d->jv, 0, sizeof(d->jv));
+        d->ended = d->items_key = d->in_items = d->in_item = false;
+        d->error = 0;
+        d->key_at = 0;
+        d->dest = TO_SKEL;
+}
+
+void list_decoder_free(struct list_decoder *d)
+{
+        if (!d)
+                return;
+        list_decoder_reset(d);
+        free(d);
+}
+
+/* Copies data[d->from..to) where it goes, and sends what follows to dest.
+ * 0 or -ENOMEM. */
+static int route(struct list_decoder *d, const char *data, size_t to, enum list_dest dest)
+{
+        struct buf *b = d->dest == TO_SKEL ? &d->skel : d->dest == TO_ITEM ? &d->item : NULL;
+
+        if (b && to > d->from && buf_append(b, data + d->from, to - d->from) < 0)
+                return -ENOMEM;
+        d->from = to;
+        d->dest = dest;
+        return 0;
+}
+
+/* The element in d->item is whole: parsed and made a pod.  0, -EINVAL,
+ * -ENOTSUP (not a pod; d->why says which) or -ENOMEM. */
+static int take_item(struct list_decoder *d)
+{
+        json_object *o = NULL;
+        int r = json_parse_text(d->item.data, d->item.len, &o, NULL);
+
+        buf_reset(&d->item);
+        d->in_item = false;
+        if (r < 0)
+                return r == -ENOMEM ? r : -EINVAL;
+        r = items_grow(&d->pg.items, d->pg.n, &d->pg.cap);
+        if (r == 0)
+                r = decode_pod(o, &d->pg.items[d->pg.n].pod);
+        json_object_put(o);
+        if (r == -EINVAL)
+                return buf_set_err(&d->why, -ENOTSUP, "item %zu is not a pod", d->pg.n);
+        if (r == 0)
+                d->pg.n++;
+        return r;
+}
+
+/* A top-level name just ended in skel (at d->key_at): whether it is
+ * "items", escapes decoded.  0 or -ENOMEM. */
+static int check_key(struct list_decoder *d)
+{
+        const char *k = d->skel.data + d->key_at;
+        size_t n = d->skel.len - d->key_at;
+        json_object *o = NULL;
+        int r;
+
+        if (!memchr(k, '\\', n)) {
+                d->items_key = n == 7 && memcmp(k, "\"items\"", 7) == 0;
+                return 0;
+        }
+        r = json_parse_text(k, n, &o, NULL);
+        if (r < 0)
+                return r == -ENOMEM ? r : -EINVAL;
+        d->items_key = strcmp(json_object_get_string(o), "items") == 0;
+        json_object_put(o);
+        return 0;
+}
+
+/* A byte outside the items' elements, at data[i], before (st, depth) and
+ * after it: the top-level names are watched, and the items array opened
+ * and closed.  0 or < 0. */
+static int skel_byte(struct list_decoder *d, const char *data, size_t i, enum jv_state st, unsigned depth)
+{
+        char c = data[i];
+
+        if (d->in_items) {
+                /* Between elements: separators are dropped, the close
+                 * goes to skel. */
+                if (d->jv.depth > 1)
+                        return 0;
+                d->in_items = false;
+                return route(d, data, i, TO_SKEL);
+        }
+        if (depth != 1)
+                return 0;
+        if ((st == JV_KEY_OR_CLOSE || st == JV_KEY) && d->jv.state == JV_STRING)
+                d->key_at = d->skel.len + (i - d->from);
+        if (st == JV_STRING && d->jv.state == JV_COLON)
+                return route(d, data, i + 1, TO_SKEL) < 0 ? -ENOMEM : check_key(d);
+        if (st == JV_VALUE && !jv_space(c) && d->items_key) {
+                /* "items" again: the last one counts, as in a JSON object. */
+                list_page_clear(&d->pg);
+                d->in_items = c == '[';
+                if (d->in_items && route(d, data, i + 1, TO_NONE) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* One byte of the body, at data[i].  0 or < 0 (see take_item). */
+static int list_byte(struct list_decoder *d, const char *data, size_t i)
+{
+        char c = data[i];
+        enum jv_state st = d->jv.state;
+        unsigned depth = d->jv.depth;
+        enum jv_result jr;
+        int r;
+
+        if (d->ended)
+                return jv_space(c) ? 0 : -EINVAL;
+        if (d->in_items && !d->in_item && depth == 2 && (st == JV_VALUE || st == JV_VALUE_OR_CLOSE) && !jv_space(c) &&
+            c != ']') {
+                if (route(d, data, i, TO_ITEM) < 0)
+                        return -ENOMEM;
+                d->in_item = true;
+        }
+        jr = jv_feed(&d->jv, c);
+        if (jr == JV_BAD || jr == JV_END_BEFORE) /* a top-level number is no list */
+                return -EINVAL;
+        if (jr == JV_END)
+                d->ended = true;
+        if (!d->in_item)
+                return skel_byte(d, data, i, st, depth);
+        if (st == JV_NUMBER && depth == 2 && d->jv.state != JV_NUMBER) {
+                /* A number element ended before c, which separates or
+                 * closes. */
+                r = route(d, data, i, TO_NONE);
+                if (r == 0)
+                        r = take_item(d);
+                return r < 0 ? r : skel_byte(d, data, i, JV_NEXT, 2);
+        }
+        if (d->jv.depth == 2 && d->jv.state == JV_NEXT)
+                return route(d, data, i + 1, TO_NONE) < 0 ? -ENOMEM : take_item(d);
+        return 0;
+}
+
+/*
+ * Keeps the first failure r (of list_byte or decode_members) as d->error,
+ * in the words api_decode_list_page() gives (an item that is not a pod
+ * says so itself; anything else, a syntax error or a list that is not
+ * one, is the body's fault), and hands it out in err.
+ */
+static int list_fail(struct list_decoder *d, int r, struct buf *err)
+{
+        if (!d->error) {
+                if (r == -ENOTSUP)
+                        r = -EINVAL; /* d->why says which item */
+                else if (r != -ENOMEM)
+                        r = buf_set_err(&d->why, -EINVAL, "the response is not a PodList");
+                d->error = r;
+        }
+        if (d->error == -ENOMEM) {
+                if (err)
+                        buf_reset(err);
+                return -ENOMEM;
+        }
+        return buf_set_err(err, -EINVAL, "%s", d->why.data);
+}
+
+int list_decoder_feed(struct list_decoder *d, const char *data, size_t len, struct buf *err)
+{
+        int r = 0;
+
+        if (d->error)
+                return list_fail(d, d->error, err);
+        d->from = 0;
+        for (size_t i = 0; i < len && r == 0; i++)
+                r = list_byte(d, data, i);
+        if (r == 0)
+                r = route(d, data, len, d->dest);
+        return r < 0 ? list_fail(d, r, err) : 0;
+}
+
+int list_decoder_finish(struct list_decoder *d, struct strmap *pages, char **ret_rv, char **ret_cont, struct buf *err)
+{
+        struct list_page sk = {0};
+        int r;
+
+        if (d->error)
+                return list_fail(d, d->error, err);
+        r = d->ended ? decode_members(d->skel.data, d->skel.len, &sk, NULL) : -EINVAL;
+        if (r == -ENOTSUP)
+                r = -EINVAL; /* skel's items are [] or not an array */
+        if (r == 0)
+                r = store_items(pages, d->pg.items, d->pg.n);
+        if (r == 0) {
+                *ret_rv = sk.rv;
+                *ret_cont = sk.cont;
+                sk.rv = sk.cont = NULL;
+        }
+        list_page_clear(&sk);
+        if (r < 0)
+                return list_fail(d, r, err);
+        list_decoder_reset(d);
+        return 0;
+}
+
+size_t list_decoder_items(const struct list_decoder *d)
+{
+        return d->pg.n;
+}
+
+int api_decode_list_page(const char *body, size_t len, struct strmap *pages, char **ret_rv, char **ret_cont,
+                         struct buf *err)
+{
+        struct list_decoder *d = list_decoder_new();
+        int r;
+
+        if (!d) {
+                if (err)
+                        buf_reset(err);
+                return -ENOMEM;
+        }
+        r = list_decoder_feed(d, body ? body : "", len, err);
+        if (r == 0)
+                r = list_decoder_finish(d, pages, ret_rv, ret_cont, err);
+        list_decoder_free(d);
+        return r;
 }

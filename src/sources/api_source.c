@@ -71,8 +71,13 @@ struct api_source {
         struct curl_guard guard; /* of the request in flight */
         struct curl_slist *hdrs;
         char *url;         /* of the request in flight (for retries) */
-        struct buf body;   /* list body, or an error body */
-        int body_oom;      /* it could not be kept */
+        struct buf body;   /* an error body */
+        int body_oom;      /* it (or a list's pod) could not be kept */
+        size_t body_bytes; /* of the response so far */
+        /* A list answered 200 is decoded as it comes (never held whole);
+         * list_bad: the body is not a PodList (ldec has the words). */
+        struct list_decoder *ldec;
+        int list_bad;
         long status;       /* HTTP status of the request in flight */
         long retry_after;  /* from the response, -1 if none */
         unsigned retries;  /* Retry-After retries of this request */
@@ -373,6 +378,24 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
                 push(as);
 }
 
+/* Bytes of a list page: decoded as they come.  A body that cannot be a
+ * PodList, or a pod that cannot be kept, ends the transfer at once
+ * (list_done says why). */
+static size_t list_write(struct api_source *as, const char *ptr, size_t len)
+{
+        int r;
+
+        as->body_bytes += len;
+        if (as->body_bytes > API_MAX_BODY)
+                return 0;
+        r = list_decoder_feed(as->ldec, ptr, len, NULL);
+        if (r == -ENOMEM)
+                as->body_oom = 1;
+        else if (r < 0)
+                as->list_bad = 1;
+        return r < 0 ? 0 : len;
+}
+
 static size_t on_write(char *ptr, size_t size, size_t n, void *data)
 {
         struct api_source *as = data;
@@ -384,6 +407,8 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 return 0;
         if (as->status == 0)
                 curl_easy_getinfo(as->easy, CURLINFO_RESPONSE_CODE, &as->status);
+        if (as->phase == PHASE_LIST && as->status == 200)
+                return list_write(as, ptr, len);
         if (as->phase != PHASE_WATCH || as->status != 200) {
                 if (as->body.len + len > API_MAX_BODY)
                         return 0;
@@ -466,6 +491,9 @@ static void send_request(struct api_source *as)
         as->hdrs = NULL;
         buf_reset(&as->body);
         as->body_oom = 0;
+        as->body_bytes = 0;
+        as->list_bad = 0;
+        list_decoder_reset(as->ldec);
         as->status = 0;
         as->retry_after = -1;
         if (!e || !as->url)
@@ -719,14 +747,11 @@ static void list_page(struct api_source *as)
 {
         struct buf why = BUF_INIT;
         char *rv = NULL, *cont = NULL;
-        int r = api_decode_list_page(as->body.data, as->body.len, as->pages, &rv, &cont, &why);
-
-        /* The page is decoded: its bytes (megabytes for a big
-         * unpaged list) are not kept until the next request. */
-        buf_free(&as->body);
+        int r = list_decoder_finish(as->ldec, as->pages, &rv, &cont, &why);
 
         if (r < 0) {
                 /* Nothing of the list is applied: the store stays. */
+                list_decoder_reset(as->ldec);
                 report(as, false, r != -ENOMEM, "list: %s", r == -ENOMEM ? "out of memory" : why.len ? why.data : "?");
                 buf_free(&why);
                 back_off(as, NEXT_LIST);
@@ -810,8 +835,15 @@ static void list_refused(struct api_source *as)
 
 static void list_done(struct api_source *as, CURLcode result)
 {
+        if (as->list_bad) {
+                /* The body said enough: it cannot be a PodList. */
+                list_page(as);
+                return;
+        }
         if (result != CURLE_OK) {
-                /* Nothing of the list is applied: the store stays. */
+                /* Nothing of the list is applied: the store stays, and the
+                 * pods of the part that came go now. */
+                list_decoder_reset(as->ldec);
                 report(as, false, false, "list failed: %s",
                        as->body_oom ? "out of memory" : curl_easy_strerror(result));
                 back_off(as, NEXT_LIST);
@@ -1046,6 +1078,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->store = strmap_new_borrowed();
         as->pages = strmap_new_borrowed();
         as->dec = watch_decoder_new();
+        as->ldec = list_decoder_new();
         {
                 CURLU *u = curl_url();
                 char *s = NULL;
@@ -1066,7 +1099,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                 }
                 curl_url_cleanup(u);
         }
-        if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->host_log)
+        if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->ldec || !as->host_log)
                 goto fail;
         if ((r = server_name_setup(as, err)) < 0)
                 goto fail;
@@ -1111,6 +1144,7 @@ void api_source_free(struct api_source *as)
         api_store_free(as->store);
         api_store_free(as->pages);
         watch_decoder_free(as->dec);
+        list_decoder_free(as->ldec);
         buf_free(&as->body);
         if (as->token)
                 memset(as->token, 0, strlen(as->token));

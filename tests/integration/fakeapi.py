@@ -212,6 +212,9 @@ class FakeAPI:
                         retry_after=retry_after, body=body, reason=reason,
                         message=message)
 
+    def list_fault(self, kind, count=1):
+        return self.cmd("list_fault", kind=kind, count=count)
+
     def watch_fault(self, kind, count=1, **kw):
         return self.cmd("watch_fault", kind=kind, count=count, **kw)
 

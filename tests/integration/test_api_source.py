@@ -968,6 +968,33 @@ def _(t):
     converge(c, srv)
 
 
+@api_test("a list answered 200 that is cut half way, or has a byte no "
+          "JSON has in its items, hands nothing on: the pods decoded before "
+          "the fault are dropped, the error is logged, and the list after "
+          "the backoff brings every pod",
+          params=("cut", "garbage"))
+def _(t):
+    srv = server(t)
+    names = ["p%02d" % i for i in range(40)]
+    for n in names:
+        srv.create(n, annotations={"example.com/pad": "x" * 400})
+    srv.list_fault(t.param)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
+                 "api", "the first api message")
+    if msg_names(m) != names:
+        raise AssertionError("first push must hold all 40 pods (a partial "
+                             "list was handed on?): %s" % summarize(m))
+    lists = srv.requests(kind="list")
+    if [r.get("fault") for r in lists[:2]] != [t.param, None]:
+        raise AssertionError("lists: %s" % [describe(r) for r in lists])
+    want = ("the response is not a PodList" if t.param == "garbage" else
+            "list failed")
+    d.wait_log(lambda x: want in x.msg, want)
+    converge(c, srv)
+
+
 @api_test("watch events split across chunks, batched in one chunk, "
           "trickled byte by byte or cut at random give the same store, with "
           "no relist and no re-watch",

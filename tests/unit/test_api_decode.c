@@ -23,6 +23,123 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
         ((struct seen *)arg)->events[t]++;
 }
 
+/* The store's content and the outcome of a page, as one string. */
+static char *page_result(const char *page, size_t chunk)
+{
+        struct strmap *pages = strmap_new_borrowed();
+        struct list_decoder *d = list_decoder_new();
+        struct buf err = BUF_INIT, out = BUF_INIT;
+        char *rv = NULL, *cont = NULL, *ret;
+        size_t len = strlen(page), it = 0;
+        const char *key;
+        void *v;
+        int r = 0;
+
+        ck_assert_ptr_nonnull(d);
+        for (size_t at = 0; r == 0 && at < len; at += chunk)
+                r = list_decoder_feed(d, page + at, len - at < chunk ? len - at : chunk, &err);
+        if (r == 0)
+                r = list_decoder_finish(d, pages, &rv, &cont, &err);
+        /* A failure is kept: telling it the end repeats it. */
+        if (r < 0) {
+                struct buf again = BUF_INIT;
+
+                ck_assert_int_eq(list_decoder_finish(d, pages, &rv, &cont, &again), r);
+                ck_assert_str_eq(again.data, err.data);
+                buf_free(&again);
+        }
+        ck_assert_int_eq(buf_printf(&out, "%d %s rv=%s cont=%s n=%zu", r, err.data, rv ? rv : "-", cont ? cont : "-",
+                                    strmap_size(pages)),
+                         0);
+        /* Store order is the same for the same puts (one map type). */
+        while (strmap_next(pages, &it, &key, &v)) {
+                ck_assert_int_eq(buf_printf(&out, "\n%s ", key), 0);
+                ck_assert_int_eq(pod_render(v, &out), 0);
+        }
+        ret = buf_steal(&out, NULL);
+        free(rv);
+        free(cont);
+        buf_free(&err);
+        list_decoder_free(d);
+        api_store_free(pages);
+        return ret;
+}
+
+/* A page fed in reads of any size gives what it gives whole: the bytes
+ * that end an item, a name or the list can be anywhere in a read. */
+START_TEST(test_list_page_in_reads)
+{
+        static const char *const pages[] = {
+                "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"41\",\"continue\":\"c1\"},"
+                "\"items\":[" POD("default", "a", "40") " , " POD("kube-system", "b", "39") "]}",
+                "{ \"items\" : [ ] , \"metadata\" : {\"resourceVersion\":\"7\"} }\n",
+                "{\"items\":[" POD("default", "a", "1") "],\"items\":[" POD("default", "b", "2") "]}",
+                "{\"items\":[" POD("default", "a", "1") "],\"items\":null}",
+                "{\"\\u0069tems\":[" POD("default", "a", "1") "],\"x\":{\"items\":[1]}}",
+                "{\"it\\\"ems\":[" POD("default", "a", "1") "],\"items\":[]}",
+                "{\"items\":[" POD("default", "a", "1") ",12.5e3]}",
+                "{\"items\":[" POD("default", "a", "1") ",\"]\"]}",
+                "{\"items\":[" POD("default", "a", "1") ",[" POD("default", "b", "1") "]]}",
+                "{\"items\":[-1]}",
+                "{\"items\":[" POD("default", "a", "1") "]} x",
+                "{\"items\":[" POD("default", "a", "1"),
+                "{\"items\":5}",
+                "[{\"items\":[]}]",
+                "7",
+                "",
+        };
+
+        for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+                char *whole = page_result(pages[i], strlen(pages[i]) + 1);
+
+                for (size_t chunk = 1; chunk <= 9; chunk++) {
+                        char *got = page_result(pages[i], chunk);
+
+                        ck_assert_msg(strcmp(got, whole) == 0, "page %zu in reads of %zu:\n%s\nwhole:\n%s", i, chunk,
+                                      got, whole);
+                        free(got);
+                }
+                free(whole);
+        }
+}
+END_TEST
+
+/* Each item is a pod as soon as its last byte is in: the body is never
+ * waited for, nor kept. */
+START_TEST(test_list_items_as_they_come)
+{
+        static const char *const items[] = {POD("default", "a", "1"), POD("default", "b", "2"),
+                                            POD("default", "c", "3")};
+        const char *tail = "],\"metadata\":{\"resourceVersion\":\"9\"}}";
+        struct list_decoder *d = list_decoder_new();
+        struct strmap *pages = strmap_new_borrowed();
+        char *rv = NULL, *cont = NULL;
+
+        ck_assert_int_eq(list_decoder_feed(d, "{\"items\":[", 10, NULL), 0);
+        for (size_t i = 0; i < 3; i++) {
+                size_t len = strlen(items[i]);
+
+                if (i > 0)
+                        ck_assert_int_eq(list_decoder_feed(d, ",", 1, NULL), 0);
+                ck_assert_int_eq(list_decoder_feed(d, items[i], len - 1, NULL), 0);
+                ck_assert_uint_eq(list_decoder_items(d), i);
+                ck_assert_int_eq(list_decoder_feed(d, items[i] + len - 1, 1, NULL), 0);
+                ck_assert_uint_eq(list_decoder_items(d), i + 1);
+        }
+        ck_assert_int_eq(list_decoder_feed(d, tail, strlen(tail), NULL), 0);
+        ck_assert_uint_eq(strmap_size(pages), 0); /* stored only at the end */
+        ck_assert_int_eq(list_decoder_finish(d, pages, &rv, &cont, NULL), 0);
+        ck_assert_uint_eq(strmap_size(pages), 3);
+        ck_assert_str_eq(rv, "9");
+        ck_assert_ptr_null(cont);
+        /* Ready for the next body. */
+        ck_assert_uint_eq(list_decoder_items(d), 0);
+        free(rv);
+        list_decoder_free(d);
+        api_store_free(pages);
+}
+END_TEST
+
 START_TEST(test_list_page)
 {
         struct strmap *pages = strmap_new();
@@ -270,6 +387,6 @@ START_TEST(test_comment_is_not_json_wherever_reads_end)
 }
 END_TEST
 
-UNIT_MAIN(test_list_page, test_watch_stream_any_split, test_watch_stream_errors_end_the_watch,
-          test_watch_event_size_limit, test_events_across_and_within_reads,
+UNIT_MAIN(test_list_page_in_reads, test_list_items_as_they_come, test_list_page, test_watch_stream_any_split,
+          test_watch_stream_errors_end_the_watch, test_watch_event_size_limit, test_events_across_and_within_reads,
           test_comment_is_not_json_wherever_reads_end)
