@@ -238,6 +238,16 @@ def quiet(c, secs):
             raise
 
 
+def expect_whole_first_push(c, names):
+    """The first api message holds exactly names: no partial list."""
+    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
+                 "api", "the first api message")
+    if msg_names(m) != names:
+        raise AssertionError("first push must hold all %d pods (a partial "
+                             "list was handed on?): %s" % (len(names),
+                                                           summarize(m)))
+
+
 def pods_reqs(srv, since=0):
     return srv.requests(since, kind=("list", "continue", "watch"))
 
@@ -955,11 +965,7 @@ def _(t):
     srv.fail(match="continue", status=500, count=1)
     d = api_daemon(t, plain_kubeconfig(t, srv))
     c = d.connect()
-    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
-                 "api", "the first api message")
-    if msg_names(m) != names:
-        raise AssertionError("first push must hold all 5 pods (a partial "
-                             "list was handed on?): %s" % summarize(m))
+    expect_whole_first_push(c, names)
     srv.wait_watch()
     reqs = pods_reqs(srv)
     if [r["kind"] for r in reqs[:3]] != ["list", "continue", "list"]:
@@ -981,11 +987,7 @@ def _(t):
     srv.list_fault(t.param)
     d = api_daemon(t, plain_kubeconfig(t, srv))
     c = d.connect()
-    m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
-                 "api", "the first api message")
-    if msg_names(m) != names:
-        raise AssertionError("first push must hold all 40 pods (a partial "
-                             "list was handed on?): %s" % summarize(m))
+    expect_whole_first_push(c, names)
     lists = srv.requests(kind="list")
     if [r.get("fault") for r in lists[:2]] != [t.param, None]:
         raise AssertionError("lists: %s" % [describe(r) for r in lists])
