@@ -238,7 +238,8 @@ static int msg_wrap(struct arena *a, struct buf *b, uint64_t seq, struct msg **r
         if (buf_putc(b, '\n') < 0)
                 goto nomem;
         inline_text = b->len <= MSG_INLINE_MAX;
-        m = arena_alloc(a, sizeof(*m) + (inline_text ? b->len : 0));
+        /* A long one is rare: its header apart too, keeping no segment. */
+        m = inline_text ? arena_alloc(a, sizeof(*m) + b->len) : arena_alloc_apart(sizeof(*m));
         if (!m)
                 goto nomem;
         *m = (struct msg){.refs = 1, .seq = seq, .own_text = !inline_text};
@@ -255,6 +256,25 @@ static int msg_wrap(struct arena *a, struct buf *b, uint64_t seq, struct msg **r
 nomem:
         buf_free(b);
         return -ENOMEM;
+}
+
+/* m itself, or, for one of the arena, a copy of its own (the same
+ * message): what a message kept for long holds, so that it does not keep
+ * the arena segment of the messages made around it.  Never fails: out of
+ * memory, m itself. */
+static struct msg *msg_keep(struct msg *m)
+{
+        struct msg *k;
+
+        if (m->own_text || !(k = arena_alloc_apart(sizeof(*k) + m->len))) {
+                m->refs++;
+                return m;
+        }
+        *k = *m;
+        k->refs = 1;
+        k->text = (char *)(k + 1);
+        memcpy(k->text, m->text, m->len);
+        return k;
 }
 
 /*
@@ -551,8 +571,7 @@ static void history_push(struct stream_server *srv, struct msg *m, const struct 
         }
         if (!u || pod_update_share(u, &e.u) < 0) {
                 e.u = NULL;
-                m->refs++;
-                e.m = m;
+                e.m = msg_keep(m);
         }
         (void)ring_push(&srv->hist, &e); /* reserved: cannot fail */
         srv->hist_bytes += m->len;

@@ -60,6 +60,19 @@ void arena_close(struct arena *a)
         free(a);
 }
 
+void *arena_alloc_apart(size_t size)
+{
+        struct block *b;
+
+        if (size > SIZE_MAX / 2)
+                return NULL;
+        b = malloc(sizeof(struct block) + size);
+        if (!b)
+                return NULL;
+        b->seg = NULL;
+        return b->data;
+}
+
 void *arena_alloc(struct arena *a, size_t size)
 {
         size_t need;
@@ -68,13 +81,8 @@ void *arena_alloc(struct arena *a, size_t size)
         if (size > SIZE_MAX / 2)
                 return NULL;
         need = ALIGN_UP(sizeof(struct block) + size);
-        if (need > a->seg_size / 8) {
-                b = malloc(sizeof(struct block) + size);
-                if (!b)
-                        return NULL;
-                b->seg = NULL;
-                return b->data;
-        }
+        if (need > a->seg_size / 8)
+                return arena_alloc_apart(size);
         if (!a->cur || a->cur->size - a->cur->used < need) {
                 struct seg *s = malloc(sizeof(*s) + a->seg_size);
 
@@ -108,8 +116,14 @@ void arena_free(void *p)
         }
         if (--s->live > 0)
                 return;
-        if (s->owner)
+        if (s->owner && s->used <= s->size / 4) {
                 s->used = 0; /* the current segment, empty: carved again */
-        else
-                free(s);
+                return;
+        }
+        /* A segment let go, or the current one emptied after a burst had
+         * filled it: its pages go back, and a new one is made when needed,
+         * so steady traffic keeps one lightly used segment. */
+        if (s->owner)
+                s->owner->cur = NULL;
+        free(s);
 }

@@ -1,5 +1,7 @@
 /* Unit tests: the segment arena (util/arena). */
 #include <stdalign.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,7 +53,8 @@ START_TEST(test_segment_reused_and_outlives_close)
 {
         struct arena *a;
         void *x, *y;
-        long live;
+        long live, count;
+        bool all = true;
 
         if (!failalloc_enabled())
                 return; /* counts allocations */
@@ -59,18 +62,57 @@ START_TEST(test_segment_reused_and_outlives_close)
         a = arena_new(SEG);
         x = arena_alloc(a, 100);
         arena_free(x);
-        failalloc_arm(0);
+        failalloc_arm(LONG_MAX); /* counts, never fails */
         for (int i = 0; i < 1000; i++) {
                 x = arena_alloc(a, 100);
-                ck_assert_ptr_nonnull(x);
+                all &= x != NULL; /* no ck_assert here: Check allocates */
                 arena_free(x);
         }
-        ck_assert_int_eq(failalloc_count(), 0);
+        count = failalloc_count();
+        failalloc_arm(0);
+        ck_assert(all);
+        ck_assert_int_eq(count, 0);
         y = arena_alloc(a, 100);
         arena_close(a);
         ck_assert_int_eq(failalloc_live(), live + 1); /* the segment */
         memset(y, 1, 100);
         arena_free(y);
+        ck_assert_int_eq(failalloc_live(), live);
+}
+END_TEST
+
+/* The current segment emptied after a burst had carved more than a
+ * quarter of it is freed (its pages go back); a block apart is freed by
+ * arena_free too. */
+START_TEST(test_burst_segment_freed_when_empty)
+{
+        enum { N = SEG / 4 / 64 + 2 };
+        void *p[N], *apart;
+        struct arena *a;
+        long live, count;
+
+        if (!failalloc_enabled())
+                return;
+        live = failalloc_live();
+        a = arena_new(SEG);
+        for (int i = 0; i < N; i++)
+                ck_assert_ptr_nonnull(p[i] = arena_alloc(a, 48)); /* 64 with its header */
+        ck_assert_int_eq(failalloc_live(), live + 2);             /* the arena, one segment */
+        for (int i = 0; i < N; i++)
+                arena_free(p[i]);
+        ck_assert_int_eq(failalloc_live(), live + 1); /* the arena alone */
+        failalloc_arm(LONG_MAX);
+        p[0] = arena_alloc(a, 48);
+        count = failalloc_count();
+        failalloc_arm(0);
+        ck_assert_ptr_nonnull(p[0]);
+        ck_assert_int_eq(count, 1); /* a new segment */
+        apart = arena_alloc_apart(10);
+        ck_assert_ptr_nonnull(apart);
+        ck_assert_uint_eq((uintptr_t)apart % alignof(max_align_t), 0);
+        arena_close(a);
+        arena_free(apart);
+        arena_free(p[0]);
         ck_assert_int_eq(failalloc_live(), live);
 }
 END_TEST
@@ -105,4 +147,5 @@ START_TEST(test_out_of_memory)
 }
 END_TEST
 
-UNIT_MAIN(test_blocks_apart_aligned_and_all_freed, test_segment_reused_and_outlives_close, test_out_of_memory)
+UNIT_MAIN(test_blocks_apart_aligned_and_all_freed, test_segment_reused_and_outlives_close,
+          test_burst_segment_freed_when_empty, test_out_of_memory)
