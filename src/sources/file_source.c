@@ -2,8 +2,10 @@
  * file_source — static pods from a directory or a file (see
  * include/podmux/file_source.h and doc/pod-config.md section 6).
  *
- * State: store (namespace/name -> entry{pod, file}) and files (path ->
- * store key).  A relist sends the store's whole content as one SET; an
+ * State (struct state): store (namespace/name -> entry{pod, file}) and
+ * files (path -> the key the file names), with two indexes; each name is
+ * kept once and shared (see struct file_name and struct keyref), no map
+ * copies a key.  A relist sends the store's whole content as one SET; an
  * event marks its file dirty, and dirty files are read in batches
  * (FILE_SOURCE_BATCH per loop turn), each change going out as a delta of
  * that one pod, so an event costs the same whatever the number of files.
@@ -42,9 +44,51 @@
                   IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 #define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
 
+/*
+ * A file's path, kept once: the files map borrows it as its key, and each
+ * entry whose pod the file defined holds a reference.  An entry can
+ * outlive the file's place in files (a file that renames its pod leaves
+ * the old pod stored until the next relist, and may go meanwhile), hence
+ * the count.  The fields are in this order so that the path starts at
+ * offset 12, not 16.
+ */
+struct file_name {
+        struct keyref *key; /* the key the file names; non-NULL iff in files */
+        unsigned refs;      /* the files map's, while listed, and one per entry */
+        char path[];
+};
+
+/* A store key as the files name it, kept once: shared by the files naming
+ * it, and borrowed as its key by the keyrefs index.  It goes with the last
+ * of those files (the key need not be stored: a key whose files are all
+ * bad now stays named until they go).  The key starts at offset 4. */
+struct keyref {
+        unsigned files; /* how many files name it */
+        char key[];
+};
+
 struct entry {
         struct pod *pod;
-        char *file;
+        struct file_name *file; /* a reference */
+};
+
+/*
+ * The source's pods, or those a relist gathers.  Only store_set(),
+ * store_del(), name_key() and file_gone() change the maps (state_free()
+ * and replace_state() drop or swap them whole), and they keep them in
+ * step, so every borrowed key is alive: store's and uids' keys are texts
+ * of stored pods (an entry holds its pod), files' keys are the names'
+ * paths, keyrefs' the keyrefs' texts.
+ */
+struct state {
+        struct strmap *store; /* key -> struct entry* (keys: the entries' pods' own) */
+        struct strmap *files; /* path -> struct file_name* (keys: their paths) */
+        /* Indexes that keep an event's cost independent of the number of
+         * files: how many stored pods have each UID (a shared UID needs a
+         * full SET), and how many files name each key (only a key named
+         * by several files needs a search for the next one). */
+        struct strmap *uids;    /* uid -> count (uintptr_t); keys: a stored pod's uid */
+        struct strmap *keyrefs; /* key -> struct keyref* (keys: their texts) */
 };
 
 struct dirty_file {
@@ -56,7 +100,7 @@ struct dirty_file {
 struct relist_job {
         char **names; /* the listing, sorted */
         size_t n, next;
-        struct strmap *store, *files; /* the state being built */
+        struct state st; /* the state being built */
 };
 
 struct file_source {
@@ -67,15 +111,8 @@ struct file_source {
         char *node_name;
         uint64_t period;
         struct source_stats *stats; /* may be NULL */
-        struct strmap *store;  /* key -> struct entry* (keys: the entries' pods' own) */
-        struct strmap *files;  /* file -> key (char*) */
-        struct strmap *errors; /* file -> last logged reason (char*) */
-        /* Indexes that keep an event's cost independent of the number of
-         * files: how many stored pods have each UID (a shared UID needs a
-         * full SET), and how many files name each key (only a key named
-         * by several files needs a search for the next one). */
-        struct strmap *uids;    /* uid -> count (uintptr_t) */
-        struct strmap *keyrefs; /* key -> count (uintptr_t) */
+        struct state st;            /* the pods sent, with their indexes */
+        struct strmap *errors;      /* file -> last logged reason (char*) */
         /* Files with events not yet looked at, in the order of their first
          * event (a queue), each with its events' masks OR'ed, and indexed
          * by path (keys borrowed from the entries); batch_timer (zero
@@ -110,16 +147,27 @@ static size_t count_of(struct strmap *m, const char *k)
         return (size_t)(uintptr_t)strmap_get(m, k);
 }
 
-/* Adds delta to k's count, dropping it at zero.  0 or -ENOMEM. */
-static int count_add(struct strmap *m, const char *k, int delta)
+/* A name for path, not yet referenced.  NULL on ENOMEM. */
+static struct file_name *name_new(const char *path)
 {
-        size_t n = count_of(m, k) + (size_t)(ptrdiff_t)delta;
+        size_t len = strlen(path) + 1;
+        struct file_name *f = malloc(sizeof(*f) + len);
 
-        if (n == 0) {
-                (void)strmap_remove(m, k);
-                return 0;
-        }
-        return strmap_put(m, k, (void *)(uintptr_t)n, NULL);
+        if (!f)
+                return NULL;
+        f->refs = 0;
+        f->key = NULL;
+        memcpy(f->path, path, len);
+        return f;
+}
+
+/* Drops a reference to a struct file_name; frees it at zero.  NULL-safe. */
+static void name_unref(void *v)
+{
+        struct file_name *f = v;
+
+        if (f && --f->refs == 0)
+                free(f);
 }
 
 static void entry_free(void *v)
@@ -129,8 +177,70 @@ static void entry_free(void *v)
         if (!e)
                 return;
         pod_unref(e->pod);
-        free(e->file);
+        name_unref(e->file);
         free(e);
+}
+
+/* The keyref of key, with one more file naming it (made if there is none).
+ * NULL on ENOMEM, keyrefs unchanged. */
+static struct keyref *key_hold(struct strmap *keyrefs, const char *key)
+{
+        struct keyref *kr = strmap_get(keyrefs, key);
+        size_t len = strlen(key) + 1;
+
+        if (!kr) {
+                kr = malloc(sizeof(*kr) + len);
+                if (!kr)
+                        return NULL;
+                kr->files = 0;
+                memcpy(kr->key, key, len);
+                if (strmap_put(keyrefs, kr->key, kr, NULL) < 0) {
+                        free(kr);
+                        return NULL;
+                }
+        }
+        kr->files++;
+        return kr;
+}
+
+/* Frees kr (and its place in keyrefs) if no file names it.  Never
+ * allocates. */
+static void key_forget_unused(struct strmap *keyrefs, struct keyref *kr)
+{
+        if (kr->files == 0) {
+                (void)strmap_remove(keyrefs, kr->key);
+                free(kr);
+        }
+}
+
+static void key_drop(struct strmap *keyrefs, struct keyref *kr)
+{
+        kr->files--;
+        key_forget_unused(keyrefs, kr);
+}
+
+static void state_free(struct state *s)
+{
+        /* A map with borrowed keys never reads them while it is freed, so
+         * the order does not matter. */
+        strmap_free(s->store, entry_free);
+        strmap_free(s->files, name_unref);
+        strmap_free(s->uids, NULL);
+        strmap_free(s->keyrefs, free);
+        memset(s, 0, sizeof(*s));
+}
+
+/* Empty maps.  0 or -ENOMEM (s left empty). */
+static int state_init(struct state *s)
+{
+        s->store = strmap_new_borrowed();
+        s->files = strmap_new_borrowed();
+        s->uids = strmap_new_borrowed();
+        s->keyrefs = strmap_new_borrowed();
+        if (s->store && s->files && s->uids && s->keyrefs)
+                return 0;
+        state_free(s);
+        return -ENOMEM;
 }
 
 /* Logs a bad file once per distinct reason. */
@@ -290,28 +400,128 @@ static int send_state(struct file_source *fs, struct strmap *store)
         return 0;
 }
 
-/* Puts (file -> pod) into store/files (and counts the file in keyrefs,
- * which may be NULL).  The first file in sorted order keeps a
- * namespace/name; a later one is refused with a warning naming both.
- * Returns 1 if the store changed, 0 if not, -errno. */
-static int store_put(struct strmap *store, struct strmap *files, struct strmap *keyrefs,
-                     const char *file, struct pod *pod)
+/* ---- the state ------------------------------------------------------------------- */
+
+/* Counts pod, just stored, under its UID, whose key now points at pod's
+ * text.  Cannot fail after strmap_reserve(uids, 1). */
+static void uid_count(struct strmap *uids, const struct pod *pod)
+{
+        (void)strmap_put(uids, pod->uid, (void *)(uintptr_t)(count_of(uids, pod->uid) + 1), NULL);
+}
+
+/*
+ * Uncounts pod, which has just left store (and may be freed next), so the
+ * UID's key must stop pointing at its text: it moves to another stored pod
+ * with that UID.  The search is O(n), but only for a UID that stored pods
+ * share, and such a change goes out as a full SET, O(n) anyway.  Never
+ * allocates.
+ */
+static void uid_uncount(struct strmap *uids, struct strmap *store, const struct pod *pod)
+{
+        size_t n = count_of(uids, pod->uid), it = 0;
+        void *v;
+
+        while (n > 1 && strmap_next(store, &it, NULL, &v)) {
+                const struct pod *p = ((struct entry *)v)->pod;
+
+                if (p != pod && strcmp(p->uid, pod->uid) == 0) {
+                        (void)strmap_put(uids, p->uid, (void *)(uintptr_t)(n - 1), NULL);
+                        return;
+                }
+        }
+        /* Its last pod (a count gone wrong would land here too: the key
+         * goes rather than dangle). */
+        (void)strmap_remove(uids, pod->uid);
+}
+
+/* Stores pod, defined by file f, in place of what its key held (freed,
+ * once uncounted).  0 or -ENOMEM with nothing changed. */
+static int store_set(struct state *s, struct file_name *f, struct pod *pod)
+{
+        struct entry *e = calloc(1, sizeof(*e)), *old = NULL;
+
+        if (!e)
+                return -ENOMEM;
+        e->pod = pod_ref(pod);
+        e->file = f;
+        f->refs++;
+        /* The store borrows its keys from the pods it holds; with a slot
+         * reserved, counting the UID cannot fail. */
+        if (strmap_reserve(s->uids, 1) < 0 || strmap_put(s->store, pod->key, e, (void **)&old) < 0) {
+                entry_free(e);
+                return -ENOMEM;
+        }
+        if (old && strcmp(old->pod->uid, pod->uid) == 0) {
+                /* The same count; the key moves to the new pod's text. */
+                (void)strmap_put(s->uids, pod->uid, (void *)(uintptr_t)count_of(s->uids, pod->uid), NULL);
+        } else {
+                if (old)
+                        uid_uncount(s->uids, s->store, old->pod);
+                uid_count(s->uids, pod);
+        }
+        entry_free(old);
+        return 0;
+}
+
+/* Takes key's entry, if any, out of the store, uncounts its pod and frees
+ * it.  Never allocates. */
+static void store_del(struct state *s, const char *key)
+{
+        struct entry *e = strmap_remove(s->store, key);
+
+        if (e)
+                uid_uncount(s->uids, s->store, e->pod);
+        entry_free(e);
+}
+
+/* Records that file f names key, listing f in files if it is not there.
+ * 0 or -ENOMEM with nothing changed. */
+static int name_key(struct state *s, struct file_name *f, const char *key)
+{
+        struct keyref *kr;
+
+        if (f->key && strcmp(f->key->key, key) == 0)
+                return 0;
+        kr = key_hold(s->keyrefs, key);
+        if (!kr)
+                return -ENOMEM;
+        if (f->key) {
+                key_drop(s->keyrefs, f->key);
+        } else if (strmap_put(s->files, f->path, f, NULL) < 0) {
+                key_drop(s->keyrefs, kr);
+                return -ENOMEM;
+        } else {
+                f->refs++;
+        }
+        f->key = kr;
+        return 0;
+}
+
+/* Puts (file -> pod) into the state.  The first file in sorted order
+ * keeps a namespace/name; a later one is refused with a warning naming
+ * both.  Returns 1 if the store changed, 0 if not, -errno. */
+static int store_put(struct state *s, const char *file, struct pod *pod)
 {
         struct buf key = BUF_INIT;
-        struct entry *e, *old = NULL;
-        char *k, *oldk = NULL;
+        struct file_name *f = NULL;
+        struct entry *old;
         int r = -ENOMEM;
 
         if (pod_store_key(pod, &key) < 0)
                 goto out;
-        old = strmap_get(store, key.data);
-        if (old && strcmp(old->file, file) != 0 && strcmp(old->file, file) < 0) {
+        f = strmap_get(s->files, file);
+        if (!f && !(f = name_new(file)))
+                goto out;
+        f->refs++; /* ours until the end: a new name nothing took goes there */
+        old = strmap_get(s->store, key.data);
+        if (old && strcmp(old->file->path, file) < 0) {
                 struct stat st;
 
                 /* The earlier file still defines it: it keeps the pod. */
-                if (stat(old->file, &st) == 0) {
-                        log_warn("file \"%s\": pod \"%s\" is already defined by file \"%s\": ignored (the first file in sorted order wins)",
-                                 file, key.data, old->file);
+                if (stat(old->file->path, &st) == 0) {
+                        log_warn("file \"%s\": pod \"%s\" is already defined by file \"%s\": "
+                                 "ignored (the first file in sorted order wins)",
+                                 file, key.data, old->file->path);
                         r = 0;
                         goto record;
                 }
@@ -320,36 +530,18 @@ static int store_put(struct strmap *store, struct strmap *files, struct strmap *
                 r = 0;
                 goto record;
         }
-        if (old && strcmp(old->file, file) != 0)
+        if (old && strcmp(old->file->path, file) != 0)
                 log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)",
-                         file, key.data, old->file);
-        e = calloc(1, sizeof(*e));
-        if (!e)
+                         file, key.data, old->file->path);
+        r = store_set(s, f, pod);
+        if (r < 0)
                 goto out;
-        e->pod = pod_ref(pod);
-        e->file = strdup(file);
-        /* The store borrows its keys from the pods it holds. */
-        if (!e->file || strmap_put(store, e->pod->key, e, (void **)&old) < 0) {
-                entry_free(e);
-                goto out;
-        }
-        entry_free(old);
         r = 1;
 record:
-        k = strdup(key.data);
-        if (!k || strmap_put(files, file, k, (void **)&oldk) < 0) {
-                free(k);
+        if (name_key(s, f, key.data) < 0)
                 r = -ENOMEM;
-                goto out;
-        }
-        if (keyrefs && (!oldk || strcmp(oldk, k) != 0)) {
-                if (count_add(keyrefs, k, 1) < 0)
-                        r = -ENOMEM;
-                if (oldk)
-                        (void)count_add(keyrefs, oldk, -1); /* never allocates */
-        }
-        free(oldk);
 out:
+        name_unref(f);
         buf_free(&key);
         return r;
 }
@@ -362,14 +554,13 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /*
- * Loads every listed file into store/files (fresh maps).  A file that
+ * Loads every listed file into st (a fresh state).  A file that
  * vanished is skipped; a file that is bad (unreadable, invalid, not a
  * regular file) is reported and skipped, so its pod drops out as in the
  * kubelet; a resource error fails the whole load.  0 or -errno (a resource
  * error) with *ret_what set.
  */
-static int load_all(struct file_source *fs, char **names, size_t n, struct strmap *store,
-                    struct strmap *files, const char **ret_what)
+static int load_all(struct file_source *fs, char **names, size_t n, struct state *st, const char **ret_what)
 {
         for (size_t i = 0; i < n; i++) {
                 struct buf reason = BUF_INIT;
@@ -395,7 +586,7 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct strma
                 }
                 if (r < 0)
                         continue;
-                r = store_put(store, files, NULL, names[i], pod);
+                r = store_put(st, names[i], pod);
                 pod_unref(pod);
                 if (r < 0) {
                         *ret_what = "cannot store a pod";
@@ -405,42 +596,19 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct strma
         return 0;
 }
 
-/* Installs store/files as the source's state and sends it.  On failure
- * nothing changes and the caller frees store/files.  0 or -ENOMEM. */
-static int replace_state(struct file_source *fs, struct strmap *store, struct strmap *files)
+/* Sends st (built by a relist, its indexes with it) and makes it the
+ * source's state, leaving st empty.  On failure nothing changes and st
+ * stays the caller's.  0 or -ENOMEM. */
+static int replace_state(struct file_source *fs, struct state *st)
 {
-        struct strmap *uids = strmap_new(), *keyrefs = strmap_new();
-        size_t it = 0;
-        const char *k;
-        void *v;
-        int r = -ENOMEM;
+        int r = send_state(fs, st->store);
 
-        /* The indexes of the new state: O(files), like the relist. */
-        if (!uids || !keyrefs)
-                goto fail;
-        while (strmap_next(store, &it, NULL, &v))
-                if (count_add(uids, ((struct entry *)v)->pod->uid, 1) < 0)
-                        goto fail;
-        it = 0;
-        while (strmap_next(files, &it, &k, &v))
-                if (count_add(keyrefs, v, 1) < 0)
-                        goto fail;
-        r = send_state(fs, store);
         if (r < 0)
-                goto fail;
-        strmap_free(fs->store, entry_free);
-        strmap_free(fs->files, free);
-        strmap_free(fs->uids, NULL);
-        strmap_free(fs->keyrefs, NULL);
-        fs->store = store;
-        fs->files = files;
-        fs->uids = uids;
-        fs->keyrefs = keyrefs;
+                return r;
+        state_free(&fs->st);
+        fs->st = *st;
+        memset(st, 0, sizeof(*st));
         return 0;
-fail:
-        strmap_free(uids, NULL);
-        strmap_free(keyrefs, NULL);
-        return r;
 }
 
 /* relist(): the listing is taken and fs->job reads it, a batch per turn. */
@@ -451,18 +619,17 @@ static void job_free(struct relist_job *j)
         if (!j)
                 return;
         dir_list_free(j->names, j->n);
-        strmap_free(j->store, entry_free);
-        strmap_free(j->files, free);
+        state_free(&j->st);
         free(j);
 }
 
 /*
- * relist() of a directory: lists it, and hands the names with store and
- * files to a new fs->job (RELIST_STARTED: they are the job's now).  0 when
- * there is no entry (or the directory went away), or -errno with
- * *ret_what set; store and files stay the caller's.
+ * relist() of a directory: lists it, and hands the names with st to a new
+ * fs->job (RELIST_STARTED: the maps are the job's now, st is left empty).
+ * 0 when there is no entry (or the directory went away), or -errno with
+ * *ret_what set; st stays the caller's.
  */
-static int relist_dir(struct file_source *fs, struct strmap *store, struct strmap *files, const char **ret_what)
+static int relist_dir(struct file_source *fs, struct state *st, const char **ret_what)
 {
         struct relist_job *j;
         char **names = NULL;
@@ -484,8 +651,8 @@ static int relist_dir(struct file_source *fs, struct strmap *store, struct strma
         }
         j->names = names;
         j->n = n;
-        j->store = store;
-        j->files = files;
+        j->st = *st;
+        memset(st, 0, sizeof(*st));
         fs->job = j;
         return RELIST_STARTED;
 out:
@@ -493,10 +660,10 @@ out:
         return r;
 }
 
-/* relist() of a regular file: loads it into store/files.  0 (also when it
- * is gone: no pods), 1 for a bad file (what was sent before is kept), or
- * -errno (a resource error) with *ret_what set. */
-static int relist_file(struct file_source *fs, struct strmap *store, struct strmap *files, const char **ret_what)
+/* relist() of a regular file: loads it into st.  0 (also when it is gone:
+ * no pods), 1 for a bad file (what was sent before is kept), or -errno (a
+ * resource error) with *ret_what set. */
+static int relist_file(struct file_source *fs, struct state *st, const char **ret_what)
 {
         struct pod *pod = NULL;
         int r;
@@ -510,7 +677,7 @@ static int relist_file(struct file_source *fs, struct strmap *store, struct strm
                 *ret_what = "cannot load the file";
                 return static_pod_resource_error(r) ? r : 1;
         }
-        r = store_put(store, files, NULL, fs->path, pod);
+        r = store_put(st, fs->path, pod);
         pod_unref(pod);
         *ret_what = "cannot store the pod";
         return r > 0 ? 0 : r;
@@ -526,7 +693,7 @@ static int relist_file(struct file_source *fs, struct strmap *store, struct strm
  */
 static int relist(struct file_source *fs, const char **ret_what)
 {
-        struct strmap *store = NULL, *files = NULL;
+        struct state found = {0};
         struct stat st;
         int r;
 
@@ -539,19 +706,17 @@ static int relist(struct file_source *fs, const char **ret_what)
                 log_debug("file source: path \"%s\" does not exist", fs->path);
                 st.st_mode = 0;
         }
-        store = strmap_new_borrowed();
-        files = strmap_new();
-        if (!store || !files) {
-                r = -ENOMEM;
+        r = state_init(&found);
+        if (r < 0) {
                 *ret_what = "cannot list";
                 goto out;
         }
         if (S_ISDIR(st.st_mode)) {
-                r = relist_dir(fs, store, files, ret_what);
+                r = relist_dir(fs, &found, ret_what);
                 if (r == RELIST_STARTED)
                         return r;
         } else if (S_ISREG(st.st_mode)) {
-                r = relist_file(fs, store, files, ret_what);
+                r = relist_file(fs, &found, ret_what);
         } else if (st.st_mode) {
                 log_error("file source: \"%s\" is neither a directory nor a regular file",
                           fs->path);
@@ -561,17 +726,14 @@ static int relist(struct file_source *fs, const char **ret_what)
         }
         if (r == 0) {
                 *ret_what = "cannot send the pods";
-                r = replace_state(fs, store, files);
-                if (r == 0)
-                        store = files = NULL;
+                r = replace_state(fs, &found);
                 /* An empty or missing directory: no file is left to be
                  * bad (a single file keeps what was said about it). */
                 if (r == 0 && !S_ISREG(st.st_mode))
                         trim_reports(fs, NULL, 0);
         }
 out:
-        strmap_free(store, entry_free);
-        strmap_free(files, free);
+        state_free(&found);
         return r;
 }
 
@@ -647,7 +809,7 @@ static void relist_step(struct loop_timer *t, void *data)
         struct relist_job *j = fs->job;
         size_t k = j->n - j->next < FILE_SOURCE_BATCH ? j->n - j->next : FILE_SOURCE_BATCH;
         const char *what = "cannot list";
-        int r = load_all(fs, j->names + j->next, k, j->store, j->files, &what);
+        int r = load_all(fs, j->names + j->next, k, &j->st, &what);
 
         if (r == 0) {
                 j->next += k;
@@ -656,11 +818,9 @@ static void relist_step(struct loop_timer *t, void *data)
                         return;
                 }
                 what = "cannot send the pods";
-                r = replace_state(fs, j->store, j->files);
-                if (r == 0) {
-                        j->store = j->files = NULL;
+                r = replace_state(fs, &j->st);
+                if (r == 0)
                         trim_reports(fs, j->names, j->n);
-                }
         }
         job_free(j);
         fs->job = NULL;
@@ -723,12 +883,13 @@ static void schedule_retry(struct file_source *fs, int missing)
 
 /*
  * What changed under one key (before and after: the pod stored there,
- * NULL for none), sent as a delta: nothing for an unchanged re-read, the
- * new pod, and the old one as gone when its UID changed.  A UID that
- * another stored pod also has is the one case where the decision needs
- * the whole set (a full SET keeps only the last pod of a UID), so then the
- * full SET goes: O(n), only for pinned UIDs shared between files.  Else
- * O(1).  0 or -ENOMEM (the caller re-lists).
+ * NULL for none; the store and its UID counts already say after), sent
+ * as a delta: nothing for an unchanged re-read, the new pod, and the old
+ * one as gone when its UID changed.  A UID that another stored pod also
+ * has is the one case where the decision needs the whole set (a full SET
+ * keeps only the last pod of a UID), so then the full SET goes: O(n), only
+ * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
+ * caller re-lists).
  */
 static int send_change(struct file_source *fs, struct pod *before, struct pod *after)
 {
@@ -738,17 +899,12 @@ static int send_change(struct file_source *fs, struct pod *before, struct pod *a
 
         if (before == after)
                 return 0;
-        if (before)
-                (void)count_add(fs->uids, before->uid, -1); /* never allocates */
-        if (after && count_add(fs->uids, after->uid, 1) < 0)
-                return -ENOMEM;
         if (before && after && strcmp(before->uid, after->uid) == 0 &&
             pod_semantic_equal(before, after) && pod_status_equal(before, after))
                 return 0; /* the merger would find nothing changed */
-        shared = (after && count_of(fs->uids, after->uid) > 1) ||
-                 (before && count_of(fs->uids, before->uid) > 0);
+        shared = (after && count_of(fs->st.uids, after->uid) > 1) || (before && count_of(fs->st.uids, before->uid) > 0);
         if (shared)
-                return send_state(fs, fs->store);
+                return send_state(fs, fs->st.store);
         u = pod_update_new_delta(POD_SOURCE_FILE);
         if (!u)
                 return -ENOMEM;
@@ -760,14 +916,14 @@ static int send_change(struct file_source *fs, struct pod *before, struct pod *a
         }
         r = mux_channel_send(fs->ch, u);
         if (r == 0)
-                source_stats_success(fs->stats, strmap_size(fs->store));
+                source_stats_success(fs->stats, strmap_size(fs->st.store));
         return r;
 }
 
 /* The pod stored under key now (a new reference), or NULL. */
 static struct pod *stored_pod(struct file_source *fs, const char *key)
 {
-        struct entry *e = key ? strmap_get(fs->store, key) : NULL;
+        struct entry *e = key ? strmap_get(fs->st.store, key) : NULL;
 
         return e ? pod_ref(e->pod) : NULL;
 }
@@ -791,7 +947,7 @@ static void file_changed(struct file_source *fs, const char *file, uint32_t mask
         r = pod_store_key(pod, &key);
         if (r == 0) {
                 before = stored_pod(fs, key.data);
-                r = store_put(fs->store, fs->files, fs->keyrefs, file, pod);
+                r = store_put(&fs->st, file, pod);
                 after = stored_pod(fs, key.data);
         }
         if (r >= 0)
@@ -805,13 +961,13 @@ static void file_changed(struct file_source *fs, const char *file, uint32_t mask
 }
 
 /*
- * The pod of key moves to the first other file in sorted order that still
- * defines it (the kubelet's next relist would pick that one, so the pod
- * changes hands once).  Looks through every file, but only when another
- * file names key (a duplicate), so the common delete costs O(1).  0 or
- * -errno (a resource error).
+ * The pod of kr's key moves to the first other file in sorted order that
+ * still defines it (the kubelet's next relist would pick that one, so the
+ * pod changes hands once).  Looks through every file, but only when
+ * another file names the key (a duplicate), so the common delete costs
+ * O(1).  0 or -errno (a resource error).
  */
-static int take_over(struct file_source *fs, const char *key)
+static int take_over(struct file_source *fs, struct keyref *kr)
 {
         const char **cands = NULL;
         size_t n = 0, it = 0;
@@ -819,23 +975,24 @@ static int take_over(struct file_source *fs, const char *key)
         void *v;
         int r = 0;
 
-        if (count_of(fs->keyrefs, key) == 0)
+        if (kr->files == 0)
                 return 0;
-        cands = malloc(count_of(fs->keyrefs, key) * sizeof(*cands));
+        cands = malloc(kr->files * sizeof(*cands));
         if (!cands)
                 return -ENOMEM;
-        while (strmap_next(fs->files, &it, &other, &v) && n < count_of(fs->keyrefs, key))
-                if (strcmp(v, key) == 0)
+        /* The files naming the key share its keyref. */
+        while (strmap_next(fs->st.files, &it, &other, &v) && n < kr->files)
+                if (((struct file_name *)v)->key == kr)
                         cands[n++] = other;
         if (n > 1)
                 qsort(cands, n, sizeof(*cands), cmp_str);
-        for (size_t i = 0; i < n && r == 0 && !strmap_get(fs->store, key); i++) {
+        for (size_t i = 0; i < n && r == 0 && !strmap_get(fs->st.store, kr->key); i++) {
                 struct pod *pod = NULL;
                 struct buf k = BUF_INIT;
 
                 r = load_file(fs, cands[i], 0, &pod);
-                if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, key) == 0)
-                        r = store_put(fs->store, fs->files, fs->keyrefs, cands[i], pod);
+                if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, kr->key) == 0)
+                        r = store_put(&fs->st, cands[i], pod);
                 /* A bad file is skipped (reported); a file that now
                  * defines another pod is left to its own event. */
                 if (r > 0 || (r < 0 && !static_pod_resource_error(r)))
@@ -851,26 +1008,31 @@ static int take_over(struct file_source *fs, const char *key)
  * moves to another file defining it. */
 static void file_gone(struct file_source *fs, const char *file)
 {
-        char *key = strmap_remove(fs->files, file);
-        struct entry *e;
+        struct file_name *f = strmap_remove(fs->st.files, file);
         struct pod *before = NULL, *after = NULL;
+        struct keyref *kr;
+        struct entry *e;
         int r = 0;
 
         forget_reports(fs, file);
-        if (!key)
+        if (!f)
                 return;
-        (void)count_add(fs->keyrefs, key, -1); /* never allocates */
-        e = strmap_get(fs->store, key);
+        /* The file names the key no more, but the keyref (whose text is
+         * used below) goes only at the end, if no other file names it:
+         * nothing in between names a key anew. */
+        kr = f->key;
+        f->key = NULL;
+        kr->files--;
+        e = strmap_get(fs->st.store, kr->key);
         if (!e) {
-                log_error("file source: file \"%s\" maps to pod \"%s\" which is not in the store",
-                          file, key);
-        } else if (strcmp(e->file, file) == 0) {
+                log_error("file source: file \"%s\" maps to pod \"%s\" which is not in the store", file, kr->key);
+        } else if (strcmp(e->file->path, file) == 0) {
                 before = pod_ref(e->pod);
-                entry_free(strmap_remove(fs->store, key));
+                store_del(&fs->st, kr->key);
                 /* Another file defining the same pod takes over at once
                  * (the kubelet waits for the next relist). */
-                r = take_over(fs, key);
-                after = stored_pod(fs, key);
+                r = take_over(fs, kr);
+                after = stored_pod(fs, kr->key);
                 if (r >= 0)
                         r = send_change(fs, before, after);
                 if (r < 0)
@@ -878,7 +1040,8 @@ static void file_gone(struct file_source *fs, const char *file)
         }
         pod_unref(before);
         pod_unref(after);
-        free(key);
+        key_forget_unused(fs->st.keyrefs, kr);
+        name_unref(f); /* the files map's reference */
 }
 
 /* What the file is now decides, whatever the events said; the mask only
@@ -1083,15 +1246,10 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->path = path_clean(cfg->path);
         fs->node_name = strdup(cfg->node_name);
         fs->stats = cfg->stats;
-        fs->store = strmap_new_borrowed();
-        fs->files = strmap_new();
         fs->errors = strmap_new();
-        fs->uids = strmap_new();
-        fs->keyrefs = strmap_new();
         fs->dirty = strmap_new_borrowed();
         fs->unknown = strmap_new();
-        if (!fs->path || !fs->node_name || !fs->store || !fs->files || !fs->errors || !fs->uids ||
-            !fs->keyrefs || !fs->dirty || !fs->unknown)
+        if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown)
                 goto fail;
         fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
@@ -1129,11 +1287,8 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->step_timer);
         job_free(fs->job);
         free(fs->failure);
-        strmap_free(fs->store, entry_free);
-        strmap_free(fs->files, free);
+        state_free(&fs->st);
         strmap_free(fs->errors, free);
-        strmap_free(fs->uids, NULL);
-        strmap_free(fs->keyrefs, NULL);
         while (fs->dirty_head) {
                 struct dirty_file *d = fs->dirty_head;
 
