@@ -540,15 +540,15 @@ static const char *state_of(struct fixture *fx, char *out, size_t size)
                 return "(none)";
         for (size_t i = 0; i < fx->cap.last->n_pods; i++) {
                 const struct pod *p = fx->cap.last->pods[i];
-                const char *from = strstr(p->text, "\"from\":\"");
-                const char *suffix = strstr(p->name, "-node1");
+                const char *from = strstr(pod_text(p), "\"from\":\"");
+                const char *suffix = strstr(pod_name(p), "-node1");
                 int len = 0;
 
                 from = from ? from + 8 : "";
                 while (from[len] && from[len] != '"')
                         len++;
                 snprintf(out + strlen(out), size - strlen(out), "%.*s=%.*s,",
-                         suffix ? (int)(suffix - p->name) : (int)strlen(p->name), p->name, len, from);
+                         suffix ? (int)(suffix - pod_name(p)) : (int)strlen(pod_name(p)), pod_name(p), len, from);
         }
         return out;
 }
