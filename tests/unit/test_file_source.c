@@ -150,17 +150,25 @@ static const char *names_of(struct fixture *fx, char *out, size_t size)
         return out;
 }
 
-/* Drives the loop until the last SET names exactly `want` ("a,b," form). */
-static void expect_names(struct fixture *fx, const char *want)
+typedef const char *describe_fn(struct fixture *fx, char *out, size_t size);
+
+/* Drives the loop until describe(the last record) reads `want`. */
+static void expect_described(struct fixture *fx, describe_fn *describe, const char *want)
 {
         char got[1024];
 
         for (int i = 0; i < 400; i++) {
-                if (fx->cap.last && strcmp(names_of(fx, got, sizeof(got)), want) == 0)
+                if (fx->cap.last && strcmp(describe(fx, got, sizeof(got)), want) == 0)
                         return;
                 loop_run_once(fx->loop, 50000);
         }
-        ck_abort_msg("want pods \"%s\", last SET had \"%s\"", want, names_of(fx, got, sizeof(got)));
+        ck_abort_msg("want \"%s\", the last record has \"%s\"", want, describe(fx, got, sizeof(got)));
+}
+
+/* Until the last SET names exactly `want` ("a,b," form). */
+static void expect_names(struct fixture *fx, const char *want)
+{
+        expect_described(fx, names_of, want);
 }
 
 START_TEST(test_relist_at_start_reads_sorted_visible_files)
@@ -555,14 +563,7 @@ static const char *state_of(struct fixture *fx, char *out, size_t size)
 
 static void expect_state(struct fixture *fx, const char *want)
 {
-        char got[1024];
-
-        for (int i = 0; i < 400; i++) {
-                if (fx->cap.last && strcmp(state_of(fx, got, sizeof(got)), want) == 0)
-                        return;
-                loop_run_once(fx->loop, 50000);
-        }
-        ck_abort_msg("want \"%s\", have \"%s\"", want, state_of(fx, got, sizeof(got)));
+        expect_described(fx, state_of, want);
 }
 
 static void remove_file(struct fixture *fx, const char *name)
