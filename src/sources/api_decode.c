@@ -163,55 +163,6 @@ static int items_grow(struct item **items, size_t n, size_t *cap)
         return 0;
 }
 
-/*
- * The items array at s[*pos] ('[' or null), decoded one item at a time:
- * each item is parsed alone into a tree, turned into a pod, and its tree
- * dropped before the next, so no tree of the whole list ever exists.
- */
-static int decode_items(const char *s, size_t len, size_t *pos, struct item **items, size_t *n,
-                        size_t *cap, struct buf *err)
-{
-        int r;
-
-        *pos = skip_ws(s, len, *pos);
-        if (len - *pos >= 4 && memcmp(s + *pos, "null", 4) == 0) {
-                *pos += 4;
-                return 0;
-        }
-        if (expect(s, len, pos, '[') < 0)
-                return -EINVAL;
-        *pos = skip_ws(s, len, *pos);
-        if (*pos < len && s[*pos] == ']') {
-                (*pos)++;
-                return 0;
-        }
-        for (;;) {
-                json_object *o = NULL;
-
-                r = json_parse_next(s, len, pos, JSON_MAX_DEPTH, &o, NULL);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0)
-                        return -EINVAL;
-                r = items_grow(items, *n, cap);
-                if (r == 0)
-                        r = decode_pod(o, &(*items)[*n].pod);
-                json_object_put(o);
-                if (r == -EINVAL)
-                        r = buf_set_err(err, -EINVAL, "item %zu is not a pod", *n);
-                if (r < 0)
-                        return r == -EINVAL ? -ENOTSUP : r;
-                (*n)++;
-                *pos = skip_ws(s, len, *pos);
-                if (*pos < len && s[*pos] == ']') {
-                        (*pos)++;
-                        return 0;
-                }
-                if (expect(s, len, pos, ',') < 0)
-                        return -EINVAL;
-        }
-}
-
 /* metadata's resourceVersion and non-empty continue, copied. */
 static int list_meta(json_object *meta, char **ret_rv, char **ret_cont)
 {
@@ -241,16 +192,16 @@ struct list_page {
 };
 
 /*
- * The member of a PodList at s[*pos] (after white space: its name):
- * "items" decoded into pg (replacing any earlier ones), "metadata" into
- * its resourceVersion and continue, anything else parsed and dropped.  0
- * with *pos past the value, or < 0 (-ENOTSUP: an item that is not a pod,
- * with err set; the caller words the rest).
+ * The member of a PodList's members (the body without its items' elements:
+ * see struct list_decoder) at s[*pos] (after white space: its name):
+ * "items" must be [] or null (it was an array, or null), "metadata" gives
+ * its resourceVersion and continue, anything else is parsed and dropped.
+ * 0 with *pos past the value, or < 0.
  */
-static int list_member(const char *s, size_t len, size_t *pos, struct list_page *pg, struct buf *err)
+static int list_member(const char *s, size_t len, size_t *pos, struct list_page *pg)
 {
         json_object *key = NULL, *v = NULL;
-        bool items;
+        const char *name;
         int r;
 
         *pos = skip_ws(s, len, *pos);
@@ -259,34 +210,28 @@ static int list_member(const char *s, size_t len, size_t *pos, struct list_page 
         r = json_parse_next(s, len, pos, JSON_MAX_DEPTH, &key, NULL);
         if (r < 0)
                 return r;
-        items = strcmp(json_object_get_string(key), "items") == 0;
+        name = json_object_get_string(key);
         r = expect(s, len, pos, ':');
-        if (r == 0 && items) {
-                /* A repeated member counts once, the last (as a JSON
-                 * object has it). */
-                items_free(pg->items, pg->n);
-                pg->items = NULL;
-                pg->n = pg->cap = 0;
-                pg->have_items = true;
-                r = decode_items(s, len, pos, &pg->items, &pg->n, &pg->cap, err);
-        } else if (r == 0) {
+        if (r == 0)
                 r = json_parse_next(s, len, pos, JSON_MAX_DEPTH, &v, NULL);
-                if (r == 0 && strcmp(json_object_get_string(key), "metadata") == 0)
-                        r = list_meta(v, &pg->rv, &pg->cont);
-                json_object_put(v);
+        if (r == 0 && strcmp(name, "items") == 0) {
+                pg->have_items = true;
+                if (v && !json_object_is_type(v, json_type_array))
+                        r = -EINVAL;
+        } else if (r == 0 && strcmp(name, "metadata") == 0) {
+                r = list_meta(v, &pg->rv, &pg->cont);
         }
+        json_object_put(v);
         json_object_put(key);
         return r;
 }
 
 /*
- * A PodList body's members (see list_member) into pg, nothing stored:
- * "items" item by item (see decode_items), "metadata" parsed alone (it is
- * small), anything else parsed and dropped.  The body must be one JSON
+ * A PodList's members (see list_member) into pg.  They must be one JSON
  * object with nothing after it, and have "items".  0, -EINVAL (not a
- * PodList), -ENOTSUP (an item is not a pod: err says which) or -ENOMEM.
+ * PodList) or -ENOMEM.
  */
-static int decode_members(const char *s, size_t len, struct list_page *pg, struct buf *err)
+static int decode_members(const char *s, size_t len, struct list_page *pg)
 {
         size_t pos = 0;
         int r;
@@ -298,7 +243,7 @@ static int decode_members(const char *s, size_t len, struct list_page *pg, struc
                 pos++;
         } else {
                 for (;;) {
-                        r = list_member(s, len, &pos, pg, err);
+                        r = list_member(s, len, &pos, pg);
                         if (r < 0)
                                 return r;
                         pos = skip_ws(s, len, pos);
@@ -957,9 +902,7 @@ int list_decoder_finish(struct list_decoder *d, struct strmap *pages, char **ret
 
         if (d->error)
                 return list_fail(d, d->error, err);
-        r = d->ended ? decode_members(d->skel.data, d->skel.len, &sk, NULL) : -EINVAL;
-        if (r == -ENOTSUP)
-                r = -EINVAL; /* skel's items are [] or not an array */
+        r = d->ended ? decode_members(d->skel.data, d->skel.len, &sk) : -EINVAL;
         if (r == 0)
                 r = store_items(pages, d->pg.items, d->pg.n);
         if (r == 0) {
