@@ -22,7 +22,8 @@ void mem_give_back(void);
  * and a big list would leave the heap at its peak.  No-op elsewhere.
  */
 #define MEM_MAP_THRESHOLD (128u * 1024u)
-#define MEM_TRIM_THRESHOLD (512u * 1024u)
+#define MEM_TRIM_THRESHOLD (64u * 1024u)
+#define MEM_TOP_PAD (16u * 1024u)
 void mem_tune(void);
 
 #endif

@@ -7,10 +7,16 @@
  * Never: keeps a json-c tree.  Pods are parsed at the edge (a source), turned
  * into a struct pod with pod_from_json(), and the tree is dropped.
  *
- * A pod is reference counted and never changes after it is built, so an
- * emitted record can share pods with the merger's store: "deep copy"
- * semantics at the cost of a counter.  Memory: the JSON text and the
- * identity strings, shared by clones, plus 120 bytes per pod.
+ * A pod is reference counted and changes at most once after it is built:
+ * the merger stamps config.source and config.seen on a pod it stores for
+ * the first time (pod_stamp), before any record carries it to a consumer,
+ * and stores the sender's pod itself rather than a copy.  A stamped pod
+ * never changes again, so an emitted record can share pods with the
+ * merger's store: "deep copy" semantics at the cost of a counter.  A source
+ * never reads back config.source or config.seen of its own pods (what it
+ * compares is the text, the digests and config.mirror), so the stamp is
+ * invisible to it.  Memory: the JSON text and the identity strings, shared
+ * by clones, plus 120 bytes per pod.
  *
  * Local annotations (kubernetes.io/config.source, .seen, .mirror) are kept
  * out of the text and in their own fields; pod_render() splices them back
@@ -52,7 +58,14 @@ struct pod {
          * is one of the POD_SOURCE_* names points at that constant instead
          * of a copy of its own (never written through). */
         char *source;
-        char *seen;
+        /* config.seen: the text a source gave (seen.text), or, once the
+         * merger has stamped the pod (stamped), the time it was first
+         * stored (seen.usec), formatted when rendered.  Read it with
+         * pod_seen(). */
+        union {
+                char *text;
+                uint64_t usec;
+        } seen;
         char *mirror;
         /*
          * Compact JSON of the pod without the local annotations (pod_text()),
@@ -82,6 +95,7 @@ struct pod {
         uint32_t splice, copied_off, meta_end, spec_off, status_off;
         bool deleting;        /* metadata.deletionTimestamp is set */
         bool has_annotations; /* non-local annotations are present */
+        bool stamped;         /* pod_stamp() was here: seen.usec is set */
 };
 
 /* The body as laid out behind struct pod's members (its text first). */
@@ -124,10 +138,25 @@ void pod_unref(struct pod *p);
  * The JSON text is shared with the original, so a clone costs 128 bytes
  * (a source's name is not copied: see struct pod). */
 int pod_clone(const struct pod *p, struct pod **ret_pod);
-/* Set a local annotation on a pod the caller holds the only reference to.
- * value NULL removes it.  Return 0 or -ENOMEM. */
+/* Set a local annotation on a pod no record has carried to a consumer.
+ * value NULL removes it.  Return 0 or -ENOMEM (p unchanged). */
 int pod_set_source(struct pod *p, const char *value);
 int pod_set_seen(struct pod *p, const char *value);
+/* The merger's stamp on a pod it stores for the first time: config.source
+ * is source, config.seen the time wall_usec, and the pod is marked stamped
+ * (it is never stamped again: a pod the merger meets again unstored, and
+ * already stamped, is cloned first).  Never allocates for one of the
+ * POD_SOURCE_* names.  0 or -ENOMEM (p unchanged). */
+int pod_stamp(struct pod *p, const char *source, uint64_t wall_usec);
+
+#define POD_SEEN_MAX 48
+/* config.seen as text (formatted into buf if stamped), or NULL if absent. */
+const char *pod_seen(const struct pod *p, char buf[POD_SEEN_MAX]);
+
+/* Whether a source may keep a in place of b, a new version it read: the
+ * same text, layout, digests and config.mirror (config.source and .seen
+ * are the merger's: see above).  O(text length). */
+bool pod_same(const struct pod *a, const struct pod *b);
 
 /* Semantic equality and status equality (digests). */
 bool pod_semantic_equal(const struct pod *a, const struct pod *b);

@@ -15,6 +15,8 @@
 struct strmap;
 
 struct strmap *strmap_new(void); /* NULL on ENOMEM */
+/* The hash of a key (FNV-1a, 64 bits), shared with keymap. */
+size_t strmap_hash(const char *s);
 /*
  * A map that borrows its keys instead of copying them: the caller keeps
  * each key's text alive and unchanged while it is in the map (typically

@@ -19,6 +19,7 @@
 #ifndef PODMUX_WATCHER_H
 #define PODMUX_WATCHER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "podmux/loop.h"
@@ -29,6 +30,9 @@
  * kernel, and if they overflow there every subscriber is told
  * (IN_Q_OVERFLOW) and relists. */
 #define WATCHER_BATCH 1024
+/* What the buffer of events read ahead may keep once a burst is handed
+ * over (a burst grows it to 64 KiB or more; that goes back). */
+#define WATCHER_KEEP (16u * 1024u)
 
 struct watcher;
 struct watcher_watch;
@@ -42,6 +46,8 @@ typedef void (*watcher_event_fn)(void *data, const char *path,
                                  const char *name, uint32_t mask);
 
 int watcher_new(struct loop *loop, struct watcher **ret_w);
+/* Bytes allocated for events read ahead and not yet handed over. */
+size_t watcher_buffer_bytes(const struct watcher *w);
 /* Stops and joins the thread, frees every watch.  NULL-safe. */
 void watcher_free(struct watcher *w);
 

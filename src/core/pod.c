@@ -178,10 +178,25 @@ static int local_set(char **slot, const char *value)
         return 0;
 }
 
+/* Gives p (no seen of its own yet) the config.seen of src.  0 or -ENOMEM. */
+static int copy_seen(struct pod *p, const struct pod *src)
+{
+        if (src->stamped) {
+                p->seen.usec = src->seen.usec;
+                p->stamped = true;
+                return 0;
+        }
+        return local_dup(src->seen.text, &p->seen.text);
+}
+
+/* One 128-byte malloc block per pod on 64-bit glibc (see struct pod). */
+_Static_assert(sizeof(struct pod) <= 120, "struct pod outgrew its malloc block");
+
 static void pod_free(struct pod *p)
 {
         local_free(p->source);
-        local_free(p->seen);
+        if (!p->stamped)
+                local_free(p->seen.text);
         local_free(p->mirror);
         if (p->body && --p->body->refs == 0)
                 free(p->body);
@@ -274,7 +289,7 @@ static int split_annotations(struct pod *p, json_object *ann, json_object *nonlo
                 if (strcmp(k, POD_ANNOTATION_SOURCE) == 0)
                         slot = &p->source;
                 else if (strcmp(k, POD_ANNOTATION_SEEN) == 0)
-                        slot = &p->seen;
+                        slot = &p->seen.text;
                 else if (strcmp(k, POD_ANNOTATION_MIRROR) == 0)
                         slot = &p->mirror;
                 if (slot) {
@@ -446,10 +461,11 @@ int pod_clone(const struct pod *src, struct pod **ret_pod)
                 return -ENOMEM;
         *p = *src;
         p->refs = 1;
-        p->source = p->seen = p->mirror = NULL;
+        p->source = p->mirror = NULL;
+        p->seen.text = NULL;
+        p->stamped = false;
         p->body->refs++; /* text and identity are shared */
-        if (local_dup(src->source, &p->source) < 0 || local_dup(src->seen, &p->seen) < 0 ||
-            local_dup(src->mirror, &p->mirror) < 0) {
+        if (local_dup(src->source, &p->source) < 0 || copy_seen(p, src) < 0 || local_dup(src->mirror, &p->mirror) < 0) {
                 pod_free(p);
                 return -ENOMEM;
         }
@@ -464,7 +480,48 @@ int pod_set_source(struct pod *p, const char *value)
 
 int pod_set_seen(struct pod *p, const char *value)
 {
-        return local_set(&p->seen, value);
+        char *n;
+
+        if (local_dup(value, &n) < 0)
+                return -ENOMEM;
+        if (!p->stamped)
+                local_free(p->seen.text);
+        p->seen.text = n;
+        p->stamped = false;
+        return 0;
+}
+
+int pod_stamp(struct pod *p, const char *source, uint64_t wall_usec)
+{
+        if (local_set(&p->source, source) < 0)
+                return -ENOMEM;
+        if (!p->stamped)
+                local_free(p->seen.text);
+        p->seen.usec = wall_usec;
+        p->stamped = true;
+        return 0;
+}
+
+const char *pod_seen(const struct pod *p, char buf[POD_SEEN_MAX])
+{
+        if (!p->stamped)
+                return p->seen.text;
+        pod_format_seen(p->seen.usec, buf, POD_SEEN_MAX);
+        return buf;
+}
+
+bool pod_same(const struct pod *a, const struct pod *b)
+{
+        if (a == b)
+                return true;
+        if (a->text_len != b->text_len || a->splice != b->splice || a->copied_off != b->copied_off ||
+            a->meta_end != b->meta_end || a->spec_off != b->spec_off || a->status_off != b->status_off ||
+            a->deleting != b->deleting || a->has_annotations != b->has_annotations || !pod_semantic_equal(a, b) ||
+            !pod_status_equal(a, b))
+                return false;
+        if ((a->mirror == NULL) != (b->mirror == NULL) || (a->mirror && strcmp(a->mirror, b->mirror) != 0))
+                return false;
+        return memcmp(pod_text(a), pod_text(b), a->text_len) == 0;
 }
 
 bool pod_semantic_equal(const struct pod *a, const struct pod *b)
@@ -481,7 +538,8 @@ bool pod_status_equal(const struct pod *a, const struct pod *b)
 
 int pod_render(const struct pod *p, struct buf *out)
 {
-        const char *vals[3] = {p->source, p->seen, p->mirror};
+        char seen[POD_SEEN_MAX];
+        const char *vals[3] = {p->source, pod_seen(p, seen), p->mirror};
         bool comma = p->has_annotations;
 
         if (buf_append(out, pod_text(p), p->splice) < 0)
@@ -534,7 +592,9 @@ static int assemble(const struct pod *keep, const struct pod *from, bool status_
         *p = *keep;
         p->refs = 1;
         p->body = NULL;
-        p->source = p->seen = p->mirror = NULL;
+        p->source = p->mirror = NULL;
+        p->seen.text = NULL;
+        p->stamped = false;
         /* annotations of ann | rest of keep's metadata | copied metadata
          * of meta | keep's other members | spec of spec | status of from */
         if (buf_append(&t, pod_text(ann), ann->splice + 1) < 0)
@@ -567,7 +627,7 @@ static int assemble(const struct pod *keep, const struct pod *from, bool status_
          * in those it lacks. */
         r = -ENOMEM;
         if (local_dup(keep->source ? keep->source : from->source, &p->source) < 0 ||
-            local_dup(keep->seen ? keep->seen : from->seen, &p->seen) < 0 ||
+            copy_seen(p, keep->stamped || keep->seen.text ? keep : from) < 0 ||
             local_dup(keep->mirror ? keep->mirror : from->mirror, &p->mirror) < 0 ||
             give_body(p, t.data, t.len, keep->uid, pod_name(keep), pod_namespace(keep)) < 0)
                 goto out;

@@ -12,13 +12,14 @@
 
 #include "podmux/clock.h"
 #include "podmux/storage.h"
+#include "podmux/keymap.h"
 #include "podmux/strmap.h"
 
 struct source_state {
         char *name;
-        /* uid -> struct pod* (one reference each); the keys are the
-         * stored pods' own UID strings (a borrowing map: no copies). */
-        struct strmap *pods;
+        /* uid -> struct pod* (one reference each), keyed by the stored
+         * pods' own UIDs (pod_uid_key). */
+        struct keymap *pods;
         bool seen;
 };
 
@@ -62,11 +63,16 @@ static void unref_pod_value(void *v)
         pod_unref(v);
 }
 
+static const char *pod_uid_key(const void *v)
+{
+        return ((const struct pod *)v)->uid;
+}
+
 static void source_free(struct source_state *ss)
 {
         if (!ss)
                 return;
-        strmap_free(ss->pods, unref_pod_value);
+        keymap_free(ss->pods, unref_pod_value);
         free(ss->name);
         free(ss);
 }
@@ -118,7 +124,7 @@ static int get_source(struct storage *s, const char *name, struct source_state *
         if (!ss)
                 return -ENOMEM;
         ss->name = strdup(name);
-        ss->pods = strmap_new_borrowed();
+        ss->pods = keymap_new(pod_uid_key);
         n = realloc(s->sources, (s->n_sources + 1) * sizeof(*n));
         if (!ss->name || !ss->pods || !n) {
                 if (n)
@@ -242,15 +248,24 @@ static int classify(struct storage *s, const char *source, struct pod *ref,
         int r;
 
         if (!existing) {
-                char seen[48];
+                uint64_t now = s->cfg.wall_usec();
 
-                /* The stored object gets source and first-seen time; a
-                 * private copy keeps the sender's pod untouched. */
-                r = pod_clone(ref, &np);
-                if (r < 0)
-                        return r;
-                pod_format_seen(s->cfg.wall_usec(), seen, sizeof(seen));
-                if (pod_set_source(np, source) < 0 || pod_set_seen(np, seen) < 0) {
+                /* The stored object is the sender's own pod, stamped with
+                 * source and first-seen time, as the kubelet stamps the
+                 * object it is sent (a source never reads those two back:
+                 * include/podmux/pod.h).  A pod stamped before was stored
+                 * before and may sit in records sent out, so it gets a
+                 * private copy instead: a pod never changes once a record
+                 * may carry it.  A merge that fails after this leaves ref
+                 * stamped but unstored; it is copied when it comes again. */
+                if (ref->stamped) {
+                        r = pod_clone(ref, &np);
+                        if (r < 0)
+                                return r;
+                } else {
+                        np = pod_ref(ref);
+                }
+                if (pod_stamp(np, source, now) < 0) {
                         pod_unref(np);
                         return -ENOMEM;
                 }
@@ -327,7 +342,7 @@ static int merged_state(const struct storage *s, const char *source,
                 size_t it = 0;
                 void *v;
 
-                while (strmap_next(s->sources[i]->pods, &it, NULL, &v)) {
+                while (keymap_next(s->sources[i]->pods, &it, &v)) {
                         if (n_gone && bsearch(&v, gone, n_gone, sizeof(*gone), cmp_ptr))
                                 continue;
                         if (pod_update_add(u, v) < 0)
@@ -447,12 +462,12 @@ static int merge_upsert(struct storage *s, struct source_state *ss,
         if (!store || !old)
                 goto out;
         for (i = 0; i < n; i++) {
-                r = classify(s, ss->name, keep[i], strmap_get(ss->pods, keep[i]->uid), l, &store[i]);
+                r = classify(s, ss->name, keep[i], keymap_get(ss->pods, keep[i]->uid), l, &store[i]);
                 if (r < 0)
                         goto out;
         }
         for (put = 0; put < n; put++) {
-                r = strmap_put(ss->pods, store[put]->uid, store[put], (void **)&old[put]);
+                r = keymap_put(ss->pods, store[put], (void **)&old[put]);
                 if (r < 0)
                         goto undo;
         }
@@ -464,7 +479,7 @@ static int merge_upsert(struct storage *s, struct source_state *ss,
         for (i = 0; i < n; i++)
                 pod_unref(old[i]);
         for (i = 0; i < gone->n_pods; i++)
-                pod_unref(strmap_remove(ss->pods, gone->pods[i]->uid));
+                pod_unref(keymap_remove(ss->pods, gone->pods[i]->uid));
         free(store);
         free(old);
         return 0;
@@ -472,9 +487,9 @@ undo:
         /* Replacing a present key or removing one never allocates. */
         while (put-- > 0) {
                 if (old[put])
-                        (void)strmap_put(ss->pods, old[put]->uid, old[put], NULL);
+                        (void)keymap_put(ss->pods, old[put], NULL);
                 else
-                        (void)strmap_remove(ss->pods, keep[put]->uid);
+                        (void)keymap_remove(ss->pods, keep[put]->uid);
         }
 out:
         if (store)
@@ -508,7 +523,7 @@ static int merge_delta(struct storage *s, struct source_state *ss, const struct 
         }
         for (size_t i = 0; i < u->n_gone; i++) {
                 const char *uid = u->gone[i]->uid;
-                struct pod *p = strmap_get(ss->pods, uid);
+                struct pod *p = keymap_get(ss->pods, uid);
                 bool dup = false;
 
                 if (!p || (upserted && strmap_get(upserted, uid)))
@@ -536,7 +551,7 @@ static int merge_remove(struct storage *s, struct source_state *ss,
         int r;
 
         for (size_t i = 0; i < u->n_pods; i++) {
-                struct pod *p = strmap_get(ss->pods, u->pods[i]->uid);
+                struct pod *p = keymap_get(ss->pods, u->pods[i]->uid);
                 bool dup = false;
 
                 if (!p)
@@ -551,7 +566,7 @@ static int merge_remove(struct storage *s, struct source_state *ss,
         if (r < 0)
                 return r;
         for (size_t j = 0; j < gone->n_pods; j++)
-                pod_unref(strmap_remove(ss->pods, gone->pods[j]->uid));
+                pod_unref(keymap_remove(ss->pods, gone->pods[j]->uid));
         return 0;
 }
 
@@ -562,9 +577,8 @@ static int merge_set(struct storage *s, struct source_state *ss,
                      struct pod **keep, size_t n, struct merge_lists *l,
                      bool first, struct emission *e)
 {
-        struct strmap *fresh = strmap_new_borrowed(), *prev;
+        struct keymap *fresh = keymap_new(pod_uid_key), *prev;
         size_t it = 0;
-        const char *uid;
         void *v;
         int r = -ENOMEM;
 
@@ -573,17 +587,17 @@ static int merge_set(struct storage *s, struct source_state *ss,
         for (size_t i = 0; i < n; i++) {
                 struct pod *store = NULL;
 
-                r = classify(s, ss->name, keep[i], strmap_get(ss->pods, keep[i]->uid), l, &store);
+                r = classify(s, ss->name, keep[i], keymap_get(ss->pods, keep[i]->uid), l, &store);
                 if (r < 0)
                         goto fail;
-                r = strmap_put(fresh, store->uid, store, NULL);
+                r = keymap_put(fresh, store, NULL);
                 if (r < 0) {
                         pod_unref(store);
                         goto fail;
                 }
         }
-        while (strmap_next(ss->pods, &it, &uid, &v)) {
-                if (strmap_get(fresh, uid))
+        while (keymap_next(ss->pods, &it, &v)) {
+                if (keymap_get(fresh, ((struct pod *)v)->uid))
                         continue;
                 r = pod_update_add(l->remove, v);
                 if (r < 0)
@@ -598,10 +612,10 @@ static int merge_set(struct storage *s, struct source_state *ss,
                 ss->pods = prev;
                 goto fail;
         }
-        strmap_free(prev, unref_pod_value);
+        keymap_free(prev, unref_pod_value);
         return 0;
 fail:
-        strmap_free(fresh, unref_pod_value);
+        keymap_free(fresh, unref_pod_value);
         return r;
 }
 
@@ -709,7 +723,7 @@ int storage_state(const struct storage *s, struct pod_update ***ret_updates,
                 if (!arr)
                         return -ENOMEM;
                 for (size_t i = 0; i < s->n_sources; i++) {
-                        if (!s->sources[i]->seen && strmap_size(s->sources[i]->pods) == 0)
+                        if (!s->sources[i]->seen && keymap_size(s->sources[i]->pods) == 0)
                                 continue;
                         if (merged_state(s, s->sources[i]->name, NULL, &arr[n]) < 0)
                                 goto fail;
@@ -728,13 +742,13 @@ int storage_state(const struct storage *s, struct pod_update ***ret_updates,
                 size_t it = 0;
                 void *v;
 
-                if (!ss->seen && strmap_size(ss->pods) == 0)
+                if (!ss->seen && keymap_size(ss->pods) == 0)
                         continue;
                 u = pod_update_new(POD_OP_ADD, ss->name);
                 if (!u)
                         goto fail;
                 arr[n++] = u;
-                while (strmap_next(ss->pods, &it, NULL, &v))
+                while (keymap_next(ss->pods, &it, &v))
                         if (pod_update_add(u, v) < 0)
                                 goto fail;
                 pod_update_sort(u);
@@ -753,7 +767,7 @@ size_t storage_count(const struct storage *s, const char *source)
 {
         const struct source_state *ss = find_source(s, source);
 
-        return ss ? strmap_size(ss->pods) : 0;
+        return ss ? keymap_size(ss->pods) : 0;
 }
 
 size_t storage_total(const struct storage *s)
@@ -761,6 +775,6 @@ size_t storage_total(const struct storage *s)
         size_t n = 0;
 
         for (size_t i = 0; i < s->n_sources; i++)
-                n += strmap_size(s->sources[i]->pods);
+                n += keymap_size(s->sources[i]->pods);
         return n;
 }

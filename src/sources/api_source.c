@@ -721,15 +721,30 @@ static int too_large_rv(const struct buf *body, long status)
 }
 
 /* The pages gathered replace the store, and the list's version the last
- * one: both or neither.  0 or -ENOMEM. */
+ * one: both or neither.  A listed pod the same as the one stored under its
+ * key (pod_same) gives way to that one, which the merger may store too
+ * (include/podmux/pod.h): a relist that changed nothing leaves one copy of
+ * each pod, not two.  0 or -ENOMEM.  O(n) in the listed pods: inherent, a
+ * list is the whole state. */
 static int replace_store(struct api_source *as)
 {
         struct strmap *fresh = strmap_new_borrowed();
         char *rv = NULL;
+        size_t it = 0;
+        void *v;
 
         if (!fresh || (as->list_rv && !(rv = strdup(as->list_rv)))) {
                 strmap_free(fresh, NULL);
                 return -ENOMEM;
+        }
+        while (strmap_next(as->pages, &it, NULL, &v)) {
+                struct pod *listed = v, *stored = strmap_get(as->store, listed->key);
+
+                if (!stored || stored == listed || !pod_same(stored, listed))
+                        continue;
+                /* Replacing a present key's value never allocates. */
+                (void)strmap_put(as->pages, stored->key, pod_ref(stored), NULL);
+                pod_unref(listed);
         }
         /* Replace, not merge: pods missing from the list are gone. */
         api_store_free(as->store);

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "podmux/dir.h"
+#include "podmux/keymap.h"
 #include "podmux/file_source.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
@@ -70,25 +71,29 @@ struct keyref {
 struct entry {
         struct pod *pod;
         struct file_name *file; /* a reference */
+        /* On the entry the uids index holds for its pod's UID: how many
+         * stored pods have that UID (else unused). */
+        unsigned same_uid;
 };
 
 /*
  * The source's pods, or those a relist gathers.  Only store_set(),
  * store_del(), name_key() and file_gone() change the maps (state_free()
  * and replace_state() drop or swap them whole), and they keep them in
- * step, so every borrowed key is alive: store's and uids' keys are texts
- * of stored pods (an entry holds its pod), files' keys are the names'
- * paths, keyrefs' the keyrefs' texts.
+ * step.  store, files and keyrefs are keymaps, keyed by the text their
+ * items hold (an entry's pod's key, a name's path, a keyref's text); uids
+ * holds one stored entry per UID, which keeps the count, and when that
+ * entry leaves, another with the same UID takes its place (uid_uncount).
  */
 struct state {
-        struct strmap *store; /* key -> struct entry* (keys: the entries' pods' own) */
-        struct strmap *files; /* path -> struct file_name* (keys: their paths) */
+        struct keymap *store; /* key -> struct entry* (keyed by the entries' pods' keys) */
+        struct keymap *files; /* path -> struct file_name* (keyed by their paths) */
         /* Indexes that keep an event's cost independent of the number of
          * files: how many stored pods have each UID (a shared UID needs a
          * full SET), and how many files name each key (only a key named
          * by several files needs a search for the next one). */
-        struct strmap *uids;    /* uid -> count (uintptr_t); keys: a stored pod's uid */
-        struct strmap *keyrefs; /* key -> struct keyref* (keys: their texts) */
+        struct keymap *uids;    /* uid -> struct entry* whose same_uid counts it (keyed by its pod's UID) */
+        struct keymap *keyrefs; /* key -> struct keyref* (keyed by their texts) */
 };
 
 struct dirty_file {
@@ -142,9 +147,12 @@ struct file_source {
 
 /* ---- small helpers ------------------------------------------------------------ */
 
-static size_t count_of(struct strmap *m, const char *k)
+/* How many stored pods have uid. */
+static size_t count_of(struct keymap *uids, const char *uid)
 {
-        return (size_t)(uintptr_t)strmap_get(m, k);
+        struct entry *e = keymap_get(uids, uid);
+
+        return e ? e->same_uid : 0;
 }
 
 /* A name for path, not yet referenced.  NULL on ENOMEM. */
@@ -170,6 +178,26 @@ static void name_unref(void *v)
                 free(f);
 }
 
+static const char *entry_key(const void *v)
+{
+        return ((const struct entry *)v)->pod->key;
+}
+
+static const char *entry_uid(const void *v)
+{
+        return ((const struct entry *)v)->pod->uid;
+}
+
+static const char *name_path(const void *v)
+{
+        return ((const struct file_name *)v)->path;
+}
+
+static const char *keyref_text(const void *v)
+{
+        return ((const struct keyref *)v)->key;
+}
+
 static void entry_free(void *v)
 {
         struct entry *e = v;
@@ -183,9 +211,9 @@ static void entry_free(void *v)
 
 /* The keyref of key, with one more file naming it (made if there is none).
  * NULL on ENOMEM, keyrefs unchanged. */
-static struct keyref *key_hold(struct strmap *keyrefs, const char *key)
+static struct keyref *key_hold(struct keymap *keyrefs, const char *key)
 {
-        struct keyref *kr = strmap_get(keyrefs, key);
+        struct keyref *kr = keymap_get(keyrefs, key);
         size_t len = strlen(key) + 1;
 
         if (!kr) {
@@ -194,7 +222,7 @@ static struct keyref *key_hold(struct strmap *keyrefs, const char *key)
                         return NULL;
                 kr->files = 0;
                 memcpy(kr->key, key, len);
-                if (strmap_put(keyrefs, kr->key, kr, NULL) < 0) {
+                if (keymap_put(keyrefs, kr, NULL) < 0) {
                         free(kr);
                         return NULL;
                 }
@@ -205,15 +233,15 @@ static struct keyref *key_hold(struct strmap *keyrefs, const char *key)
 
 /* Frees kr (and its place in keyrefs) if no file names it.  Never
  * allocates. */
-static void key_forget_unused(struct strmap *keyrefs, struct keyref *kr)
+static void key_forget_unused(struct keymap *keyrefs, struct keyref *kr)
 {
         if (kr->files == 0) {
-                (void)strmap_remove(keyrefs, kr->key);
+                (void)keymap_remove(keyrefs, kr->key);
                 free(kr);
         }
 }
 
-static void key_drop(struct strmap *keyrefs, struct keyref *kr)
+static void key_drop(struct keymap *keyrefs, struct keyref *kr)
 {
         kr->files--;
         key_forget_unused(keyrefs, kr);
@@ -223,20 +251,20 @@ static void state_free(struct state *s)
 {
         /* A map with borrowed keys never reads them while it is freed, so
          * the order does not matter. */
-        strmap_free(s->store, entry_free);
-        strmap_free(s->files, name_unref);
-        strmap_free(s->uids, NULL);
-        strmap_free(s->keyrefs, free);
+        keymap_free(s->store, entry_free);
+        keymap_free(s->files, name_unref);
+        keymap_free(s->uids, NULL);
+        keymap_free(s->keyrefs, free);
         memset(s, 0, sizeof(*s));
 }
 
 /* Empty maps.  0 or -ENOMEM (s left empty). */
 static int state_init(struct state *s)
 {
-        s->store = strmap_new_borrowed();
-        s->files = strmap_new_borrowed();
-        s->uids = strmap_new_borrowed();
-        s->keyrefs = strmap_new_borrowed();
+        s->store = keymap_new(entry_key);
+        s->files = keymap_new(name_path);
+        s->uids = keymap_new(entry_uid);
+        s->keyrefs = keymap_new(keyref_text);
         if (s->store && s->files && s->uids && s->keyrefs)
                 return 0;
         state_free(s);
@@ -362,7 +390,7 @@ out:
 
 /* The store's whole content as one SET, sorted.  0 or -ENOMEM.  O(n) in
  * the source's pods: inherent while a source speaks in SETs. */
-static int store_update(struct strmap *store, struct pod_update **ret_u)
+static int store_update(struct keymap *store, struct pod_update **ret_u)
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_FILE);
         size_t it = 0;
@@ -370,7 +398,7 @@ static int store_update(struct strmap *store, struct pod_update **ret_u)
 
         if (!u)
                 return -ENOMEM;
-        while (strmap_next(store, &it, NULL, &v)) {
+        while (keymap_next(store, &it, &v)) {
                 struct entry *e = v;
 
                 if (pod_update_add(u, e->pod) < 0) {
@@ -384,7 +412,7 @@ static int store_update(struct strmap *store, struct pod_update **ret_u)
 }
 
 /* Sends store as the source's state.  0, or -ENOMEM with nothing sent. */
-static int send_state(struct file_source *fs, struct strmap *store)
+static int send_state(struct file_source *fs, struct keymap *store)
 {
         struct pod_update *u = NULL;
         size_t n;
@@ -402,36 +430,50 @@ static int send_state(struct file_source *fs, struct strmap *store)
 
 /* ---- the state ------------------------------------------------------------------- */
 
-/* Counts pod, just stored, under its UID, whose key now points at pod's
- * text.  Cannot fail after strmap_reserve(uids, 1). */
-static void uid_count(struct strmap *uids, const struct pod *pod)
+/* Counts e, just stored, under its pod's UID.  Cannot fail after
+ * keymap_reserve(uids, 1). */
+static void uid_count(struct keymap *uids, struct entry *e)
 {
-        (void)strmap_put(uids, pod->uid, (void *)(uintptr_t)(count_of(uids, pod->uid) + 1), NULL);
+        struct entry *held = keymap_get(uids, e->pod->uid);
+
+        if (held) {
+                held->same_uid++;
+                return;
+        }
+        e->same_uid = 1;
+        (void)keymap_put(uids, e, NULL);
 }
 
 /*
- * Uncounts pod, which has just left store (and may be freed next), so the
- * UID's key must stop pointing at its text: it moves to another stored pod
- * with that UID.  The search is O(n), but only for a UID that stored pods
- * share, and such a change goes out as a full SET, O(n) anyway.  Never
- * allocates.
+ * Uncounts e, which has just left store (and may be freed next).  If uids
+ * holds e itself, another stored entry with that UID takes its place and
+ * its count.  The search is O(n), but only for a UID that stored pods
+ * share, and such a change goes out as a full SET, O(n) anyway.  Cannot
+ * fail.
  */
-static void uid_uncount(struct strmap *uids, struct strmap *store, const struct pod *pod)
+static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry *e)
 {
-        size_t n = count_of(uids, pod->uid), it = 0;
+        struct entry *held = keymap_get(uids, e->pod->uid);
+        size_t it = 0;
         void *v;
 
-        while (n > 1 && strmap_next(store, &it, NULL, &v)) {
-                const struct pod *p = ((struct entry *)v)->pod;
+        if (held && held != e && held->same_uid > 1) {
+                held->same_uid--;
+                return;
+        }
+        while (held == e && e->same_uid > 1 && keymap_next(store, &it, &v)) {
+                struct entry *o = v;
 
-                if (p != pod && strcmp(p->uid, pod->uid) == 0) {
-                        (void)strmap_put(uids, p->uid, (void *)(uintptr_t)(n - 1), NULL);
+                if (o != e && strcmp(o->pod->uid, e->pod->uid) == 0) {
+                        o->same_uid = e->same_uid - 1;
+                        (void)keymap_put(uids, o, NULL); /* in e's place: no allocation */
                         return;
                 }
         }
-        /* Its last pod (a count gone wrong would land here too: the key
+        /* Its last pod (a count gone wrong would land here too: the entry
          * goes rather than dangle). */
-        (void)strmap_remove(uids, pod->uid);
+        if (held)
+                (void)keymap_remove(uids, e->pod->uid);
 }
 
 /* Stores pod, defined by file f, in place of what its key held (freed,
@@ -445,19 +487,21 @@ static int store_set(struct state *s, struct file_name *f, struct pod *pod)
         e->pod = pod_ref(pod);
         e->file = f;
         f->refs++;
-        /* The store borrows its keys from the pods it holds; with a slot
-         * reserved, counting the UID cannot fail. */
-        if (strmap_reserve(s->uids, 1) < 0 || strmap_put(s->store, pod->key, e, (void **)&old) < 0) {
+        /* With a slot reserved, counting the UID cannot fail. */
+        if (keymap_reserve(s->uids, 1) < 0 || keymap_put(s->store, e, (void **)&old) < 0) {
                 entry_free(e);
                 return -ENOMEM;
         }
         if (old && strcmp(old->pod->uid, pod->uid) == 0) {
-                /* The same count; the key moves to the new pod's text. */
-                (void)strmap_put(s->uids, pod->uid, (void *)(uintptr_t)count_of(s->uids, pod->uid), NULL);
+                /* The same count; if uids holds old, e takes its place. */
+                if (keymap_get(s->uids, pod->uid) == old) {
+                        e->same_uid = old->same_uid;
+                        (void)keymap_put(s->uids, e, NULL);
+                }
         } else {
                 if (old)
-                        uid_uncount(s->uids, s->store, old->pod);
-                uid_count(s->uids, pod);
+                        uid_uncount(s->uids, s->store, old);
+                uid_count(s->uids, e);
         }
         entry_free(old);
         return 0;
@@ -467,10 +511,10 @@ static int store_set(struct state *s, struct file_name *f, struct pod *pod)
  * it.  Never allocates. */
 static void store_del(struct state *s, const char *key)
 {
-        struct entry *e = strmap_remove(s->store, key);
+        struct entry *e = keymap_remove(s->store, key);
 
         if (e)
-                uid_uncount(s->uids, s->store, e->pod);
+                uid_uncount(s->uids, s->store, e);
         entry_free(e);
 }
 
@@ -487,7 +531,7 @@ static int name_key(struct state *s, struct file_name *f, const char *key)
                 return -ENOMEM;
         if (f->key) {
                 key_drop(s->keyrefs, f->key);
-        } else if (strmap_put(s->files, f->path, f, NULL) < 0) {
+        } else if (keymap_put(s->files, f, NULL) < 0) {
                 key_drop(s->keyrefs, kr);
                 return -ENOMEM;
         } else {
@@ -495,6 +539,23 @@ static int name_key(struct state *s, struct file_name *f, const char *key)
         }
         f->key = kr;
         return 0;
+}
+
+/*
+ * pod, just read from file, or the pod prev already stores for that file
+ * under the same key if it is the same (pod_same): an unchanged re-read or
+ * relist then keeps the object the merger stores too (include/podmux/pod.h)
+ * rather than a second copy of its text.  Takes the caller's reference to
+ * pod and returns one to what it keeps.  O(the pod's text).
+ */
+static struct pod *keep_stored(const struct state *prev, const char *file, struct pod *pod)
+{
+        struct entry *e = prev->store ? keymap_get(prev->store, pod->key) : NULL;
+
+        if (!e || e->pod == pod || strcmp(e->file->path, file) != 0 || !pod_same(e->pod, pod))
+                return pod;
+        pod_unref(pod);
+        return pod_ref(e->pod);
 }
 
 /* Puts (file -> pod) into the state.  The first file in sorted order
@@ -509,11 +570,11 @@ static int store_put(struct state *s, const char *file, struct pod *pod)
 
         if (pod_store_key(pod, &key) < 0)
                 goto out;
-        f = strmap_get(s->files, file);
+        f = keymap_get(s->files, file);
         if (!f && !(f = name_new(file)))
                 goto out;
         f->refs++; /* ours until the end: a new name nothing took goes there */
-        old = strmap_get(s->store, key.data);
+        old = keymap_get(s->store, key.data);
         if (old && strcmp(old->file->path, file) < 0) {
                 struct stat st;
 
@@ -586,6 +647,7 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct state
                 }
                 if (r < 0)
                         continue;
+                pod = keep_stored(&fs->st, names[i], pod);
                 r = store_put(st, names[i], pod);
                 pod_unref(pod);
                 if (r < 0) {
@@ -677,6 +739,7 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
                 *ret_what = "cannot load the file";
                 return static_pod_resource_error(r) ? r : 1;
         }
+        pod = keep_stored(&fs->st, fs->path, pod);
         r = store_put(st, fs->path, pod);
         pod_unref(pod);
         *ret_what = "cannot store the pod";
@@ -916,14 +979,14 @@ static int send_change(struct file_source *fs, struct pod *before, struct pod *a
         }
         r = mux_channel_send(fs->ch, u);
         if (r == 0)
-                source_stats_success(fs->stats, strmap_size(fs->st.store));
+                source_stats_success(fs->stats, keymap_size(fs->st.store));
         return r;
 }
 
 /* The pod stored under key now (a new reference), or NULL. */
 static struct pod *stored_pod(struct file_source *fs, const char *key)
 {
-        struct entry *e = key ? strmap_get(fs->st.store, key) : NULL;
+        struct entry *e = key ? keymap_get(fs->st.store, key) : NULL;
 
         return e ? pod_ref(e->pod) : NULL;
 }
@@ -944,6 +1007,7 @@ static void file_changed(struct file_source *fs, const char *file, uint32_t mask
                         event_failed(fs, file, r);
                 return;
         }
+        pod = keep_stored(&fs->st, file, pod);
         r = pod_store_key(pod, &key);
         if (r == 0) {
                 before = stored_pod(fs, key.data);
@@ -971,7 +1035,6 @@ static int take_over(struct file_source *fs, struct keyref *kr)
 {
         const char **cands = NULL;
         size_t n = 0, it = 0;
-        const char *other;
         void *v;
         int r = 0;
 
@@ -981,12 +1044,12 @@ static int take_over(struct file_source *fs, struct keyref *kr)
         if (!cands)
                 return -ENOMEM;
         /* The files naming the key share its keyref. */
-        while (strmap_next(fs->st.files, &it, &other, &v) && n < kr->files)
+        while (keymap_next(fs->st.files, &it, &v) && n < kr->files)
                 if (((struct file_name *)v)->key == kr)
-                        cands[n++] = other;
+                        cands[n++] = ((struct file_name *)v)->path;
         if (n > 1)
                 qsort(cands, n, sizeof(*cands), cmp_str);
-        for (size_t i = 0; i < n && r == 0 && !strmap_get(fs->st.store, kr->key); i++) {
+        for (size_t i = 0; i < n && r == 0 && !keymap_get(fs->st.store, kr->key); i++) {
                 struct pod *pod = NULL;
                 struct buf k = BUF_INIT;
 
@@ -1008,7 +1071,7 @@ static int take_over(struct file_source *fs, struct keyref *kr)
  * moves to another file defining it. */
 static void file_gone(struct file_source *fs, const char *file)
 {
-        struct file_name *f = strmap_remove(fs->st.files, file);
+        struct file_name *f = keymap_remove(fs->st.files, file);
         struct pod *before = NULL, *after = NULL;
         struct keyref *kr;
         struct entry *e;
@@ -1023,7 +1086,7 @@ static void file_gone(struct file_source *fs, const char *file)
         kr = f->key;
         f->key = NULL;
         kr->files--;
-        e = strmap_get(fs->st.store, kr->key);
+        e = keymap_get(fs->st.store, kr->key);
         if (!e) {
                 log_error("file source: file \"%s\" maps to pod \"%s\" which is not in the store", file, kr->key);
         } else if (strcmp(e->file->path, file) == 0) {

@@ -21,5 +21,6 @@ void mem_tune(void)
         /* Setting them fixes them: glibc's dynamic thresholds stop. */
         (void)mallopt(M_MMAP_THRESHOLD, MEM_MAP_THRESHOLD);
         (void)mallopt(M_TRIM_THRESHOLD, MEM_TRIM_THRESHOLD);
+        (void)mallopt(M_TOP_PAD, MEM_TOP_PAD);
 #endif
 }

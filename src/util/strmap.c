@@ -23,7 +23,7 @@ struct strmap {
         size_t used; /* live + tombstones */
 };
 
-static size_t hash_key(const char *s)
+size_t strmap_hash(const char *s)
 {
         /* FNV-1a 64. */
         uint64_t h = 0xcbf29ce484222325ULL;
@@ -86,7 +86,7 @@ size_t strmap_size(const struct strmap *m)
 
 static struct slot *find(const struct strmap *m, const char *key)
 {
-        size_t mask = m->cap - 1, i = hash_key(key) & mask;
+        size_t mask = m->cap - 1, i = strmap_hash(key) & mask;
 
         for (;;) {
                 struct slot *s = &m->slots[i];
@@ -119,7 +119,7 @@ static int rehash(struct strmap *m, size_t cap)
 
                 if (!s->key || s->key == tombstone)
                         continue;
-                j = hash_key(s->key) & (cap - 1);
+                j = strmap_hash(s->key) & (cap - 1);
                 while (slots[j].key)
                         j = (j + 1) & (cap - 1);
                 slots[j] = *s;
@@ -173,7 +173,7 @@ int strmap_put(struct strmap *m, const char *key, void *value, void **ret_old)
         if (!k)
                 return -ENOMEM;
         mask = m->cap - 1;
-        i = hash_key(key) & mask;
+        i = strmap_hash(key) & mask;
         while (m->slots[i].key && m->slots[i].key != tombstone)
                 i = (i + 1) & mask;
         if (!m->slots[i].key)

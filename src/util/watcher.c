@@ -293,12 +293,21 @@ static void dispatch(struct watcher *w)
                 deliver(w, rec.wd, name, rec.mask);
         }
         buf_consume(&w->in, off);
+        /* A burst grew the buffer to WATCHER_BUFFER and more; once it is
+         * drained, that memory goes back rather than stay for good. */
+        if (w->in.len == 0 && w->in.cap > WATCHER_KEEP)
+                buf_free(&w->in);
         if (atomic_exchange(&w->overflowed, 0))
                 dispatch_all_overflow(w);
         /* Whole records left over, with nothing more to read, would wait
          * for an event that may never come: continue next turn. */
         if (w->in.len >= sizeof(struct record))
                 loop_timer_arm(w->more_timer, 0);
+}
+
+size_t watcher_buffer_bytes(const struct watcher *w)
+{
+        return w->in.cap;
 }
 
 static void on_more(struct loop_timer *t, void *data)

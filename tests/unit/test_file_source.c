@@ -451,6 +451,62 @@ START_TEST(test_relist_in_batches)
 }
 END_TEST
 
+/* The pod of name in the source's state as the merger was sent it. */
+static struct pod *sent_pod(struct fixture *fx, const char *name)
+{
+        for (size_t i = 0; fx->cap.last && i < fx->cap.last->n_pods; i++)
+                if (strcmp(pod_name(fx->cap.last->pods[i]), name) == 0)
+                        return fx->cap.last->pods[i];
+        return NULL;
+}
+
+/* A file read again unchanged, by an event or by a relist, keeps the pod
+ * the source had (the one the merger stores: include/podmux/pod.h), so
+ * the node holds one copy of it; an event on it sends nothing.  A change
+ * brings the new pod. */
+START_TEST(test_unchanged_rereads_keep_the_pod)
+{
+        struct fixture fx;
+        struct pod *a, *b;
+        int deltas, sets;
+
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        pod_file(fx.dir, "m/b.yaml", "bravo");
+        file_source_start(fx.fs);
+        expect_names(&fx, "alpha-node1,bravo-node1,");
+        a = pod_ref(sent_pod(&fx, "alpha-node1"));
+        b = pod_ref(sent_pod(&fx, "bravo-node1"));
+        /* The same bytes again, then a new file to know the event was read. */
+        deltas = fx.cap.deltas;
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        pod_file(fx.dir, "m/c.yaml", "charlie");
+        expect_names(&fx, "alpha-node1,bravo-node1,charlie-node1,");
+        ck_assert_int_eq(fx.cap.deltas, deltas + 1); /* c's alone */
+        ck_assert_ptr_eq(sent_pod(&fx, "alpha-node1"), a);
+        /* A relist reads every file again. */
+        sets = fx.cap.sets;
+        file_source_relist(fx.fs);
+        for (int i = 0; i < 400 && fx.cap.sets == sets; i++)
+                loop_run_once(fx.loop, 50000);
+        ck_assert_int_eq(fx.cap.sets, sets + 1);
+        expect_names(&fx, "alpha-node1,bravo-node1,charlie-node1,");
+        ck_assert_ptr_eq(sent_pod(&fx, "alpha-node1"), a);
+        ck_assert_ptr_eq(sent_pod(&fx, "bravo-node1"), b);
+        /* A change is a new pod. */
+        write_file(fx.dir, "m/a.yaml",
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: alpha\n  labels: {edited: \"yes\"}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: busybox:1.36\n");
+        for (int i = 0; i < 400 && sent_pod(&fx, "alpha-node1") == a; i++)
+                loop_run_once(fx.loop, 50000);
+        ck_assert_ptr_ne(sent_pod(&fx, "alpha-node1"), a);
+        ck_assert_ptr_nonnull(strstr(pod_text(sent_pod(&fx, "alpha-node1")), "\"edited\":\"yes\""));
+        ck_assert_ptr_eq(sent_pod(&fx, "bravo-node1"), b);
+        pod_unref(a);
+        pod_unref(b);
+        teardown(&fx);
+}
+END_TEST
 
 /* What was said about a bad file is forgotten when a listing no longer
  * finds it (with no event to say so: this source has no watch), so the
@@ -797,9 +853,9 @@ START_TEST(test_duplicates_alloc_sweep)
 }
 END_TEST
 
-UNIT_MAIN(test_duplicates_alloc_sweep, test_duplicates_and_shared_uids, test_directory_moved_away,
-          test_relist_forgets_reports_of_gone_files, test_relist_in_batches, test_burst_in_batches_of_deltas,
-          test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
-          test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay, test_duplicate_name_first_file_wins,
-          test_missing_directory_then_created, test_directory_deleted_and_recreated, test_single_file_path,
-          test_path_is_cleaned_for_uid_stability)
+UNIT_MAIN(test_unchanged_rereads_keep_the_pod, test_duplicates_alloc_sweep, test_duplicates_and_shared_uids,
+          test_directory_moved_away, test_relist_forgets_reports_of_gone_files, test_relist_in_batches,
+          test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files,
+          test_empty_directory_sends_empty_set, test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
+          test_duplicate_name_first_file_wins, test_missing_directory_then_created,
+          test_directory_deleted_and_recreated, test_single_file_path, test_path_is_cleaned_for_uid_stability)

@@ -4,11 +4,14 @@
  * the merge rules compare (doc/pod-config.md 3.4), the merger's copy rules
  * (3.3), names, the op string table and the config.seen format (1.3).
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "failalloc.h"
 #include "podmux/buf.h"
 #include "podmux/json_canon.h"
 #include "podmux/pod.h"
@@ -206,7 +209,7 @@ START_TEST(test_from_json_missing_metadata_ok)
         ck_assert_str_eq(pod_name(p), "");
         ck_assert_str_eq(pod_namespace(p), "");
         ck_assert_ptr_null(p->source);
-        ck_assert_ptr_null(p->seen);
+        ck_assert_ptr_null(p->seen.text);
         ck_assert_ptr_null(p->mirror);
         ck_assert(!p->deleting);
         ck_assert(!p->has_annotations);
@@ -240,7 +243,7 @@ START_TEST(test_from_json_fields)
         ck_assert_str_eq(pod_name(p), "web");
         ck_assert_str_eq(pod_namespace(p), "prod");
         ck_assert_str_eq(p->source, "file");
-        ck_assert_str_eq(p->seen, "2025-01-01T00:00:00Z");
+        ck_assert_str_eq(p->seen.text, "2025-01-01T00:00:00Z");
         ck_assert_str_eq(p->mirror, "abc");
         ck_assert(p->deleting);
         ck_assert(p->has_annotations); /* config.hash is not local */
@@ -825,7 +828,7 @@ START_TEST(test_merge_update_copy_rules)
         ASSERT_FIELD(m, "\"Pod\"", "kind");
         ck_assert_str_eq(m->uid, "u");
         ck_assert_str_eq(m->source, "api");
-        ck_assert_str_eq(m->seen, "T0");
+        ck_assert_str_eq(m->seen.text, "T0");
         ck_assert_str_eq(m->mirror, "M1");
         ck_assert(m->deleting);
         ck_assert(pod_semantic_equal(m, r));
@@ -865,7 +868,7 @@ START_TEST(test_merge_update_copy_rules)
         ck_assert_int_eq(pod_merge_update(e, r, &m), 0);
         ck_assert_str_eq(m->mirror, "M");
         ck_assert_str_eq(m->source, "api");
-        ck_assert_ptr_null(m->seen);
+        ck_assert_ptr_null(m->seen.text);
         ASSERT_FIELD(m, "{\"kubernetes.io/config.mirror\":\"M\","
                         "\"kubernetes.io/config.source\":\"api\",\"z\":\"1\"}",
                      "metadata", "annotations");
@@ -942,6 +945,111 @@ START_TEST(test_merge_keeps_semantic_digest_without_annotations)
 }
 END_TEST
 
+/* The merger's stamp: source and the first-seen time, rendered in the
+ * config.seen format, carried by clones and merges, and never allocating
+ * for a source that is one of ours. */
+START_TEST(test_stamp)
+{
+        struct pod *p =
+                pod_new_text("{\"metadata\":{\"uid\":\"u\",\"name\":\"n\",\"annotations\":{\"x\":\"1\","
+                             "\"kubernetes.io/config.seen\":\"sent\"}},\"spec\":{\"a\":1},\"status\":{\"s\":1}}");
+        struct pod *q = pod_new_text("{\"metadata\":{\"uid\":\"u\",\"name\":\"n\",\"annotations\":{\"x\":\"1\"}},"
+                                     "\"spec\":{\"a\":2},\"status\":{\"s\":2}}");
+        struct pod *c = NULL, *m = NULL;
+        char buf[POD_SEEN_MAX], *t;
+        long n;
+        int r0;
+
+        ck_assert(!p->stamped);
+        ck_assert_str_eq(pod_seen(p, buf), "sent");
+        failalloc_arm(LONG_MAX);
+        r0 = pod_stamp(p, POD_SOURCE_FILE, 1735689600123456ull);
+        n = failalloc_count();
+        failalloc_arm(0);
+        ck_assert_int_eq(r0, 0);
+        ck_assert_int_eq(n, 0);
+        ck_assert(p->stamped);
+        ck_assert_ptr_eq(p->source, POD_SOURCE_FILE);
+        ck_assert_str_eq(pod_seen(p, buf), "2025-01-01T00:00:00.123456Z");
+        t = render(p);
+        ck_assert_ptr_nonnull(strstr(t, "\"kubernetes.io/config.source\":\"file\","
+                                        "\"kubernetes.io/config.seen\":\"2025-01-01T00:00:00.123456Z\""));
+        free(t);
+        /* Clones and merges carry the time; a merge keeps the stored one. */
+        ck_assert_int_eq(pod_clone(p, &c), 0);
+        ck_assert(c->stamped);
+        ck_assert_str_eq(pod_seen(c, buf), "2025-01-01T00:00:00.123456Z");
+        ck_assert_int_eq(pod_merge_update(p, q, &m), 0);
+        ck_assert(m->stamped);
+        ck_assert_str_eq(pod_seen(m, buf), "2025-01-01T00:00:00.123456Z");
+        pod_unref(m);
+        ck_assert_int_eq(pod_merge_status(q, p, &m), 0); /* q has no seen: p's fills in */
+        ck_assert_str_eq(pod_seen(m, buf), "2025-01-01T00:00:00.123456Z");
+        pod_unref(m);
+        /* Text set again replaces the time. */
+        ck_assert_int_eq(pod_set_seen(c, "T"), 0);
+        ck_assert(!c->stamped);
+        ck_assert_str_eq(pod_seen(c, buf), "T");
+        ck_assert_int_eq(pod_set_seen(c, NULL), 0);
+        ck_assert_ptr_null(pod_seen(c, buf));
+        /* A source of another name is copied; failing that, nothing changes. */
+        if (failalloc_enabled()) {
+                int r;
+
+                failalloc_arm(1);
+                r = pod_stamp(c, "elsewhere", 5);
+                failalloc_arm(0);
+                ck_assert_int_eq(r, -ENOMEM);
+                ck_assert(!c->stamped);
+                ck_assert_ptr_eq(c->source, POD_SOURCE_FILE);
+        }
+        ck_assert_int_eq(pod_stamp(c, "elsewhere", 5), 0);
+        ck_assert_str_eq(c->source, "elsewhere");
+        ck_assert_str_eq(pod_seen(c, buf), "1970-01-01T00:00:00.000005Z");
+        pod_unref(c);
+        pod_unref(p);
+        pod_unref(q);
+}
+END_TEST
+
+/* pod_same: what a source may keep in place of a new read.  The same text
+ * read twice is the same, whatever config.source and .seen say; a change
+ * of text, status or config.mirror is not. */
+START_TEST(test_same)
+{
+        static const char *const head = "{\"metadata\":{\"uid\":\"u\",\"name\":\"n\",\"annotations\":{%s}},"
+                                        "\"spec\":{\"a\":1},\"status\":{\"s\":%d}}";
+        struct {
+                const char *ann;
+                int status;
+                bool same;
+        } cases[] = {
+                {"\"x\":\"1\"", 1, true},
+                {"\"x\":\"1\",\"kubernetes.io/config.seen\":\"t\",\"kubernetes.io/config.source\":\"api\"", 1, true},
+                {"\"x\":\"2\"", 1, false},
+                {"\"x\":\"1\"", 2, false},
+                {"\"x\":\"1\",\"kubernetes.io/config.mirror\":\"m\"", 1, false},
+        };
+        char text[512];
+        struct pod *base;
+
+        snprintf(text, sizeof(text), head, cases[0].ann, cases[0].status);
+        base = pod_new_text(text);
+        ck_assert_int_eq(pod_stamp(base, POD_SOURCE_API, 7), 0);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct pod *p;
+
+                snprintf(text, sizeof(text), head, cases[i].ann, cases[i].status);
+                p = pod_new_text(text);
+                ck_assert_msg(pod_same(base, p) == cases[i].same && pod_same(p, base) == cases[i].same,
+                              "case %zu: want %s", i, cases[i].same ? "same" : "different");
+                pod_unref(p);
+        }
+        ck_assert(pod_same(base, base));
+        pod_unref(base);
+}
+END_TEST
+
 START_TEST(test_clone)
 {
         struct pod *p = pod_new_text(
@@ -959,7 +1067,7 @@ START_TEST(test_clone)
         ck_assert_str_eq(pod_name(c), "n");
         ck_assert_str_eq(pod_namespace(c), "ns");
         ck_assert_str_eq(c->source, "file");
-        ck_assert_ptr_null(c->seen);
+        ck_assert_ptr_null(c->seen.text);
         ck_assert_str_eq(c->mirror, "m");
         /* The text and identity are shared (immutable); the locals are
          * the clone's own (a source's name is kept once: see
@@ -980,7 +1088,7 @@ START_TEST(test_clone)
         ck_assert_int_eq(pod_set_source(c, "api"), 0);
         ck_assert_int_eq(pod_set_seen(c, "T"), 0);
         ck_assert_str_eq(p->source, "file");
-        ck_assert_ptr_null(p->seen);
+        ck_assert_ptr_null(p->seen.text);
         b = render(p);
         ck_assert_str_eq(a, b);
         free(b);
@@ -1422,14 +1530,15 @@ START_TEST(test_merge_spans_consistent)
 }
 END_TEST
 
-UNIT_MAIN(test_source_names_interned, test_identity_from_the_key, test_merge_spans_consistent, test_fold_delta_into_set,
-          test_fold_delta_into_delta, test_fold_set_replaces_and_plain_ops_refused, test_from_json_rejects_non_object,
-          test_from_json_rejects_bad_metadata, test_from_text_rejects_bad_json, test_from_json_missing_metadata_ok,
-          test_from_json_fields, test_ref_unref, test_render_round_trip, test_render_round_trip_without_annotations,
-          test_render_splices_locals, test_render_escaping, test_digest_key_order_whitespace,
-          test_digest_absent_vs_empty, test_digest_missing_annotations_count_as_empty, test_digest_locals_ignored,
-          test_digest_status_separate, test_digest_deletion_fields, test_digest_null_deletion_timestamp_is_absent,
-          test_digest_null_labels_is_absent, test_digest_quantities_by_spelling, test_digest_tags_do_not_collide,
-          test_merge_update_copy_rules, test_merge_status_copy_rules,
-          test_merge_keeps_semantic_digest_without_annotations, test_clone, test_names, test_compare_order,
-          test_format_seen, test_op_strings, test_update_add_sort_free, test_render_invalid_utf8_becomes_ufffd)
+UNIT_MAIN(test_stamp, test_same, test_source_names_interned, test_identity_from_the_key, test_merge_spans_consistent,
+          test_fold_delta_into_set, test_fold_delta_into_delta, test_fold_set_replaces_and_plain_ops_refused,
+          test_from_json_rejects_non_object, test_from_json_rejects_bad_metadata, test_from_text_rejects_bad_json,
+          test_from_json_missing_metadata_ok, test_from_json_fields, test_ref_unref, test_render_round_trip,
+          test_render_round_trip_without_annotations, test_render_splices_locals, test_render_escaping,
+          test_digest_key_order_whitespace, test_digest_absent_vs_empty, test_digest_missing_annotations_count_as_empty,
+          test_digest_locals_ignored, test_digest_status_separate, test_digest_deletion_fields,
+          test_digest_null_deletion_timestamp_is_absent, test_digest_null_labels_is_absent,
+          test_digest_quantities_by_spelling, test_digest_tags_do_not_collide, test_merge_update_copy_rules,
+          test_merge_status_copy_rules, test_merge_keeps_semantic_digest_without_annotations, test_clone, test_names,
+          test_compare_order, test_format_seen, test_op_strings, test_update_add_sort_free,
+          test_render_invalid_utf8_becomes_ufffd)

@@ -114,6 +114,7 @@ struct server {
          * api_serve(). */
         size_t n_events;
         unsigned watch_gen; /* bumped to end open watches */
+        bool expire;        /* the next watch is refused as too old (410) */
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -589,6 +590,16 @@ static void api_serve(struct server *s, int fd, const char *request)
                     "Connection: close\r\n\r\n");
         pthread_mutex_lock(&s->lock);
         gen = s->watch_gen;
+        if (s->expire) {
+                static const char gone[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
+                                           "\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}}\n";
+
+                s->expire = false;
+                pthread_mutex_unlock(&s->lock);
+                chunk(fd, gone, sizeof(gone) - 1);
+                write_all(fd, "0\r\n\r\n", 5);
+                return;
+        }
         pthread_mutex_unlock(&s->lock);
         /* Events after the version asked for (event i has API_RV0 + i + 1). */
         sent = from > API_RV0 ? from - API_RV0 : 0;
@@ -779,5 +790,60 @@ START_TEST(test_api_alloc_sweep_persistent)
 }
 END_TEST
 
+/* The stored pod of name in the state the merger was sent, or NULL. */
+static struct pod *state_pod(const struct world *w, const char *name)
+{
+        for (size_t i = 0; w->state && i < w->state->n_pods; i++)
+                if (strcmp(pod_name(w->state->pods[i]), name) == 0)
+                        return w->state->pods[i];
+        return NULL;
+}
+
+/* A relist (here after the watch is refused as too old) that finds a pod
+ * as it was keeps the pod the source already had: the merger stores that
+ * one (include/podmux/pod.h), so the node holds one copy of it, not two.
+ * A pod that changed is the new one. */
+START_TEST(test_api_relist_keeps_unchanged_pods)
+{
+        struct world w;
+        struct pod *a, *keep;
+        size_t sets;
+
+        ONLY("test_api_relist_keeps_unchanged_pods");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_publish(1);
+        api_world_up(&w);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        while (w.n_sets < 1)
+                loop_run_once(w.loop, 2000);
+        a = pod_ref(state_pod(&w, "a"));
+        keep = pod_ref(state_pod(&w, "keep"));
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(keep);
+        /* The open watch ends; the next one is refused: a relist. */
+        sets = w.n_sets;
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.expire = true;
+        api_srv.n_events = 2; /* b comes; a and keep are as they were */
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        for (int i = 0; i < 5000 && !state_pod(&w, "b"); i++)
+                loop_run_once(w.loop, 2000);
+        ck_assert_ptr_nonnull(state_pod(&w, "b"));
+        ck_assert_uint_gt(w.n_sets, sets);
+        ck_assert_uint_eq(w.n_deltas, 0); /* b came with the list, not the watch */
+        ck_assert_ptr_eq(state_pod(&w, "a"), a);
+        ck_assert_ptr_eq(state_pod(&w, "keep"), keep);
+        pod_unref(a);
+        pod_unref(keep);
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        server_stop(&api_srv);
+}
+END_TEST
+
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent)
+          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods)

@@ -902,12 +902,13 @@ START_TEST(test_decision_table)
                                 for (size_t i = 0; i < h.n; i++)
                                         for (size_t j = 0; j < h.recs[i]->n_pods; j++) {
                                                 const struct pod *p = h.recs[i]->pods[j];
+                                                char seen[POD_SEEN_MAX];
 
                                                 ck_assert_msg(p->source && strcmp(p->source, TEST_SOURCE) == 0,
                                                               "%s: pod %s source %s", ctx, p->uid,
                                                               p->source ? p->source : "(null)");
-                                                ck_assert_msg(p->seen != NULL, "%s: pod %s has no seen",
-                                                              ctx, p->uid);
+                                                ck_assert_msg(pod_seen(p, seen) != NULL, "%s: pod %s has no seen", ctx,
+                                                              p->uid);
                                         }
                                 h_free(&h);
                         }
@@ -1051,6 +1052,7 @@ START_TEST(test_emitted_pods_independent)
 
         ctx = "emitted pods independent";
         h_init(&h, STORAGE_MODE_INCREMENTAL);
+        fake_now = T0;
         sent = POD(.uid = "a", .image = "v1", .phase = "Pending");
         pod_ref(sent);
         SEND(&h, POD_OP_SET, sent);
@@ -1068,11 +1070,30 @@ START_TEST(test_emitted_pods_independent)
         ASSERT_FIELD(snap->pods[0], "\"v1\"", "spec", "containers", "0", "image");
         ASSERT_FIELD(rec(&h, 1)->pods[0], "\"v2\"", "spec", "containers", "0", "image");
 
-        /* The sender's pod is not stamped or changed. */
-        ck_assert_ptr_null(sent->source);
-        ck_assert_ptr_null(sent->seen);
-        ASSERT_FIELD(sent, "<absent>", "metadata", "annotations", SOURCE_KEY);
-        ck_assert_uint_eq(sent->refs, 1);
+        /* The merger stored the sender's own pod, stamped once; the
+         * update built a new one and left it as it was. */
+        ck_assert_ptr_eq(first, sent);
+        ck_assert(sent->stamped);
+        ck_assert_str_eq(sent->source, TEST_SOURCE);
+        ASSERT_FIELD(sent, "\"" TEST_SOURCE "\"", "metadata", "annotations", SOURCE_KEY);
+        ASSERT_FIELD(sent, "\"2025-01-01T00:00:00Z\"", "metadata", "annotations", SEEN_KEY);
+
+        /* Stamped pods are never stamped again: the same pod sent again
+         * once the merger has let it go is stored as a stamped copy, and
+         * the records that carry the original still render its first
+         * stamp. */
+        SEND_EMPTY(&h, POD_OP_SET);
+        EXPECT(&h, "REMOVE:a");
+        fake_now = T0 + 7000000;
+        SEND(&h, POD_OP_SET, pod_ref(sent));
+        EXPECT(&h, "ADD:a");
+        ck_assert_ptr_ne(rec(&h, 3)->pods[0], sent);
+        ck_assert_ptr_eq(pod_text(rec(&h, 3)->pods[0]), pod_text(sent));
+        ASSERT_FIELD(rec(&h, 3)->pods[0], "\"2025-01-01T00:00:07Z\"", "metadata", "annotations", SEEN_KEY);
+        ASSERT_FIELD(first, "\"2025-01-01T00:00:00Z\"", "metadata", "annotations", SEEN_KEY);
+        fake_now = T0;
+        SEND(&h, POD_OP_SET, POD(.uid = "a", .image = "v2", .phase = "Running", .labels = "{\"x\":\"y\"}"));
+        EXPECT(&h, "UPDATE:a");
         pod_unref(sent);
 
         /* Consumers dropping everything they got leaves the store intact. */
@@ -1941,7 +1962,8 @@ START_TEST(test_api_errors)
         SEND(&h, POD_OP_SET, POD(.uid = "a"));
         EXPECT(&h, "SET:a");
         {
-                const char *seen = last_pod(&h, "a")->seen;
+                char buf[POD_SEEN_MAX];
+                const char *seen = pod_seen(last_pod(&h, "a"), buf);
 
                 ck_assert_msg(seen && strlen(seen) >= 20 && seen[4] == '-' && seen[10] == 'T' &&
                                       seen[strlen(seen) - 1] == 'Z',

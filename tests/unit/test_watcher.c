@@ -53,6 +53,7 @@ START_TEST(test_burst_is_dispatched_in_batches)
         struct watcher_watch *ww = NULL;
         struct counts c = {0};
         int turns = 0, full = 0;
+        size_t most = 0;
 
         ck_assert_ptr_nonnull(mkdtemp(dir));
         ck_assert_int_eq(loop_new(&loop), 0);
@@ -76,12 +77,17 @@ START_TEST(test_burst_is_dispatched_in_batches)
                         c.max_turn = c.this_turn;
                 if (c.this_turn == WATCHER_BATCH)
                         full++;
+                if (watcher_buffer_bytes(w) > most)
+                        most = watcher_buffer_bytes(w);
                 turns++;
         }
         ck_assert_int_eq(c.created, FILES);
         ck_assert_int_eq(c.overflows, 0);
         ck_assert_msg(c.max_turn <= WATCHER_BATCH, "one turn handed over %ld events", c.max_turn);
         ck_assert_msg(full >= 2, "the burst never filled a batch (%d full turns)", full);
+        /* The buffer the burst grew goes back once it is handed over. */
+        ck_assert_msg(most > WATCHER_KEEP, "the burst never filled the buffer (%zu bytes)", most);
+        ck_assert_uint_le(watcher_buffer_bytes(w), WATCHER_KEEP);
         watcher_remove(ww);
         watcher_free(w);
         loop_free(loop);
