@@ -5,7 +5,7 @@
  * event may span reads and a read may hold several events.
  *
  * A pod store is a strmap "namespace/name" -> struct pod * (one reference
- * each); the keys put are the pods' own (pod->key), so the store may be a
+ * each); the keys put are the pods' own (pod_key()), so the store may be a
  * borrowing map (strmap_new_borrowed), as the API source's are.  Nothing here logs or does I/O: errors come back in a buf for the
  * caller to log once.  Kept apart from api_source so that every byte the
  * server controls can be fuzzed without a network (tests/fuzz/).

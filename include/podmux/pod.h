@@ -1,6 +1,7 @@
 /*
- * pod — the compact, immutable in-memory form of one v1 Pod, and the update
- * record that carries pods between sources, the merger and the stream.
+ * pod — the compact, reference-counted in-memory form of one v1 Pod, and
+ * the update record that carries pods between sources, the merger and the
+ * stream.
  *
  * Owns: a pod's identity, the digests the merge rules compare, its local
  * config annotations and the compact JSON text sent to consumers.
@@ -16,7 +17,7 @@
  * never reads back config.source or config.seen of its own pods (what it
  * compares is the text, the digests and config.mirror), so the stamp is
  * invisible to it.  Memory: the JSON text and the identity strings, shared
- * by clones, plus 120 bytes per pod.
+ * by clones, plus 104 bytes per pod.
  *
  * Local annotations (kubernetes.io/config.source, .seen, .mirror) are kept
  * out of the text and in their own fields; pod_render() splices them back
@@ -47,13 +48,6 @@ struct strmap;
 struct pod {
         unsigned refs;
         uint32_t ns_len; /* strlen of metadata.namespace */
-        /* metadata.uid, and the store key "namespace/name" (the name
-         * alone without a namespace): in the body, so maps keyed by them
-         * can borrow them.  The body holds, after the text, the UID, the
-         * namespace and the key, each NUL-terminated and in that order:
-         * pod_name() and pod_namespace() find the other two from the key. */
-        const char *uid;
-        const char *key;
         /* config.source, .seen and .mirror, NULL if absent.  A source that
          * is one of the POD_SOURCE_* names points at that constant instead
          * of a copy of its own (never written through). */
@@ -93,6 +87,12 @@ struct pod {
         uint8_t status[POD_DIGEST_LEN];
         uint32_t text_len;
         uint32_t splice, copied_off, meta_end, spec_off, status_off;
+        /* strlen of metadata.uid.  The body holds, after the text, the
+         * UID, the namespace and the store key "namespace/name" (the name
+         * alone without a namespace), each NUL-terminated and in that
+         * order, so maps keyed by them can borrow them: pod_uid(),
+         * pod_namespace(), pod_key() and pod_name() find them there. */
+        uint32_t uid_len;
         bool deleting;        /* metadata.deletionTimestamp is set */
         bool has_annotations; /* non-local annotations are present */
         bool stamped;         /* pod_stamp() was here: seen.usec is set */
@@ -109,16 +109,29 @@ static inline const char *pod_text(const struct pod *p)
         return p->body->text;
 }
 
+/* metadata.uid ("" if absent): just after the text in the body. */
+static inline const char *pod_uid(const struct pod *p)
+{
+        return p->body->text + p->text_len + 1;
+}
+
+/* metadata.namespace ("" if absent): after the UID. */
+static inline const char *pod_namespace(const struct pod *p)
+{
+        return pod_uid(p) + p->uid_len + 1;
+}
+
+/* The store key "namespace/name" (the name alone without a namespace):
+ * after the namespace. */
+static inline const char *pod_key(const struct pod *p)
+{
+        return pod_namespace(p) + p->ns_len + 1;
+}
+
 /* metadata.name ("" if absent): the key's tail. */
 static inline const char *pod_name(const struct pod *p)
 {
-        return p->key + (p->ns_len ? p->ns_len + 1 : 0);
-}
-
-/* metadata.namespace ("" if absent): just before the key in the body. */
-static inline const char *pod_namespace(const struct pod *p)
-{
-        return p->key - p->ns_len - 1;
+        return pod_key(p) + (p->ns_len ? p->ns_len + 1 : 0);
 }
 
 /* Builds a pod from a decoded v1 Pod object.  obj is only read.  Fails with
@@ -135,7 +148,7 @@ struct pod *pod_ref(struct pod *p);
 void pod_unref(struct pod *p);
 
 /* Returns a private copy (refs == 1) whose local annotations can be set.
- * The JSON text is shared with the original, so a clone costs 128 bytes
+ * The JSON text is shared with the original, so a clone costs 112 bytes
  * (a source's name is not copied: see struct pod). */
 int pod_clone(const struct pod *p, struct pod **ret_pod);
 /* Set a local annotation on a pod no record has carried to a consumer.

@@ -132,7 +132,7 @@ static int print_line(const char *path, const struct pod *p)
         r = buf_json_string(&line, path, strlen(path));
         if (r == 0)
                 r = buf_printf(&line, ": %s/%s uid=%s node=%s config.hash=%s\n", pod_namespace(p), pod_name(p),
-                               p->uid[0] ? p->uid : "-", node ? node : "-", hash ? hash : "-");
+                               pod_uid(p)[0] ? pod_uid(p) : "-", node ? node : "-", hash ? hash : "-");
         if (r == 0)
                 fputs(line.data, stdout);
         json_object_put(obj);

@@ -1,5 +1,5 @@
 /*
- * pod — compact immutable pods and update records (see
+ * pod — compact, reference-counted pods and update records (see
  * include/podmux/pod.h).
  *
  * A pod's text is built once from the decoded tree; the merge rules compare
@@ -189,8 +189,8 @@ static int copy_seen(struct pod *p, const struct pod *src)
         return local_dup(src->seen.text, &p->seen.text);
 }
 
-/* One 128-byte malloc block per pod on 64-bit glibc (see struct pod). */
-_Static_assert(sizeof(struct pod) <= 120, "struct pod outgrew its malloc block");
+/* One 112-byte malloc block per pod on 64-bit glibc (see struct pod). */
+_Static_assert(sizeof(struct pod) <= 104, "struct pod outgrew its malloc block");
 
 static void pod_free(struct pod *p)
 {
@@ -214,8 +214,8 @@ static int put_member(struct buf *b, const char *key, json_object *v)
 /*
  * Gives p its body: the text in t (len bytes) followed by the UID, the
  * namespace and the store key ("namespace/name", or the name alone), each
- * NUL-terminated, in one block (see struct pod).  p->uid and p->key then
- * point into it.  0 or -ENOMEM (p unchanged).
+ * NUL-terminated, in one block (see struct pod), found there by pod_uid()
+ * and pod_key().  0 or -ENOMEM (p unchanged).
  */
 static int give_body(struct pod *p, const char *t, size_t len, const char *uid, const char *name,
                      const char *ns)
@@ -233,18 +233,18 @@ static int give_body(struct pod *p, const char *t, size_t len, const char *uid, 
         b->text[len] = '\0';
         at = b->text + len + 1;
         memcpy(at, uid, lu);
-        p->uid = at;
         at += lu;
         memcpy(at, ns, ls);
         at += ls;
-        p->key = at;
         if (ls > 1) {
                 memcpy(at, ns, ls - 1);
                 at[ls - 1] = '/';
                 at += ls;
         }
         memcpy(at, name, ln);
-        p->ns_len = (uint32_t)(ls - 1); /* shorter than the text, which holds it */
+        /* Both shorter than the text, which holds them. */
+        p->uid_len = (uint32_t)(lu - 1);
+        p->ns_len = (uint32_t)(ls - 1);
         p->body = b;
         p->text_len = (uint32_t)len;
         return 0;
@@ -629,7 +629,7 @@ static int assemble(const struct pod *keep, const struct pod *from, bool status_
         if (local_dup(keep->source ? keep->source : from->source, &p->source) < 0 ||
             copy_seen(p, keep->stamped || keep->seen.text ? keep : from) < 0 ||
             local_dup(keep->mirror ? keep->mirror : from->mirror, &p->mirror) < 0 ||
-            give_body(p, t.data, t.len, keep->uid, pod_name(keep), pod_namespace(keep)) < 0)
+            give_body(p, t.data, t.len, pod_uid(keep), pod_name(keep), pod_namespace(keep)) < 0)
                 goto out;
         buf_free(&t);
         *ret_pod = p;
@@ -661,7 +661,7 @@ int pod_full_name(const struct pod *p, struct buf *out)
 int pod_store_key(const struct pod *p, struct buf *out)
 {
         buf_reset(out);
-        return buf_puts(out, p->key);
+        return buf_puts(out, pod_key(p));
 }
 
 int pod_compare(const struct pod *a, const struct pod *b)
@@ -673,7 +673,7 @@ int pod_compare(const struct pod *a, const struct pod *b)
         c = strcmp(pod_name(a), pod_name(b));
         if (c)
                 return c;
-        return strcmp(a->uid, b->uid);
+        return strcmp(pod_uid(a), pod_uid(b));
 }
 
 int pod_compare_ptr(const void *a, const void *b)
@@ -744,7 +744,7 @@ int pod_update_add(struct pod_update *u, struct pod *p)
                 return -ENOMEM;
         /* Kept in step when present (a record being folded into). */
         if (u->pods_ix && (strmap_reserve(u->pods_ix, 1) < 0 ||
-                           strmap_put(u->pods_ix, p->uid, (void *)(uintptr_t)(u->n_pods + 1), NULL) < 0))
+                           strmap_put(u->pods_ix, pod_uid(p), (void *)(uintptr_t)(u->n_pods + 1), NULL) < 0))
                 return -ENOMEM;
         u->pods[u->n_pods++] = pod_ref(p);
         if (u->n_pods > 1 && pod_compare(u->pods[u->n_pods - 2], p) > 0)
@@ -790,7 +790,7 @@ int pod_update_add_gone(struct pod_update *u, struct pod *p)
         if (reserve_pods(&u->gone, &u->cap_gone, u->n_gone, 1) < 0)
                 return -ENOMEM;
         if (u->gone_ix && (strmap_reserve(u->gone_ix, 1) < 0 ||
-                           strmap_put(u->gone_ix, p->uid, (void *)(uintptr_t)(u->n_gone + 1), NULL) < 0))
+                           strmap_put(u->gone_ix, pod_uid(p), (void *)(uintptr_t)(u->n_gone + 1), NULL) < 0))
                 return -ENOMEM;
         u->gone[u->n_gone++] = pod_ref(p);
         return 0;
@@ -817,7 +817,7 @@ static struct strmap *index_pods(struct pod **arr, size_t n)
                 return NULL;
         }
         for (size_t i = 0; i < n; i++)
-                (void)strmap_put(ix, arr[i]->uid, (void *)(uintptr_t)(i + 1), NULL); /* reserved */
+                (void)strmap_put(ix, pod_uid(arr[i]), (void *)(uintptr_t)(i + 1), NULL); /* reserved */
         return ix;
 }
 
@@ -835,11 +835,11 @@ static void swap_remove(struct pod **arr, size_t *n, struct strmap *ix, size_t i
 {
         struct pod *gone = arr[i];
 
-        (void)strmap_remove(ix, gone->uid);
+        (void)strmap_remove(ix, pod_uid(gone));
         (*n)--;
         if (i != *n) {
                 arr[i] = arr[*n];
-                (void)strmap_put(ix, arr[i]->uid, (void *)(uintptr_t)(i + 1), NULL); /* present */
+                (void)strmap_put(ix, pod_uid(arr[i]), (void *)(uintptr_t)(i + 1), NULL); /* present */
         }
         pod_unref(gone);
 }
@@ -890,15 +890,15 @@ int pod_update_fold(struct pod_update *u, const struct pod_update *next)
                 return -ENOMEM;
         for (i = 0; i < next->n_gone; i++) {
                 struct pod *g = next->gone[i];
-                size_t at = ix_get(u->pods_ix, g->uid);
+                size_t at = ix_get(u->pods_ix, pod_uid(g));
 
                 if (at != SIZE_MAX) {
                         swap_remove(u->pods, &u->n_pods, u->pods_ix, at);
                         u->sorted = false;
                 }
-                if (u->delta && ix_get(u->gone_ix, g->uid) == SIZE_MAX) {
+                if (u->delta && ix_get(u->gone_ix, pod_uid(g)) == SIZE_MAX) {
                         u->gone[u->n_gone] = pod_ref(g);
-                        (void)strmap_put(u->gone_ix, g->uid, (void *)(uintptr_t)(u->n_gone + 1), NULL);
+                        (void)strmap_put(u->gone_ix, pod_uid(g), (void *)(uintptr_t)(u->n_gone + 1), NULL);
                         u->n_gone++;
                 }
         }
@@ -906,19 +906,19 @@ int pod_update_fold(struct pod_update *u, const struct pod_update *next)
                 struct pod *p = next->pods[i];
                 size_t at;
 
-                if (u->delta && (at = ix_get(u->gone_ix, p->uid)) != SIZE_MAX)
+                if (u->delta && (at = ix_get(u->gone_ix, pod_uid(p))) != SIZE_MAX)
                         swap_remove(u->gone, &u->n_gone, u->gone_ix, at);
-                at = ix_get(u->pods_ix, p->uid);
+                at = ix_get(u->pods_ix, pod_uid(p));
                 if (at != SIZE_MAX) {
                         struct pod *old = u->pods[at];
 
                         /* The index borrows old's UID: it takes p's first. */
-                        (void)strmap_put(u->pods_ix, p->uid, (void *)(uintptr_t)(at + 1), NULL);
+                        (void)strmap_put(u->pods_ix, pod_uid(p), (void *)(uintptr_t)(at + 1), NULL);
                         u->pods[at] = pod_ref(p);
                         pod_unref(old);
                 } else {
                         u->pods[u->n_pods] = pod_ref(p);
-                        (void)strmap_put(u->pods_ix, p->uid, (void *)(uintptr_t)(u->n_pods + 1), NULL);
+                        (void)strmap_put(u->pods_ix, pod_uid(p), (void *)(uintptr_t)(u->n_pods + 1), NULL);
                         u->n_pods++;
                 }
                 u->sorted = false;

@@ -65,7 +65,7 @@ static void unref_pod_value(void *v)
 
 static const char *pod_uid_key(const void *v)
 {
-        return ((const struct pod *)v)->uid;
+        return pod_uid(v);
 }
 
 static void source_free(struct source_state *ss)
@@ -218,10 +218,10 @@ static int preprocess(struct storage *s, const char *source,
         }
         /* Last index of each UID among the survivors. */
         for (size_t i = 0; i < n_named; i++)
-                if (strmap_put(uids, named[i]->uid, (void *)(uintptr_t)(i + 1), NULL) < 0)
+                if (strmap_put(uids, pod_uid(named[i]), (void *)(uintptr_t)(i + 1), NULL) < 0)
                         goto out;
         for (size_t i = 0; i < n_named; i++)
-                if ((uintptr_t)strmap_get(uids, named[i]->uid) == i + 1)
+                if ((uintptr_t)strmap_get(uids, pod_uid(named[i])) == i + 1)
                         keep[n++] = named[i];
         *ret_keep = keep;
         *ret_n = n;
@@ -462,7 +462,7 @@ static int merge_upsert(struct storage *s, struct source_state *ss,
         if (!store || !old)
                 goto out;
         for (i = 0; i < n; i++) {
-                r = classify(s, ss->name, keep[i], keymap_get(ss->pods, keep[i]->uid), l, &store[i]);
+                r = classify(s, ss->name, keep[i], keymap_get(ss->pods, pod_uid(keep[i])), l, &store[i]);
                 if (r < 0)
                         goto out;
         }
@@ -479,7 +479,7 @@ static int merge_upsert(struct storage *s, struct source_state *ss,
         for (i = 0; i < n; i++)
                 pod_unref(old[i]);
         for (i = 0; i < gone->n_pods; i++)
-                pod_unref(keymap_remove(ss->pods, gone->pods[i]->uid));
+                pod_unref(keymap_remove(ss->pods, pod_uid(gone->pods[i])));
         free(store);
         free(old);
         return 0;
@@ -489,7 +489,7 @@ undo:
                 if (old[put])
                         (void)keymap_put(ss->pods, old[put], NULL);
                 else
-                        (void)keymap_remove(ss->pods, keep[put]->uid);
+                        (void)keymap_remove(ss->pods, pod_uid(keep[put]));
         }
 out:
         if (store)
@@ -518,11 +518,11 @@ static int merge_delta(struct storage *s, struct source_state *ss, const struct 
                 if (!upserted)
                         return -ENOMEM;
                 for (size_t i = 0; i < n; i++)
-                        if (strmap_put(upserted, keep[i]->uid, (void *)1, NULL) < 0)
+                        if (strmap_put(upserted, pod_uid(keep[i]), (void *)1, NULL) < 0)
                                 goto out;
         }
         for (size_t i = 0; i < u->n_gone; i++) {
-                const char *uid = u->gone[i]->uid;
+                const char *uid = pod_uid(u->gone[i]);
                 struct pod *p = keymap_get(ss->pods, uid);
                 bool dup = false;
 
@@ -551,7 +551,7 @@ static int merge_remove(struct storage *s, struct source_state *ss,
         int r;
 
         for (size_t i = 0; i < u->n_pods; i++) {
-                struct pod *p = keymap_get(ss->pods, u->pods[i]->uid);
+                struct pod *p = keymap_get(ss->pods, pod_uid(u->pods[i]));
                 bool dup = false;
 
                 if (!p)
@@ -566,7 +566,7 @@ static int merge_remove(struct storage *s, struct source_state *ss,
         if (r < 0)
                 return r;
         for (size_t j = 0; j < gone->n_pods; j++)
-                pod_unref(keymap_remove(ss->pods, gone->pods[j]->uid));
+                pod_unref(keymap_remove(ss->pods, pod_uid(gone->pods[j])));
         return 0;
 }
 
@@ -587,7 +587,7 @@ static int merge_set(struct storage *s, struct source_state *ss,
         for (size_t i = 0; i < n; i++) {
                 struct pod *store = NULL;
 
-                r = classify(s, ss->name, keep[i], keymap_get(ss->pods, keep[i]->uid), l, &store);
+                r = classify(s, ss->name, keep[i], keymap_get(ss->pods, pod_uid(keep[i])), l, &store);
                 if (r < 0)
                         goto fail;
                 r = keymap_put(fresh, store, NULL);
@@ -597,7 +597,7 @@ static int merge_set(struct storage *s, struct source_state *ss,
                 }
         }
         while (keymap_next(ss->pods, &it, &v)) {
-                if (keymap_get(fresh, ((struct pod *)v)->uid))
+                if (keymap_get(fresh, pod_uid(v)))
                         continue;
                 r = pod_update_add(l->remove, v);
                 if (r < 0)

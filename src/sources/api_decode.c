@@ -106,7 +106,7 @@ static int store_items(struct strmap *pages, struct item *items, size_t n)
         size_t i;
 
         for (i = 0; i < n; i++) {
-                if (strmap_put(pages, items[i].pod->key, items[i].pod, (void **)&items[i].old) < 0)
+                if (strmap_put(pages, pod_key(items[i].pod), items[i].pod, (void **)&items[i].old) < 0)
                         break;
                 items[i].put = true;
         }
@@ -119,9 +119,9 @@ static int store_items(struct strmap *pages, struct item *items, size_t n)
         }
         while (i-- > 0) {
                 if (items[i].old)
-                        (void)strmap_put(pages, items[i].old->key, items[i].old, NULL);
+                        (void)strmap_put(pages, pod_key(items[i].old), items[i].old, NULL);
                 else
-                        (void)strmap_remove(pages, items[i].pod->key);
+                        (void)strmap_remove(pages, pod_key(items[i].pod));
         }
         return -ENOMEM;
 }
@@ -353,7 +353,7 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
         if (r == 0 && rv_slot && rv && !(rv_copy = strdup(rv)))
                 r = -ENOMEM;
         if (r == 0 && p)
-                r = strmap_put(store, p->key, p, (void **)&old);
+                r = strmap_put(store, pod_key(p), p, (void **)&old);
         if (r < 0) {
                 pod_unref(p);
                 free(key);

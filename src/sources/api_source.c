@@ -347,7 +347,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
 static int send_change(struct api_source *as, struct pod *old, struct pod *new)
 {
         struct pod_update *u;
-        bool same_uid = old && new && strcmp(old->uid, new->uid) == 0;
+        bool same_uid = old && new &&strcmp(pod_uid(old), pod_uid(new)) == 0;
 
         if (same_uid && pod_semantic_equal(old, new) && pod_status_equal(old, new))
                 return 0;
@@ -738,12 +738,12 @@ static int replace_store(struct api_source *as)
                 return -ENOMEM;
         }
         while (strmap_next(as->pages, &it, NULL, &v)) {
-                struct pod *listed = v, *stored = strmap_get(as->store, listed->key);
+                struct pod *listed = v, *stored = strmap_get(as->store, pod_key(listed));
 
                 if (!stored || stored == listed || !pod_same(stored, listed))
                         continue;
                 /* Replacing a present key's value never allocates. */
-                (void)strmap_put(as->pages, stored->key, pod_ref(stored), NULL);
+                (void)strmap_put(as->pages, pod_key(stored), pod_ref(stored), NULL);
                 pod_unref(listed);
         }
         /* Replace, not merge: pods missing from the list are gone. */

@@ -180,12 +180,12 @@ static void name_unref(void *v)
 
 static const char *entry_key(const void *v)
 {
-        return ((const struct entry *)v)->pod->key;
+        return pod_key(((const struct entry *)v)->pod);
 }
 
 static const char *entry_uid(const void *v)
 {
-        return ((const struct entry *)v)->pod->uid;
+        return pod_uid(((const struct entry *)v)->pod);
 }
 
 static const char *name_path(const void *v)
@@ -434,7 +434,7 @@ static int send_state(struct file_source *fs, struct keymap *store)
  * keymap_reserve(uids, 1). */
 static void uid_count(struct keymap *uids, struct entry *e)
 {
-        struct entry *held = keymap_get(uids, e->pod->uid);
+        struct entry *held = keymap_get(uids, pod_uid(e->pod));
 
         if (held) {
                 held->same_uid++;
@@ -453,7 +453,7 @@ static void uid_count(struct keymap *uids, struct entry *e)
  */
 static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry *e)
 {
-        struct entry *held = keymap_get(uids, e->pod->uid);
+        struct entry *held = keymap_get(uids, pod_uid(e->pod));
         size_t it = 0;
         void *v;
 
@@ -464,7 +464,7 @@ static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry 
         while (held == e && e->same_uid > 1 && keymap_next(store, &it, &v)) {
                 struct entry *o = v;
 
-                if (o != e && strcmp(o->pod->uid, e->pod->uid) == 0) {
+                if (o != e && strcmp(pod_uid(o->pod), pod_uid(e->pod)) == 0) {
                         o->same_uid = e->same_uid - 1;
                         (void)keymap_put(uids, o, NULL); /* in e's place: no allocation */
                         return;
@@ -473,7 +473,7 @@ static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry 
         /* Its last pod (a count gone wrong would land here too: the entry
          * goes rather than dangle). */
         if (held)
-                (void)keymap_remove(uids, e->pod->uid);
+                (void)keymap_remove(uids, pod_uid(e->pod));
 }
 
 /* Stores pod, defined by file f, in place of what its key held (freed,
@@ -492,9 +492,9 @@ static int store_set(struct state *s, struct file_name *f, struct pod *pod)
                 entry_free(e);
                 return -ENOMEM;
         }
-        if (old && strcmp(old->pod->uid, pod->uid) == 0) {
+        if (old && strcmp(pod_uid(old->pod), pod_uid(pod)) == 0) {
                 /* The same count; if uids holds old, e takes its place. */
-                if (keymap_get(s->uids, pod->uid) == old) {
+                if (keymap_get(s->uids, pod_uid(pod)) == old) {
                         e->same_uid = old->same_uid;
                         (void)keymap_put(s->uids, e, NULL);
                 }
@@ -550,7 +550,7 @@ static int name_key(struct state *s, struct file_name *f, const char *key)
  */
 static struct pod *keep_stored(const struct state *prev, const char *file, struct pod *pod)
 {
-        struct entry *e = prev->store ? keymap_get(prev->store, pod->key) : NULL;
+        struct entry *e = prev->store ? keymap_get(prev->store, pod_key(pod)) : NULL;
 
         if (!e || e->pod == pod || strcmp(e->file->path, file) != 0 || !pod_same(e->pod, pod))
                 return pod;
@@ -962,17 +962,18 @@ static int send_change(struct file_source *fs, struct pod *before, struct pod *a
 
         if (before == after)
                 return 0;
-        if (before && after && strcmp(before->uid, after->uid) == 0 &&
-            pod_semantic_equal(before, after) && pod_status_equal(before, after))
+        if (before && after && strcmp(pod_uid(before), pod_uid(after)) == 0 && pod_semantic_equal(before, after) &&
+            pod_status_equal(before, after))
                 return 0; /* the merger would find nothing changed */
-        shared = (after && count_of(fs->st.uids, after->uid) > 1) || (before && count_of(fs->st.uids, before->uid) > 0);
+        shared = (after && count_of(fs->st.uids, pod_uid(after)) > 1) ||
+                 (before && count_of(fs->st.uids, pod_uid(before)) > 0);
         if (shared)
                 return send_state(fs, fs->st.store);
         u = pod_update_new_delta(POD_SOURCE_FILE);
         if (!u)
                 return -ENOMEM;
         if ((after && pod_update_add(u, after) < 0) ||
-            (before && (!after || strcmp(before->uid, after->uid) != 0) &&
+            (before && (!after || strcmp(pod_uid(before), pod_uid(after)) != 0) &&
              pod_update_add_gone(u, before) < 0)) {
                 pod_update_free(u);
                 return -ENOMEM;

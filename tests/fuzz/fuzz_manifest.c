@@ -45,7 +45,7 @@ static void check_pod(json_object *obj)
 
         check_normal(obj);
         FUZZ_ASSERT(pod_from_json(obj, &p, NULL) == 0);
-        FUZZ_ASSERT(pod_name(p)[0] && pod_namespace(p)[0] && p->uid[0]);
+        FUZZ_ASSERT(pod_name(p)[0] && pod_namespace(p)[0] && pod_uid(p)[0]);
         FUZZ_ASSERT(pod_store_key(p, &key) == 0);
         FUZZ_ASSERT(pod_render(p, &out) == 0);
         fuzz_check_json(out.data, out.len, "a decoded pod's stream text");

@@ -336,7 +336,7 @@ START_TEST(test_path_is_cleaned_for_uid_stability)
         pod_file(a.dir, "m/a.yaml", "alpha");
         file_source_start(a.fs);
         expect_names(&a, "alpha-node1,");
-        snprintf(uid, sizeof(uid), "%s", a.cap.last->pods[0]->uid);
+        snprintf(uid, sizeof(uid), "%s", pod_uid(a.cap.last->pods[0]));
         /* Same directory named with "//" and "/./" and a trailing slash. */
         {
                 struct file_source_config cfg = {0};
@@ -356,7 +356,7 @@ START_TEST(test_path_is_cleaned_for_uid_stability)
                         loop_run_once(a.loop, 10000);
                 ck_assert_ptr_nonnull(b.cap.last);
                 ck_assert_uint_eq(b.cap.last->n_pods, 1);
-                ck_assert_str_eq(b.cap.last->pods[0]->uid, uid);
+                ck_assert_str_eq(pod_uid(b.cap.last->pods[0]), uid);
                 file_source_free(b.fs);
                 mux_free(b.mux);
                 pod_update_free(b.cap.last);

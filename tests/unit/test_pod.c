@@ -205,7 +205,7 @@ START_TEST(test_from_json_missing_metadata_ok)
         struct pod *p = pod_new_text("{\"spec\":{\"containers\":[]}}");
 
         ck_assert_uint_eq(p->refs, 1);
-        ck_assert_str_eq(p->uid, "");
+        ck_assert_str_eq(pod_uid(p), "");
         ck_assert_str_eq(pod_name(p), "");
         ck_assert_str_eq(pod_namespace(p), "");
         ck_assert_ptr_null(p->source);
@@ -218,7 +218,7 @@ START_TEST(test_from_json_missing_metadata_ok)
 
         /* "metadata": null is a missing metadata (Go: zero ObjectMeta). */
         p = pod_new_text("{\"metadata\":null}");
-        ck_assert_str_eq(p->uid, "");
+        ck_assert_str_eq(pod_uid(p), "");
         pod_unref(p);
 
         p = pod_new_text("{}");
@@ -239,7 +239,7 @@ START_TEST(test_from_json_fields)
                 "\"kubernetes.io/config.hash\":\"abc\"}},"
                 "\"spec\":{}}");
 
-        ck_assert_str_eq(p->uid, "u1");
+        ck_assert_str_eq(pod_uid(p), "u1");
         ck_assert_str_eq(pod_name(p), "web");
         ck_assert_str_eq(pod_namespace(p), "prod");
         ck_assert_str_eq(p->source, "file");
@@ -256,7 +256,7 @@ START_TEST(test_from_json_fields)
 
         /* Non-string uid/name are treated as absent. */
         p = pod_new_text("{\"metadata\":{\"uid\":5,\"name\":null,\"namespace\":[]}}");
-        ck_assert_str_eq(p->uid, "");
+        ck_assert_str_eq(pod_uid(p), "");
         ck_assert_str_eq(pod_name(p), "");
         ck_assert_str_eq(pod_namespace(p), "");
         pod_unref(p);
@@ -462,17 +462,17 @@ START_TEST(test_identity_from_the_key)
         struct pod *b = pod_new_text("{\"metadata\":{\"name\":\"web\",\"namespace\":\"\"}}");
         struct pod *c = pod_new_text("{\"metadata\":{}}");
 
-        ck_assert_str_eq(a->key, "kube-system/web");
+        ck_assert_str_eq(pod_key(a), "kube-system/web");
         ck_assert_str_eq(pod_name(a), "web");
         ck_assert_str_eq(pod_namespace(a), "kube-system");
-        ck_assert_str_eq(a->uid, "u1");
-        ck_assert_str_eq(b->key, "web");
+        ck_assert_str_eq(pod_uid(a), "u1");
+        ck_assert_str_eq(pod_key(b), "web");
         ck_assert_str_eq(pod_name(b), "web");
         ck_assert_str_eq(pod_namespace(b), "");
-        ck_assert_str_eq(c->key, "");
+        ck_assert_str_eq(pod_key(c), "");
         ck_assert_str_eq(pod_name(c), "");
         ck_assert_str_eq(pod_namespace(c), "");
-        ck_assert_str_eq(c->uid, "");
+        ck_assert_str_eq(pod_uid(c), "");
         pod_unref(a);
         pod_unref(b);
         pod_unref(c);
@@ -826,7 +826,7 @@ START_TEST(test_merge_update_copy_rules)
         ASSERT_FIELD(m, "[{\"name\":\"o1\"}]", "metadata", "ownerReferences");
         ASSERT_FIELD(m, "\"v1\"", "apiVersion");
         ASSERT_FIELD(m, "\"Pod\"", "kind");
-        ck_assert_str_eq(m->uid, "u");
+        ck_assert_str_eq(pod_uid(m), "u");
         ck_assert_str_eq(m->source, "api");
         ck_assert_str_eq(m->seen.text, "T0");
         ck_assert_str_eq(m->mirror, "M1");
@@ -969,7 +969,7 @@ START_TEST(test_stamp)
         ck_assert_int_eq(r0, 0);
         ck_assert_int_eq(n, 0);
         ck_assert(p->stamped);
-        ck_assert_ptr_eq(p->source, POD_SOURCE_FILE);
+        ck_assert_str_eq(p->source, POD_SOURCE_FILE);
         ck_assert_str_eq(pod_seen(p, buf), "2025-01-01T00:00:00.123456Z");
         t = render(p);
         ck_assert_ptr_nonnull(strstr(t, "\"kubernetes.io/config.source\":\"file\","
@@ -1001,7 +1001,7 @@ START_TEST(test_stamp)
                 failalloc_arm(0);
                 ck_assert_int_eq(r, -ENOMEM);
                 ck_assert(!c->stamped);
-                ck_assert_ptr_eq(c->source, POD_SOURCE_FILE);
+                ck_assert_str_eq(c->source, POD_SOURCE_FILE);
         }
         ck_assert_int_eq(pod_stamp(c, "elsewhere", 5), 0);
         ck_assert_str_eq(c->source, "elsewhere");
@@ -1063,7 +1063,7 @@ START_TEST(test_clone)
         ck_assert_int_eq(pod_clone(p, &c), 0);
         ck_assert_ptr_ne(c, p);
         ck_assert_uint_eq(c->refs, 1);
-        ck_assert_str_eq(c->uid, "u");
+        ck_assert_str_eq(pod_uid(c), "u");
         ck_assert_str_eq(pod_name(c), "n");
         ck_assert_str_eq(pod_namespace(c), "ns");
         ck_assert_str_eq(c->source, "file");
@@ -1073,7 +1073,7 @@ START_TEST(test_clone)
          * the clone's own (a source's name is kept once: see
          * test_source_names_interned). */
         ck_assert_ptr_eq(pod_text(c), pod_text(p));
-        ck_assert_ptr_eq(c->uid, p->uid);
+        ck_assert_ptr_eq(pod_uid(c), pod_uid(p));
         ck_assert_ptr_ne(c->mirror, p->mirror);
         ck_assert_uint_eq(c->text_len, p->text_len);
         ck_assert_uint_eq(c->splice, p->splice);
@@ -1323,8 +1323,7 @@ static const char *fold_desc(const struct pod_update *u, char *out, size_t size)
         if (u->n_gone) {
                 off += (size_t)snprintf(out + off, size - off, "|gone:");
                 for (size_t i = 0; i < u->n_gone; i++)
-                        off += (size_t)snprintf(out + off, size - off, "%s%s", i ? "," : "",
-                                                u->gone[i]->uid);
+                        off += (size_t)snprintf(out + off, size - off, "%s%s", i ? "," : "", pod_uid(u->gone[i]));
         }
         return out;
 }
@@ -1517,7 +1516,7 @@ START_TEST(test_merge_spans_consistent)
                         ck_assert(again->splice == m->splice && again->copied_off == m->copied_off &&
                                   again->meta_end == m->meta_end && again->spec_off == m->spec_off &&
                                   again->status_off == m->status_off);
-                        ck_assert_str_eq(again->uid, a->uid);
+                        ck_assert_str_eq(pod_uid(again), pod_uid(a));
                         free(rm);
                         pod_unref(again);
                         pod_unref(m);

@@ -73,7 +73,7 @@ static void on_event(void *data, const char *source, const struct pod *p,
         ck_assert_msg(h->n_events < MAX_EVENTS, "too many events");
         e = &h->events[h->n_events++];
         snprintf(e->source, sizeof(e->source), "%s", source);
-        snprintf(e->uid, sizeof(e->uid), "%s", p ? p->uid : "(none)");
+        snprintf(e->uid, sizeof(e->uid), "%s", p ? pod_uid(p) : "(none)");
         snprintf(e->reason, sizeof(e->reason), "%s", reason);
 }
 
@@ -252,13 +252,12 @@ static char *field(const struct pod *p, ...)
         return s;
 }
 
-#define ASSERT_FIELD(p, expect, ...)                                          \
-        do {                                                                   \
-                char *f_ = field((p), __VA_ARGS__, (const char *)NULL);         \
-                ck_assert_msg(strcmp(f_, (expect)) == 0,                        \
-                              "%s: field %s of pod %s = %s, want %s", ctx,      \
-                              #__VA_ARGS__, (p)->uid, f_, (expect));           \
-                free(f_);                                                      \
+#define ASSERT_FIELD(p, expect, ...)                                                                                   \
+        do {                                                                                                           \
+                char *f_ = field((p), __VA_ARGS__, (const char *)NULL);                                                \
+                ck_assert_msg(strcmp(f_, (expect)) == 0, "%s: field %s of pod %s = %s, want %s", ctx, #__VA_ARGS__,    \
+                              pod_uid(p), f_, (expect));                                                               \
+                free(f_);                                                                                              \
         } while (0)
 
 #define SEEN_KEY POD_ANNOTATION_SEEN
@@ -296,7 +295,7 @@ static void describe(const struct pod_update *u, struct buf *out)
 
         buf_printf(out, "%s@%s:", op ? op : "?", u->source);
         for (size_t i = 0; i < u->n_pods; i++)
-                buf_printf(out, "%s%s", i ? "," : "", u->pods[i]->uid);
+                buf_printf(out, "%s%s", i ? "," : "", pod_uid(u->pods[i]));
 }
 
 /* want: "OP[@source]:uid,uid;OP..." ("" = nothing); a segment without
@@ -354,7 +353,7 @@ static struct pod *last_pod(struct h *h, const char *uid)
 {
         for (size_t i = h->n; i-- > 0;)
                 for (size_t j = 0; j < h->recs[i]->n_pods; j++)
-                        if (strcmp(h->recs[i]->pods[j]->uid, uid) == 0)
+                        if (strcmp(pod_uid(h->recs[i]->pods[j]), uid) == 0)
                                 return h->recs[i]->pods[j];
         ck_abort_msg("%s: no emitted pod with uid %s", ctx, uid);
         return NULL;
@@ -368,7 +367,7 @@ static struct pod *stored(struct h *h, const char *uid)
 
         ck_assert_int_eq(storage_merged(h->st, &u), 0);
         for (size_t j = 0; j < u->n_pods; j++)
-                if (strcmp(u->pods[j]->uid, uid) == 0)
+                if (strcmp(pod_uid(u->pods[j]), uid) == 0)
                         found = u->pods[j];
         ck_assert_msg(found, "%s: uid %s not stored", ctx, uid);
         pod_ref(found);
@@ -905,10 +904,10 @@ START_TEST(test_decision_table)
                                                 char seen[POD_SEEN_MAX];
 
                                                 ck_assert_msg(p->source && strcmp(p->source, TEST_SOURCE) == 0,
-                                                              "%s: pod %s source %s", ctx, p->uid,
+                                                              "%s: pod %s source %s", ctx, pod_uid(p),
                                                               p->source ? p->source : "(null)");
                                                 ck_assert_msg(pod_seen(p, seen) != NULL, "%s: pod %s has no seen", ctx,
-                                                              p->uid);
+                                                              pod_uid(p));
                                         }
                                 h_free(&h);
                         }
