@@ -100,7 +100,10 @@ static void pod_file(const char *dir, const char *file, const char *name)
         write_file(dir, file, text);
 }
 
-static void setup(struct fixture *fx, const char *path_suffix, int create)
+/* A fixture whose source watches path_suffix under a new directory, or,
+ * with relative, path_suffix as a path relative to it (the working
+ * directory then). */
+static void setup_at(struct fixture *fx, const char *path_suffix, int create, bool relative)
 {
         struct file_source_config cfg = {0};
         struct mux_channel *ch;
@@ -110,9 +113,15 @@ static void setup(struct fixture *fx, const char *path_suffix, int create)
         memset(fx, 0, sizeof(*fx));
         strcpy(fx->dir, "/tmp/podmux-fs-XXXXXX");
         ck_assert_ptr_nonnull(mkdtemp(fx->dir));
-        snprintf(path, sizeof(path), "%s%s", fx->dir, path_suffix);
-        if (create && path_suffix[0])
-                ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s%s", relative ? "" : fx->dir, path_suffix);
+        if (relative)
+                ck_assert_int_eq(chdir(fx->dir), 0);
+        if (create && path_suffix[0]) {
+                char cmd[192];
+
+                snprintf(cmd, sizeof(cmd), "mkdir -p %s", path);
+                ck_assert_int_eq(system(cmd), 0);
+        }
         ck_assert_int_eq(loop_new(&fx->loop), 0);
         ck_assert_int_eq(watcher_new(fx->loop, &fx->watcher), 0);
         ck_assert_int_eq(mux_new(fx->loop, capture_merge, &fx->cap, &fx->mux), 0);
@@ -123,6 +132,11 @@ static void setup(struct fixture *fx, const char *path_suffix, int create)
         cfg.stats = &fx->stats;
         ck_assert_int_eq(file_source_new(fx->loop, fx->watcher, ch, &cfg, &fx->fs, &err), 0);
         buf_free(&err);
+}
+
+static void setup(struct fixture *fx, const char *path_suffix, int create)
+{
+        setup_at(fx, path_suffix, create, false);
 }
 
 static void teardown(struct fixture *fx)
@@ -241,39 +255,73 @@ START_TEST(test_bad_file_is_left_out_and_others_stay)
 }
 END_TEST
 
+/* Two files define one pod in directory m (under fx->dir): the first in
+ * sorted order keeps it, and hands it over at once when it goes. */
+static void duplicates_in(struct fixture *fx, const char *m)
+{
+        char path[256], a[64], b[64];
+
+        snprintf(a, sizeof(a), "%s/a.yaml", m);
+        snprintf(b, sizeof(b), "%s/b.yaml", m);
+        write_file(fx->dir, a,
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: a}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: x\n");
+        write_file(fx->dir, b,
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: x\n");
+        file_source_start(fx->fs);
+        expect_names(fx, "same-node1,");
+        ck_assert_ptr_nonnull(strstr(pod_text(fx->cap.last->pods[0]), "\"from\":\"a\""));
+        /* An edit of the losing file through the watch does not take over. */
+        write_file(fx->dir, b,
+                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b2}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: x\n");
+        file_source_relist(fx->fs);
+        expect_names(fx, "same-node1,");
+        ck_assert_ptr_nonnull(strstr(pod_text(fx->cap.last->pods[0]), "\"from\":\"a\""));
+        /* Deleting the winner hands the pod to the other file at once. */
+        snprintf(path, sizeof(path), "%s/%s", fx->dir, a);
+        ck_assert_int_eq(unlink(path), 0);
+        for (int i = 0; i < 400 && !strstr(pod_text(fx->cap.last->pods[0]), "\"from\":\"b2\""); i++) {
+                loop_run_once(fx->loop, 50000);
+                if (!fx->cap.last->n_pods)
+                        continue;
+        }
+        ck_assert_uint_eq(fx->cap.last->n_pods, 1);
+        ck_assert_ptr_nonnull(strstr(pod_text(fx->cap.last->pods[0]), "\"from\":\"b2\""));
+        /* The loser's name is the holder's now: its deletion empties. */
+        snprintf(path, sizeof(path), "%s/%s", fx->dir, b);
+        ck_assert_int_eq(unlink(path), 0);
+        expect_names(fx, "");
+}
+
 START_TEST(test_duplicate_name_first_file_wins)
 {
         struct fixture fx;
-        char path[256];
 
         setup(&fx, "/m", 1);
-        write_file(fx.dir, "m/a.yaml",
-                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: a}\n"
-                   "spec:\n  containers:\n  - name: c\n    image: x\n");
-        write_file(fx.dir, "m/b.yaml",
-                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b}\n"
-                   "spec:\n  containers:\n  - name: c\n    image: x\n");
-        file_source_start(fx.fs);
-        expect_names(&fx, "same-node1,");
-        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"a\""));
-        /* An edit of the losing file through the watch does not take over. */
-        write_file(fx.dir, "m/b.yaml",
-                   "apiVersion: v1\nkind: Pod\nmetadata:\n  name: same\n  labels: {from: b2}\n"
-                   "spec:\n  containers:\n  - name: c\n    image: x\n");
-        file_source_relist(fx.fs);
-        expect_names(&fx, "same-node1,");
-        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"a\""));
-        /* Deleting the winner hands the pod to the other file at once. */
-        snprintf(path, sizeof(path), "%s/m/a.yaml", fx.dir);
-        ck_assert_int_eq(unlink(path), 0);
-        for (int i = 0; i < 400 && !strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"b2\""); i++) {
-                loop_run_once(fx.loop, 50000);
-                if (!fx.cap.last->n_pods)
-                        continue;
-        }
-        ck_assert_uint_eq(fx.cap.last->n_pods, 1);
-        ck_assert_ptr_nonnull(strstr(pod_text(fx.cap.last->pods[0]), "\"from\":\"b2\""));
+        duplicates_in(&fx, "m");
         teardown(&fx);
+}
+END_TEST
+
+/* The same with the source given a relative path: without a '/' (a file
+ * is named by its whole path) and with one (by its name in the
+ * directory). */
+START_TEST(test_relative_paths)
+{
+        static const char *const paths[] = {"m", "w/m"};
+
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+                struct fixture fx;
+                char here[256];
+
+                ck_assert_ptr_nonnull(getcwd(here, sizeof(here)));
+                setup_at(&fx, paths[i], 1, true);
+                duplicates_in(&fx, paths[i]);
+                ck_assert_int_eq(chdir(here), 0);
+                teardown(&fx);
+        }
 }
 END_TEST
 
@@ -853,9 +901,9 @@ START_TEST(test_duplicates_alloc_sweep)
 }
 END_TEST
 
-UNIT_MAIN(test_unchanged_rereads_keep_the_pod, test_duplicates_alloc_sweep, test_duplicates_and_shared_uids,
-          test_directory_moved_away, test_relist_forgets_reports_of_gone_files, test_relist_in_batches,
-          test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files,
+UNIT_MAIN(test_relative_paths, test_unchanged_rereads_keep_the_pod, test_duplicates_alloc_sweep,
+          test_duplicates_and_shared_uids, test_directory_moved_away, test_relist_forgets_reports_of_gone_files,
+          test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files,
           test_empty_directory_sends_empty_set, test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
           test_duplicate_name_first_file_wins, test_missing_directory_then_created,
           test_directory_deleted_and_recreated, test_single_file_path, test_path_is_cleaned_for_uid_stability)
