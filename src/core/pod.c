@@ -178,6 +178,13 @@ static int local_set(char **slot, const char *value)
         return 0;
 }
 
+/* Frees p's config.seen text, if it has one (a stamp is a number). */
+static void seen_free(struct pod *p)
+{
+        if (!p->stamped)
+                local_free(p->seen.text);
+}
+
 /* Gives p (no seen of its own yet) the config.seen of src.  0 or -ENOMEM. */
 static int copy_seen(struct pod *p, const struct pod *src)
 {
@@ -195,8 +202,7 @@ _Static_assert(sizeof(struct pod) <= 104, "struct pod outgrew its malloc block")
 static void pod_free(struct pod *p)
 {
         local_free(p->source);
-        if (!p->stamped)
-                local_free(p->seen.text);
+        seen_free(p);
         local_free(p->mirror);
         if (p->body && --p->body->refs == 0)
                 free(p->body);
@@ -484,8 +490,7 @@ int pod_set_seen(struct pod *p, const char *value)
 
         if (local_dup(value, &n) < 0)
                 return -ENOMEM;
-        if (!p->stamped)
-                local_free(p->seen.text);
+        seen_free(p);
         p->seen.text = n;
         p->stamped = false;
         return 0;
@@ -495,8 +500,7 @@ int pod_stamp(struct pod *p, const char *source, uint64_t wall_usec)
 {
         if (local_set(&p->source, source) < 0)
                 return -ENOMEM;
-        if (!p->stamped)
-                local_free(p->seen.text);
+        seen_free(p);
         p->seen.usec = wall_usec;
         p->stamped = true;
         return 0;

@@ -461,13 +461,15 @@ static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry 
                 held->same_uid--;
                 return;
         }
-        while (held == e && e->same_uid > 1 && keymap_next(store, &it, &v)) {
-                struct entry *o = v;
+        if (held == e && e->same_uid > 1) {
+                while (keymap_next(store, &it, &v)) {
+                        struct entry *o = v;
 
-                if (o != e && strcmp(pod_uid(o->pod), pod_uid(e->pod)) == 0) {
-                        o->same_uid = e->same_uid - 1;
-                        (void)keymap_put(uids, o, NULL); /* in e's place: no allocation */
-                        return;
+                        if (o != e && strcmp(pod_uid(o->pod), pod_uid(e->pod)) == 0) {
+                                o->same_uid = e->same_uid - 1;
+                                (void)keymap_put(uids, o, NULL); /* in e's place: no allocation */
+                                return;
+                        }
                 }
         }
         /* Its last pod (a count gone wrong would land here too: the entry
