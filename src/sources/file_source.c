@@ -9,11 +9,14 @@
  * event marks its file dirty, and dirty files are read in batches
  * (FILE_SOURCE_BATCH per loop turn), each change going out as a delta of
  * that one pod, so an event costs the same whatever the number of files.
- * Deviations from the kubelet (README): an empty or missing relist clears
- * the store; the first file in sorted order wins a duplicate
- * namespace/name (also when the winner is deleted: the next file in sorted
- * order takes over at once); the watch is re-armed when the path is
- * deleted, moved or re-created.
+ * Deviations from the kubelet (doc/pod-config.md): an empty or missing
+ * relist clears the store; the first file in sorted order wins a
+ * duplicate namespace/name; the watch is re-armed when the path is
+ * deleted, moved or re-created; and an event leaves exactly the state a
+ * relist would find then (the kubelet's waits for its next relist): a
+ * file that renames its pod, or moves it to another namespace, or turns
+ * bad, gives up its old pod at once, and the next file in sorted order
+ * defining that pod takes it over at once.
  *
  * Bad files are logged once per distinct reason (a relist every period
  * would otherwise repeat the same line forever).
@@ -48,10 +51,10 @@
 /*
  * A file's path, kept once: the files map borrows it as its key, and each
  * entry whose pod the file defined holds a reference.  An entry can
- * outlive the file's place in files (a file that renames its pod leaves
- * the old pod stored until the next relist, and may go meanwhile), hence
- * the count.  The fields are in this order so that the path starts at
- * offset 12, not 16.
+ * outlive the file's place in files for a moment (file_drop() takes the
+ * name out before the pod goes), and a relist's state holds names of its
+ * own, hence the count.  The fields are in this order so that the path
+ * starts at offset 12, not 16.
  */
 struct file_name {
         struct keyref *key; /* the key the file names; non-NULL iff in files */
@@ -947,43 +950,102 @@ static void schedule_retry(struct file_source *fs, int missing)
 }
 
 /*
- * What changed under one key (before and after: the pod stored there,
- * NULL for none; the store and its UID counts already say after), sent
- * as a delta: nothing for an unchanged re-read, the new pod, and the old
- * one as gone when its UID changed.  A UID that another stored pod also
- * has is the one case where the decision needs the whole set (a full SET
- * keeps only the last pod of a UID), so then the full SET goes: O(n), only
+ * What one event did under each key it touched (at most two: the key a
+ * file's pod had and the one it has now): the pod stored there before
+ * and after, NULL for none, with a reference each.  The store and its UID
+ * counts already say after.
+ */
+struct change {
+        struct pod *before[2], *after[2];
+        size_t n;
+};
+
+static void change_clear(struct change *c)
+{
+        for (size_t i = 0; i < c->n; i++) {
+                pod_unref(c->before[i]);
+                pod_unref(c->after[i]);
+        }
+        c->n = 0;
+}
+
+/* Whether the merger would find nothing changed from before to after. */
+static bool pod_unchanged(const struct pod *before, const struct pod *after)
+{
+        return before == after || (before && after && strcmp(pod_uid(before), pod_uid(after)) == 0 &&
+                                   pod_semantic_equal(before, after) && pod_status_equal(before, after));
+}
+
+/* Whether one of the first n before pods of c has uid. */
+static bool uid_before(const struct change *c, size_t n, const char *uid)
+{
+        for (size_t i = 0; i < n; i++)
+                if (c->before[i] && strcmp(pod_uid(c->before[i]), uid) == 0)
+                        return true;
+        return false;
+}
+
+/*
+ * Whether c's change can go out as a delta: a delta speaks by UID, so
+ * every UID it touches must name one stored pod, before and after.  Each
+ * pod now there must be the only one with its UID, and each pod that was
+ * there must have left no other pod with its UID, or kept its UID under
+ * its key.  Else (pinned UIDs shared between files, or moved from one
+ * name to another) the merger's choice depends on the whole set (a full
+ * SET keeps only the last pod of a UID).
+ */
+static bool change_is_local(const struct state *st, const struct change *c)
+{
+        for (size_t i = 0; i < c->n; i++) {
+                const struct pod *b = c->before[i], *a = c->after[i];
+
+                if (a && count_of(st->uids, pod_uid(a)) > 1)
+                        return false;
+                if (b && count_of(st->uids, pod_uid(b)) > 0 && !(a && strcmp(pod_uid(a), pod_uid(b)) == 0))
+                        return false;
+        }
+        return true;
+}
+
+/*
+ * Sends what changed under c's keys as one delta: nothing for unchanged
+ * re-reads, the new pods, and the old ones whose UIDs no pod has any more
+ * as gone.  A UID shared between stored pods is the one case where the
+ * decision needs the whole set, so then the full SET goes: O(n), only
  * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
  * caller re-lists).
  */
-static int send_change(struct file_source *fs, struct pod *before, struct pod *after)
+static int send_changes(struct file_source *fs, const struct change *c)
 {
         struct pod_update *u;
-        bool shared;
+        bool any = false;
         int r;
 
-        if (before == after)
+        for (size_t i = 0; i < c->n; i++)
+                any = any || !pod_unchanged(c->before[i], c->after[i]);
+        if (!any)
                 return 0;
-        if (before && after && strcmp(pod_uid(before), pod_uid(after)) == 0 && pod_semantic_equal(before, after) &&
-            pod_status_equal(before, after))
-                return 0; /* the merger would find nothing changed */
-        shared = (after && count_of(fs->st.uids, pod_uid(after)) > 1) ||
-                 (before && count_of(fs->st.uids, pod_uid(before)) > 0);
-        if (shared)
+        if (!change_is_local(&fs->st, c))
                 return send_state(fs, fs->st.store);
         u = pod_update_new_delta(POD_SOURCE_FILE);
         if (!u)
                 return -ENOMEM;
-        if ((after && pod_update_add(u, after) < 0) ||
-            (before && (!after || strcmp(pod_uid(before), pod_uid(after)) != 0) &&
-             pod_update_add_gone(u, before) < 0)) {
-                pod_update_free(u);
-                return -ENOMEM;
+        for (size_t i = 0; i < c->n; i++) {
+                const struct pod *b = c->before[i];
+
+                if (c->after[i] && !pod_unchanged(b, c->after[i]) && pod_update_add(u, c->after[i]) < 0)
+                        goto nomem;
+                if (b && count_of(fs->st.uids, pod_uid(b)) == 0 && !uid_before(c, i, pod_uid(b)) &&
+                    pod_update_add_gone(u, c->before[i]) < 0)
+                        goto nomem;
         }
         r = mux_channel_send(fs->ch, u);
         if (r == 0)
                 source_stats_success(fs->stats, keymap_size(fs->st.store));
         return r;
+nomem:
+        pod_update_free(u);
+        return -ENOMEM;
 }
 
 /* The pod stored under key now (a new reference), or NULL. */
@@ -992,39 +1054,6 @@ static struct pod *stored_pod(struct file_source *fs, const char *key)
         struct entry *e = key ? keymap_get(fs->st.store, key) : NULL;
 
         return e ? pod_ref(e->pod) : NULL;
-}
-
-/* A file that is there: (re)load it and send what changed. */
-static void file_changed(struct file_source *fs, const char *file, uint32_t mask)
-{
-        struct pod *pod = NULL, *before = NULL, *after = NULL;
-        struct buf key = BUF_INIT;
-        /* A file still being written fails to parse on early events; only
-         * the close after writing (or a rename into place) reports errors. */
-        int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
-        int r;
-
-        r = load_file(fs, file, quiet, &pod);
-        if (r < 0) {
-                if (static_pod_resource_error(r))
-                        event_failed(fs, file, r);
-                return;
-        }
-        pod = keep_stored(&fs->st, file, pod);
-        r = pod_store_key(pod, &key);
-        if (r == 0) {
-                before = stored_pod(fs, key.data);
-                r = store_put(&fs->st, file, pod);
-                after = stored_pod(fs, key.data);
-        }
-        if (r >= 0)
-                r = send_change(fs, before, after);
-        if (r < 0)
-                event_failed(fs, file, r);
-        pod_unref(before);
-        pod_unref(after);
-        pod_unref(pod);
-        buf_free(&key);
 }
 
 /*
@@ -1070,17 +1099,44 @@ static int take_over(struct file_source *fs, struct keyref *kr)
         return r;
 }
 
-/* A file that is gone (or no longer a regular file): its pod goes, or
- * moves to another file defining it. */
-static void file_gone(struct file_source *fs, const char *file)
+/*
+ * file no longer names kr's key (kr->files already leaves it out): if it
+ * held the key's pod, that pod goes, or moves to the next file defining
+ * the key, and c records the key's before and after.  O(1) unless another
+ * file names the key (take_over).  0 or -errno (a resource error).
+ */
+static int release_key(struct file_source *fs, struct keyref *kr, const char *file, struct change *c)
+{
+        struct entry *e = keymap_get(fs->st.store, kr->key);
+        size_t i = c->n;
+        int r;
+
+        /* Another file holds the key, or none does (its files were all
+         * bad when it last changed hands). */
+        if (!e || strcmp(e->file->path, file) != 0)
+                return 0;
+        c->before[i] = pod_ref(e->pod);
+        c->n++;
+        store_del(&fs->st, kr->key);
+        /* Another file defining the same pod takes over at once (the
+         * kubelet waits for the next relist). */
+        r = take_over(fs, kr);
+        c->after[i] = stored_pod(fs, kr->key);
+        return r;
+}
+
+/*
+ * file no longer defines a pod (it is gone, or is now bad): its pod goes,
+ * or moves to another file defining it, as the next relist would decide,
+ * and the change is sent.  What was said about the file is kept.
+ */
+static void file_drop(struct file_source *fs, const char *file)
 {
         struct file_name *f = keymap_remove(fs->st.files, file);
-        struct pod *before = NULL, *after = NULL;
+        struct change c = {.n = 0};
         struct keyref *kr;
-        struct entry *e;
-        int r = 0;
+        int r;
 
-        forget_reports(fs, file);
         if (!f)
                 return;
         /* The file names the key no more, but the keyref (whose text is
@@ -1089,25 +1145,86 @@ static void file_gone(struct file_source *fs, const char *file)
         kr = f->key;
         f->key = NULL;
         kr->files--;
-        e = keymap_get(fs->st.store, kr->key);
-        if (!e) {
-                log_error("file source: file \"%s\" maps to pod \"%s\" which is not in the store", file, kr->key);
-        } else if (strcmp(e->file->path, file) == 0) {
-                before = pod_ref(e->pod);
-                store_del(&fs->st, kr->key);
-                /* Another file defining the same pod takes over at once
-                 * (the kubelet waits for the next relist). */
-                r = take_over(fs, kr);
-                after = stored_pod(fs, kr->key);
-                if (r >= 0)
-                        r = send_change(fs, before, after);
-                if (r < 0)
-                        event_failed(fs, file, r);
-        }
-        pod_unref(before);
-        pod_unref(after);
+        r = release_key(fs, kr, file, &c);
+        if (r >= 0)
+                r = send_changes(fs, &c);
+        if (r < 0)
+                event_failed(fs, file, r);
+        change_clear(&c);
         key_forget_unused(fs->st.keyrefs, kr);
         name_unref(f); /* the files map's reference */
+}
+
+/* A file that is gone (or no longer a regular file): what was said about
+ * it is forgotten, and its pod goes or moves to another file. */
+static void file_gone(struct file_source *fs, const char *file)
+{
+        forget_reports(fs, file);
+        file_drop(fs, file);
+}
+
+/*
+ * Stores pod, just read from file, and records in c what changed: under
+ * its key, and, when the file defined another pod before (a new name or
+ * namespace), under that key too, which the file gives up at once as the
+ * next relist would: its pod goes, or another file defining it takes
+ * over.  0 or -errno.
+ */
+static int put_changed(struct file_source *fs, const char *file, struct pod *pod, struct change *c)
+{
+        struct file_name *f = keymap_get(fs->st.files, file);
+        struct keyref *old = NULL;
+        struct buf key = BUF_INIT;
+        int r = pod_store_key(pod, &key);
+
+        if (r < 0)
+                return r;
+        if (f && strcmp(f->key->key, key.data) != 0) {
+                old = f->key;
+                old->files++; /* held: store_put's rename of f must not free it */
+        }
+        c->before[c->n] = stored_pod(fs, key.data);
+        r = store_put(&fs->st, file, pod);
+        c->after[c->n] = stored_pod(fs, key.data);
+        c->n++;
+        if (old) {
+                old->files--;
+                if (r >= 0 && f->key != old)
+                        r = release_key(fs, old, file, c);
+                key_forget_unused(fs->st.keyrefs, old);
+        }
+        buf_free(&key);
+        return r;
+}
+
+/* A file that is there: (re)load it and send what changed.  A file that
+ * is now bad defines no pod, as in a relist (a single file path keeps its
+ * pod, as its relist does). */
+static void file_changed(struct file_source *fs, const char *file, uint32_t mask)
+{
+        struct change c = {.n = 0};
+        struct pod *pod = NULL;
+        /* A file still being written fails to parse on early events; only
+         * the close after writing (or a rename into place) reports errors. */
+        int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
+        int r;
+
+        r = load_file(fs, file, quiet, &pod);
+        if (r < 0) {
+                if (static_pod_resource_error(r))
+                        event_failed(fs, file, r);
+                else if (!quiet && r != -ENOENT && fs->watch_is_dir)
+                        file_drop(fs, file);
+                return;
+        }
+        pod = keep_stored(&fs->st, file, pod);
+        r = put_changed(fs, file, pod, &c);
+        if (r >= 0)
+                r = send_changes(fs, &c);
+        if (r < 0)
+                event_failed(fs, file, r);
+        change_clear(&c);
+        pod_unref(pod);
 }
 
 /* What the file is now decides, whatever the events said; the mask only
@@ -1127,7 +1244,7 @@ static void process_file(struct file_source *fs, const char *file, uint32_t mask
         if (!S_ISREG(st.st_mode)) {
                 if (!S_ISDIR(st.st_mode))
                         report_bad(fs, file, "not a regular file: skipped", 0, false);
-                file_gone(fs, file);
+                file_drop(fs, file); /* what was just said stays said */
                 return;
         }
         if ((mask & IN_CREATE) && !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) && st.st_size == 0)
