@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Setting podmux up as the README says: scripts/deps (what the build
+needs, what the suite needs, apt or not), scripts/demo and scripts/build
+beside a tree configured in place, and `make install`'s ldconfig (the
+systemd unit is checked in test_notify.py).  The scripts run from copies in the
+test's directory, with apt replaced by stubs that record what they were
+asked: nothing is installed and the checkout is not written."""
+
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import time
+
+import harness
+from harness import test, write_file, BIN, SRCDIR, T_WAIT
+
+SANITIZED = os.environ.get("PODMUX_SANITIZED") == "1"
+ONCE = "checked once, in the plain build (it does not depend on the binary)"
+
+# What only the suite or the fuzzer needs: never installed by scripts/demo.
+TEST_ONLY = {"check", "valgrind", "clang", "python3-grpcio",
+             "python3-protobuf", "protobuf-compiler", "python3-venv",
+             "systemd", "golang-go"}
+
+
+def readme():
+    with open(os.path.join(SRCDIR, "README.md")) as f:
+        return f.read()
+
+
+def copy_scripts(t, *names):
+    """A checkout of the test's own holding scripts/NAME...: its top."""
+    top = t.mkdir("top")
+    os.makedirs(os.path.join(top, "scripts"), exist_ok=True)
+    for n in names:
+        shutil.copy2(os.path.join(SRCDIR, "scripts", n),
+                     os.path.join(top, "scripts", n))
+    return top
+
+
+def stub(bindir, name, body):
+    os.makedirs(bindir, exist_ok=True)
+    p = os.path.join(bindir, name)
+    write_file(p, "#!/bin/sh\n" + body, atomic=False)
+    os.chmod(p, 0o755)
+
+
+def fake_apt(t, installed=False, apt_cache=None):
+    """A directory for the front of PATH where dpkg-query says every package
+    is (or none is) installed, apt-get records its arguments in
+    <tmp>/apt-get.log (update succeeds, install fails: nothing goes
+    further), and sudo runs its command.  Returns (PATH, log)."""
+    bindir = t.path("stubs")
+    log = t.path("apt-get.log")
+    stub(bindir, "dpkg-query",
+         "echo 'install ok installed'\n" if installed else "exit 1\n")
+    stub(bindir, "apt-get", 'echo "$*" >> "%s"\n'
+         'case " $* " in *" install "*) exit 100 ;; esac\n' % log)
+    stub(bindir, "sudo", 'exec "$@"\n')
+    if apt_cache is not None:
+        stub(bindir, "apt-cache", apt_cache)
+    return bindir + os.pathsep + os.environ["PATH"], log
+
+
+def installs(log):
+    """The packages of every `apt-get install` recorded."""
+    if not os.path.exists(log):
+        return []
+    pkgs = []
+    with open(log) as f:
+        for line in f:
+            words = line.split()
+            if "install" in words:
+                pkgs += [w for w in words[words.index("install") + 1:]
+                         if not w.startswith("-")]
+    return pkgs
+
+
+def clean_env(**kw):
+    """The environment without what a caller of the suite may have set
+    for these scripts or for make (the suite runs inside `make check`)."""
+    e = dict(os.environ)
+    for k in ("PODMUX_SKIP_DEPS", "PODMUX_DEMO_BIN", "MAKEFLAGS", "MFLAGS",
+              "MAKELEVEL"):
+        e.pop(k, None)
+    e.update(kw)
+    return e
+
+
+def deps(args, env=None, path=None):
+    e = clean_env(**(env or {}))
+    if path is not None:
+        e["PATH"] = path
+    return subprocess.run(["/bin/sh", os.path.join(SRCDIR, "scripts", "deps")]
+                          + list(args), capture_output=True, text=True,
+                          env=e, timeout=T_WAIT)
+
+
+def listed(args, **kw):
+    r = deps(list(args) + ["--list"], **kw)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+# ---- scripts/deps ----------------------------------------------------------
+
+@test("scripts/deps --list: the build's packages hold no test or fuzz tool; "
+      "--test adds the suite's, --fuzz clang and a compiler-rt package")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    build = listed([])
+    suite = listed(["--test"])
+    fuzz = listed(["--fuzz"])
+    for p in ("gcc", "make", "autoconf", "libjson-c-dev", "libyaml-dev",
+              "libcurl4-openssl-dev", "libinotifytools0-dev",
+              "libprotobuf-c-dev", "protobuf-c-compiler", "libmicrohttpd-dev"):
+        assert p in build, (p, build)
+    assert not TEST_ONLY & set(build), TEST_ONLY & set(build)
+    assert not [p for p in build if p.startswith("libclang-rt")], build
+    assert set(build) <= set(suite) and set(build) <= set(fuzz)
+    for p in ("check", "valgrind", "python3-grpcio", "protobuf-compiler",
+              "python3-venv", "python3-pip", "systemd"):
+        assert p in suite, (p, suite)
+    assert "clang" not in suite, suite
+    assert "clang" in fuzz, fuzz
+    assert [p for p in fuzz if re.match(r"^libclang-rt(-\d+)?-dev$", p)], fuzz
+    assert len(suite) == len(set(suite)), suite
+
+
+@test("scripts/deps names the compiler-rt package of the release at hand: "
+      "the metapackage, else the one matching clang's version, else none")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    for f in ("scripts/deps", "scripts/fuzz", "configure.ac"):
+        with open(os.path.join(SRCDIR, f)) as fh:
+            assert not re.search(r"libclang-rt-\d", fh.read()), \
+                "%s names a release's compiler-rt package" % f
+    # apt-cache as three releases would answer.
+    cases = [
+        ("libclang-rt-dev", "libclang-rt-dev", "14"),
+        ("libclang-rt-19-dev", "", "19"),
+        (None, "", "11"),
+    ]
+    for want, meta, ver in cases:
+        have = {meta, "libclang-rt-%s-dev" % ver} if want else {meta}
+        have.discard("")
+        body = ('case "$1" in\n'
+                'policy) case " %s " in *" $2 "*) '
+                'echo "$2:"; echo "  Candidate: 1:1";; esac ;;\n'
+                'depends) echo clang; echo "  Depends: clang-%s" ;;\n'
+                'esac\n') % (" ".join(sorted(have)), ver)
+        path, _ = fake_apt(t, apt_cache=body)
+        got = [p for p in listed(["--fuzz"], path=path)
+               if p.startswith("libclang-rt")]
+        assert got == ([want] if want else []), (want, got)
+
+
+@test("scripts/demo installs only what the build needs; scripts/test the "
+      "suite's packages as well")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    top = copy_scripts(t, "demo", "deps", "build", "test",
+                       "deps-test-tools")
+    path, log = fake_apt(t)
+    env = clean_env(PATH=path)
+    r = subprocess.run(["/bin/sh", os.path.join(top, "scripts", "demo")],
+                       capture_output=True, text=True, env=env, timeout=T_WAIT,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode != 0, "the demo went on after apt-get failed"
+    asked = installs(log)
+    assert sorted(asked) == sorted(listed([])), (asked, listed([]))
+    os.unlink(log)
+    r = subprocess.run(["/bin/sh", os.path.join(top, "scripts", "test")],
+                       capture_output=True, text=True, env=env, timeout=T_WAIT,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode != 0
+    assert sorted(installs(log)) == sorted(listed(["--test"])), installs(log)
+    # Everything installed: nothing to do, no apt-get call at all.
+    os.unlink(log)
+    path, log = fake_apt(t, installed=True)
+    for args in ([], ["--test"]):
+        r = deps(args, path=path)
+        assert r.returncode == 0 and not os.path.exists(log), \
+            (args, r.stderr)
+
+
+@test("without apt, scripts/deps prints the packages to install and exits "
+      "1; PODMUX_SKIP_DEPS=1 then skips it")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    empty = t.mkdir("no-apt")       # a PATH with no apt-get (nor anything)
+    for args, want in (([], listed([])), (["--test"], listed(["--test"]))):
+        r = deps(args, path=empty)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "apt-get" in r.stderr and "PODMUX_SKIP_DEPS=1" in r.stderr, \
+            r.stderr
+        shown = [w.strip() for w in r.stderr.splitlines()
+                 if w.startswith("  ")]
+        assert shown == want, (shown, want)
+    r = deps([], env={"PODMUX_SKIP_DEPS": "1"}, path=empty)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+# ---- a tree configured in place -------------------------------------------
+
+def configured_in_place(t):
+    """A checkout where `./configure && make` was run: its config.status,
+    and a Makefile whose build makes ./podmux (a copy of this build's)."""
+    top = copy_scripts(t, "demo", "deps", "build")
+    shutil.copytree(os.path.join(SRCDIR, "manifests"),
+                    os.path.join(top, "manifests"))
+    write_file(os.path.join(top, "config.status"), "#!/bin/sh\n",
+               atomic=False)
+    write_file(os.path.join(top, "Makefile"),
+               "all:\n\tcp '%s' podmux\n" % BIN, atomic=False)
+    return top
+
+
+@test("scripts/demo in a tree configured in place (./configure && make run "
+      "there) builds and runs that build instead of failing")
+def _(t):
+    top = configured_in_place(t)
+    env = clean_env(PODMUX_SKIP_DEPS="1", PODMUX_NODE="demo-node")
+    argv = ["/bin/sh", os.path.join(top, "scripts", "demo")]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(argv[0], argv, env)
+    out = b""
+    try:
+        deadline = time.monotonic() + T_WAIT
+        while b"nginx-demo-node" not in out or b"etcd-demo-node" not in out:
+            if time.monotonic() > deadline:
+                raise AssertionError("the demo did not show the example "
+                                     "pods:\n%s" %
+                                     out.decode(errors="replace")[-2000:])
+            r, _, _ = select.select([fd], [], [], 1.0)
+            if r:
+                try:
+                    out += os.read(fd, 65536)
+                except OSError:
+                    break
+        os.write(fd, b"\x03")       # Ctrl-C
+        harness.wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] != 0,
+                         T_WAIT, "the demo to stop on Ctrl-C")
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    text = out.decode(errors="replace")
+    assert "configured in place" in text, text[-2000:]
+    assert "source directory already configured" not in text
+    assert os.path.exists(os.path.join(top, "podmux")), "not built in place"
+    assert not os.path.exists(os.path.join(top, "build", "demo", "podmux"))
+    assert not os.path.exists(os.path.join(top, "build", "demo",
+                                           "podmux.sock"))
+
+
+@test("scripts/build DIR in a tree configured in place stops, saying how "
+      "to go on, and leaves that build alone")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    top = configured_in_place(t)
+    out = os.path.join(top, "build", "check")
+    r = subprocess.run(["/bin/sh", os.path.join(top, "scripts", "build"),
+                        out, "--enable-werror"], capture_output=True,
+                       text=True, timeout=T_WAIT, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    for words in ("configured in place", "make -C %s distclean" % top,
+                  "make -C %s" % top):
+        assert words in r.stderr, (words, r.stderr)
+    assert not os.path.exists(out)
+    assert os.path.exists(os.path.join(top, "config.status"))
+
+
+# ---- make install ------------------------------------------------------------
+
+@test("README: `make install` into /usr/local is followed by ldconfig")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    text = readme()
+    assert re.search(r"sudo make install && sudo ldconfig", text), \
+        "README's build commands do not run ldconfig after make install"
+    assert "ldconfig" in text[text.index("## Building by hand"):]
+
+
+if __name__ == "__main__":
+    harness.main()
