@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Setting podmux up as the README says: scripts/deps (what the build
 needs, what the suite needs, apt or not), scripts/demo and scripts/build
-beside a tree configured in place, and `make install`'s ldconfig (the
-systemd unit is checked in test_notify.py).  The scripts run from copies in the
+beside a tree configured in place, `make install`'s ldconfig, and the
+Python module's install commands (the systemd unit is checked in
+test_notify.py).  The scripts run from copies in the
 test's directory, with apt replaced by stubs that record what they were
 asked: nothing is installed and the checkout is not written."""
 
@@ -16,9 +17,10 @@ import subprocess
 import time
 
 import harness
-from harness import test, write_file, BIN, SRCDIR, T_WAIT
+from harness import test, write_file, pod_yaml, pn, BIN, SRCDIR, T_WAIT
 
 SANITIZED = os.environ.get("PODMUX_SANITIZED") == "1"
+DEBIAN_PYTHON = "/usr/bin/python3"
 ONCE = "checked once, in the plain build (it does not depend on the binary)"
 
 # What only the suite or the fuzzer needs: never installed by scripts/demo.
@@ -281,6 +283,102 @@ def _(t):
         assert words in r.stderr, (words, r.stderr)
     assert not os.path.exists(out)
     assert os.path.exists(os.path.join(top, "config.status"))
+
+
+# ---- the Python module -----------------------------------------------------
+
+# README.md "Writing a consumer", word for word; SOCK is replaced by the
+# test daemon's socket.
+VENV_CMDS = [
+    "python3 -m venv --system-site-packages ~/.local/share/podmux-venv",
+    "~/.local/share/podmux-venv/bin/pip install --no-index "
+    "--no-build-isolation ./python",
+]
+VENV_RUN = ("~/.local/share/podmux-venv/bin/python examples/consumer.py "
+            "/run/podmux/podmux.sock")
+TARGET_CMDS = [
+    "python3 -m pip install --no-index --no-build-isolation --target "
+    "~/.local/lib/podmux ./python",
+]
+TARGET_RUN = ("PYTHONPATH=~/.local/lib/podmux python3 examples/consumer.py "
+              "/run/podmux/podmux.sock")
+
+
+def python_install(t, cmds, run):
+    text = readme()
+    for c in cmds + [run]:
+        assert c in text.splitlines(), "README.md lacks the line: " + c
+    if not os.access(DEBIAN_PYTHON, os.X_OK):
+        t.skip("no Debian python3 at %s" % DEBIAN_PYTHON)
+    # A home and a checkout of the test's own; python3 is Debian's.
+    home = t.mkdir("home")
+    top = t.mkdir("checkout")
+    shutil.copytree(os.path.join(SRCDIR, "python"),
+                    os.path.join(top, "python"))
+    shutil.copytree(os.path.join(SRCDIR, "examples"),
+                    os.path.join(top, "examples"))
+    pybin = t.mkdir("pybin")
+    os.symlink(DEBIAN_PYTHON, os.path.join(pybin, "python3"))
+    env = dict(os.environ, HOME=home,
+               PATH=pybin + os.pathsep + os.environ["PATH"])
+    for k in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_INDEX_URL", "PIP_FIND_LINKS"):
+        env.pop(k, None)
+    for c in cmds:
+        r = subprocess.run(["/bin/sh", "-c", c], cwd=top, env=env,
+                           capture_output=True, text=True, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, "%s: exit %d\n%s" % (c, r.returncode,
+                                                       r.stderr[-2000:])
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    d = t.daemon(m)
+    p = subprocess.Popen(["/bin/sh", "-c",
+                          run.replace("/run/podmux/podmux.sock", d.sock)],
+                         cwd=top, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+    lines = []
+    try:
+        want = "ADD file default/" + pn("web")
+        deadline = time.monotonic() + T_WAIT
+        while not any(x.startswith(want) for x in lines):
+            if p.poll() is not None or time.monotonic() > deadline:
+                lines += p.stdout.read().decode().splitlines() \
+                    if p.poll() is not None else []
+                raise AssertionError("the consumer did not print %r: %s" %
+                                     (want, lines[-20:]))
+            r, _, _ = select.select([p.stdout], [], [], 1.0)
+            if r:
+                lines.append(p.stdout.readline().decode())
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=T_WAIT)
+        p.stdout.close()
+    # Installed, not read from the checkout: no source tree on its path.
+    return home
+
+
+@test("README's Python install into a venv with system site packages works "
+      "offline with Debian's python3 and runs examples/consumer.py")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    home = python_install(t, VENV_CMDS, VENV_RUN)
+    found = [dp for dp, _, files in os.walk(os.path.join(
+        home, ".local", "share", "podmux-venv", "lib"))
+        if "__init__.py" in files and dp.endswith(os.sep + "podmux")]
+    assert found, "podmux is not installed in the venv"
+
+
+@test("README's Python install with pip --target works offline with "
+      "Debian's python3 and runs examples/consumer.py")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    home = python_install(t, TARGET_CMDS, TARGET_RUN)
+    assert os.path.exists(os.path.join(home, ".local", "lib", "podmux",
+                                       "podmux", "__init__.py"))
 
 
 # ---- make install ------------------------------------------------------------
