@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Setting podmux up as the README says: scripts/deps (what the build
 needs, what the suite needs, apt or not), scripts/demo and scripts/build
-beside a tree configured in place, `make install`'s ldconfig, and the
-Python module's install commands (the systemd unit is checked in
-test_notify.py).  The scripts run from copies in the
+beside a tree configured in place, `make install`'s ldconfig, the Python
+module's install commands, and `make check` without Check (the systemd
+unit is checked in test_notify.py).  The scripts run from copies in the
 test's directory, with apt replaced by stubs that record what they were
 asked: nothing is installed and the checkout is not written."""
 
@@ -381,7 +381,7 @@ def _(t):
                                        "podmux", "__init__.py"))
 
 
-# ---- make install ------------------------------------------------------------
+# ---- make install, make check -----------------------------------------------
 
 @test("README: `make install` into /usr/local is followed by ldconfig")
 def _(t):
@@ -391,6 +391,69 @@ def _(t):
     assert re.search(r"sudo make install && sudo ldconfig", text), \
         "README's build commands do not run ldconfig after make install"
     assert "ldconfig" in text[text.index("## Building by hand"):]
+
+
+@test("make check without Check runs the rest of the suite and reports "
+      "each unit test skipped, by name, with the reason")
+def _(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    if os.path.exists(os.path.join(SRCDIR, "config.status")):
+        t.skip("the source tree is configured in place: no second "
+               "configure beside it")
+    if not os.path.exists(os.path.join(SRCDIR, "configure")):
+        t.skip("no configure script in the source tree")
+    pkgconfig = os.environ.get("PKG_CONFIG") or "pkg-config"
+    # pkg-config's search path with every .pc but check.pc.
+    r = subprocess.run([pkgconfig, "--variable", "pc_path", "pkg-config"],
+                       capture_output=True, text=True, timeout=T_WAIT)
+    pc = t.mkdir("pc")
+    for d in r.stdout.strip().split(":"):
+        if os.path.isdir(d):
+            for f in os.listdir(d):
+                if f.endswith(".pc") and f != "check.pc" and \
+                        not os.path.exists(os.path.join(pc, f)):
+                    os.symlink(os.path.join(d, f), os.path.join(pc, f))
+    build = t.mkdir("build")
+    env = clean_env(PKG_CONFIG_LIBDIR=pc)
+    env.pop("PKG_CONFIG_PATH", None)
+    for k in ("CHECK_CFLAGS", "CHECK_LIBS"):
+        env.pop(k, None)
+    r = subprocess.run([os.path.join(SRCDIR, "configure"), "--quiet"],
+                       cwd=build, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Check not found" in r.stderr and "skip" in r.stderr, r.stderr
+    make = os.environ.get("MAKE") or "make"
+    write_file(t.path("print.mk"), "print-tests:\n\t@echo $(TESTS)\n"
+               "print-units:\n\t@echo $(UNIT_TESTS)\n", atomic=False)
+
+    def var(target):
+        r = subprocess.run([make, "-s", "-f", "Makefile", "-f",
+                            t.path("print.mk"), target], cwd=build,
+                           env=env, capture_output=True, text=True,
+                           timeout=T_WAIT)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+    tests, units = var("print-tests"), var("print-units")
+    assert len(units) > 10, units
+    assert not set(units) & set(tests), tests
+    assert "tests/no-check.sh" in tests, tests
+    for x in ("tests/integration/test_cli.py", "tests/style-check.sh",
+              "tests/fuzz/fuzz_json"):
+        assert x in tests, (x, tests)
+    # The skip report as `make check` prints it (the programs it would
+    # build first are not needed for it).
+    r = subprocess.run([make, "check-TESTS", "TESTS=tests/no-check.sh",
+                        "check_PROGRAMS="], cwd=build, env=env,
+                       capture_output=True, text=True, timeout=T_WAIT)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for u in units:
+        assert re.search(r"^SKIP: tests/no-check\.sh \d+ - %s # SKIP Check "
+                         r"is not installed$" % re.escape(u), r.stdout,
+                         re.M), (u, r.stdout[-3000:])
+    assert re.search(r"^# SKIP: +%d$" % len(units), r.stdout, re.M), \
+        r.stdout[-1500:]
 
 
 if __name__ == "__main__":
