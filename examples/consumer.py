@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """consumer — keeps the node's pods with the podmux module and prints each
-change: python3 consumer.py [SOCKET]  (pip install ./python first)."""
+change: python3 consumer.py [SOCKET], with the module installed as README.md
+"Writing a consumer" shows."""
 import sys
 
 import podmux

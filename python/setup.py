@@ -1,5 +1,7 @@
-"""The podmux Python module: `pip install ./python` (offline: setuptools
-is Debian's python3-setuptools; no build dependency is fetched)."""
+"""The podmux Python module.  Installed offline with the setuptools already
+there (Debian's python3-setuptools), as README.md "Writing a consumer"
+shows: pip install --no-index --no-build-isolation ./python, into a venv
+made with --system-site-packages or with --target."""
 from setuptools import setup
 
 setup(

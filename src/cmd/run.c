@@ -9,6 +9,11 @@
  * Descriptors: the soft limit is raised to the hard one at start, and
  * --max-consumers is lowered to what the limit leaves after RUN_FD_MARGIN
  * (README.md "Operating notes").
+ *
+ * Under a service manager (systemd's Type=notify: $NOTIFY_SOCKET set),
+ * READY=1 is sent once the stream socket accepts, STATUS= as the sources
+ * become ready, WATCHDOG=1 from a loop timer when $WATCHDOG_USEC asks, and
+ * STOPPING=1 on the way out (doc/design.md "Service manager").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -39,6 +44,7 @@
 #include "podmux/mux.h"
 #include "podmux/options.h"
 #include "podmux/plugin_manager.h"
+#include "podmux/sd_notify.h"
 #include "podmux/storage.h"
 #include "podmux/stream_server.h"
 #include "podmux/updates_pipe.h"
@@ -49,13 +55,14 @@
  * --max-consumers is fitted to the descriptor limit:
  *   standard streams 3, epoll 1, timerfd 1, signalfd 1;
  *   the stream socket, its lock file, the spare descriptor: 3;
+ *   the service manager's notify socket: 1;
  *   the watcher: inotify 1, its pipe 2, its wake-up file 1;
  *   a relist: the directory and one file: 2;
  *   libcurl: its wake-up pair, the manifest URL, the API server's list
  *   and watch, each with a resolver pair: about 9;
  *   the metrics endpoint: its socket and lock file, libmicrohttpd's
  *   epoll and wake-up pair, 16 connections: 21;
- * about 46 in all; the rest is for plugin calls and what we missed.
+ * about 47 in all; the rest is for plugin calls and what we missed.
  * Under twice this limit, half of the limit is kept instead.
  */
 #define RUN_FD_MARGIN 128
@@ -80,7 +87,123 @@ struct daemon {
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
+        struct sd_notify notify;     /* the service manager; off without one */
+        int notify_err;              /* the last send's error, logged once */
+        struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_every */
+        uint64_t watchdog_every;     /* half of $WATCHDOG_USEC */
+        unsigned sources_told;       /* bit i: STATUS has said mux source i is ready */
 };
+
+/* ---- the service manager (doc/design.md "Service manager") ---------------- */
+
+/* Sends msg when a service manager listens; a failure is logged once per
+ * reason, and once when sending works again. */
+static void notify(struct daemon *d, const char *msg)
+{
+        int r = sd_notify_send(&d->notify, msg);
+
+        if (r < 0 && r != d->notify_err)
+                log_warn("service manager: cannot send to NOTIFY_SOCKET: %s", ERRNO_STR(r));
+        else if (r == 0 && d->notify_err < 0)
+                log_info("service manager: sending to NOTIFY_SOCKET again");
+        d->notify_err = r;
+}
+
+/* Appends to out, which stays a string when full (the status is cut). */
+static void status_add(char *out, size_t size, const char *s)
+{
+        size_t len = strlen(out);
+
+        if (len + 1 < size)
+                (void)snprintf(out + len, size - len, "%s", s);
+}
+
+/* Sends head (READY=1, or nothing) with a STATUS= line: the socket, and
+ * which sources have delivered their first state (bits of ready). */
+static void notify_status(struct daemon *d, const char *head, unsigned ready)
+{
+        char msg[512];
+        size_t n;
+        const char *const *names = mux_sources(d->mux, &n);
+        const char *sep = "";
+
+        (void)snprintf(msg, sizeof(msg), "%sSTATUS=serving %s; ", head, d->opts.socket_path);
+        if (n == 0)
+                status_add(msg, sizeof(msg), "no pod source configured");
+        else if (ready == (1u << n) - 1)
+                status_add(msg, sizeof(msg), "all sources ready:");
+        else
+                status_add(msg, sizeof(msg), ready ? "sources ready:" : "waiting for sources:");
+        for (size_t i = 0; i < n; i++) {
+                if (!ready || (ready >> i & 1)) {
+                        status_add(msg, sizeof(msg), " ");
+                        status_add(msg, sizeof(msg), names[i]);
+                }
+        }
+        for (size_t i = 0; ready && i < n; i++) {
+                if (!(ready >> i & 1)) {
+                        status_add(msg, sizeof(msg), *sep ? ", " : "; waiting for: ");
+                        status_add(msg, sizeof(msg), names[i]);
+                        sep = ",";
+                }
+        }
+        notify(d, msg);
+}
+
+/* A STATUS= line each time more sources have delivered (after a merge). */
+static void notify_sources(struct daemon *d)
+{
+        size_t n;
+        const char *const *names;
+        unsigned ready = 0;
+
+        if (!sd_notify_on(&d->notify))
+                return;
+        names = mux_sources(d->mux, &n);
+        for (size_t i = 0; i < n && i < 8 * sizeof(ready); i++)
+                if (storage_seen_all(d->storage, &names[i], 1))
+                        ready |= 1u << i;
+        if (ready != d->sources_told) {
+                d->sources_told = ready;
+                notify_status(d, "", ready);
+        }
+}
+
+/* Fed from the loop: a loop that stalls stops feeding it, and the
+ * manager restarts the daemon (WatchdogSec= in scripts/podmux.service). */
+static void on_watchdog(struct loop_timer *t, void *data)
+{
+        struct daemon *d = data;
+
+        notify(d, "WATCHDOG=1");
+        loop_timer_arm(t, d->watchdog_every);
+}
+
+/* The notify socket and the watchdog from the environment systemd gives
+ * a Type=notify service.  A bad value is logged and ignored: the daemon
+ * serves either way.  0, or -ENOMEM for the watchdog's timer. */
+static int notify_setup(struct daemon *d)
+{
+        const char *addr = getenv("NOTIFY_SOCKET");
+        const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+        uint64_t period;
+        int r = sd_notify_open(&d->notify, addr);
+
+        if (r < 0)
+                log_warn("NOTIFY_SOCKET \"%s\": %s: the service manager is not told of readiness", addr,
+                         r == -EINVAL ? "not an absolute path or an @abstract name" : ERRNO_STR(r));
+        if (r <= 0)
+                return 0;
+        r = sd_notify_watchdog(usec, pid, getpid(), &period);
+        if (r < 0)
+                log_warn("WATCHDOG_USEC \"%s\" or WATCHDOG_PID \"%s\" is not a positive number: no watchdog pings",
+                         usec, pid ? pid : "");
+        if (r <= 0)
+                return 0;
+        d->watchdog_every = period / 2 ? period / 2 : 1;
+        log_debug("service manager: watchdog pings every %" PRIu64 " us", d->watchdog_every);
+        return loop_timer_new(d->loop, on_watchdog, d, &d->watchdog);
+}
 
 /* The merger's output goes into the updates pipe ... */
 static void on_emit(void *data, struct pod_update *u)
@@ -114,6 +237,7 @@ static void drain_updates(struct daemon *d)
         }
         if (d->ready_sent)
                 return;
+        notify_sources(d);
         names = mux_sources(d->mux, &n);
         /* Out of memory: announced again after the next merge. */
         if (storage_seen_all(d->storage, names, n) &&
@@ -313,6 +437,8 @@ static void daemon_free(struct daemon *d)
         loop_io_free(d->sig_io);
         if (d->sigfd >= 0)
                 close(d->sigfd);
+        loop_timer_free(d->watchdog);
+        sd_notify_close(&d->notify);
         loop_free(d->loop);
         options_free(&d->opts);
 }
@@ -566,7 +692,7 @@ static int daemon_build(struct daemon *d)
         struct buf err = BUF_INIT;
         int r;
 
-        if ((r = loop_new(&d->loop)) < 0 || (r = setup_signals(d)) < 0) {
+        if ((r = loop_new(&d->loop)) < 0 || (r = setup_signals(d)) < 0 || (r = notify_setup(d)) < 0) {
                 log_error("cannot set up the event loop: %s", ERRNO_STR(r));
                 goto out;
         }
@@ -638,11 +764,17 @@ static int daemon_run(struct daemon *d)
         buf_free(&err);
         if (r < 0)
                 return r;
+        /* The stream socket listens since build_stream(): consumers can
+         * connect, and a unit ordered After=podmux.service may start. */
+        notify_status(d, "READY=1\n", 0);
+        if (d->watchdog)
+                loop_timer_arm(d->watchdog, d->watchdog_every);
         /* With no source configured, readiness holds at once (vacuously). */
         drain_updates(d);
         r = loop_run(d->loop);
         if (r < 0)
                 log_error("event loop failed: %s", ERRNO_STR(r));
+        notify(d, "STOPPING=1\nSTATUS=shutting down");
         return r;
 }
 
@@ -658,6 +790,7 @@ int cmd_run(int argc, char **argv)
         memset(&d, 0, sizeof(d));
         metrics_init(&d.metrics);
         d.sigfd = -1;
+        d.notify = (struct sd_notify)SD_NOTIFY_INIT;
         updates_pipe_init(&d.updates);
         /* Every usage error, contradictions between flags included, is
          * found here, before anything is created. */

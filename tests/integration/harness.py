@@ -92,6 +92,13 @@ SEEN_RE = re.compile(
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
+# A suite run by a service manager (a CI job as a systemd unit) must not
+# hand its notify socket and watchdog to every daemon it starts: a test
+# that wants them gives them to its daemon (Daemon's env=,
+# tests/integration/test_notify.py).
+for _k in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+    os.environ.pop(_k, None)
+
 
 # ---------------------------------------------------------------------------
 # /var/lib/kubelet stays untouched (see the module's docstring)
@@ -638,7 +645,7 @@ class Daemon:
 
     def __init__(self, t, manifest_path, socket_path=None, mode="incremental",
                  node=NODE, freq="1s", log_format="json", extra=(),
-                 expect_exit=False, plugins_dir=""):
+                 expect_exit=False, plugins_dir="", env=None):
         Daemon._count += 1
         self.t = t
         self.n = Daemon._count
@@ -653,6 +660,7 @@ class Daemon:
         # None: not given, see TestContext.allow_default_registry.
         self.plugins_dir = plugins_dir
         self.expect_exit = expect_exit
+        self.env = env              # added to the environment, if given
         self.proc = None
         self.stopped = False
         self.killed = False
@@ -680,8 +688,10 @@ class Daemon:
                                        (self.n, self.starts))
         with open(self.stderr_path, "wb") as ferr, \
                 open(self.stdout_path, "wb") as fout:
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
-                                         stdout=fout, stderr=ferr)
+            self.proc = subprocess.Popen(
+                self.argv(), stdin=subprocess.DEVNULL, stdout=fout,
+                stderr=ferr,
+                env=dict(os.environ, **self.env) if self.env else None)
         self.pid = self.proc.pid
         self.stopped = False
         if wait:
