@@ -1164,6 +1164,26 @@ static void file_gone(struct file_source *fs, const char *file)
 }
 
 /*
+ * Before file defines key: when the file holding key sorts first but is
+ * gone from the disk, its event still queued, that event is taken now, so
+ * that the key passes to the first file in sorted order that defines it
+ * (file among them), not to file merely because it came first.
+ */
+static void take_holder_event(struct file_source *fs, const char *key, const char *file)
+{
+        struct entry *e = keymap_get(fs->st.store, key);
+        struct file_name *holder;
+        struct stat st;
+
+        if (!e || strcmp(e->file->path, file) >= 0 || stat(e->file->path, &st) == 0 || errno != ENOENT)
+                return;
+        holder = e->file;
+        holder->refs++; /* its path outlives the entry */
+        file_gone(fs, holder->path);
+        name_unref(holder);
+}
+
+/*
  * Stores pod, just read from file, and records in c what changed: under
  * its key, and, when the file defined another pod before (a new name or
  * namespace), under that key too, which the file gives up at once as the
@@ -1179,6 +1199,7 @@ static int put_changed(struct file_source *fs, const char *file, struct pod *pod
 
         if (r < 0)
                 return r;
+        take_holder_event(fs, key.data, file);
         if (f && strcmp(f->key->key, key.data) != 0) {
                 old = f->key;
                 old->files++; /* held: store_put's rename of f must not free it */

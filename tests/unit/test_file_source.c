@@ -753,6 +753,15 @@ static void ident_file(struct fixture *fx, const char *file, const char *ns, con
         write_file(fx->dir, file, text);
 }
 
+static void move_file(struct fixture *fx, const char *from, const char *to)
+{
+        char a[256], b[256];
+
+        snprintf(a, sizeof(a), "%s/%s", fx->dir, from);
+        snprintf(b, sizeof(b), "%s/%s", fx->dir, to);
+        ck_assert_int_eq(rename(a, b), 0);
+}
+
 /* "namespace/name=from@uid," per pod, with the node suffix cut and the
  * UID shown only when pinned ("pin-..."), unless full. */
 static const char *ident_state(struct fixture *fx, char *out, size_t size, bool full)
@@ -849,6 +858,14 @@ START_TEST(test_identity_changes_without_relist)
         expect_ident(&fx, "default/other=b2,ns-a/keep=a2,ns-d/five=m9,");
         ident_file(&fx, "m/c.yaml", NULL, "keep", "c2", NULL);
         expect_ident(&fx, "default/keep=c2,default/other=b2,ns-a/keep=a2,ns-d/five=m9,");
+        /* The holder c moves over g, whose event is queued first: g is
+         * read while c's is still on its way, and must not take keep
+         * from e, which sorts before it. */
+        ident_file(&fx, "m/e.yaml", NULL, "keep", "e", NULL);
+        expect_ident(&fx, "default/keep=c2,default/other=b2,ns-a/keep=a2,ns-d/five=m9,");
+        ident_file(&fx, "m/g.yaml", "ns-g", "gee", "g", NULL);
+        move_file(&fx, "m/c.yaml", "m/g.yaml");
+        expect_ident(&fx, "default/keep=e,default/other=b2,ns-a/keep=a2,ns-d/five=m9,");
         teardown(&fx);
 }
 END_TEST
@@ -876,6 +893,16 @@ static void op_delete_winner(struct fixture *fx)
 static void op_rename_loser(struct fixture *fx)
 {
         labelled_file(fx->dir, "m/b.yaml", "other", "b2", NULL);
+}
+
+static void op_rename_winner(struct fixture *fx)
+{
+        labelled_file(fx->dir, "m/a.yaml", "other", "a2", NULL);
+}
+
+static void op_break_winner(struct fixture *fx)
+{
+        write_file(fx->dir, "m/a.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n");
 }
 
 static void op_delete_shared(struct fixture *fx)
@@ -910,6 +937,9 @@ static const struct sweep_op sweep_ops[] = {
         {"delete the winner", op_delete_winner, 1, "one=u1,same=b,two=u2,", "one=u1,same=b,two=u2,"},
         {"rename a loser's pod", op_rename_loser, 1, "one=u1,other=b2,same=a,two=u2,",
          "one=u1,other=b2,same=a,two=u2,"},
+        {"rename the winner's pod", op_rename_winner, 1, "one=u1,other=a2,same=b,two=u2,",
+         "one=u1,other=a2,same=b,two=u2,"},
+        {"the winner turns bad", op_break_winner, 1, "one=u1,same=b,two=u2,", "one=u1,same=b,two=u2,"},
         {"delete a shared UID", op_delete_shared, 1, "same=a,two=u2,", "same=a,two=u2,"},
         {"rename a shared UID's pod", op_rename_shared, 1, "same=a,three=u1b,two=u2,", "same=a,three=u1b,two=u2,"},
         {"pin the winner's UID", op_pin_winner, 1, "one=u1,same=a2,two=u2,", "one=u1,same=a2,two=u2,"},
