@@ -209,7 +209,7 @@ func pn(name string) string { return name + "-" + node }
 // after each restart the handlers get exactly what changed while the
 // daemon was away; a pod whose only difference is the new run's
 // config.seen stamp is no change.
-func TestDaemonRestarts(t *testing.T) {
+func TestRealRestarts(t *testing.T) {
 	for _, mode := range modes {
 		mode := mode
 		t.Run(mode, func(t *testing.T) {
@@ -288,7 +288,7 @@ func uids(c *Client, manifest ...string) string {
 // replay; without (--history 1), a full state handed on as the
 // difference.  Either way the cache ends equal to the daemon's state and
 // the handlers saw every change once.
-func TestDaemonSlowConsumerCut(t *testing.T) {
+func TestRealSlowConsumerCut(t *testing.T) {
 	for _, history := range []string{"4096", "1"} {
 		history := history
 		t.Run("history="+history, func(t *testing.T) {
@@ -361,7 +361,7 @@ func TestDaemonSlowConsumerCut(t *testing.T) {
 
 // The example program, built from the module, keeps its cache across a
 // daemon restart, as README's Go section says.
-func TestDaemonExampleConsumer(t *testing.T) {
+func TestRealExampleConsumer(t *testing.T) {
 	d := newDaemon(t, "incremental")
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	exe := filepath.Join(d.dir, "consumer")
