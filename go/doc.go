@@ -64,7 +64,7 @@
 //	require podmux.dev/podmux v0.0.0
 //	replace podmux.dev/podmux => /path/to/podmux/go
 //
-// or copy the directory into your tree (a vendor/podmux.dev/podmux copy
-// with a matching vendor/modules.txt entry, or your own module path).
-// examples/consumer in the module is a complete program.
+// and `go mod vendor` to vendor it; or copy the package's files into
+// your own module.  examples/consumer in the module is a complete
+// program; README.md in the module says more.
 package podmux

@@ -59,16 +59,21 @@ func (e errProtocolVersion) Error() string {
 }
 
 // member is one member of the line other than "pods" and "plugin", kept
-// as the span of its value until the type is known.
+// as the span of its value until the type is known.  key is its name
+// (in the line, or decoded).
 type member struct {
-	key  string
+	key  []byte
 	a, b int
 }
 
 type lineParser struct {
 	walker
-	members []member
-	m       *message
+	m *message
+	// The members: the first ones in fixed (a protocol 1 message has at
+	// most 7), the rest in extra.
+	n     int
+	fixed [8]member
+	extra []member
 }
 
 // parseLine decodes one line (without its newline).  The error is a
@@ -77,8 +82,6 @@ type lineParser struct {
 // was read).
 func parseLine(line []byte) (*message, error) {
 	p := lineParser{walker: walker{s: line}, m: &message{}}
-	var store [12]member
-	p.members = store[:0]
 	if err := p.walkLine(); err != nil {
 		return nil, err
 	}
@@ -123,13 +126,13 @@ func (p *lineParser) walkMember() error {
 	if p.pos >= len(p.s) || p.s[p.pos] != '"' {
 		return p.bad("expected a member name")
 	}
-	a, b, plain, err := p.str()
+	a, b, escaped, err := p.str()
 	if err != nil {
 		return err
 	}
 	key := p.s[a:b]
-	if !plain {
-		key = []byte(decode(key, false))
+	if !isPlain(key, escaped) {
+		key = []byte(decode(key, escaped))
 	}
 	p.ws()
 	if p.pos >= len(p.s) || p.s[p.pos] != ':' {
@@ -148,7 +151,13 @@ func (p *lineParser) walkMember() error {
 	if err := p.value(0); err != nil {
 		return err
 	}
-	p.members = append(p.members, member{key: string(key), a: start, b: p.pos})
+	v := member{key: key, a: start, b: p.pos}
+	if p.n < len(p.fixed) {
+		p.fixed[p.n] = v
+		p.n++
+	} else {
+		p.extra = append(p.extra, v)
+	}
 	return nil
 }
 
@@ -219,9 +228,14 @@ func (p *lineParser) walkPlugin() error {
 // get returns the last member named key (a later duplicate wins, as in
 // json-c).
 func (p *lineParser) get(key string) (member, bool) {
-	for i := len(p.members) - 1; i >= 0; i-- {
-		if p.members[i].key == key {
-			return p.members[i], true
+	for i := len(p.extra) - 1; i >= 0; i-- {
+		if string(p.extra[i].key) == key {
+			return p.extra[i], true
+		}
+	}
+	for i := p.n - 1; i >= 0; i-- {
+		if string(p.fixed[i].key) == key {
+			return p.fixed[i], true
 		}
 	}
 	return member{}, false
@@ -239,9 +253,21 @@ func (p *lineParser) kind(v member) byte {
 
 func (p *lineParser) strOf(v member) string {
 	w := walker{s: p.s, pos: v.a}
-	a, b, plain, _ := w.str()
-	return decode(p.s[a:b], plain)
+	a, b, escaped, _ := w.str()
+	raw := p.s[a:b]
+	if isPlain(raw, escaped) {
+		// The names every message carries, without a copy.
+		for _, s := range common {
+			if string(raw) == s {
+				return s
+			}
+		}
+	}
+	return decode(raw, escaped)
 }
+
+var common = [...]string{"pods", "file", "api", "http", "*", "ADD", "UPDATE", "REMOVE", "DELETE", "RECONCILE", "SET",
+	"plugin", "REGISTERED", "DEREGISTERED", "synced", "hello", "sources_ready"}
 
 // intOf reads an integer member the way json-c holds it: an integer
 // literal that fits 64 bits (signed, or unsigned above INT64_MAX); asInt
@@ -421,8 +447,8 @@ func (p *lineParser) finishSourcesReady() error {
 		if w.s[w.pos] != '"' {
 			return badLine("a source name is not a string")
 		}
-		a, b, plain, _ := w.str()
-		p.m.sources = append(p.m.sources, decode(w.s[a:b], plain))
+		a, b, escaped, _ := w.str()
+		p.m.sources = append(p.m.sources, decode(w.s[a:b], escaped))
 		if w.at(']') {
 			return nil
 		}

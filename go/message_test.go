@@ -113,11 +113,11 @@ func TestDecodeStrings(t *testing.T) {
 	}
 	for _, c := range cases {
 		w := walker{s: []byte(c.in)}
-		a, b, plain, err := w.str()
+		a, b, escaped, err := w.str()
 		if err != nil {
 			t.Fatalf("%s: %v", c.in, err)
 		}
-		if got := decode(w.s[a:b], plain); got != c.want {
+		if got := decode(w.s[a:b], escaped); got != c.want {
 			t.Errorf("%s: %q, want %q", c.in, got, c.want)
 		}
 	}

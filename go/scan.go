@@ -249,37 +249,50 @@ func hex4(b []byte) (rune, bool) {
 func isHigh(r rune) bool { return r >= 0xd800 && r < 0xdc00 }
 func isLow(r rune) bool  { return r >= 0xdc00 && r < 0xe000 }
 
+// strStop marks the bytes a string's scan stops at: the closing quote, a
+// backslash, a control character (an error).
+var strStop = func() (t [256]bool) {
+	t['"'], t['\\'] = true, true
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
 // str steps over the string at w.pos (its opening quote).  [a, b) is its
-// content between the quotes; plain means it holds no escape and no byte
-// above 0x7f, so the content is its value as it is.
-func (w *walker) str() (a, b int, plain bool, err error) {
+// content between the quotes; escaped says whether it holds an escape.
+func (w *walker) str() (a, b int, escaped bool, err error) {
 	s := w.s
 	i := w.pos + 1
 	a = i
-	plain = true
-	for i < len(s) {
-		c := s[i]
-		switch {
-		case c == '"':
+	for {
+		for i < len(s) && !strStop[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			w.pos = len(s)
+			return 0, 0, false, w.fail("unterminated string")
+		}
+		switch s[i] {
+		case '"':
 			w.pos = i + 1
-			return a, i, plain, nil
-		case c == '\\':
-			plain = false
+			return a, i, escaped, nil
+		case '\\':
+			escaped = true
 			if i, err = w.escape(i); err != nil {
 				return 0, 0, false, err
 			}
-		case c < 0x20:
+		default:
 			w.pos = i
 			return 0, 0, false, w.fail("control character in a string")
-		default:
-			if c >= 0x80 {
-				plain = false
-			}
-			i++
 		}
 	}
-	w.pos = len(s)
-	return 0, 0, false, w.fail("unterminated string")
+}
+
+// isPlain reports whether a string's content is its value as it is: no
+// escape, and valid UTF-8.
+func isPlain(raw []byte, escaped bool) bool {
+	return !escaped && utf8.Valid(raw)
 }
 
 // escape checks the escape whose backslash is at s[i]; the index after it.
@@ -320,8 +333,8 @@ func (w *walker) escape(i int) (int, error) {
 // decoded, a byte that starts no UTF-8 sequence as U+FFFD, a lone
 // surrogate as U+FFFD, and the value cut at its first NUL as the C
 // library's strings are (so both clients read the same names).
-func decode(raw []byte, plain bool) string {
-	if plain {
+func decode(raw []byte, escaped bool) string {
+	if isPlain(raw, escaped) {
 		return string(raw)
 	}
 	out := make([]byte, 0, len(raw))
@@ -408,13 +421,13 @@ func (w *walker) objectValue(d int, fn func(key []byte, d int) error) (isObject 
 		if w.pos >= len(w.s) || w.s[w.pos] != '"' {
 			return true, w.fail("expected a member name in an object")
 		}
-		a, b, plain, err := w.str()
+		a, b, escaped, err := w.str()
 		if err != nil {
 			return true, err
 		}
 		key := w.s[a:b]
-		if !plain {
-			key = []byte(decode(key, false))
+		if !isPlain(key, escaped) {
+			key = []byte(decode(key, escaped))
 		}
 		if !w.at(':') {
 			return true, w.fail("expected ':' after a member name")
@@ -429,7 +442,7 @@ func (w *walker) objectValue(d int, fn func(key []byte, d int) error) (isObject 
 }
 
 // strField is where a member's string value lies in the line, if the
-// member's (last) value is a string.
+// member's (last) value is a string; plain: its content is its value.
 type strField struct {
 	a, b  int
 	plain bool
@@ -442,8 +455,8 @@ type strField struct {
 func (w *walker) strField(d int, f *strField) error {
 	w.ws()
 	if w.pos < len(w.s) && w.s[w.pos] == '"' {
-		a, b, plain, err := w.str()
-		*f = strField{a: a, b: b, plain: plain, have: err == nil}
+		a, b, escaped, err := w.str()
+		*f = strField{a: a, b: b, plain: err == nil && isPlain(w.s[a:b], escaped), have: err == nil}
 		return err
 	}
 	*f = strField{}
@@ -459,5 +472,5 @@ func (f strField) in(text string, start int) string {
 	if f.plain {
 		return text[f.a-start : f.b-start]
 	}
-	return decode([]byte(text[f.a-start:f.b-start]), false)
+	return decode([]byte(text[f.a-start:f.b-start]), true)
 }
