@@ -41,7 +41,9 @@ const maxPath = 107
 // The cache's methods are safe from any goroutine at any time, also
 // during Run and after it returns.
 type Client struct {
-	path     string
+	path string
+	// Every handler set is handed every change, in order; indexes kept in
+	// step with the cache hook into the store's watch (store.go).
 	handlers []Handlers
 	maxLine  int
 	noRetry  bool

@@ -850,3 +850,105 @@ func TestNames(t *testing.T) {
 		t.Fatal("default path")
 	}
 }
+
+func TestNoReconnect(t *testing.T) {
+	for _, c := range []struct {
+		send  string
+		is    error
+		errno syscall.Errno
+	}{
+		{"", ErrClosed, syscall.ECONNRESET},
+		{`{"type":"error","seq":11,"reason":"ShuttingDown","message":"bye"}`, ErrShuttingDown, syscall.ESHUTDOWN},
+		{`{"type":"error","seq":11,"reason":"SlowConsumer","message":"slow"}`, ErrSlowConsumer, syscall.ENOBUFS},
+	} {
+		f := newFake(t)
+		x := start(t, Config{Path: f.path, NoReconnect: true})
+		begin(t, f)
+		x.r.expect(t, "pods ADD api c", "pods ADD file a b", "synced state")
+		if c.send != "" {
+			f.send("%s", c.send)
+		}
+		f.close()
+		err := x.result(t)
+		var e *Error
+		if !errors.As(err, &e) || !e.Fatal || !errors.Is(err, c.is) || !errors.Is(err, c.errno) {
+			t.Fatalf("after %q Run returned %v", c.send, err)
+		}
+		// The cache stays readable.
+		if x.c.Len() != 3 || !x.c.HasSynced() {
+			t.Fatalf("%d pods after Run", x.c.Len())
+		}
+	}
+}
+
+func TestBackoffCap(t *testing.T) {
+	c := NewClient(Config{Path: "/nonexistent/podmux.sock"})
+	if c.backoffMin != BackoffMin || c.backoffMax != BackoffMax || c.backoff != BackoffMin {
+		t.Fatalf("backoff %v %v %v", c.backoff, c.backoffMin, c.backoffMax)
+	}
+	r := newRec()
+	c = NewClient(Config{Path: "/nonexistent/podmux.sock", Handlers: r.handlers()})
+	c.setBackoff(time.Millisecond, 3*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, "five reconnections", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.reconnects) >= 5
+	})
+	cancel()
+	<-done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var got []string
+	for _, rc := range r.reconnects[:5] {
+		got = append(got, fmt.Sprintf("%v#%d", rc.Delay, rc.Attempt))
+	}
+	if strings.Join(got, " ") != "1ms#1 2ms#2 3ms#3 3ms#4 3ms#5" {
+		t.Fatalf("delays %v", got)
+	}
+}
+
+// The constants are the C library's (include/podmux/client.h).
+func TestConstantsAsInC(t *testing.T) {
+	h, err := os.ReadFile("../include/podmux/client.h")
+	if err != nil {
+		t.Skipf("no C header (the module outside the podmux tree): %v", err)
+	}
+	value := func(name string) string {
+		for _, line := range strings.Split(string(h), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "#define" && f[1] == name {
+				return strings.Join(f[2:], " ")
+			}
+		}
+		t.Fatalf("no %s in client.h", name)
+		return ""
+	}
+	product := func(expr string) uint64 {
+		n := uint64(1)
+		for _, f := range strings.Split(strings.Trim(expr, "()"), "*") {
+			var v uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(f), "%du", &v); err != nil {
+				t.Fatalf("%q: %v", expr, err)
+			}
+			n *= v
+		}
+		return n
+	}
+	if got := product(value("PODMUX_CLIENT_BACKOFF_MIN_USEC")); time.Duration(got)*time.Microsecond != BackoffMin {
+		t.Errorf("backoff min %d µs in C", got)
+	}
+	if got := product(value("PODMUX_CLIENT_BACKOFF_MAX_USEC")); time.Duration(got)*time.Microsecond != BackoffMax {
+		t.Errorf("backoff max %d µs in C", got)
+	}
+	if got := product(value("PODMUX_CLIENT_DEFAULT_MAX_LINE")); got != DefaultMaxLine {
+		t.Errorf("max line %d in C", got)
+	}
+	if got := value("PODMUX_CLIENT_PROTOCOL"); got != fmt.Sprint(Protocol) {
+		t.Errorf("protocol %s in C", got)
+	}
+	if got := value("PODMUX_CLIENT_DEFAULT_SOCKET"); got != `"`+DefaultSocket+`"` {
+		t.Errorf("default socket %s in C", got)
+	}
+}
