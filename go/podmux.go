@@ -75,9 +75,9 @@ func parseOp(s string) (Op, bool) {
 type Update struct {
 	Op     Op
 	Source string // "file", "http", "api", or "*"
-	Pods   []Pod
-	Seq    uint64
-	Resync bool
+	Pods   []Pod  // in the daemon's order; the caller may keep them
+	Seq    uint64 // the message's number; 0 for a computed record
+	Resync bool   // a computed record after a full state replaced a synced cache
 }
 
 // Plugin is a registered plugin, as the daemon describes it.
