@@ -4,7 +4,7 @@
  * consumers that the library must keep up with.  Prints figures; asserts
  * nothing.  Run by scripts/bench (its "client" line).
  *
- * Usage: bench_client PODS MESSAGES CONSUMERS
+ * Usage: bench_client PODS MESSAGES CONSUMERS [DIR]
  *
  * 1. fan-out: the daemon's stream server (in process, on its own loop)
  *    with CONSUMERS raw readers (one thread each, counting lines);
@@ -15,6 +15,10 @@
  *    by a loop that only finds the newlines.
  * 3. library: the same bytes to libpodmux-client, from accept to the last
  *    message applied to its cache and handed to the handler.
+ * 4. a SET of 5,000 pods applied (10 of them live after an empty state),
+ *    and a lookup by namespace and name in the cache they leave.
+ * With DIR, the streams of 3 and 4 are written there (onepod.stream,
+ * set.stream) for the Go package's benchmark to read the same bytes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,33 +39,53 @@
 #include "podmux/pod.h"
 #include "podmux/stream_server.h"
 
+/* A pod of about 1.3 KB as the daemon sends it; the SET stream's pods
+ * are named pod-NNNNN in namespaces of 100 (so the SET comes sorted). */
+static void bench_pod_text(char *text, size_t size, int i, int variant, bool in_set)
+{
+        char name[32], ns[32];
+
+        if (in_set) {
+                snprintf(name, sizeof(name), "pod-%05d", i);
+                snprintf(ns, sizeof(ns), "ns-%02d", i / 100);
+        } else {
+                snprintf(name, sizeof(name), "pod-%d", i);
+                snprintf(ns, sizeof(ns), "default");
+        }
+        snprintf(text, size,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s-node1\","
+                 "\"namespace\":\"%s\",\"uid\":\"%032d\",\"labels\":{\"app\":\"web-%d\",\"tier\":\"frontend\"},"
+                 "\"annotations\":{\"kubernetes.io/config.source\":\"file\",\"kubernetes.io/config.hash\":\"%032d\"}},"
+                 "\"spec\":{\"nodeName\":\"node1\",\"restartPolicy\":\"Always\",\"dnsPolicy\":\"ClusterFirst\","
+                 "\"terminationGracePeriodSeconds\":30,\"schedulerName\":\"default-scheduler\","
+                 "\"tolerations\":[{\"operator\":\"Exists\",\"effect\":\"NoExecute\"}],"
+                 "\"containers\":[{\"name\":\"app\",\"image\":\"registry.example/app:v%d\","
+                 "\"args\":[\"--port=8080\",\"--log-level=info\"],\"ports\":[{\"containerPort\":8080,\"protocol\":"
+                 "\"TCP\"}],"
+                 "\"env\":[{\"name\":\"MODE\",\"value\":\"prod\"},{\"name\":\"REGION\",\"value\":\"eu-1\"}],"
+                 "\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"128Mi\"},\"limits\":{\"memory\":\"256Mi\"}"
+                 "},"
+                 "\"livenessProbe\":{\"httpGet\":{\"path\":\"/healthz\",\"port\":8080},\"periodSeconds\":10},"
+                 "\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"}],"
+                 "\"terminationMessagePath\":\"/dev/termination-log\",\"terminationMessagePolicy\":\"File\","
+                 "\"imagePullPolicy\":\"IfNotPresent\"},"
+                 "{\"name\":\"sidecar\",\"image\":\"registry.example/"
+                 "proxy:1.2\",\"ports\":[{\"containerPort\":9090,\"protocol\":\"TCP\"}],"
+                 "\"terminationMessagePath\":\"/dev/termination-log\",\"terminationMessagePolicy\":\"File\","
+                 "\"imagePullPolicy\":\"IfNotPresent\"}],"
+                 "\"volumes\":[{\"name\":\"data\",\"hostPath\":{\"path\":\"/var/lib/"
+                 "app-%d\",\"type\":\"DirectoryOrCreate\"}}]},"
+                 "\"status\":{\"phase\":\"Pending\"}}",
+                 name, ns, i, i, i, variant, i);
+}
+
 static struct pod *make_pod(int i, int variant)
 {
         char text[4096];
         struct pod *p = NULL;
         struct buf err = BUF_INIT;
 
-        snprintf(text, sizeof(text),
-                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"pod-%d-node1\","
-                 "\"namespace\":\"default\",\"uid\":\"%032d\",\"labels\":{\"app\":\"web-%d\",\"tier\":\"frontend\"},"
-                 "\"annotations\":{\"kubernetes.io/config.source\":\"file\",\"kubernetes.io/config.hash\":\"%032d\"}},"
-                 "\"spec\":{\"nodeName\":\"node1\",\"restartPolicy\":\"Always\",\"dnsPolicy\":\"ClusterFirst\","
-                 "\"terminationGracePeriodSeconds\":30,\"schedulerName\":\"default-scheduler\","
-                 "\"tolerations\":[{\"operator\":\"Exists\",\"effect\":\"NoExecute\"}],"
-                 "\"containers\":[{\"name\":\"app\",\"image\":\"registry.example/app:v%d\","
-                 "\"args\":[\"--port=8080\",\"--log-level=info\"],\"ports\":[{\"containerPort\":8080,\"protocol\":\"TCP\"}],"
-                 "\"env\":[{\"name\":\"MODE\",\"value\":\"prod\"},{\"name\":\"REGION\",\"value\":\"eu-1\"}],"
-                 "\"resources\":{\"requests\":{\"cpu\":\"100m\",\"memory\":\"128Mi\"},\"limits\":{\"memory\":\"256Mi\"}},"
-                 "\"livenessProbe\":{\"httpGet\":{\"path\":\"/healthz\",\"port\":8080},\"periodSeconds\":10},"
-                 "\"volumeMounts\":[{\"name\":\"data\",\"mountPath\":\"/data\"}],"
-                 "\"terminationMessagePath\":\"/dev/termination-log\",\"terminationMessagePolicy\":\"File\","
-                 "\"imagePullPolicy\":\"IfNotPresent\"},"
-                 "{\"name\":\"sidecar\",\"image\":\"registry.example/proxy:1.2\",\"ports\":[{\"containerPort\":9090,\"protocol\":\"TCP\"}],"
-                 "\"terminationMessagePath\":\"/dev/termination-log\",\"terminationMessagePolicy\":\"File\","
-                 "\"imagePullPolicy\":\"IfNotPresent\"}],"
-                 "\"volumes\":[{\"name\":\"data\",\"hostPath\":{\"path\":\"/var/lib/app-%d\",\"type\":\"DirectoryOrCreate\"}}]},"
-                 "\"status\":{\"phase\":\"Pending\"}}",
-                 i, i, i, i, variant, i);
+        bench_pod_text(text, sizeof(text), i, variant, false);
         if (pod_from_text(text, strlen(text), &p, &err) < 0) {
                 fprintf(stderr, "bench_client: %s\n", err.data);
                 exit(1);
@@ -307,11 +331,99 @@ static double library(const char *path, const struct buf *bytes, long n_msgs, st
         return (double)t0;
 }
 
+/* ---- 4. a SET of many pods, and lookups in the cache it leaves ------------- */
+
+/* hello, synced (an empty full state), then n_sets live SETs of n_pods
+ * pods each (each set a new version of every pod). */
+static void set_stream(struct buf *b, int n_pods, int n_sets)
+{
+        char text[4096];
+
+        if (buf_puts(b, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"node1\",\"seq\":1}\n"
+                        "{\"type\":\"synced\",\"seq\":2,\"resumed\":false}\n") < 0)
+                exit(1);
+        for (int k = 0; k < n_sets; k++) {
+                if (buf_printf(b, "{\"type\":\"pods\",\"seq\":%d,\"op\":\"SET\",\"source\":\"file\",\"pods\":[",
+                               3 + k) < 0)
+                        exit(1);
+                for (int i = 0; i < n_pods; i++) {
+                        bench_pod_text(text, sizeof(text), i, k, true);
+                        if (buf_printf(b, "%s%s", i ? "," : "", text) < 0)
+                                exit(1);
+                }
+                if (buf_puts(b, "]}\n") < 0)
+                        exit(1);
+        }
+}
+
+/* The SETs through the library (ms each, from accept to the last one
+ * applied), then n_lookups lookups by namespace and name in the cache
+ * they leave (ns each). */
+static void set_apply(const char *path, const struct buf *bytes, int n_pods, int n_sets, long n_lookups,
+                      double *ret_set_ms, double *ret_lookup_ns)
+{
+        struct writer w = {.lfd = listen_at(path), .bytes = bytes};
+        struct podmux_client *c = NULL;
+        struct count n = {.want = n_sets};
+        char(*names)[32] = calloc((size_t)n_pods, sizeof(*names));
+        char(*nss)[32] = calloc((size_t)n_pods, sizeof(*nss));
+        long found = 0;
+        pthread_t th;
+        uint64_t t0;
+
+        if (!names || !nss || podmux_client_new(path, &n, &c) < 0)
+                exit(1);
+        pthread_create(&th, NULL, writer_main, &w);
+        podmux_client_on_pods(c, on_pods);
+        t0 = mono_usec();
+        (void)podmux_client_run(c, 600 * 1000);
+        *ret_set_ms = (double)(mono_usec() - t0) / 1000.0 / n_sets;
+        pthread_join(th, NULL);
+        if (podmux_client_pod_count(c) != (size_t)n_pods) {
+                fprintf(stderr, "bench_client: %zu pods after the SETs\n", podmux_client_pod_count(c));
+                exit(1);
+        }
+        for (int i = 0; i < n_pods; i++) {
+                snprintf(names[i], sizeof(names[i]), "pod-%05d-node1", i);
+                snprintf(nss[i], sizeof(nss[i]), "ns-%02d", i / 100);
+        }
+        t0 = mono_usec();
+        for (long k = 0; k < n_lookups; k++) {
+                int i = (int)((k * 7919) % n_pods);
+
+                found += podmux_client_pod_by_name(c, nss[i], names[i]) != NULL;
+        }
+        *ret_lookup_ns = (double)(mono_usec() - t0) * 1000.0 / (double)n_lookups;
+        if (found != n_lookups)
+                exit(1);
+        podmux_client_free(c);
+        close(w.lfd);
+        free(names);
+        free(nss);
+}
+
+static void write_file(const char *dir, const char *name, const struct buf *b)
+{
+        char path[512];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "wb");
+        if (!f || fwrite(b->data, 1, b->len, f) != b->len || fclose(f) != 0) {
+                perror("bench_client: writing the stream");
+                exit(1);
+        }
+}
+
 int main(int argc, char **argv)
 {
         int n_pods = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 1000;
         long n_msgs = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
         int n_cons = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 50;
+        const char *out_dir = argc > 4 ? argv[4] : NULL;
+        int set_pods = 5000, n_sets = 10;
+        struct buf set_bytes = BUF_INIT;
+        double set_ms, lookup_ns;
         char dir[] = "/tmp/podmux-bench-client-XXXXXX", path[256];
         struct buf bytes = BUF_INIT;
         struct count n = {0};
@@ -329,11 +441,23 @@ int main(int argc, char **argv)
                (double)bytes.len / (double)n_msgs);
         printf("daemon_fanout consumers=%d msgs_per_s=%.0f\n", n_cons, n_msgs / (fan / 1e6));
         printf("raw_line_read msgs_per_s=%.0f lines=%ld\n", lines / (raw / 1e6), lines);
-        printf("library_decode_apply msgs_per_s=%.0f ns_per_pod=%.0f applied=%ld\n", n.msgs / (lib / 1e6),
-               lib * 1000.0 / (double)(n.pods ? n.pods : 1), n.msgs);
+        printf("library_decode_apply msgs_per_s=%.0f us_per_msg=%.2f ns_per_pod=%.0f applied=%ld\n",
+               n.msgs / (lib / 1e6), lib / (double)(n.msgs ? n.msgs : 1), lib * 1000.0 / (double)(n.pods ? n.pods : 1),
+               n.msgs);
         printf("ratio library/fanout=%.2f library/raw=%.3f\n", (n.msgs / lib) / (n_msgs / fan),
                (n.msgs / lib) / (lines / raw));
+        set_stream(&set_bytes, set_pods, n_sets);
+        unlink(path);
+        set_apply(path, &set_bytes, set_pods, n_sets, 1000000, &set_ms, &lookup_ns);
+        printf("library_set_apply pods=%d sets=%d ms_per_set=%.2f\n", set_pods, n_sets, set_ms);
+        printf("library_lookup_by_name pods=%d ns_per_lookup=%.0f\n", set_pods, lookup_ns);
+        /* For another client's benchmark (scripts/bench): the same bytes. */
+        if (out_dir) {
+                write_file(out_dir, "onepod.stream", &bytes);
+                write_file(out_dir, "set.stream", &set_bytes);
+        }
         buf_free(&bytes);
+        buf_free(&set_bytes);
         unlink(path);
         snprintf(path, sizeof(path), "%s/raw.sock", dir);
         unlink(path);

@@ -1,0 +1,3 @@
+module podmux.dev/podmux
+
+go 1.19

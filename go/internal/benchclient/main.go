@@ -1,0 +1,133 @@
+// Command benchclient measures the Go package on the bytes the C
+// library's benchmark measured (tests/bench/bench_client.c writes them
+// with its DIR argument), and prints its figures in the same form, with
+// go_ in place of library_.  Run by scripts/bench (its "client" line);
+// asserts nothing.
+//
+//	benchclient DIR
+//
+// DIR/onepod.stream: hello, synced, then one-pod messages; each is
+// decoded and applied, from accept to the last handed to the handler.
+// DIR/set.stream: hello, synced (empty), then SETs of 5,000 pods; then
+// lookups by namespace and name, and by namespace, in the cache they
+// leave.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"podmux.dev/podmux"
+)
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "benchclient:", err)
+	os.Exit(1)
+}
+
+// serve writes stream to the first connection on a new socket, after
+// reading the client's first line.
+func serve(dir string, stream []byte) string {
+	path := filepath.Join(dir, "go.sock")
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		fail(err)
+	}
+	go func() {
+		defer ln.Close()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+			return
+		}
+		_, _ = c.Write(stream)
+	}()
+	return path
+}
+
+// run reads stream with a client until want pods updates were handed on:
+// the time, the updates and their pods, and the client.
+func run(dir string, stream []byte, want int) (time.Duration, int, int, *podmux.Client) {
+	path := serve(dir, stream)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var msgs, pods int
+	var end time.Time
+	c := podmux.NewClient(podmux.Config{Path: path, NoReconnect: true, Handlers: podmux.Handlers{
+		Pods: func(u podmux.Update) {
+			msgs++
+			pods += len(u.Pods)
+			if msgs == want {
+				end = time.Now()
+				cancel()
+			}
+		},
+	}})
+	start := time.Now()
+	if err := c.Run(ctx); err != context.Canceled {
+		fail(fmt.Errorf("the client ended after %d updates: %v", msgs, err))
+	}
+	return end.Sub(start), msgs, pods, c
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: benchclient DIR")
+		os.Exit(2)
+	}
+	dir := os.Args[1]
+	onepod, err := os.ReadFile(filepath.Join(dir, "onepod.stream"))
+	if err != nil {
+		fail(err)
+	}
+	set, err := os.ReadFile(filepath.Join(dir, "set.stream"))
+	if err != nil {
+		fail(err)
+	}
+	want := bytes.Count(onepod, []byte(`{"type":"pods",`))
+	d, msgs, pods, _ := run(dir, onepod, want)
+	fmt.Printf("go_decode_apply msgs_per_s=%.0f us_per_msg=%.2f ns_per_pod=%.0f applied=%d\n",
+		float64(msgs)/d.Seconds(), float64(d.Microseconds())/float64(msgs), float64(d.Nanoseconds())/float64(pods), msgs)
+
+	sets := bytes.Count(set, []byte(`{"type":"pods",`))
+	d, _, _, c := run(dir, set, sets)
+	all := c.Pods()
+	fmt.Printf("go_set_apply pods=%d sets=%d ms_per_set=%.2f\n", len(all), sets, float64(d.Microseconds())/1000/float64(sets))
+	const lookups = 1000000
+	start := time.Now()
+	found := 0
+	for k := 0; k < lookups; k++ {
+		p := all[(k*7919)%len(all)]
+		if _, ok := c.PodByName(p.Namespace(), p.Name()); ok {
+			found++
+		}
+	}
+	d = time.Since(start)
+	if found != lookups {
+		fail(fmt.Errorf("%d lookups found %d pods", lookups, found))
+	}
+	fmt.Printf("go_lookup_by_name pods=%d ns_per_lookup=%.0f\n", len(all), float64(d.Nanoseconds())/lookups)
+	namespaces := map[string]bool{}
+	for _, p := range all {
+		namespaces[p.Namespace()] = true
+	}
+	start = time.Now()
+	n := 0
+	for k := 0; k < lookups/10; k++ {
+		n += len(c.PodsByNamespace(all[(k*7919)%len(all)].Namespace()))
+	}
+	d = time.Since(start)
+	fmt.Printf("go_lookup_by_namespace pods=%d namespaces=%d ns_per_lookup=%.0f\n", len(all), len(namespaces),
+		float64(d.Nanoseconds())/(lookups/10))
+	_ = n
+}

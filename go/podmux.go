@@ -1,0 +1,189 @@
+package podmux
+
+import (
+	"strconv"
+	"time"
+)
+
+// Protocol is the number of the stream protocol this package speaks
+// (doc/protocol.md).  A daemon that says another one in its hello is
+// ErrProtocol, fatal.
+const Protocol = 1
+
+// DefaultSocket is the daemon's default socket, used when Config.Path is
+// empty.
+const DefaultSocket = "/run/podmux/podmux.sock"
+
+// The reconnection backoff: the first retry after BackoffMin, doubling up
+// to BackoffMax; back to BackoffMin once a connection reaches "synced".
+// The same as the C library's and the Python module's.
+const (
+	BackoffMin = 100 * time.Millisecond
+	BackoffMax = 5 * time.Second
+)
+
+// DefaultMaxLine is the default bound on one line from the daemon (a SET
+// carries every pod of the node); a longer line is ErrBadMessage
+// (syscall.EMSGSIZE).
+const DefaultMaxLine = 256 << 20
+
+// Op is the op of a "pods" message or of a computed resync record.
+type Op uint8
+
+// The ops of a "pods" message (doc/protocol.md).
+const (
+	OpSet       Op = iota // the complete merged state: replaces every pod held
+	OpAdd                 // pods new to the node
+	OpUpdate              // pods that changed
+	OpDelete              // pods being deleted gracefully (with deletionTimestamp): still there
+	OpRemove              // pods gone
+	OpReconcile           // only the pod's status changed
+)
+
+var opNames = [...]string{"SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"}
+
+// String returns the op's name on the wire: "SET", "ADD", ...
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+func parseOp(s string) (Op, bool) {
+	for i, n := range opNames {
+		if n == s {
+			return Op(i), true
+		}
+	}
+	return 0, false
+}
+
+// Update is one change, given to Handlers.Pods after the cache holds it.
+//
+// Either a "pods" message as the daemon sent it (live, or replayed after
+// a resume: Resync false, Seq its number), or a record this package
+// computed when a full state replaced the cache (Seq 0): the difference
+// between the cache and that state, as REMOVE, ADD and UPDATE records
+// per source (sources in byte order, pods in the cache's order), with
+// Resync set once the client had been synced before.  A pod whose only
+// difference is its kubernetes.io/config.seen annotation (stamped anew by
+// each run of the daemon) is not in an UPDATE record, but the cache takes
+// its new text.  Applied in order, the updates a handler sees give the
+// cache.  A SET is the whole merged state (snapshot modes): the cache is
+// replaced by its pods.
+type Update struct {
+	Op     Op
+	Source string // "file", "http", "api", or "*"
+	Pods   []Pod  // in the daemon's order; the caller may keep them
+	Seq    uint64 // the message's number; 0 for a computed record
+	Resync bool   // a computed record after a full state replaced a synced cache
+}
+
+// Plugin is a registered plugin, as the daemon describes it.
+type Plugin struct {
+	Socket string // its registration socket: the key
+	Type   string // "CSIPlugin", "DevicePlugin", "DRAPlugin"
+	Name   string
+	JSON   string // the "plugin" object as JSON text
+}
+
+// The ops of a plugin message.
+const (
+	PluginRegistered   = "REGISTERED"
+	PluginDeregistered = "DEREGISTERED"
+	PluginFailed       = "FAILED"
+)
+
+// PluginEvent is a plugin message, given to Handlers.Plugin.  The
+// registered plugins are cached by socket like the pods: after a full
+// state the client gives REGISTERED for the new or changed ones and
+// DEREGISTERED for the gone ones (Seq 0, Resync once synced before).
+// FAILED is news, not state: only live and replayed ones are seen.
+type PluginEvent struct {
+	Op string // PluginRegistered, PluginDeregistered, PluginFailed, or a newer one
+	Plugin
+	Error  string // FAILED: the reason
+	Seq    uint64 // 0 for a computed one
+	Resync bool
+}
+
+// Reconnect tells Handlers.Reconnect that a connection ended and another
+// is scheduled.
+type Reconnect struct {
+	Delay       time.Duration // until the attempt
+	Attempt     int           // 1 for the first retry after a good connection
+	Resume      bool          // it will ask to resume after ResumeAfter
+	ResumeAfter uint64
+}
+
+// LogLevel is the level of a line given to Handlers.Log.
+type LogLevel uint8
+
+// Log levels.
+const (
+	LogError LogLevel = iota
+	LogWarning
+	LogInfo
+	LogDebug
+)
+
+var levelNames = [...]string{"error", "warning", "info", "debug"}
+
+// String returns "error", "warning", "info" or "debug".
+func (l LogLevel) String() string {
+	if int(l) < len(levelNames) {
+		return levelNames[l]
+	}
+	return "LogLevel(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Handlers are the functions a client calls, all from the goroutine
+// running Client.Run, one at a time and in the order of the stream.  Nil
+// ones are skipped.  When one runs, the cache already holds the change it
+// is told about; it may read the cache (and anything else), and may
+// cancel Run's context: nothing more is handed on after it returns.  A
+// handler must not call Run.
+type Handlers struct {
+	// Pods gets every change of the pods (see Update).
+	Pods func(u Update)
+	// Synced: what came before was a replay after the resume point
+	// (resumed) or a full state.  After the first one the cache is the
+	// daemon's whole state.
+	Synced func(resumed bool)
+	// SourcesReady: every configured source has delivered; called when
+	// the list is first seen or changes (a restarted daemon with other
+	// sources).
+	SourcesReady func(sources []string)
+	// Plugin gets every plugin event (see PluginEvent).
+	Plugin func(e PluginEvent)
+	// Error gets every error: recovered ones (the client reconnects) and
+	// the fatal one that ends Run.
+	Error func(err *Error)
+	// Reconnect is told of each scheduled reconnection.
+	Reconnect func(r Reconnect)
+	// Log gets one line for a human: the package never logs by itself.
+	Log func(level LogLevel, line string)
+	// Line gets every whole line as it arrives, before it is decoded
+	// (without its newline; valid during the call only), for tracing.
+	Line func(line []byte)
+}
+
+// Config configures a client.
+type Config struct {
+	// Path is the daemon's socket; "" is DefaultSocket.
+	Path string
+	// Handlers are called from Run.
+	Handlers Handlers
+	// NoReconnect: the first connection's end (or a failed connect) ends
+	// Run with its error instead of a reconnection.
+	NoReconnect bool
+	// MaxLine is the longest line accepted; 0 is DefaultMaxLine.
+	MaxLine int
+	// Resume with ResumeAfter: the first connection asks to resume after
+	// message ResumeAfter (a point saved from an earlier run of the
+	// program, see Client.ResumePoint); later ones resume after what was
+	// applied.
+	Resume      bool
+	ResumeAfter uint64
+}

@@ -1,0 +1,362 @@
+package podmux
+
+// store: the client's copy of the daemon's merged pods and registered
+// plugins, and the ops of protocol 1 applied to it.  No I/O, no locking,
+// no handlers: the client guards it and tells its users.
+//
+// Layout, as in the C library (src/client/client_cache.c): the pods in
+// one slice sorted by comparePods (namespace, name, UID, source), plus a
+// map by UID.  Costs: a lookup by UID O(1), by name or namespace
+// O(log n); an insert or remove O(log n) plus a copy of the slice's tail
+// (microseconds at 10,000 pods); a SET O(n) when it comes sorted (the
+// daemon sorts it), O(n log n) otherwise.
+//
+// Every pod that changes inside an apply is reported to watch (when set)
+// as old and new (nil for an added or a removed pod), in the apply: an
+// index kept from watch is in step with the pods when the apply returns.
+
+import (
+	"sort"
+)
+
+type uidSlot struct {
+	first *pod
+	more  []*pod // other sources holding the same UID (rare)
+}
+
+type store struct {
+	pods    []*pod
+	byUID   map[string]uidSlot
+	plugins []Plugin // sorted by Socket
+	watch   func(old, new *pod)
+}
+
+func newStore() *store {
+	return &store{byUID: make(map[string]uidSlot)}
+}
+
+// find returns the position of the pod with p's key, or where it would
+// go (found false).
+func (s *store) find(p *pod) (int, bool) {
+	i := sort.Search(len(s.pods), func(i int) bool { return comparePods(s.pods[i], p) >= 0 })
+	return i, i < len(s.pods) && comparePods(s.pods[i], p) == 0
+}
+
+func (s *store) uidAdd(p *pod) {
+	slot, ok := s.byUID[p.uid]
+	if !ok {
+		s.byUID[p.uid] = uidSlot{first: p}
+		return
+	}
+	slot.more = append(slot.more, p)
+	s.byUID[p.uid] = slot
+}
+
+func (s *store) uidRemove(p *pod) {
+	slot := s.byUID[p.uid]
+	if slot.first == p {
+		if len(slot.more) == 0 {
+			delete(s.byUID, p.uid)
+			return
+		}
+		slot.first = slot.more[len(slot.more)-1]
+		slot.more = slot.more[:len(slot.more)-1]
+		s.byUID[p.uid] = slot
+		return
+	}
+	for i, q := range slot.more {
+		if q == p {
+			slot.more = append(slot.more[:i], slot.more[i+1:]...)
+			s.byUID[p.uid] = slot
+			return
+		}
+	}
+}
+
+// uidReplace puts p in old's place (same key, so same UID).
+func (s *store) uidReplace(old, p *pod) {
+	slot := s.byUID[p.uid]
+	if slot.first == old {
+		slot.first = p
+		s.byUID[p.uid] = slot
+		return
+	}
+	for i, q := range slot.more {
+		if q == old {
+			slot.more[i] = p
+			return
+		}
+	}
+}
+
+func (s *store) changed(old, p *pod) {
+	if s.watch != nil {
+		s.watch(old, p)
+	}
+}
+
+// applyPods applies a "pods" message.  A pod twice in one message: the
+// later wins, as a later message would.
+func (s *store) applyPods(m *message) {
+	if m.op == OpSet {
+		s.replacePods(sortedPods(m.pods), nil)
+		return
+	}
+	for _, pp := range m.pods {
+		p := pp.p
+		pos, found := s.find(p)
+		switch {
+		case m.op == OpRemove:
+			if !found {
+				continue
+			}
+			old := s.pods[pos]
+			s.uidRemove(old)
+			copy(s.pods[pos:], s.pods[pos+1:])
+			s.pods[len(s.pods)-1] = nil
+			s.pods = s.pods[:len(s.pods)-1]
+			s.changed(old, nil)
+		case found:
+			old := s.pods[pos]
+			s.pods[pos] = p
+			s.uidReplace(old, p)
+			s.changed(old, p)
+		default:
+			s.pods = append(s.pods, nil)
+			copy(s.pods[pos+1:], s.pods[pos:])
+			s.pods[pos] = p
+			s.uidAdd(p)
+			s.changed(nil, p)
+		}
+	}
+}
+
+// sortedPods is the pods of a SET in the cache's order without
+// duplicates (the last of equal pods wins).
+func sortedPods(pods []Pod) []*pod {
+	v := make([]*pod, len(pods))
+	sorted := true
+	for i, p := range pods {
+		v[i] = p.p
+		if i > 0 && comparePods(v[i-1], v[i]) >= 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return v
+	}
+	sort.SliceStable(v, func(i, j int) bool { return comparePods(v[i], v[j]) < 0 })
+	n := 0
+	for i := range v {
+		if i+1 < len(v) && comparePods(v[i], v[i+1]) == 0 {
+			continue
+		}
+		v[n] = v[i]
+		n++
+	}
+	for i := n; i < len(v); i++ {
+		v[i] = nil
+	}
+	return v[:n]
+}
+
+// replacePods makes pods (sorted, no duplicates) the pods held, with
+// their UID map if built already; the plugins stay.
+func (s *store) replacePods(pods []*pod, byUID map[string]uidSlot) {
+	if s.watch != nil {
+		mergeWalk(s.pods, pods, func(old, p *pod) {
+			if old != p {
+				s.watch(old, p)
+			}
+		})
+	}
+	s.pods = pods
+	if byUID != nil {
+		s.byUID = byUID
+		return
+	}
+	s.byUID = make(map[string]uidSlot, len(pods))
+	for _, p := range pods {
+		s.uidAdd(p)
+	}
+}
+
+// mergeWalk walks two sorted slices of pods together: fn(old, nil) for
+// a pod only in a, fn(nil, new) for one only in b, fn(old, new) for one
+// in both.  O(len(a) + len(b)).
+func mergeWalk(a, b []*pod, fn func(old, p *pod)) {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		c := 0
+		switch {
+		case i >= len(a):
+			c = 1
+		case j >= len(b):
+			c = -1
+		default:
+			c = comparePods(a[i], b[j])
+		}
+		switch {
+		case c < 0:
+			fn(a[i], nil)
+			i++
+		case c > 0:
+			fn(nil, b[j])
+			j++
+		default:
+			fn(a[i], b[j])
+			i++
+			j++
+		}
+	}
+}
+
+func (s *store) findPlugin(socket string) (int, bool) {
+	i := sort.Search(len(s.plugins), func(i int) bool { return s.plugins[i].Socket >= socket })
+	return i, i < len(s.plugins) && s.plugins[i].Socket == socket
+}
+
+// applyPlugin applies a plugin message: REGISTERED adds or replaces,
+// DEREGISTERED removes; FAILED (news, not state) and ops not known
+// change nothing.
+func (s *store) applyPlugin(m *message) {
+	pos, found := s.findPlugin(m.plugin.Socket)
+	switch m.pluginOp {
+	case PluginDeregistered:
+		if found {
+			s.plugins = append(s.plugins[:pos], s.plugins[pos+1:]...)
+		}
+	case PluginRegistered:
+		if found {
+			s.plugins[pos] = m.plugin
+			return
+		}
+		s.plugins = append(s.plugins, Plugin{})
+		copy(s.plugins[pos+1:], s.plugins[pos:])
+		s.plugins[pos] = m.plugin
+	}
+}
+
+// podByUID is the pod with this UID (the first in the cache's order if
+// several sources hold it).
+func (s *store) podByUID(uid string) *pod {
+	slot, ok := s.byUID[uid]
+	if !ok {
+		return nil
+	}
+	best := slot.first
+	for _, p := range slot.more {
+		if comparePods(p, best) < 0 {
+			best = p
+		}
+	}
+	return best
+}
+
+// nsRange is the positions [i, j) of the pods of namespace ns.
+func (s *store) nsRange(ns string) (int, int) {
+	i := sort.Search(len(s.pods), func(i int) bool { return s.pods[i].namespace >= ns })
+	j := i + sort.Search(len(s.pods)-i, func(k int) bool { return s.pods[i+k].namespace > ns })
+	return i, j
+}
+
+// podByName is the pod namespace/name (the first in the cache's order if
+// several sources hold one).
+func (s *store) podByName(ns, name string) *pod {
+	i := sort.Search(len(s.pods), func(i int) bool {
+		p := s.pods[i]
+		return p.namespace > ns || (p.namespace == ns && p.name >= name)
+	})
+	if i < len(s.pods) && s.pods[i].namespace == ns && s.pods[i].name == name {
+		return s.pods[i]
+	}
+	return nil
+}
+
+// record is one computed resync record.
+type record struct {
+	op     Op
+	source string
+	pods   []Pod
+}
+
+// pluginChange is one computed plugin event.
+type pluginChange struct {
+	op     string
+	plugin Plugin
+}
+
+// diff is the difference from s to fresh: per source (in byte order)
+// REMOVE, ADD and UPDATE records, pods in the cache's order, a pod equal
+// but for its config.seen stamp (samePod) left out; then the plugins,
+// by socket: REGISTERED for a new or changed one, DEREGISTERED for a
+// gone one.  O(n) besides the comparisons of pods whose text differs.
+func (s *store) diff(fresh *store) ([]record, []pluginChange) {
+	type change struct {
+		op Op
+		p  *pod
+	}
+	var changes []change
+	mergeWalk(s.pods, fresh.pods, func(old, p *pod) {
+		switch {
+		case p == nil:
+			changes = append(changes, change{OpRemove, old})
+		case old == nil:
+			changes = append(changes, change{OpAdd, p})
+		case !samePod(old.text, p.text):
+			changes = append(changes, change{OpUpdate, p})
+		}
+	})
+	var sources []string
+	seen := map[string]bool{}
+	for _, c := range changes {
+		if !seen[c.p.source] {
+			seen[c.p.source] = true
+			sources = append(sources, c.p.source)
+		}
+	}
+	sort.Strings(sources)
+	var recs []record
+	for _, src := range sources {
+		for _, op := range [...]Op{OpRemove, OpAdd, OpUpdate} {
+			var pods []Pod
+			for _, c := range changes {
+				if c.op == op && c.p.source == src {
+					pods = append(pods, Pod{c.p})
+				}
+			}
+			if len(pods) > 0 {
+				recs = append(recs, record{op: op, source: src, pods: pods})
+			}
+		}
+	}
+	return recs, diffPlugins(s.plugins, fresh.plugins)
+}
+
+func diffPlugins(a, b []Plugin) []pluginChange {
+	var out []pluginChange
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j >= len(b) || (i < len(a) && a[i].Socket < b[j].Socket):
+			out = append(out, pluginChange{PluginDeregistered, a[i]})
+			i++
+		case i >= len(a) || a[i].Socket > b[j].Socket:
+			out = append(out, pluginChange{PluginRegistered, b[j]})
+			j++
+		default:
+			if a[i].JSON != b[j].JSON {
+				out = append(out, pluginChange{PluginRegistered, b[j]})
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// replace makes fresh's pods and plugins the store's (watch told).
+func (s *store) replace(fresh *store) {
+	s.replacePods(fresh.pods, fresh.byUID)
+	s.plugins = fresh.plugins
+}

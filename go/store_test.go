@@ -1,0 +1,153 @@
+package podmux
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func mkPod(uid, ns, name, src string, gen int) Pod {
+	m, err := parseLine([]byte(`{"type":"pods","seq":1,"op":"ADD","source":"` + src + `","pods":[` +
+		podText(uid, ns, name, src, gen) + `]}`))
+	if err != nil {
+		panic(err)
+	}
+	return m.pods[0]
+}
+
+func msg(op Op, pods ...Pod) *message {
+	return &message{typ: msgPods, op: op, source: "file", pods: pods}
+}
+
+// An index kept from the store's watch is in step with the pods after
+// every apply, whatever the ops: what the informer-style indexes will be
+// built on.
+func TestStoreWatchKeepsAnIndex(t *testing.T) {
+	st := newStore()
+	index := map[string]map[*pod]bool{} // namespace -> pods
+	st.watch = func(old, p *pod) {
+		if old != nil {
+			delete(index[old.namespace], old)
+		}
+		if p != nil {
+			if index[p.namespace] == nil {
+				index[p.namespace] = map[*pod]bool{}
+			}
+			index[p.namespace][p] = true
+		}
+	}
+	check := func(step int) {
+		t.Helper()
+		want := map[string][]*pod{}
+		for _, p := range st.pods {
+			want[p.namespace] = append(want[p.namespace], p)
+		}
+		for ns, set := range index {
+			if len(set) != len(want[ns]) {
+				t.Fatalf("step %d: namespace %s: index %d pods, cache %d", step, ns, len(set), len(want[ns]))
+			}
+			for _, p := range want[ns] {
+				if !set[p] {
+					t.Fatalf("step %d: %s not in the index", step, Pod{p})
+				}
+			}
+		}
+		checkStore(t, st)
+	}
+	rng := rand.New(rand.NewSource(1))
+	pick := func(gen int) Pod {
+		i := rng.Intn(30)
+		return mkPod(fmt.Sprintf("u%d", i%20), fmt.Sprintf("ns%d", i%3), fmt.Sprintf("p%d", i), []string{"file", "api"}[i%2], gen)
+	}
+	for step := 0; step < 2000; step++ {
+		var pods []Pod
+		for k := rng.Intn(4); k >= 0; k-- {
+			pods = append(pods, pick(step))
+		}
+		r := rng.Intn(10)
+		switch {
+		case r == 0:
+			st.applyPods(msg(OpSet, pods...))
+		case r == 1:
+			fresh := newStore()
+			fresh.applyPods(msg(OpSet, pods...))
+			st.replace(fresh)
+		case r < 5:
+			st.applyPods(msg(OpRemove, pods...))
+		default:
+			st.applyPods(msg(Op([]Op{OpAdd, OpUpdate, OpDelete, OpReconcile}[r%4]), pods...))
+		}
+		check(step)
+	}
+}
+
+func TestStoreSameUIDInTwoSources(t *testing.T) {
+	st := newStore()
+	a := mkPod("u", "ns", "a", "file", 1)
+	b := mkPod("u", "ns", "a", "api", 1)
+	c := mkPod("u", "ns", "b", "http", 1)
+	st.applyPods(msg(OpAdd, c, a, b))
+	if got := (Pod{st.podByUID("u")}); got.Source() != "api" {
+		t.Fatalf("by uid: %s", got)
+	}
+	st.applyPods(msg(OpRemove, b))
+	if got := (Pod{st.podByUID("u")}); got.Source() != "file" {
+		t.Fatalf("by uid: %s", got)
+	}
+	a2 := mkPod("u", "ns", "a", "file", 2)
+	st.applyPods(msg(OpUpdate, a2))
+	if got := (Pod{st.podByUID("u")}); got.JSON() != a2.JSON() {
+		t.Fatalf("by uid: %s", got.JSON())
+	}
+	c2 := mkPod("u", "ns", "b", "http", 2)
+	st.applyPods(msg(OpUpdate, c2))
+	st.applyPods(msg(OpRemove, a2))
+	if got := (Pod{st.podByUID("u")}); got.JSON() != c2.JSON() {
+		t.Fatalf("by uid: %s", got.JSON())
+	}
+	checkStore(t, st)
+}
+
+func TestStoreDiffOrder(t *testing.T) {
+	old, fresh := newStore(), newStore()
+	old.applyPods(msg(OpSet, mkPod("a", "x", "a", "file", 1), mkPod("b", "x", "b", "api", 1), mkPod("c", "y", "c", "file", 1),
+		mkPod("d", "y", "d", "http", 1)))
+	fresh.applyPods(msg(OpSet, mkPod("a", "x", "a", "file", 2), mkPod("b", "x", "b", "api", 1), mkPod("e", "a", "e", "file", 1),
+		mkPod("f", "z", "f", "api", 1), mkPod("g", "b", "g", "file", 1)))
+	old.plugins = []Plugin{{Socket: "/a", JSON: "1"}, {Socket: "/b", JSON: "1"}, {Socket: "/d", JSON: "1"}}
+	fresh.plugins = []Plugin{{Socket: "/a", JSON: "1"}, {Socket: "/b", JSON: "2"}, {Socket: "/c", JSON: "1"}}
+	recs, plugins := old.diff(fresh)
+	var got []string
+	for _, r := range recs {
+		var uids []string
+		for _, p := range r.pods {
+			uids = append(uids, p.UID())
+		}
+		got = append(got, r.op.String()+" "+r.source+" "+strings.Join(uids, ","))
+	}
+	for _, p := range plugins {
+		got = append(got, p.op+" "+p.plugin.Socket)
+	}
+	want := []string{"ADD api f", "REMOVE file c", "ADD file e,g", "UPDATE file a", "REMOVE http d",
+		"REGISTERED /b", "REGISTERED /c", "DEREGISTERED /d"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("diff:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+func TestSortedPods(t *testing.T) {
+	var pods []Pod
+	for i := 0; i < 50; i++ {
+		pods = append(pods, mkPod(fmt.Sprintf("u%02d", (i*7)%20), "ns", fmt.Sprintf("n%02d", (i*7)%20), "file", i))
+	}
+	v := sortedPods(pods)
+	if len(v) != 20 || !sort.SliceIsSorted(v, func(i, j int) bool { return comparePods(v[i], v[j]) < 0 }) {
+		t.Fatalf("%d pods", len(v))
+	}
+	// The last of equal pods wins: u00 came at i = 0, 20, 40.
+	if !strings.Contains(v[0].text, `"gen":40`) {
+		t.Fatal(v[0].text)
+	}
+}
