@@ -5,6 +5,7 @@ version, validate, watch, and run's flag handling and logging."""
 import json
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -723,6 +724,50 @@ def _(t):
     if bad:
         raise AssertionError("stderr lines that are not JSON log lines: %r"
                              % bad[:5])
+
+
+# ---------------------------------------------------------------------------
+# The installed manual (tests/doc-check.sh renders the pages of the tree)
+
+BUILDDIR = os.environ.get("PODMUX_BUILDDIR") or os.path.dirname(harness.BIN)
+
+
+@test("make install: each alias page (podmux-run(8), podmux_client_fd(3), "
+      "...) is '.so' of its page and `man -M` shows the whole page with no "
+      "warning")
+def _(t):
+    dest = t.path("dest")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TESTS")}
+    r = subprocess.run([os.environ.get("MAKE") or "make", "-s", "-C",
+                        BUILDDIR, "install", "DESTDIR=" + dest],
+                       capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError("make install: %s" % r.stderr[-2000:])
+    roots = [d for d, _, files in os.walk(dest) if "podmux.8" in files]
+    if len(roots) != 1:
+        raise AssertionError("podmux.8 installed in %s" % roots)
+    root = os.path.dirname(roots[0])
+    env = dict(os.environ, MANWIDTH="80", MAN_DISABLE_SECCOMP="1",
+               MANPAGER="cat", PAGER="cat", LC_ALL="C.UTF-8")
+    pages = {"podmux-run": ("man8", "podmux.8", "PODMUX RUN"),
+             "podmux-status": ("man8", "podmux.8", "PODMUX STATUS"),
+             "podmux_client_fd": ("man3", "podmux_client.3", "SYNOPSIS"),
+             "podmux_pod_object": ("man3", "podmux_client.3", "SYNOPSIS")}
+    for name, (sect, page, heading) in sorted(pages.items()):
+        alias = os.path.join(root, sect, name + "." + sect[-1])
+        with open(alias) as f:
+            text = f.read()
+        if text != ".so %s/%s\n" % (sect, page):
+            raise AssertionError("%s holds %r" % (alias, text[:200]))
+        r = subprocess.run(["man", "--warnings=w", "-M", root, name],
+                           capture_output=True, text=True, env=env,
+                           timeout=T_SHORT * 3, cwd=t.path("."))
+        if r.returncode != 0 or r.stderr or heading not in r.stdout:
+            raise AssertionError("man -M %s %s: exit %d, stderr %r, %d "
+                                 "lines" % (root, name, r.returncode,
+                                            r.stderr[-600:],
+                                            len(r.stdout.splitlines())))
 
 
 if __name__ == "__main__":
