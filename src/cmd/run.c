@@ -218,8 +218,11 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *data)
                         break;
                 case SIGHUP:
                         log_info("received SIGHUP: re-listing sources");
+                        /* The API server source watches: it is current. */
                         if (d->file)
                                 file_source_relist(d->file);
+                        if (d->http)
+                                http_source_poll(d->http);
                         break;
                 }
         }
