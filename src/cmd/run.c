@@ -60,8 +60,6 @@
  */
 #define RUN_FD_MARGIN 128
 
-#define RUN_TRY_HELP "Try 'podmux run --help' for more information.\n"
-
 struct daemon {
         struct options opts;
         struct loop *loop;
@@ -666,11 +664,12 @@ int cmd_run(int argc, char **argv)
          * found here, before anything is created. */
         r = options_parse(argc, argv, &d.opts, &err);
         if (r < 0) {
-                fprintf(stderr, "podmux run: %s\n", err.len ? err.data : ERRNO_STR(r));
                 if (r == -EINVAL)
-                        fputs(RUN_TRY_HELP, stderr);
+                        status = cmd_usage_error("run", "%s", err.len ? err.data : ERRNO_STR(r));
+                else
+                        fprintf(stderr, "podmux run: %s\n", err.len ? err.data : ERRNO_STR(r));
                 buf_free(&err);
-                return r == -EINVAL ? 2 : 1;
+                return status;
         }
         if (d.opts.help) {
                 fputs(options_usage(), stdout);

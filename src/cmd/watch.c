@@ -461,54 +461,36 @@ static int parse_args(struct watch *w, int argc, char **argv)
                         } else if (strcmp(optarg, "table") == 0) {
                                 w->json = false;
                         } else {
-                                fprintf(stderr, "podmux watch: -o \"%s\": want table or json\n", optarg);
-                                return 2;
+                                return cmd_usage_error("watch", "-o \"%s\": want table or json", optarg);
                         }
                         break;
                 case 'r':
-                        if (parse_u64(optarg, &w->resume) < 0) {
-                                fprintf(stderr, "podmux watch: --resume-after \"%s\": "
-                                        "want a non-negative integer\n", optarg);
-                                return 2;
-                        }
+                        if (parse_u64(optarg, &w->resume) < 0)
+                                return cmd_usage_error("watch", "--resume-after \"%s\": want a non-negative integer",
+                                                       optarg);
                         w->have_resume = true;
                         break;
                 case 'R':
                         w->reconnect = true;
                         break;
                 case 'e':
-                        if (!*optarg) {
-                                fprintf(stderr, "podmux watch: --exec needs a command\n");
-                                return 2;
-                        }
+                        if (!*optarg)
+                                return cmd_usage_error("watch", "--exec needs a command");
                         w->exec = optarg;
                         break;
                 case 'h':
                         usage(stdout);
                         return 0;
-                case ':':
-                        fprintf(stderr, "podmux watch: %s needs a value\n", argv[optind - 1]);
-                        usage(stderr);
-                        return 2;
-                default:
-                        fprintf(stderr, "podmux watch: unknown flag \"%s\"\n", argv[optind - 1]);
-                        usage(stderr);
-                        return 2;
+                default: /* '?' or ':' */
+                        return cmd_bad_flag("watch", c, argc, argv, opts);
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "podmux watch: unexpected argument \"%s\"\n", argv[optind]);
-                usage(stderr);
-                return 2;
-        }
-        if (w->exec && w->json) {
-                fprintf(stderr, "podmux watch: --exec and -o json do not go together\n");
-                return 2;
-        }
-        if (!*w->path) {
-                fprintf(stderr, "podmux watch: the socket path is empty\n");
-                return 2;
-        }
+        if (optind < argc)
+                return cmd_usage_error("watch", "unexpected argument \"%s\"", argv[optind]);
+        if (w->exec && w->json)
+                return cmd_usage_error("watch", "--exec and -o json do not go together");
+        if (!*w->path)
+                return cmd_usage_error("watch", "the socket path is empty");
         return -1;
 }
 

@@ -528,6 +528,51 @@ def _(t):
     check_usage_error(r, ["--no-such-flag", "no-such-flag"])
 
 
+def check_one_line(r, cmd, first):
+    """A usage error as every subcommand gives it: exit 2, nothing on
+    stdout, on stderr the reason naming the flag and where help is."""
+    where = "podmux %s" % cmd if cmd else "podmux"
+    want = ["%s: %s" % (where, first),
+            "Try '%s --help' for more information." % where]
+    if r.returncode != 2 or r.stdout or r.stderr.splitlines() != want:
+        raise AssertionError("exit %d, stdout %r, stderr %r; want exit 2 "
+                             "and stderr %r" % (r.returncode, r.stdout[:200],
+                                                r.stderr[:600], want))
+
+
+@test("a mistyped flag gets the same two lines from every subcommand: "
+      "'podmux CMD: FLAG: unknown flag' and where the help is, exit 2; so "
+      "do a missing value, an ambiguous abbreviation, a value for a flag "
+      "that takes none and an unknown command")
+def _(t):
+    for cmd in ("run", "watch", "validate", "status"):
+        pre = run_args(t) if cmd == "run" else [cmd]
+        t.soft(check_one_line, t.run_cmd(pre + ["--sockt"]), cmd,
+               "--sockt: unknown flag")
+        t.soft(check_one_line, t.run_cmd(pre + ["-Z"]), cmd,
+               "-Z: unknown flag")
+        t.soft(check_one_line, t.run_cmd(pre + ["--help=x"]), cmd,
+               "--help=x: takes no value")
+        t.soft(check_one_line, t.run_cmd(pre + ["--node-name"]
+                                         if cmd in ("run", "validate")
+                                         else pre + ["--socket"]), cmd,
+               "--%s: missing value" % ("node-name" if cmd in ("run",
+                                                              "validate")
+                                        else "socket"))
+    t.soft(check_one_line, t.run_cmd(run_args(t) + ["--so", "x"]),
+           "run", "--so: ambiguous: --socket, --socket-mode, --socket-group")
+    t.soft(check_one_line, t.run_cmd(["watch", "extra"]), "watch",
+           'unexpected argument "extra"')
+    t.soft(check_one_line, t.run_cmd(["status", "-o", "yaml"]), "status",
+           '-o "yaml": want text or json')
+    t.soft(check_one_line, t.run_cmd(["validate", "-o", "yaml", "x"]),
+           "validate", '-o "yaml": want text or json')
+    t.soft(check_one_line, t.run_cmd(["validate"]), "validate",
+           "no PATH given")
+    t.soft(check_one_line, t.run_cmd(["wach"]), None,
+           "wach: unknown command")
+
+
 @test("podmux run --file-check-frequency 5x (bad duration): exit 2, the "
       "message names the flag")
 def _(t):
