@@ -462,9 +462,10 @@ class TestContext:
             raise AssertionError("podmux %s did not finish within %.0f s" %
                                  (" ".join(args), timeout))
 
-    def spawn(self, args):
-        """Starts `podmux ARGS...` with stdout/stderr read by threads."""
-        p = Spawned([BIN] + list(args))
+    def spawn(self, args, env=None):
+        """Starts `podmux ARGS...` with stdout/stderr read by threads (env:
+        its environment, default this process's)."""
+        p = Spawned([BIN] + list(args), env=env)
         self.procs.append(p)
         return p
 
@@ -531,11 +532,11 @@ def wait_for(pred, timeout, what, interval=0.02):
 class Spawned:
     """A podmux subcommand with its stdout/stderr collected line by line."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, env=None):
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=env)
         self.pid = self.proc.pid
         self.out = []
         self.err = []

@@ -494,6 +494,69 @@ def _(t):
     w.stop()
 
 
+def expect_eq(got, want, what):
+    if got != want:
+        raise AssertionError("%s: %r, want %r" % (what, got, want))
+
+
+def table_starts(line):
+    """Where each cell of a table line starts (cells are apart by two
+    spaces or more)."""
+    return [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+
+def check_table(lines, width):
+    """No line wider than width; every row's cells start where the
+    header's titles do."""
+    header = [x for x in lines if x.startswith("SEQ ")]
+    if len(header) != 1:
+        raise AssertionError("want one header line: %r" % lines[:8])
+    cols = table_starts(header[0])
+    if len(cols) != 7:
+        raise AssertionError("header %r" % header[0])
+    for line in lines:
+        if len(line) > width:
+            raise AssertionError("%d characters wide (> %d): %r" %
+                                 (len(line), width, line))
+        if not line.startswith("-- ") and table_starts(line) != cols:
+            raise AssertionError("row out of line with the header:\n%s\n%s"
+                                 % (header[0], line))
+
+
+@test("podmux watch fits the table to $COLUMNS: with COLUMNS=80 and long "
+      "names no line is wider than 80, every row lines up under the "
+      "header, a long name shows its start and end; '1 pod', '2 pods'")
+def _(t):
+    m = t.mkdir("manifests")
+    long_name = "a-static-pod-with-a-name-much-longer-than-any-column-" \
+                "could-hold"
+    write_file(os.path.join(m, "long.yaml"),
+               pod_yaml(long_name, namespace="kube-system-and-more"))
+    d = t.daemon(m)
+    env = dict(os.environ, COLUMNS="80")
+    w = t.spawn(["watch", "--socket", d.sock], env=env)
+    w.wait_line(lambda x: x.startswith("-- synced"), what="the synced note")
+    synced = [x for x in w.lines() if x.startswith("-- synced")]
+    t.soft(expect_eq, synced, ["-- synced: full state, 1 pod"], "synced note")
+    write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
+    w.wait_line(lambda x: pn("db") in x, what="a row with %s" % pn("db"))
+    rows = [x for x in w.lines() if "ADD" in x]
+    long_row = [x for x in rows if "a-static" in x]
+    if len(long_row) != 1 or not long_row[0].rstrip().endswith("Pending") \
+            or "-node1" not in long_row[0] or "kub" not in long_row[0]:
+        t.soft(expect_eq, rows, "one row with the long name's start and "
+               "end, its namespace and phase", "the long name's row")
+    w2 = t.spawn(["watch", "--socket", d.sock],
+                 env=dict(os.environ, COLUMNS="100"))
+    w2.wait_line(lambda x: x.startswith("-- synced"), what="the synced note")
+    t.soft(expect_eq, [x for x in w2.lines() if x.startswith("-- synced")],
+           ["-- synced: full state, 2 pods"], "synced note")
+    w.stop()
+    w2.stop()
+    t.soft(check_table, w.lines(), 80)
+    t.soft(check_table, w2.lines(), 100)
+
+
 @test("podmux watch with no daemon exits 1 with a message naming the "
       "socket")
 def _(t):
