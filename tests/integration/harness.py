@@ -513,6 +513,14 @@ def _stop_pid(proc, sig, timeout):
         return proc.wait(), True
 
 
+def settle(secs):
+    """A pause before a test asserts an absence (no relist, no further
+    message, nothing scheduled): what must not happen gets secs, scaled
+    like every bound here, to show up.  Never a wait for what must
+    happen: poll for that (wait_for)."""
+    time.sleep(secs * SCALE)   # the pause itself, scaled
+
+
 def wait_for(pred, timeout, what, interval=0.02):
     """Polls pred() until it returns a true value (returned) or fails."""
     deadline = time.monotonic() + timeout
@@ -523,7 +531,7 @@ def wait_for(pred, timeout, what, interval=0.02):
         if time.monotonic() >= deadline:
             raise AssertionError("timed out after %.0f s waiting for %s" %
                                  (timeout, what))
-        time.sleep(interval)
+        time.sleep(interval)   # a poll's interval
 
 
 # ---------------------------------------------------------------------------
@@ -970,7 +978,7 @@ class Consumer:
                 if time.monotonic() >= deadline:
                     raise AssertionError("cannot connect to %s: %s" %
                                          (self.path, e))
-                time.sleep(0.02)
+                time.sleep(0.02)   # a poll's interval
 
     def send(self, text):
         self.sock.sendall(text.encode() if isinstance(text, str) else text)

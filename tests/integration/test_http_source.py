@@ -138,9 +138,10 @@ def expect_true(cond, what):
 
 
 def quiet(c, secs=0.4):
-    """Reads whatever arrives within secs; returns the messages."""
+    """Reads whatever arrives within secs (scaled: it shows an absence);
+    returns the messages."""
     out = []
-    end = time.monotonic() + secs
+    end = time.monotonic() + secs * harness.SCALE
     while True:
         left = end - time.monotonic()
         if left <= 0:
