@@ -4,11 +4,12 @@
 # every header opens with its ownership comment; layers point one way; no
 # comment or document sends the reader to a document outside the tree;
 # lines changed since the last commit are as .clang-format writes them
-# (when git-clang-format is installed).  Prints TAP.
+# (when git-clang-format is installed); no unexplained fixed sleep in the
+# integration tests.  Prints TAP.
 top=${PODMUX_SRCDIR:-$(dirname "$0")/..}
 n=0
 fail=0
-echo "1..5"
+echo "1..6"
 banned='\<(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gmtime|localtime|strerror|gets)[[:space:]]*\('
 hits=$(grep -rnE "$banned" "$top/src" "$top/include" --include='*.c' --include='*.h' | grep -vE '^\S+:[0-9]+:\s*(\*|/\*)' || true)
 n=$((n + 1))
@@ -97,6 +98,21 @@ if [ -z "$hits" ]; then
         echo "ok $n - every document referred to is in the tree"
 else
         echo "not ok $n - references to documents outside the tree (point to doc/ or README.md instead):"
+        echo "$hits" | sed 's/^/# /'
+        fail=1
+fi
+# A fixed sleep in the integration tests says why, on its line or the one
+# above: a poll's interval, wall-clock time the daemon's own rule needs,
+# and so on.  The pause before asserting an absence is harness.settle()
+# (scaled like every bound); what a test waits for is polled
+# (harness.wait_for), never slept for.
+hits=$(cd "$top" && awk '/time\.sleep\(/ && !/#/ && prev !~ /^[[:space:]]*#/ {
+        print FILENAME ":" FNR ": " $0 } { prev = $0 }' tests/integration/*.py)
+n=$((n + 1))
+if [ -z "$hits" ]; then
+        echo "ok $n - every fixed sleep of the integration tests says why"
+else
+        echo "not ok $n - fixed sleeps without a reason (poll with harness.wait_for, or harness.settle before asserting an absence):"
         echo "$hits" | sed 's/^/# /'
         fail=1
 fi

@@ -64,7 +64,8 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                     struct buf *err);
 /* First poll now, then every period after the previous one finished. */
 int http_source_start(struct http_source *hs);
-/* Polls now, unless a poll is in flight (tests). */
+/* Polls now, unless a poll is in flight (SIGHUP; tests); the period
+ * restarts from this poll's end. */
 void http_source_poll(struct http_source *hs);
 void http_source_free(struct http_source *hs); /* NULL-safe */
 

@@ -89,6 +89,13 @@ const char *options_usage(void);
  * can check that --help documents each. */
 const struct option *options_flags(void);
 
+/* Why getopt_long() refused a flag, for every subcommand alike: c is what
+ * it returned ('?' or ':', with optind and optopt as it left them), opts
+ * its long flags.  Into err, naming the flag as given: "--sockt: unknown
+ * flag", "--so: ambiguous: --socket, --socket-mode, ...", "--help=x: takes
+ * no value", "-o: missing value".  -EINVAL, or -ENOMEM (err empty). */
+int options_bad_flag(int c, int argc, char *const *argv, const struct option *opts, struct buf *err);
+
 /* Parses --manifest-url-header syntax "a:x,b:y" into o->headers. */
 int options_add_headers(struct options *o, const char *spec, struct buf *err);
 

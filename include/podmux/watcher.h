@@ -48,6 +48,9 @@ typedef void (*watcher_event_fn)(void *data, const char *path,
 int watcher_new(struct loop *loop, struct watcher **ret_w);
 /* Bytes allocated for events read ahead and not yet handed over. */
 size_t watcher_buffer_bytes(const struct watcher *w);
+/* Events the thread has passed on to the loop so far, handed over or not
+ * (any thread may ask: a test waits on it). */
+unsigned long watcher_forwarded(const struct watcher *w);
 /* Stops and joins the thread, frees every watch.  NULL-safe. */
 void watcher_free(struct watcher *w);
 

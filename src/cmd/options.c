@@ -766,11 +766,53 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
         case 'h':
                 o->help = true;
                 return 0;
-        case ':':
-                return buf_set_err(err, -EINVAL, "%s: missing value", flag);
         default:
                 return buf_set_err(err, -EINVAL, "%s: unknown flag", flag);
         }
+}
+
+/* The long flags whose names start with name[0..len), listed in out. */
+static size_t prefix_matches(const struct option *opts, const char *name, size_t len, struct buf *out)
+{
+        size_t n = 0;
+
+        for (; opts->name; opts++) {
+                if (strncmp(opts->name, name, len) != 0)
+                        continue;
+                if (buf_printf(out, "%s--%s", n ? ", " : "", opts->name) < 0)
+                        return SIZE_MAX;
+                n++;
+        }
+        return n;
+}
+
+int options_bad_flag(int c, int argc, char *const *argv, const struct option *opts, struct buf *err)
+{
+        const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+        struct buf names = BUF_INIT;
+        size_t len, n;
+        int r;
+
+        if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+                /* A short flag, maybe inside a cluster such as -hZ. */
+                char flag[3] = {'-', optopt > 0 && optopt < 128 ? (char)optopt : '?', '\0'};
+
+                return buf_set_err(err, -EINVAL, "%s: %s", flag, c == ':' ? "missing value" : "unknown flag");
+        }
+        if (c == ':')
+                return buf_set_err(err, -EINVAL, "%s: missing value", arg);
+        len = strcspn(arg + 2, "=");
+        n = prefix_matches(opts, arg + 2, len, &names);
+        if (n == SIZE_MAX)
+                r = -ENOMEM;
+        else if (n > 1)
+                r = buf_set_err(err, -EINVAL, "%s: ambiguous: %s", arg, names.data);
+        else if (n == 1 && arg[2 + len] == '=')
+                r = buf_set_err(err, -EINVAL, "%s: takes no value", arg);
+        else
+                r = buf_set_err(err, -EINVAL, "%s: unknown flag", arg);
+        buf_free(&names);
+        return r;
 }
 
 /* Everything that has a default and was neither flagged nor in --config:
@@ -827,7 +869,11 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {
                 const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
 
-                if ((r = apply_flag(o, c, optarg, flag, &set, err)) < 0)
+                if (c == '?' || c == ':')
+                        r = options_bad_flag(c, argc, argv, long_opts, err);
+                else
+                        r = apply_flag(o, c, optarg, flag, &set, err);
+                if (r < 0)
                         goto fail;
         }
         if (optind < argc) {

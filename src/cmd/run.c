@@ -67,8 +67,6 @@
  */
 #define RUN_FD_MARGIN 128
 
-#define RUN_TRY_HELP "Try 'podmux run --help' for more information.\n"
-
 struct daemon {
         struct options opts;
         struct loop *loop;
@@ -342,8 +340,11 @@ static void on_signal(struct loop_io *io, int fd, uint32_t events, void *data)
                         break;
                 case SIGHUP:
                         log_info("received SIGHUP: re-listing sources");
+                        /* The API server source watches: it is current. */
                         if (d->file)
                                 file_source_relist(d->file);
+                        if (d->http)
+                                http_source_poll(d->http);
                         break;
                 }
         }
@@ -796,11 +797,12 @@ int cmd_run(int argc, char **argv)
          * found here, before anything is created. */
         r = options_parse(argc, argv, &d.opts, &err);
         if (r < 0) {
-                fprintf(stderr, "podmux run: %s\n", err.len ? err.data : ERRNO_STR(r));
                 if (r == -EINVAL)
-                        fputs(RUN_TRY_HELP, stderr);
+                        status = cmd_usage_error("run", "%s", err.len ? err.data : ERRNO_STR(r));
+                else
+                        fprintf(stderr, "podmux run: %s\n", err.len ? err.data : ERRNO_STR(r));
                 buf_free(&err);
-                return r == -EINVAL ? 2 : 1;
+                return status;
         }
         if (d.opts.help) {
                 fputs(options_usage(), stdout);

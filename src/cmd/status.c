@@ -256,30 +256,19 @@ int cmd_status(int argc, char **argv)
                         path = optarg;
                         break;
                 case 'o':
-                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
-                                fprintf(stderr, "podmux status: -o \"%s\": want text or json\n", optarg);
-                                return 2;
-                        }
+                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+                                return cmd_usage_error("status", "-o \"%s\": want text or json", optarg);
                         json = strcmp(optarg, "json") == 0;
                         break;
                 case 'h':
                         usage(stdout);
                         return 0;
-                case ':':
-                        fprintf(stderr, "podmux status: %s needs a value\n", argv[optind - 1]);
-                        usage(stderr);
-                        return 2;
-                default:
-                        fprintf(stderr, "podmux status: unknown flag \"%s\"\n", argv[optind - 1]);
-                        usage(stderr);
-                        return 2;
+                default: /* '?' or ':' */
+                        return cmd_bad_flag("status", c, argc, argv, opts);
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "podmux status: unexpected argument \"%s\"\n", argv[optind]);
-                usage(stderr);
-                return 2;
-        }
+        if (optind < argc)
+                return cmd_usage_error("status", "unexpected argument \"%s\"", argv[optind]);
         r = fetch(path, &in, &err);
         if (r < 0) {
                 fprintf(stderr, "podmux status: %s\n", err.len ? err.data : ERRNO_STR(r));

@@ -16,6 +16,7 @@
  */
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +38,6 @@
 #include "podmux/pod.h"
 #include "podmux/static_pod.h"
 #include "podmux/yaml_json.h"
-
-#define EXIT_USAGE 2
-#define TRY_HELP "Try 'podmux validate --help' for more information.\n"
 
 struct validate_opts {
         const char *node_name;
@@ -373,62 +371,58 @@ static int validate_path(const struct validate_opts *o, const char *arg)
         return r;
 }
 
+/* The flags into o; -1 to go on with argv[optind...], else the exit
+ * status.  Flags end at the first PATH, as they always have ("+"). */
+static int parse_args(struct validate_opts *o, int argc, char **argv)
+{
+        static const struct option opts[] = {
+                {"node-name", required_argument, NULL, 'n'},
+                {"manifest-url-mode", no_argument, NULL, 'u'},
+                {"output", required_argument, NULL, 'o'},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
+        };
+        int c;
+
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+:o:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'n':
+                        o->node_name = optarg;
+                        break;
+                case 'u':
+                        o->url_mode = true;
+                        break;
+                case 'o':
+                        if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+                                return cmd_usage_error("validate", "-o \"%s\": want text or json", optarg);
+                        o->json = strcmp(optarg, "json") == 0;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default: /* '?' or ':' */
+                        return cmd_bad_flag("validate", c, argc, argv, opts);
+                }
+        }
+        if (optind >= argc)
+                return cmd_usage_error("validate", "no PATH given");
+        if (o->node_name && !o->node_name[0])
+                return cmd_usage_error("validate", "--node-name must not be empty");
+        return -1;
+}
+
 int cmd_validate(int argc, char **argv)
 {
         struct validate_opts o = {NULL, false, false};
         char host[256];
-        int i, failed = 0, r;
+        int i, first, failed = 0, r;
 
-        for (i = 1; i < argc; i++) {
-                const char *a = argv[i];
-
-                if (strcmp(a, "--") == 0) {
-                        i++;
-                        break;
-                }
-                if (a[0] != '-' || a[1] == '\0')
-                        break;
-                if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-                        usage(stdout);
-                        return 0;
-                } else if (strcmp(a, "--manifest-url-mode") == 0) {
-                        o.url_mode = true;
-                } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
-                           strncmp(a, "--output=", 9) == 0) {
-                        const char *v = a[1] == 'o' ? (i + 1 < argc ? argv[++i] : NULL)
-                                        : a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
-
-                        if (v && strcmp(v, "json") == 0) {
-                                o.json = true;
-                        } else if (v && strcmp(v, "text") == 0) {
-                                o.json = false;
-                        } else {
-                                fprintf(stderr, "podmux validate: %s: want text or json%s%s%s\n" TRY_HELP, a,
-                                        v ? " (not \"" : "", v ? v : "", v ? "\")" : "");
-                                return EXIT_USAGE;
-                        }
-                } else if (strcmp(a, "--node-name") == 0) {
-                        if (i + 1 >= argc) {
-                                fputs("podmux validate: --node-name needs a value\n" TRY_HELP,
-                                      stderr);
-                                return EXIT_USAGE;
-                        }
-                        o.node_name = argv[++i];
-                } else if (strncmp(a, "--node-name=", 12) == 0) {
-                        o.node_name = a + 12;
-                } else {
-                        fprintf(stderr, "podmux validate: unknown option \"%s\"\n" TRY_HELP, a);
-                        return EXIT_USAGE;
-                }
-        }
-        if (i >= argc) {
-                fputs("podmux validate: no PATH given\n" TRY_HELP, stderr);
-                return EXIT_USAGE;
-        }
-        if (o.node_name && !o.node_name[0]) {
-                fputs("podmux validate: --node-name must not be empty\n" TRY_HELP, stderr);
-                return EXIT_USAGE;
-        }
+        r = parse_args(&o, argc, argv);
+        if (r >= 0)
+                return r;
+        first = optind;
         if (!o.node_name) {
                 r = options_default_node_name(host, sizeof(host));
                 if (r < 0) {
@@ -438,7 +432,7 @@ int cmd_validate(int argc, char **argv)
                 }
                 o.node_name = host;
         }
-        for (; i < argc; i++) {
+        for (i = first; i < argc; i++) {
                 r = validate_path(&o, argv[i]);
                 if (r < 0) {
                         fprintf(stderr, "podmux validate: %s\n", ERRNO_STR(r));

@@ -19,6 +19,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -36,17 +38,25 @@
 #include "podmux/cmd.h"
 #include "podmux/json_get.h"
 #include "podmux/log.h"
+#include "podmux/table.h"
 
 #define WATCH_DEFAULT_SOCKET PODMUX_CLIENT_DEFAULT_SOCKET
 
-/* Table columns.  Wider values are printed whole (the row shifts) rather
- * than cut: a truncated name or UID would be wrong, not just ugly. */
-#define COL_SEQ 16
-#define COL_OP 12
-#define COL_SOURCE 6
-#define COL_NAMESPACE 16
-#define COL_NAME 32
-#define COL_UID 36
+/* The table (podmux/table.h).  OP and SOURCE are never cut: OP is as wide
+ * as RECONCILE (a plugin's DEREGISTERED takes room from NAMESPACE).  SEQ
+ * is laid out for the 16 digits of the daemon's counter (microseconds
+ * since the epoch, doc/protocol.md) and, cut, keeps its last digits, the
+ * ones that tell rows apart.  NAMESPACE, NAME and UID are cut when the
+ * line is short, the widest first, and take the room a wide line leaves
+ * (an API server UID has 36 characters; a name or namespace is shown up
+ * to 63). */
+enum { COL_SEQ, COL_OP, COL_SOURCE, COL_NAMESPACE, COL_NAME, COL_UID, COL_PHASE, N_COLS };
+static const struct table_column columns[N_COLS] = {
+        [COL_SEQ] = {"SEQ", 16, 7, 0, true},       [COL_OP] = {"OP", 9, 0, 0, false},
+        [COL_SOURCE] = {"SOURCE", 6, 0, 0, false}, [COL_NAMESPACE] = {"NAMESPACE", 9, 9, 63, false},
+        [COL_NAME] = {"NAME", 10, 16, 63, false},  [COL_UID] = {"UID", 8, 8, 36, false},
+        [COL_PHASE] = {"PHASE", 9, 0, 0, false},
+};
 
 /* Set by the signal handler: the one piece of state a handler can touch. */
 static volatile sig_atomic_t watch_signal;
@@ -63,6 +73,8 @@ struct watch {
         bool have_resume;
         uint64_t resume;
         const char *exec;
+        struct table table; /* laid out with the first rows */
+        bool measuring;     /* print_row() measures the first rows */
         bool header_done;
         sigset_t waitmask; /* what ppoll() waits with: SIGINT/TERM open */
         sigset_t old_mask; /* what --exec's command starts with */
@@ -84,7 +96,9 @@ static void usage(FILE *f)
               "Flags:\n"
               "  --socket PATH       the stream socket (default $PODMUX_SOCKET, else\n"
               "                      " WATCH_DEFAULT_SOCKET ")\n"
-              "  -o, --output FMT    table (default) or json\n"
+              "  -o, --output FMT    table (default) or json; the table fits the\n"
+              "                      terminal's width ($COLUMNS, else 80), long\n"
+              "                      values elided\n"
               "  --resume-after N    ask the server for every message after seq N; if\n"
               "                      N is no longer in its history it sends the full\n"
               "                      state instead\n"
@@ -102,6 +116,17 @@ static void usage(FILE *f)
               "Exit status: 0 when the server shuts down (or on SIGINT/SIGTERM), 1 when\n"
               "the connection fails or the server drops this consumer, 2 on bad flags.\n",
               f);
+}
+
+/* Whether the user's locale writes UTF-8 (the table's ellipsis). */
+static bool utf8_locale(void)
+{
+        const char *cs;
+
+        if (!setlocale(LC_CTYPE, ""))
+                return false;
+        cs = nl_langinfo(CODESET);
+        return cs && strcmp(cs, "UTF-8") == 0;
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -123,68 +148,33 @@ static int parse_u64(const char *s, uint64_t *ret)
 
 /* ---- output ----------------------------------------------------------- */
 
-/* Prints s padded to width (in characters: UTF-8 continuation bytes do not
- * count), control characters shown as '?' so a pod name cannot drive the
- * terminal.  last: no padding, end of row. */
-static void put_cell(const char *s, int width, bool last)
-{
-        int shown = 0;
-
-        if (!s || !*s)
-                s = "-";
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-
-                putchar(c < 0x20 || c == 0x7f ? '?' : c);
-                if ((c & 0xc0) != 0x80)
-                        shown++;
-        }
-        if (last) {
-                putchar('\n');
-                return;
-        }
-        for (; shown < width; shown++)
-                putchar(' ');
-        fputs("  ", stdout);
-}
-
+/* The first rows lay the table out: the header goes with them. */
 static void print_header(struct watch *w)
 {
         if (w->header_done)
                 return;
-        put_cell("SEQ", COL_SEQ, false);
-        put_cell("OP", COL_OP, false);
-        put_cell("SOURCE", COL_SOURCE, false);
-        put_cell("NAMESPACE", COL_NAMESPACE, false);
-        put_cell("NAME", COL_NAME, false);
-        put_cell("UID", COL_UID, false);
-        put_cell("PHASE", 0, true);
+        table_layout(&w->table);
+        table_print_header(&w->table, stdout);
         w->header_done = true;
 }
 
-static void print_row(const char *seq, const char *op, const char *source, const char *ns,
+/* Prints a row, or before the header only measures it (w->measuring). */
+static void print_row(struct watch *w, const char *seq, const char *op, const char *source, const char *ns,
                       const char *name, const char *uid, const char *phase)
 {
-        put_cell(seq, COL_SEQ, false);
-        put_cell(op, COL_OP, false);
-        put_cell(source, COL_SOURCE, false);
-        put_cell(ns, COL_NAMESPACE, false);
-        put_cell(name, COL_NAME, false);
-        put_cell(uid, COL_UID, false);
-        put_cell(phase, 0, true);
+        const char *cells[N_COLS] = {seq, op, source, ns, name, uid, phase};
+
+        if (w->measuring)
+                table_measure(&w->table, cells);
+        else
+                table_print_row(&w->table, cells, stdout);
 }
 
 /* "-- text" for what is not a row. */
 static void print_note(struct watch *w, const char *text)
 {
         print_header(w);
-        fputs("-- ", stdout);
-        for (; *text; text++) {
-                unsigned char c = (unsigned char)*text;
-
-                putchar(c < 0x20 || c == 0x7f ? '?' : c);
-        }
-        putchar('\n');
+        table_print_note(&w->table, "-- ", text, stdout);
 }
 
 /* The SEQ cell: the message's number, or "resync" for a change the
@@ -197,16 +187,15 @@ static const char *seq_cell(char *buf, size_t size, uint64_t seq, bool resync)
         return buf;
 }
 
-static void print_update(struct watch *w, const struct podmux_update *u)
+static void update_rows(struct watch *w, const struct podmux_update *u)
 {
         char sb[24];
         const char *seq = seq_cell(sb, sizeof(sb), u->seq, u->resync);
         const char *op = podmux_op_name(u->op);
 
-        print_header(w);
         if (u->n_pods == 0) {
                 /* An empty SET or ADD still says something: a row. */
-                print_row(seq, op, u->source, "-", "<no pods>", "-", "-");
+                print_row(w, seq, op, u->source, "-", "<no pods>", "-", "-");
                 return;
         }
         for (size_t i = 0; i < u->n_pods; i++) {
@@ -216,10 +205,22 @@ static void print_update(struct watch *w, const struct podmux_update *u)
 
                 if (podmux_pod_object(p, &o) == 0)
                         phase = json_get_str(json_get(o, "status"), "phase", NULL);
-                print_row(seq, op, podmux_pod_source(p), podmux_pod_namespace(p), podmux_pod_name(p),
+                print_row(w, seq, op, podmux_pod_source(p), podmux_pod_namespace(p), podmux_pod_name(p),
                           podmux_pod_uid(p), phase);
                 json_object_put(o);
         }
+}
+
+/* The first update's rows lay the table out: measured, then printed. */
+static void print_update(struct watch *w, const struct podmux_update *u)
+{
+        if (!w->header_done) {
+                w->measuring = true;
+                update_rows(w, u);
+                w->measuring = false;
+                print_header(w);
+        }
+        update_rows(w, u);
 }
 
 /* ---- --exec --------------------------------------------------------------- */
@@ -315,11 +316,13 @@ static void on_synced(struct podmux_client *c, bool resumed, void *data)
 {
         struct watch *w = data;
         char text[96];
+        size_t n;
 
         if (w->json || w->exec)
                 return;
-        (void)snprintf(text, sizeof(text), "synced: %s, %zu pods", resumed ? "resumed" : "full state",
-                       podmux_client_pod_count(c));
+        n = podmux_client_pod_count(c);
+        (void)snprintf(text, sizeof(text), "synced: %s, %zu pod%s", resumed ? "resumed" : "full state", n,
+                       n == 1 ? "" : "s");
         print_note(w, text);
 }
 
@@ -343,12 +346,19 @@ static void on_plugin(struct podmux_client *c, const struct podmux_plugin_event 
 {
         struct watch *w = data;
         char sb[24];
+        const char *seq;
 
         (void)c;
         if (w->json || w->exec)
                 return;
-        print_header(w);
-        print_row(seq_cell(sb, sizeof(sb), e->seq, e->resync), e->op, "plugin", e->type, e->name, "-", e->error);
+        seq = seq_cell(sb, sizeof(sb), e->seq, e->resync);
+        if (!w->header_done) {
+                w->measuring = true;
+                print_row(w, seq, e->op, "plugin", e->type, e->name, "-", e->error);
+                w->measuring = false;
+                print_header(w);
+        }
+        print_row(w, seq, e->op, "plugin", e->type, e->name, "-", e->error);
 }
 
 static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
@@ -461,54 +471,36 @@ static int parse_args(struct watch *w, int argc, char **argv)
                         } else if (strcmp(optarg, "table") == 0) {
                                 w->json = false;
                         } else {
-                                fprintf(stderr, "podmux watch: -o \"%s\": want table or json\n", optarg);
-                                return 2;
+                                return cmd_usage_error("watch", "-o \"%s\": want table or json", optarg);
                         }
                         break;
                 case 'r':
-                        if (parse_u64(optarg, &w->resume) < 0) {
-                                fprintf(stderr, "podmux watch: --resume-after \"%s\": "
-                                        "want a non-negative integer\n", optarg);
-                                return 2;
-                        }
+                        if (parse_u64(optarg, &w->resume) < 0)
+                                return cmd_usage_error("watch", "--resume-after \"%s\": want a non-negative integer",
+                                                       optarg);
                         w->have_resume = true;
                         break;
                 case 'R':
                         w->reconnect = true;
                         break;
                 case 'e':
-                        if (!*optarg) {
-                                fprintf(stderr, "podmux watch: --exec needs a command\n");
-                                return 2;
-                        }
+                        if (!*optarg)
+                                return cmd_usage_error("watch", "--exec needs a command");
                         w->exec = optarg;
                         break;
                 case 'h':
                         usage(stdout);
                         return 0;
-                case ':':
-                        fprintf(stderr, "podmux watch: %s needs a value\n", argv[optind - 1]);
-                        usage(stderr);
-                        return 2;
-                default:
-                        fprintf(stderr, "podmux watch: unknown flag \"%s\"\n", argv[optind - 1]);
-                        usage(stderr);
-                        return 2;
+                default: /* '?' or ':' */
+                        return cmd_bad_flag("watch", c, argc, argv, opts);
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "podmux watch: unexpected argument \"%s\"\n", argv[optind]);
-                usage(stderr);
-                return 2;
-        }
-        if (w->exec && w->json) {
-                fprintf(stderr, "podmux watch: --exec and -o json do not go together\n");
-                return 2;
-        }
-        if (!*w->path) {
-                fprintf(stderr, "podmux watch: the socket path is empty\n");
-                return 2;
-        }
+        if (optind < argc)
+                return cmd_usage_error("watch", "unexpected argument \"%s\"", argv[optind]);
+        if (w->exec && w->json)
+                return cmd_usage_error("watch", "--exec and -o json do not go together");
+        if (!*w->path)
+                return cmd_usage_error("watch", "the socket path is empty");
         return -1;
 }
 
@@ -526,6 +518,7 @@ int cmd_watch(int argc, char **argv)
         status = parse_args(&w, argc, argv);
         if (status >= 0)
                 return status;
+        table_init(&w.table, columns, N_COLS, table_terminal_width(STDOUT_FILENO), utf8_locale());
         r = podmux_client_new(w.path, &w, &c);
         if (r < 0) {
                 fprintf(stderr, "podmux watch: %s\n", ERRNO_STR(r));

@@ -80,6 +80,7 @@ struct watcher {
         pthread_t thread;
         int thread_started;
         atomic_int overflowed;
+        atomic_ulong forwarded; /* records the thread has written */
 
         pthread_mutex_t mu;
         pthread_cond_t cv;
@@ -118,6 +119,8 @@ static void thread_forward(struct watcher *w, int wd, uint32_t mask,
         } while (n < 0 && errno == EINTR);
         if (n < 0)
                 atomic_store(&w->overflowed, 1);
+        else
+                atomic_fetch_add(&w->forwarded, 1);
 }
 
 /* Returns 1 when a stop was asked: decided under the same lock that
@@ -308,6 +311,11 @@ static void dispatch(struct watcher *w)
 size_t watcher_buffer_bytes(const struct watcher *w)
 {
         return w->in.cap;
+}
+
+unsigned long watcher_forwarded(const struct watcher *w)
+{
+        return atomic_load(&w->forwarded);
 }
 
 static void on_more(struct loop_timer *t, void *data)

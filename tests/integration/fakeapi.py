@@ -80,7 +80,7 @@ class FakeAPI:
             if time.monotonic() > deadline:
                 raise AssertionError("fake-apiserver did not start: %s" %
                                      self.log())
-            time.sleep(0.02)
+            time.sleep(0.02)   # a poll's interval
         with open(self.port_file) as f:
             self.port = int(f.read().strip())
         self.host = "127.0.0.1"

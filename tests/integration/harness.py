@@ -469,9 +469,10 @@ class TestContext:
             raise AssertionError("podmux %s did not finish within %.0f s" %
                                  (" ".join(args), timeout))
 
-    def spawn(self, args):
-        """Starts `podmux ARGS...` with stdout/stderr read by threads."""
-        p = Spawned([BIN] + list(args))
+    def spawn(self, args, env=None):
+        """Starts `podmux ARGS...` with stdout/stderr read by threads (env:
+        its environment, default this process's)."""
+        p = Spawned([BIN] + list(args), env=env)
         self.procs.append(p)
         return p
 
@@ -519,6 +520,14 @@ def _stop_pid(proc, sig, timeout):
         return proc.wait(), True
 
 
+def settle(secs):
+    """A pause before a test asserts an absence (no relist, no further
+    message, nothing scheduled): what must not happen gets secs, scaled
+    like every bound here, to show up.  Never a wait for what must
+    happen: poll for that (wait_for)."""
+    time.sleep(secs * SCALE)   # the pause itself, scaled
+
+
 def wait_for(pred, timeout, what, interval=0.02):
     """Polls pred() until it returns a true value (returned) or fails."""
     deadline = time.monotonic() + timeout
@@ -529,7 +538,7 @@ def wait_for(pred, timeout, what, interval=0.02):
         if time.monotonic() >= deadline:
             raise AssertionError("timed out after %.0f s waiting for %s" %
                                  (timeout, what))
-        time.sleep(interval)
+        time.sleep(interval)   # a poll's interval
 
 
 # ---------------------------------------------------------------------------
@@ -538,11 +547,11 @@ def wait_for(pred, timeout, what, interval=0.02):
 class Spawned:
     """A podmux subcommand with its stdout/stderr collected line by line."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, env=None):
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=env)
         self.pid = self.proc.pid
         self.out = []
         self.err = []
@@ -979,7 +988,7 @@ class Consumer:
                 if time.monotonic() >= deadline:
                     raise AssertionError("cannot connect to %s: %s" %
                                          (self.path, e))
-                time.sleep(0.02)
+                time.sleep(0.02)   # a poll's interval
 
     def send(self, text):
         self.sock.sendall(text.encode() if isinstance(text, str) else text)

@@ -221,9 +221,10 @@ def check_sources(c, allowed=("api",)):
 
 
 def quiet(c, secs):
-    """Reads whatever arrives within secs; returns the messages."""
+    """Reads whatever arrives within secs (scaled: it shows an absence);
+    returns the messages."""
     out = []
-    deadline = time.monotonic() + secs
+    deadline = time.monotonic() + secs * harness.SCALE
     while True:
         rem = deadline - time.monotonic()
         if rem <= 0:
@@ -260,6 +261,16 @@ def rv_of(r):
     return (r.get("params") or {}).get("resourceVersion")
 
 
+def wait_last_rv(srv):
+    """Waits until the client has been sent the server's newest resource
+    version (by the server's log); returns it."""
+    def sent():
+        rv = last_rv(srv)
+        return rv if rv is not None and str(rv) == str(srv.rv()) else None
+    return harness.wait_for(sent, T_SHORT, "the client to be sent resource "
+                            "version %s" % srv.rv())
+
+
 def last_rv(srv):
     """The newest resource version the client has been sent: from the last
     watch that got an event or bookmark, else the last list's or watch's
@@ -280,7 +291,7 @@ def wait_settled(srv, since=0, secs=0.6):
     """Waits for one open watch after since, then a little: requests that
     would follow by mistake (a relist) have a chance to show up."""
     w = srv.wait_watch(since)
-    time.sleep(secs)
+    harness.settle(secs)
     return w
 
 
@@ -338,9 +349,10 @@ def open_for_a_second(srv, since=0):
     """Waits for an open watch and until it has been open for over a second
     (so closing it is not a "very short watch")."""
     w = srv.wait_watch(since)
+    # Not scaled: the daemon's rule is a second of wall-clock time.
     rest = 1.2 - (time.time() - w["t"])
     if rest > 0:
-        time.sleep(rest)
+        time.sleep(rest)   # the rest of that second
     return w
 
 
@@ -433,7 +445,7 @@ def _(t):
                    for r in seen) and sum(
                        1 for r in seen if r[:2] == ["default", "web"]) >= 3:
                 break
-            time.sleep(0.1)
+            time.sleep(0.1)   # a poll's interval
         t.note("kubectl -w printed: %r" % buf.decode()[-800:])
         if not any(r[:2] == ["default", "late"] and "Running" in r
                    for r in seen):
@@ -1022,7 +1034,7 @@ def _(t):
     srv.batch({"cmd": "delete", "name": "seed"},
               {"cmd": "delete", "name": "b3"})
     converge(c, srv)
-    time.sleep(0.5)
+    harness.settle(0.5)   # a re-watch or relist by mistake would show
     reqs = pods_reqs(srv)
     if [r["kind"] for r in reqs] != ["list", "watch"]:
         raise AssertionError("framing %s made the client re-watch or "
@@ -1046,8 +1058,7 @@ def _(t):
     srv.wait_watch()
     srv.create("b")
     converge(c, srv)
-    time.sleep(0.2)
-    expired = last_rv(srv)
+    expired = wait_last_rv(srv)
     srv.create("elsewhere", node="node2")   # the server moves on
     n_msgs = len(c.msgs)
     mark = srv.last_id()
@@ -1055,7 +1066,7 @@ def _(t):
              message="too old resource version")
     srv.action("expire")
     w2 = srv.wait_watch(mark)
-    time.sleep(0.3)
+    harness.settle(0.3)   # a watch from the expired RV would show
     reqs = pods_reqs(srv, mark)
     if len(reqs) < 3 or reqs[0]["kind"] != "list" or \
             reqs[1]["kind"] != "list":
@@ -1095,6 +1106,8 @@ def _(t):
     mark = srv.last_id()
     srv.watch_fault("expired", count=1000)
     srv.action("expire")
+    # A window of wall-clock time, not scaled: the backoff is the daemon's
+    # own clock, and a slower daemon lists less in it, not more.
     time.sleep(4.0)
     srv.cmd("clear_faults")
     reqs = [r for r in pods_reqs(srv, mark) if r.get("t_end")]
@@ -1222,13 +1235,12 @@ def _(t):
     open_for_a_second(srv)
     srv.create("b")
     converge(c, srv)
-    time.sleep(0.2)
-    lrv = last_rv(srv)
+    lrv = wait_last_rv(srv)
     mark = srv.last_id()
     srv.action("close")
     w = srv.wait_watch(mark)
     watch_param_ok(w, lrv)
-    time.sleep(0.5)
+    harness.settle(0.5)   # a relist by mistake would show
     assert_no_list(srv, mark, "a clean close needs no relist")
     srv.create("c")
     converge(c, srv)
@@ -1251,7 +1263,7 @@ def _(t):
     w = srv.wait_watch(mark)
     watch_param_ok(w, lrv)
     converge(c, srv)
-    time.sleep(0.3)
+    harness.settle(0.3)   # a relist by mistake would show
     assert_no_list(srv, mark, "a dropped connection needs no relist")
     ups = [x for x in c.pods_msgs() if x["op"] == "UPDATE"]
     if len(ups) != 1 or msg_names(ups[0]) != ["a"]:
@@ -1438,7 +1450,7 @@ def _(t):
     if t.param == "retry-after" and watches[1]["t"] - \
             watches[0]["t_end"] < 0.9:
         raise AssertionError("retried before the 1 s Retry-After")
-    time.sleep(0.3)
+    harness.settle(0.3)   # a relist by mistake would show
     assert_no_list(srv, mark, "a 429 on the watch needs no relist")
     srv.create("b")
     converge(c, srv)
@@ -1470,7 +1482,7 @@ def _(t):
     srv.fail(match="watch", body="reset", count=1)
     srv.action("close")
     w = srv.wait_watch(mark, timeout=30)
-    time.sleep(0.3)
+    harness.settle(0.3)   # a relist by mistake would show
     reqs = pods_reqs(srv, mark)
     t.note("after the reset: %s" % [describe(r) for r in reqs])
     watch_param_ok(w, lrv)
@@ -1535,12 +1547,14 @@ def _(t):
     w2 = srv.wait_watch(mark)
     watch_param_ok(w2, bm_rv)
     assert_no_list(srv, mark, "after a close")
-    time.sleep(1.1)
+    open_for_a_second(srv, mark)   # its end below is no "short watch"
     srv.create("x3", node="node2")
     bm2 = srv.bookmark()
     srv.wait_request(lambda r: r["id"] == w2["id"] and r.get("bookmarks"),
                      "the second bookmark sent")
-    time.sleep(0.3)
+    # The daemon reading the bookmark cannot be seen from here: a pause,
+    # scaled like every bound.
+    harness.settle(0.3)
     mark = srv.last_id()
     srv.restart(down=0.3)
     srv.wait_watch(mark, timeout=40)
@@ -1679,7 +1693,7 @@ def _(t):
     write_file(t.path("token"), "tok-two")
     t0 = time.monotonic()
     mark = srv.last_id()
-    deadline = t0 + 100
+    deadline = t0 + 100 * harness.SCALE
     while time.monotonic() < deadline:
         if any(r.get("auth") == "token:1" for r in srv.requests(mark)):
             break
@@ -1688,7 +1702,7 @@ def _(t):
         except AssertionError:
             pass
         srv.action("close")
-        time.sleep(3)
+        time.sleep(3)   # a poll's interval: the loop's condition is the token
     else:
         raise AssertionError("the rotated token was not used within 100 s")
     t.note("new token used after %.0f s" % (time.monotonic() - t0))
@@ -1851,8 +1865,7 @@ def _(t):
     d = api_daemon(t, kc)
     c = d.connect()
     converge(c, srv)
-    srv.wait_watch()
-    time.sleep(1.2)   # a watch that lasted: its end is no "short watch"
+    open_for_a_second(srv)   # a watch that lasted: its end is no "short watch"
     rv = last_rv(srv)
     mark = srv.last_id()
     srv.cmd("handshake_reset", count=2)

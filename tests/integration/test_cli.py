@@ -5,6 +5,7 @@ version, validate, watch, and run's flag handling and logging."""
 import json
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -493,6 +494,69 @@ def _(t):
     w.stop()
 
 
+def expect_eq(got, want, what):
+    if got != want:
+        raise AssertionError("%s: %r, want %r" % (what, got, want))
+
+
+def table_starts(line):
+    """Where each cell of a table line starts (cells are apart by two
+    spaces or more)."""
+    return [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+
+def check_table(lines, width):
+    """No line wider than width; every row's cells start where the
+    header's titles do."""
+    header = [x for x in lines if x.startswith("SEQ ")]
+    if len(header) != 1:
+        raise AssertionError("want one header line: %r" % lines[:8])
+    cols = table_starts(header[0])
+    if len(cols) != 7:
+        raise AssertionError("header %r" % header[0])
+    for line in lines:
+        if len(line) > width:
+            raise AssertionError("%d characters wide (> %d): %r" %
+                                 (len(line), width, line))
+        if not line.startswith("-- ") and table_starts(line) != cols:
+            raise AssertionError("row out of line with the header:\n%s\n%s"
+                                 % (header[0], line))
+
+
+@test("podmux watch fits the table to $COLUMNS: with COLUMNS=80 and long "
+      "names no line is wider than 80, every row lines up under the "
+      "header, a long name shows its start and end; '1 pod', '2 pods'")
+def _(t):
+    m = t.mkdir("manifests")
+    long_name = "a-static-pod-with-a-name-much-longer-than-any-column-" \
+                "could-hold"
+    write_file(os.path.join(m, "long.yaml"),
+               pod_yaml(long_name, namespace="kube-system-and-more"))
+    d = t.daemon(m)
+    env = dict(os.environ, COLUMNS="80")
+    w = t.spawn(["watch", "--socket", d.sock], env=env)
+    w.wait_line(lambda x: x.startswith("-- synced"), what="the synced note")
+    synced = [x for x in w.lines() if x.startswith("-- synced")]
+    t.soft(expect_eq, synced, ["-- synced: full state, 1 pod"], "synced note")
+    write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
+    w.wait_line(lambda x: pn("db") in x, what="a row with %s" % pn("db"))
+    rows = [x for x in w.lines() if "ADD" in x]
+    long_row = [x for x in rows if "a-static" in x]
+    if len(long_row) != 1 or not long_row[0].rstrip().endswith("Pending") \
+            or "-node1" not in long_row[0] or "kub" not in long_row[0]:
+        t.soft(expect_eq, rows, "one row with the long name's start and "
+               "end, its namespace and phase", "the long name's row")
+    w2 = t.spawn(["watch", "--socket", d.sock],
+                 env=dict(os.environ, COLUMNS="100"))
+    w2.wait_line(lambda x: x.startswith("-- synced"), what="the synced note")
+    t.soft(expect_eq, [x for x in w2.lines() if x.startswith("-- synced")],
+           ["-- synced: full state, 2 pods"], "synced note")
+    w.stop()
+    w2.stop()
+    t.soft(check_table, w.lines(), 80)
+    t.soft(check_table, w2.lines(), 100)
+
+
 @test("podmux watch with no daemon exits 1 with a message naming the "
       "socket")
 def _(t):
@@ -525,6 +589,51 @@ def check_usage_error(r, words):
 def _(t):
     r = t.run_cmd(run_args(t) + ["--no-such-flag"], timeout=T_SHORT)
     check_usage_error(r, ["--no-such-flag", "no-such-flag"])
+
+
+def check_one_line(r, cmd, first):
+    """A usage error as every subcommand gives it: exit 2, nothing on
+    stdout, on stderr the reason naming the flag and where help is."""
+    where = "podmux %s" % cmd if cmd else "podmux"
+    want = ["%s: %s" % (where, first),
+            "Try '%s --help' for more information." % where]
+    if r.returncode != 2 or r.stdout or r.stderr.splitlines() != want:
+        raise AssertionError("exit %d, stdout %r, stderr %r; want exit 2 "
+                             "and stderr %r" % (r.returncode, r.stdout[:200],
+                                                r.stderr[:600], want))
+
+
+@test("a mistyped flag gets the same two lines from every subcommand: "
+      "'podmux CMD: FLAG: unknown flag' and where the help is, exit 2; so "
+      "do a missing value, an ambiguous abbreviation, a value for a flag "
+      "that takes none and an unknown command")
+def _(t):
+    for cmd in ("run", "watch", "validate", "status"):
+        pre = run_args(t) if cmd == "run" else [cmd]
+        t.soft(check_one_line, t.run_cmd(pre + ["--sockt"]), cmd,
+               "--sockt: unknown flag")
+        t.soft(check_one_line, t.run_cmd(pre + ["-Z"]), cmd,
+               "-Z: unknown flag")
+        t.soft(check_one_line, t.run_cmd(pre + ["--help=x"]), cmd,
+               "--help=x: takes no value")
+        t.soft(check_one_line, t.run_cmd(pre + ["--node-name"]
+                                         if cmd in ("run", "validate")
+                                         else pre + ["--socket"]), cmd,
+               "--%s: missing value" % ("node-name" if cmd in ("run",
+                                                              "validate")
+                                        else "socket"))
+    t.soft(check_one_line, t.run_cmd(run_args(t) + ["--so", "x"]),
+           "run", "--so: ambiguous: --socket, --socket-mode, --socket-group")
+    t.soft(check_one_line, t.run_cmd(["watch", "extra"]), "watch",
+           'unexpected argument "extra"')
+    t.soft(check_one_line, t.run_cmd(["status", "-o", "yaml"]), "status",
+           '-o "yaml": want text or json')
+    t.soft(check_one_line, t.run_cmd(["validate", "-o", "yaml", "x"]),
+           "validate", '-o "yaml": want text or json')
+    t.soft(check_one_line, t.run_cmd(["validate"]), "validate",
+           "no PATH given")
+    t.soft(check_one_line, t.run_cmd(["wach"]), None,
+           "wach: unknown command")
 
 
 @test("podmux run --file-check-frequency 5x (bad duration): exit 2, the "
@@ -723,6 +832,50 @@ def _(t):
     if bad:
         raise AssertionError("stderr lines that are not JSON log lines: %r"
                              % bad[:5])
+
+
+# ---------------------------------------------------------------------------
+# The installed manual (tests/doc-check.sh renders the pages of the tree)
+
+BUILDDIR = os.environ.get("PODMUX_BUILDDIR") or os.path.dirname(harness.BIN)
+
+
+@test("make install: each alias page (podmux-run(8), podmux_client_fd(3), "
+      "...) is '.so' of its page and `man -M` shows the whole page with no "
+      "warning")
+def _(t):
+    dest = t.path("dest")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TESTS")}
+    r = subprocess.run([os.environ.get("MAKE") or "make", "-s", "-C",
+                        BUILDDIR, "install", "DESTDIR=" + dest],
+                       capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError("make install: %s" % r.stderr[-2000:])
+    roots = [d for d, _, files in os.walk(dest) if "podmux.8" in files]
+    if len(roots) != 1:
+        raise AssertionError("podmux.8 installed in %s" % roots)
+    root = os.path.dirname(roots[0])
+    env = dict(os.environ, MANWIDTH="80", MAN_DISABLE_SECCOMP="1",
+               MANPAGER="cat", PAGER="cat", LC_ALL="C.UTF-8")
+    pages = {"podmux-run": ("man8", "podmux.8", "PODMUX RUN"),
+             "podmux-status": ("man8", "podmux.8", "PODMUX STATUS"),
+             "podmux_client_fd": ("man3", "podmux_client.3", "SYNOPSIS"),
+             "podmux_pod_object": ("man3", "podmux_client.3", "SYNOPSIS")}
+    for name, (sect, page, heading) in sorted(pages.items()):
+        alias = os.path.join(root, sect, name + "." + sect[-1])
+        with open(alias) as f:
+            text = f.read()
+        if text != ".so %s/%s\n" % (sect, page):
+            raise AssertionError("%s holds %r" % (alias, text[:200]))
+        r = subprocess.run(["man", "--warnings=w", "-M", root, name],
+                           capture_output=True, text=True, env=env,
+                           timeout=T_SHORT * 3, cwd=t.path("."))
+        if r.returncode != 0 or r.stderr or heading not in r.stdout:
+            raise AssertionError("man -M %s %s: exit %d, stderr %r, %d "
+                                 "lines" % (root, name, r.returncode,
+                                            r.stderr[-600:],
+                                            len(r.stdout.splitlines())))
 
 
 if __name__ == "__main__":

@@ -334,7 +334,7 @@ def wait_due(c):
     import time
     w = c.timeout()
     if w:
-        time.sleep(w)
+        time.sleep(w)   # until the client's own timer is due: the condition
 
 
 @test("python: full state, live ops with seq gaps, replay after a cut with "

@@ -78,10 +78,15 @@ def _(t):
     d = t.daemon(m, freq="1h")
     c = d.connect()
     c.wait_until_state([pn("alpha")])
-    # Let start-up finish (the consumer's flush, the watch settling).
-    time.sleep(0.5)
+    # Start-up is over (the consumer's flush, the watch settling) once a
+    # quarter of a second goes by without the daemon being scheduled.
+    def idle():
+        n = ctxt_switches(d.pid)
+        time.sleep(0.25)   # sampled a quarter of a second apart
+        return ctxt_switches(d.pid) == n
+    harness.wait_for(idle, harness.T_WAIT, "the daemon to go idle", interval=0)
     before = ctxt_switches(d.pid)
-    time.sleep(2.0)
+    harness.settle(2.0)   # then nothing at all for 2 s (scaled)
     after = ctxt_switches(d.pid)
     assert after == before, "the idle daemon was scheduled %d times in 2 s" % (after - before)
 

@@ -15,6 +15,7 @@ Select tests by substring: test_http_source.py 'HTTP 404' redirects"""
 import base64
 import json
 import os
+import signal
 import sys
 import time
 
@@ -137,9 +138,10 @@ def expect_true(cond, what):
 
 
 def quiet(c, secs=0.4):
-    """Reads whatever arrives within secs; returns the messages."""
+    """Reads whatever arrives within secs (scaled: it shows an absence);
+    returns the messages."""
     out = []
-    end = time.monotonic() + secs
+    end = time.monotonic() + secs * harness.SCALE
     while True:
         left = end - time.monotonic()
         if left <= 0:
@@ -269,6 +271,20 @@ def _(t):
     if pod_uid(c4.state.one(pn("web"))) != uid:
         raise AssertionError("uid changed across a restart: %s -> %s" %
                              (uid, pod_uid(c4.state.one(pn("web")))))
+
+
+@http_test("SIGHUP fetches the manifest URL at once: with an hour's "
+           "period, the new body's pod arrives after the signal")
+def _(t):
+    srv, d, c, url = start_with(t, pod_yaml("web"), period="1h")
+    c.wait_until_state([pn("web")])
+    harness.wait_for(lambda: srv.count() >= 1, T_SHORT, "the first poll")
+    srv.set(body=pod_yaml("db"))
+    d.send_signal(signal.SIGHUP)
+    c.wait_until_state([pn("db")])
+    if srv.count() != 2:
+        raise AssertionError("polls: %d, want the first and the SIGHUP's"
+                             % srv.count())
 
 
 @http_test("PodList of 3 then 2: ADD of the 3 in one message, then only "

@@ -1192,9 +1192,10 @@ def open_for_a_second(srv, since=0):
     """An open watch, open for over a second (closing it then is not a
     "very short watch", which would back off and relist)."""
     w = srv.wait_watch(since)
+    # Not scaled: the daemon's rule is a second of wall-clock time.
     rest = 1.2 - (time.time() - w["t"])
     if rest > 0:
-        time.sleep(rest)
+        time.sleep(rest)   # the rest of that second
     return w
 
 

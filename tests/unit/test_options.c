@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "podmux/options.h"
+#include "failalloc.h"
 #include "unit.h"
 
 static int parse(struct options *o, struct buf *err, char **argv)
@@ -98,6 +99,67 @@ START_TEST(test_bad_flags_name_the_flag)
                               "%s: message \"%s\" does not name the flag", bad[i].flag, err.data);
         }
         buf_free(&err);
+}
+END_TEST
+
+/* The reason of a refused flag is the same for every subcommand
+ * (options_bad_flag(); tests/integration/test_cli.py checks each). */
+START_TEST(test_bad_flag_reasons)
+{
+        static const struct {
+                const char *arg, *want;
+        } bad[] = {
+                {"--sockt", "--sockt: unknown flag"},
+                {"--sockt=x", "--sockt=x: unknown flag"},
+                {"-Z", "-Z: unknown flag"},
+                {"--so", "--so: ambiguous: --socket, --socket-mode, --socket-group"},
+                {"--so=x", "--so=x: ambiguous: --socket, --socket-mode, --socket-group"},
+                {"--help=x", "--help=x: takes no value"},
+                {"--in-c=1", "--in-c=1: takes no value"},
+                {"--node-name", "--node-name: missing value"},
+                {"-v", "-v: missing value"},
+        };
+        struct buf err = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct options o;
+                char *argv[] = {"run", (char *)bad[i].arg, NULL};
+
+                ck_assert_int_eq(parse(&o, &err, argv), -EINVAL);
+                ck_assert_str_eq(err.data, bad[i].want);
+        }
+        buf_free(&err);
+}
+END_TEST
+
+/* Out of memory while listing an ambiguous flag's candidates: -ENOMEM or
+ * -EINVAL, the message whole or absent, nothing leaked. */
+START_TEST(test_bad_flag_out_of_memory)
+{
+        const char *want = "--so: ambiguous: --socket, --socket-mode, --socket-group";
+        struct buf err = BUF_INIT;
+        bool failed = true;
+
+        if (!failalloc_enabled())
+                return;
+        for (long k = 1; failed && k < 100; k++) {
+                struct options o;
+                char *argv[] = {"run", "--so", NULL};
+                long live = failalloc_live();
+                int r;
+
+                buf_free(&err);
+                failalloc_arm(k);
+                r = options_parse(2, argv, &o, &err);
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                ck_assert_msg(r == -EINVAL || (failed && r == -ENOMEM), "k=%ld: %d", k, r);
+                ck_assert_msg(err.len == 0 || strcmp(err.data, want) == 0, "k=%ld: \"%s\"", k, err.data);
+                ck_assert_msg(failed || err.len, "k=%ld: no message without a failure", k);
+                buf_free(&err);
+                ck_assert_int_eq(failalloc_live(), live);
+        }
+        ck_assert(!failed);
 }
 END_TEST
 
@@ -517,8 +579,8 @@ START_TEST(test_config_null_and_wrong_types)
 }
 END_TEST
 
-UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag,
-          test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
-          test_help_documents_every_flag_with_default, test_metrics_address,
-          test_config_null_and_wrong_types, test_conflicting_pairs, test_conflict_with_config_path,
-          test_empty_source_flags_turn_the_source_off, test_default_plugin_registry_rule)
+UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
+          test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
+          test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
+          test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
+          test_default_plugin_registry_rule)

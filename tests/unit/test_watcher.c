@@ -67,9 +67,13 @@ START_TEST(test_burst_is_dispatched_in_batches)
                 ck_assert_int_ge(fd, 0);
                 close(fd);
         }
-        /* Let the thread forward the burst before the loop looks (not a
-         * timing assertion: the batches are checked whatever arrived). */
-        usleep(300 * 1000);
+        /* The loop looks once the thread has forwarded the whole burst,
+         * so that it is there to be handed over in batches (bounded by a
+         * minute: a failure, not a measure of speed). */
+        for (int waited = 0; watcher_forwarded(w) < FILES && waited < 60 * 1000; waited++)
+                usleep(1000);
+        ck_assert_uint_eq(watcher_forwarded(w), FILES);
+        /* Every event is handed over, however many turns that takes. */
         while (c.created < FILES && turns < 10000) {
                 c.this_turn = 0;
                 loop_run_once(loop, 100 * 1000);
