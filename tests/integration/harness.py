@@ -450,14 +450,15 @@ class TestContext:
             d.start()
         return d
 
-    def run_cmd(self, args, timeout=None, input=None):
-        """Runs `podmux ARGS...` to completion; returns CompletedProcess with
-        text stdout/stderr.  Fails the test if it does not finish."""
+    def run_cmd(self, args, timeout=None, input=None, cwd=None):
+        """Runs `podmux ARGS...` to completion (in cwd if given); returns
+        CompletedProcess with text stdout/stderr.  Fails the test if it does
+        not finish."""
         timeout = timeout or T_WAIT
         try:
             return subprocess.run([BIN] + list(args), input=input,
                                   capture_output=True, timeout=timeout,
-                                  text=True, errors="replace")
+                                  text=True, errors="replace", cwd=cwd)
         except subprocess.TimeoutExpired:
             raise AssertionError("podmux %s did not finish within %.0f s" %
                                  (" ".join(args), timeout))
@@ -638,7 +639,7 @@ class Daemon:
 
     def __init__(self, t, manifest_path, socket_path=None, mode="incremental",
                  node=NODE, freq="1s", log_format="json", extra=(),
-                 expect_exit=False, plugins_dir=""):
+                 expect_exit=False, plugins_dir="", cwd=None):
         Daemon._count += 1
         self.t = t
         self.n = Daemon._count
@@ -653,6 +654,7 @@ class Daemon:
         # None: not given, see TestContext.allow_default_registry.
         self.plugins_dir = plugins_dir
         self.expect_exit = expect_exit
+        self.cwd = cwd              # the daemon's working directory (None: ours)
         self.proc = None
         self.stopped = False
         self.killed = False
@@ -662,8 +664,10 @@ class Daemon:
         a = [BIN, "run"]
         if self.manifest_path is not None:
             a += ["--pod-manifest-path", self.manifest_path]
-        a += ["--socket", self.sock, "--node-name", self.node,
-              "--mode", self.mode]
+        a += ["--socket", self.sock]
+        if self.node is not None:       # None: the daemon's default
+            a += ["--node-name", self.node]
+        a += ["--mode", self.mode]
         if self.freq:
             a += ["--file-check-frequency", self.freq]
         if self.log_format:
@@ -681,7 +685,8 @@ class Daemon:
         with open(self.stderr_path, "wb") as ferr, \
                 open(self.stdout_path, "wb") as fout:
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
-                                         stdout=fout, stderr=ferr)
+                                         stdout=fout, stderr=ferr,
+                                         cwd=self.cwd)
         self.pid = self.proc.pid
         self.stopped = False
         if wait:
