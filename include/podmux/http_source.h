@@ -9,6 +9,10 @@
  * One request at a time: the next poll starts one period after the previous
  * one finished, so a slow server never piles requests up.
  *
+ * Logs one line per distinct reason: a failure that repeats poll after
+ * poll is logged once (then at debug), another reason again, and the
+ * first success after failures once.
+ *
  * Fail safe: a body is applied whole or not at all (a transfer cut short,
  * an oversized or bad body sends nothing, so the merger keeps the last
  * pods).  Running out of memory is never reported as a bad body: it is
@@ -34,8 +38,6 @@
 /* After a poll failed for want of memory: tried again after this pause,
  * doubling up to the period. */
 #define HTTP_SOURCE_RETRY_USEC (1000u * 1000u)
-/* Failures logged at error level before the source goes quiet. */
-#define HTTP_SOURCE_LOUD_FAILURES 3
 
 struct http_source;
 

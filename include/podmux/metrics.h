@@ -22,10 +22,18 @@
 #include "podmux/pod.h"
 
 #define METRICS_ERROR_TEXT 256 /* bytes kept of a source's last error */
+#define METRICS_TARGET_TEXT 4096 /* bytes kept of a source's path or URL */
 
 /* What one source has done; times are wall-clock microseconds, 0 never. */
 struct source_stats {
         bool configured;
+        /* What the source reads, as it may be shown (a path, a URL
+         * without credentials or query); set by the source, "" unknown. */
+        char target[METRICS_TARGET_TEXT];
+        /* One word for what the source is doing, set by the source from
+         * a string literal (never freed): "ok", "failing", "absent"...
+         * NULL: not started yet (shown as "starting"). */
+        const char *state;
         uint64_t last_success;
         uint64_t last_error_at;
         char last_error[METRICS_ERROR_TEXT];
@@ -44,6 +52,12 @@ void source_stats_success(struct source_stats *st, size_t pods);
  * from fmt and truncated to METRICS_ERROR_TEXT - 1 bytes. */
 void source_stats_error(struct source_stats *st, bool parse, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* Sets the target (copied, truncated to METRICS_TARGET_TEXT - 1 bytes).
+ * NULL-safe. */
+void source_stats_target(struct source_stats *st, const char *target);
+/* Sets the state: state must be a string literal (it is kept, not
+ * copied).  NULL-safe. */
+void source_stats_state(struct source_stats *st, const char *state);
 
 enum metrics_source {
         METRICS_SOURCE_FILE,
@@ -89,8 +103,8 @@ void metrics_count_plugin(struct metrics *m, const char *op);
 /* Appends the Prometheus text exposition (format 0.0.4).  0 or -ENOMEM. */
 int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out);
 /* Appends ,"started":...,"sources":[...] for a status message: each
- * configured source with its last success, last error and counters.
- * 0 or -ENOMEM. */
+ * configured source with its target and state, its last success, last
+ * error and counters.  0 or -ENOMEM. */
 int metrics_render_status(const struct metrics *m, struct buf *out);
 
 #endif

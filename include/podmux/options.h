@@ -50,6 +50,11 @@ struct options {
         size_t n_allow_gids;
         enum storage_mode mode;
         char *config_file;
+        /* The top-level fields of the --config file that
+         * KubeletConfiguration does not define, JSON-quoted and
+         * ", "-separated, or NULL: for the caller to warn about once (this
+         * module never logs). */
+        char *config_unknown;
         int verbosity;
         int log_json;
         size_t max_backlog;
@@ -67,9 +72,14 @@ struct options {
 /*
  * Parses argv (argv[0] is "run").  On a usage error returns -EINVAL with a
  * message naming the flag in err; the caller exits 2.  Reads --config when
- * given (flags win over the file).  Fills defaults, including the node name
- * from the host name (lower-cased, like the kubelet) and the plugin
- * registry (options_default_plugins()).  Every contradiction between flags
+ * given (flags win over the file; its unknown fields go to
+ * config_unknown).  Fills defaults, including the node name from the host
+ * name (lower-cased, like the kubelet) and the plugin registry
+ * (options_default_plugins()).  --hostname-override is trimmed and
+ * lower-cased as the kubelet takes it; --node-name is kept as given.  The
+ * static pod path is made absolute and cleaned (path_absolute()): a
+ * relative --pod-manifest-path from the working directory, a relative
+ * staticPodPath from the --config file's directory.  Every contradiction between flags
  * is a usage error found here, before the daemon creates anything:
  * --kubeconfig with --in-cluster, --node-name with a different
  * --hostname-override, and colliding paths (the stream and metrics

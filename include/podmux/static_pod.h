@@ -47,15 +47,20 @@ int static_pod_entry(const char *path, struct buf *reason);
  * Reads, decodes, defaults and validates the static-pod file path for
  * node_name, and builds the pod the file source emits (refs == 1, the
  * caller unrefs it).  *ret_unknown (NULL: not wanted) lists the fields
- * core/v1 does not define, as manifest_decode_pod() does.  Errors:
+ * core/v1 does not define, as manifest_decode_pod() does.  *ret_docs
+ * (NULL: not wanted) is set on success to the number of YAML documents in
+ * the file, of which only the first is used (as the kubelet does): 1, or
+ * more (a later document too malformed to count is counted as one; a
+ * file with no "---" or "..." line after its start costs no second
+ * look).  Errors:
  * -ENOENT when the file is not there, a resource error (see
  * static_pod_resource_error()), or the file's own error (-EINVAL, -EFBIG,
  * -ENODATA, -EACCES, -EIO...), each with a one-line reason in err (may be
  * NULL; podmux/buf.h: it replaces what err held, empty after -ENOMEM; a
  * success leaves err alone).
  */
-int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod,
-                    struct v1_unknown *ret_unknown, struct buf *err);
+int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod, struct v1_unknown *ret_unknown,
+                    int *ret_docs, struct buf *err);
 
 /*
  * A manifest-URL body (a Pod or a PodList, every item valid or none) into

@@ -90,7 +90,8 @@ const char *options_usage(void)
         return "Usage: podmux run [FLAGS]\n"
                "\n"
                "Sources (each is enabled by its flag):\n"
-               "  --pod-manifest-path PATH      static pod directory or file (no default: off)\n"
+               "  --pod-manifest-path PATH      static pod directory or file; a relative path is taken from\n"
+               "                                the working directory (no default: off)\n"
                "  --file-check-frequency DUR    relist period of the static pod path (default 20s)\n"
                "  --manifest-url URL            HTTP manifest URL (no default: off)\n"
                "  --manifest-url-header 'k:v,k:v'  headers for the manifest URL (repeatable)\n"
@@ -103,10 +104,13 @@ const char *options_usage(void)
                "                                " OPTIONS_DEFAULT_PLUGINS_DIR ")\n"
                "  --config FILE                 KubeletConfiguration YAML: staticPodPath, staticPodURL,\n"
                "                                staticPodURLHeader, fileCheckFrequency, httpCheckFrequency\n"
-               "                                (flags given on the command line win; default: none)\n"
+               "                                (flags given on the command line win; a relative staticPodPath\n"
+               "                                is taken from the file's directory; default: none)\n"
                "\n"
                "Node and stream:\n"
-               "  --node-name NAME              node name (default: the host name, lower-cased)\n"
+               "  --node-name NAME              node name, as given (default: the host name, lower-cased)\n"
+               "  --hostname-override NAME      node name, trimmed and lower-cased as the kubelet takes it;\n"
+               "                                not with a different --node-name (default: the host name)\n"
                "  --socket PATH                 update stream socket (default " OPTIONS_DEFAULT_SOCKET ",\n"
                "                                or $PODMUX_SOCKET)\n"
                "  --socket-mode MODE            socket file mode, octal (default 0660)\n"
@@ -156,31 +160,37 @@ void options_free(struct options *o)
         free(o->plugins_dir);
         free(o->socket_path);
         free(o->config_file);
+        free(o->config_unknown);
         free(o->allow_uids);
         free(o->allow_gids);
         free(o->metrics_address);
         memset(o, 0, sizeof(*o));
 }
 
-/* The kubelet's default node name: the host name, trimmed and
- * lower-cased (nodeutil.GetHostname). */
+/* A host name as the kubelet takes it (nodeutil.GetHostname): white space
+ * trimmed, lower-cased, in place.  ASCII only: a node name with other
+ * letters is refused by the API server anyway. */
+static void node_name_normalize(char *s)
+{
+        size_t start = 0, end = strlen(s);
+
+        while (start < end && strchr(" \t\n\v\f\r", s[start]))
+                start++;
+        while (end > start && strchr(" \t\n\v\f\r", s[end - 1]))
+                end--;
+        memmove(s, s + start, end - start);
+        s[end - start] = '\0';
+        for (; *s; s++)
+                if (*s >= 'A' && *s <= 'Z')
+                        *s = (char)(*s - 'A' + 'a');
+}
+
 int options_default_node_name(char *out, size_t size)
 {
-        size_t start = 0, end;
-
         if (gethostname(out, size) < 0)
                 return -errno;
         out[size - 1] = '\0';
-        end = strlen(out);
-        while (start < end && strchr(" \t\r\n", out[start]))
-                start++;
-        while (end > start && strchr(" \t\r\n", out[end - 1]))
-                end--;
-        memmove(out, out + start, end - start);
-        out[end - start] = '\0';
-        for (char *s = out; *s; s++)
-                if (*s >= 'A' && *s <= 'Z')
-                        *s = (char)(*s - 'A' + 'a');
+        node_name_normalize(out);
         return out[0] ? 0 : -ENOENT;
 }
 
@@ -385,12 +395,15 @@ static int parse_metrics_address(const char *v, char **slot, struct buf *err)
 }
 
 /* The flags a --config value must not override (load_config() keeps
- * what they set), and the node name as each of its flags spelled it. */
+ * what they set), and the node name as each of its flags gave it. */
 struct flag_set {
         bool path, file_check, url, headers, http_check, plugins_dir;
         /* The last value of each spelling of the node name, to refuse
-         * the two when they disagree (pointers into argv). */
-        const char *node_name, *hostname_override;
+         * the two when they disagree: --node-name as typed (a pointer
+         * into argv), --hostname-override as the kubelet takes it
+         * (trimmed and lower-cased; options_parse() frees it). */
+        const char *node_name;
+        char *hostname_override;
 };
 
 /* Reads the --config file: a YAML mapping of kind KubeletConfiguration.
@@ -464,6 +477,109 @@ static int config_headers(struct options *o, json_object *v, struct buf *err)
         return 0;
 }
 
+/*
+ * The top-level fields of KubeletConfiguration (kubelet.config.k8s.io/
+ * v1beta1, k8s.io/kubelet/config/v1beta1), with kind and apiVersion, each
+ * between spaces: a field podmux does not read is ignored silently, as it
+ * is meant for the kubelet; one that no kubelet knows is a mistake worth
+ * a warning (the kubelet's strict decoding warns, then goes on).
+ */
+static const char kubelet_config_fields[] =
+        " address allowedUnsafeSysctls apiVersion authentication authorization cgroupDriver cgroupRoot "
+        " cgroupsPerQOS clusterDNS clusterDomain configMapAndSecretChangeDetectionStrategy "
+        " containerLogMaxFiles containerLogMaxSize containerLogMaxWorkers containerLogMonitorInterval "
+        " containerRuntimeEndpoint contentType cpuCFSQuota cpuCFSQuotaPeriod cpuManagerPolicy "
+        " cpuManagerPolicyOptions cpuManagerReconcilePeriod crashLoopBackOff draManagerReconcilePeriod "
+        " enableContentionProfiling enableControllerAttachDetach enableDebugFlagsHandler "
+        " enableDebuggingHandlers enableProfilingHandler enableServer enableSystemLogHandler "
+        " enableSystemLogQuery enforceNodeAllocatable eventBurst eventRecordQPS evictionHard "
+        " evictionMaxPodGracePeriod evictionMinimumReclaim evictionPressureTransitionPeriod evictionSoft "
+        " evictionSoftGracePeriod failCgroupV1 failSwapOn featureGates fileCheckFrequency hairpinMode "
+        " healthzBindAddress healthzPort httpCheckFrequency imageGCHighThresholdPercent "
+        " imageGCLowThresholdPercent imageMaximumGCAge imageMinimumGCAge "
+        " imagePullCredentialsVerificationPolicy imageServiceEndpoint iptablesDropBit iptablesMasqueradeBit "
+        " kernelMemcgNotification kind kubeAPIBurst kubeAPIQPS kubeReserved kubeReservedCgroup "
+        " kubeletCgroups localStorageCapacityIsolation logging makeIPTablesUtilChains maxOpenFiles "
+        " maxParallelImagePulls maxPods memoryManagerPolicy memoryReservationPolicy memorySwap "
+        " memoryThrottlingFactor mergeDefaultEvictionSettings nodeLeaseDurationSeconds nodeStatusMaxImages "
+        " nodeStatusReportFrequency nodeStatusUpdateFrequency oomScoreAdj podCIDR podLogsDir podPidsLimit "
+        " podsPerCore port preloadedImagesVerificationAllowlist protectKernelDefaults providerID qosReserved "
+        " readOnlyPort registerNode registerWithTaints registryBurst registryPullQPS reservedMemory "
+        " reservedSystemCPUs resolvConf rotateCertificates runOnce runtimeRequestTimeout seccompDefault "
+        " serializeImagePulls serverTLSBootstrap showHiddenMetricsForVersion shutdownGracePeriod "
+        " shutdownGracePeriodByPodPriority shutdownGracePeriodCriticalPods singleProcessOOMKill "
+        " staticPodPath staticPodURL staticPodURLHeader streamingConnectionIdleTimeout syncFrequency "
+        " systemCgroups systemReserved systemReservedCgroup tlsCertFile tlsCipherSuites tlsCurvePreferences "
+        " tlsMinVersion tlsPrivateKeyFile topologyManagerPolicy topologyManagerPolicyOptions "
+        " topologyManagerScope tracing userNamespaces volumePluginDir volumeStatsAggPeriod ";
+
+#define CONFIG_UNKNOWN_LISTED 20 /* names listed at most; the rest counted */
+
+/* Whether key is one of kubelet_config_fields.  O(the list's 3 KB), for
+ * the few keys of a configuration file. */
+static bool kubelet_config_field(const char *key)
+{
+        size_t n = strlen(key);
+
+        if (n == 0 || strchr(key, ' '))
+                return false;
+        for (const char *p = strstr(kubelet_config_fields, key); p; p = strstr(p + 1, key))
+                if (p[-1] == ' ' && p[n] == ' ')
+                        return true;
+        return false;
+}
+
+/* The top-level fields of cfg that KubeletConfiguration does not define,
+ * as o->config_unknown (NULL for none).  Nested fields are not checked.
+ * 0 or -ENOMEM. */
+static int config_unknown_fields(struct options *o, json_object *cfg)
+{
+        struct buf list = BUF_INIT;
+        size_t n = 0;
+        int r = 0;
+
+        json_object_object_foreach(cfg, key, val) {
+                (void)val;
+                if (kubelet_config_field(key))
+                        continue;
+                if (++n > CONFIG_UNKNOWN_LISTED)
+                        continue;
+                if ((n > 1 && (r = buf_puts(&list, ", ")) < 0) || (r = buf_json_string(&list, key, strlen(key))) < 0)
+                        goto out;
+        }
+        if (n > CONFIG_UNKNOWN_LISTED && (r = buf_printf(&list, " (and %zu more)", n - CONFIG_UNKNOWN_LISTED)) < 0)
+                goto out;
+        free(o->config_unknown);
+        o->config_unknown = n ? buf_steal(&list, NULL) : NULL;
+        if (n && !o->config_unknown)
+                r = -ENOMEM;
+out:
+        buf_free(&list);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+/* *slot, a path read from the --config file: a relative one is taken
+ * from the file's directory, as the kubelet resolves the paths of its
+ * configuration file, not from the working directory (joined here to the
+ * directory as the file was named; absolute_manifest_path() does the
+ * rest).  0 or -ENOMEM. */
+static int config_path(const struct options *o, char **slot)
+{
+        const char *slash = strrchr(o->config_file, '/');
+        char *dir, *joined;
+
+        if (!*slot || (*slot)[0] == '/' || !slash)
+                return 0;
+        dir = slash == o->config_file ? strdup("/") : strndup(o->config_file, (size_t)(slash - o->config_file));
+        joined = dir ? path_join(dir, *slot) : NULL;
+        free(dir);
+        if (!joined)
+                return -ENOMEM;
+        free(*slot);
+        *slot = joined;
+        return 0;
+}
+
 /* Reads the KubeletConfiguration fields podmux honours.  Values already
  * set by flags (set marks them) are kept. */
 static int load_config(struct options *o, const struct flag_set *set, struct buf *err)
@@ -473,6 +589,8 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
 
         if ((r = config_read(o->config_file, &cfg, err)) < 0)
                 return r;
+        if ((r = config_unknown_fields(o, cfg)) < 0)
+                goto out;
 #define CFG_STRING(key, slot, flagged)                                              \
         if (!(flagged) && json_object_object_get_ex(cfg, key, &v) &&                   \
             json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) { \
@@ -493,6 +611,8 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
                 slot = us;                                                                                             \
         }
         CFG_STRING("staticPodPath", o->pod_manifest_path, set->path);
+        if (!set->path && (r = config_path(o, &o->pod_manifest_path)) < 0)
+                goto out;
         CFG_STRING("staticPodURL", o->manifest_url, set->url);
         CFG_DURATION("fileCheckFrequency", o->file_check_usec, set->file_check);
         CFG_DURATION("httpCheckFrequency", o->http_check_usec, set->http_check);
@@ -527,17 +647,16 @@ bool options_default_plugins(const struct options *o, uid_t euid)
 
 /* A path made absolute against the working directory, then cleaned
  * lexically (include/podmux/path.h), so two spellings of one file compare
- * equal.  NULL on ENOMEM. */
+ * equal; only cleaned when the working directory is unknown.  NULL on
+ * ENOMEM. */
 static char *abs_clean(const char *p)
 {
-        char cwd[4096], *joined, *clean;
+        char *abs = NULL;
+        int r = path_absolute(p, NULL, &abs);
 
-        if (p[0] == '/' || !getcwd(cwd, sizeof(cwd)))
-                return path_clean(p);
-        joined = path_join(cwd, p);
-        clean = joined ? path_clean(joined) : NULL;
-        free(joined);
-        return clean;
+        if (r == -ENOMEM)
+                return NULL;
+        return r < 0 ? path_clean(p) : abs;
 }
 
 /* path + ".lock": the lock file beside a socket (src/util/unix_listen.c).
@@ -693,6 +812,31 @@ out:
         return r;
 }
 
+/* --hostname-override as the kubelet takes it (nodeutil.GetHostname):
+ * trimmed and lower-cased; empty, it is not given (the node name is
+ * --node-name's, or the host name); blank, it is refused. */
+static int apply_hostname_override(struct options *o, const char *v, struct flag_set *set, struct buf *err)
+{
+        char *name;
+
+        if (!v[0]) {
+                free(set->hostname_override);
+                set->hostname_override = NULL;
+                return str_set(&o->node_name, set->node_name);
+        }
+        name = strdup(v);
+        if (!name)
+                return -ENOMEM;
+        node_name_normalize(name);
+        if (!name[0]) {
+                free(name);
+                return buf_set_err(err, -EINVAL, "--hostname-override: \"%s\": empty hostname is invalid", v);
+        }
+        free(set->hostname_override);
+        set->hostname_override = name;
+        return str_set(&o->node_name, name);
+}
+
 /* One flag from getopt_long(): c its code, v its value, flag the flag as
  * given (for the messages).  Flags a --config value must not override
  * are marked in set. */
@@ -700,9 +844,10 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
 {
         switch (c) {
         case OPT_NODE_NAME:
-        case OPT_HOSTNAME_OVERRIDE:
-                *(c == OPT_NODE_NAME ? &set->node_name : &set->hostname_override) = v;
+                set->node_name = v;
                 return str_set(&o->node_name, v);
+        case OPT_HOSTNAME_OVERRIDE:
+                return apply_hostname_override(o, v, set, err);
         case OPT_POD_MANIFEST_PATH:
                 set->path = true;
                 o->explicit_sources = true;
@@ -850,6 +995,31 @@ static int apply_defaults(struct options *o, struct buf *err)
         return 0;
 }
 
+/* The static pod path made absolute and cleaned: a relative
+ * --pod-manifest-path is taken from the working directory, as podmux
+ * validate takes its arguments (a relative staticPodPath was joined to
+ * the --config file's directory by load_config()): one file has one
+ * name, and its static pod one UID, however the path was spelled
+ * (doc/pod-config.md 6.1). */
+static int absolute_manifest_path(struct options *o, const struct flag_set *set, struct buf *err)
+{
+        char *abs = NULL;
+        int r;
+
+        if (!o->pod_manifest_path)
+                return 0;
+        r = path_absolute(o->pod_manifest_path, NULL, &abs);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return buf_set_err(err, -EINVAL, "%s \"%s\": relative, and the working directory is unknown: %s",
+                                   set->path ? "--pod-manifest-path" : "staticPodPath (--config)", o->pod_manifest_path,
+                                   ERRNO_STR(r));
+        free(o->pod_manifest_path);
+        o->pod_manifest_path = abs;
+        return 0;
+}
+
 int options_parse(int argc, char **argv, struct options *o, struct buf *err)
 {
         struct flag_set set = {0};
@@ -881,13 +1051,17 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 goto fail;
         }
         if (o->help)
-                return 0;
+                goto out;
         if (o->config_file && (r = load_config(o, &set, err)) < 0)
                 goto fail;
-        if ((r = apply_defaults(o, err)) < 0 || (r = check_conflicts(o, &set, err)) < 0)
+        if ((r = apply_defaults(o, err)) < 0 || (r = absolute_manifest_path(o, &set, err)) < 0 ||
+            (r = check_conflicts(o, &set, err)) < 0)
                 goto fail;
+out:
+        free(set.hostname_override);
         return 0;
 fail:
+        free(set.hostname_override);
         options_free(o);
         return r;
 }

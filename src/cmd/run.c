@@ -745,6 +745,21 @@ out:
         return r;
 }
 
+/* What the configuration says that may not be what was meant: one
+ * warning each, at start (options_parse() found them; it never logs). */
+static void warn_configuration(const struct daemon *d)
+{
+        const struct options *o = &d->opts;
+
+        if (o->config_unknown)
+                log_warn("--config \"%s\": unknown fields ignored (not in KubeletConfiguration v1beta1): %s",
+                         o->config_file, o->config_unknown);
+        if (!d->file && !d->http && !d->api)
+                log_warn("no pod source is configured (--pod-manifest-path, --manifest-url, --kubeconfig, "
+                         "--in-cluster, or staticPodPath or staticPodURL in --config): consumers get no pods%s",
+                         d->plugins ? ", only plugins" : "");
+}
+
 /* Starts the sources and the plugin manager, then runs the loop until
  * SIGINT or SIGTERM stops it.  A failure is logged here. */
 static int daemon_run(struct daemon *d)
@@ -754,6 +769,7 @@ static int daemon_run(struct daemon *d)
 
         log_info("podmux %s serving on \"%s\" (node \"%s\", mode %s)", PODMUX_VERSION, d->opts.socket_path,
                  d->opts.node_name, storage_mode_to_string(d->opts.mode));
+        warn_configuration(d);
         if (d->file)
                 file_source_start(d->file);
         if (d->http)

@@ -1,8 +1,9 @@
 /*
  * status — `podmux status`: asks the daemon, over its update stream
  * socket, for one status message ({"request":"status"}, see
- * stream_request.h) and prints it: the daemon, each source with its last
- * success and last error, the consumers, the registered plugins.
+ * stream_request.h) and prints it: the daemon, each source with what it
+ * reads, its state, last success and last error, the consumers, the
+ * registered plugins.
  *
  * A one-shot client: blocking socket with send and receive deadlines, so
  * a stuck daemon cannot hang it.
@@ -37,8 +38,9 @@ static void usage(FILE *f)
         fputs("Usage: podmux status [--socket PATH] [-o text|json]\n"
               "\n"
               "Asks a running `podmux run` for its status and prints it: the\n"
-              "sources with their last success and last error, the consumers of\n"
-              "the update stream, the registered plugins.\n"
+              "sources with the path or URL each reads, its state (ok, absent,\n"
+              "failing...), last success and last error, the consumers of the\n"
+              "update stream, the registered plugins.\n"
               "\n"
               "Flags:\n"
               "  --socket PATH       the stream socket (default $PODMUX_SOCKET, else\n"
@@ -158,14 +160,19 @@ static void print_text(json_object *st)
         n = sources ? json_object_array_length(sources) : 0;
         printf("\nSOURCES (%zu)\n", n);
         if (n)
-                printf("%-6s %6s  %-20s  %s\n", "NAME", "PODS", "LAST SUCCESS", "LAST ERROR");
+                printf("%-6s %-9s %6s  %-20s  %s\n", "NAME", "STATE", "PODS", "LAST SUCCESS", "LAST ERROR");
         for (size_t i = 0; i < n; i++) {
                 json_object *s = json_object_array_get_idx(sources, i), *le = json_get(s, "last_error");
+                const char *name = str_or(s, "name", "?");
 
-                printf("%-6s %6s  %-20s  %s%s%s\n", str_or(s, "name", "?"), str_or(s, "pods", "0"),
-                       str_or(s, "last_success", "never"), le ? str_or(le, "time", "") : "none",
-                       le ? " " : "", le ? str_or(le, "message", "") : "");
-                printf("       errors %s, parse errors %s", str_or(s, "errors", "0"), str_or(s, "parse_errors", "0"));
+                printf("%-6s %-9s %6s  %-20s  %s%s%s\n", name, str_or(s, "state", "?"), str_or(s, "pods", "0"),
+                       str_or(s, "last_success", "never"), le ? str_or(le, "time", "") : "none", le ? " " : "",
+                       le ? str_or(le, "message", "") : "");
+                printf("       %s %s; errors %s, parse errors %s",
+                       strcmp(name, "file") == 0   ? "path"
+                       : strcmp(name, "http") == 0 ? "url"
+                                                   : "server",
+                       str_or(s, "target", "?"), str_or(s, "errors", "0"), str_or(s, "parse_errors", "0"));
                 if (str(s, "relists"))
                         printf(", relists %s, watch restarts %s", str(s, "relists"), str_or(s, "watch_restarts", "0"));
                 putchar('\n');

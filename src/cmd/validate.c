@@ -9,10 +9,11 @@
  * first file in sorted order keeps a namespace/name, by pod_store_key()),
  * so validate and the daemon cannot drift apart.
  *
- * The UID printed is the one the daemon computes only when the node name
- * and the path string match what the daemon uses: the path is cleaned
- * lexically (like Go's filepath.Clean: no realpath, symlinks kept), and a
- * directory's entries are joined to the cleaned directory path.
+ * The UID printed is the one the daemon computes when the node name
+ * matches: each path is made absolute (from the working directory) and
+ * cleaned lexically (like Go's filepath.Clean: no realpath, symlinks
+ * kept), as the daemon takes --pod-manifest-path, and a directory's
+ * entries are joined to that path.
  */
 
 #include <errno.h>
@@ -56,7 +57,9 @@ static void usage(FILE *f)
               "regular file whose name does not start with '.', in byte order, without\n"
               "recursing; of two files defining one namespace/name the first is kept.\n"
               "Fields that core/v1 does not define are dropped, as the kubelet drops\n"
-              "them, and listed as warnings on standard error.\n"
+              "them, and listed as warnings on standard error.  Each PATH is made\n"
+              "absolute and cleaned, as the daemon takes --pod-manifest-path, so a\n"
+              "file's UID is the daemon's, however the path is spelled.\n"
               "\n"
               "Options:\n"
               "  --node-name NAME     the node name (default: this host's name, lower-cased,\n"
@@ -244,23 +247,22 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
         struct pod **pods = NULL, *one = NULL;
         char *data = NULL;
         size_t len = 0, n = 0;
-        int r, docs;
+        int r, docs = 1;
 
         if (o->url_mode) {
                 r = file_read(path, MANIFEST_MAX_BYTES, &data, &len, &err);
                 if (r == 0)
                         r = static_pod_decode_body(data, len, path, o->node_name, &pods, &n, &unknown, &err);
+                if (r == 0)
+                        docs = yaml_count_documents(data, len, NULL);
         } else {
                 /* The file source's own loader: what it refuses is
-                 * refused here, in its words. */
-                r = static_pod_load(path, o->node_name, &one, &unknown, &err);
+                 * refused here, in its words, and the documents it
+                 * ignores are counted as it counts them. */
+                r = static_pod_load(path, o->node_name, &one, &unknown, &docs, &err);
                 if (r == 0) {
                         pods = &one;
                         n = 1;
-                        /* Only for the note on extra documents below. */
-                        buf_reset(&msg);
-                        if (file_read(path, MANIFEST_MAX_BYTES, &data, &len, &msg) < 0)
-                                len = 0;
                 }
         }
         if (r == -ENOMEM)
@@ -272,7 +274,6 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
         }
         if (!o->url_mode && (r = check_duplicate(seen, path, one)) != 0)
                 goto out;
-        docs = data ? yaml_count_documents(data, len, NULL) : 0;
         if (docs > 1) {
                 buf_reset(&msg);
                 if (buf_printf(&msg, "note: %d YAML documents; only the first is used", docs) == 0)
@@ -354,15 +355,23 @@ out:
         return r < 0 ? r : failed;
 }
 
+/* arg made absolute and cleaned, as the daemon takes a relative
+ * --pod-manifest-path: a file's UID is then the same however it is
+ * spelled ("a.yaml", "./a.yaml", "/dir/a.yaml"), and is the daemon's. */
 static int validate_path(const struct validate_opts *o, const char *arg)
 {
         struct seen none = {NULL};
         struct stat st;
-        char *path = path_clean(arg);
-        int r;
+        char *path = NULL;
+        int r = path_absolute(arg, NULL, &path);
 
-        if (!path)
-                return -ENOMEM;
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                report(arg, "relative, and the working directory is unknown: cannot name the file as the daemon "
+                            "would");
+                return 1;
+        }
         if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
                 r = validate_dir(o, path);
         else

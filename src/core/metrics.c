@@ -61,6 +61,20 @@ void source_stats_error(struct source_stats *st, bool parse, const char *fmt, ..
                 utf8_trim(st->last_error);
 }
 
+void source_stats_target(struct source_stats *st, const char *target)
+{
+        if (!st)
+                return;
+        if ((size_t)snprintf(st->target, sizeof(st->target), "%s", target) >= sizeof(st->target))
+                utf8_trim(st->target);
+}
+
+void source_stats_state(struct source_stats *st, const char *state)
+{
+        if (st)
+                st->state = state;
+}
+
 void metrics_init(struct metrics *m)
 {
         memset(m, 0, sizeof(*m));
@@ -288,8 +302,10 @@ int metrics_render_status(const struct metrics *m, struct buf *out)
                 if (!st->configured)
                         continue;
                 if ((!first && (r = buf_putc(out, ',')) < 0) ||
-                    (r = buf_printf(out, "{\"name\":\"%s\",\"pods\":%zu,\"last_success\":", source_names[i],
-                                    st->pods)) < 0 ||
+                    (r = buf_printf(out, "{\"name\":\"%s\",\"target\":", source_names[i])) < 0 ||
+                    (r = buf_json_string(out, st->target, strlen(st->target))) < 0 ||
+                    (r = buf_printf(out, ",\"state\":\"%s\",\"pods\":%zu,\"last_success\":",
+                                    st->state ? st->state : "starting", st->pods)) < 0 ||
                     (r = buf_json_time(out, st->last_success)) < 0 || (r = buf_puts(out, ",\"last_error\":")) < 0)
                         return r;
                 if (st->last_error_at) {

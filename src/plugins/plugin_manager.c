@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -68,6 +70,7 @@ struct plugin_manager {
         struct strmap *watches; /* directory -> struct watcher_watch* */
         struct loop_timer *timer;
         struct loop_timer *retry; /* reads the registry again (retry_later) */
+        char *failure;            /* what retry_later() last logged, until a walk succeeds; NULL if none */
         uint64_t pass_due; /* monotonic µs the armed pass is due, 0 if none */
 };
 
@@ -626,14 +629,35 @@ static void on_retry(struct loop_timer *t, void *data);
 /* Something on disk could not be taken in (a directory unreadable or
  * unwatchable, memory or descriptors short): the registry is read again
  * in PLUGIN_RETRY_USEC, so no socket is missed for good.  Said once per
- * retry. */
+ * distinct reason (the first of a walk), not once per retry: a directory
+ * that stays unreadable would repeat the line every second; walked() says
+ * when it is over. */
 static void retry_later(struct plugin_manager *pm, const char *what, const char *path, int r)
 {
+        char text[PATH_MAX + 256];
+
         if (loop_timer_armed(pm->retry))
                 return;
-        log_error("plugin registry: %s \"%s\": %s; reading the registry again in %llu ms", what, path,
-                  ERRNO_STR(r), (unsigned long long)(PLUGIN_RETRY_USEC / 1000));
         loop_timer_arm(pm->retry, PLUGIN_RETRY_USEC);
+        (void)snprintf(text, sizeof(text), "%s \"%s\": %s", what, path, ERRNO_STR(r));
+        if (pm->failure && strcmp(pm->failure, text) == 0) {
+                log_debug("plugin registry: %s; reading the registry again", text);
+                return;
+        }
+        log_error("plugin registry: %s; reading the registry again every %llu ms until it works", text,
+                  (unsigned long long)(PLUGIN_RETRY_USEC / 1000));
+        (void)str_set(&pm->failure, text); /* out of memory: said again next time */
+}
+
+/* After a walk of the whole registry: with no retry armed, it took
+ * everything in, and a failure logged before is over (one line). */
+static void walked(struct plugin_manager *pm)
+{
+        if (loop_timer_armed(pm->retry) || !pm->failure)
+                return;
+        log_info("plugin registry: \"%s\" read again: every directory is watched", pm->dir);
+        free(pm->failure);
+        pm->failure = NULL;
 }
 
 /* Depth-first, lexical order; symlinked directories are not followed.
@@ -704,6 +728,7 @@ static void resync(struct plugin_manager *pm)
         }
         free(dsw);
         walk(pm, pm->dir, true);
+        walked(pm);
 }
 
 static void on_retry(struct loop_timer *t, void *data)
@@ -712,6 +737,7 @@ static void on_retry(struct loop_timer *t, void *data)
 
         (void)t;
         walk(pm, pm->dir, false);
+        walked(pm);
 }
 
 static void on_dir_event(void *data, const char *path, const char *name, uint32_t mask)
@@ -883,5 +909,6 @@ void plugin_manager_free(struct plugin_manager *pm)
         plugin_cache_free(pm->cache);
         plugin_handlers_free(pm->handlers);
         free(pm->dir);
+        free(pm->failure);
         free(pm);
 }

@@ -115,6 +115,9 @@ struct api_source {
         uint64_t backoff_at;
 
         struct source_stats *stats; /* may be NULL */
+        /* What say() logged last since the list and watch last worked:
+         * the same again is logged at debug only.  NULL if nothing. */
+        char *last_said;
         bool listed;                /* a list was started before */
         uint64_t backoff_initial;
 
@@ -165,7 +168,21 @@ oom:
         return NULL;
 }
 
-/* Logs a failure and records it as the source's last error. */
+/* Logs text at level, unless it is what was said last while failing (a
+ * server down for an hour fails every backoff): one line per distinct
+ * reason, until the list and watch work again (recovered()). */
+static void say(struct api_source *as, enum log_level level, const char *text)
+{
+        if (as->last_said && strcmp(as->last_said, text) == 0) {
+                log_debug("api source: %s (again)", text);
+                return;
+        }
+        log_write(level, "api source: %s", text);
+        (void)str_set(&as->last_said, text);
+}
+
+/* Logs a failure (say()), counts it and records it as the source's last
+ * error. */
 static void report(struct api_source *as, bool warn, bool parse, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 
@@ -177,12 +194,22 @@ static void report(struct api_source *as, bool warn, bool parse, const char *fmt
         va_start(ap, fmt);
         (void)buf_vprintf(&b, fmt, ap);
         va_end(ap);
-        if (warn)
-                log_warn("api source: %s", b.len ? b.data : "?");
-        else
-                log_error("api source: %s", b.len ? b.data : "?");
+        say(as, warn ? LOG_LEVEL_WARN : LOG_LEVEL_ERROR, b.len ? b.data : "?");
         source_stats_error(as->stats, parse, "%s", b.len ? b.data : "?");
+        source_stats_state(as->stats, "failing");
         buf_free(&b);
+}
+
+/* The list or the watch worked (a list stored, an event applied, a watch
+ * that ran its course): what went wrong before is over, said once. */
+static void recovered(struct api_source *as, const char *what)
+{
+        source_stats_state(as->stats, "ok");
+        if (!as->last_said)
+                return;
+        log_info("api source: %s again (the last problem was: %s)", what, as->last_said);
+        free(as->last_said);
+        as->last_said = NULL;
 }
 
 /* ---- the store and pushes --------------------------------------------------------- */
@@ -372,6 +399,8 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
         struct api_source *as = arg;
 
         as->watch_events++;
+        if (as->last_said)
+                recovered(as, "watching");
         if (t == WATCH_BOOKMARK)
                 return;
         if (as->push_pending || send_change(as, old, new) < 0)
@@ -708,7 +737,14 @@ static int maybe_retry_after(struct api_source *as)
             as->retries < API_MAX_RETRY_AFTER) {
                 as->retries++;
                 as->next = NEXT_RETRY;
-                log_info("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status, as->retry_after);
+                /* Said for the first retry of a request, unless the
+                 * source is failing already (then say() has spoken). */
+                if (as->retries == 1 && !as->last_said)
+                        log_info("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status,
+                                 as->retry_after);
+                else
+                        log_debug("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status,
+                                  as->retry_after);
                 loop_timer_arm(as->timer, (uint64_t)as->retry_after * 1000000u);
                 return 1;
         }
@@ -801,6 +837,7 @@ static void list_page(struct api_source *as)
                 as->paginated_result = true;
         log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
                   as->last_rv ? as->last_rv : "?");
+        recovered(as, "listing");
         push(as);
         /* What decoding the list freed goes back to the system. */
         mem_give_back();
@@ -942,6 +979,8 @@ static void watch_done(struct api_source *as, CURLcode result)
         if (result != CURLE_OK)
                 log_debug("api source: watch ended: %s: watching again from %s", curl_easy_strerror(result),
                           as->last_rv ? as->last_rv : "?");
+        else
+                recovered(as, "watching");
         start_watch(as);
 }
 
@@ -1116,6 +1155,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         }
         if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->ldec || !as->host_log)
                 goto fail;
+        source_stats_target(as->stats, as->host_log);
         if ((r = server_name_setup(as, err)) < 0)
                 goto fail;
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
@@ -1171,6 +1211,7 @@ void api_source_free(struct api_source *as)
         free(as->cont);
         free(as->node_enc);
         free(as->host_log);
+        free(as->last_said);
         free(as->base);
         free(as->host_header);
         curl_slist_free_all(as->connect_to);

@@ -19,13 +19,17 @@
  * defining that pod takes it over at once.
  *
  * Bad files are logged once per distinct reason (a relist every period
- * would otherwise repeat the same line forever).
+ * would otherwise repeat the same line forever), and so are duplicates,
+ * extra YAML documents, a missing path and a watch that cannot be set up
+ * (doc/design.md "Errors"); a duplicate, the path and the watch say once
+ * (info) when that is over.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +138,12 @@ struct file_source {
         struct relist_job *job;
         struct loop_timer *step_timer;
         struct strmap *unknown; /* file -> unknown fields last warned about (char*) */
+        struct strmap *docs;    /* file -> the documents last warned about (char*) */
+        /* file -> the duplicate it was last warned as (char*): the pod
+         * and the file that keeps it */
+        struct strmap *dups;
+        bool absent;         /* the path was last found missing (warned once) */
+        char *watch_failure; /* why the watch cannot be armed, logged once; NULL if none */
         struct watcher_watch *watch;
         int watch_is_dir;
         struct loop_timer *relist_timer;
@@ -292,6 +302,8 @@ static void report_bad(struct file_source *fs, const char *file, const char *rea
         }
         log_error("file \"%s\": %s", file, reason);
         source_stats_error(fs->stats, parse, "file \"%s\": %s", file, reason);
+        /* Bad, it duplicates nothing: said again if it does once fixed. */
+        free(strmap_remove(fs->dups, file));
         copy = strdup(reason);
         if (copy && strmap_put(fs->errors, file, copy, (void **)&prev) == 0)
                 free(prev);
@@ -315,6 +327,8 @@ static void forget_reports(struct file_source *fs, const char *file)
 {
         free(strmap_remove(fs->errors, file));
         free(strmap_remove(fs->unknown, file));
+        free(strmap_remove(fs->docs, file));
+        free(strmap_remove(fs->dups, file));
 }
 
 static int cmp_name(const void *key, const void *elem)
@@ -326,9 +340,9 @@ static int cmp_name(const void *key, const void *elem)
  * find are gone, whatever events were missed.  O(reports log n). */
 static void trim_reports(struct file_source *fs, char **names, size_t n)
 {
-        struct strmap *maps[2] = {fs->errors, fs->unknown};
+        struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups};
 
-        for (int m = 0; m < 2; m++) {
+        for (size_t m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
                 size_t it = 0;
                 const char *k;
 
@@ -362,6 +376,80 @@ out:
         buf_free(&list);
 }
 
+/* Records text in map as what was said last about file (out of memory:
+ * it is said again next time). */
+static void remember(struct strmap *map, const char *file, const char *text)
+{
+        char *copy = strdup(text), *prev = NULL;
+
+        if (copy && strmap_put(map, file, copy, (void **)&prev) == 0)
+                free(prev);
+        else
+                free(copy);
+}
+
+/* Logs text as a warning about file unless map says it was said last,
+ * then at debug only. */
+static void warn_once(struct strmap *map, const char *file, const char *text)
+{
+        const char *prev = strmap_get(map, file);
+
+        if (prev && strcmp(prev, text) == 0) {
+                log_debug("file \"%s\": %s", file, text);
+                return;
+        }
+        log_warn("file \"%s\": %s", file, text);
+        remember(map, file, text);
+}
+
+/* Warns that a file holds documents after its first, which are ignored
+ * (as the kubelet ignores them, silently), when their number changes. */
+static void warn_docs(struct file_source *fs, const char *file, int docs)
+{
+        char text[128];
+
+        if (docs <= 1) {
+                free(strmap_remove(fs->docs, file));
+                return;
+        }
+        (void)snprintf(text, sizeof(text), "%d YAML documents: only the first is used, the others are ignored", docs);
+        warn_once(fs->docs, file, text);
+}
+
+/* Room for a duplicate's text: a key, a path and words. */
+#define DUP_TEXT (2 * PATH_MAX + 256)
+
+/* The text a duplicate is warned with. */
+static void dup_text(char *text, size_t size, const char *key, const char *winner)
+{
+        (void)snprintf(text, size,
+                       "pod \"%s\" is already defined by file \"%s\": ignored (the first file in "
+                       "sorted order wins)",
+                       key, winner);
+}
+
+/* file defines key, which winner keeps: one warning while that stays so
+ * (a relist finds it again every period). */
+static void note_dup(struct file_source *fs, const char *file, const char *key, const char *winner)
+{
+        char text[DUP_TEXT];
+
+        dup_text(text, sizeof(text), key, winner);
+        warn_once(fs->dups, file, text);
+}
+
+/* file's pod is stored: if it was a duplicate, that is over (one info
+ * line). */
+static void clear_dup(struct file_source *fs, const char *file, const char *key)
+{
+        char *prev = strmap_remove(fs->dups, file);
+
+        if (prev) {
+                log_info("file \"%s\": now defines pod \"%s\" (no longer a duplicate)", file, key);
+                free(prev);
+        }
+}
+
 /* Reads and decodes one file into a pod.  Returns -ENOENT quietly when the
  * file vanished, and a resource error (see static_pod_resource_error()) quietly for
  * the caller to handle; other errors are the file's, reported (once)
@@ -371,10 +459,10 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
 {
         struct v1_unknown unknown = {NULL, 0, 0};
         struct buf err = BUF_INIT;
-        int r;
+        int r, docs = 1;
 
         /* The same steps `podmux validate` takes (static_pod.h). */
-        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &err);
+        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, &err);
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out; /* gone, or not the file's fault: the caller retries */
         if (r < 0) {
@@ -382,6 +470,7 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         } else {
                 clear_bad(fs, file);
                 warn_unknown(fs, file, &unknown);
+                warn_docs(fs, file, docs);
         }
 out:
         v1_unknown_clear(&unknown);
@@ -563,10 +652,27 @@ static struct pod *keep_stored(const struct state *prev, const char *file, struc
         return pod_ref(e->pod);
 }
 
+/* file now defines key in other's place: other sorts later (file is new)
+ * or is gone (its event is still to come).  One warning; other, if it is
+ * still there, is now a duplicate, which that warning said already. */
+static void take_from(struct file_source *fs, const char *file, const char *key, const char *other)
+{
+        char text[DUP_TEXT];
+        struct stat st;
+
+        log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)", file,
+                 key, other);
+        if (stat(other, &st) < 0)
+                return;
+        dup_text(text, sizeof(text), key, file);
+        remember(fs->dups, other, text);
+}
+
 /* Puts (file -> pod) into the state.  The first file in sorted order
  * keeps a namespace/name; a later one is refused with a warning naming
- * both.  Returns 1 if the store changed, 0 if not, -errno. */
-static int store_put(struct state *s, const char *file, struct pod *pod)
+ * both, once while that stays so (note_dup()).  Returns 1 if the store
+ * changed, 0 if not, -errno. */
+static int store_put(struct file_source *fs, struct state *s, const char *file, struct pod *pod)
 {
         struct buf key = BUF_INIT;
         struct file_name *f = NULL;
@@ -585,23 +691,22 @@ static int store_put(struct state *s, const char *file, struct pod *pod)
 
                 /* The earlier file still defines it: it keeps the pod. */
                 if (stat(old->file->path, &st) == 0) {
-                        log_warn("file \"%s\": pod \"%s\" is already defined by file \"%s\": "
-                                 "ignored (the first file in sorted order wins)",
-                                 file, key.data, old->file->path);
+                        note_dup(fs, file, key.data, old->file->path);
                         r = 0;
                         goto record;
                 }
         }
         if (old && old->pod == pod) {
+                clear_dup(fs, file, key.data);
                 r = 0;
                 goto record;
         }
         if (old && strcmp(old->file->path, file) != 0)
-                log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)",
-                         file, key.data, old->file->path);
+                take_from(fs, file, key.data, old->file->path);
         r = store_set(s, f, pod);
         if (r < 0)
                 goto out;
+        clear_dup(fs, file, key.data);
         r = 1;
 record:
         if (name_key(s, f, key.data) < 0)
@@ -653,7 +758,7 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct state
                 if (r < 0)
                         continue;
                 pod = keep_stored(&fs->st, names[i], pod);
-                r = store_put(st, names[i], pod);
+                r = store_put(fs, st, names[i], pod);
                 pod_unref(pod);
                 if (r < 0) {
                         *ret_what = "cannot store a pod";
@@ -745,10 +850,32 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
                 return static_pod_resource_error(r) ? r : 1;
         }
         pod = keep_stored(&fs->st, fs->path, pod);
-        r = store_put(st, fs->path, pod);
+        r = store_put(fs, st, fs->path, pod);
         pod_unref(pod);
         *ret_what = "cannot store the pod";
         return r > 0 ? 0 : r;
+}
+
+/* The path is not there: no pods.  Said once (a warning, in the
+ * kubelet's words), however many relists find it so, until it appears. */
+static void path_missing(struct file_source *fs)
+{
+        if (fs->absent) {
+                log_debug("file source: \"%s\": path does not exist", fs->path);
+                return;
+        }
+        fs->absent = true;
+        log_warn("file source: \"%s\": path does not exist: no static pods until it is created", fs->path);
+        source_stats_error(fs->stats, false, "\"%s\": path does not exist", fs->path);
+}
+
+/* What status shows the source doing (include/podmux/metrics.h). */
+static void update_state(struct file_source *fs)
+{
+        source_stats_state(fs->stats, fs->absent          ? "absent"
+                                      : fs->failure       ? "failing"
+                                      : fs->watch_failure ? "unwatched"
+                                                          : "ok");
 }
 
 /*
@@ -771,8 +898,11 @@ static int relist(struct file_source *fs, const char **ret_what)
                 /* Only a path that is not there means "no pods". */
                 if (r != -ENOENT && r != -ENOTDIR)
                         return r;
-                log_debug("file source: path \"%s\" does not exist", fs->path);
+                path_missing(fs);
                 st.st_mode = 0;
+        } else if (fs->absent) {
+                fs->absent = false;
+                log_info("file source: \"%s\" exists now: reading it", fs->path);
         }
         r = state_init(&found);
         if (r < 0) {
@@ -865,6 +995,7 @@ static void relist_done(struct file_source *fs, const char *what, int r)
                         fs->failure = NULL;
                 }
         }
+        update_state(fs);
         if (fs->dirty_head)
                 loop_timer_arm(fs->batch_timer, 0);
 }
@@ -924,6 +1055,7 @@ static void event_failed(struct file_source *fs, const char *file, int r)
 {
         log_debug("file source: file \"%s\": %s: re-listing", file, ERRNO_STR(r));
         relist_failed(fs, "cannot apply an event for", r);
+        update_state(fs);
 }
 
 static void on_relist_retry(struct loop_timer *t, void *data)
@@ -1087,7 +1219,7 @@ static int take_over(struct file_source *fs, struct keyref *kr)
 
                 r = load_file(fs, cands[i], 0, &pod);
                 if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, kr->key) == 0)
-                        r = store_put(&fs->st, cands[i], pod);
+                        r = store_put(fs, &fs->st, cands[i], pod);
                 /* A bad file is skipped (reported); a file that now
                  * defines another pod is left to its own event. */
                 if (r > 0 || (r < 0 && !static_pod_resource_error(r)))
@@ -1137,6 +1269,8 @@ static void file_drop(struct file_source *fs, const char *file)
         struct keyref *kr;
         int r;
 
+        /* It names no pod now: not a duplicate either (said no more). */
+        free(strmap_remove(fs->dups, file));
         if (!f)
                 return;
         /* The file names the key no more, but the keyref (whose text is
@@ -1205,7 +1339,7 @@ static int put_changed(struct file_source *fs, const char *file, struct pod *pod
                 old->files++; /* held: store_put's rename of f must not free it */
         }
         c->before[c->n] = stored_pod(fs, key.data);
-        r = store_put(&fs->st, file, pod);
+        r = store_put(fs, &fs->st, file, pod);
         c->after[c->n] = stored_pod(fs, key.data);
         c->n++;
         if (old) {
@@ -1356,8 +1490,8 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
                         if (mask & IN_MOVE_SELF)
                                 watcher_remove(fs->watch); /* safe in its own callback */
                         fs->watch = NULL;
-                        log_info("file source: \"%s\" was removed or moved: watching for it to come back",
-                                 fs->path);
+                        /* The relist says whether the path is gone. */
+                        log_debug("file source: \"%s\" was removed or moved: watching for it to come back", fs->path);
                         file_source_relist(fs);
                         fs->retry_delay = 0;
                         schedule_retry(fs, 1);
@@ -1382,6 +1516,24 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         free(file);
 }
 
+/* The watch cannot be armed (not for want of the path): the path is
+ * re-listed every period only, and the watch tried again (1 s doubling to
+ * 20 s).  Said once per distinct reason, not at every try. */
+static void watch_failed(struct file_source *fs, int r)
+{
+        char text[PATH_MAX + 128];
+
+        (void)snprintf(text, sizeof(text), "cannot watch \"%s\": %s", fs->path, ERRNO_STR(r));
+        if (fs->watch_failure && strcmp(fs->watch_failure, text) == 0) {
+                log_debug("file source: %s: trying again", text);
+                return;
+        }
+        log_error("file source: %s: changes are seen at the relist every period only, until it can be watched", text);
+        source_stats_error(fs->stats, false, "%s", text);
+        (void)str_set(&fs->watch_failure, text);
+        update_state(fs);
+}
+
 static void arm_watch(struct file_source *fs)
 {
         struct stat st;
@@ -1398,13 +1550,20 @@ static void arm_watch(struct file_source *fs)
                         on_watch_event, fs, &fs->watch);
         if (r < 0) {
                 if (r != -ENOENT)
-                        log_error("file source: cannot watch \"%s\": %s", fs->path, ERRNO_STR(r));
+                        watch_failed(fs, r);
                 fs->watch = NULL;
                 schedule_retry(fs, r == -ENOENT);
                 return;
         }
         fs->retry_delay = 0;
-        log_debug("file source: watching \"%s\"", fs->path);
+        if (fs->watch_failure) {
+                log_info("file source: watching \"%s\" again", fs->path);
+                free(fs->watch_failure);
+                fs->watch_failure = NULL;
+                update_state(fs);
+        } else {
+                log_debug("file source: watching \"%s\"", fs->path);
+        }
 }
 
 static void on_retry(struct loop_timer *t, void *data)
@@ -1453,8 +1612,12 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->errors = strmap_new();
         fs->dirty = strmap_new_borrowed();
         fs->unknown = strmap_new();
-        if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown)
+        fs->docs = strmap_new();
+        fs->dups = strmap_new();
+        if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
+            !fs->docs || !fs->dups)
                 goto fail;
+        source_stats_target(fs->stats, fs->path);
         fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
             (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
@@ -1501,6 +1664,9 @@ void file_source_free(struct file_source *fs)
         }
         strmap_free(fs->dirty, NULL);
         strmap_free(fs->unknown, free);
+        strmap_free(fs->docs, free);
+        strmap_free(fs->dups, free);
+        free(fs->watch_failure);
         free(fs->path);
         free(fs->node_name);
         free(fs);

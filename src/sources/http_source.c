@@ -17,6 +17,8 @@
  * the poll is tried again after retry_delay (1 s doubling to the period).
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,8 @@ struct http_source {
         int last_ok;           /* last_body decoded into pods */
         char *last_unknown;    /* unknown fields last warned about, NULL if none */
         unsigned failures;     /* consecutive */
+        char *last_failure;    /* the reason last logged while failing, NULL if none */
+        bool empty_warned;     /* the body is empty, and that was said */
         uint64_t retry_base;   /* first pause after a resource failure */
         uint64_t retry_delay;  /* the last pause before a retry, 0 if none */
         int resource_failed;   /* this poll failed for want of a resource */
@@ -80,29 +84,38 @@ char *http_redact_url(const char *url)
         return out;
 }
 
-/* The kubelet logs the first three consecutive failures, says it goes
- * quiet on the fourth, and logs later ones only at high verbosity. */
-static void report_failure(struct http_source *hs, const char *detail, bool parse)
+/* A failed poll, counted every time.  Logged once per distinct reason
+ * (the kubelet logs three in a row, then only at high verbosity; a
+ * server down for an hour would still repeat a line per period here):
+ * the same reason again is logged at debug; retry (0: none) is when the
+ * poll is tried again, said but not part of the reason. */
+static void report_failure(struct http_source *hs, const char *detail, bool parse, uint64_t retry)
 {
+        char again[64] = "";
+
         source_stats_error(hs->stats, parse, "%s", detail);
+        source_stats_state(hs->stats, "failing");
         hs->failures++;
-        if (hs->failures <= HTTP_SOURCE_LOUD_FAILURES) {
-                log_error("http source \"%s\": %s", hs->url_log, detail);
-        } else if (hs->failures == HTTP_SOURCE_LOUD_FAILURES + 1) {
-                log_error("http source \"%s\": %s (failing repeatedly: further errors are logged at -v 1)",
-                          hs->url_log, detail);
-        } else {
-                log_debug("http source \"%s\": %s", hs->url_log, detail);
+        if (retry)
+                (void)snprintf(again, sizeof(again), ": trying again in %.1f s", (double)retry / 1e6);
+        if (hs->last_failure && strcmp(hs->last_failure, detail) == 0) {
+                log_debug("http source \"%s\": %s%s (failure %u in a row)", hs->url_log, detail, again, hs->failures);
+                return;
         }
+        log_error("http source \"%s\": %s%s", hs->url_log, detail, again);
+        (void)str_set(&hs->last_failure, detail);
 }
 
 static void report_success(struct http_source *hs)
 {
         source_stats_success(hs->stats, METRICS_PODS_UNCHANGED);
+        source_stats_state(hs->stats, "ok");
         if (hs->failures)
                 log_info("http source \"%s\": succeeded again after %u failure(s)", hs->url_log,
                          hs->failures);
         hs->failures = 0;
+        free(hs->last_failure);
+        hs->last_failure = NULL;
 }
 
 /*
@@ -118,9 +131,8 @@ static void resource_failure(struct http_source *hs, const char *what, int r)
         if (hs->retry_delay > hs->period)
                 hs->retry_delay = hs->period;
         hs->resource_failed = 1;
-        (void)snprintf(detail, sizeof(detail), "%s: %s: trying again in %.1f s", what, ERRNO_STR(r),
-                       (double)hs->retry_delay / 1e6);
-        report_failure(hs, detail, false);
+        (void)snprintf(detail, sizeof(detail), "%s: %s", what, ERRNO_STR(r));
+        report_failure(hs, detail, false, hs->retry_delay);
 }
 
 /* The pods as a SET on the channel.  0, or -ENOMEM with nothing sent (a
@@ -229,11 +241,16 @@ static void handle_body(struct http_source *hs)
                         return;
                 }
                 report_success(hs);
-                /* The kubelet reports this as an error after sending. */
-                log_warn("http source \"%s\": zero-length body: no pods from this source",
-                         hs->url_log);
+                /* The kubelet reports this as an error after sending,
+                 * at every poll; here once while it stays empty. */
+                if (!hs->empty_warned)
+                        log_warn("http source \"%s\": zero-length body: no pods from this source", hs->url_log);
+                else
+                        log_debug("http source \"%s\": zero-length body", hs->url_log);
+                hs->empty_warned = true;
                 return;
         }
+        hs->empty_warned = false;
         if (hs->last_body && hs->last_len == len && memcmp(hs->last_body, data, len) == 0) {
                 /* An unchanged good body is a success (the failure count
                  * starts over, as in the kubelet); an unchanged bad body,
@@ -248,7 +265,7 @@ static void handle_body(struct http_source *hs)
                 resource_failure(hs, "out of memory decoding the body", r);
         } else if (r < 0) {
                 /* Remembered, so it is reported once while it stays. */
-                report_failure(hs, err.len ? err.data : "invalid manifest", true);
+                report_failure(hs, err.len ? err.data : "invalid manifest", true, 0);
                 remember_body(hs, 0);
         } else if ((r = send_pods(hs, pods)) < 0) {
                 resource_failure(hs, "out of memory building the update", r);
@@ -278,13 +295,13 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         } else if (hs->body_too_large || result == CURLE_FILESIZE_EXCEEDED) {
                 buf_printf(&msg, "response body too large (limit %u bytes): ignored",
                            MANIFEST_MAX_BYTES - 1);
-                report_failure(hs, msg.data, false);
+                report_failure(hs, msg.data, false, 0);
         } else if (result != CURLE_OK) {
                 buf_printf(&msg, "request failed: %s", curl_easy_strerror(result));
-                report_failure(hs, msg.data, false);
+                report_failure(hs, msg.data, false, 0);
         } else if (status != 200) {
                 buf_printf(&msg, "HTTP status %ld (want 200): keeping the last pods", status);
-                report_failure(hs, msg.data, false);
+                report_failure(hs, msg.data, false, 0);
         } else {
                 handle_body(hs);
         }
@@ -359,7 +376,7 @@ static void poll_now(struct http_source *hs)
                 if (r == -ENOMEM)
                         resource_failure(hs, "cannot start the HTTP request", r);
                 else
-                        report_failure(hs, "cannot start the HTTP request", false);
+                        report_failure(hs, "cannot start the HTTP request", false, 0);
                 schedule_next(hs);
                 return;
         }
@@ -428,6 +445,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         hs->stats = cfg->stats;
         if (!hs->url || !hs->url_log || !hs->node_name)
                 goto fail;
+        source_stats_target(hs->stats, hs->url_log);
         for (size_t i = 0; i < cfg->n_headers; i++) {
                 struct buf line = BUF_INIT;
                 struct curl_slist *n;
@@ -485,6 +503,7 @@ void http_source_free(struct http_source *hs)
         buf_free(&hs->body);
         free(hs->last_body);
         free(hs->last_unknown);
+        free(hs->last_failure);
         free(hs->url);
         free(hs->url_log);
         free(hs->node_name);

@@ -17,6 +17,7 @@
 #include "podmux/manifest.h"
 #include "podmux/path.h"
 #include "podmux/static_pod.h"
+#include "podmux/yaml_json.h"
 
 bool static_pod_resource_error(int r)
 {
@@ -48,8 +49,32 @@ int static_pod_entry(const char *path, struct buf *reason)
         return buf_puts(reason, ERRNO_STR(-e)) < 0 ? -ENOMEM : STATIC_POD_BAD;
 }
 
-int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod,
-                    struct v1_unknown *ret_unknown, struct buf *err)
+/* Whether text may hold a document after its first: a line that starts
+ * with a document marker ("---" or "...") somewhere after the start.  A
+ * marker inside a scalar would be a syntax error, so without one there is
+ * exactly one document.  O(len), without parsing. */
+static bool may_have_more_documents(const char *text, size_t len)
+{
+        return memmem(text, len, "\n---", 4) || memmem(text, len, "\n...", 4);
+}
+
+/* The documents of text, whose first was decoded: see static_pod_load().
+ * A count or -ENOMEM. */
+static int count_documents(const char *text, size_t len)
+{
+        int n;
+
+        if (!may_have_more_documents(text, len))
+                return 1;
+        n = yaml_count_documents(text, len, NULL);
+        if (n == -ENOMEM)
+                return n;
+        /* A later document too malformed to count: at least two. */
+        return n < 0 ? 2 : n;
+}
+
+int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod, struct v1_unknown *ret_unknown,
+                    int *ret_docs, struct buf *err)
 {
         struct manifest_ctx ctx = {
                 .origin = MANIFEST_ORIGIN_FILE,
@@ -59,13 +84,20 @@ int static_pod_load(const char *path, const char *node_name, struct pod **ret_po
         json_object *obj = NULL;
         char *data = NULL;
         size_t len = 0;
-        int r;
+        int r, docs = 1;
 
         r = file_read(path, MANIFEST_MAX_BYTES, &data, &len, err);
         if (r == 0)
                 r = manifest_decode_pod(data, len, &ctx, &obj, ret_unknown, err);
+        if (r == 0 && ret_docs && (docs = count_documents(data, len)) < 0) {
+                r = docs;
+                if (err)
+                        buf_reset(err); /* podmux/buf.h: -ENOMEM leaves it empty */
+        }
         if (r == 0)
                 r = pod_from_json(obj, ret_pod, err);
+        if (r == 0 && ret_docs)
+                *ret_docs = docs;
         if (r < 0 && ret_unknown)
                 v1_unknown_clear(ret_unknown);
         json_object_put(obj);

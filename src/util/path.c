@@ -1,7 +1,9 @@
 /* path — lexical path cleaning and joining (see include/podmux/path.h). */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "podmux/buf.h"
 #include "podmux/path.h"
@@ -67,4 +69,32 @@ char *path_join(const char *dir, const char *name)
                 return NULL;
         }
         return buf_steal(&b, NULL);
+}
+
+int path_absolute(const char *path, const char *base, char **ret)
+{
+        char *cwd = NULL, *joined = NULL, *clean;
+
+        if (path[0] != '/') {
+                if (!base) {
+                        /* glibc allocates it to the name's length; the
+                         * physical name, not $PWD, so that a daemon and a
+                         * shell in one directory agree. */
+                        cwd = getcwd(NULL, 0);
+                        if (!cwd)
+                                return errno == ENOMEM ? -ENOMEM : -errno;
+                        base = cwd;
+                }
+                joined = path_join(base, path);
+                free(cwd);
+                if (!joined)
+                        return -ENOMEM;
+                path = joined;
+        }
+        clean = path_clean(path);
+        free(joined);
+        if (!clean)
+                return -ENOMEM;
+        *ret = clean;
+        return 0;
 }

@@ -457,14 +457,15 @@ class TestContext:
             d.start()
         return d
 
-    def run_cmd(self, args, timeout=None, input=None):
-        """Runs `podmux ARGS...` to completion; returns CompletedProcess with
-        text stdout/stderr.  Fails the test if it does not finish."""
+    def run_cmd(self, args, timeout=None, input=None, cwd=None):
+        """Runs `podmux ARGS...` to completion (in cwd if given); returns
+        CompletedProcess with text stdout/stderr.  Fails the test if it does
+        not finish."""
         timeout = timeout or T_WAIT
         try:
             return subprocess.run([BIN] + list(args), input=input,
                                   capture_output=True, timeout=timeout,
-                                  text=True, errors="replace")
+                                  text=True, errors="replace", cwd=cwd)
         except subprocess.TimeoutExpired:
             raise AssertionError("podmux %s did not finish within %.0f s" %
                                  (" ".join(args), timeout))
@@ -654,7 +655,7 @@ class Daemon:
 
     def __init__(self, t, manifest_path, socket_path=None, mode="incremental",
                  node=NODE, freq="1s", log_format="json", extra=(),
-                 expect_exit=False, plugins_dir="", env=None):
+                 expect_exit=False, plugins_dir="", env=None, cwd=None):
         Daemon._count += 1
         self.t = t
         self.n = Daemon._count
@@ -670,6 +671,7 @@ class Daemon:
         self.plugins_dir = plugins_dir
         self.expect_exit = expect_exit
         self.env = env              # added to the environment, if given
+        self.cwd = cwd              # the daemon's working directory (None: ours)
         self.proc = None
         self.stopped = False
         self.killed = False
@@ -679,8 +681,10 @@ class Daemon:
         a = [BIN, "run"]
         if self.manifest_path is not None:
             a += ["--pod-manifest-path", self.manifest_path]
-        a += ["--socket", self.sock, "--node-name", self.node,
-              "--mode", self.mode]
+        a += ["--socket", self.sock]
+        if self.node is not None:       # None: the daemon's default
+            a += ["--node-name", self.node]
+        a += ["--mode", self.mode]
         if self.freq:
             a += ["--file-check-frequency", self.freq]
         if self.log_format:
@@ -699,7 +703,7 @@ class Daemon:
                 open(self.stdout_path, "wb") as fout:
             self.proc = subprocess.Popen(
                 self.argv(), stdin=subprocess.DEVNULL, stdout=fout,
-                stderr=ferr,
+                stderr=ferr, cwd=self.cwd,
                 env=dict(os.environ, **self.env) if self.env else None)
         self.pid = self.proc.pid
         self.stopped = False

@@ -1399,6 +1399,35 @@ def _(t):
     converge(c, srv)
 
 
+@api_test("a list that fails again and again for one reason: one error "
+          "line, not one per backoff (each counted in status); when a list "
+          "works again, one info line; at the default level")
+def _(t):
+    srv = server(t)
+    srv.create("a")
+    srv.fail(match="list", status=500, count=3)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    lists = srv.requests(kind="list")
+    if [r["status"] for r in lists[:4]] != [500, 500, 500, 200]:
+        raise AssertionError("lists: %s" % [describe(r) for r in lists])
+    above = [x for x in d.logs() if x.level in ("error", "warn", "warning",
+                                                "info") and
+             x.msg.startswith("api source:") and "500" in x.msg]
+    errs = [x for x in above if x.level == "error"]
+    back = [x for x in above if x.level == "info" and "again" in x.msg]
+    if len(errs) != 1 or len(back) != 1 or len(above) != 2:
+        raise AssertionError("three failed lists, then one that works: "
+                             "want one error line and one info line, got "
+                             "%s" % above)
+    r = t.run_cmd(["status", "--socket", d.sock, "-o", "json"])
+    api = [x for x in json.loads(r.stdout)["sources"] if x["name"] == "api"]
+    if not api or api[0]["errors"] != 3 or api[0]["state"] != "ok" or \
+            api[0]["target"].rstrip("/") != srv.url.rstrip("/"):
+        raise AssertionError("status: %s" % api)
+
+
 @api_test("429/503 with Retry-After: N on the list: the same request again "
           "after at least N s (rest-client retry)",
           params=("429", "503"))

@@ -40,8 +40,6 @@ PINNED2 = "5b0c7e1d-2f4a-4c39-8d7e-000000000002"
 SOURCE_ANN = "kubernetes.io/config.source"
 HASH_ANN = "kubernetes.io/config.hash"
 SEEN_ANN = "kubernetes.io/config.seen"
-QUIET_WORDS = ("quiet", "verbos", "-v", "repeated", "suppress", "lower",
-               "further")
 
 
 # ---------------------------------------------------------------------------
@@ -183,6 +181,13 @@ def check_sources(c, since=0, allowed=("http",)):
 
 def tolerations(p):
     return ((p.get("spec") or {}).get("tolerations")) or []
+
+
+def http_errors(t, d):
+    """The http source's error count in `podmux status`."""
+    r = t.run_cmd(["status", "--socket", d.sock, "-o", "json"])
+    src = [x for x in json.loads(r.stdout)["sources"] if x["name"] == "http"]
+    return src[0]["errors"] if src else 0
 
 
 def start_with(t, body, path="/pods", **kw):
@@ -643,7 +648,13 @@ def _(t):
     if srv.running():
         srv.wait_more(3 if bad_body else 1, T_WAIT, path="/pods")
     else:
-        wait_url_error(d, url, 2)
+        # A failure that repeats is logged once: the polls are seen in
+        # the error count of `podmux status`.
+        harness.wait_for(lambda: http_errors(t, d) >= 3, T_WAIT,
+                         "three failed polls counted")
+        if len(url_lines(d, url)) != 1:
+            raise AssertionError("a server that stays down is logged once: "
+                                 "%s" % url_lines(d, url))
     quiet(c, 0.3)
     no_pods_since(c, i, "a failing poll must keep the last pods")
     if c.state.uids() != {web}:
@@ -671,9 +682,11 @@ def _(t):
     check_sources(c)
 
 
-@http_test("repeated failures: 3 error lines, the 4th says it goes quiet, "
-           "the 5th+ are not at error level (visible at -v 1); success "
-           "logs 'succeeded again' once and resets the count")
+@http_test("repeated failures: one error line for one reason however many "
+           "polls fail (the rest at debug, each poll counted in status), a "
+           "new reason is one more line; success logs 'succeeded again' once "
+           "and the next failure is an error line again; at the default "
+           "level too")
 def _(t):
     srv = t.server()
     srv.set(status=500, body="boom\n")
@@ -682,29 +695,63 @@ def _(t):
     srv.wait_count(8, T_WAIT)
     # The 7th poll finished before the 8th started.
     harness.wait_for(lambda: len([y for y in url_lines(d, url, ("debug",))
-                                  if "500" in y.msg]) >= 2, T_WAIT,
-                     "two debug lines for the 5th and 6th failures")
-    errs = url_lines(d, url)
-    if len(errs) != 4:
-        raise AssertionError("want exactly 4 error-level lines after 7 "
-                             "failures, got %d: %s" % (len(errs), errs))
-    if any(w in errs[i].msg.lower() for i in range(3) for w in
-           ("quiet", "further errors", "verbosity")):
-        raise AssertionError("only the 4th line may say it goes quiet: %s" %
-                             errs[:3])
-    harness.assert_reason(errs[3].msg, QUIET_WORDS, "the 4th failure line")
+                                  if "500" in y.msg]) >= 6, T_WAIT,
+                     "debug lines for the 2nd to 7th failures")
+    errs = url_lines(d, url, ("error", "warn", "info"))
+    if len(errs) != 1 or "500" not in errs[0].msg:
+        raise AssertionError("want exactly 1 line above debug after 7 "
+                             "failures of one reason, got %d: %s" %
+                             (len(errs), errs))
+    if any(w in errs[0].msg.lower() for w in ("quiet", "further errors",
+                                                "verbosity")):
+        raise AssertionError("the one line need not say it goes quiet: %s" %
+                             errs[0])
+    srv.set(status=503, body="busy\n")
+    wait_url_error(d, url, 2, words=("503",))
     srv.set(body=pod_yaml("web"))
     c = d.connect()
     c.expect_pods("ADD", names=[pn("web")])
     srv.wait_more(1, T_WAIT)
     ok = [x for x in d.logs() if "succeeded again" in x.msg.lower()]
-    if len(ok) != 1:
-        raise AssertionError("want one 'succeeded again' line, got %s" % ok)
-    # The count starts over: the next failure is at error level again.
+    if len(ok) != 1 or ok[0].level != "info":
+        raise AssertionError("want one 'succeeded again' info line, got %s" %
+                             ok)
+    # The reason starts over: the same failure is an error line again.
     srv.set(status=500, body="boom\n")
-    wait_url_error(d, url, 5)
-    wait_url_error(d, url, 6)
+    wait_url_error(d, url, 3, words=("500",))
     c.wait_until_state([pn("web")])
+    if len(url_lines(d, url)) != 3:
+        raise AssertionError("error lines: %s" % url_lines(d, url))
+
+    # At the default level: polls are counted by the server.
+    d.stop()
+    srv.set(status=500, body="boom\n")
+    d2 = http_daemon(t, url, period="500ms", socket_name="2.sock")
+    srv.wait_more(5, T_WAIT)    # the 4th poll was handled before the 5th
+    if len(url_lines(d2, url, ("error", "warn", "warning", "info"))) != 1:
+        raise AssertionError("default level, 4 failed polls: %s" %
+                             url_lines(d2, url, ("error", "warn", "info")))
+
+
+@http_test("an empty body that stays empty: one warning, not one per poll; "
+           "content and then empty again, one more")
+def _(t):
+    srv, d, c, url = start_with(t, b"", period="500ms")
+    c.expect_type("sources_ready")
+    srv.wait_more(4, T_WAIT)
+
+    def warnings():
+        return [x for x in d.logs() if x.level in ("warn", "warning") and
+                url in x.msg and "zero-length" in x.msg]
+    if len(warnings()) != 1:
+        raise AssertionError("4 empty polls: %s" % warnings())
+    srv.set(body=pod_yaml("web"))
+    c.wait_until_state([pn("web")])
+    srv.set(body=b"")
+    c.wait_until_state([])
+    srv.wait_more(3, T_WAIT)
+    if len(warnings()) != 2:
+        raise AssertionError("empty, content, empty: %s" % warnings())
 
 
 @http_test("failures that are not consecutive (each followed by a poll "

@@ -134,6 +134,23 @@ START_TEST(test_status_members_are_json)
         source_stats_error(metrics_source(&m, "http"), true, "%s", long_text);
         ck_assert_uint_lt(strlen(metrics_source(&m, "http")->last_error), METRICS_ERROR_TEXT);
         source_stats_success(metrics_source(&m, "api"), 4);
+        /* The target, cut like the error text; the state as set. */
+        source_stats_target(metrics_source(&m, "http"), "http://h/pods");
+        source_stats_state(metrics_source(&m, "http"), "failing");
+        {
+                char long_target[METRICS_TARGET_TEXT + 8];
+
+                memset(long_target, 'a', sizeof(long_target) - 3);
+                long_target[sizeof(long_target) - 4] = (char)0xC3;
+                long_target[sizeof(long_target) - 3] = (char)0xA9;
+                long_target[sizeof(long_target) - 2] = '\0';
+                long_target[METRICS_TARGET_TEXT - 2] = (char)0xC3;
+                long_target[METRICS_TARGET_TEXT - 1] = (char)0xA9;
+                source_stats_target(metrics_source(&m, "api"), long_target);
+                ck_assert_uint_eq(strlen(metrics_source(&m, "api")->target), METRICS_TARGET_TEXT - 2);
+        }
+        source_stats_target(NULL, "x");
+        source_stats_state(NULL, "x");
         ck_assert_int_eq(buf_puts(&b, "{\"x\":1"), 0);
         ck_assert_int_eq(metrics_render_status(&m, &b), 0);
         ck_assert_int_eq(buf_putc(&b, '}'), 0);
@@ -144,6 +161,14 @@ START_TEST(test_status_members_are_json)
         s1 = json_object_array_get_idx(sources, 1);
         ck_assert(json_object_object_get_ex(s0, "name", &v));
         ck_assert_str_eq(json_object_get_string(v), "http");
+        ck_assert(json_object_object_get_ex(s0, "target", &v));
+        ck_assert_str_eq(json_object_get_string(v), "http://h/pods");
+        ck_assert(json_object_object_get_ex(s0, "state", &v));
+        ck_assert_str_eq(json_object_get_string(v), "failing");
+        ck_assert(json_object_object_get_ex(s1, "state", &v));
+        ck_assert_str_eq(json_object_get_string(v), "starting");
+        ck_assert(json_object_object_get_ex(s1, "target", &v));
+        ck_assert_uint_eq(strlen(json_object_get_string(v)), METRICS_TARGET_TEXT - 2);
         ck_assert(json_object_object_get_ex(s0, "last_success", &v));
         ck_assert(json_object_is_type(v, json_type_null));
         ck_assert(json_object_object_get_ex(s0, "parse_errors", &v));

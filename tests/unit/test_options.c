@@ -1,12 +1,16 @@
 /* Unit tests: `podmux run` flags and --config. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "podmux/options.h"
 #include "failalloc.h"
+#include "podmux/options.h"
 #include "unit.h"
 
 static int parse(struct options *o, struct buf *err, char **argv)
@@ -276,8 +280,6 @@ START_TEST(test_help_documents_every_flag_with_default)
                 const char *at, *end, *next;
 
                 (void)snprintf(want, sizeof(want), strlen(f->name) == 1 ? "-%s" : "--%s", f->name);
-                if (strcmp(f->name, "hostname-override") == 0)
-                        continue; /* an alias, documented with --node-name */
                 at = entry_of(usage, want);
                 ck_assert_msg(at != NULL, "--help has no entry for %s", want);
                 if (strcmp(f->name, "help") == 0)
@@ -579,8 +581,250 @@ START_TEST(test_config_null_and_wrong_types)
 }
 END_TEST
 
+/* --hostname-override as the kubelet takes it: trimmed and lower-cased;
+ * empty, not given; blank, refused.  --node-name is kept as given, and the
+ * two must name one node. */
+START_TEST(test_hostname_override_as_the_kubelet_takes_it)
+{
+        struct options o;
+        struct buf err = BUF_INIT;
+        char host[256];
+        char *trim[] = {"run", "--hostname-override", " Node-A.Example\t", NULL};
+        char *agree[] = {"run", "--node-name", "node-a", "--hostname-override", "NODE-A ", NULL};
+        char *differ[] = {"run", "--node-name", "Node-A", "--hostname-override", "node-a", NULL};
+        char *blank[] = {"run", "--hostname-override", " \t\n", NULL};
+        char *empty[] = {"run", "--node-name", "n", "--hostname-override", "", NULL};
+        char *empty_only[] = {"run", "--hostname-override", "X", "--hostname-override", "", NULL};
+
+        ck_assert_int_eq(parse(&o, &err, trim), 0);
+        ck_assert_str_eq(o.node_name, "node-a.example");
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, agree), 0);
+        ck_assert_str_eq(o.node_name, "node-a");
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, differ), -EINVAL);
+        ck_assert_msg(strstr(err.data, "--node-name \"Node-A\"") && strstr(err.data, "--hostname-override"), "%s",
+                      err.data);
+        ck_assert_int_eq(parse(&o, &err, blank), -EINVAL);
+        ck_assert_msg(strstr(err.data, "--hostname-override") && strstr(err.data, "empty hostname is invalid"), "%s",
+                      err.data);
+        ck_assert_int_eq(parse(&o, &err, empty), 0);
+        ck_assert_str_eq(o.node_name, "n");
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, empty_only), 0);
+        ck_assert_int_eq(options_default_node_name(host, sizeof(host)), 0);
+        ck_assert_str_eq(o.node_name, host);
+        options_free(&o);
+        buf_free(&err);
+}
+END_TEST
+
+/* A temporary directory holding etc/kubelet.yaml (staticPodPath:
+ * manifests/) and etc/abs.yaml (an absolute staticPodPath); the caller
+ * removes it with rm_tree(). */
+static char *config_tree(void)
+{
+        char *dir = strdup("/tmp/podmux-opt-tree-XXXXXX"), *p = NULL;
+        FILE *f;
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        ck_assert_int_ge(asprintf(&p, "%s/etc", dir), 0);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        free(p);
+        ck_assert_int_ge(asprintf(&p, "%s/etc/kubelet.yaml", dir), 0);
+        ck_assert_ptr_nonnull(f = fopen(p, "w"));
+        fputs("kind: KubeletConfiguration\nstaticPodPath: ./manifests/\n", f);
+        fclose(f);
+        free(p);
+        ck_assert_int_ge(asprintf(&p, "%s/etc/abs.yaml", dir), 0);
+        ck_assert_ptr_nonnull(f = fopen(p, "w"));
+        fputs("kind: KubeletConfiguration\nstaticPodPath: /srv//m/\n", f);
+        fclose(f);
+        free(p);
+        return dir;
+}
+
+static void rm_tree(char *dir)
+{
+        char *cmd = NULL;
+
+        ck_assert_int_ge(asprintf(&cmd, "rm -rf '%s'", dir), 0);
+        ck_assert_int_eq(system(cmd), 0);
+        free(cmd);
+        free(dir);
+}
+
+/* The static pod path is made absolute and cleaned: a relative
+ * --pod-manifest-path from the working directory, a relative
+ * staticPodPath from the --config file's directory (wherever the daemon
+ * runs), so one file has one name and one UID. */
+START_TEST(test_relative_static_pod_paths)
+{
+        struct options o;
+        struct buf err = BUF_INIT;
+        char *dir = config_tree(), *want = NULL, *cwd = getcwd(NULL, 0), *gone = NULL, *full = NULL;
+        char *flag[] = {"run", "--node-name", "n", "--pod-manifest-path", "m/../manifests//", NULL};
+        char *cfg_rel[] = {"run", "--node-name", "n", "--config", "etc/kubelet.yaml", NULL};
+        char *cfg_abs[] = {"run", "--node-name", "n", "--config", "etc/abs.yaml", NULL};
+        char *both[] = {"run", "--node-name", "n", "--config", "etc/kubelet.yaml", "--pod-manifest-path", "x", NULL};
+        char *cfg_full[] = {"run", "--node-name", "n", "--config", NULL, NULL};
+
+        ck_assert_ptr_nonnull(cwd);
+        ck_assert_int_eq(chdir(dir), 0);
+        ck_assert_int_ge(asprintf(&want, "%s/manifests", dir), 0);
+        ck_assert_int_eq(parse(&o, &err, flag), 0);
+        ck_assert_str_eq(o.pod_manifest_path, want);
+        options_free(&o);
+        free(want);
+        ck_assert_int_ge(asprintf(&want, "%s/etc/manifests", dir), 0);
+        ck_assert_int_eq(parse(&o, &err, cfg_rel), 0);
+        ck_assert_str_eq(o.pod_manifest_path, want);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, cfg_abs), 0);
+        ck_assert_str_eq(o.pod_manifest_path, "/srv/m");
+        options_free(&o);
+        /* The flag wins, and is taken from the working directory. */
+        ck_assert_int_eq(parse(&o, &err, both), 0);
+        ck_assert_str_eq(o.pod_manifest_path + strlen(dir), "/x");
+        options_free(&o);
+
+        /* From elsewhere (here a directory that is gone), the file's own
+         * directory still places staticPodPath ... */
+        ck_assert_int_ge(asprintf(&gone, "%s/gone", dir), 0);
+        ck_assert_int_eq(mkdir(gone, 0755), 0);
+        ck_assert_int_eq(chdir(gone), 0);
+        ck_assert_int_eq(rmdir(gone), 0);
+        ck_assert_int_ge(asprintf(&full, "%s/etc/kubelet.yaml", dir), 0);
+        cfg_full[4] = full;
+        ck_assert_int_eq(parse(&o, &err, cfg_full), 0);
+        ck_assert_str_eq(o.pod_manifest_path, want);
+        options_free(&o);
+        /* ... but a relative path with no working directory is a clear
+         * error. */
+        ck_assert_int_eq(parse(&o, &err, flag), -EINVAL);
+        ck_assert_msg(strstr(err.data, "--pod-manifest-path \"m/../manifests//\"") &&
+                              strstr(err.data, "working directory"),
+                      "%s", err.data);
+        /* A file named without a directory is in the working one. */
+        full[strlen(full) - strlen("/kubelet.yaml")] = '\0';
+        ck_assert_int_eq(chdir(full), 0);
+        cfg_full[4] = "kubelet.yaml";
+        ck_assert_int_eq(parse(&o, &err, cfg_full), 0);
+        ck_assert_str_eq(o.pod_manifest_path, want);
+        options_free(&o);
+
+        ck_assert_int_eq(chdir(cwd), 0);
+        free(full);
+        free(gone);
+        free(want);
+        free(cwd);
+        rm_tree(dir);
+        buf_free(&err);
+}
+END_TEST
+
+/* Top-level fields KubeletConfiguration does not define are listed for
+ * the caller to warn about; fields podmux merely ignores are not. */
+START_TEST(test_config_unknown_fields)
+{
+        struct options o;
+        struct buf err = BUF_INIT, text = BUF_INIT;
+        char *known = write_tmp("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                                "staticPodPath: /m\ncgroupDriver: systemd\nauthentication: {x509: {}}\n"
+                                "failCgroupV1: false\nuserNamespaces: {}\n");
+        char *typo = write_tmp("kind: KubeletConfiguration\nstaticPodPth: /m\nfileCheckFrequency: 5s\n"
+                               "bogus\"field: 1\n");
+        char *many;
+        char *argv[] = {"run", "--node-name", "n", "--config", known, NULL};
+
+        ck_assert_int_eq(parse(&o, &err, argv), 0);
+        ck_assert_ptr_null(o.config_unknown);
+        options_free(&o);
+        argv[4] = typo;
+        ck_assert_int_eq(parse(&o, &err, argv), 0);
+        ck_assert_str_eq(o.config_unknown, "\"staticPodPth\", \"bogus\\\"field\"");
+        ck_assert_ptr_null(o.pod_manifest_path);
+        ck_assert_uint_eq(o.file_check_usec, 5000000);
+        options_free(&o);
+        buf_puts(&text, "kind: KubeletConfiguration\n");
+        for (int i = 0; i < 25; i++)
+                buf_printf(&text, "f%02d: 1\n", i);
+        many = write_tmp(text.data);
+        argv[4] = many;
+        ck_assert_int_eq(parse(&o, &err, argv), 0);
+        ck_assert_msg(strstr(o.config_unknown, "\"f00\", \"f01\"") &&
+                              strstr(o.config_unknown, "\"f19\" (and 5 more)") && !strstr(o.config_unknown, "f20"),
+                      "%s", o.config_unknown);
+        options_free(&o);
+        unlink(known);
+        unlink(typo);
+        unlink(many);
+        free(known);
+        free(typo);
+        free(many);
+        buf_free(&text);
+        buf_free(&err);
+}
+END_TEST
+
+/* Every allocation of a parse that takes each new step (a config file with
+ * unknown fields and a relative staticPodPath, --hostname-override, a
+ * relative --pod-manifest-path) fails in turn: -ENOMEM, nothing leaked. */
+START_TEST(test_parse_out_of_memory)
+{
+        struct buf err = BUF_INIT;
+        char *dir, *cwd;
+        char *argvs[2][8] = {
+                {"run", "--hostname-override", " N ", "--config", "etc/kubelet.yaml", NULL},
+                {"run", "--node-name", "n", "--pod-manifest-path", "./m", NULL},
+        };
+
+        if (!failalloc_enabled())
+                return;
+        dir = config_tree();
+        cwd = getcwd(NULL, 0);
+        ck_assert_int_eq(chdir(dir), 0);
+        ck_assert_int_eq(system("echo 'typo: 1' >> etc/kubelet.yaml"), 0);
+        for (int a = 0; a < 2; a++) {
+                long before = failalloc_live(), n;
+
+                for (n = 1;; n++) {
+                        struct options o;
+                        bool failed;
+                        int r;
+
+                        failalloc_arm(n);
+                        r = parse(&o, &err, argvs[a]);
+                        failed = failalloc_failed();
+                        failalloc_arm(0);
+                        if (!failed) {
+                                ck_assert_int_eq(r, 0);
+                                ck_assert_ptr_nonnull(strstr(o.pod_manifest_path, "/m"));
+                                options_free(&o);
+                                break;
+                        }
+                        /* glibc's getcwd() keeps its larger buffer when
+                         * the final realloc fails: a success. */
+                        if (r == 0)
+                                options_free(&o);
+                        else
+                                ck_assert_msg(r == -ENOMEM, "allocation %ld: %d %s", n, r, err.data);
+                        buf_free(&err);
+                        ck_assert_int_eq(failalloc_live(), before);
+                }
+                ck_assert_int_ge(n, 5);
+        }
+        ck_assert_int_eq(chdir(cwd), 0);
+        free(cwd);
+        rm_tree(dir);
+        buf_free(&err);
+}
+END_TEST
+
 UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
-          test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
-          test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
-          test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
-          test_default_plugin_registry_rule)
+          test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence,
+          test_bad_config_files, test_help_documents_every_flag_with_default, test_metrics_address,
+          test_config_null_and_wrong_types, test_conflicting_pairs, test_conflict_with_config_path,
+          test_empty_source_flags_turn_the_source_off, test_default_plugin_registry_rule,
+          test_hostname_override_as_the_kubelet_takes_it, test_relative_static_pod_paths, test_config_unknown_fields,
+          test_parse_out_of_memory)

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,8 +158,9 @@ START_TEST(test_load_is_decode_then_pod)
         struct buf err = BUF_INIT, a = BUF_INIT, b = BUF_INIT, key = BUF_INIT;
         struct pod *p = NULL, *q = NULL;
         json_object *obj = NULL;
+        int docs = -7;
 
-        ck_assert_int_eq(static_pod_load(file, "Node1", &p, &u, &err), 0);
+        ck_assert_int_eq(static_pod_load(file, "Node1", &p, &u, NULL, &err), 0);
         ck_assert_int_eq(manifest_decode_pod(GOOD, strlen(GOOD), &ctx, &obj, NULL, &err), 0);
         ck_assert_int_eq(pod_from_json(obj, &q, &err), 0);
         ck_assert_int_eq(pod_render(p, &a), 0);
@@ -172,14 +174,15 @@ START_TEST(test_load_is_decode_then_pod)
         v1_unknown_clear(&u);
 
         buf_reset(&err);
-        ck_assert_int_eq(static_pod_load(bad, "n", &p, &u, &err), -EINVAL);
+        ck_assert_int_eq(static_pod_load(bad, "n", &p, &u, &docs, &err), -EINVAL);
+        ck_assert_int_eq(docs, -7); /* untouched on failure */
         ck_assert_uint_gt(err.len, 0);
         ck_assert_uint_eq(u.total, 0);
         buf_reset(&err);
-        ck_assert_int_eq(static_pod_load(missing, "n", &p, NULL, &err), -ENOENT);
+        ck_assert_int_eq(static_pod_load(missing, "n", &p, NULL, NULL, &err), -ENOENT);
         ck_assert_ptr_nonnull(strstr(err.data, "No such file"));
         buf_reset(&err);
-        ck_assert_int_eq(static_pod_load(d, "n", &p, NULL, &err), -EINVAL);
+        ck_assert_int_eq(static_pod_load(d, "n", &p, NULL, NULL, &err), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err.data, "not a regular file"));
 
         pod_unref(p);
@@ -194,6 +197,48 @@ START_TEST(test_load_is_decode_then_pod)
         free(bad);
         free(missing);
         free(d);
+}
+END_TEST
+
+#define ONE "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: nginx\n"
+static const char MULTI[] = ONE "---\nkind: Pod\nmetadata: {name: other}\n";
+
+/* The documents a loaded file holds, of which only the first is used. */
+START_TEST(test_load_counts_documents)
+{
+        static const struct {
+                const char *tail; /* after a one-document manifest */
+                int docs;
+        } cases[] = {
+                {"", 1},
+                {"# ---\n# a comment\n", 1},
+                {"...\n", 1}, /* an end marker, no second document */
+                {"---\n", 2}, /* an empty second document */
+                {"---\nkind: Pod\n---\nx: 1\n", 3},
+                {"---\n[unclosed\n", 2}, /* too malformed to count: one more */
+                {"--- {a: b}\n", 2},
+        };
+        char *d = tmpdir();
+        struct buf text = BUF_INIT, err = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct pod *p = NULL;
+                char *file;
+                int docs = -1;
+
+                buf_reset(&text);
+                /* A "---" at the very start opens the first document. */
+                ck_assert_int_eq(buf_printf(&text, "---\n%s%s", ONE, cases[i].tail), 0);
+                file = put(d, "m.yaml", text.data);
+                ck_assert_int_eq(static_pod_load(file, "n", &p, NULL, &docs, &err), 0);
+                ck_assert_msg(docs == cases[i].docs, "case %zu: %d document(s), want %d", i, docs, cases[i].docs);
+                pod_unref(p);
+                free(file);
+        }
+        rm_rf(d);
+        free(d);
+        buf_free(&text);
+        buf_free(&err);
 }
 END_TEST
 
@@ -246,7 +291,7 @@ static void run_all(struct job *j)
         const char *what = NULL;
         char **names = NULL;
         size_t n = 0;
-        int r;
+        int r, docs = 0;
 
         r = dir_list(j->dir, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, &what);
         if (r == 0) {
@@ -255,11 +300,13 @@ static void run_all(struct job *j)
                 dir_list_free(names, n);
         }
         if (r >= 0)
-                r = static_pod_load(j->file, "n1", &p, &u, &err);
+                r = static_pod_load(j->file, "n1", &p, &u, &docs, &err);
         if (r == 0) {
                 r = pod_render(p, &out);
                 pod_unref(p);
         }
+        if (r == 0)
+                r = buf_printf(&out, " %d document(s) ", docs);
         if (r == 0)
                 r = static_pod_decode_body(body, strlen(body), "http://h/", "n1", &pods, &n, &u, &err);
         if (r == 0) {
@@ -281,7 +328,8 @@ static void run_all(struct job *j)
 
 START_TEST(test_every_allocation_failed_in_turn)
 {
-        char *d = tmpdir(), *file = put(d, "web.yaml", GOOD), *fifo = path_join(d, "p");
+        /* Two documents: the count is taken too. */
+        char *d = tmpdir(), *file = put(d, "web.yaml", MULTI), *fifo = path_join(d, "p");
         struct job want = {d, file, NULL};
         long hits = 0;
 
@@ -289,6 +337,7 @@ START_TEST(test_every_allocation_failed_in_turn)
         ck_assert_int_eq(mkfifo(fifo, 0644), 0);
         run_all(&want);
         ck_assert_ptr_null(strstr(want.text, "error"));
+        ck_assert_ptr_nonnull(strstr(want.text, " 2 document(s) "));
         for (long k = 1; failalloc_enabled(); k++) {
                 struct job got = {d, file, NULL};
                 long live0 = failalloc_live();
@@ -316,5 +365,74 @@ START_TEST(test_every_allocation_failed_in_turn)
 }
 END_TEST
 
+/* path_absolute(): one name per file however it is spelled; relative to
+ * a base or the working directory; the working directory gone is an
+ * error, not a guess; out of memory leaks nothing. */
+START_TEST(test_path_absolute)
+{
+        static const struct {
+                const char *path, *base, *want;
+        } cases[] = {
+                {"/a//b/../c/", NULL, "/a/c"},
+                {"x/./y", "/base/", "/base/x/y"},
+                {"../../x", "/b", "/x"},
+                {"./", "/b/c", "/b/c"},
+                {"", "/b", "/b"},
+                {"a", "/", "/a"},
+        };
+        char *cwd = getcwd(NULL, 0), *d = tmpdir(), *gone = path_join(d, "gone"), *got = NULL, *want = NULL;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                ck_assert_int_eq(path_absolute(cases[i].path, cases[i].base, &got), 0);
+                ck_assert_msg(strcmp(got, cases[i].want) == 0, "\"%s\" from \"%s\": \"%s\"", cases[i].path,
+                              cases[i].base, got);
+                free(got);
+        }
+        ck_assert_int_eq(chdir(d), 0);
+        ck_assert_int_eq(path_absolute("./m/../n.yaml", NULL, &got), 0);
+        want = path_join(d, "n.yaml");
+        ck_assert_str_eq(got, want);
+        free(got);
+        for (long n = 1; failalloc_enabled(); n++) {
+                long live0 = failalloc_live();
+                bool failed;
+                int r;
+
+                got = NULL;
+                failalloc_arm(n);
+                r = path_absolute("n.yaml", NULL, &got);
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                if (r == 0) {
+                        /* glibc's getcwd() keeps its larger buffer when
+                         * its last realloc fails: a success too. */
+                        ck_assert_str_eq(got, want);
+                        free(got);
+                        if (!failed)
+                                break;
+                        continue;
+                }
+                ck_assert(failed);
+                ck_assert_int_eq(r, -ENOMEM);
+                ck_assert_ptr_null(got);
+                ck_assert_int_eq(failalloc_live(), live0);
+        }
+        ck_assert_int_eq(mkdir(gone, 0755), 0);
+        ck_assert_int_eq(chdir(gone), 0);
+        ck_assert_int_eq(rmdir(gone), 0);
+        ck_assert_int_eq(path_absolute("n.yaml", NULL, &got), -ENOENT);
+        ck_assert_int_eq(path_absolute("/n.yaml", NULL, &got), 0); /* needs no working directory */
+        ck_assert_str_eq(got, "/n.yaml");
+        free(got);
+        ck_assert_int_eq(chdir(cwd), 0);
+        rm_rf(d);
+        free(want);
+        free(gone);
+        free(cwd);
+        free(d);
+}
+END_TEST
+
 UNIT_MAIN(test_list_dir_sorted_hidden_skipped_all_or_nothing, test_entry_kinds_and_reasons,
-          test_load_is_decode_then_pod, test_decode_body, test_every_allocation_failed_in_turn)
+          test_load_is_decode_then_pod, test_load_counts_documents, test_decode_body,
+          test_every_allocation_failed_in_turn, test_path_absolute)
