@@ -478,6 +478,50 @@ class TestContext:
         return p
 
 
+
+def demo_on_pty(argv, env, timeout):
+    """Runs the demo (argv) on a terminal until it shows both example pods
+    (within timeout s), then types Ctrl-C and waits (T_WAIT) for it to
+    stop.  Returns everything it printed."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(argv[0], argv, env)
+    out = b""
+
+    def read(wait):
+        nonlocal out
+        r, _, _ = select.select([fd], [], [], wait)
+        if r:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                return False
+        return True
+    try:
+        deadline = time.monotonic() + timeout
+        while b"nginx-demo-node" not in out or b"etcd-demo-node" not in out:
+            if time.monotonic() > deadline:
+                raise AssertionError("the demo did not show the example "
+                                     "pods:\n%s" %
+                                     out.decode(errors="replace")[-2000:])
+            if not read(1.0):
+                break
+        os.write(fd, b"\x03")       # Ctrl-C on the terminal
+        deadline = time.monotonic() + T_WAIT
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                raise AssertionError("the demo did not stop on Ctrl-C")
+            read(0.2)
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    return out
+
 def _rc_str(rc):
     if rc is None:
         return "no exit"

@@ -3,9 +3,7 @@
 idle, and README command 1 (scripts/demo) stopped cleanly by Ctrl-C."""
 
 import os
-import pty
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -106,47 +104,11 @@ def _(t):
     # As root, in a /var/lib of the test's own (tests/integration/harness.py):
     # teardown fails the test if the demo created /var/lib/kubelet.
     argv = t.confine(["/bin/sh", os.path.join(SRCDIR, "scripts", "demo")])
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(argv[0], argv, env)
-    out = b""
-    try:
-        deadline = time.monotonic() + 120
-        while b"nginx-demo-node" not in out or b"etcd-demo-node" not in out:
-            if time.monotonic() > deadline:
-                raise AssertionError("the demo did not show the example pods:\n%s" %
-                                     out.decode(errors="replace")[-2000:])
-            r, _, _ = select.select([fd], [], [], 1.0)
-            if r:
-                try:
-                    out += os.read(fd, 65536)
-                except OSError:
-                    break
-        os.write(fd, b"\x03")  # Ctrl-C on the terminal
-        deadline = time.monotonic() + 30
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError("the demo did not stop on Ctrl-C")
-            r, _, _ = select.select([fd], [], [], 0.2)
-            if r:
-                try:
-                    out += os.read(fd, 65536)
-                except OSError:
-                    pass
-        pid = 0
-        sock = os.path.join(demo_build, "podmux.sock")
-        assert not os.path.exists(sock), "the demo left its socket behind"
-        assert b"SIGINT" in out or b"ShuttingDown" in out or b"shutting down" in out, \
-            out.decode(errors="replace")[-2000:]
-    finally:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        os.close(fd)
-
+    out = harness.demo_on_pty(argv, env, 120)
+    sock = os.path.join(demo_build, "podmux.sock")
+    assert not os.path.exists(sock), "the demo left its socket behind"
+    assert b"SIGINT" in out or b"ShuttingDown" in out or \
+        b"shutting down" in out, out.decode(errors="replace")[-2000:]
 
 if __name__ == "__main__":
     harness.main()

@@ -8,7 +8,6 @@ test's directory, with apt replaced by stubs that record what they were
 asked: nothing is installed and the checkout is not written."""
 
 import os
-import pty
 import re
 import select
 import shutil
@@ -232,32 +231,7 @@ def _(t):
     top = configured_in_place(t)
     env = clean_env(PODMUX_SKIP_DEPS="1", PODMUX_NODE="demo-node")
     argv = ["/bin/sh", os.path.join(top, "scripts", "demo")]
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(argv[0], argv, env)
-    out = b""
-    try:
-        deadline = time.monotonic() + T_WAIT
-        while b"nginx-demo-node" not in out or b"etcd-demo-node" not in out:
-            if time.monotonic() > deadline:
-                raise AssertionError("the demo did not show the example "
-                                     "pods:\n%s" %
-                                     out.decode(errors="replace")[-2000:])
-            r, _, _ = select.select([fd], [], [], 1.0)
-            if r:
-                try:
-                    out += os.read(fd, 65536)
-                except OSError:
-                    break
-        os.write(fd, b"\x03")       # Ctrl-C
-        harness.wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] != 0,
-                         T_WAIT, "the demo to stop on Ctrl-C")
-        pid = 0
-    finally:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        os.close(fd)
+    out = harness.demo_on_pty(argv, env, T_WAIT)
     text = out.decode(errors="replace")
     assert "configured in place" in text, text[-2000:]
     assert "source directory already configured" not in text
