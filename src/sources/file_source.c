@@ -146,6 +146,8 @@ struct file_source {
         uint64_t relist_retry_base;
         uint64_t relist_delay;
         char *failure; /* the failure being retried, logged once */
+        void (*rejected)(void *data, const char *source, const char *path, const char *reason);
+        void *rejected_data;
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -292,6 +294,8 @@ static void report_bad(struct file_source *fs, const char *file, const char *rea
         }
         log_error("file \"%s\": %s", file, reason);
         source_stats_error(fs->stats, parse, "file \"%s\": %s", file, reason);
+        if (fs->rejected)
+                fs->rejected(fs->rejected_data, POD_SOURCE_FILE, file, reason);
         copy = strdup(reason);
         if (copy && strmap_put(fs->errors, file, copy, (void **)&prev) == 0)
                 free(prev);
@@ -1429,6 +1433,8 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->path = path_clean(cfg->path);
         fs->node_name = strdup(cfg->node_name);
         fs->stats = cfg->stats;
+        fs->rejected = cfg->rejected;
+        fs->rejected_data = cfg->rejected_data;
         fs->errors = strmap_new();
         fs->dirty = strmap_new_borrowed();
         fs->unknown = strmap_new();
