@@ -86,8 +86,9 @@ void event_recorder_free(struct event_recorder *er);
 /*
  * Records an event about obj (type "Normal" or "Warning"); never waits.
  * 0 queued, 1 throttled by the spam filter, -ENOBUFS dropped (the queue
- * is full), -ENOMEM, -EINVAL (see event_correlate()).  Each outcome is
- * counted in the stats.
+ * is full), -ENOMEM (nothing changed), -EINVAL (see event_correlate()).
+ * Every call counts as recorded, and queued, throttled and dropped events
+ * in their own counters too.
  */
 int event_recorder_record(struct event_recorder *er, const struct event_ref *obj, const char *type, const char *reason,
                           const char *message);
