@@ -65,4 +65,17 @@ int api_source_start(struct api_source *as);
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
 void api_source_free(struct api_source *as); /* NULL-safe */
 
+/*
+ * Other requests to the same API server through the same client (the
+ * event recorder's): sets easy up for path (from "/api/...") exactly as
+ * the source's own requests are, URL, TLS, tls-server-name, user agent and
+ * the bearer token as the source holds it (the token file re-read on its
+ * schedule), and returns the header list easy uses in *ret_hdrs, for the
+ * caller to free once the transfer is over.  0 or -ENOMEM.
+ */
+int api_source_prepare_request(struct api_source *as, CURL *easy, const char *path, struct curl_slist **ret_hdrs);
+/* Such a request was answered 401: the token file is read again before
+ * the next request, as after a 401 of the source's own. */
+void api_source_unauthorized(struct api_source *as);
+
 #endif

@@ -1,5 +1,6 @@
 /*
- * clock — the two clocks the daemon reads, and RFC 3339 time text.
+ * clock — the two clocks the daemon reads, random jitter, and RFC 3339
+ * time text.
  *
  * Owns: nothing.  Never: allocates.
  */
@@ -13,6 +14,9 @@
 uint64_t mono_usec(void);
 /* Wall clock, microseconds since the epoch: for timestamps users read. */
 uint64_t wall_usec(void);
+/* A random duration in [0, n) microseconds (0 for n 0): the jitter of
+ * backoffs and retry pauses. */
+uint64_t clock_jitter(uint64_t n);
 
 /* How many fraction digits clock_rfc3339() writes. */
 enum clock_precision {

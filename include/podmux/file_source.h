@@ -42,6 +42,10 @@ struct file_source_config {
         /* First pause before a failed relist is tried again (doubling to
          * the period); 0: FILE_SOURCE_RETRY_USEC.  Tests make it short. */
         uint64_t retry_usec;
+        /* Called, when not NULL, as a bad file is logged: once per
+         * distinct reason (source is "file"; the Events of doc/events.md). */
+        void (*rejected)(void *data, const char *source, const char *path, const char *reason);
+        void *rejected_data;
 };
 
 /* watcher may be NULL (no watch; relist only).  0; -EINVAL for an empty

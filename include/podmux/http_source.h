@@ -56,6 +56,11 @@ struct http_source_config {
         uint64_t timeout_usec; /* 0: HTTP_SOURCE_TIMEOUT_USEC, capped by the period */
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         uint64_t retry_usec; /* 0: HTTP_SOURCE_RETRY_USEC (tests make it short) */
+        /* Called, when not NULL, as a body that does not decode is
+         * logged: once per distinct body (source is "http", where the
+         * URL as it may be logged; the Events of doc/events.md). */
+        void (*rejected)(void *data, const char *source, const char *where, const char *reason);
+        void *rejected_data;
 };
 
 /* 0; -EINVAL for a URL that is empty or not http(s), with the reason in

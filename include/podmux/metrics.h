@@ -5,8 +5,9 @@
  *
  * Owns: plain counters, one struct per daemon (no globals), written only
  * from the loop thread.  The sources record into their source_stats
- * through a pointer they are given (NULL: not counted), run.c records
- * updates, merges and plugin events.  Gauges that other modules own
+ * through a pointer they are given (NULL: not counted), and so does the
+ * event recorder into its event_stats; run.c records updates, merges and
+ * plugin events.  Gauges that other modules own
  * (consumers, plugins registered) are passed in at render time.
  * Never: logs, or holds anything secret (error texts are the log lines the
  * sources wrote, which never hold a token or a key).
@@ -67,6 +68,20 @@ enum metrics_source {
         _METRICS_SOURCE_MAX,
 };
 
+/* What the event recorder has done (doc/events.md); rendered when
+ * configured. */
+struct event_stats {
+        bool configured;
+        uint64_t recorded;   /* events handed to the recorder */
+        uint64_t sent;       /* writes the API server accepted (POST or PATCH) */
+        uint64_t throttled;  /* dropped by the per-object spam filter */
+        uint64_t queue_full; /* dropped: the queue was full */
+        uint64_t rejected;   /* dropped: the API server refused the write */
+        uint64_t gave_up;    /* dropped: no answer after every try */
+        size_t queue_depth;  /* writes waiting, the one in flight included */
+        size_t queue_peak;   /* the most there ever were */
+};
+
 /* Merge latency buckets, upper bounds in microseconds (+Inf follows). */
 #define METRICS_MERGE_BUCKETS 14
 
@@ -82,6 +97,7 @@ struct metrics {
         uint64_t plugin_deregistrations;
         uint64_t plugin_failures;
         uint64_t scrapes;
+        struct event_stats events;
 };
 
 /* What other modules own, read at render time. */

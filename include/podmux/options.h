@@ -62,6 +62,11 @@ struct options {
         size_t history;
         size_t history_bytes;
         char *metrics_address;
+        /* Events (doc/events.md): --events, --event-qps, --event-burst,
+         * or eventRecordQPS and eventBurst in --config. */
+        bool events;
+        unsigned event_qps;
+        unsigned event_burst;
         bool help;
         /* A source was configured on the command line: one of
          * --pod-manifest-path, --manifest-url, --kubeconfig, --in-cluster,

@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "podmux/duration.h"
+#include "podmux/event_recorder.h"
 #include "podmux/file.h"
 #include "podmux/metrics_server.h"
 #include "podmux/options.h"
@@ -49,6 +50,9 @@ enum {
         OPT_ALLOW_UIDS,
         OPT_ALLOW_GIDS,
         OPT_METRICS_ADDRESS,
+        OPT_EVENTS,
+        OPT_EVENT_QPS,
+        OPT_EVENT_BURST,
 };
 
 static const struct option long_opts[] = {
@@ -76,6 +80,9 @@ static const struct option long_opts[] = {
         {"allow-uids", required_argument, NULL, OPT_ALLOW_UIDS},
         {"allow-gids", required_argument, NULL, OPT_ALLOW_GIDS},
         {"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+        {"events", optional_argument, NULL, OPT_EVENTS},
+        {"event-qps", required_argument, NULL, OPT_EVENT_QPS},
+        {"event-burst", required_argument, NULL, OPT_EVENT_BURST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -130,6 +137,15 @@ const char *options_usage(void)
                "                                unix:/path, mode and group as --socket-mode/--socket-group) or a\n"
                "                                loopback port (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)\n"
                "                                (default: off)\n"
+               "\n"
+               "Events (with --kubeconfig or --in-cluster; doc/events.md):\n"
+               "  --events BOOL                 record Kubernetes Events on the API server: a duplicate pod\n"
+               "                                name, a rejected static pod or manifest URL; give the value\n"
+               "                                with '=', as in --events=false (default true)\n"
+               "  --event-qps N                 event writes per second, 0 for no limit (default 50;\n"
+               "                                eventRecordQPS in --config)\n"
+               "  --event-burst N               writes allowed at once before --event-qps applies; 0 means\n"
+               "                                client-go's 10 (default 100; eventBurst in --config)\n"
                "\n"
                "Logging:\n"
                "  -v, --v N                     verbosity: 0 info (default), 1-3 debug, 4+ trace\n"
@@ -394,10 +410,72 @@ static int parse_metrics_address(const char *v, char **slot, struct buf *err)
         return r;
 }
 
+/* ---- events (doc/events.md) -------------------------------------------------- */
+
+/* --events: a Go boolean flag's value (strconv.ParseBool); --events alone
+ * is true.  "--events false" is not "--events=false": the value must be
+ * joined, as with Go's flags. */
+static int parse_events(const char *v, bool *ret, struct buf *err)
+{
+        static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+        static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
+
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+                if (!v || strcmp(v, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcmp(v, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        return buf_set_err(err, -EINVAL, "--events: invalid value \"%s\" (true or false)", v);
+}
+
+/* --event-qps, --event-burst: the kubelet's int32, not negative. */
+static int parse_event_count(const char *flag, const char *v, unsigned *ret, struct buf *err)
+{
+        long n;
+
+        if (!parse_bounded(v, 10, INT32_MAX, &n))
+                return buf_set_err(err, -EINVAL, "--%s: invalid value \"%s\" (a whole number from 0 to %ld)", flag, v,
+                                   (long)INT32_MAX);
+        *ret = (unsigned)n;
+        return 0;
+}
+
+/* eventRecordQPS and eventBurst of the --config file (cfg), unless their
+ * flags were given (qps_set, burst_set).  null is absent, as in the
+ * kubelet. */
+static int config_events(struct options *o, json_object *cfg, bool qps_set, bool burst_set, struct buf *err)
+{
+        const struct {
+                const char *key;
+                bool flagged;
+                unsigned *slot;
+        } f[] = {{"eventRecordQPS", qps_set, &o->event_qps}, {"eventBurst", burst_set, &o->event_burst}};
+
+        for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+                json_object *v;
+                int64_t n;
+
+                if (f[i].flagged || !json_object_object_get_ex(cfg, f[i].key, &v) || !v)
+                        continue;
+                n = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+                if (n < 0 || n > INT32_MAX)
+                        return buf_set_err(err, -EINVAL, "--config \"%s\": %s must be a whole number from 0 to %ld",
+                                           o->config_file, f[i].key, (long)INT32_MAX);
+                *f[i].slot = (unsigned)n;
+        }
+        return 0;
+}
+
 /* The flags a --config value must not override (load_config() keeps
  * what they set), and the node name as each of its flags gave it. */
 struct flag_set {
         bool path, file_check, url, headers, http_check, plugins_dir;
+        bool event_qps, event_burst;
         /* The last value of each spelling of the node name, to refuse
          * the two when they disagree: --node-name as typed (a pointer
          * into argv), --hostname-override as the kubelet takes it
@@ -620,6 +698,8 @@ static int load_config(struct options *o, const struct flag_set *set, struct buf
 #undef CFG_DURATION
         if (!set->headers && json_object_object_get_ex(cfg, "staticPodURLHeader", &v) &&
             (r = config_headers(o, v, err)) < 0)
+                goto out;
+        if ((r = config_events(o, cfg, set->event_qps, set->event_burst, err)) < 0)
                 goto out;
         r = 0;
 out:
@@ -896,6 +976,14 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
                 return parse_metrics_address(v, &o->metrics_address, err);
         case OPT_MODE:
                 return parse_mode(v, &o->mode, err);
+        case OPT_EVENTS:
+                return parse_events(v, &o->events, err);
+        case OPT_EVENT_QPS:
+                set->event_qps = true;
+                return parse_event_count("event-qps", v, &o->event_qps, err);
+        case OPT_EVENT_BURST:
+                set->event_burst = true;
+                return parse_event_count("event-burst", v, &o->event_burst, err);
         case 'v':
                 return parse_verbosity(v, &o->verbosity, err);
         case OPT_LOG_FORMAT:
@@ -1034,6 +1122,9 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->max_consumers = STREAM_DEFAULT_MAX_CONSUMERS;
         o->history = STREAM_DEFAULT_HISTORY;
         o->history_bytes = STREAM_DEFAULT_HISTORY_BYTES;
+        o->events = true;
+        o->event_qps = EVENT_DEFAULT_QPS;
+        o->event_burst = EVENT_DEFAULT_BURST;
         optind = 0;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {

@@ -33,6 +33,7 @@
 #include "podmux/api_source.h"
 #include "podmux/cmd.h"
 #include "podmux/curl_loop.h"
+#include "podmux/event_recorder.h"
 #include "podmux/file_source.h"
 #include "podmux/http_source.h"
 #include "podmux/kubeconfig.h"
@@ -79,6 +80,7 @@ struct daemon {
         struct curl_loop *curl;
         struct http_source *http;
         struct api_source *api;
+        struct event_recorder *events; /* --events with the API source; else NULL */
         struct plugin_manager *plugins;
         struct metrics metrics;
         struct metrics_server *metrics_srv;
@@ -214,10 +216,101 @@ static void on_emit(void *data, struct pod_update *u)
         updates_pipe_push(&d->updates, u);
 }
 
+/* ---- Kubernetes Events (doc/events.md) ------------------------------------- */
+
+/* The reason of the Node's event for a static pod or a manifest URL that
+ * is refused (the kubelet has no such event). */
+#define EVENT_REASON_REJECTED "StaticPodRejected"
+
+/* The recorder's requests go out through the API source's client. */
+static int events_prepare(void *data, CURL *easy, const char *path, struct curl_slist **ret_hdrs)
+{
+        struct daemon *d = data;
+
+        return api_source_prepare_request(d->api, easy, path, ret_hdrs);
+}
+
+static void events_unauthorized(void *data)
+{
+        struct daemon *d = data;
+
+        api_source_unauthorized(d->api);
+}
+
+/* Writing events fails (one line per kind of failure), or works again. */
+static void events_report(void *data, const char *problem, uint64_t lost)
+{
+        (void)data;
+        if (problem)
+                log_warn("events: %s", problem);
+        else
+                log_info("events: the API server accepts events again (%" PRIu64 " dropped meanwhile)", lost);
+}
+
+/* A Warning about obj, when events are on.  A drop is counted in the
+ * metrics, not logged (the log line that came with the event is). */
+static void events_warn(struct daemon *d, const struct event_ref *obj, const char *reason, const char *message)
+{
+        int r;
+
+        if (!d->events)
+                return;
+        r = event_recorder_record(d->events, obj, "Warning", reason, message);
+        if (r < 0 && r != -ENOBUFS)
+                log_debug("events: cannot record %s: %s", reason, ERRNO_STR(r));
+}
+
+/* A static pod manifest or the manifest URL refused (once per distinct
+ * reason, as the source logs it): a Warning on the Node, naming where and
+ * why, so that `kubectl get events` says why a static pod did not start. */
+static void on_rejected(void *data, const char *source, const char *where, const char *reason)
+{
+        struct daemon *d = data;
+        struct buf msg = BUF_INIT;
+        struct event_ref node;
+
+        if (!d->events)
+                return;
+        node = event_recorder_node(d->events);
+        if (buf_printf(&msg, "%s \"%s\" rejected: %s",
+                       strcmp(source, POD_SOURCE_FILE) == 0 ? "static pod manifest" : "manifest URL", where,
+                       reason) == 0)
+                events_warn(d, &node, EVENT_REASON_REJECTED, msg.data);
+        buf_free(&msg);
+}
+
+/* The merger dropped a pod (a duplicate name): logged, and, as the
+ * kubelet does, a Warning on the pod. */
 static void on_storage_event(void *data, const char *source, const struct pod *p,
                              const char *reason, const char *message)
 {
+        struct daemon *d = data;
+
         log_warn("source \"%s\": %s: %s", source, reason, message);
+        if (p) {
+                struct event_ref ref = {.kind = "Pod",
+                                        .namespace = pod_namespace(p),
+                                        .name = pod_name(p),
+                                        .uid = pod_uid(p),
+                                        .api_version = "v1"};
+
+                events_warn(d, &ref, reason, message);
+        }
+}
+
+/* The event recorder, on the API source's client (--events). */
+static int build_event_recorder(struct daemon *d)
+{
+        struct event_recorder_config cfg = {
+                .node_name = d->opts.node_name,
+                .qps = d->opts.event_qps,
+                .burst = d->opts.event_burst,
+                .client = {.prepare = events_prepare, .unauthorized = events_unauthorized, .data = d},
+                .report = events_report,
+                .stats = &d->metrics.events,
+        };
+
+        return event_recorder_new(d->loop, d->curl, &cfg, &d->events);
 }
 
 /* ... which the stream server drains right after each merge. */
@@ -428,6 +521,7 @@ static void daemon_free(struct daemon *d)
         metrics_server_free(d->metrics_srv);
         file_source_free(d->file);
         http_source_free(d->http);
+        event_recorder_free(d->events);
         api_source_free(d->api);
         curl_loop_free(d->curl);
         stream_server_free(d->stream);
@@ -622,6 +716,8 @@ static int build_file_source(struct daemon *d, struct buf *err)
         int r;
 
         file_config_from_options(d, &cfg);
+        cfg.rejected = on_rejected; /* events, once the recorder is made */
+        cfg.rejected_data = d;
         want_watcher(d, "the static pod path is re-listed every period only");
         if ((r = mux_channel(d->mux, POD_SOURCE_FILE, &ch)) < 0)
                 return r;
@@ -636,6 +732,8 @@ static int build_http_source(struct daemon *d, struct buf *err)
         int r;
 
         http_config_from_options(d, &cfg);
+        cfg.rejected = on_rejected; /* events, once the recorder is made */
+        cfg.rejected_data = d;
         if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_HTTP, &ch)) < 0)
                 return r;
         return http_source_new(d->loop, d->curl, ch, &cfg, &d->http, err);
@@ -721,6 +819,18 @@ static int daemon_build(struct daemon *d)
         if ((o->kubeconfig || o->in_cluster) && (r = build_api_source(d, &err)) < 0) {
                 module_failed("api source", r, &err);
                 goto out;
+        }
+        if (d->api && o->events) {
+                if ((r = build_event_recorder(d)) < 0) {
+                        log_error("events: cannot create the recorder: %s", ERRNO_STR(r));
+                        goto out;
+                }
+                if (o->event_qps)
+                        log_info("events: recording Kubernetes Events on the API server (at most %u writes/s "
+                                 "after a burst of %u)",
+                                 o->event_qps, o->event_burst ? o->event_burst : EVENT_CLIENT_BURST);
+                else
+                        log_info("events: recording Kubernetes Events on the API server (no limit on writes)");
         }
         if (o->plugins_dir && o->plugins_dir[0] && (r = build_plugins(d, &err)) < 0) {
                 module_failed("plugin manager", r, &err);

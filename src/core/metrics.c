@@ -267,6 +267,39 @@ static int render_merge(const struct metrics *m, struct buf *out)
         return r;
 }
 
+/* The event recorder's families (doc/events.md), when it runs. */
+static int render_events(const struct event_stats *e, struct buf *out)
+{
+        const struct {
+                const char *reason;
+                uint64_t n;
+        } drops[] = {{"queue_full", e->queue_full},
+                     {"spam_filter", e->throttled},
+                     {"rejected", e->rejected},
+                     {"gave_up", e->gave_up}};
+        int r = single(out, "podmux_events_recorded_total", "counter",
+                       "Kubernetes Events handed to the recorder (duplicate pod names, rejected static pods).",
+                       e->recorded);
+
+        if (r >= 0)
+                r = single(out, "podmux_events_sent_total", "counter",
+                           "Event writes (POST, or PATCH of a repeat) the API server accepted.", e->sent);
+        if (r >= 0)
+                r = help(out, "podmux_events_dropped_total", "counter",
+                         "Events not written, by reason: queue_full, spam_filter, rejected (by the API server), "
+                         "gave_up (no answer).");
+        for (size_t i = 0; i < sizeof(drops) / sizeof(drops[0]) && r >= 0; i++)
+                r = buf_printf(out, "podmux_events_dropped_total{reason=\"%s\"} %" PRIu64 "\n", drops[i].reason,
+                               drops[i].n);
+        if (r >= 0)
+                r = single(out, "podmux_event_queue_depth", "gauge",
+                           "Event writes waiting, the one in flight included.", e->queue_depth);
+        if (r >= 0)
+                r = single(out, "podmux_event_queue_peak", "gauge", "The most event writes that were ever waiting.",
+                           e->queue_peak);
+        return r;
+}
+
 int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out)
 {
         int r;
@@ -285,6 +318,8 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
         if (r >= 0)
                 r = single(out, "podmux_stream_last_seq", "gauge", "The last sequence number of the update stream.",
                            g->stream_seq);
+        if (r >= 0 && m->events.configured)
+                r = render_events(&m->events, out);
         return r < 0 ? -ENOMEM : 0;
 }
 

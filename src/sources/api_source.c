@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include <json-c/json.h>
 
@@ -134,17 +133,6 @@ struct api_source {
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
-
-static uint64_t rand_below(uint64_t n)
-{
-        uint64_t r = 0;
-
-        if (n == 0)
-                return 0;
-        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-                r = mono_usec() * 6364136223846793005ull + 1442695040888963407ull;
-        return r % n;
-}
 
 static char *pct_encode(const char *s)
 {
@@ -506,14 +494,81 @@ static int set_tls(struct api_source *as, CURL *e)
 
 #define USER_AGENT "podmux/" PODMUX_VERSION " (linux) podmux"
 
-/* Starts a GET of as->url in the current phase; a failure backs off. */
-static void send_request(struct api_source *as)
+/*
+ * Sets e up for a request to url on the API server: the headers (Accept,
+ * Host for tls-server-name, the bearer token as it is now) into *hdrs
+ * (appended to; the caller frees them after the transfer), TLS, the
+ * user agent, and the connection's timeouts and keep-alive.  The same for
+ * every request of the source and for the event recorder's.  0 or
+ * -ENOMEM.
+ */
+static int prepare(struct api_source *as, CURL *e, const char *url, struct curl_slist **hdrs)
 {
-        CURL *e = curl_easy_init();
         struct buf h = BUF_INIT;
         const char *token;
         struct curl_slist *n;
         bool token_oom = false;
+        int r;
+
+        if (!(n = curl_slist_append(*hdrs, "Accept: application/json")))
+                return -ENOMEM;
+        *hdrs = n;
+        if (as->host_header && !(n = curl_slist_append(*hdrs, as->host_header)))
+                return -ENOMEM;
+        *hdrs = n;
+        token = current_token(as, &token_oom);
+        if (token_oom)
+                return -ENOMEM;
+        if (token) {
+                n = buf_printf(&h, "Authorization: Bearer %s", token) == 0 ? curl_slist_append(*hdrs, h.data) : NULL;
+                if (h.len)
+                        memset(h.data, 0, h.len);
+                buf_free(&h);
+                if (!n)
+                        return -ENOMEM;
+                *hdrs = n;
+        }
+        if ((r = set_copied(e, CURLOPT_URL, url)) < 0 || (r = set_copied(e, CURLOPT_USERAGENT, USER_AGENT)) < 0 ||
+            (r = set_copied(e, CURLOPT_PROTOCOLS_STR, "http,https")) < 0 ||
+            (r = set_copied(e, CURLOPT_ACCEPT_ENCODING, "")) < 0 || (r = set_tls(as, e)) < 0)
+                return r;
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, *hdrs);
+        if (as->connect_to)
+                curl_easy_setopt(e, CURLOPT_CONNECT_TO, as->connect_to);
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+        curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
+        return 0;
+}
+
+int api_source_prepare_request(struct api_source *as, CURL *easy, const char *path, struct curl_slist **ret_hdrs)
+{
+        struct buf url = BUF_INIT;
+        struct curl_slist *hdrs = NULL;
+        int r = buf_printf(&url, "%s%s", as->base, path);
+
+        if (r >= 0)
+                r = prepare(as, easy, url.data, &hdrs);
+        buf_free(&url);
+        if (r < 0) {
+                curl_slist_free_all(hdrs);
+                return r;
+        }
+        *ret_hdrs = hdrs;
+        return 0;
+}
+
+void api_source_unauthorized(struct api_source *as)
+{
+        as->token_stale = 1;
+}
+
+/* Starts a GET of as->url in the current phase; a failure backs off. */
+static void send_request(struct api_source *as)
+{
+        CURL *e = curl_easy_init();
         int r = -ENOMEM;
 
         curl_slist_free_all(as->hdrs);
@@ -525,38 +580,8 @@ static void send_request(struct api_source *as)
         list_decoder_reset(as->ldec);
         as->status = 0;
         as->retry_after = -1;
-        if (!e || !as->url)
+        if (!e || !as->url || (r = prepare(as, e, as->url, &as->hdrs)) < 0)
                 goto fail;
-        n = curl_slist_append(NULL, "Accept: application/json");
-        if (!n)
-                goto fail;
-        as->hdrs = n;
-        if (as->host_header && !(n = curl_slist_append(as->hdrs, as->host_header)))
-                goto fail;
-        token = current_token(as, &token_oom);
-        if (token_oom)
-                goto fail;
-        if (token) {
-                n = buf_printf(&h, "Authorization: Bearer %s", token) == 0 ? curl_slist_append(as->hdrs, h.data)
-                                                                           : NULL;
-                if (h.len)
-                        memset(h.data, 0, h.len);
-                buf_free(&h);
-                if (!n)
-                        goto fail;
-        }
-        if ((r = set_copied(e, CURLOPT_URL, as->url)) < 0 || (r = set_copied(e, CURLOPT_USERAGENT, USER_AGENT)) < 0 ||
-            (r = set_copied(e, CURLOPT_PROTOCOLS_STR, "http,https")) < 0 ||
-            (r = set_copied(e, CURLOPT_ACCEPT_ENCODING, "")) < 0 || (r = set_tls(as, e)) < 0)
-                goto fail;
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, as->hdrs);
-        if (as->connect_to)
-                curl_easy_setopt(e, CURLOPT_CONNECT_TO, as->connect_to);
-        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, as);
         curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -650,7 +675,7 @@ static void start_watch(struct api_source *as)
         struct buf u = BUF_INIT;
         char *rv = pct_encode(as->last_rv ? as->last_rv : "");
         /* client-go: the 5-minute minimum times (1 + rand). */
-        unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)rand_below(API_WATCH_MIN_TIMEOUT_SEC);
+        unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)clock_jitter(API_WATCH_MIN_TIMEOUT_SEC);
         int r;
 
         as->phase = PHASE_WATCH;
@@ -689,7 +714,7 @@ static void back_off(struct api_source *as, enum next next)
         else if (as->backoff < API_BACKOFF_CAP_USEC)
                 as->backoff = as->backoff * 2 > API_BACKOFF_CAP_USEC ? API_BACKOFF_CAP_USEC : as->backoff * 2;
         as->backoff_at = now;
-        wait = as->backoff + rand_below(as->backoff);
+        wait = as->backoff + clock_jitter(as->backoff);
         as->next = next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);

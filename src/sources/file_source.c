@@ -156,6 +156,8 @@ struct file_source {
         uint64_t relist_retry_base;
         uint64_t relist_delay;
         char *failure; /* the failure being retried, logged once */
+        void (*rejected)(void *data, const char *source, const char *path, const char *reason);
+        void *rejected_data;
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -304,6 +306,8 @@ static void report_bad(struct file_source *fs, const char *file, const char *rea
         source_stats_error(fs->stats, parse, "file \"%s\": %s", file, reason);
         /* Bad, it duplicates nothing: said again if it does once fixed. */
         free(strmap_remove(fs->dups, file));
+        if (fs->rejected)
+                fs->rejected(fs->rejected_data, POD_SOURCE_FILE, file, reason);
         copy = strdup(reason);
         if (copy && strmap_put(fs->errors, file, copy, (void **)&prev) == 0)
                 free(prev);
@@ -1269,8 +1273,6 @@ static void file_drop(struct file_source *fs, const char *file)
         struct keyref *kr;
         int r;
 
-        /* It names no pod now: not a duplicate either (said no more). */
-        free(strmap_remove(fs->dups, file));
         if (!f)
                 return;
         /* The file names the key no more, but the keyref (whose text is
@@ -1609,6 +1611,8 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->path = path_clean(cfg->path);
         fs->node_name = strdup(cfg->node_name);
         fs->stats = cfg->stats;
+        fs->rejected = cfg->rejected;
+        fs->rejected_data = cfg->rejected_data;
         fs->errors = strmap_new();
         fs->dirty = strmap_new_borrowed();
         fs->unknown = strmap_new();

@@ -55,6 +55,8 @@ struct http_source {
         uint64_t retry_base;   /* first pause after a resource failure */
         uint64_t retry_delay;  /* the last pause before a retry, 0 if none */
         int resource_failed;   /* this poll failed for want of a resource */
+        void (*rejected)(void *data, const char *source, const char *where, const char *reason);
+        void *rejected_data;
 };
 
 char *http_redact_url(const char *url)
@@ -266,6 +268,9 @@ static void handle_body(struct http_source *hs)
         } else if (r < 0) {
                 /* Remembered, so it is reported once while it stays. */
                 report_failure(hs, err.len ? err.data : "invalid manifest", true, 0);
+                if (hs->rejected)
+                        hs->rejected(hs->rejected_data, POD_SOURCE_HTTP, hs->url_log,
+                                     err.len ? err.data : "invalid manifest");
                 remember_body(hs, 0);
         } else if ((r = send_pods(hs, pods)) < 0) {
                 resource_failure(hs, "out of memory building the update", r);
@@ -443,6 +448,8 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         hs->url_log = http_redact_url(cfg->url);
         hs->node_name = strdup(cfg->node_name ? cfg->node_name : "");
         hs->stats = cfg->stats;
+        hs->rejected = cfg->rejected;
+        hs->rejected_data = cfg->rejected_data;
         if (!hs->url || !hs->url_log || !hs->node_name)
                 goto fail;
         source_stats_target(hs->stats, hs->url_log);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "podmux/clock.h"
@@ -27,6 +28,18 @@ uint64_t mono_usec(void)
 uint64_t wall_usec(void)
 {
         return clock_usec(CLOCK_REALTIME);
+}
+
+uint64_t clock_jitter(uint64_t n)
+{
+        uint64_t r = 0;
+
+        if (n == 0)
+                return 0;
+        /* Without entropy yet (early boot), a weaker spread still spreads. */
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+                r = mono_usec() * 6364136223846793005ull + 1442695040888963407ull;
+        return r % n;
 }
 
 char *clock_rfc3339(uint64_t wall, enum clock_precision precision, char out[CLOCK_RFC3339_MAX])

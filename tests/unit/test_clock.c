@@ -62,4 +62,24 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
-UNIT_MAIN(test_format_precisions, test_parse, test_round_trip)
+/* Jitter stays below its bound, and spreads (a thousand draws below a
+ * million are not all one value). */
+START_TEST(test_jitter_in_range)
+{
+        uint64_t first = clock_jitter(1000000), other = 0;
+
+        ck_assert_uint_eq(clock_jitter(0), 0);
+        ck_assert_uint_eq(clock_jitter(1), 0);
+        ck_assert_uint_lt(first, 1000000);
+        for (int i = 0; i < 1000; i++) {
+                uint64_t v = clock_jitter(1000000);
+
+                ck_assert_uint_lt(v, 1000000);
+                if (v != first)
+                        other++;
+        }
+        ck_assert_uint_gt(other, 0);
+}
+END_TEST
+
+UNIT_MAIN(test_format_precisions, test_parse, test_round_trip, test_jitter_in_range)

@@ -186,5 +186,41 @@ START_TEST(test_status_members_are_json)
 }
 END_TEST
 
-UNIT_MAIN(test_render_counts_updates_sources_plugins, test_merge_histogram_is_cumulative,
-          test_status_members_are_json)
+/* The event recorder's families appear only when it runs, with every
+ * reason of a drop. */
+START_TEST(test_event_families)
+{
+        struct metrics m;
+        struct metrics_gauges g = {0};
+        struct buf b = BUF_INIT;
+
+        metrics_init(&m);
+        ck_assert_int_eq(metrics_render(&m, &g, &b), 0);
+        ck_assert_ptr_null(strstr(b.data, "podmux_event"));
+        buf_reset(&b);
+        m.events = (struct event_stats){.configured = true,
+                                        .recorded = 40,
+                                        .sent = 12,
+                                        .throttled = 20,
+                                        .queue_full = 3,
+                                        .rejected = 2,
+                                        .gave_up = 1,
+                                        .queue_depth = 2,
+                                        .queue_peak = 9};
+        ck_assert_int_eq(metrics_render(&m, &g, &b), 0);
+        has_line(&b, "podmux_events_recorded_total 40");
+        has_line(&b, "podmux_events_sent_total 12");
+        has_line(&b, "podmux_events_dropped_total{reason=\"queue_full\"} 3");
+        has_line(&b, "podmux_events_dropped_total{reason=\"spam_filter\"} 20");
+        has_line(&b, "podmux_events_dropped_total{reason=\"rejected\"} 2");
+        has_line(&b, "podmux_events_dropped_total{reason=\"gave_up\"} 1");
+        has_line(&b, "podmux_event_queue_depth 2");
+        has_line(&b, "podmux_event_queue_peak 9");
+        has_line(&b, "# TYPE podmux_event_queue_depth gauge");
+        has_line(&b, "# TYPE podmux_events_dropped_total counter");
+        buf_free(&b);
+}
+END_TEST
+
+UNIT_MAIN(test_render_counts_updates_sources_plugins, test_merge_histogram_is_cumulative, test_status_members_are_json,
+          test_event_families)

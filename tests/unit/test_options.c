@@ -89,6 +89,12 @@ START_TEST(test_bad_flags_name_the_flag)
                 {"--max-consumers", "0", "--max-consumers"},
                 {"--history-bytes", "1000", "--history-bytes"}, /* below 1024 */
                 {"--history-bytes", "1M", "--history-bytes"},
+                {"--events=maybe", NULL, "--events"},
+                {"--event-qps", "-1", "--event-qps"},
+                {"--event-qps", "1.5", "--event-qps"},
+                {"--event-qps", "2147483648", "--event-qps"},
+                {"--event-burst", "-3", "--event-burst"},
+                {"--event-burst", "many", "--event-burst"},
                 {"--bogus", NULL, "--bogus"},
         };
         struct buf err = BUF_INIT;
@@ -821,10 +827,97 @@ START_TEST(test_parse_out_of_memory)
 }
 END_TEST
 
+/* Events: on by default with the kubelet's 50 writes/s after 100; the
+ * flags take Go's spellings of a boolean, --event-qps and --event-burst
+ * whole numbers from 0; eventRecordQPS and eventBurst in --config, the
+ * flags winning (doc/events.md). */
+START_TEST(test_event_flags)
+{
+        static const struct {
+                const char *arg;
+                bool on;
+        } bools[] = {{"--events", true},        {"--events=false", false}, {"--events=0", false}, {"--events=F", false},
+                     {"--events=FALSE", false}, {"--events=True", true},   {"--events=t", true},  {"--events=1", true}};
+        struct options o;
+        struct buf err = BUF_INIT;
+        char *defaults[] = {"run", "--node-name", "n", NULL};
+        char *flags[] = {"run", "--node-name", "n", "--event-qps", "0", "--event-burst=7", NULL};
+        char *spaced[] = {"run", "--node-name", "n", "--events", "false", NULL};
+
+        ck_assert_int_eq(parse(&o, &err, defaults), 0);
+        ck_assert(o.events);
+        ck_assert_uint_eq(o.event_qps, 50);
+        ck_assert_uint_eq(o.event_burst, 100);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, flags), 0);
+        ck_assert_uint_eq(o.event_qps, 0);
+        ck_assert_uint_eq(o.event_burst, 7);
+        options_free(&o);
+        for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++) {
+                char *argv[] = {"run", "--node-name", "n", "--events=false", (char *)bools[i].arg, NULL};
+
+                ck_assert_int_eq(parse(&o, &err, argv), 0);
+                ck_assert_msg(o.events == bools[i].on, "%s", bools[i].arg);
+                options_free(&o);
+        }
+        /* As with Go's flags, the value of a boolean is joined. */
+        ck_assert_int_eq(parse(&o, &err, spaced), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err.data, "\"false\""));
+        buf_free(&err);
+}
+END_TEST
+
+START_TEST(test_event_config_fields)
+{
+        static const struct {
+                const char *text, *want;
+        } bad[] = {
+                {"kind: KubeletConfiguration\neventRecordQPS: -1\n", "eventRecordQPS must be a whole number"},
+                {"kind: KubeletConfiguration\neventRecordQPS: 2.5\n", "eventRecordQPS must be a whole number"},
+                {"kind: KubeletConfiguration\neventBurst: many\n", "eventBurst must be a whole number"},
+                {"kind: KubeletConfiguration\neventBurst: 2147483648\n", "eventBurst must be a whole number"},
+        };
+        struct options o;
+        struct buf err = BUF_INIT;
+        char *path = write_tmp("kind: KubeletConfiguration\neventRecordQPS: 5\neventBurst: 9\n");
+        char *nulls = write_tmp("kind: KubeletConfiguration\neventRecordQPS: null\neventBurst: null\n");
+        char *argv[] = {"run", "--node-name", "n", "--config", path, NULL};
+        char *argv_flag[] = {"run", "--node-name", "n", "--config", path, "--event-qps", "3", NULL};
+        char *argv_null[] = {"run", "--node-name", "n", "--config", nulls, NULL};
+
+        ck_assert_int_eq(parse(&o, &err, argv), 0);
+        ck_assert_uint_eq(o.event_qps, 5);
+        ck_assert_uint_eq(o.event_burst, 9);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, argv_flag), 0);
+        ck_assert_uint_eq(o.event_qps, 3);
+        ck_assert_uint_eq(o.event_burst, 9);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, argv_null), 0);
+        ck_assert_uint_eq(o.event_qps, 50);
+        ck_assert_uint_eq(o.event_burst, 100);
+        options_free(&o);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char *p = write_tmp(bad[i].text);
+                char *a[] = {"run", "--node-name", "n", "--config", p, NULL};
+
+                ck_assert_msg(parse(&o, &err, a) == -EINVAL, "config %zu accepted", i);
+                ck_assert_msg(strstr(err.data, bad[i].want) && strstr(err.data, p), "config %zu: \"%s\"", i, err.data);
+                unlink(p);
+                free(p);
+        }
+        unlink(path);
+        unlink(nulls);
+        free(path);
+        free(nulls);
+        buf_free(&err);
+}
+END_TEST
+
 UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
-          test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence,
-          test_bad_config_files, test_help_documents_every_flag_with_default, test_metrics_address,
-          test_config_null_and_wrong_types, test_conflicting_pairs, test_conflict_with_config_path,
-          test_empty_source_flags_turn_the_source_off, test_default_plugin_registry_rule,
-          test_hostname_override_as_the_kubelet_takes_it, test_relative_static_pod_paths, test_config_unknown_fields,
-          test_parse_out_of_memory)
+          test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
+          test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
+          test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
+          test_default_plugin_registry_rule, test_hostname_override_as_the_kubelet_takes_it,
+          test_relative_static_pod_paths, test_config_unknown_fields, test_parse_out_of_memory, test_event_flags,
+          test_event_config_fields)
