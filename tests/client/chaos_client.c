@@ -9,7 +9,9 @@
  *   dump      one JSON line on standard output: {"connected", "synced",
  *             "pods": [{"source","uid","pod"}...] (the cache, in its
  *             order), "plugins": {socket: plugin}, "model_ok" (the model
- *             equals the cache, pods and plugins), "model_diff",
+ *             equals the cache, pods and plugins; a pod's text as the
+ *             handlers saw it or one the same for the resync diff, say
+ *             with a restarted daemon's config.seen), "model_diff",
  *             "records", "resyncs", "reconnects", "errors": {kind: n}}
  *   stall MS  stop reading the stream for MS milliseconds (so the daemon
  *             cuts this consumer as slow and it must resume)
@@ -28,6 +30,7 @@
 #include <json-c/json.h>
 
 #include "podmux/client.h"
+#include "../../src/client/client_cache.h"
 
 struct st {
         json_object *model;   /* "source\nuid" -> pod text */
@@ -102,7 +105,8 @@ static void dump(struct podmux_client *c, struct st *s)
                 json_object_array_add(pods, e);
                 snprintf(key, sizeof(key), "%s\n%s", podmux_pod_source(p), podmux_pod_uid(p));
                 if (!json_object_object_get_ex(s->model, key, &m) ||
-                    strcmp(json_object_get_string(m), podmux_pod_json(p, NULL)) != 0) {
+                    client_pod_text_same(json_object_get_string(m), (size_t)json_object_get_string_len(m),
+                                         podmux_pod_json(p, NULL), strlen(podmux_pod_json(p, NULL))) != 1) {
                         if (ok)
                                 snprintf(diff, sizeof(diff), "pod %s/%s: %s", podmux_pod_source(p),
                                          podmux_pod_uid(p), m ? "differs" : "not seen by the handlers");

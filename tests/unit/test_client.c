@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include <sys/stat.h>
 
+#include "../../src/client/client_cache.h"
 #include "../../src/client/client_msg.h"
 
 struct t {
@@ -323,6 +324,250 @@ START_TEST(test_daemon_restart)
 }
 END_TEST
 
+/* A pod's text with these metadata members after its identity (and the
+ * config.source annotation), and these top-level members after metadata. */
+static char *pod_with(const char *uid, const char *meta, const char *rest)
+{
+        char *s = NULL;
+
+        ck_assert_int_ge(asprintf(&s,
+                                  "{\"metadata\":{\"name\":\"n-%s\",\"namespace\":\"default\",\"uid\":\"%s\"%s},%s}",
+                                  uid, uid, meta, rest),
+                         0);
+        return s;
+}
+
+#define SEEN1 "\"kubernetes.io/config.seen\":\"2026-01-01T00:00:00.1Z\""
+#define SEEN2 "\"kubernetes.io/config.seen\":\"2026-01-02T10:00:00Z\""
+#define SRC "\"kubernetes.io/config.source\":\"file\""
+
+/* Each case: a pod's text before and after a daemon restart, and whether
+ * the resync diff tells it (doc/protocol.md, "Which pods changed"). */
+static const struct {
+        const char *uid;
+        const char *meta1, *rest1, *meta2, *rest2;
+        bool told;
+} restart_cases[] = {
+        /* Only what the daemon stamps per run: not told. */
+        {"seen", ",\"annotations\":{" SRC "," SEEN1 "}", "\"spec\":{\"a\":1}", ",\"annotations\":{" SRC "," SEEN2 "}",
+         "\"spec\":{\"a\":1}", false},
+        /* An API pod: the old run kept the resourceVersion (and the rest
+         * of the metadata) of the version it first stored. */
+        {"rv", ",\"resourceVersion\":\"1001\",\"generation\":1,\"annotations\":{" SRC "," SEEN1 "}",
+         "\"spec\":{\"a\":1},\"status\":{\"phase\":\"Running\"}",
+         ",\"resourceVersion\":\"1002\",\"generation\":2,\"annotations\":{" SRC "," SEEN2 "}",
+         "\"spec\":{\"a\":1},\"status\":{\"phase\":\"Running\"}", false},
+        {"mirror", ",\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"," SRC "}", "\"spec\":{}",
+         ",\"annotations\":{\"kubernetes.io/config.mirror\":\"y\"," SRC "}", "\"spec\":{}", false},
+        /* Equal JSON values written otherwise. */
+        {"order", ",\"labels\":{\"a\":\"1\",\"b\":\"2\"},\"annotations\":{\"x\":\"\\u0041\"," SEEN1 "}",
+         "\"spec\":{\"c\":[1,{\"d\":true,\"e\":null}]}",
+         ",\"annotations\":{" SEEN2 ",\"x\":\"A\"},\"labels\":{\"b\":\"2\",\"a\":\"1\"}",
+         "\"spec\":{ \"c\" : [1, {\"e\":null,\"d\":true}] }", false},
+        {"noann", "", "\"spec\":{}", ",\"annotations\":{" SRC "," SEEN2 "}", "\"spec\":{}", false},
+        /* Changes: told. */
+        {"spec", ",\"annotations\":{" SEEN1 "}", "\"spec\":{\"a\":1}", ",\"annotations\":{" SEEN2 "}",
+         "\"spec\":{\"a\":2}", true},
+        {"number", "", "\"spec\":{\"a\":1}", "", "\"spec\":{\"a\":1.0}", true},
+        {"label", ",\"labels\":{\"a\":\"1\"}", "\"spec\":{}", ",\"labels\":{\"a\":\"2\"}", "\"spec\":{}", true},
+        {"nolabels", ",\"labels\":{}", "\"spec\":{}", "", "\"spec\":{}", true},
+        {"ann", ",\"annotations\":{\"x\":\"1\"}", "\"spec\":{}", ",\"annotations\":{\"x\":\"2\"}", "\"spec\":{}", true},
+        {"hash", ",\"annotations\":{\"kubernetes.io/config.hash\":\"1\"}", "\"spec\":{}",
+         ",\"annotations\":{\"kubernetes.io/config.hash\":\"2\"}", "\"spec\":{}", true},
+        {"deleting", "", "\"spec\":{}", ",\"deletionTimestamp\":\"2026-01-02T00:00:00Z\"", "\"spec\":{}", true},
+        {"grace", ",\"deletionGracePeriodSeconds\":null", "\"spec\":{}", "", "\"spec\":{}", true},
+        {"status", "", "\"spec\":{},\"status\":{\"phase\":\"Pending\"}", "",
+         "\"spec\":{},\"status\":{\"phase\":\"Running\"}", true},
+        {"nostatus", "", "\"spec\":{},\"status\":{}", "", "\"spec\":{}", true},
+};
+
+/* The full state after a daemon restart is compared with the cache as the
+ * merger compares: a pod that differs only in what a run of the daemon
+ * stamps on it is not told, but the cache holds its new text. */
+START_TEST(test_restart_same_pods_not_told)
+{
+        size_t n = sizeof(restart_cases) / sizeof(restart_cases[0]);
+        struct buf want = BUF_INIT;
+        struct t t;
+
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 5);
+        for (size_t i = 0; i < n; i++)
+                fake_pods(&t.f, 6 + i, "ADD", "file", 1,
+                          pod_with(restart_cases[i].uid, restart_cases[i].meta1, restart_cases[i].rest1));
+        fake_synced(&t.f, 100, false);
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":101,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 9000);
+        for (size_t i = 0; i < n; i++)
+                fake_pods(&t.f, 9001 + i, "ADD", "file", 1,
+                          pod_with(restart_cases[i].uid, restart_cases[i].meta2, restart_cases[i].rest2));
+        fake_synced(&t.f, 9100, false);
+        pump(t.c);
+        /* One UPDATE record for the source, the told pods in the cache's
+         * order (namespace, name: n-<uid>). */
+        ck_assert_int_eq(buf_puts(&want, "pods UPDATE file resync"), 0);
+        {
+                const char *order[] = {"ann",      "deleting", "grace",  "hash", "label",
+                                       "nolabels", "nostatus", "number", "spec", "status"};
+
+                for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+                        for (size_t k = 0; k < n; k++)
+                                if (strcmp(restart_cases[k].uid, order[i]) == 0)
+                                        ck_assert_msg(restart_cases[k].told, "case %s", order[i]);
+                        ck_assert_int_eq(buf_printf(&want, " %s", order[i]), 0);
+                }
+        }
+        ck_assert_int_eq(buf_puts(&want, "\nsynced state\n"), 0);
+        expect_log(&t, want.data);
+        buf_free(&want);
+        /* The cache holds every new text, told or not. */
+        for (size_t i = 0; i < n; i++) {
+                char *text = pod_with(restart_cases[i].uid, restart_cases[i].meta2, restart_cases[i].rest2);
+
+                ck_assert_str_eq(podmux_pod_json(podmux_client_pod_by_uid(t.c, restart_cases[i].uid), NULL), text);
+                free(text);
+        }
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* The rule by itself, both ways round, and on texts that are not JSON. */
+START_TEST(test_pod_text_same)
+{
+        for (size_t i = 0; i < sizeof(restart_cases) / sizeof(restart_cases[0]); i++) {
+                char *a = pod_with(restart_cases[i].uid, restart_cases[i].meta1, restart_cases[i].rest1);
+                char *b = pod_with(restart_cases[i].uid, restart_cases[i].meta2, restart_cases[i].rest2);
+
+                ck_assert_msg(client_pod_text_same(a, strlen(a), b, strlen(b)) == !restart_cases[i].told, "case %s",
+                              restart_cases[i].uid);
+                ck_assert_int_eq(client_pod_text_same(b, strlen(b), a, strlen(a)), !restart_cases[i].told);
+                ck_assert_int_eq(client_pod_text_same(a, strlen(a), a, strlen(a)), 1);
+                free(a);
+                free(b);
+        }
+        ck_assert_int_eq(client_pod_text_same("{", 1, "[]", 2), -EINVAL);
+        ck_assert_int_eq(client_pod_text_same("{}", 2, "{", 1), -EINVAL);
+        /* Not objects at all: nothing compared, the same. */
+        ck_assert_int_eq(client_pod_text_same("[]", 2, "1", 1), 1);
+}
+END_TEST
+
+/* A bad line's error message is one line: the line quoted up to its end
+ * (not into the lines after it in the buffer), at most 80 bytes of it, and
+ * no control character from the line or the daemon's own message. */
+START_TEST(test_error_message_one_line)
+{
+        static const struct {
+                const char *send, *want_end;
+        } cases[] = {
+                {"not json\n{\"type\":\"synced\",\"seq\":20}\n",
+                 "(byte 0: a line that is not a JSON object): not json"},
+                {"{\"x\":1,\"\x01\"}\n\n\n", "): {\"x\":1,\"?\"}"},
+                /* 100 bytes: cut at 80, before the 3-byte character at 79. */
+                {"[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x82\xac"
+                 "aaaaaaaaaaaaaaaa\"]\n",
+                 ": [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..."},
+                {"{\"type\":\"error\",\"seq\":20,\"reason\":\"Other\",\"message\":\"two\\nlines\\r\"}\n",
+                 "closed the connection: Other: two?lines?"},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct t t;
+                size_t ml, wl = strlen(cases[i].want_end);
+
+                t_init(&t);
+                start(&t);
+                fake_write(&t.f, cases[i].send, strlen(cases[i].send));
+                pump(t.c);
+                ml = strlen(t.r.last_message);
+                ck_assert_msg(t.r.errors == 1, "case %zu: %d errors", i, t.r.errors);
+                ck_assert_msg(!strpbrk(t.r.last_message, "\n\r\x01"), "case %zu: message over lines: %s", i,
+                              t.r.last_message);
+                ck_assert_msg(ml >= wl && strcmp(t.r.last_message + ml - wl, cases[i].want_end) == 0,
+                              "case %zu: message \"%s\" does not end with \"%s\"", i, t.r.last_message,
+                              cases[i].want_end);
+                t_free(&t);
+        }
+}
+END_TEST
+
+/* A client started from a saved resume point holds only what the replay
+ * carried: has_synced() stays false (its cache is not the daemon's whole
+ * state) though the replay is done; a later full state is handed on whole
+ * (one SET, every plugin REGISTERED), since what went away before the
+ * point is not known here; then has_synced() is true. */
+START_TEST(test_saved_resume_partial_cache)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        podmux_client_set_resume(t.c, 77);
+        ck_assert(!podmux_client_has_synced(t.c));
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":77}");
+        fake_hello(&t.f, 200);
+        fake_pods(&t.f, 80, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_synced(&t.f, 201, true);
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file a\nsynced resumed\n");
+        ck_assert(!podmux_client_has_synced(t.c));
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 201);
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
+        /* Another replay: still only part of the state. */
+        fake_close(&t.f);
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":201}");
+        fake_hello(&t.f, 300);
+        fake_pods(&t.f, 250, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_synced(&t.f, 301, true);
+        pump(t.c);
+        expect_log(&t, "pods ADD api c\nsynced resumed\n");
+        ck_assert(!podmux_client_has_synced(t.c));
+        /* The daemon restarted: the full state, told whole. */
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":302,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 9000);
+        fake_pods(&t.f, 9001, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 2),
+                  pod_text("b", "kube-system", "beta", "file", 1));
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":9002,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/a.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"a\"}}");
+        fake_synced(&t.f, 9003, false);
+        pump(t.c);
+        expect_log(&t, "pods SET * resync a b\nplugin REGISTERED /p/a.sock resync\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 2);
+        check_model(&t.r, t.c);
+        /* From now on the cache is whole: a later full state is compared. */
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":9004,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 9100);
+        fake_pods(&t.f, 9101, "ADD", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":9102,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/a.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"a\"}}");
+        fake_synced(&t.f, 9103, false);
+        pump(t.c);
+        expect_log(&t, "pods REMOVE file resync b\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
 START_TEST(test_seq_going_back)
 {
         struct t t;
@@ -609,4 +854,5 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_partial_line_after_cut, test_unknown_type_ignored, test_protocol_mismatch, test_daemon_restart,
           test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
           test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
-          test_saved_resume_lines_and_log, test_op_names)
+          test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
+          test_error_message_one_line, test_saved_resume_partial_cache)
