@@ -324,78 +324,65 @@ START_TEST(test_daemon_restart)
 }
 END_TEST
 
-/* A pod's text with these metadata members after its identity (and the
- * config.source annotation), and these top-level members after metadata. */
-static char *pod_with(const char *uid, const char *meta, const char *rest)
-{
-        char *s = NULL;
+/* tests/fixtures/resync-diff.json: pairs of one pod's texts before and
+ * after a daemon restart, and whether the resync diff tells the pod. */
+struct restart_case {
+        const char *name, *before, *after;
+        bool changed;
+};
 
-        ck_assert_int_ge(asprintf(&s,
-                                  "{\"metadata\":{\"name\":\"n-%s\",\"namespace\":\"default\",\"uid\":\"%s\"%s},%s}",
-                                  uid, uid, meta, rest),
-                         0);
-        return s;
+static json_object *load_restart_cases(struct restart_case **ret, size_t *ret_n)
+{
+        const char *top = getenv("PODMUX_SRCDIR");
+        char path[4096];
+        json_object *o, *cases;
+        struct restart_case *v;
+        size_t n;
+
+        snprintf(path, sizeof(path), "%s/tests/fixtures/resync-diff.json", top ? top : ".");
+        o = json_object_from_file(path);
+        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
+        cases = json_object_object_get(o, "cases");
+        n = json_object_array_length(cases);
+        v = calloc(n, sizeof(*v));
+        ck_assert_ptr_nonnull(v);
+        for (size_t i = 0; i < n; i++) {
+                json_object *c = json_object_array_get_idx(cases, i);
+
+                v[i].name = json_object_get_string(json_object_object_get(c, "name"));
+                v[i].before = json_object_get_string(json_object_object_get(c, "before"));
+                v[i].after = json_object_get_string(json_object_object_get(c, "after"));
+                v[i].changed = json_object_get_boolean(json_object_object_get(c, "changed"));
+        }
+        *ret = v;
+        *ret_n = n;
+        return o;
 }
 
-#define SEEN1 "\"kubernetes.io/config.seen\":\"2026-01-01T00:00:00.1Z\""
-#define SEEN2 "\"kubernetes.io/config.seen\":\"2026-01-02T10:00:00Z\""
-#define SRC "\"kubernetes.io/config.source\":\"file\""
-
-/* Each case: a pod's text before and after a daemon restart, and whether
- * the resync diff tells it (doc/protocol.md, "Which pods changed"). */
-static const struct {
-        const char *uid;
-        const char *meta1, *rest1, *meta2, *rest2;
-        bool told;
-} restart_cases[] = {
-        /* Only what the daemon stamps per run: not told. */
-        {"seen", ",\"annotations\":{" SRC "," SEEN1 "}", "\"spec\":{\"a\":1}", ",\"annotations\":{" SRC "," SEEN2 "}",
-         "\"spec\":{\"a\":1}", false},
-        /* An API pod: the old run kept the resourceVersion (and the rest
-         * of the metadata) of the version it first stored. */
-        {"rv", ",\"resourceVersion\":\"1001\",\"generation\":1,\"annotations\":{" SRC "," SEEN1 "}",
-         "\"spec\":{\"a\":1},\"status\":{\"phase\":\"Running\"}",
-         ",\"resourceVersion\":\"1002\",\"generation\":2,\"annotations\":{" SRC "," SEEN2 "}",
-         "\"spec\":{\"a\":1},\"status\":{\"phase\":\"Running\"}", false},
-        {"mirror", ",\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"," SRC "}", "\"spec\":{}",
-         ",\"annotations\":{\"kubernetes.io/config.mirror\":\"y\"," SRC "}", "\"spec\":{}", false},
-        /* Equal JSON values written otherwise. */
-        {"order", ",\"labels\":{\"a\":\"1\",\"b\":\"2\"},\"annotations\":{\"x\":\"\\u0041\"," SEEN1 "}",
-         "\"spec\":{\"c\":[1,{\"d\":true,\"e\":null}]}",
-         ",\"annotations\":{" SEEN2 ",\"x\":\"A\"},\"labels\":{\"b\":\"2\",\"a\":\"1\"}",
-         "\"spec\":{ \"c\" : [1, {\"e\":null,\"d\":true}] }", false},
-        {"noann", "", "\"spec\":{}", ",\"annotations\":{" SRC "," SEEN2 "}", "\"spec\":{}", false},
-        /* Changes: told. */
-        {"spec", ",\"annotations\":{" SEEN1 "}", "\"spec\":{\"a\":1}", ",\"annotations\":{" SEEN2 "}",
-         "\"spec\":{\"a\":2}", true},
-        {"number", "", "\"spec\":{\"a\":1}", "", "\"spec\":{\"a\":1.0}", true},
-        {"label", ",\"labels\":{\"a\":\"1\"}", "\"spec\":{}", ",\"labels\":{\"a\":\"2\"}", "\"spec\":{}", true},
-        {"nolabels", ",\"labels\":{}", "\"spec\":{}", "", "\"spec\":{}", true},
-        {"ann", ",\"annotations\":{\"x\":\"1\"}", "\"spec\":{}", ",\"annotations\":{\"x\":\"2\"}", "\"spec\":{}", true},
-        {"hash", ",\"annotations\":{\"kubernetes.io/config.hash\":\"1\"}", "\"spec\":{}",
-         ",\"annotations\":{\"kubernetes.io/config.hash\":\"2\"}", "\"spec\":{}", true},
-        {"deleting", "", "\"spec\":{}", ",\"deletionTimestamp\":\"2026-01-02T00:00:00Z\"", "\"spec\":{}", true},
-        {"grace", ",\"deletionGracePeriodSeconds\":null", "\"spec\":{}", "", "\"spec\":{}", true},
-        {"status", "", "\"spec\":{},\"status\":{\"phase\":\"Pending\"}", "",
-         "\"spec\":{},\"status\":{\"phase\":\"Running\"}", true},
-        {"nostatus", "", "\"spec\":{},\"status\":{}", "", "\"spec\":{}", true},
-};
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
 /* The full state after a daemon restart is compared with the cache as the
  * merger compares: a pod that differs only in what a run of the daemon
  * stamps on it is not told, but the cache holds its new text. */
 START_TEST(test_restart_same_pods_not_told)
 {
-        size_t n = sizeof(restart_cases) / sizeof(restart_cases[0]);
+        struct restart_case *cases;
+        size_t n, n_told = 0;
+        json_object *fixture = load_restart_cases(&cases, &n);
+        const char **told = calloc(n, sizeof(*told));
         struct buf want = BUF_INIT;
         struct t t;
 
+        ck_assert_ptr_nonnull(told);
         t_init(&t);
         fake_accept(&t.f, t.c);
         fake_hello(&t.f, 5);
         for (size_t i = 0; i < n; i++)
-                fake_pods(&t.f, 6 + i, "ADD", "file", 1,
-                          pod_with(restart_cases[i].uid, restart_cases[i].meta1, restart_cases[i].rest1));
+                fake_send(&t.f, "{\"type\":\"pods\",\"seq\":%zu,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s]}",
+                          6 + i, cases[i].before);
         fake_synced(&t.f, 100, false);
         pump(t.c);
         free(rec_take(&t.r));
@@ -405,35 +392,29 @@ START_TEST(test_restart_same_pods_not_told)
         fake_accept(&t.f, t.c);
         fake_hello(&t.f, 9000);
         for (size_t i = 0; i < n; i++)
-                fake_pods(&t.f, 9001 + i, "ADD", "file", 1,
-                          pod_with(restart_cases[i].uid, restart_cases[i].meta2, restart_cases[i].rest2));
-        fake_synced(&t.f, 9100, false);
+                fake_send(&t.f, "{\"type\":\"pods\",\"seq\":%zu,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s]}",
+                          9001 + i, cases[i].after);
+        fake_synced(&t.f, 9900, false);
         pump(t.c);
-        /* One UPDATE record for the source, the told pods in the cache's
-         * order (namespace, name: n-<uid>). */
+        /* One UPDATE record for the source with the changed pods, in the
+         * cache's order (their names are n-<case name>). */
+        for (size_t i = 0; i < n; i++)
+                if (cases[i].changed)
+                        told[n_told++] = cases[i].name;
+        qsort(told, n_told, sizeof(*told), cmp_str);
         ck_assert_int_eq(buf_puts(&want, "pods UPDATE file resync"), 0);
-        {
-                const char *order[] = {"ann",      "deleting", "grace",  "hash", "label",
-                                       "nolabels", "nostatus", "number", "spec", "status"};
-
-                for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-                        for (size_t k = 0; k < n; k++)
-                                if (strcmp(restart_cases[k].uid, order[i]) == 0)
-                                        ck_assert_msg(restart_cases[k].told, "case %s", order[i]);
-                        ck_assert_int_eq(buf_printf(&want, " %s", order[i]), 0);
-                }
-        }
+        for (size_t i = 0; i < n_told; i++)
+                ck_assert_int_eq(buf_printf(&want, " %s", told[i]), 0);
         ck_assert_int_eq(buf_puts(&want, "\nsynced state\n"), 0);
         expect_log(&t, want.data);
-        buf_free(&want);
         /* The cache holds every new text, told or not. */
-        for (size_t i = 0; i < n; i++) {
-                char *text = pod_with(restart_cases[i].uid, restart_cases[i].meta2, restart_cases[i].rest2);
-
-                ck_assert_str_eq(podmux_pod_json(podmux_client_pod_by_uid(t.c, restart_cases[i].uid), NULL), text);
-                free(text);
-        }
+        for (size_t i = 0; i < n; i++)
+                ck_assert_str_eq(podmux_pod_json(podmux_client_pod_by_uid(t.c, cases[i].name), NULL), cases[i].after);
         check_model(&t.r, t.c);
+        buf_free(&want);
+        free(told);
+        free(cases);
+        json_object_put(fixture);
         t_free(&t);
 }
 END_TEST
@@ -441,21 +422,24 @@ END_TEST
 /* The rule by itself, both ways round, and on texts that are not JSON. */
 START_TEST(test_pod_text_same)
 {
-        for (size_t i = 0; i < sizeof(restart_cases) / sizeof(restart_cases[0]); i++) {
-                char *a = pod_with(restart_cases[i].uid, restart_cases[i].meta1, restart_cases[i].rest1);
-                char *b = pod_with(restart_cases[i].uid, restart_cases[i].meta2, restart_cases[i].rest2);
+        struct restart_case *cases;
+        size_t n;
+        json_object *fixture = load_restart_cases(&cases, &n);
 
-                ck_assert_msg(client_pod_text_same(a, strlen(a), b, strlen(b)) == !restart_cases[i].told, "case %s",
-                              restart_cases[i].uid);
-                ck_assert_int_eq(client_pod_text_same(b, strlen(b), a, strlen(a)), !restart_cases[i].told);
+        for (size_t i = 0; i < n; i++) {
+                const char *a = cases[i].before, *b = cases[i].after;
+
+                ck_assert_msg(client_pod_text_same(a, strlen(a), b, strlen(b)) == !cases[i].changed, "case %s",
+                              cases[i].name);
+                ck_assert_int_eq(client_pod_text_same(b, strlen(b), a, strlen(a)), !cases[i].changed);
                 ck_assert_int_eq(client_pod_text_same(a, strlen(a), a, strlen(a)), 1);
-                free(a);
-                free(b);
         }
         ck_assert_int_eq(client_pod_text_same("{", 1, "[]", 2), -EINVAL);
         ck_assert_int_eq(client_pod_text_same("{}", 2, "{", 1), -EINVAL);
         /* Not objects at all: nothing compared, the same. */
         ck_assert_int_eq(client_pod_text_same("[]", 2, "1", 1), 1);
+        free(cases);
+        json_object_put(fixture);
 }
 END_TEST
 
