@@ -43,6 +43,7 @@ import bisect
 import collections
 import errno
 import json
+import re
 import selectors
 import socket
 import time
@@ -191,11 +192,42 @@ def _compared(text):
     return parts + [top.get(k, _ABSENT) for k in _COMPARED_TOP]
 
 
+_TEXT_HEAD = '{"metadata":{"annotations":{'
+_ANNOTATION = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
+_SEEN_KEY = "kubernetes.io/config.seen"
+
+
+def _seen_span(text):
+    """(start, end) of the member "kubernetes.io/config.seen" (name and
+    value) in metadata.annotations, for a text laid out as the daemon
+    writes pods (compact, annotations first, each a string); else None."""
+    if not text.startswith(_TEXT_HEAD):
+        return None
+    i = len(_TEXT_HEAD)
+    while True:
+        m = _ANNOTATION.match(text, i)
+        if m is None:
+            return None
+        if m.group(1) == _SEEN_KEY:
+            return m.span()
+        if text[m.end():m.end() + 1] != ",":
+            return None
+        i = m.end() + 1
+
+
+def _same_but_seen(a, b):
+    sa, sb = _seen_span(a), _seen_span(b)
+    return sa is not None and sb is not None and sa[0] == sb[0] and \
+        a[:sa[0]] == b[:sb[0]] and a[sa[1]:] == b[sb[1]:]
+
+
 def _same(a, b):
     """Whether two texts of one pod (same source, UID, namespace and name)
     are the same for the resync diff: equal, or equal in every member the
-    merger compares.  Cost: nothing for equal texts, else both decoded."""
-    return a == b or _compared(a) == _compared(b)
+    merger compares.  Cost: a comparison of the texts when they are equal
+    or differ only in config.seen as the daemon writes it (what a restart
+    gives every unchanged pod); else both decoded."""
+    return a == b or _same_but_seen(a, b) or _compared(a) == _compared(b)
 
 
 def _skip(s, i):

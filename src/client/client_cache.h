@@ -72,8 +72,10 @@ bool cache_plugin_find(const struct cache *c, const char *socket, size_t *ret_po
  * rest of a stored pod is as the daemon's run first stored it (config.seen,
  * an API pod's resourceVersion, ...): a restarted daemon shows other
  * values there without any change.  1 same, 0 not, -EINVAL (a text is not
- * JSON), -ENOMEM.  Cost: nothing for equal texts, else both parsed and
- * the compared members canonicalized: O(text length).
+ * JSON), -ENOMEM.  Cost: a comparison of the bytes for equal texts and for
+ * texts laid out by the daemon that differ only in config.seen (what a
+ * restart gives every unchanged pod); else both parsed and the compared
+ * members canonicalized.  O(text length).
  */
 int client_pod_text_same(const char *a, size_t a_len, const char *b, size_t b_len);
 

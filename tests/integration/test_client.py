@@ -686,7 +686,7 @@ def _(t):
             work[10], work[3000]))
 
 
-# ---- a daemon restart is not a change ----------------------------------------
+# ---- a daemon restart is not a change ---------------------------------------
 
 SEEN = "kubernetes.io/config.seen"
 
