@@ -4,7 +4,7 @@
  * consumers that the library must keep up with.  Prints figures; asserts
  * nothing.  Run by scripts/bench (its "client" line).
  *
- * Usage: bench_client PODS MESSAGES CONSUMERS
+ * Usage: bench_client PODS MESSAGES CONSUMERS [SET_PODS [DIR]]
  *
  * 1. fan-out: the daemon's stream server (in process, on its own loop)
  *    with CONSUMERS raw readers (one thread each, counting lines);
@@ -15,6 +15,16 @@
  *    by a loop that only finds the newlines.
  * 3. library: the same bytes to libpodmux-client, from accept to the last
  *    message applied to its cache and handed to the handler.
+ * 4. set: a stream of hello, synced (nothing yet) and one live SET of
+ *    SET_PODS (default 5,000) such pods, each stamped with config.seen as
+ *    the daemon sends them: the time until the SET is applied and handed on.
+ * 5. restart: a full state of SET_PODS pods, the daemon's ShuttingDown,
+ *    and on the next connection the same pods with every config.seen new:
+ *    the time from the first synced to the second (reconnection without
+ *    backoff, the state read, compared with the cache: nothing changed).
+ * With DIR, the streams are written there for scripts/bench to run the
+ * Python module on the same bytes: one-pod.stream, set.stream,
+ * restart-1.stream and restart-2.stream (the two connections).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -34,6 +44,7 @@
 #include "podmux/loop.h"
 #include "podmux/pod.h"
 #include "podmux/stream_server.h"
+#include "../../src/client/client_msg.h"
 
 static struct pod *make_pod(int i, int variant)
 {
@@ -197,29 +208,38 @@ static double fan_out(const char *dir, int n_pods, long n_msgs, int n_cons, stru
 
 /* ---- 2 and 3: the same bytes, raw and through the library -------------------- */
 
+/* Serves bytes, then more on the next connection if there is one. */
 struct writer {
         int lfd;
-        const struct buf *bytes;
+        const struct buf *bytes, *next;
 };
 
-static void *writer_main(void *arg)
+static void serve_one(int lfd, const struct buf *bytes)
 {
-        struct writer *w = arg;
-        int fd = accept(w->lfd, NULL, NULL);
+        int fd = accept(lfd, NULL, NULL);
         char first[64];
         size_t off = 0;
 
         if (fd < 0)
-                return NULL;
+                return;
         (void)read(fd, first, sizeof(first)); /* the client's first line */
-        while (off < w->bytes->len) {
-                ssize_t n = write(fd, w->bytes->data + off, w->bytes->len - off);
+        while (off < bytes->len) {
+                ssize_t n = write(fd, bytes->data + off, bytes->len - off);
 
                 if (n <= 0)
                         break;
                 off += (size_t)n;
         }
         close(fd);
+}
+
+static void *writer_main(void *arg)
+{
+        struct writer *w = arg;
+
+        serve_one(w->lfd, w->bytes);
+        if (w->next)
+                serve_one(w->lfd, w->next);
         return NULL;
 }
 
@@ -307,11 +327,108 @@ static double library(const char *path, const struct buf *bytes, long n_msgs, st
         return (double)t0;
 }
 
+/* ---- 4 and 5: a big SET, and a restart's resync ------------------------------- */
+
+/* hello, then (live) a SET of n pods stamped seen_usec, as a full state
+ * (before synced) or live (after it); with bye, the daemon's ShuttingDown. */
+static void set_stream(int n, uint64_t seen_usec, bool full, bool bye, struct buf *out)
+{
+        (void)buf_puts(out, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"node1\","
+                            "\"seq\":10}\n");
+        if (!full)
+                (void)buf_puts(out, "{\"type\":\"synced\",\"seq\":11,\"resumed\":false}\n");
+        (void)buf_puts(out, "{\"type\":\"pods\",\"seq\":12,\"op\":\"SET\",\"source\":\"file\",\"pods\":[");
+        for (int i = 0; i < n; i++) {
+                struct pod *p = make_pod(i, 0);
+
+                if ((i && buf_putc(out, ',') < 0) || pod_stamp(p, "file", seen_usec + (uint64_t)i) < 0 ||
+                    pod_render(p, out) < 0)
+                        exit(1);
+                pod_unref(p);
+        }
+        (void)buf_puts(out, "]}\n");
+        if (full)
+                (void)buf_puts(out, "{\"type\":\"synced\",\"seq\":13,\"resumed\":false}\n");
+        if (bye && buf_puts(out, "{\"type\":\"error\",\"seq\":14,\"reason\":\"ShuttingDown\",\"message\":\"\"}\n") < 0)
+                exit(1);
+}
+
+struct timing {
+        int synced;
+        long records;
+        uint64_t t_synced1;
+        bool set_seen;
+};
+
+static void time_pods(struct podmux_client *c, const struct podmux_update *u, void *data)
+{
+        struct timing *tm = data;
+
+        tm->records++;
+        if (u->op == PODMUX_OP_SET) {
+                tm->set_seen = true;
+                podmux_client_stop(c);
+        }
+}
+
+static void time_synced(struct podmux_client *c, bool resumed, void *data)
+{
+        struct timing *tm = data;
+
+        if (++tm->synced == 1)
+                tm->t_synced1 = mono_usec();
+        else
+                podmux_client_stop(c);
+}
+
+/* Runs a client on the streams; returns the microseconds from its start
+ * (first == NULL) or its first synced to its stop. */
+static double timed_client(const char *path, const struct buf *first, const struct buf *next, struct timing *tm)
+{
+        struct writer w = {.lfd = listen_at(path), .bytes = first, .next = next};
+        struct podmux_client *c = NULL;
+        pthread_t th;
+        uint64_t t0;
+
+        pthread_create(&th, NULL, writer_main, &w);
+        if (podmux_client_new(path, tm, &c) < 0)
+                exit(1);
+        client_set_backoff(c, 0, 0);
+        podmux_client_on_pods(c, time_pods);
+        podmux_client_on_synced(c, time_synced);
+        t0 = mono_usec();
+        (void)podmux_client_run(c, 600 * 1000);
+        t0 = mono_usec() - (next ? tm->t_synced1 : t0);
+        pthread_join(th, NULL);
+        podmux_client_free(c);
+        close(w.lfd);
+        unlink(path);
+        return (double)t0;
+}
+
+static void save(const char *dir, const char *name, const struct buf *b)
+{
+        char path[512];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "w");
+        if (!f || fwrite(b->data, 1, b->len, f) != b->len || fclose(f) != 0) {
+                perror(path);
+                exit(1);
+        }
+}
+
 int main(int argc, char **argv)
 {
         int n_pods = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 1000;
         long n_msgs = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
         int n_cons = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 50;
+        int n_set = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 5000;
+        const char *save_dir = argc > 5 ? argv[5] : NULL;
+        struct buf set = BUF_INIT, r1 = BUF_INIT, r2 = BUF_INIT;
+        struct timing tm_set = {0}, tm_restart = {0};
+        double set_us, restart_us;
         char dir[] = "/tmp/podmux-bench-client-XXXXXX", path[256];
         struct buf bytes = BUF_INIT;
         struct count n = {0};
@@ -331,8 +448,28 @@ int main(int argc, char **argv)
         printf("raw_line_read msgs_per_s=%.0f lines=%ld\n", lines / (raw / 1e6), lines);
         printf("library_decode_apply msgs_per_s=%.0f ns_per_pod=%.0f applied=%ld\n", n.msgs / (lib / 1e6),
                lib * 1000.0 / (double)(n.pods ? n.pods : 1), n.msgs);
+        printf("library_one_pod_message us=%.2f\n", lib / (double)(n.msgs ? n.msgs : 1));
         printf("ratio library/fanout=%.2f library/raw=%.3f\n", (n.msgs / lib) / (n_msgs / fan),
                (n.msgs / lib) / (lines / raw));
+        set_stream(n_set, 1700000000000000ull, false, false, &set);
+        set_stream(n_set, 1700000000000000ull, true, true, &r1);
+        set_stream(n_set, 1800000000000000ull, true, false, &r2);
+        snprintf(path, sizeof(path), "%s/set.sock", dir);
+        set_us = timed_client(path, &set, NULL, &tm_set);
+        printf("library_set pods=%d bytes=%zu ms=%.1f us_per_pod=%.2f applied=%s\n", n_set, set.len, set_us / 1000.0,
+               set_us / n_set, tm_set.set_seen ? "yes" : "no");
+        restart_us = timed_client(path, &r1, &r2, &tm_restart);
+        printf("library_restart_resync pods=%d ms=%.1f us_per_pod=%.2f records=%ld (1 is the first state's ADD)\n",
+               n_set, restart_us / 1000.0, restart_us / n_set, tm_restart.records);
+        if (save_dir) {
+                save(save_dir, "one-pod.stream", &bytes);
+                save(save_dir, "set.stream", &set);
+                save(save_dir, "restart-1.stream", &r1);
+                save(save_dir, "restart-2.stream", &r2);
+        }
+        buf_free(&set);
+        buf_free(&r1);
+        buf_free(&r2);
         buf_free(&bytes);
         unlink(path);
         snprintf(path, sizeof(path), "%s/raw.sock", dir);
