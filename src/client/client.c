@@ -6,8 +6,10 @@
  * next_attempt), CONNECTED, or STOPPED.  A connection goes: hello, then
  * messages held until "synced", then live.  At synced the held messages
  * are either a replay (applied one by one, each as if live) or a full
- * state (applied to a new cache, compared with the current one, and the
- * difference handed to the handlers as computed records).
+ * state (applied to a new cache, compared with the current one as the
+ * merger compares pods, and the difference handed to the handlers as
+ * computed records; or, when the cache held only what came after a point
+ * given by podmux_client_set_resume(), handed on whole as one SET).
  *
  * The resume point is the number of the last message applied to the
  * cache: synced's number after a full state, then each live message's.
