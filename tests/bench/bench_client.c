@@ -471,9 +471,12 @@ int main(int argc, char **argv)
         buf_free(&r1);
         buf_free(&r2);
         buf_free(&bytes);
-        unlink(path);
-        snprintf(path, sizeof(path), "%s/raw.sock", dir);
-        unlink(path);
+        for (size_t i = 0; i < 3; i++) {
+                static const char *const socks[] = {"lib.sock", "raw.sock", "set.sock"};
+
+                snprintf(path, sizeof(path), "%s/%s", dir, socks[i]);
+                unlink(path);
+        }
         rmdir(dir);
         return 0;
 }
