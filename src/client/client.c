@@ -6,8 +6,10 @@
  * next_attempt), CONNECTED, or STOPPED.  A connection goes: hello, then
  * messages held until "synced", then live.  At synced the held messages
  * are either a replay (applied one by one, each as if live) or a full
- * state (applied to a new cache, compared with the current one, and the
- * difference handed to the handlers as computed records).
+ * state (applied to a new cache, compared with the current one as the
+ * merger compares pods, and the difference handed to the handlers as
+ * computed records; or, when the cache held only what came after a point
+ * given by podmux_client_set_resume(), handed on whole as one SET).
  *
  * The resume point is the number of the last message applied to the
  * cache: synced's number after a full state, then each live message's.
@@ -48,6 +50,8 @@
 #define READ_BUDGET (4u * 1024u * 1024u)
 #define READ_CHUNK (256u * 1024u)
 #define TEXT_MAX 512
+/* Bytes of a bad line quoted in its error message. */
+#define EXCERPT_MAX 80
 
 enum state {
         ST_IDLE,
@@ -102,6 +106,10 @@ struct podmux_client {
         bool have_point;
         uint64_t point;
         bool synced_once;
+        /* The cache holds only what came after a point given by
+         * podmux_client_set_resume(): the application holds the rest.
+         * Cleared by a full state. */
+        bool partial;
         struct cache cache;
         char **ready;
         size_t n_ready;
@@ -123,6 +131,15 @@ static const char *err_text(int err, char *buf, size_t size)
         return strerror_r(err < 0 ? -err : err, buf, size);
 }
 
+/* A message stays one line whatever went into it (a bad line, the
+ * daemon's own message, the path): control characters become '?'. */
+static void one_line(char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        *s = '?';
+}
+
 static void logf_(struct podmux_client *c, enum podmux_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
@@ -137,6 +154,7 @@ static void logf_(struct podmux_client *c, enum podmux_log_level level, const ch
         va_start(ap, fmt);
         (void)vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
+        one_line(line);
         c->on_log(c, level, line, c->data);
 }
 
@@ -157,6 +175,7 @@ static void set_end(struct podmux_client *c, enum podmux_error_kind kind, int er
         va_start(ap, fmt);
         (void)vsnprintf(c->end.message, sizeof(c->end.message), fmt, ap);
         va_end(ap);
+        one_line(c->end.message);
 }
 
 const char *podmux_op_name(enum podmux_op op)
@@ -276,6 +295,7 @@ void podmux_client_set_resume(struct podmux_client *c, uint64_t seq)
 {
         c->have_point = true;
         c->point = seq;
+        c->partial = true;
 }
 
 int podmux_client_fd(const struct podmux_client *c)
@@ -577,39 +597,71 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
         return 0;
 }
 
+/* The held messages of a full state applied to an empty cache (fresh);
+ * *ready the last sources_ready among them.  0 or -ENOMEM (fresh to be
+ * freed by the caller). */
+static int build_state(struct podmux_client *c, struct cache *fresh, const struct client_msg **ready)
+{
+        for (size_t i = 0; i < c->n_held; i++) {
+                const struct client_msg *m = &c->held[i];
+                struct cache_prep prep;
+
+                if (m->type == CLIENT_MSG_PODS) {
+                        if (cache_pods_prepare(fresh, m, &prep) < 0)
+                                return -ENOMEM;
+                        cache_pods_commit(fresh, m, &prep);
+                        cache_prep_free(&prep);
+                } else if (m->type == CLIENT_MSG_PLUGIN) {
+                        if (cache_plugin_apply(fresh, m) < 0)
+                                return -ENOMEM;
+                } else if (m->type == CLIENT_MSG_SOURCES_READY) {
+                        *ready = m;
+                }
+        }
+        return 0;
+}
+
+/* A full state met by a cache that holds only what came after a saved
+ * resume point: what went away before it is unknown here, so no
+ * difference can be told.  The state is handed on whole: one SET of every
+ * pod (source "*") and REGISTERED for every plugin, resync. */
+static void tell_whole(struct podmux_client *c)
+{
+        logf_(c, PODMUX_LOG_INFO,
+              "full state from \"%s\": %zu pods, handed on whole (the cache held only what came after the "
+              "resume point)",
+              c->path, c->cache.n);
+        deliver_pods(c, PODMUX_OP_SET, "*", c->cache.v, c->cache.n, 0, true);
+        for (size_t i = 0; i < c->cache.n_plugins; i++)
+                deliver_plugin(c, "REGISTERED", &c->cache.plugins[i], NULL, true);
+}
+
 /* A full state: built aside, compared, swapped in, the difference told. */
 static int apply_state(struct podmux_client *c, const struct client_msg *synced)
 {
         struct cache fresh = {0}, old;
         struct diff d = {0};
         const struct client_msg *ready = NULL;
-        bool resync = c->synced_once;
+        bool resync = c->synced_once, whole = !c->partial;
         size_t i;
 
-        for (i = 0; i < c->n_held; i++) {
-                const struct client_msg *m = &c->held[i];
-                struct cache_prep prep;
-
-                if (m->type == CLIENT_MSG_PODS) {
-                        if (cache_pods_prepare(&fresh, m, &prep) < 0)
-                                goto nomem;
-                        cache_pods_commit(&fresh, m, &prep);
-                        cache_prep_free(&prep);
-                } else if (m->type == CLIENT_MSG_PLUGIN) {
-                        if (cache_plugin_apply(&fresh, m) < 0)
-                                goto nomem;
-                } else if (m->type == CLIENT_MSG_SOURCES_READY) {
-                        ready = m;
-                }
+        if (build_state(c, &fresh, &ready) < 0 || (whole && cache_diff(&c->cache, &fresh, &d) < 0) ||
+            (ready && apply_ready(c, ready) < 0)) {
+                diff_free(&d);
+                cache_free(&fresh);
+                end_nomem(c, synced->seq);
+                return -1;
         }
-        if (cache_diff(&c->cache, &fresh, &d) < 0)
-                goto nomem;
-        if (ready && apply_ready(c, ready) < 0)
-                goto nomem;
         old = c->cache;
         c->cache = fresh;
         c->point = synced->seq;
         c->have_point = true;
+        c->partial = false;
+        if (!whole) {
+                tell_whole(c);
+                cache_free(&old);
+                return 0;
+        }
         logf_(c, PODMUX_LOG_INFO, "full state from \"%s\": %zu pods, %zu records of difference%s", c->path,
               c->cache.n, d.n_recs, resync ? " (resync)" : "");
         for (i = 0; i < d.n_recs; i++)
@@ -620,11 +672,6 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
         diff_free(&d);
         cache_free(&old);
         return 0;
-nomem:
-        diff_free(&d);
-        cache_free(&fresh);
-        end_nomem(c, synced->seq);
-        return -1;
 }
 
 static int on_synced(struct podmux_client *c, const struct client_msg *m)
@@ -705,6 +752,25 @@ static int server_error(struct podmux_client *c, const struct client_msg *m)
         return -1;
 }
 
+/* The start of a bad line for its error message, which stays one line:
+ * at most EXCERPT_MAX bytes of line[0..len) (the buffer goes on with the
+ * lines after it), cut before a UTF-8 continuation byte and then marked
+ * "..." (set_end() replaces control characters).  out holds EXCERPT_MAX +
+ * 4 bytes. */
+static const char *excerpt(const char *line, size_t len, char out[EXCERPT_MAX + 4])
+{
+        size_t n = len;
+
+        if (n > EXCERPT_MAX) {
+                n = EXCERPT_MAX;
+                while (n > 0 && ((unsigned char)line[n] & 0xc0) == 0x80)
+                        n--;
+        }
+        memcpy(out, line, n);
+        memcpy(out + n, n < len ? "..." : "", n < len ? 4 : 1);
+        return out;
+}
+
 /* One line.  0 to go on, -1 when the connection is to end (c->end set). */
 static int handle_line(struct podmux_client *c, const char *line, size_t len)
 {
@@ -729,9 +795,11 @@ static int handle_line(struct podmux_client *c, const char *line, size_t len)
                 return -1;
         }
         if (r < 0) {
+                char start[EXCERPT_MAX + 4];
+
                 set_end(c, PODMUX_ERROR_BAD_MESSAGE, -EBADMSG, NULL,
-                        "\"%s\" sent a line that is not a protocol %d message (%s): %.80s", c->path,
-                        PODMUX_CLIENT_PROTOCOL, why.len ? why.data : "?", line);
+                        "\"%s\" sent a line that is not a protocol %d message (%s): %s", c->path,
+                        PODMUX_CLIENT_PROTOCOL, why.len ? why.data : "?", excerpt(line, len, start));
                 buf_free(&why);
                 return -1;
         }
@@ -902,7 +970,7 @@ int podmux_client_run(struct podmux_client *c, int timeout_ms)
 
 bool podmux_client_has_synced(const struct podmux_client *c)
 {
-        return c->synced_once;
+        return c->synced_once && !c->partial;
 }
 
 bool podmux_client_resume_point(const struct podmux_client *c, uint64_t *ret_seq)

@@ -7,7 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "client_cache.h"
+#include "podmux/json_canon.h"
+#include "podmux/json_get.h"
+#include "podmux/json_parse.h"
 #include "podmux/search.h"
 
 /* ---- the uid index ----------------------------------------------------------- */
@@ -397,6 +402,132 @@ void diff_free(struct diff *d)
         memset(d, 0, sizeof(*d));
 }
 
+/* ---- the resync comparison (doc/protocol.md, "Which pods changed") ---------- */
+
+/* The annotations the merger writes or keeps per run of the daemon. */
+static const char *const local_annotations[] = {
+        "kubernetes.io/config.source",
+        "kubernetes.io/config.seen",
+        "kubernetes.io/config.mirror",
+};
+
+/* The members compared, in metadata (meta) or at the top. */
+static const struct {
+        const char *key;
+        bool meta;
+} compared[] = {
+        {"labels", true}, {"annotations", true}, {"deletionTimestamp", true}, {"deletionGracePeriodSeconds", true},
+        {"spec", false},  {"status", false},
+};
+
+/* The compared members of one pod's text into out: per member present, its
+ * index, ':', its canonical JSON text (json_canon.h: keys sorted, numbers as
+ * spelled, no raw newline) and a newline.  Equal outputs are equal members.
+ * 0, -EINVAL (not JSON), -ENOMEM. */
+static int compared_text(const char *text, size_t len, struct buf *out)
+{
+        json_object *o = NULL, *md, *ann;
+        int r = json_parse(text, len, CLIENT_MSG_MAX_DEPTH, &o, NULL);
+
+        if (r < 0)
+                return r;
+        md = json_get(o, "metadata");
+        ann = json_get_type(md, "annotations", json_type_object);
+        for (size_t i = 0; ann && i < sizeof(local_annotations) / sizeof(local_annotations[0]); i++)
+                json_object_object_del(ann, local_annotations[i]);
+        for (size_t i = 0; r == 0 && i < sizeof(compared) / sizeof(compared[0]); i++) {
+                json_object *from = compared[i].meta ? md : o, *v = NULL;
+
+                if (!json_object_is_type(from, json_type_object) ||
+                    !json_object_object_get_ex(from, compared[i].key, &v))
+                        continue;
+                if (v && v == ann && json_object_object_length(ann) == 0)
+                        continue; /* no annotations but local ones: as if none */
+                if (buf_printf(out, "%zu:", i) < 0 || json_canon_append(out, v) < 0 || buf_putc(out, '\n') < 0)
+                        r = -ENOMEM;
+        }
+        json_object_put(o);
+        return r;
+}
+
+/* The end of the JSON string opening at s[i] (past its closing quote), or
+ * 0 if the text ends first. */
+static size_t string_end(const char *s, size_t len, size_t i)
+{
+        for (i++; i < len; i++) {
+                if (s[i] == '\\')
+                        i++;
+                else if (s[i] == '"')
+                        return i + 1;
+        }
+        return 0;
+}
+
+#define SEEN_KEY "\"kubernetes.io/config.seen\""
+#define TEXT_HEAD "{\"metadata\":{\"annotations\":{"
+
+/*
+ * The span [*ret_start, *ret_end) of the member "kubernetes.io/config.seen"
+ * (name and value, no comma) in metadata.annotations, for a text laid out
+ * as the daemon writes pods: compact, annotations first, every annotation
+ * a string.  False for any other text (or no such member): then only the
+ * full comparison can tell.  O(length of the annotations).
+ */
+static bool seen_span(const char *s, size_t len, size_t *ret_start, size_t *ret_end)
+{
+        size_t i = sizeof(TEXT_HEAD) - 1;
+
+        if (len < i || memcmp(s, TEXT_HEAD, i) != 0)
+                return false;
+        while (i < len && s[i] == '"') {
+                size_t key = i, end = string_end(s, len, i), value;
+
+                if (!end || end >= len || s[end] != ':' || end + 1 >= len || s[end + 1] != '"')
+                        return false;
+                value = string_end(s, len, end + 1);
+                if (!value || value >= len)
+                        return false;
+                if (end - key == sizeof(SEEN_KEY) - 1 && memcmp(s + key, SEEN_KEY, end - key) == 0) {
+                        *ret_start = key;
+                        *ret_end = value;
+                        return true;
+                }
+                if (s[value] != ',')
+                        return false;
+                i = value + 1;
+        }
+        return false;
+}
+
+/* Whether a and b are the same text but for the value of config.seen in
+ * their annotations (seen_span()).  O(text length), allocates nothing. */
+static bool same_but_seen(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+        size_t as, ae, bs, be;
+
+        return seen_span(a, a_len, &as, &ae) && seen_span(b, b_len, &bs, &be) && as == bs && a_len - ae == b_len - be &&
+               memcmp(a, b, as) == 0 && memcmp(a + ae, b + be, a_len - ae) == 0;
+}
+
+int client_pod_text_same(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+        struct buf x = BUF_INIT, y = BUF_INIT;
+        int r;
+
+        /* Equal texts, and (what a daemon restart gives every unchanged
+         * pod) texts that differ only in config.seen, cost no parse. */
+        if ((a_len == b_len && memcmp(a, b, a_len) == 0) || same_but_seen(a, a_len, b, b_len))
+                return 1;
+        r = compared_text(a, a_len, &x);
+        if (r == 0)
+                r = compared_text(b, b_len, &y);
+        if (r == 0)
+                r = x.len == y.len && memcmp(x.data, y.data, x.len) == 0;
+        buf_free(&x);
+        buf_free(&y);
+        return r;
+}
+
 static int cmp_str_ptr(const void *a, const void *b)
 {
         return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -429,8 +560,12 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
                 } else if (c > 0) {
                         ch[n_ch++] = (struct change){new_->v[j++], PODMUX_OP_ADD};
                 } else {
-                        if (old->v[i]->len != new_->v[j]->len ||
-                            memcmp(old->v[i]->json, new_->v[j]->json, old->v[i]->len) != 0)
+                        int same = client_pod_text_same(old->v[i]->json, old->v[i]->len, new_->v[j]->json,
+                                                        new_->v[j]->len);
+
+                        if (same < 0)
+                                goto done; /* -ENOMEM: the texts were checked when they came */
+                        if (!same)
                                 ch[n_ch++] = (struct change){new_->v[j], PODMUX_OP_UPDATE};
                         i++;
                         j++;

@@ -63,10 +63,28 @@ int cache_plugin_apply(struct cache *c, const struct client_msg *m);
 /* An entry's position by socket (false: where it would go). */
 bool cache_plugin_find(const struct cache *c, const char *socket, size_t *ret_pos);
 
+/*
+ * Whether two texts of one pod (same source, UID, namespace and name) are
+ * the same for the resync diff: byte for byte, or equal in every member
+ * the merger compares (doc/protocol.md, "Which pods changed"): labels,
+ * annotations but config.source, config.seen and config.mirror,
+ * deletionTimestamp, deletionGracePeriodSeconds, spec and status.  The
+ * rest of a stored pod is as the daemon's run first stored it (config.seen,
+ * an API pod's resourceVersion, ...): a restarted daemon shows other
+ * values there without any change.  1 same, 0 not, -EINVAL (a text is not
+ * JSON), -ENOMEM.  Cost: a comparison of the bytes for equal texts and for
+ * texts laid out by the daemon that differ only in config.seen (what a
+ * restart gives every unchanged pod); else both parsed and the compared
+ * members canonicalized.  O(text length).
+ */
+int client_pod_text_same(const char *a, size_t a_len, const char *b, size_t b_len);
+
 /* The difference from old to new, as records.  Each record: op, source,
  * pods (references), in this order: per source (sorted by name) REMOVE,
- * ADD, UPDATE; then plugin changes (REGISTERED for new or changed,
- * DEREGISTERED for gone, by socket).  0 or -ENOMEM (nothing built). */
+ * ADD, UPDATE (a pod whose text changed but is the same by
+ * client_pod_text_same() gets none); then plugin changes (REGISTERED for
+ * new or changed, DEREGISTERED for gone, by socket).  0 or -ENOMEM
+ * (nothing built). */
 struct diff_rec {
         enum podmux_op op;
         const char *source; /* points into a pod */

@@ -9,8 +9,13 @@
  *   dump      one JSON line on standard output: {"connected", "synced",
  *             "pods": [{"source","uid","pod"}...] (the cache, in its
  *             order), "plugins": {socket: plugin}, "model_ok" (the model
- *             equals the cache, pods and plugins), "model_diff",
+ *             equals the cache, pods and plugins; a pod's text as the
+ *             handlers saw it or one the same for the resync diff, say
+ *             with a restarted daemon's config.seen), "model_diff",
  *             "records", "resyncs", "reconnects", "errors": {kind: n}}
+ *   resyncs   one JSON line: ["OP source namespace/name", ...] for every
+ *             pod handed to the handler in a resync record since the last
+ *             "resyncs", in order
  *   stall MS  stop reading the stream for MS milliseconds (so the daemon
  *             cuts this consumer as slow and it must resume)
  *   quit      exit 0
@@ -28,10 +33,12 @@
 #include <json-c/json.h>
 
 #include "podmux/client.h"
+#include "../../src/client/client_cache.h"
 
 struct st {
         json_object *model;   /* "source\nuid" -> pod text */
         json_object *mplugins; /* socket -> plugin text */
+        json_object *resync_log; /* "OP source ns/name" of resync pods */
         long records, resyncs, reconnects, errors[8];
 };
 
@@ -40,8 +47,17 @@ static void on_pods(struct podmux_client *c, const struct podmux_update *u, void
         struct st *s = data;
 
         s->records++;
-        if (u->resync)
+        if (u->resync) {
                 s->resyncs++;
+                for (size_t i = 0; i < u->n_pods; i++) {
+                        char line[1024];
+
+                        snprintf(line, sizeof(line), "%s %s %s/%s", podmux_op_name(u->op),
+                                 podmux_pod_source(u->pods[i]), podmux_pod_namespace(u->pods[i]),
+                                 podmux_pod_name(u->pods[i]));
+                        json_object_array_add(s->resync_log, json_object_new_string(line));
+                }
+        }
         if (u->op == PODMUX_OP_SET) {
                 json_object_put(s->model);
                 s->model = json_object_new_object();
@@ -102,7 +118,8 @@ static void dump(struct podmux_client *c, struct st *s)
                 json_object_array_add(pods, e);
                 snprintf(key, sizeof(key), "%s\n%s", podmux_pod_source(p), podmux_pod_uid(p));
                 if (!json_object_object_get_ex(s->model, key, &m) ||
-                    strcmp(json_object_get_string(m), podmux_pod_json(p, NULL)) != 0) {
+                    client_pod_text_same(json_object_get_string(m), (size_t)json_object_get_string_len(m),
+                                         podmux_pod_json(p, NULL), strlen(podmux_pod_json(p, NULL))) != 1) {
                         if (ok)
                                 snprintf(diff, sizeof(diff), "pod %s/%s: %s", podmux_pod_source(p),
                                          podmux_pod_uid(p), m ? "differs" : "not seen by the handlers");
@@ -149,6 +166,14 @@ static void dump(struct podmux_client *c, struct st *s)
         json_object_put(o);
 }
 
+static void take_resyncs(struct st *s)
+{
+        puts(json_object_to_json_string_ext(s->resync_log, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        fflush(stdout);
+        json_object_put(s->resync_log);
+        s->resync_log = json_object_new_array();
+}
+
 static long long now_ms(void)
 {
         struct timespec ts;
@@ -159,7 +184,9 @@ static long long now_ms(void)
 
 int main(int argc, char **argv)
 {
-        struct st s = {.model = json_object_new_object(), .mplugins = json_object_new_object()};
+        struct st s = {.model = json_object_new_object(),
+                       .mplugins = json_object_new_object(),
+                       .resync_log = json_object_new_array()};
         struct podmux_client *c = NULL;
         char line[256];
         size_t have = 0;
@@ -195,6 +222,8 @@ int main(int argc, char **argv)
                                 *nl = '\0';
                                 if (strcmp(line, "dump") == 0)
                                         dump(c, &s);
+                                else if (strcmp(line, "resyncs") == 0)
+                                        take_resyncs(&s);
                                 else if (strncmp(line, "stall ", 6) == 0)
                                         stall_until = now_ms() + strtoll(line + 6, NULL, 10);
                                 else if (strcmp(line, "quit") == 0)
@@ -208,5 +237,6 @@ out:
         podmux_client_free(c);
         json_object_put(s.model);
         json_object_put(s.mplugins);
+        json_object_put(s.resync_log);
         return 0;
 }

@@ -7,7 +7,9 @@ scripted server for the protocol's corners (doc/protocol.md)."""
 
 import json
 import os
+import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +17,8 @@ import tempfile
 import threading
 
 import harness
-from harness import test, write_file, pod_yaml, pn, SRCDIR, T_WAIT
+from harness import test, write_file, pod_yaml, pn, SRCDIR, T_WAIT, \
+    T_LONG, MODES
 
 SANITIZED = os.environ.get("PODMUX_SANITIZED") == "1"
 BUILDDIR = os.environ.get("PODMUX_BUILDDIR") or os.path.dirname(harness.BIN)
@@ -312,8 +315,12 @@ class Rec:
                 self.model[(p.source, p.uid)] = p.json
 
     def check(self, c):
+        """The records seen, applied in order, give the cache: the same
+        pods, each with the text seen or one the same for the resync diff
+        (a restarted daemon's config.seen, say)."""
         have = {(p.source, p.uid): p.json for p in c.pods()}
-        if have != self.model:
+        if set(have) != set(self.model) or not all(
+                podmux._same(self.model[k], v) for k, v in have.items()):
             raise AssertionError("cache %r != what the handlers saw %r" % (
                 sorted(have), sorted(self.model)))
 
@@ -404,6 +411,472 @@ def _(t):
         if e.kind != podmux.PROTOCOL_MISMATCH or not e.fatal:
             raise AssertionError("error %r" % e.kind)
     c.close()
+
+
+def resync_cases():
+    with open(os.path.join(SRCDIR, "tests", "fixtures",
+                           "resync-diff.json")) as f:
+        return json.load(f)["cases"]
+
+
+def pods_line(seq, op, src, texts):
+    """A pods message carrying pod texts as they are (not re-encoded)."""
+    return '{"type":"pods","seq":%d,"op":"%s","source":"%s","pods":[%s]}\n' \
+        % (seq, op, src, ",".join(texts))
+
+
+@test("python: after a daemon restart the resync diff tells a pod as "
+      "changed the way the merger counts changes "
+      "(tests/fixtures/resync-diff.json): not for a new config.seen or an "
+      "API pod's resourceVersion; the cache takes every new text")
+def _(t):
+    cases = resync_cases()
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), *[pods_line(6 + i, "ADD", "file", [x["before"]])
+                       for i, x in enumerate(cases)], synced(100, False))
+    drain(c)
+    rec.take()
+    s.send({"type": "error", "seq": 101, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    s.send(hello(9000), *[pods_line(9001 + i, "ADD", "file", [x["after"]])
+                          for i, x in enumerate(cases)], synced(9900, False))
+    drain(c)
+    changed = sorted(x["name"] for x in cases if x["changed"])
+    want = ["UPDATE file %s resync" % ",".join(changed), "synced False"]
+    log = rec.take()
+    if log != want:
+        raise AssertionError("handlers saw %r, want %r" % (log, want))
+    for x in cases:
+        if c.pod_by_uid(x["name"]).json != x["after"]:
+            raise AssertionError("the cache holds an old text of %s" %
+                                 x["name"])
+        for a, b in ((x["before"], x["after"]), (x["after"], x["before"])):
+            if podmux._same(a, b) == x["changed"]:
+                raise AssertionError("case %s: _same says %s" % (
+                    x["name"], not x["changed"]))
+    rec.check(c)
+    c.close()
+
+
+@test("python: resume_after= a saved point: after the replay has_synced is "
+      "False (the cache holds only the replayed pods); a full state is "
+      "handed on whole as one SET and every plugin REGISTERED; then "
+      "has_synced is True and later full states are compared")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path, resume_after=77)
+    rec = Rec(c)
+    if c.has_synced:
+        raise AssertionError("has_synced before anything")
+    s.accept(c)
+    if s.first != {"resume_after": 77}:
+        raise AssertionError("first line %r" % s.first)
+    s.send(hello(200), pods(80, "UPDATE", "file", spod("a", "alpha", gen=2)),
+           synced(201, True))
+    drain(c)
+    if rec.take() != ["UPDATE file a", "synced True"] or c.has_synced or \
+            len(c) != 1 or c.resume_point != 201:
+        raise AssertionError("after the replay: %r, has_synced %s, %d pods"
+                             % (rec.log, c.has_synced, len(c)))
+    s.send({"type": "error", "seq": 202, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    s.send(hello(9000), pods(9001, "ADD", "file", spod("a", "alpha", gen=2),
+                             spod("b", "beta")),
+           {"type": "plugin", "seq": 9002, "op": "REGISTERED",
+            "plugin": {"socket": "/p/a.sock", "type": "CSIPlugin",
+                       "name": "a"}},
+           synced(9003, False))
+    drain(c)
+    log = rec.take()
+    if log != ["SET * a,b resync", "plugin REGISTERED /p/a.sock True",
+               "synced False"] or not c.has_synced:
+        raise AssertionError("the full state: %r, has_synced %s" % (
+            log, c.has_synced))
+    rec.check(c)
+    s.send({"type": "error", "seq": 9004, "reason": "SlowConsumer",
+            "message": "slow"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    s.send(hello(9100), pods(9101, "ADD", "file", spod("a", "alpha", gen=2)),
+           {"type": "plugin", "seq": 9102, "op": "REGISTERED",
+            "plugin": {"socket": "/p/a.sock", "type": "CSIPlugin",
+                       "name": "a"}},
+           synced(9103, False))
+    drain(c)
+    log = rec.take()
+    if log != ["REMOVE file b resync", "synced False"] or not c.has_synced:
+        raise AssertionError("a later full state: %r" % log)
+    rec.check(c)
+    c.close()
+
+
+@test("python: events() leaves the on_* handlers set on the client: each "
+      "is still called, and stays set afterwards")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    seen = []
+
+    def on_pods(u):
+        seen.append(("pods", u.op))
+
+    def on_synced(r):
+        seen.append(("synced", r))
+    c.on_pods, c.on_synced = on_pods, on_synced
+    s.accept(c)
+    s.send(hello(5), pods(6, "ADD", "file", spod("a", "alpha")),
+           synced(7, False), pods(8, "UPDATE", "file", spod("a", "alpha", 2)))
+    events = []
+    for ev in c.events(timeout=T_WAIT):
+        events.append((ev.kind, ev.update.op if ev.update else ev.resumed))
+        if ev.kind == "pods" and ev.update.op == "UPDATE":
+            break
+    want = [("pods", "ADD"), ("synced", False), ("pods", "UPDATE")]
+    if events != want or seen != want:
+        raise AssertionError("events %r, handlers %r, want %r" % (
+            events, seen, want))
+    if c.on_pods is not on_pods or c.on_synced is not on_synced:
+        raise AssertionError("events() replaced the handlers")
+    # A second iterator after the first: the handlers go on.
+    s.send(pods(9, "REMOVE", "file", spod("a", "alpha", 2)))
+    for ev in c.events(timeout=T_WAIT):
+        if ev.kind == "pods":
+            break
+    if seen[-1] != ("pods", "REMOVE"):
+        raise AssertionError("handlers after a second events(): %r" % seen)
+    c.close()
+
+
+class Chunk(bytes):
+    """What a fake socket's recv() returns: counts the bytes copied when
+    the client joins it to what it already holds with + (a join that
+    copies the whole buffer on every read is quadratic in a long line)."""
+    copied = [0]
+
+    def __radd__(self, other):
+        Chunk.copied[0] += len(other) + len(self)
+        return bytes(other) + bytes(self)
+
+    def __add__(self, other):
+        Chunk.copied[0] += len(self) + len(other)
+        return bytes(self) + bytes(other)
+
+
+class ChunkedSock:
+    """Serves data in chunks of the given sizes, then would block."""
+
+    def __init__(self, data, sizes):
+        self.data, self.sizes, self.off, self.i = data, sizes, 0, 0
+
+    def recv(self, n):
+        if self.off >= len(self.data):
+            raise BlockingIOError()
+        k = min(n, self.sizes[self.i % len(self.sizes)])
+        self.i += 1
+        piece = Chunk(self.data[self.off:self.off + k])
+        self.off += k
+        return piece
+
+    def fileno(self):
+        return -1
+
+    def close(self):
+        pass
+
+
+@test("python: the read path is linear: a 4 MiB SET line arriving in "
+      "small pieces is never copied whole per piece, and lines split "
+      "across pieces (or many in one) come out whole")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    real = c._sock
+    big = [spod("u%05d" % i, "n%05d" % i) for i in range(12000)]
+    for p in big:
+        p["spec"]["pad"] = "x" * 300
+    data = b"".join((json.dumps(m, separators=(",", ":")) + "\n").encode()
+                    for m in (hello(5), pods(6, "SET", "file", *big),
+                              synced(7, False), pods(8, "ADD", "file",
+                                                     spod("z", "zz"))))
+    if len(data) < 4 << 20:
+        raise AssertionError("the test's line is too short: %d" % len(data))
+    c._sock = ChunkedSock(data, [4096, 1, 4095, 7000, 3])
+    Chunk.copied[0] = 0
+    for _ in range(200):
+        c.process()
+        if c._sock.off >= len(data):
+            break
+    if Chunk.copied[0] > 2 * len(data):
+        raise AssertionError("%d bytes copied joining %d bytes read" % (
+            Chunk.copied[0], len(data)))
+    if rec.take() != ["ADD file " + ",".join(p["metadata"]["uid"]
+                                             for p in big), "synced False",
+                      "ADD file z"] or len(c) != len(big) + 1:
+        raise AssertionError("the stream did not come out whole: %d pods" %
+                             len(c))
+    c._sock = real
+    c.close()
+
+
+def traced(fn, *args):
+    """The lines and calls of the podmux module run by fn(*args)."""
+    n = [0]
+    mod = podmux.__file__
+
+    def tr(frame, event, arg):
+        if frame.f_code.co_filename == mod:
+            n[0] += 1
+        return tr
+    sys.settrace(tr)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(None)
+    return n[0]
+
+
+@test("python: pod_by_uid and pod_by_name are index look-ups, and pods() "
+      "does not sort: their work does not grow with the pods held")
+def _(t):
+    work = {}
+    for n in (10, 3000):
+        s = Script(t)
+        c = podmux.Client(s.path)
+        s.accept(c)
+        th = threading.Thread(target=s.send, args=(
+            hello(5), pods(6, "ADD", "file", *[
+                spod("u%05d" % i, "n%05d" % i) for i in range(n)]),
+            pods(7, "ADD", "api", spod("u00003", "a-other", "api")),
+            synced(8, False)))
+        th.start()
+        harness.wait_for(lambda: c.process() and c.has_synced, T_WAIT,
+                         "the state")
+        th.join()
+        if len(c) != n + 1:
+            raise AssertionError("%d pods held" % len(c))
+        if c.pod_by_uid("u00003").source != "api" or \
+                c.pod_by_name("default", "n00004").uid != "u00004" or \
+                c.pod_by_uid("nope") or c.pod_by_name("default", "nope"):
+            raise AssertionError("look-ups")
+        order = c.pods()
+        if [p.key() for p in order] != sorted(p.key() for p in order):
+            raise AssertionError("pods() is not in the daemon's order")
+        work[n] = (traced(c.pod_by_uid, "u00003"),
+                   traced(c.pod_by_name, "default", "n00004"),
+                   traced(c.pods))
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
+    if work[10] != work[3000]:
+        raise AssertionError("work with 10 pods %r, with 3000 %r" % (
+            work[10], work[3000]))
+
+
+# ---- a daemon restart is not a change ---------------------------------------
+
+SEEN = "kubernetes.io/config.seen"
+
+
+class ChaosClient:
+    """tests/client/chaos_client (libpodmux-client) driven on its standard
+    input; stopped by its PID when the test ends."""
+
+    def __init__(self, t, sock):
+        self.proc = subprocess.Popen(
+            [os.path.join(BUILDDIR, "tests", "client", "chaos_client"), sock],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        t.procs.append(self.proc)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        try:
+            return json.loads(self.lines.get(timeout=T_WAIT))
+        except queue.Empty:
+            raise AssertionError("chaos_client did not answer %r (%s)" % (
+                cmd, self.proc.poll()))
+
+    def seen(self):
+        """{uid: config.seen} of its cache, once synced."""
+        d = self.ask("dump")
+        if not d["model_ok"]:
+            raise AssertionError("chaos_client: %s" % d["model_diff"])
+        if not d["synced"]:
+            return {}
+        return {x["uid"]: harness.pod_ann(x["pod"], SEEN) for x in d["pods"]}
+
+
+def py_seen(c):
+    c.process()
+    if not c.has_synced:
+        return {}
+    return {p.uid: harness.pod_ann(p.obj(), SEEN) for p in c.pods()}
+
+
+def converged(what, get, want):
+    """Waits until get() == want (a dict {uid: config.seen})."""
+    harness.wait_for(lambda: get() == want, T_LONG, what, interval=0.2)
+
+
+class Restarts:
+    """A daemon and two consumers of it, one on libpodmux-client
+    (tests/client/chaos_client) and one on the Python module (in this
+    process), through a link to its socket made only once the daemon holds
+    the state a test waits for: a consumer that came between the daemon's
+    start and its sources' first delivery would see a state without them
+    (doc/protocol.md, "Full state")."""
+
+    def __init__(self, t, d, state_ok):
+        self.t, self.d, self.state_ok = t, d, state_ok
+        self.link = t.path("consumers.sock")
+        self.seen = self._serve()
+        self.cc = ChaosClient(t, self.link)
+        self.pc = podmux.Client(self.link)
+        self.rec = Rec(self.pc)
+        self.converge()
+        if self.cc.ask("resyncs") != [] or \
+                any("resync" in x for x in self.rec.take()):
+            raise AssertionError("resync records before any restart")
+
+    def _serve(self):
+        probe = self.d.connect()
+        st = probe.wait_state(self.state_ok, "the state wanted", T_LONG)
+        probe.close()
+        os.symlink(self.d.sock, self.link)
+        return {u: harness.pod_ann(p, SEEN) for u, p in st.pods.items()}
+
+    def converge(self):
+        converged("the C consumer's state", self.cc.seen, self.seen)
+        converged("the Python consumer's state", lambda: py_seen(self.pc),
+                  self.seen)
+
+    def stop(self, sig):
+        os.unlink(self.link)
+        self.d.stop(sig)
+
+    def start(self):
+        """Starts the daemon again; returns what each consumer was handed
+        as resync records: (["OP source ns/name"], ["OP source uid,..."])."""
+        old = self.seen
+        self.d.start()
+        self.seen = self._serve()
+        if any(self.seen[u] == old[u] for u in old if u in self.seen):
+            raise AssertionError("the new run kept a config.seen: the test "
+                                 "shows nothing")
+        self.converge()
+        self.rec.check(self.pc)
+        return (self.cc.ask("resyncs"),
+                [x[:-len(" resync")] for x in self.rec.take()
+                 if x.endswith(" resync")])
+
+
+@test("a daemon restart is not a change: 500 file pods, 50 edited while "
+      "the daemon was down (stopped with SIGTERM or SIGKILL): a consumer "
+      "on libpodmux-client and one on the Python module get exactly those "
+      "50, as resync UPDATEs, and their caches the new run's config.seen",
+      params=["%s %s" % (m, sig) for m in MODES
+              for sig in ("SIGTERM", "SIGKILL")])
+def _(t):
+    mode, sig = t.param.split()
+    m = t.mkdir("manifests")
+    names = ["p%03d" % i for i in range(500)]
+    changed = names[::10]
+    edited = {pn(x) for x in changed}
+
+    def uid(name):
+        return "uid-" + name
+
+    def state_ok(s):
+        return len(s.pods) == len(names) and all(
+            harness.pod_image(p) == ("nginx:2" if d.starts > 1 and
+                                     harness.pod_name(p) in edited
+                                     else "nginx:1.25")
+            for p in s.pods.values())
+
+    for x in names:
+        write_file(os.path.join(m, x + ".yaml"), pod_yaml(x, uid=uid(x)))
+    d = t.daemon(m, mode=mode)
+    r = Restarts(t, d, state_ok)
+    r.stop(getattr(signal, sig))
+    for x in changed:
+        write_file(os.path.join(m, x + ".yaml"),
+                   pod_yaml(x, uid=uid(x), image="nginx:2"))
+    c_recs, py_recs = r.start()
+    want = ["UPDATE file default/%s" % pn(x) for x in changed]
+    if c_recs != want:
+        raise AssertionError("libpodmux-client: %d resync pods %r, want the "
+                             "%d UPDATEs" % (len(c_recs), c_recs[:8],
+                                             len(want)))
+    want = ["UPDATE file %s" % ",".join(uid(x) for x in changed)]
+    if py_recs != want:
+        raise AssertionError("python: resync records %r, want %r" % (
+            [x[:120] for x in py_recs], [x[:120] for x in want]))
+    r.pc.close()
+
+
+@test("a daemon restart is not a change for API pods either: a pod "
+      "relabelled during the last run (which kept the resourceVersion it "
+      "first stored) is not handed on again; one relabelled while the "
+      "daemon was down is, as a resync UPDATE", params=MODES)
+def _(t):
+    from fakeapi import FakeAPI
+    import apitls
+    srv = FakeAPI(t)
+    try:
+        kc = apitls.simple_kubeconfig(t.path("kubeconfig"), srv.url)
+        for x in ("web", "db", "cache"):
+            srv.create(x)
+        d = t.daemon(None, freq=None, extra=["--kubeconfig", kc])
+        r = Restarts(t, d, lambda s: len(s.pods) == 3 and (
+            d.starts == 1 or harness.pod_labels(s.one("db")) == {"x": "y"}))
+        srv.label("web", app="v2")
+        for what, labels in (
+                ("C", lambda: [harness.pod_labels(x["pod"]) for x in
+                               r.cc.ask("dump")["pods"]
+                               if harness.pod_name(x["pod"]) == "web"]),
+                ("Python", lambda: r.pc.process() and [harness.pod_labels(
+                    r.pc.pod_by_name("default", "web").obj())])):
+            harness.wait_for(lambda: labels() == [{"app": "v2"}], T_WAIT,
+                             "web's new label on the %s consumer" % what)
+        def web_rv():
+            return r.pc.pod_by_name("default", "web").obj()["metadata"][
+                "resourceVersion"]
+        kept = web_rv()
+        r.stop(signal.SIGTERM)
+        srv.label("db", x="y")
+        c_recs, py_recs = r.start()
+        if web_rv() == kept:
+            raise AssertionError("web's resourceVersion is the same in both "
+                                 "runs: the test shows nothing")
+        if c_recs != ["UPDATE api default/db"]:
+            raise AssertionError("libpodmux-client: resync pods %r" % c_recs)
+        db = r.pc.pod_by_name("default", "db").uid
+        if py_recs != ["UPDATE api " + db]:
+            raise AssertionError("python: resync records %r" % py_recs)
+        r.pc.close()
+    finally:
+        srv.close()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@
  *     (nothing lost, nothing seen twice, no half-applied message);
  *   - every error it reported is out of memory or the cut;
  *   - nothing is left allocated after podmux_client_free().
+ * A second world is a daemon restart: the first connection gets a state
+ * and is cut, every later one a full state in which one pod changed and
+ * one differs only in its config.seen (the resync diff compares those two
+ * texts, and may run out of memory doing it).
  * Under AddressSanitizer nothing is interposed: the scenario runs once.
  */
 #include "fake_stream.h"
@@ -83,11 +87,42 @@ static void final_state(struct fake *f)
         fake_synced(f, 106, false);
 }
 
+/* The restart world (restart below). */
+#define SEEN(day) "\"kubernetes.io/config.seen\":\"2026-01-0" day "T00:00:00Z\""
+#define RESTART_POD(uid, gen, day)                                                                                     \
+        "{\"metadata\":{\"name\":\"" uid "\",\"namespace\":\"default\",\"uid\":\"" uid                                 \
+        "\",\"annotations\":{" SEEN(day) "}},\"spec\":{\"gen\":" gen "}}"
+
+static const char *const want_restart_cache =
+        "file/a=" RESTART_POD("a", "1", "2") "\nfile/b=" RESTART_POD("b", "2", "2") "\n";
+
+/* Which world the fake daemon serves. */
+static bool restart;
+
+static void serve_restart(struct fake *f, bool first)
+{
+        if (first) {
+                fake_hello(f, 5);
+                fake_send(f, "{\"type\":\"pods\",\"seq\":6,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s,%s]}",
+                          RESTART_POD("a", "1", "1"), RESTART_POD("b", "1", "1"));
+                fake_synced(f, FIRST_SYNCED, false);
+                return;
+        }
+        fake_hello(f, 100);
+        fake_send(f, "{\"type\":\"pods\",\"seq\":101,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s,%s]}",
+                  RESTART_POD("a", "1", "2"), RESTART_POD("b", "2", "2"));
+        fake_synced(f, 102, false);
+}
+
 /* Answers one connection's first line as the daemon would. */
 static void serve(struct fake *f, bool first)
 {
         unsigned long long n;
 
+        if (restart) {
+                serve_restart(f, first);
+                return;
+        }
         if (first) {
                 initial_state(f);
                 for (uint64_t s = FIRST_SYNCED + 1; s <= LAST_LIVE; s++)
@@ -197,7 +232,8 @@ static long run_once(long n, bool persist)
                 drain(c);
                 dump = cache_dump(c);
                 done = podmux_client_timeout(c) < 0 && podmux_client_has_synced(c) &&
-                       podmux_client_resume_point(c, &point) && point > LAST_LIVE && strcmp(dump, want_cache) == 0;
+                       podmux_client_resume_point(c, &point) && point > LAST_LIVE &&
+                       strcmp(dump, restart ? want_restart_cache : want_cache) == 0;
                 free(dump);
         }
         if (!persist)
@@ -209,7 +245,13 @@ static long run_once(long n, bool persist)
         ck_assert_msg(done, "fault %ld%s: the client did not converge to the final state", n,
                       persist ? " (persistent)" : "");
         check_model(&r, c);
-        {
+        if (restart) {
+                /* Only b's change is told: a's new config.seen is not one
+                 * (with no fault, the state before the restart was seen). */
+                ck_assert_msg(!strstr(r.log.data, "resync a") &&
+                                      (n > 0 || strstr(r.log.data, "pods UPDATE file resync b\n")),
+                              "fault %ld: handlers saw %s", n, r.log.data);
+        } else {
                 size_t it = 0;
                 const char *sock, *json;
 
@@ -258,4 +300,13 @@ START_TEST(test_alloc_sweep_persistent)
 }
 END_TEST
 
-UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent)
+START_TEST(test_alloc_sweep_restart)
+{
+        restart = true;
+        sweep(false);
+        sweep(true);
+        restart = false;
+}
+END_TEST
+
+UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart)
