@@ -75,11 +75,13 @@ const char *podmux_op_name(enum podmux_op op);
  * valid during the call; podmux_pod_ref() keeps a pod longer.
  *
  * The difference counts a pod as changed the way the daemon's merger does
- * (doc/protocol.md, "Which pods changed"): pods are matched by source,
- * UID, namespace and name, and a matched pod is an UPDATE only if its
- * labels, annotations, deletionTimestamp, deletionGracePeriodSeconds, spec
- * or status differ, leaving out the annotations kubernetes.io/config.source,
- * .seen and .mirror.  So a daemon restart is not a change: a pod whose only
+ * (doc/protocol.md, "Which pods changed"): pods are matched by source and
+ * UID (a pod is its source and UID: the cache holds one per source and
+ * UID, and an upsert under another name replaces it), and a matched pod is
+ * an UPDATE only if its name, namespace, labels, annotations,
+ * deletionTimestamp, deletionGracePeriodSeconds, spec or status differ,
+ * leaving out the annotations kubernetes.io/config.source, .seen and
+ * .mirror.  So a daemon restart is not a change: a pod whose only
  * difference is the new run's config.seen (or, for an API pod, the
  * resourceVersion and the other metadata each run keeps from the version
  * it first stored) is not handed on, but the cache takes its new text, and

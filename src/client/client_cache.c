@@ -96,6 +96,25 @@ const struct podmux_pod *cache_by_uid(const struct cache *c, const char *uid)
         return best;
 }
 
+/* The pod of this source and UID, or NULL.  O(1). */
+static struct podmux_pod *ix_get(const struct cache *c, const char *source, const char *uid)
+{
+        size_t mask, i;
+
+        if (!c->ix_cap)
+                return NULL;
+        mask = c->ix_cap - 1;
+        for (i = hash_uid(uid) & mask; c->ix[i]; i = (i + 1) & mask)
+                if (strcmp(c->ix[i]->uid, uid) == 0 && strcmp(c->ix[i]->source, source) == 0)
+                        return c->ix[i];
+        return NULL;
+}
+
+const struct podmux_pod *cache_by_key(const struct cache *c, const char *source, const char *uid)
+{
+        return ix_get(c, source, uid);
+}
+
 /* ---- the sorted array ---------------------------------------------------------- */
 
 /* What the searches below look for, and in what. */
@@ -206,18 +225,34 @@ struct sort_ent {
         size_t i;
 };
 
-static int cmp_sort_ent(const void *a, const void *b)
+/* By source and UID, then by place in the message. */
+static int cmp_key_ent(const void *a, const void *b)
 {
         const struct sort_ent *x = a, *y = b;
-        int r = client_pod_compare(x->p, y->p);
+        int r = strcmp(x->p->uid, y->p->uid);
 
+        if (r == 0)
+                r = strcmp(x->p->source, y->p->source);
         if (r)
                 return r;
         return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* The pods of a SET as a sorted array without duplicates (the last of
- * equal pods wins, as a later change would).  O(n log n). */
+static int cmp_order_ent(const void *a, const void *b)
+{
+        const struct sort_ent *x = a, *y = b;
+
+        return client_pod_compare(x->p, y->p);
+}
+
+static bool same_key(const struct podmux_pod *a, const struct podmux_pod *b)
+{
+        return strcmp(a->uid, b->uid) == 0 && strcmp(a->source, b->source) == 0;
+}
+
+/* The pods of a SET as a sorted array with one pod per source and UID
+ * (the last of a source and UID wins, as a later change would).  Two
+ * sorts: O(n log n). */
 static int build_set(const struct client_msg *m, struct cache *out)
 {
         struct sort_ent *e = NULL;
@@ -234,12 +269,14 @@ static int build_set(const struct client_msg *m, struct cache *out)
                 e[i].p = m->pods[i];
                 e[i].i = i;
         }
-        qsort(e, m->n_pods, sizeof(*e), cmp_sort_ent);
-        for (size_t i = 0; i < m->n_pods; i++) {
-                if (i + 1 < m->n_pods && client_pod_compare(e[i].p, e[i + 1].p) == 0)
-                        continue;
-                out->v[n++] = client_pod_ref(e[i].p);
-        }
+        qsort(e, m->n_pods, sizeof(*e), cmp_key_ent);
+        for (size_t i = 0; i < m->n_pods; i++)
+                if (i + 1 == m->n_pods || !same_key(e[i].p, e[i + 1].p))
+                        e[n++] = e[i];
+        /* Keys are unique now, and so are places in the order. */
+        qsort(e, n, sizeof(*e), cmp_order_ent);
+        for (size_t i = 0; i < n; i++)
+                out->v[i] = client_pod_ref(e[i].p);
         out->n = n;
         if (ix_reserve(out, n) < 0)
                 goto fail;
@@ -253,7 +290,7 @@ fail:
 
 int cache_pods_prepare(struct cache *c, const struct client_msg *m, struct cache_prep *prep)
 {
-        size_t fresh = 0, pos;
+        size_t fresh = 0;
 
         memset(prep, 0, sizeof(*prep));
         if (m->op == PODMUX_OP_SET)
@@ -261,11 +298,36 @@ int cache_pods_prepare(struct cache *c, const struct client_msg *m, struct cache
         if (m->op == PODMUX_OP_REMOVE)
                 return 0;
         for (size_t i = 0; i < m->n_pods; i++)
-                if (!cache_find(c, m->pods[i], &pos))
+                if (!ix_get(c, m->pods[i]->source, m->pods[i]->uid))
                         fresh++; /* a pod twice in the message counts twice: room to spare */
         if (array_reserve(c, c->n + fresh) < 0 || ix_reserve(c, c->n + fresh) < 0)
                 return -ENOMEM;
         return 0;
+}
+
+/* Takes old (in the cache) out.  The array's tail moves: O(n). */
+static void remove_pod(struct cache *c, struct podmux_pod *old)
+{
+        size_t pos;
+
+        if (!cache_find(c, old, &pos))
+                return;
+        ix_remove(c, old);
+        memmove(c->v + pos, c->v + pos + 1, (c->n - pos - 1) * sizeof(*c->v));
+        c->n--;
+        client_pod_unref(old);
+}
+
+/* Puts p in its place; room was made by cache_pods_prepare(). */
+static void insert_pod(struct cache *c, struct podmux_pod *p)
+{
+        size_t pos;
+
+        (void)cache_find(c, p, &pos);
+        memmove(c->v + pos + 1, c->v + pos, (c->n - pos) * sizeof(*c->v));
+        c->v[pos] = client_pod_ref(p);
+        c->n++;
+        ix_insert(c->ix, c->ix_cap, p);
 }
 
 void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache_prep *prep)
@@ -285,33 +347,28 @@ void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache
                 pods_free(&old);
                 return;
         }
+        /* A pod is its source and UID: an upsert under another namespace
+         * or name (a pod renamed with its UID kept) replaces the one held,
+         * which moves to its new place in the order. */
         for (size_t i = 0; i < m->n_pods; i++) {
-                struct podmux_pod *p = m->pods[i], *old;
+                struct podmux_pod *p = m->pods[i], *old = ix_get(c, p->source, p->uid);
                 size_t pos;
-                bool found = cache_find(c, p, &pos);
 
                 if (m->op == PODMUX_OP_REMOVE) {
-                        if (!found)
-                                continue;
-                        old = c->v[pos];
-                        ix_remove(c, old);
-                        memmove(c->v + pos, c->v + pos + 1, (c->n - pos - 1) * sizeof(*c->v));
-                        c->n--;
-                        client_pod_unref(old);
+                        if (old)
+                                remove_pod(c, old);
                         continue;
                 }
-                if (found) {
-                        old = c->v[pos];
+                if (old && client_pod_compare(old, p) == 0 && cache_find(c, old, &pos)) {
                         ix_remove(c, old);
                         c->v[pos] = client_pod_ref(p);
                         ix_insert(c->ix, c->ix_cap, p);
                         client_pod_unref(old);
                         continue;
                 }
-                memmove(c->v + pos + 1, c->v + pos, (c->n - pos) * sizeof(*c->v));
-                c->v[pos] = client_pod_ref(p);
-                c->n++;
-                ix_insert(c->ix, c->ix_cap, p);
+                if (old)
+                        remove_pod(c, old);
+                insert_pod(c, p);
         }
 }
 
@@ -420,18 +477,26 @@ static const struct {
         {"spec", false},  {"status", false},
 };
 
-/* The compared members of one pod's text into out: per member present, its
- * index, ':', its canonical JSON text (json_canon.h: keys sorted, numbers as
- * spelled, no raw newline) and a newline.  Equal outputs are equal members.
- * 0, -EINVAL (not JSON), -ENOMEM. */
+/* The compared parts of one pod's text into out: its name and namespace as
+ * the pod's identity reads them (client_msg.c: a namespace that is missing
+ * or not a string is ""), each with its length; then per member present,
+ * its index, ':', its canonical JSON text (json_canon.h: keys sorted,
+ * numbers as spelled, no raw newline) and a newline.  Equal outputs are
+ * equal parts.  0, -EINVAL (not JSON), -ENOMEM. */
 static int compared_text(const char *text, size_t len, struct buf *out)
 {
         json_object *o = NULL, *md, *ann;
+        const char *name, *ns;
         int r = json_parse(text, len, CLIENT_MSG_MAX_DEPTH, &o, NULL);
 
         if (r < 0)
                 return r;
         md = json_get(o, "metadata");
+        name = json_get_str(md, "name", NULL);
+        ns = json_get_str(md, "namespace", "");
+        if ((name && buf_printf(out, "name %zu:%s\n", strlen(name), name) < 0) ||
+            buf_printf(out, "namespace %zu:%s\n", strlen(ns), ns) < 0)
+                r = -ENOMEM;
         ann = json_get_type(md, "annotations", json_type_object);
         for (size_t i = 0; ann && i < sizeof(local_annotations) / sizeof(local_annotations[0]); i++)
                 json_object_object_del(ann, local_annotations[i]);
@@ -551,25 +616,31 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
         srcs = malloc((old->n + new_->n + 1) * sizeof(*srcs));
         if (!ch || !srcs)
                 goto done;
-        /* Both sorted the same way: one merge walk.  O(n). */
+        /* Both sorted the same way: one merge walk, O(n).  A pod is its
+         * source and UID: one that moved in the order (renamed, its UID
+         * kept) is found by key on the other side and compared. */
         while (i < old->n || j < new_->n) {
                 int c = i >= old->n ? 1 : j >= new_->n ? -1 : client_pod_compare(old->v[i], new_->v[j]);
+                const struct podmux_pod *o, *p;
+                int same;
 
                 if (c < 0) {
-                        ch[n_ch++] = (struct change){old->v[i++], PODMUX_OP_REMOVE};
-                } else if (c > 0) {
-                        ch[n_ch++] = (struct change){new_->v[j++], PODMUX_OP_ADD};
-                } else {
-                        int same = client_pod_text_same(old->v[i]->json, old->v[i]->len, new_->v[j]->json,
-                                                        new_->v[j]->len);
-
-                        if (same < 0)
-                                goto done; /* -ENOMEM: the texts were checked when they came */
-                        if (!same)
-                                ch[n_ch++] = (struct change){new_->v[j], PODMUX_OP_UPDATE};
-                        i++;
-                        j++;
+                        o = old->v[i++];
+                        if (!ix_get(new_, o->source, o->uid))
+                                ch[n_ch++] = (struct change){(struct podmux_pod *)o, PODMUX_OP_REMOVE};
+                        continue;
                 }
+                p = new_->v[j++];
+                o = c == 0 ? old->v[i++] : ix_get(old, p->source, p->uid);
+                if (!o) {
+                        ch[n_ch++] = (struct change){(struct podmux_pod *)p, PODMUX_OP_ADD};
+                        continue;
+                }
+                same = client_pod_text_same(o->json, o->len, p->json, p->len);
+                if (same < 0)
+                        goto done; /* -ENOMEM: the texts were checked when they came */
+                if (!same)
+                        ch[n_ch++] = (struct change){(struct podmux_pod *)p, PODMUX_OP_UPDATE};
         }
         for (i = 0; i < n_ch; i++)
                 srcs[n_srcs++] = ch[i].p->source;

@@ -5,9 +5,11 @@
  * Owns: a reference to each pod it holds, its plugin entries.
  * Never: does I/O, logs, calls handlers.  Private to the library.
  *
- * Layout: pods in one array sorted by client_pod_compare() (the daemon's
- * order: namespace, name, uid, source), plus an open-addressing index by
- * uid.  Applying a message is all or nothing: everything it needs is
+ * A pod is its source and UID (doc/protocol.md): the cache holds one pod
+ * per source and UID, and an upsert of a pod under another namespace or
+ * name replaces the one held.  Layout: pods in one array sorted by
+ * client_pod_compare() (the daemon's order: namespace, name, uid, source),
+ * plus an open-addressing index by uid (that finds a source and UID).  Applying a message is all or nothing: everything it needs is
  * allocated first (cache_pods_prepare), then the change is made without
  * allocating (cache_pods_commit), so out of memory leaves the cache as it
  * was.  Costs: a lookup by uid O(1), by position O(log n); an insert or
@@ -46,6 +48,8 @@ void cache_move(struct cache *dst, struct cache *src);
  * would go (false). */
 bool cache_find(const struct cache *c, const struct podmux_pod *p, size_t *ret_pos);
 const struct podmux_pod *cache_by_uid(const struct cache *c, const char *uid);
+/* The pod of this source and UID, or NULL.  O(1). */
+const struct podmux_pod *cache_by_key(const struct cache *c, const char *source, const char *uid);
 const struct podmux_pod *cache_by_name(const struct cache *c, const char *ns, const char *name);
 
 /* A pods message: prepare allocates what commit needs (0 or -ENOMEM, the
@@ -64,11 +68,12 @@ int cache_plugin_apply(struct cache *c, const struct client_msg *m);
 bool cache_plugin_find(const struct cache *c, const char *socket, size_t *ret_pos);
 
 /*
- * Whether two texts of one pod (same source, UID, namespace and name) are
- * the same for the resync diff: byte for byte, or equal in every member
- * the merger compares (doc/protocol.md, "Which pods changed"): labels,
- * annotations but config.source, config.seen and config.mirror,
- * deletionTimestamp, deletionGracePeriodSeconds, spec and status.  The
+ * Whether two texts of one pod (same source and UID) are the same for the
+ * resync diff: byte for byte, or the same name and namespace (a missing
+ * namespace is "") and equal in every member the merger compares
+ * (doc/protocol.md, "Which pods changed"): labels, annotations but
+ * config.source, config.seen and config.mirror, deletionTimestamp,
+ * deletionGracePeriodSeconds, spec and status.  The
  * rest of a stored pod is as the daemon's run first stored it (config.seen,
  * an API pod's resourceVersion, ...): a restarted daemon shows other
  * values there without any change.  1 same, 0 not, -EINVAL (a text is not
@@ -79,10 +84,10 @@ bool cache_plugin_find(const struct cache *c, const char *socket, size_t *ret_po
  */
 int client_pod_text_same(const char *a, size_t a_len, const char *b, size_t b_len);
 
-/* The difference from old to new, as records.  Each record: op, source,
- * pods (references), in this order: per source (sorted by name) REMOVE,
- * ADD, UPDATE (a pod whose text changed but is the same by
- * client_pod_text_same() gets none); then plugin changes (REGISTERED for
+/* The difference from old to new, as records, pods matched by source and
+ * UID.  Each record: op, source, pods (references), in this order: per
+ * source (sorted by name) REMOVE, ADD, UPDATE (a pod whose text changed
+ * but is the same by client_pod_text_same() gets none); then plugin changes (REGISTERED for
  * new or changed, DEREGISTERED for gone, by socket).  0 or -ENOMEM
  * (nothing built). */
 struct diff_rec {
