@@ -12,8 +12,9 @@ message applied.
 
 The difference after a full state counts a pod as changed the way the
 daemon's merger does (doc/protocol.md, "Which pods changed"): pods are
-matched by source, UID, namespace and name, and a matched pod is an UPDATE
-only if its labels, annotations (leaving out kubernetes.io/config.source,
+matched by source and UID (a pod is its source and UID: the cache holds one
+per source and UID), and a matched pod is an UPDATE only if its name,
+namespace, labels, annotations (leaving out kubernetes.io/config.source,
 .seen and .mirror), deletionTimestamp, deletionGracePeriodSeconds, spec or
 status differ as JSON values.  So a daemon restart is not a change: a pod
 whose only difference is the new run's config.seen (or, for an API pod,
@@ -177,12 +178,16 @@ _ABSENT = object()
 
 
 def _compared(text):
-    """The members of a pod's text the resync diff compares, as values."""
+    """The parts of a pod's text the resync diff compares, as values: its
+    name and namespace as the pod's identity reads them (a namespace that is
+    missing or not a string is ""), then the members."""
     obj = _CMP_DEC.decode(text)
     top = obj if isinstance(obj, dict) else {}
     md = top.get("metadata")
     md = md if isinstance(md, dict) else {}
-    parts = []
+    name, ns = md.get("name"), md.get("namespace")
+    parts = [name if isinstance(name, str) else None,
+             ns if isinstance(ns, str) else ""]
     for k in _COMPARED_META:
         v = md.get(k, _ABSENT)
         if k == "annotations" and isinstance(v, dict):
@@ -222,9 +227,9 @@ def _same_but_seen(a, b):
 
 
 def _same(a, b):
-    """Whether two texts of one pod (same source, UID, namespace and name)
-    are the same for the resync diff: equal, or equal in every member the
-    merger compares.  Cost: a comparison of the texts when they are equal
+    """Whether two texts of one pod (same source and UID) are the same for
+    the resync diff: equal, or the same name and namespace and equal in
+    every member the merger compares.  Cost: a comparison of the texts when they are equal
     or differ only in config.seen as the daemon writes it (what a restart
     gives every unchanged pod); else both decoded."""
     return a == b or _same_but_seen(a, b) or _compared(a) == _compared(b)
@@ -478,15 +483,15 @@ class _Cache:
 def _diff(old, new):
     """The records from old to new: per source (sorted) REMOVE, ADD,
     UPDATE, pods in the daemon's order; then plugins.  Pods are matched by
-    source, uid, namespace and name, and compared with _same()."""
+    source and uid, and compared with _same() (a pod renamed with its uid
+    kept is an UPDATE)."""
     ch = collections.defaultdict(list)
     for k, p in old.pods.items():
-        n = new.pods.get(k)
-        if n is None or (n.namespace, n.name) != (p.namespace, p.name):
+        if k not in new.pods:
             ch[(p.source, "REMOVE")].append(p)
     for k, p in new.pods.items():
         o = old.pods.get(k)
-        if o is None or (o.namespace, o.name) != (p.namespace, p.name):
+        if o is None:
             ch[(p.source, "ADD")].append(p)
         elif not _same(o.json, p.json):
             ch[(p.source, "UPDATE")].append(p)
