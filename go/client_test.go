@@ -8,10 +8,12 @@ package podmux
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,33 +255,143 @@ func TestResyncIgnoresConfigSeen(t *testing.T) {
 	x.r.checkModel(t, x.c)
 }
 
+// resyncCase is one pair of tests/fixtures/resync-diff.json: the texts
+// of one pod before and after a daemon restart, and whether the resync
+// diff tells it as changed (doc/protocol.md, "Which pods changed").
+type resyncCase struct {
+	Name, Before, After string
+	Changed             bool
+}
+
+func resyncCases(t *testing.T) []resyncCase {
+	t.Helper()
+	b, err := os.ReadFile("../tests/fixtures/resync-diff.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Cases []resyncCase }
+	if err := json.Unmarshal(b, &f); err != nil || len(f.Cases) == 0 {
+		t.Fatalf("the fixture: %v, %d cases", err, len(f.Cases))
+	}
+	return f.Cases
+}
+
+// The rule by itself, both ways round, on the fixture the C library and
+// the Python module read too; and on texts that are not JSON.
 func TestSamePod(t *testing.T) {
-	cases := []struct {
-		a, b string
-		same bool
-	}{
-		{`{"a":1}`, `{"a":1}`, true},
-		{`{"a":1}`, `{ "a" : 1 }`, true},
-		{`{"a":"\u0041"}`, `{"a":"A"}`, true},
-		{`{"a":1}`, `{"a":1.0}`, false}, // numbers in their spelling, as the C library's canonical text
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seen":"x"}}}`, `{"metadata":{}}`, true},
-		{`{"metadata":{"annotations":{}}}`, `{"metadata":{}}`, true},
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seen":"x","y":"1"}}}`, `{"metadata":{"annotations":{"y":"1"}}}`, true},
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seen":"x","y":"1"}}}`, `{"metadata":{"annotations":{"y":"2"}}}`, false},
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seenx":"x"}}}`, `{"metadata":{}}`, false},
-		{`{"metadata":{},"status":{"kubernetes.io/config.seen":"x"}}`, `{"metadata":{},"status":{}}`, false},
-		{`{"metadata":{"annotations":null}}`, `{"metadata":{}}`, false},
-		{`{"a":[1,2]}`, `{"a":[2,1]}`, false},
-		{`not json`, `not json!`, false},
+	for _, c := range resyncCases(t) {
+		if samePod(c.Before, c.After) == c.Changed || samePod(c.After, c.Before) == c.Changed {
+			t.Errorf("case %s: samePod says %v", c.Name, !c.Changed)
+		}
+		if !samePod(c.Before, c.Before) {
+			t.Errorf("case %s: a text is not the same as itself", c.Name)
+		}
 	}
+	if samePod(`not json`, `not json!`) || samePod(`{}`, `{`) {
+		t.Error("a text that is not JSON is the same")
+	}
+	// Not objects at all: nothing compared, the same.
+	if !samePod(`[]`, `1`) {
+		t.Error("[] and 1 differ")
+	}
+}
+
+// The full state after a daemon restart is compared with the cache as the
+// merger compares: on the fixture's pairs (their UIDs are the cases'
+// names), one UPDATE of the changed ones, and the cache holds every new
+// text, told or not.
+func TestRestartSamePodsNotTold(t *testing.T) {
+	cases := resyncCases(t)
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	f.accept()
+	f.hello(5)
+	for i, c := range cases {
+		f.pods(uint64(6+i), "ADD", "file", c.Before)
+	}
+	f.synced(100, false)
+	x.r.skip(t, func(string) bool { return false })
+	x.r.expect(t, "pods ADD file"+allUIDs(x.c), "synced state")
+	f.send(`{"type":"error","seq":101,"reason":"ShuttingDown","message":"bye"}`)
+	x.r.expect(t, "error server ShuttingDown", "reconnect after 100")
+	f.accept()
+	f.hello(9000)
+	for i, c := range cases {
+		f.pods(uint64(9001+i), "ADD", "file", c.After)
+	}
+	f.synced(9900, false)
+	var changed []string
 	for _, c := range cases {
-		if got := samePod(c.a, c.b); got != c.same {
-			t.Errorf("samePod(%s, %s) = %v", c.a, c.b, got)
-		}
-		if got := samePod(c.b, c.a); got != c.same {
-			t.Errorf("samePod(%s, %s) = %v", c.b, c.a, got)
+		if c.Changed {
+			changed = append(changed, c.Name)
 		}
 	}
+	sort.Strings(changed)
+	x.r.skip(t, func(string) bool { return false })
+	x.r.mu.Lock()
+	got := x.r.log[0]
+	x.r.mu.Unlock()
+	if w := strings.Fields(got); len(w) > 4 {
+		sort.Strings(w[4:]) // in the cache's order
+		got = strings.Join(w, " ")
+	}
+	x.r.mu.Lock()
+	x.r.log[0] = got
+	x.r.mu.Unlock()
+	x.r.expect(t, "pods UPDATE file resync "+strings.Join(changed, " "), "synced state")
+	for _, c := range cases {
+		if p, _ := x.c.PodByUID(c.Name); p.JSON() != c.After {
+			t.Errorf("case %s: the cache holds %s", c.Name, p.JSON())
+		}
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// allUIDs is " uid uid ..." of the cache, in its order.
+func allUIDs(c *Client) string {
+	s := ""
+	for _, p := range c.Pods() {
+		s += " " + p.UID()
+	}
+	return s
+}
+
+// A pod is its source and UID (doc/protocol.md): a live upsert that
+// carries it under another name or namespace replaces the pod held (no
+// second entry), a REMOVE finds it whatever name it carries, and a SET
+// holds one pod per source and UID (the later one).
+func TestRenamedSameUID(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	begin(t, f)
+	x.r.expect(t, "pods ADD api c", "pods ADD file a b", "synced state")
+	f.pods(20, "UPDATE", "file", podText("a", "default", "zeta", "file", 2))
+	f.pods(21, "ADD", "file", podText("b", "other", "beta", "file", 2))
+	x.r.expect(t, "pods UPDATE file a", "pods ADD file b")
+	if _, ok := x.c.PodByName("default", "alpha"); ok || x.c.Len() != 3 {
+		t.Fatalf("after the rename: %v", x.c.Pods())
+	}
+	if p, ok := x.c.PodByName("other", "beta"); !ok || p.UID() != "b" {
+		t.Fatalf("by name other/beta: %v %v", p, ok)
+	}
+	if got := allUIDs(x.c); got != " c a b" {
+		t.Fatalf("order:%s", got)
+	}
+	x.r.checkModel(t, x.c)
+	f.pods(22, "ADD", "api", podText("a", "default", "alpha", "api", 1))
+	f.pods(23, "REMOVE", "file", podText("a", "default", "old-name", "file", 1))
+	x.r.expect(t, "pods ADD api a", "pods REMOVE file a")
+	if p, _ := x.c.PodByUID("a"); x.c.Len() != 3 || p.Source() != "api" {
+		t.Fatalf("after the REMOVE: %v", x.c.Pods())
+	}
+	x.r.checkModel(t, x.c)
+	f.pods(24, "SET", "file", podText("x", "default", "one", "file", 1), podText("y", "default", "aaa", "file", 1),
+		podText("x", "default", "two", "file", 2))
+	x.r.expect(t, "pods SET file x y x")
+	if p, _ := x.c.PodByUID("x"); x.c.Len() != 2 || p.Name() != "two" {
+		t.Fatalf("after the SET: %v", x.c.Pods())
+	}
+	x.r.checkModel(t, x.c)
 }
 
 func TestPartialLineAfterCut(t *testing.T) {

@@ -105,14 +105,22 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
-// checkStore: sorted without duplicates, and the UID map finds every
-// pod and nothing else.
+// checkStore: sorted, one pod per source and UID, and the UID map finds
+// every pod and nothing else.
 func checkStore(t *testing.T, st *store) {
 	t.Helper()
 	n := 0
+	keys := map[podKey]bool{}
 	for i, p := range st.pods {
 		if i > 0 && comparePods(st.pods[i-1], p) >= 0 {
 			t.Fatalf("the cache is not sorted at %d", i)
+		}
+		if keys[podKey{p.source, p.uid}] {
+			t.Fatalf("two pods of source %q and uid %q", p.source, p.uid)
+		}
+		keys[podKey{p.source, p.uid}] = true
+		if st.get(p.source, p.uid) != p {
+			t.Fatalf("%s not found by its source and uid", Pod{p})
 		}
 		if q := st.podByUID(p.uid); q == nil || q.uid != p.uid {
 			t.Fatalf("uid %q not found", p.uid)
@@ -156,7 +164,7 @@ func FuzzStream(f *testing.F) {
 		`{"type":"synced","seq":10,"resumed":true}`))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		model := map[string]string{}
-		key := func(p Pod) string { return p.Namespace() + "/" + p.Name() + "/" + p.UID() + "/" + p.Source() }
+		key := func(p Pod) string { return p.Source() + "/" + p.UID() }
 		c := NewClient(Config{Path: "/fuzz", Handlers: Handlers{Pods: func(u Update) {
 			if u.Op == OpSet {
 				model = map[string]string{}

@@ -66,10 +66,11 @@ func parseOp(s string) (Op, bool) {
 // computed when a full state replaced the cache (Seq 0): the difference
 // between the cache and that state, as REMOVE, ADD and UPDATE records
 // per source (sources in byte order, pods in the cache's order), with
-// Resync set once the client had been synced before.  A pod whose only
-// difference is its kubernetes.io/config.seen annotation (stamped anew by
-// each run of the daemon) is not in an UPDATE record, but the cache takes
-// its new text.  Applied in order, the updates a handler sees give the
+// Resync set once the client had been synced before.  Pods are matched by
+// source and UID, and a pod the same by the merger's rule (doc/protocol.md,
+// "Which pods changed": a new kubernetes.io/config.seen, stamped anew by
+// each run of the daemon, is no change; a new name is) is not in an
+// UPDATE record, but the cache takes its new text.  Applied in order, the updates a handler sees give the
 // cache.  A SET is the whole merged state (snapshot modes): the cache is
 // replaced by its pods.
 type Update struct {
