@@ -54,10 +54,13 @@ type Client struct {
 	mu         sync.RWMutex
 	st         *store
 	syncedOnce bool
-	hasPoint   bool
-	point      uint64
-	ready      []string
-	haveReady  bool
+	// partial: the cache holds only what came after a point given by
+	// Config.Resume (the program holds the rest); cleared by a full state.
+	partial   bool
+	hasPoint  bool
+	point     uint64
+	ready     []string
+	haveReady bool
 
 	// Run's goroutine only.
 	ctx                             context.Context
@@ -81,6 +84,7 @@ func NewClient(cfg Config) *Client {
 		noRetry:    cfg.NoReconnect,
 		st:         newStore(),
 		hasPoint:   cfg.Resume,
+		partial:    cfg.Resume,
 		point:      cfg.ResumeAfter,
 		backoffMin: BackoffMin,
 		backoffMax: BackoffMax,
@@ -491,15 +495,24 @@ func (c *Client) applyState(cs *conn, synced *message) {
 			ready, haveReady = h.sources, true
 		}
 	}
-	resync := c.syncedOnce
-	recs, plugins := c.st.diff(fresh)
+	resync, whole := c.syncedOnce, !c.partial
+	var recs []record
+	var plugins []pluginChange
+	if whole {
+		recs, plugins = c.st.diff(fresh)
+	}
 	c.mu.Lock()
 	c.st.replace(fresh)
 	c.setPoint(synced.seq)
+	c.partial = false
 	n := len(c.st.pods)
 	c.mu.Unlock()
 	if haveReady {
 		c.applyReady(ready)
+	}
+	if !whole {
+		c.tellWhole(fresh)
+		return
 	}
 	how := ""
 	if resync {
@@ -514,6 +527,19 @@ func (c *Client) applyState(cs *conn, synced *message) {
 	}
 }
 
+// tellWhole hands on a full state met by a cache that holds only what
+// came after a saved resume point: what went away before it is unknown
+// here, so no difference can be told.  One SET of every pod (source "*")
+// and REGISTERED for every plugin, Resync set.
+func (c *Client) tellWhole(fresh *store) {
+	c.logf(LogInfo, "full state from \"%s\": %d pods, handed on whole (the cache held only what came after the "+
+		"resume point)", c.path, len(fresh.pods))
+	c.deliverPods(Update{Op: OpSet, Source: "*", Pods: wrap(fresh.pods), Resync: true})
+	for _, p := range fresh.plugins {
+		c.deliverPlugin(PluginEvent{Op: PluginRegistered, Plugin: p, Resync: true})
+	}
+}
+
 func (c *Client) logf(level LogLevel, format string, args ...any) {
 	for _, h := range c.handlers {
 		if h.Log != nil {
@@ -524,13 +550,16 @@ func (c *Client) logf(level LogLevel, format string, args ...any) {
 
 // ---- the cache -------------------------------------------------------------
 
-// HasSynced reports whether a connection reached "synced": the cache is
-// then the daemon's whole state (as of the last message applied), and
-// stays so.
+// HasSynced reports whether the cache is the daemon's whole state (as of
+// the last message applied): once a connection reached "synced" with a
+// full state, and from then on (a resume keeps the cache, a replay adds
+// to it).  After Config.Resume a replay does not make it true: the cache
+// holds only the pods the replay carried, and Handlers.Synced(true) says
+// the program is up to date.  It becomes true when a full state comes.
 func (c *Client) HasSynced() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.syncedOnce
+	return c.syncedOnce && !c.partial
 }
 
 // ResumePoint returns the number of the last message applied (false

@@ -833,6 +833,61 @@ func TestCancelWhileReading(t *testing.T) {
 	}
 }
 
+// After Config.Resume (a point saved by an earlier run of the program)
+// the cache holds only what came after it: HasSynced stays false through
+// replays, and a full state is handed on whole, one SET of every pod and
+// every plugin REGISTERED; from then on the cache is whole.  As the C
+// library's test_saved_resume_partial_cache.
+func TestSavedResumePartialCache(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path, Resume: true, ResumeAfter: 77})
+	if x.c.HasSynced() {
+		t.Fatal("synced before any connection")
+	}
+	f.accept()
+	if f.first != `{"resume_after":77}` {
+		t.Fatalf("first line %q", f.first)
+	}
+	f.hello(200)
+	f.pods(80, "UPDATE", "file", podText("a", "default", "alpha", "file", 2))
+	f.synced(201, true)
+	x.r.expect(t, "pods UPDATE file a", "synced resumed")
+	if x.c.HasSynced() || x.c.Len() != 1 {
+		t.Fatalf("after the replay: synced %v, %d pods", x.c.HasSynced(), x.c.Len())
+	}
+	f.close()
+	x.r.expect(t, "error closed", "reconnect after 201")
+	f.accept()
+	f.hello(300)
+	f.pods(250, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	f.synced(301, true)
+	x.r.expect(t, "pods ADD api c", "synced resumed")
+	if x.c.HasSynced() {
+		t.Fatal("synced after a second replay")
+	}
+	f.send(`{"type":"error","seq":302,"reason":"ShuttingDown","message":"bye"}`)
+	x.r.expect(t, "error server ShuttingDown", "reconnect after 301")
+	f.accept()
+	f.hello(9000)
+	f.pods(9001, "ADD", "file", podText("a", "default", "alpha", "file", 2), podText("b", "kube-system", "beta", "file", 1))
+	f.send(`{"type":"plugin","seq":9002,"op":"REGISTERED","plugin":{"socket":"/p/a.sock","type":"CSIPlugin","name":"a"}}`)
+	f.synced(9003, false)
+	x.r.expect(t, "pods SET * resync a b", "plugin REGISTERED /p/a.sock resync", "synced state")
+	if !x.c.HasSynced() || x.c.Len() != 2 {
+		t.Fatalf("after the full state: synced %v, %d pods", x.c.HasSynced(), x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+	f.send(`{"type":"error","seq":9004,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "error server SlowConsumer", "reconnect after 9003")
+	f.accept()
+	f.hello(9100)
+	f.pods(9101, "ADD", "file", podText("a", "default", "alpha", "file", 2))
+	f.send(`{"type":"plugin","seq":9102,"op":"REGISTERED","plugin":{"socket":"/p/a.sock","type":"CSIPlugin","name":"a"}}`)
+	f.synced(9103, false)
+	x.r.expect(t, "pods REMOVE file resync b", "synced state")
+	x.r.checkModel(t, x.c)
+}
+
 func TestSavedResumeLinesAndLog(t *testing.T) {
 	f := newFake(t)
 	var mu sync.Mutex

@@ -73,6 +73,12 @@ func parseOp(s string) (Op, bool) {
 // UPDATE record, but the cache takes its new text.  Applied in order, the updates a handler sees give the
 // cache.  A SET is the whole merged state (snapshot modes): the cache is
 // replaced by its pods.
+//
+// A client started with Config.Resume holds only what came after that
+// point (the program holds the rest): a full state cannot be compared
+// with that, so it is handed on whole, as one SET of every pod (Source
+// "*", Resync true) and a REGISTERED for every plugin.  The program
+// replaces what it holds with these.
 type Update struct {
 	Op     Op
 	Source string // "file", "http", "api", or "*"
@@ -149,8 +155,9 @@ type Handlers struct {
 	// Pods gets every change of the pods (see Update).
 	Pods func(u Update)
 	// Synced: what came before was a replay after the resume point
-	// (resumed) or a full state.  After the first one the cache is the
-	// daemon's whole state.
+	// (resumed) or a full state.  Either way every change up to now has
+	// been handed to Pods and Plugin; see Client.HasSynced for what the
+	// cache then holds.
 	Synced func(resumed bool)
 	// SourcesReady: every configured source has delivered; called when
 	// the list is first seen or changes (a restarted daemon with other
@@ -183,8 +190,10 @@ type Config struct {
 	MaxLine int
 	// Resume with ResumeAfter: the first connection asks to resume after
 	// message ResumeAfter (a point saved from an earlier run of the
-	// program, see Client.ResumePoint); later ones resume after what was
-	// applied.
+	// program, which holds the state up to it, see Client.ResumePoint);
+	// later ones resume after what was applied.  The cache then holds
+	// only what comes after that point (HasSynced stays false) until a
+	// full state comes, which is handed on whole (see Update).
 	Resume      bool
 	ResumeAfter uint64
 }
