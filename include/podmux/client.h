@@ -88,6 +88,19 @@ const char *podmux_op_name(enum podmux_op op);
  * a lookup shows the current run's config.seen.  Applied in order, the
  * records a handler sees give the cache up to those differences.
  *
+ * A full state after a daemon restart lacks the sources the new run has
+ * not heard from yet.  Their pods are held over, as the kubelet makes no
+ * deletion before all its sources are seen (doc/protocol.md, "A restarted
+ * daemon's late sources"): they stay in the cache and nothing is handed
+ * on for them.  When the source delivers, a held-over pod that a live ADD
+ * carries again is handed on only if it changed, as an UPDATE record
+ * (resync true, seq 0) after the ADD, which goes on with its other pods
+ * (maybe none); a live SET (snapshot modes) keeps the held-over pods it
+ * does not carry and is handed on with the whole cache.  Another op on a
+ * held-over pod goes as sent.  When sources_ready comes, the pods still
+ * held over are removed: REMOVE records, resync true, before the
+ * sources-ready handler.
+ *
  * A client started with podmux_client_set_resume() holds only what came
  * after that point (the application holds the rest): a full state cannot
  * be compared with that, so it is handed on whole, as one SET of every pod
@@ -176,7 +189,9 @@ typedef void (*podmux_pods_fn)(struct podmux_client *c, const struct podmux_upda
  * for what the cache then holds. */
 typedef void (*podmux_synced_fn)(struct podmux_client *c, bool resumed, void *data);
 /* Every configured source has delivered; called when the list is first
- * seen or changes (a restarted daemon with other sources). */
+ * seen or changes (a restarted daemon with other sources).  Pods held
+ * over after a daemon restart and not delivered again are removed just
+ * before (REMOVE records, resync), list changed or not. */
 typedef void (*podmux_sources_ready_fn)(struct podmux_client *c, const char *const *sources,
                                         size_t n, void *data);
 typedef void (*podmux_plugin_fn)(struct podmux_client *c, const struct podmux_plugin_event *e,
@@ -274,7 +289,10 @@ void podmux_client_stop(struct podmux_client *c);
 
 /* True when the cache is the daemon's whole state (as of the last message
  * applied): once a connection reached "synced" with a full state, and
- * from then on (a resume keeps the cache, a replay adds to it).  After
+ * from then on (a resume keeps the cache, a replay adds to it).  After a
+ * daemon restart, until sources_ready, the cache is the daemon's state
+ * plus the pods held over from the sources it has not heard from yet
+ * (see struct podmux_update), each with the text last handed on.  After
  * podmux_client_set_resume() a replay does not make it true: the cache
  * holds only the pods the replay carried, and the synced handler (resumed
  * true) says the application is up to date.  It becomes true when a full

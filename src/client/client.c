@@ -516,18 +516,27 @@ static void deliver_plugin(struct podmux_client *c, const char *op, const struct
         c->on_plugin(c, &ev, c->data);
 }
 
-/* A new sources_ready list: kept, and told when it differs.  0 or
- * -ENOMEM (nothing changed). */
-static int apply_ready(struct podmux_client *c, const struct client_msg *m)
+static void end_nomem(struct podmux_client *c, uint64_t seq)
+{
+        set_end(c, PODMUX_ERROR_NOMEM, -ENOMEM, NULL,
+                "out of memory applying message %" PRIu64 " from \"%s\": nothing of it was applied; "
+                "resynchronizing",
+                seq, c->path);
+}
+
+/* A sources_ready list: *ret_copy a copy of it when it differs from the
+ * one kept (else NULL).  0 or -ENOMEM. */
+static int ready_prepare(const struct podmux_client *c, const struct client_msg *m, char ***ret_copy)
 {
         char **copy;
         bool same = c->have_ready && c->n_ready == m->n_sources;
 
+        *ret_copy = NULL;
         for (size_t i = 0; same && i < m->n_sources; i++)
                 same = strcmp(c->ready[i], m->sources[i]) == 0;
         if (same)
                 return 0;
-        copy = calloc(m->n_sources ? m->n_sources : 1, sizeof(*copy));
+        copy = calloc(m->n_sources + 1, sizeof(*copy));
         if (!copy)
                 return -ENOMEM;
         for (size_t i = 0; i < m->n_sources; i++) {
@@ -539,21 +548,134 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
                         return -ENOMEM;
                 }
         }
+        *ret_copy = copy;
+        return 0;
+}
+
+/* Keeps the list ready_prepare() copied, and tells it. */
+static void ready_commit(struct podmux_client *c, const struct client_msg *m, char **copy)
+{
+        if (!copy)
+                return;
         ready_free(c);
         c->ready = copy;
         c->n_ready = m->n_sources;
         c->have_ready = true;
         if (c->on_ready && !c->stop_requested)
                 c->on_ready(c, (const char *const *)c->ready, c->n_ready, c->data);
+}
+
+/* A new sources_ready list: kept, and told when it differs.  0 or
+ * -ENOMEM (nothing changed). */
+static int apply_ready(struct podmux_client *c, const struct client_msg *m)
+{
+        char **copy;
+
+        if (ready_prepare(c, m, &copy) < 0)
+                return -ENOMEM;
+        ready_commit(c, m, copy);
         return 0;
 }
 
-static void end_nomem(struct podmux_client *c, uint64_t seq)
+/* sources_ready: every configured source has delivered, so a pod still
+ * held over was not delivered again (or its source is gone): removed,
+ * as REMOVE records flagged resync, before the list is told.  0 or
+ * -ENOMEM (nothing changed). */
+static int release_held(struct podmux_client *c, const struct client_msg *m)
 {
-        set_end(c, PODMUX_ERROR_NOMEM, -ENOMEM, NULL,
-                "out of memory applying message %" PRIu64 " from \"%s\": nothing of it was applied; "
-                "resynchronizing",
-                seq, c->path);
+        struct diff d = {0};
+        char **copy = NULL;
+
+        if (c->cache.n_held && cache_held_records(&c->cache, &d) < 0)
+                return -ENOMEM;
+        if (ready_prepare(c, m, &copy) < 0) {
+                diff_free(&d);
+                return -ENOMEM;
+        }
+        if (c->cache.n_held) {
+                logf_(c, PODMUX_LOG_INFO,
+                      "sources ready on \"%s\": %zu pods held over since the last full state were not delivered "
+                      "again: removed",
+                      c->path, c->cache.n_held);
+                cache_drop_held(&c->cache);
+        }
+        c->point = m->seq;
+        c->have_point = true;
+        for (size_t i = 0; i < d.n_recs; i++)
+                deliver_pods(c, d.recs[i].op, d.recs[i].source, d.recs[i].pods, d.recs[i].n_pods, 0, true);
+        diff_free(&d);
+        ready_commit(c, m, copy);
+        return 0;
+}
+
+/* A pods message while pods are held over (doc/protocol.md, "A restarted
+ * daemon's late sources").  An ADD that carries a held pod again ends its
+ * hold-over: the cache takes the text, and the pod is handed on only if
+ * it changed, in an UPDATE flagged resync after the ADD (which goes on
+ * with the other pods, maybe none).  A SET keeps the held pods it does
+ * not carry and is handed on with the whole cache.  Other ops go as live.
+ * 0, or -1 with c->end set (nothing applied). */
+static int apply_pods_held(struct podmux_client *c, const struct client_msg *m)
+{
+        struct client_msg view = *m; /* the pods applied; owns nothing */
+        struct podmux_pod **keep = NULL, **upd = NULL, **all = NULL;
+        size_t n_keep = 0, n_upd = 0, k = 0;
+        struct cache_prep prep;
+
+        if (m->op == PODMUX_OP_ADD) {
+                keep = malloc((m->n_pods + 1) * sizeof(*keep));
+                upd = malloc((m->n_pods + 1) * sizeof(*upd));
+                for (size_t i = 0; keep && upd && i < m->n_pods; i++) {
+                        struct podmux_pod *p = m->pods[i];
+                        const struct podmux_pod *h = cache_by_key(&c->cache, p->source, p->uid);
+                        int same = h && h->held ? client_pod_text_same(h->json, h->len, p->json, p->len) : -EAGAIN;
+
+                        if (same == -EAGAIN)
+                                keep[n_keep++] = p;
+                        else if (same < 0)
+                                goto nomem; /* -ENOMEM: the texts were checked when they came */
+                        else if (!same)
+                                upd[n_upd++] = p;
+                }
+                if (!keep || !upd)
+                        goto nomem;
+        } else if (m->op == PODMUX_OP_SET) {
+                /* Held pods first: of a source and UID, the SET's wins. */
+                all = malloc((c->cache.n_held + m->n_pods + 1) * sizeof(*all));
+                if (!all)
+                        goto nomem;
+                for (size_t i = 0; i < c->cache.n; i++)
+                        if (c->cache.v[i]->held)
+                                all[k++] = c->cache.v[i];
+                memcpy(all + k, m->pods, m->n_pods * sizeof(*all));
+                view.pods = all;
+                view.n_pods = k + m->n_pods;
+        }
+        if (cache_pods_prepare(&c->cache, &view, &prep) < 0)
+                goto nomem;
+        cache_pods_commit(&c->cache, &view, &prep);
+        cache_prep_free(&prep);
+        c->point = m->seq;
+        c->have_point = true;
+        if (m->op == PODMUX_OP_ADD) {
+                deliver_pods(c, m->op, m->source, keep, n_keep, m->seq, false);
+                if (n_upd)
+                        deliver_pods(c, PODMUX_OP_UPDATE, m->source, upd, n_upd, 0, true);
+        } else if (m->op == PODMUX_OP_SET) {
+                deliver_pods(c, m->op, m->source, c->cache.v, c->cache.n, m->seq, false);
+        } else {
+                deliver_pods(c, m->op, m->source, m->pods, m->n_pods, m->seq, false);
+        }
+        free(keep);
+        free(upd);
+        free(all);
+        return 0;
+nomem:
+        free(keep);
+        free(upd);
+        free(all);
+        end_nomem(c, m->seq);
+        return -1;
 }
 
 /* One message applied to the cache and handed on, as live.  0, or -1 with
@@ -564,6 +686,8 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
 
         switch (m->type) {
         case CLIENT_MSG_PODS:
+                if (c->cache.n_held)
+                        return apply_pods_held(c, m);
                 if (cache_pods_prepare(&c->cache, m, &prep) < 0) {
                         end_nomem(c, m->seq);
                         return -1;
@@ -584,11 +708,11 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
                 deliver_plugin(c, m->plugin_op, NULL, m, false);
                 return 0;
         case CLIENT_MSG_SOURCES_READY:
-                if (apply_ready(c, m) < 0) {
+                if (release_held(c, m) < 0) {
                         end_nomem(c, m->seq);
                         return -1;
                 }
-                break;
+                return 0;
         default:
                 break;
         }
@@ -636,22 +760,61 @@ static void tell_whole(struct podmux_client *c)
                 deliver_plugin(c, "REGISTERED", &c->cache.plugins[i], NULL, true);
 }
 
-/* A full state: built aside, compared, swapped in, the difference told. */
+/* The sources that delivered in the full state held: the source of each
+ * pods message and of each pod.  *ret points into them (free the array
+ * only).  0 or -ENOMEM. */
+static int delivered_sources(const struct podmux_client *c, const struct cache *fresh, const char ***ret, size_t *ret_n)
+{
+        const char **v = malloc((c->n_held + fresh->n + 1) * sizeof(*v));
+        size_t n = 0;
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_held + fresh->n; i++) {
+                const struct client_msg *m = i < c->n_held ? &c->held[i] : NULL;
+                const char *s = m ? m->source : fresh->v[i - c->n_held]->source;
+                size_t j = 0;
+
+                if (m && m->type != CLIENT_MSG_PODS)
+                        continue;
+                while (j < n && strcmp(v[j], s) != 0)
+                        j++;
+                if (j == n)
+                        v[n++] = s;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/*
+ * A full state: built aside, compared, swapped in, the difference told.
+ * When it replaces a cache that held pods, the pods of a source that did
+ * not deliver in it (the daemon restarted and has not heard from that
+ * source yet) are held over: kept as they were, not told
+ * (doc/protocol.md, "A restarted daemon's late sources").
+ */
 static int apply_state(struct podmux_client *c, const struct client_msg *synced)
 {
         struct cache fresh = {0}, old;
         struct diff d = {0};
         const struct client_msg *ready = NULL;
-        bool resync = c->synced_once, whole = !c->partial;
-        size_t i;
+        const char **delivered = NULL;
+        size_t n_delivered = 0, i;
+        bool resync = c->synced_once, whole = !c->partial, hold = false;
 
-        if (build_state(c, &fresh, &ready) < 0 || (whole && cache_diff(&c->cache, &fresh, &d) < 0) ||
-            (ready && apply_ready(c, ready) < 0)) {
-                diff_free(&d);
-                cache_free(&fresh);
-                end_nomem(c, synced->seq);
-                return -1;
-        }
+        if (build_state(c, &fresh, &ready) < 0)
+                goto nomem;
+        /* sources_ready among them: every source delivered. */
+        hold = whole && c->cache.n > 0 && !ready;
+        if (hold && (delivered_sources(c, &fresh, &delivered, &n_delivered) < 0 ||
+                     cache_hold_over(&c->cache, &fresh, delivered, n_delivered) < 0))
+                goto nomem;
+        if ((whole && cache_diff(&c->cache, &fresh, &d) < 0) || (ready && apply_ready(c, ready) < 0))
+                goto nomem;
+        if (hold)
+                cache_mark_held(&fresh, delivered, n_delivered);
+        free(delivered);
         old = c->cache;
         c->cache = fresh;
         c->point = synced->seq;
@@ -662,8 +825,8 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
                 cache_free(&old);
                 return 0;
         }
-        logf_(c, PODMUX_LOG_INFO, "full state from \"%s\": %zu pods, %zu records of difference%s", c->path,
-              c->cache.n, d.n_recs, resync ? " (resync)" : "");
+        logf_(c, PODMUX_LOG_INFO, "full state from \"%s\": %zu pods, %zu records of difference%s, %zu held over",
+              c->path, c->cache.n, d.n_recs, resync ? " (resync)" : "", c->cache.n_held);
         for (i = 0; i < d.n_recs; i++)
                 deliver_pods(c, d.recs[i].op, d.recs[i].source, d.recs[i].pods, d.recs[i].n_pods, 0, resync);
         for (i = 0; i < d.n_plugins; i++)
@@ -672,6 +835,12 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
         diff_free(&d);
         cache_free(&old);
         return 0;
+nomem:
+        free(delivered);
+        diff_free(&d);
+        cache_free(&fresh);
+        end_nomem(c, synced->seq);
+        return -1;
 }
 
 static int on_synced(struct podmux_client *c, const struct client_msg *m)

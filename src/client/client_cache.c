@@ -190,7 +190,7 @@ static void pods_free(struct cache *c)
         free(c->ix);
         c->v = NULL;
         c->ix = NULL;
-        c->n = c->cap = c->ix_cap = 0;
+        c->n = c->cap = c->ix_cap = c->n_held = 0;
 }
 
 static void plugin_ent_free(struct plugin_ent *e)
@@ -315,6 +315,8 @@ static void remove_pod(struct cache *c, struct podmux_pod *old)
         ix_remove(c, old);
         memmove(c->v + pos, c->v + pos + 1, (c->n - pos - 1) * sizeof(*c->v));
         c->n--;
+        if (old->held)
+                c->n_held--;
         client_pod_unref(old);
 }
 
@@ -341,6 +343,9 @@ void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache
                 c->cap = prep->set.cap;
                 c->ix = prep->set.ix;
                 c->ix_cap = prep->set.ix_cap;
+                c->n_held = 0;
+                for (size_t i = 0; i < c->n; i++)
+                        c->n_held += c->v[i]->held;
                 memset(&prep->set, 0, sizeof(prep->set));
                 old.plugins = NULL;
                 old.n_plugins = 0;
@@ -360,6 +365,8 @@ void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache
                         continue;
                 }
                 if (old && client_pod_compare(old, p) == 0 && cache_find(c, old, &pos)) {
+                        if (old->held)
+                                c->n_held--;
                         ix_remove(c, old);
                         c->v[pos] = client_pod_ref(p);
                         ix_insert(c->ix, c->ix_cap, p);
@@ -604,12 +611,13 @@ struct change {
         enum podmux_op op;
 };
 
+static int records_from(const struct change *ch, size_t n_ch, const char **srcs, struct diff *d);
+
 static int diff_pods(const struct cache *old, const struct cache *new_, struct diff *d)
 {
         struct change *ch = NULL;
         const char **srcs = NULL;
-        size_t n_ch = 0, n_srcs = 0, i = 0, j = 0;
-        static const enum podmux_op order[] = {PODMUX_OP_REMOVE, PODMUX_OP_ADD, PODMUX_OP_UPDATE};
+        size_t n_ch = 0, i = 0, j = 0;
         int r = -ENOMEM;
 
         ch = malloc((old->n + new_->n + 1) * sizeof(*ch));
@@ -642,6 +650,21 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
                 if (!same)
                         ch[n_ch++] = (struct change){(struct podmux_pod *)p, PODMUX_OP_UPDATE};
         }
+        r = records_from(ch, n_ch, srcs, d);
+done:
+        free(ch);
+        free(srcs);
+        return r;
+}
+
+/* The changes ch[0..n_ch) as records in d: per source (sorted) REMOVE,
+ * ADD, UPDATE, each in the order of ch.  srcs has room for n_ch.  0 or
+ * -ENOMEM (d->recs as far as built: diff_free() frees them). */
+static int records_from(const struct change *ch, size_t n_ch, const char **srcs, struct diff *d)
+{
+        static const enum podmux_op order[] = {PODMUX_OP_REMOVE, PODMUX_OP_ADD, PODMUX_OP_UPDATE};
+        size_t n_srcs = 0, i, j;
+
         for (i = 0; i < n_ch; i++)
                 srcs[n_srcs++] = ch[i].p->source;
         qsort(srcs, n_srcs, sizeof(*srcs), cmp_str_ptr);
@@ -652,7 +675,7 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
         n_srcs = j;
         d->recs = calloc(n_srcs * 3 + 1, sizeof(*d->recs));
         if (!d->recs)
-                goto done;
+                return -ENOMEM;
         for (size_t s = 0; s < n_srcs; s++) {
                 for (size_t o = 0; o < 3; o++) {
                         struct diff_rec *rec = &d->recs[d->n_recs];
@@ -665,7 +688,7 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
                                 continue;
                         rec->pods = malloc(k * sizeof(*rec->pods));
                         if (!rec->pods)
-                                goto done;
+                                return -ENOMEM;
                         d->n_recs++;
                         rec->op = order[o];
                         for (i = 0; i < n_ch; i++)
@@ -674,11 +697,7 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
                         rec->source = rec->pods[0]->source;
                 }
         }
-        r = 0;
-done:
-        free(ch);
-        free(srcs);
-        return r;
+        return 0;
 }
 
 static int diff_plugins(const struct cache *old, const struct cache *new_, struct diff *d)
@@ -717,4 +736,83 @@ int cache_diff(const struct cache *old, const struct cache *new_, struct diff *r
         }
         *ret = d;
         return 0;
+}
+
+/* ---- holding over ---------------------------------------------------------------- */
+
+static bool in_list(const char *s, const char *const *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(s, v[i]) == 0)
+                        return true;
+        return false;
+}
+
+int cache_hold_over(const struct cache *old, struct cache *fresh, const char *const *delivered, size_t n)
+{
+        size_t k = 0;
+
+        for (size_t i = 0; i < old->n; i++)
+                k += !in_list(old->v[i]->source, delivered, n);
+        if (k == 0)
+                return 0;
+        if (array_reserve(fresh, fresh->n + k) < 0 || ix_reserve(fresh, fresh->n + k) < 0)
+                return -ENOMEM;
+        /* fresh holds no pod of these sources: they were not delivered. */
+        for (size_t i = 0; i < old->n; i++)
+                if (!in_list(old->v[i]->source, delivered, n))
+                        insert_pod(fresh, old->v[i]);
+        return 0;
+}
+
+void cache_mark_held(struct cache *c, const char *const *delivered, size_t n)
+{
+        c->n_held = 0;
+        for (size_t i = 0; i < c->n; i++) {
+                c->v[i]->held = !in_list(c->v[i]->source, delivered, n);
+                c->n_held += c->v[i]->held;
+        }
+}
+
+int cache_held_records(const struct cache *c, struct diff *ret)
+{
+        struct change *ch = malloc((c->n_held + 1) * sizeof(*ch));
+        const char **srcs = malloc((c->n_held + 1) * sizeof(*srcs));
+        struct diff d = {0};
+        size_t n_ch = 0;
+        int r = -ENOMEM;
+
+        if (ch && srcs) {
+                for (size_t i = 0; i < c->n; i++)
+                        if (c->v[i]->held)
+                                ch[n_ch++] = (struct change){c->v[i], PODMUX_OP_REMOVE};
+                r = records_from(ch, n_ch, srcs, &d);
+        }
+        free(ch);
+        free(srcs);
+        if (r < 0) {
+                diff_free(&d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+void cache_drop_held(struct cache *c)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n; i++) {
+                struct podmux_pod *p = c->v[i];
+
+                if (!p->held) {
+                        c->v[n++] = p;
+                        continue;
+                }
+                ix_remove(c, p);
+                p->held = false;
+                client_pod_unref(p);
+        }
+        c->n = n;
+        c->n_held = 0;
 }

@@ -34,11 +34,19 @@ struct plugin_ent {
 struct cache {
         struct podmux_pod **v; /* sorted */
         size_t n, cap;
+        size_t n_held;          /* pods with ->held set */
         struct podmux_pod **ix; /* by uid; ix_cap a power of two or 0 */
         size_t ix_cap;
         struct plugin_ent *plugins; /* sorted by socket */
         size_t n_plugins, plugins_cap;
 };
+
+/*
+ * Holding over (doc/protocol.md, "A restarted daemon's late sources"): a
+ * full state replacing a cache keeps the pods of the sources that did not
+ * deliver in it, as they were, flagged held (n_held counts them).  Any
+ * change that replaces or removes a held pod ends its hold-over.
+ */
 
 void cache_free(struct cache *c);
 /* Moves src into dst (dst freed first); src is left empty. */
@@ -108,5 +116,17 @@ struct diff {
 };
 int cache_diff(const struct cache *old, const struct cache *new_, struct diff *ret);
 void diff_free(struct diff *d);
+
+/* Puts into fresh (a full state built aside) the pods of old whose source
+ * is not one of delivered[0..n) (not flagged yet: cache_mark_held() does
+ * it once fresh is the cache).  0 or -ENOMEM (fresh unchanged). */
+int cache_hold_over(const struct cache *old, struct cache *fresh, const char *const *delivered, size_t n);
+/* Flags the pods whose source is not one of delivered[0..n) as held. */
+void cache_mark_held(struct cache *c, const char *const *delivered, size_t n);
+/* The held pods as REMOVE records, per source (sorted by name), pods in
+ * cache order (references), nothing removed.  0 or -ENOMEM. */
+int cache_held_records(const struct cache *c, struct diff *ret);
+/* Takes every held pod out of the cache.  Cannot fail.  O(n). */
+void cache_drop_held(struct cache *c);
 
 #endif

@@ -317,10 +317,212 @@ START_TEST(test_daemon_restart)
                   pod_text("b", "kube-system", "beta", "file", 1));
         fake_synced(&t.f, 9000002, false);
         pump(t.c);
-        /* The api source has not delivered yet in the new daemon. */
-        expect_log(&t, "pods REMOVE api resync c\nsynced state\n");
+        /* The api source has not delivered yet in the new daemon: its pod
+         * is held over, not removed (doc/protocol.md, "A restarted
+         * daemon's late sources"). */
+        expect_log(&t, "synced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert_str_eq(podmux_pod_source(podmux_client_pod_by_uid(t.c, "c")), "api");
+        check_model(&t.r, t.c);
+        /* It delivers the same pod: nothing of it is handed on (the ADD
+         * goes on empty, as the daemon's own marker of a source seen). */
+        fake_pods(&t.f, 9000003, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":9000004,\"sources\":[\"api\",\"file\"]}");
+        pump(t.c);
+        expect_log(&t, "pods ADD api\nready api file\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3);
         check_model(&t.r, t.c);
         t_free(&t);
+}
+END_TEST
+
+/* Pods of the sources listed, as a state before a restart: file a, b;
+ * api c, d, e, x; http h. */
+static void start_three_sources(struct t *t, const char *mode)
+{
+        fake_accept(&t->f, t->c);
+        fake_send(&t->f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"%s\",\"node\":\"n1\",\"seq\":5}", mode);
+        fake_pods(&t->f, 6, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t->f, 7, "ADD", "api", 4, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "api", 1), pod_text("e", "default", "eps", "api", 1),
+                  pod_text("x", "default", "xi", "api", 1));
+        fake_pods(&t->f, 8, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t->f, 10, false);
+        fake_send(&t->f, "{\"type\":\"sources_ready\",\"seq\":11,\"sources\":[\"api\",\"file\",\"http\"]}");
+        fake_send(&t->f, "{\"type\":\"error\",\"seq\":12,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        pump(t->c);
+        free(rec_take(&t->r));
+}
+
+/*
+ * A daemon restart whose api source delivers late (the API server
+ * unreachable for a while): the full state has file and http only.  No
+ * api pod is removed then; when api delivers, an unchanged pod is not
+ * handed on, a changed one is an UPDATE flagged resync, a new one goes in
+ * the ADD; another op on a held pod goes as sent; sources_ready removes
+ * the pod api did not deliver again.  Meanwhile has_synced() holds.
+ */
+START_TEST(test_restart_late_source)
+{
+        struct t t;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 2));
+        fake_pods(&t.f, 902, "ADD", "http", 0); /* http delivered: none */
+        fake_synced(&t.f, 903, false);
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file resync b\npods REMOVE http resync h\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+        check_model(&t.r, t.c);
+        /* Live changes of other sources go as usual. */
+        fake_pods(&t.f, 904, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 3));
+        fake_pods(&t.f, 905, "UPDATE", "api", 1, pod_text("x", "default", "xi", "api", 2));
+        fake_pods(&t.f, 906, "ADD", "api", 3, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "api", 2), pod_text("f", "default", "phi", "api", 1));
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file a\npods UPDATE api x\npods ADD api f\npods UPDATE api resync d\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 7);
+        check_model(&t.r, t.c);
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":907,\"sources\":[\"api\",\"file\",\"http\"]}");
+        pump(t.c);
+        /* The same list as before the restart: not told again. */
+        expect_log(&t, "pods REMOVE api resync e\n");
+        ck_assert_ptr_null(podmux_client_pod_by_uid(t.c, "e"));
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+        check_model(&t.r, t.c);
+        /* Nothing is held any more: an ADD goes as sent. */
+        fake_pods(&t.f, 908, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        pump(t.c);
+        expect_log(&t, "pods ADD api c\n");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* A held pod whose source is not in the new run's sources_ready (no
+ * longer configured) is removed then, flagged resync. */
+START_TEST(test_restart_source_gone)
+{
+        struct t t;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 902, "ADD", "api", 4, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "api", 1), pod_text("e", "default", "eps", "api", 1),
+                  pod_text("x", "default", "xi", "api", 1));
+        fake_synced(&t.f, 903, false);
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":904,\"sources\":[\"api\",\"file\"]}");
+        pump(t.c);
+        expect_log(&t, "synced state\npods REMOVE http resync h\nready api file\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* The hold-over lasts across connections: a replay applies as live, and a
+ * further full state holds again what its sources did not deliver, and
+ * compares what they did. */
+START_TEST(test_restart_held_across_reconnects)
+{
+        struct t t;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_synced(&t.f, 903, false);
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":904,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        expect_log(&t, "synced state\nerror 3 SlowConsumer\nreconnect after 903\n");
+        /* A replay: http delivers h again, unchanged. */
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 1000);
+        fake_pods(&t.f, 905, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 1001, true);
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":1002,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        expect_log(&t, "pods ADD http\nsynced resumed\nerror 3 SlowConsumer\nreconnect after 1001\n");
+        /* The point left the history: a full state, api still missing. */
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 2000);
+        fake_pods(&t.f, 2001, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 2002, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 2003, false);
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":2004,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        expect_log(&t, "synced state\nerror 3 SlowConsumer\nreconnect after 2003\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 7);
+        /* Another, api in it: its pods compared as any. */
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 3000);
+        fake_pods(&t.f, 3001, "ADD", "api", 3, pod_text("c", "default", "gamma", "api", 2),
+                  pod_text("d", "default", "delta", "api", 1), pod_text("x", "default", "xi", "api", 1));
+        fake_pods(&t.f, 3002, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 3003, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 3004, false);
+        pump(t.c);
+        expect_log(&t, "pods REMOVE api resync e\npods UPDATE api resync c\nsynced state\n");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* The snapshot modes: the full state is one SET per source that
+ * delivered; a live SET of the late source replaces the pods it carries,
+ * keeps the held ones it does not, and is handed on with the whole cache;
+ * sources_ready removes those. */
+START_TEST(test_restart_late_source_snapshot)
+{
+        static const char *const modes[] = {"snapshot", "snapshot-and-updates"};
+
+        for (size_t k = 0; k < 2; k++) {
+                struct t t;
+
+                t_init(&t);
+                start_three_sources(&t, modes[k]);
+                fake_accept(&t.f, t.c);
+                fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"%s\",\"node\":\"n1\",\"seq\":900}",
+                          modes[k]);
+                fake_pods(&t.f, 901, "SET", "file", 3, pod_text("a", "default", "alpha", "file", 1),
+                          pod_text("b", "default", "beta", "file", 1), pod_text("h", "default", "eta", "http", 1));
+                fake_pods(&t.f, 902, "SET", "http", 3, pod_text("a", "default", "alpha", "file", 1),
+                          pod_text("b", "default", "beta", "file", 1), pod_text("h", "default", "eta", "http", 1));
+                fake_synced(&t.f, 903, false);
+                pump(t.c);
+                expect_log(&t, "synced state\n");
+                ck_assert_uint_eq(podmux_client_pod_count(t.c), 7);
+                fake_pods(&t.f, 904, "SET", "api", 6, pod_text("a", "default", "alpha", "file", 1),
+                          pod_text("b", "default", "beta", "file", 1), pod_text("c", "default", "gamma", "api", 2),
+                          pod_text("d", "default", "delta", "api", 1), pod_text("h", "default", "eta", "http", 1),
+                          pod_text("g", "default", "gimel", "api", 1));
+                pump(t.c);
+                /* The cache's order: namespace, name (alpha, beta, delta,
+                 * eps, eta, gamma, gimel, xi). */
+                expect_log(&t, "pods SET api a b d e h c g x\n");
+                ck_assert_uint_eq(podmux_client_pod_count(t.c), 8);
+                check_model(&t.r, t.c);
+                fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":905,\"sources\":[\"api\",\"file\",\"http\"]}");
+                pump(t.c);
+                expect_log(&t, "pods REMOVE api resync e x\n");
+                ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+                check_model(&t.r, t.c);
+                t_free(&t);
+        }
 }
 END_TEST
 
@@ -909,4 +1111,5 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
           test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
           test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
-          test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid)
+          test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
+          test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot)
