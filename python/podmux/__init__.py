@@ -22,6 +22,19 @@ the resourceVersion and other metadata each run keeps from the version it
 first stored) is not handed on, but the cache takes its new text, so a
 lookup shows the current run's config.seen.
 
+A full state after a daemon restart lacks the sources the new run has not
+heard from yet (an unreachable API server, a slow manifest URL): their
+pods are held over, as the kubelet makes no deletion before it has seen
+all its sources (doc/protocol.md, "A restarted daemon's late sources").
+They stay in the cache and nothing is handed on for them.  When the source
+delivers, a held-over pod that a live ADD carries again is handed on only
+if it changed, as an UPDATE (resync=True, seq 0) after the ADD, which goes
+on with its other pods (maybe none); in the snapshot modes a live SET
+keeps the held-over pods it does not carry and is handed on with the whole
+cache; another op on a held-over pod goes as sent.  When sources_ready
+comes, the pods still held over are removed: REMOVE updates with
+resync=True, before on_sources_ready.
+
 A client given resume_after= (a point saved by an earlier run of the
 program, which keeps its own state up to it) holds in its cache only what
 comes after that point: has_synced stays False after the replay.  A full
@@ -391,6 +404,7 @@ class _Cache:
 
     def __init__(self):
         self.pods = {}       # (source, uid) -> Pod
+        self.held = set()    # (source, uid) of the pods held over
         self.plugins = {}    # socket -> (plugin_json, type, name)
         self._keys = []      # Pod.key() of each pod, sorted
         self._order = []     # the pods in that order
@@ -416,6 +430,7 @@ class _Cache:
         del self._order[i]
 
     def _put(self, p):
+        self.held.discard((p.source, p.uid))
         old = self.pods.get((p.source, p.uid))
         if old is not None:
             if old.key() == p.key():
@@ -433,11 +448,13 @@ class _Cache:
         self._order.insert(i, p)
 
     def _drop(self, k):
+        self.held.discard(k)
         old = self.pods.pop(k, None)
         if old is not None:
             self._unindex(old)
 
     def _set(self, pods):
+        self.held = set()
         self.pods = {(p.source, p.uid): p for p in pods}
         self._order = sorted(self.pods.values(), key=Pod.key)
         self._keys = [p.key() for p in self._order]
@@ -454,6 +471,32 @@ class _Cache:
                 self._drop((p.source, p.uid))
             else:
                 self._put(p)
+
+    def hold_over(self, old, delivered):
+        """Puts in the pods of old whose source is not in delivered (a
+        full state being built: it holds none of them), held over."""
+        for k, p in old.pods.items():
+            if p.source not in delivered:
+                self._put(p)
+                self.held.add(k)
+
+    def set_keeping_held(self, pods):
+        """A SET that keeps the held pods it does not carry (of a source
+        and uid, the SET's wins)."""
+        held = {k: self.pods[k] for k in self.held}
+        self._set(list(held.values()) + list(pods))
+        self.held = {k for k, p in held.items() if self.pods.get(k) is p}
+
+    def drop_held(self):
+        """Takes the held pods out: REMOVE records per source (sorted),
+        pods in the daemon's order."""
+        gone = collections.defaultdict(list)
+        for p in self._order:
+            if (p.source, p.uid) in self.held:
+                gone[p.source].append(p)
+        for k in list(self.held):
+            self._drop(k)
+        return [("REMOVE", src, gone[src]) for src in sorted(gone)]
 
     def apply_plugin(self, m):
         if m.plugin_op == "REGISTERED":
@@ -525,6 +568,10 @@ class Client:
     called with one argument: on_pods(Update), on_synced(resumed),
     on_sources_ready(list), on_plugin(PluginEvent), on_error(Error),
     on_reconnect(Reconnect), on_log(level, line), on_line(line).
+    on_sources_ready is called when the list is first seen or changes;
+    pods held over after a daemon restart and not delivered again are
+    removed just before it (REMOVE updates, resync=True), list changed or
+    not.
 
     resume_after: a point saved by an earlier run of the program (which
     keeps its state up to it): the first connection resumes after it, and
@@ -560,7 +607,10 @@ class Client:
     def has_synced(self):
         """True when the cache is the daemon's whole state: once a
         connection reached synced with a full state, and from then on (a
-        resume keeps the cache, a replay adds to it).  After resume_after=
+        resume keeps the cache, a replay adds to it).  After a daemon
+        restart, until sources_ready, the cache is the daemon's state plus
+        the pods held over from the sources it has not heard from yet,
+        each with the text last handed on.  After resume_after=
         a replay does not make it true (the cache holds only the pods the
         replay carried; on_synced(True) says you are up to date); a full
         state does."""
@@ -883,25 +933,65 @@ class Client:
 
     def _apply(self, m):
         try:
-            if m.type == "pods":
+            if m.type == "pods" and self._cache.held:
+                told = self._apply_held(m)
+            elif m.type == "pods":
                 self._cache.apply_pods(m)
+                told = [Update(m.op, m.source, list(m.pods), m.seq, False)]
             elif m.type == "plugin":
                 self._cache.apply_plugin(m)
+            elif m.type == "sources_ready" and self._cache.held:
+                self._log("info", 'sources ready on "%s": %d pods held over '
+                          "since the last full state were not delivered "
+                          "again: removed" % (self.path,
+                                              len(self._cache.held)))
+                told = [Update(op, src, pods, 0, True)
+                        for op, src, pods in self._cache.drop_held()]
+            else:
+                told = []
         except MemoryError:
             self._set_end(NOMEM, errno.ENOMEM, "out of memory applying "
                           "message %d; resynchronizing" % m.seq)
             return False
         self._point = m.seq
-        if m.type == "pods":
-            self._tell("pods", Update(m.op, m.source, list(m.pods), m.seq,
-                                      False))
+        if m.type in ("pods", "sources_ready"):
+            for u in told:
+                self._tell("pods", u)
         elif m.type == "plugin":
             self._tell("plugin", PluginEvent(
                 m.plugin_op, m.socket, m.plugin_type, m.plugin_name,
                 m.plugin_json, m.error, m.seq, False))
-        elif m.type == "sources_ready":
+        if m.type == "sources_ready":
             self._set_ready(m.sources)
         return True
+
+    def _apply_held(self, m):
+        """A pods message while pods are held over (doc/protocol.md, "A
+        restarted daemon's late sources"): an ADD that carries a held pod
+        again ends its hold-over, and the pod is told only if it changed,
+        in an UPDATE (resync) after the ADD, which goes on with the other
+        pods; a SET keeps the held pods it does not carry and is told with
+        the whole cache; other ops as live.  Returns the updates to tell."""
+        cache = self._cache
+        if m.op == "SET":
+            cache.set_keeping_held(m.pods)
+            return [Update("SET", m.source, list(cache.ordered()), m.seq,
+                           False)]
+        if m.op != "ADD":
+            cache.apply_pods(m)
+            return [Update(m.op, m.source, list(m.pods), m.seq, False)]
+        keep, changed = [], []
+        for p in m.pods:
+            k = (p.source, p.uid)
+            if k not in cache.held:
+                keep.append(p)
+            elif not _same(cache.pods[k].json, p.json):
+                changed.append(p)
+        cache.apply_pods(m)
+        told = [Update("ADD", m.source, keep, m.seq, False)]
+        if changed:
+            told.append(Update("UPDATE", m.source, changed, 0, True))
+        return told
 
     def _set_ready(self, sources):
         if sources != self._ready:
@@ -942,6 +1032,13 @@ class Client:
                 fresh.apply_plugin(h)
             elif h.type == "sources_ready":
                 ready = h.sources
+        if not self._partial and self._cache.pods and ready is None:
+            # The sources this state has not heard from keep their pods
+            # until they deliver or sources_ready (doc/protocol.md, "A
+            # restarted daemon's late sources").
+            delivered = {h.source for h in self._held if h.type == "pods"}
+            delivered |= {p.source for p in fresh.pods.values()}
+            fresh.hold_over(self._cache, delivered)
         if self._partial:
             recs = [("SET", "*", list(fresh.ordered()))]
             plugs = [("REGISTERED", sock, fresh.plugins[sock])

@@ -387,9 +387,11 @@ def _(t):
                             spod("e", "eps")), synced(502, False))
     drain(c)
     log = rec.take()
+    # api did not deliver in this full state: its pod c is held over.
     if log != ["error server SlowConsumer", "reconnect 91",
-               "REMOVE api c resync", "REMOVE file d resync",
-               "ADD file e resync", "UPDATE file a resync", "synced False"]:
+               "REMOVE file d resync", "ADD file e resync",
+               "UPDATE file a resync", "synced False"] or \
+            c.pod_by_uid("c") is None:
         raise AssertionError(log)
     rec.check(c)
     if c.pod_by_uid("e").name != "eps" or \
@@ -503,6 +505,167 @@ def _(t):
         raise AssertionError(rec.log)
     rec.check(c)
     c.close()
+
+
+def start_three_sources(t, mode="incremental"):
+    """A client that held file a, b; api c, d, e, x; http h, and the
+    daemon's ShuttingDown: (script, client, recorder) after the cut."""
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(dict(hello(5), mode=mode),
+           pods(6, "ADD", "file", spod("a", "alpha"), spod("b", "beta")),
+           pods(7, "ADD", "api", *[spod(u, n, "api") for u, n in (
+               ("c", "gamma"), ("d", "delta"), ("e", "eps"), ("x", "xi"))]),
+           pods(8, "ADD", "http", spod("h", "eta", "http")),
+           synced(10, False),
+           {"type": "sources_ready", "seq": 11,
+            "sources": ["api", "file", "http"]},
+           {"type": "error", "seq": 12, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    return s, c, rec
+
+
+def ready(seq, *sources):
+    return {"type": "sources_ready", "seq": seq, "sources": list(sources)}
+
+
+@test("python: a restarted daemon whose api source delivers late: no api "
+      "pod removed at the resync; then an unchanged pod not told, a changed "
+      "one an UPDATE resync after the ADD of the new one, another op as "
+      "sent; sources_ready removes the one not delivered again "
+      "(doc/protocol.md, \"A restarted daemon's late sources\")")
+def _(t):
+    s, c, rec = start_three_sources(t)
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
+                            spod("b", "beta", gen=2)),
+           pods(902, "ADD", "http"), synced(903, False))
+    drain(c)
+    log = rec.take()
+    if log != ["UPDATE file b resync", "REMOVE http h resync",
+               "synced False"] or not c.has_synced or len(c) != 6:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    s.send(pods(904, "UPDATE", "file", spod("a", "alpha", gen=3)),
+           pods(905, "UPDATE", "api", spod("x", "xi", "api", gen=2)),
+           pods(906, "ADD", "api", spod("c", "gamma", "api"),
+                spod("d", "delta", "api", gen=2), spod("f", "phi", "api")))
+    drain(c)
+    log = rec.take()
+    if log != ["UPDATE file a", "UPDATE api x", "ADD api f",
+               "UPDATE api d resync"] or len(c) != 7:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    s.send(ready(907, "api", "file", "http"))
+    drain(c)
+    log = rec.take()
+    if log != ["REMOVE api e resync"] or c.pod_by_uid("e") or len(c) != 6:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    s.send(pods(908, "ADD", "api", spod("c", "gamma", "api")))
+    drain(c)
+    if rec.take() != ["ADD api c"]:
+        raise AssertionError("an ADD after sources_ready is filtered")
+    c.close()
+
+
+@test("python: a pod held over whose source is not in the new run's "
+      "sources_ready (no longer configured) is removed then")
+def _(t):
+    s, c, rec = start_three_sources(t)
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
+                            spod("b", "beta")),
+           pods(902, "ADD", "api", *[spod(u, n, "api") for u, n in (
+               ("c", "gamma"), ("d", "delta"), ("e", "eps"), ("x", "xi"))]),
+           synced(903, False), ready(904, "api", "file"))
+    drain(c)
+    log = rec.take()
+    if log != ["synced False", "REMOVE http h resync"] or len(c) != 6:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    c.close()
+
+
+@test("python: the hold-over lasts across connections: a replay applies "
+      "as live, a further full state holds again what its sources did not "
+      "deliver and compares what they did")
+def _(t):
+    s, c, rec = start_three_sources(t)
+    slow = {"type": "error", "seq": 0, "reason": "SlowConsumer",
+            "message": "slow"}
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
+                            spod("b", "beta")), synced(903, False),
+           dict(slow, seq=904))
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    if rec.take() != ["synced False", "error server SlowConsumer",
+                      "reconnect 903"]:
+        raise AssertionError(rec.log)
+    s.send(hello(1000), pods(905, "ADD", "http", spod("h", "eta", "http")),
+           synced(1001, True), dict(slow, seq=1002))
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    if rec.take() != ["ADD http ", "synced True", "error server SlowConsumer",
+                      "reconnect 1001"]:
+        raise AssertionError(rec.log)
+    s.send(hello(2000), pods(2001, "ADD", "file", spod("a", "alpha"),
+                             spod("b", "beta")),
+           pods(2002, "ADD", "http", spod("h", "eta", "http")),
+           synced(2003, False), dict(slow, seq=2004))
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    if rec.take() != ["synced False", "error server SlowConsumer",
+                      "reconnect 2003"] or len(c) != 7:
+        raise AssertionError(rec.log)
+    s.send(hello(3000), pods(3001, "ADD", "api", spod("c", "gamma", "api", 2),
+                             spod("d", "delta", "api"), spod("x", "xi", "api")),
+           pods(3002, "ADD", "file", spod("a", "alpha"), spod("b", "beta")),
+           pods(3003, "ADD", "http", spod("h", "eta", "http")),
+           synced(3004, False))
+    drain(c)
+    if rec.take() != ["REMOVE api e resync", "UPDATE api c resync",
+                      "synced False"]:
+        raise AssertionError(rec.log)
+    rec.check(c)
+    c.close()
+
+
+@test("python: the snapshot modes: a live SET of the late source replaces "
+      "the pods it carries, keeps the held ones it does not, and is handed "
+      "on with the whole cache; sources_ready removes those")
+def _(t):
+    for mode in ("snapshot", "snapshot-and-updates"):
+        s, c, rec = start_three_sources(t, mode)
+        merged = [spod("a", "alpha"), spod("b", "beta"),
+                  spod("h", "eta", "http")]
+        s.send(dict(hello(900), mode=mode), pods(901, "SET", "file", *merged),
+               pods(902, "SET", "http", *merged), synced(903, False))
+        drain(c)
+        if rec.take() != ["synced False"] or len(c) != 7:
+            raise AssertionError(rec.log)
+        s.send(pods(904, "SET", "api", spod("a", "alpha"), spod("b", "beta"),
+                    spod("c", "gamma", "api", 2), spod("d", "delta", "api"),
+                    spod("h", "eta", "http"), spod("g", "gimel", "api")))
+        drain(c)
+        if rec.take() != ["SET api a,b,d,e,h,c,g,x"] or len(c) != 8:
+            raise AssertionError(rec.log)
+        rec.check(c)
+        s.send(ready(905, "api", "file", "http"))
+        drain(c)
+        if rec.take() != ["REMOVE api e,x resync"] or len(c) != 6:
+            raise AssertionError(rec.log)
+        rec.check(c)
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
 
 
 @test("python: resume_after= a saved point: after the replay has_synced is "
