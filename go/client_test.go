@@ -501,10 +501,24 @@ func TestDaemonRestart(t *testing.T) {
 	f.hello(9000000)
 	f.pods(9000001, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "kube-system", "beta", "file", 1))
 	f.synced(9000002, false)
-	// The api source has not delivered yet in the new daemon.  (Before
-	// that, the connect errors until the socket came back.)
+	// The api source has not delivered yet in the new daemon: its pod is
+	// held over, not removed (doc/protocol.md, "A restarted daemon's late
+	// sources").  (Before that, the connect errors until the socket came
+	// back.)
 	x.r.skip(t, func(s string) bool { return s == "error connect" || s == "reconnect after 10" })
-	x.r.expect(t, "pods REMOVE api resync c", "synced state")
+	x.r.expect(t, "synced state")
+	if p, ok := x.c.PodByUID("c"); !ok || p.Source() != "api" || !x.c.HasSynced() {
+		t.Fatalf("api's pod: %v %v", p, ok)
+	}
+	x.r.checkModel(t, x.c)
+	// It delivers the same pod: nothing of it is handed on (the ADD goes
+	// on empty, as the daemon's own marker of a source seen).
+	f.pods(9000003, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	f.send(`{"type":"sources_ready","seq":9000004,"sources":["api","file"]}`)
+	x.r.expect(t, "pods ADD api", "ready api file")
+	if x.c.Len() != 3 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
 	x.r.checkModel(t, x.c)
 	// Back to the first delay once synced.
 	f.close()
@@ -512,8 +526,160 @@ func TestDaemonRestart(t *testing.T) {
 		x.r.mu.Lock()
 		defer x.r.mu.Unlock()
 		last := x.r.reconnects[len(x.r.reconnects)-1]
-		return last.ResumeAfter == 9000002 && last.Delay == time.Millisecond && last.Attempt == 1
+		return last.ResumeAfter == 9000004 && last.Delay == time.Millisecond && last.Attempt == 1
 	})
+}
+
+// startThreeSources gives a client the state file a, b; api c, d, e, x;
+// http h; then the daemon's ShuttingDown, and accepts the next
+// connection.
+func startThreeSources(t *testing.T, f *fake, x *running, mode string) {
+	t.Helper()
+	f.accept()
+	f.send(`{"type":"hello","protocol":1,"mode":"%s","node":"n1","seq":5}`, mode)
+	f.pods(6, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(7, "ADD", "api", podText("c", "default", "gamma", "api", 1), podText("d", "default", "delta", "api", 1),
+		podText("e", "default", "eps", "api", 1), podText("x", "default", "xi", "api", 1))
+	f.pods(8, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(10, false)
+	f.send(`{"type":"sources_ready","seq":11,"sources":["api","file","http"]}`)
+	f.send(`{"type":"error","seq":12,"reason":"ShuttingDown","message":"bye"}`)
+	x.r.expect(t, "pods ADD api d e c x", "pods ADD file a b", "pods ADD http h", "synced state",
+		"ready api file http", "error server ShuttingDown", "reconnect after 11")
+	f.accept()
+}
+
+// A daemon restart whose api source delivers late (the API server
+// unreachable for a while): the full state has file and http only.  No
+// api pod is removed then; when api delivers, an unchanged pod is not
+// handed on, a changed one is an UPDATE flagged resync, a new one goes in
+// the ADD; another op on a held pod goes as sent; sources_ready removes
+// the pod api did not deliver again.  Meanwhile HasSynced holds.  As the
+// C library's test_restart_late_source.
+func TestRestartLateSource(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	startThreeSources(t, f, x, "incremental")
+	f.hello(900)
+	f.pods(901, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 2))
+	f.pods(902, "ADD", "http")
+	f.synced(903, false)
+	x.r.expect(t, "pods UPDATE file resync b", "pods REMOVE http resync h", "synced state")
+	if !x.c.HasSynced() || x.c.Len() != 6 {
+		t.Fatalf("synced %v, %d pods", x.c.HasSynced(), x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+	f.pods(904, "UPDATE", "file", podText("a", "default", "alpha", "file", 3))
+	f.pods(905, "UPDATE", "api", podText("x", "default", "xi", "api", 2))
+	f.pods(906, "ADD", "api", podText("c", "default", "gamma", "api", 1), podText("d", "default", "delta", "api", 2),
+		podText("f", "default", "phi", "api", 1))
+	x.r.expect(t, "pods UPDATE file a", "pods UPDATE api x", "pods ADD api f", "pods UPDATE api resync d")
+	if x.c.Len() != 7 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+	f.send(`{"type":"sources_ready","seq":907,"sources":["api","file","http"]}`)
+	x.r.expect(t, "pods REMOVE api resync e")
+	// The same list as before the restart: not told again.
+	f.pods(908, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	x.r.expect(t, "pods ADD api c")
+	if _, ok := x.c.PodByUID("e"); ok || x.c.Len() != 6 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// A held pod whose source is not in the new run's sources_ready (no
+// longer configured) is removed then, flagged resync.
+func TestRestartSourceGone(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	startThreeSources(t, f, x, "incremental")
+	f.hello(900)
+	f.pods(901, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(902, "ADD", "api", podText("c", "default", "gamma", "api", 1), podText("d", "default", "delta", "api", 1),
+		podText("e", "default", "eps", "api", 1), podText("x", "default", "xi", "api", 1))
+	f.synced(903, false)
+	f.send(`{"type":"sources_ready","seq":904,"sources":["api","file"]}`)
+	x.r.expect(t, "synced state", "pods REMOVE http resync h", "ready api file")
+	if x.c.Len() != 6 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// The hold-over lasts across connections: a replay applies as live, and
+// a further full state holds again what its sources did not deliver, and
+// compares what they did.
+func TestRestartHeldAcrossReconnects(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	startThreeSources(t, f, x, "incremental")
+	f.hello(900)
+	f.pods(901, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.synced(903, false)
+	f.send(`{"type":"error","seq":904,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "synced state", "error server SlowConsumer", "reconnect after 903")
+	f.accept()
+	f.hello(1000)
+	f.pods(905, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(1001, true)
+	f.send(`{"type":"error","seq":1002,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "pods ADD http", "synced resumed", "error server SlowConsumer", "reconnect after 1001")
+	f.accept()
+	f.hello(2000)
+	f.pods(2001, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(2002, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(2003, false)
+	f.send(`{"type":"error","seq":2004,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "synced state", "error server SlowConsumer", "reconnect after 2003")
+	if x.c.Len() != 7 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	f.accept()
+	f.hello(3000)
+	f.pods(3001, "ADD", "api", podText("c", "default", "gamma", "api", 2), podText("d", "default", "delta", "api", 1),
+		podText("x", "default", "xi", "api", 1))
+	f.pods(3002, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(3003, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(3004, false)
+	x.r.expect(t, "pods REMOVE api resync e", "pods UPDATE api resync c", "synced state")
+	x.r.checkModel(t, x.c)
+}
+
+// The snapshot modes: a live SET of the late source replaces the pods it
+// carries, keeps the held ones it does not, and is handed on with the
+// whole cache; sources_ready removes those.
+func TestRestartLateSourceSnapshot(t *testing.T) {
+	for _, mode := range []string{"snapshot", "snapshot-and-updates"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFake(t)
+			x := start(t, Config{Path: f.path})
+			startThreeSources(t, f, x, mode)
+			merged := []string{podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1),
+				podText("h", "default", "eta", "http", 1)}
+			f.send(`{"type":"hello","protocol":1,"mode":"%s","node":"n1","seq":900}`, mode)
+			f.pods(901, "SET", "file", merged...)
+			f.pods(902, "SET", "http", merged...)
+			f.synced(903, false)
+			x.r.expect(t, "synced state")
+			if x.c.Len() != 7 {
+				t.Fatalf("%d pods", x.c.Len())
+			}
+			f.pods(904, "SET", "api", podText("a", "default", "alpha", "file", 1),
+				podText("b", "default", "beta", "file", 1), podText("c", "default", "gamma", "api", 2),
+				podText("d", "default", "delta", "api", 1), podText("h", "default", "eta", "http", 1),
+				podText("g", "default", "gimel", "api", 1))
+			x.r.expect(t, "pods SET api a b d e h c g x")
+			x.r.checkModel(t, x.c)
+			f.send(`{"type":"sources_ready","seq":905,"sources":["api","file","http"]}`)
+			x.r.expect(t, "pods REMOVE api resync e x")
+			if x.c.Len() != 6 {
+				t.Fatalf("%d pods", x.c.Len())
+			}
+			x.r.checkModel(t, x.c)
+		})
+	}
 }
 
 func TestSeqGoingBack(t *testing.T) {

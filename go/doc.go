@@ -23,6 +23,12 @@
 //     (doc/protocol.md, "Which pods changed"): each run of the daemon
 //     stamps config.seen anew, so a daemon restart alone hands on no
 //     UPDATE.  The cache still takes the new text.
+//   - A full state after a daemon restart lacks the sources the new run
+//     has not heard from yet: their pods are held over (kept, not handed
+//     on) until the source delivers them again (an unchanged one is not
+//     handed on, a changed one is an UPDATE) or sources_ready removes
+//     the rest, as the kubelet deletes nothing before it has seen all its
+//     sources (doc/protocol.md, "A restarted daemon's late sources").
 //   - The client reconnects by itself after the daemon exits, restarts, or
 //     cuts it (SlowConsumer, ResourceExhausted, a cut inside a line, whose
 //     partial line is dropped), waiting BackoffMin (100 ms) doubling up to

@@ -70,9 +70,22 @@ func parseOp(s string) (Op, bool) {
 // source and UID, and a pod the same by the merger's rule (doc/protocol.md,
 // "Which pods changed": a new kubernetes.io/config.seen, stamped anew by
 // each run of the daemon, is no change; a new name is) is not in an
-// UPDATE record, but the cache takes its new text.  Applied in order, the updates a handler sees give the
-// cache.  A SET is the whole merged state (snapshot modes): the cache is
-// replaced by its pods.
+// UPDATE record, but the cache takes its new text.  Applied in order,
+// the updates a handler sees give the cache.  A SET is the whole merged
+// state (snapshot modes): the cache is replaced by its pods.
+//
+// A full state after a daemon restart lacks the sources the new run has
+// not heard from yet (an unreachable API server, a slow manifest URL).
+// Their pods are held over, as the kubelet makes no deletion before it
+// has seen all its sources (doc/protocol.md, "A restarted daemon's late
+// sources"): they stay in the cache and nothing is handed on for them.
+// When the source delivers, a held-over pod that a live ADD carries again
+// is handed on only if it changed, as an UPDATE record (Resync true, Seq
+// 0) after the ADD, which goes on with its other pods (maybe none); a
+// live SET (snapshot modes) keeps the held-over pods it does not carry
+// and is handed on with the whole cache; another op on a held-over pod
+// goes as sent.  When sources_ready comes, the pods still held over are
+// removed: REMOVE records, Resync true, before Handlers.SourcesReady.
 //
 // A client started with Config.Resume holds only what came after that
 // point (the program holds the rest): a full state cannot be compared
@@ -161,7 +174,9 @@ type Handlers struct {
 	Synced func(resumed bool)
 	// SourcesReady: every configured source has delivered; called when
 	// the list is first seen or changes (a restarted daemon with other
-	// sources).
+	// sources).  Pods held over after a daemon restart and not delivered
+	// again are removed just before (REMOVE records, Resync), list
+	// changed or not.
 	SourcesReady func(sources []string)
 	// Plugin gets every plugin event (see PluginEvent).
 	Plugin func(e PluginEvent)

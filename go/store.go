@@ -32,6 +32,10 @@ type store struct {
 	byUID   map[string]uidSlot
 	plugins []Plugin // sorted by Socket
 	watch   func(old, new *pod)
+	// held: the pods held over after a daemon restart (doc/protocol.md,
+	// "A restarted daemon's late sources"), by key.  Any change that
+	// replaces or removes one ends its hold-over.
+	held map[podKey]*pod
 }
 
 func newStore() *store {
@@ -125,6 +129,7 @@ func (s *store) applyPods(m *message) {
 	for _, pp := range m.pods {
 		p := pp.p
 		old := s.get(p.source, p.uid)
+		delete(s.held, podKey{p.source, p.uid})
 		switch {
 		case m.op == OpRemove:
 			if old != nil {
@@ -244,6 +249,7 @@ func (s *store) replacePods(pods []*pod, byUID map[string]uidSlot) {
 	}
 	s.pods = pods
 	s.byUID = byUID
+	s.held = nil
 }
 
 // mergeWalk walks two sorted slices of pods together: fn(old, nil) for
@@ -430,8 +436,98 @@ func diffPlugins(a, b []Plugin) []pluginChange {
 	return out
 }
 
-// replace makes fresh's pods and plugins the store's (watch told).
+// replace makes fresh's pods, held pods and plugins the store's (watch
+// told).
 func (s *store) replace(fresh *store) {
 	s.replacePods(fresh.pods, fresh.byUID)
+	s.held = fresh.held
 	s.plugins = fresh.plugins
+}
+
+// holdOver puts into s (a full state being built, which holds no pod of
+// these sources) the pods of old whose source is not delivered, held
+// over.  O(n): one merge of two sorted slices.
+func (s *store) holdOver(old *store, delivered map[string]bool) {
+	var keep []*pod
+	for _, p := range old.pods {
+		if !delivered[p.source] {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	merged := make([]*pod, 0, len(s.pods)+len(keep))
+	mergeWalk(s.pods, keep, func(a, b *pod) {
+		if a != nil {
+			merged = append(merged, a)
+		}
+		if b != nil && b != a {
+			merged = append(merged, b)
+		}
+	})
+	s.pods = merged
+	s.held = make(map[podKey]*pod, len(keep))
+	for _, p := range keep {
+		s.uidAdd(p)
+		s.held[podKey{p.source, p.uid}] = p
+	}
+}
+
+// isHeld: p is a pod held over.
+func (s *store) isHeld(p *pod) bool {
+	return p != nil && s.held[podKey{p.source, p.uid}] == p
+}
+
+// setKeepingHeld applies a SET that keeps the held pods it does not carry
+// (of a source and UID, the SET's wins).
+func (s *store) setKeepingHeld(m *message) {
+	held := s.held
+	all := make([]Pod, 0, len(held)+len(m.pods))
+	for _, p := range s.pods {
+		if s.isHeld(p) {
+			all = append(all, Pod{p})
+		}
+	}
+	s.replacePods(sortedPods(append(all, m.pods...)))
+	for k, p := range held {
+		if s.get(k.source, k.uid) == p {
+			if s.held == nil {
+				s.held = map[podKey]*pod{}
+			}
+			s.held[k] = p
+		}
+	}
+}
+
+// dropHeld takes the held pods out: REMOVE records per source (in byte
+// order), pods in the cache's order.  O(n).
+func (s *store) dropHeld() []record {
+	bySource := map[string][]Pod{}
+	var sources []string
+	n := 0
+	for _, p := range s.pods {
+		if !s.isHeld(p) {
+			s.pods[n] = p
+			n++
+			continue
+		}
+		if bySource[p.source] == nil {
+			sources = append(sources, p.source)
+		}
+		bySource[p.source] = append(bySource[p.source], Pod{p})
+		s.uidRemove(p)
+		s.changed(p, nil)
+	}
+	for i := n; i < len(s.pods); i++ {
+		s.pods[i] = nil
+	}
+	s.pods = s.pods[:n]
+	s.held = nil
+	sort.Strings(sources)
+	var recs []record
+	for _, src := range sources {
+		recs = append(recs, record{op: OpRemove, source: src, pods: bySource[src]})
+	}
+	return recs
 }
