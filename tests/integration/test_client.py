@@ -1082,5 +1082,143 @@ def _(t):
         srv.close()
 
 
+
+# ---- a restarted daemon's late sources ----------------------------------------
+
+def short(name):
+    """h1 for the pod h1-node1 (C) or the uid uid-h1 (Python)."""
+    return name[len("uid-"):] if name.startswith("uid-") else \
+        name[:-len("-" + harness.NODE)] if name.endswith("-" + harness.NODE) \
+        else name
+
+
+def changes(log):
+    """[(op, source, short name, resync)] of every pod in the pods records
+    of a log ("OP source a,b[ resync]"), SETs left out."""
+    out = []
+    for x in log:
+        w = x.split(" ")
+        if w[0] in podmux.OPS and w[0] != "SET" and len(w) > 2 and w[2]:
+            out += [(w[0], w[1], short(n), w[-1] == "resync")
+                    for n in w[2].split(",")]
+    return out
+
+
+@test("a daemon restart while the manifest URL is down: consumers on "
+      "libpodmux-client and on the Python module reconnect during the "
+      "window and keep the HTTP pods (no REMOVE, no ADD again) until the URL "
+      "answers; then exactly what changed while the daemon was away "
+      "(doc/protocol.md, \"A restarted daemon's late sources\")",
+      params=MODES)
+def _(t):
+    from manifest_server import ManifestServer
+    srv = ManifestServer()
+    try:
+        late_http(t, t.param, srv)
+    finally:
+        srv.stop()
+
+
+def late_http(t, mode, srv):
+    m = t.mkdir("manifests")
+
+    def serve(*pods):
+        srv.set(body=json.dumps({"apiVersion": "v1", "kind": "PodList",
+                                 "metadata": {}, "items": [
+                                     harness.pod_obj(n, uid="uid-" + n,
+                                                     image=i)
+                                     for n, i in pods]}))
+
+    for x in ("f1", "f2", "f3"):
+        write_file(os.path.join(m, x + ".yaml"), pod_yaml(x, uid="uid-" + x))
+    serve(("h1", "nginx:1.25"), ("h2", "nginx:1.25"), ("h3", "nginx:1.25"))
+    d = t.daemon(m, mode=mode, extra=["--manifest-url", srv.url(),
+                                      "--http-check-frequency", "1s"])
+    cc = ChaosClient(t, d.sock)
+    pc = podmux.Client(d.sock)
+    rec = Rec(pc)
+    pc.on_sources_ready = lambda s: rec.log.append("ready " + ",".join(s))
+    logs = {"C": [], "Python": []}
+
+    def pump():
+        pc.process()
+        logs["C"] += cc.ask("log")
+        logs["Python"] += rec.take()
+
+    def caches():
+        """{consumer: sorted short names} of the pods each holds."""
+        return {"C": sorted(short(harness.pod_name(x["pod"]))
+                            for x in cc.ask("dump")["pods"]),
+                "Python": sorted(short(p.uid) for p in pc.pods())}
+
+    def until(what, pred):
+        harness.wait_for(lambda: pump() or pred(), T_LONG, what,
+                         interval=0.05)
+
+    until("both consumers hold the six pods, sources ready", lambda: all(
+        "ready file,http" in x for x in logs.values()) and all(
+        len(v) == 6 for v in caches().values()))
+    logs["C"], logs["Python"] = [], []
+    # The URL goes down, the daemon restarts; meanwhile f2 changed, f4
+    # came, h2 changed, h3 went, h4 came.
+    srv.stop()
+    d.stop()
+    write_file(os.path.join(m, "f2.yaml"),
+               pod_yaml("f2", uid="uid-f2", image="nginx:2"))
+    write_file(os.path.join(m, "f4.yaml"), pod_yaml("f4", uid="uid-f4"))
+    serve(("h1", "nginx:1.25"), ("h2", "nginx:2"), ("h4", "nginx:1.25"))
+    d.start()
+    window = ["f1", "f2", "f3", "f4", "h1", "h2", "h3"]
+    until("both consumers synced with the new run and hold its file pods",
+          lambda: all(any(x.startswith("synced") for x in v)
+                      for v in logs.values()) and all(
+              v == window for v in caches().values()))
+    probe = d.connect()
+    st = probe.wait_state(lambda s: len(s.pods) == 4, "the file pods")
+    if any(harness.pod_name(p).startswith("h") for p in st.pods.values()):
+        raise AssertionError("the daemon has HTTP pods with the URL down: "
+                             "the test shows nothing")
+    probe.close()
+    for who, log in logs.items():
+        bad = [x for x in changes(log) if x[2].startswith("h")]
+        if bad:
+            raise AssertionError("%s: HTTP pods told in the window: %r" % (
+                who, bad))
+    srv.start()
+    # sources_ready (the same list as the last run's: not told again)
+    # removes h3.
+    want_final = ["f1", "f2", "f3", "f4", "h1", "h2", "h4"]
+    until("the URL's pods on both consumers, h3 gone",
+          lambda: all(v == want_final for v in caches().values()))
+    for who, log in logs.items():
+        ch = changes(log)
+        told = sorted((op, n) for op, _, n, _ in ch)
+        if mode == "incremental":
+            want = [("ADD", "f4"), ("ADD", "h4"), ("REMOVE", "h3"),
+                    ("UPDATE", "f2"), ("UPDATE", "h2")]
+        else:
+            # The SET of the late source carries its changes.
+            want = [x for x in [("ADD", "f4"), ("REMOVE", "h3"),
+                                ("UPDATE", "f2")] if x in told]
+            if ("REMOVE", "h3") not in want:
+                want.append(("REMOVE", "h3"))
+            want.sort()
+        if told != want:
+            raise AssertionError("%s in %s mode was told %r, want %r "
+                                 "(log %r)" % (who, mode, told, want, log))
+        for op, src, n, resync in ch:
+            if (n in ("h2", "h3", "f2") and not resync) or \
+                    (n == "h4" and resync):
+                raise AssertionError("%s: %s %s with resync %s (log %r)" % (
+                    who, op, n, resync, log))
+    probe = d.connect()
+    probe.wait_state(lambda s: len(s.pods) == 7, "the whole state")
+    want_seen = {u: harness.pod_ann(p, SEEN) for u, p in probe.state.pods.items()}
+    probe.close()
+    converged("the C consumer's state", cc.seen, want_seen)
+    converged("the Python consumer's state", lambda: py_seen(pc), want_seen)
+    rec.check(pc)
+    pc.close()
+
 if __name__ == "__main__":
     harness.main()
