@@ -54,10 +54,13 @@ type Client struct {
 	mu         sync.RWMutex
 	st         *store
 	syncedOnce bool
-	hasPoint   bool
-	point      uint64
-	ready      []string
-	haveReady  bool
+	// partial: the cache holds only what came after a point given by
+	// Config.Resume (the program holds the rest); cleared by a full state.
+	partial   bool
+	hasPoint  bool
+	point     uint64
+	ready     []string
+	haveReady bool
 
 	// Run's goroutine only.
 	ctx                             context.Context
@@ -81,6 +84,7 @@ func NewClient(cfg Config) *Client {
 		noRetry:    cfg.NoReconnect,
 		st:         newStore(),
 		hasPoint:   cfg.Resume,
+		partial:    cfg.Resume,
 		point:      cfg.ResumeAfter,
 		backoffMin: BackoffMin,
 		backoffMax: BackoffMax,
@@ -380,10 +384,12 @@ func (c *Client) applyOne(m *message) {
 	switch m.typ {
 	case msgPods:
 		c.mu.Lock()
-		c.st.applyPods(m)
+		updates := c.applyPods(m)
 		c.setPoint(m.seq)
 		c.mu.Unlock()
-		c.deliverPods(Update{Op: m.op, Source: m.source, Pods: m.pods, Seq: m.seq})
+		for _, u := range updates {
+			c.deliverPods(u)
+		}
 	case msgPlugin:
 		c.mu.Lock()
 		c.st.applyPlugin(m)
@@ -391,15 +397,67 @@ func (c *Client) applyOne(m *message) {
 		c.mu.Unlock()
 		c.deliverPlugin(PluginEvent{Op: m.pluginOp, Plugin: m.plugin, Error: m.errorText, Seq: m.seq})
 	case msgSourcesReady:
+		// Every source has delivered: a pod still held over was not
+		// delivered again, or its source is gone.
 		c.mu.Lock()
+		n := len(c.st.held)
+		recs := c.st.dropHeld()
 		c.setPoint(m.seq)
 		c.mu.Unlock()
+		if n > 0 {
+			c.logf(LogInfo, "sources ready on \"%s\": %d pods held over since the last full state were not "+
+				"delivered again: removed", c.path, n)
+		}
+		for _, r := range recs {
+			c.deliverPods(Update{Op: r.op, Source: r.source, Pods: r.pods, Resync: true})
+		}
 		c.applyReady(m.sources)
 	default:
 		c.mu.Lock()
 		c.setPoint(m.seq)
 		c.mu.Unlock()
 	}
+}
+
+// applyPods applies a "pods" message (mu held) and returns what to hand
+// on.  While pods are held over (doc/protocol.md, "A restarted daemon's
+// late sources"): an ADD that carries a held pod again ends its
+// hold-over, and the pod is handed on only if it changed, in an UPDATE
+// (Resync) after the ADD, which goes on with the other pods (maybe none);
+// a SET keeps the held pods it does not carry and is handed on with the
+// whole cache; other ops go as sent.
+func (c *Client) applyPods(m *message) []Update {
+	live := Update{Op: m.op, Source: m.source, Pods: m.pods, Seq: m.seq}
+	st := c.st
+	switch {
+	case len(st.held) == 0:
+		st.applyPods(m)
+		return []Update{live}
+	case m.op == OpSet:
+		st.setKeepingHeld(m)
+		live.Pods = wrap(st.pods)
+		return []Update{live}
+	case m.op != OpAdd:
+		st.applyPods(m)
+		return []Update{live}
+	}
+	var keep, changed []Pod
+	for _, p := range m.pods {
+		h := st.get(p.p.source, p.p.uid)
+		switch {
+		case !st.isHeld(h):
+			keep = append(keep, p)
+		case !samePod(h.text, p.p.text):
+			changed = append(changed, p)
+		}
+	}
+	st.applyPods(m)
+	live.Pods = keep
+	updates := []Update{live}
+	if len(changed) > 0 {
+		updates = append(updates, Update{Op: OpUpdate, Source: m.source, Pods: changed, Resync: true})
+	}
+	return updates
 }
 
 // applyReady keeps a sources_ready list, and tells when it differs.
@@ -491,26 +549,64 @@ func (c *Client) applyState(cs *conn, synced *message) {
 			ready, haveReady = h.sources, true
 		}
 	}
-	resync := c.syncedOnce
-	recs, plugins := c.st.diff(fresh)
+	resync, whole := c.syncedOnce, !c.partial
+	if whole && len(c.st.pods) > 0 && !haveReady {
+		// The sources this state has not heard from keep their pods until
+		// they deliver or sources_ready (doc/protocol.md, "A restarted
+		// daemon's late sources").
+		delivered := map[string]bool{}
+		for _, h := range cs.held {
+			if h.typ == msgPods {
+				delivered[h.source] = true
+			}
+		}
+		for _, p := range fresh.pods {
+			delivered[p.source] = true
+		}
+		fresh.holdOver(c.st, delivered)
+	}
+	var recs []record
+	var plugins []pluginChange
+	if whole {
+		recs, plugins = c.st.diff(fresh)
+	}
 	c.mu.Lock()
 	c.st.replace(fresh)
 	c.setPoint(synced.seq)
+	c.partial = false
 	n := len(c.st.pods)
 	c.mu.Unlock()
 	if haveReady {
 		c.applyReady(ready)
 	}
+	if !whole {
+		c.tellWhole(fresh)
+		return
+	}
 	how := ""
 	if resync {
 		how = " (resync)"
 	}
-	c.logf(LogInfo, "full state from \"%s\": %d pods, %d records of difference%s", c.path, n, len(recs), how)
+	c.logf(LogInfo, "full state from \"%s\": %d pods, %d records of difference%s, %d held over", c.path, n,
+		len(recs), how, len(fresh.held))
 	for _, r := range recs {
 		c.deliverPods(Update{Op: r.op, Source: r.source, Pods: r.pods, Resync: resync})
 	}
 	for _, p := range plugins {
 		c.deliverPlugin(PluginEvent{Op: p.op, Plugin: p.plugin, Resync: resync})
+	}
+}
+
+// tellWhole hands on a full state met by a cache that holds only what
+// came after a saved resume point: what went away before it is unknown
+// here, so no difference can be told.  One SET of every pod (source "*")
+// and REGISTERED for every plugin, Resync set.
+func (c *Client) tellWhole(fresh *store) {
+	c.logf(LogInfo, "full state from \"%s\": %d pods, handed on whole (the cache held only what came after the "+
+		"resume point)", c.path, len(fresh.pods))
+	c.deliverPods(Update{Op: OpSet, Source: "*", Pods: wrap(fresh.pods), Resync: true})
+	for _, p := range fresh.plugins {
+		c.deliverPlugin(PluginEvent{Op: PluginRegistered, Plugin: p, Resync: true})
 	}
 }
 
@@ -524,13 +620,18 @@ func (c *Client) logf(level LogLevel, format string, args ...any) {
 
 // ---- the cache -------------------------------------------------------------
 
-// HasSynced reports whether a connection reached "synced": the cache is
-// then the daemon's whole state (as of the last message applied), and
-// stays so.
+// HasSynced reports whether the cache is the daemon's whole state (as of
+// the last message applied): once a connection reached "synced" with a
+// full state, and from then on (a resume keeps the cache, a replay adds
+// to it).  After a daemon restart, until sources_ready, the cache is the
+// daemon's state plus the pods held over from the sources it has not
+// heard from yet (see Update), each with the text last handed on.  After Config.Resume a replay does not make it true: the cache
+// holds only the pods the replay carried, and Handlers.Synced(true) says
+// the program is up to date.  It becomes true when a full state comes.
 func (c *Client) HasSynced() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.syncedOnce
+	return c.syncedOnce && !c.partial
 }
 
 // ResumePoint returns the number of the last message applied (false

@@ -8,10 +8,12 @@ package podmux
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,33 +255,143 @@ func TestResyncIgnoresConfigSeen(t *testing.T) {
 	x.r.checkModel(t, x.c)
 }
 
+// resyncCase is one pair of tests/fixtures/resync-diff.json: the texts
+// of one pod before and after a daemon restart, and whether the resync
+// diff tells it as changed (doc/protocol.md, "Which pods changed").
+type resyncCase struct {
+	Name, Before, After string
+	Changed             bool
+}
+
+func resyncCases(t *testing.T) []resyncCase {
+	t.Helper()
+	b, err := os.ReadFile("../tests/fixtures/resync-diff.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Cases []resyncCase }
+	if err := json.Unmarshal(b, &f); err != nil || len(f.Cases) == 0 {
+		t.Fatalf("the fixture: %v, %d cases", err, len(f.Cases))
+	}
+	return f.Cases
+}
+
+// The rule by itself, both ways round, on the fixture the C library and
+// the Python module read too; and on texts that are not JSON.
 func TestSamePod(t *testing.T) {
-	cases := []struct {
-		a, b string
-		same bool
-	}{
-		{`{"a":1}`, `{"a":1}`, true},
-		{`{"a":1}`, `{ "a" : 1 }`, true},
-		{`{"a":"\u0041"}`, `{"a":"A"}`, true},
-		{`{"a":1}`, `{"a":1.0}`, false}, // numbers in their spelling, as the C library's canonical text
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seen":"x"}}}`, `{"metadata":{}}`, true},
-		{`{"metadata":{"annotations":{}}}`, `{"metadata":{}}`, true},
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seen":"x","y":"1"}}}`, `{"metadata":{"annotations":{"y":"1"}}}`, true},
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seen":"x","y":"1"}}}`, `{"metadata":{"annotations":{"y":"2"}}}`, false},
-		{`{"metadata":{"annotations":{"kubernetes.io/config.seenx":"x"}}}`, `{"metadata":{}}`, false},
-		{`{"metadata":{},"status":{"kubernetes.io/config.seen":"x"}}`, `{"metadata":{},"status":{}}`, false},
-		{`{"metadata":{"annotations":null}}`, `{"metadata":{}}`, false},
-		{`{"a":[1,2]}`, `{"a":[2,1]}`, false},
-		{`not json`, `not json!`, false},
+	for _, c := range resyncCases(t) {
+		if samePod(c.Before, c.After) == c.Changed || samePod(c.After, c.Before) == c.Changed {
+			t.Errorf("case %s: samePod says %v", c.Name, !c.Changed)
+		}
+		if !samePod(c.Before, c.Before) {
+			t.Errorf("case %s: a text is not the same as itself", c.Name)
+		}
 	}
+	if samePod(`not json`, `not json!`) || samePod(`{}`, `{`) {
+		t.Error("a text that is not JSON is the same")
+	}
+	// Not objects at all: nothing compared, the same.
+	if !samePod(`[]`, `1`) {
+		t.Error("[] and 1 differ")
+	}
+}
+
+// The full state after a daemon restart is compared with the cache as the
+// merger compares: on the fixture's pairs (their UIDs are the cases'
+// names), one UPDATE of the changed ones, and the cache holds every new
+// text, told or not.
+func TestRestartSamePodsNotTold(t *testing.T) {
+	cases := resyncCases(t)
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	f.accept()
+	f.hello(5)
+	for i, c := range cases {
+		f.pods(uint64(6+i), "ADD", "file", c.Before)
+	}
+	f.synced(100, false)
+	x.r.skip(t, func(string) bool { return false })
+	x.r.expect(t, "pods ADD file"+allUIDs(x.c), "synced state")
+	f.send(`{"type":"error","seq":101,"reason":"ShuttingDown","message":"bye"}`)
+	x.r.expect(t, "error server ShuttingDown", "reconnect after 100")
+	f.accept()
+	f.hello(9000)
+	for i, c := range cases {
+		f.pods(uint64(9001+i), "ADD", "file", c.After)
+	}
+	f.synced(9900, false)
+	var changed []string
 	for _, c := range cases {
-		if got := samePod(c.a, c.b); got != c.same {
-			t.Errorf("samePod(%s, %s) = %v", c.a, c.b, got)
-		}
-		if got := samePod(c.b, c.a); got != c.same {
-			t.Errorf("samePod(%s, %s) = %v", c.b, c.a, got)
+		if c.Changed {
+			changed = append(changed, c.Name)
 		}
 	}
+	sort.Strings(changed)
+	x.r.skip(t, func(string) bool { return false })
+	x.r.mu.Lock()
+	got := x.r.log[0]
+	x.r.mu.Unlock()
+	if w := strings.Fields(got); len(w) > 4 {
+		sort.Strings(w[4:]) // in the cache's order
+		got = strings.Join(w, " ")
+	}
+	x.r.mu.Lock()
+	x.r.log[0] = got
+	x.r.mu.Unlock()
+	x.r.expect(t, "pods UPDATE file resync "+strings.Join(changed, " "), "synced state")
+	for _, c := range cases {
+		if p, _ := x.c.PodByUID(c.Name); p.JSON() != c.After {
+			t.Errorf("case %s: the cache holds %s", c.Name, p.JSON())
+		}
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// allUIDs is " uid uid ..." of the cache, in its order.
+func allUIDs(c *Client) string {
+	s := ""
+	for _, p := range c.Pods() {
+		s += " " + p.UID()
+	}
+	return s
+}
+
+// A pod is its source and UID (doc/protocol.md): a live upsert that
+// carries it under another name or namespace replaces the pod held (no
+// second entry), a REMOVE finds it whatever name it carries, and a SET
+// holds one pod per source and UID (the later one).
+func TestRenamedSameUID(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	begin(t, f)
+	x.r.expect(t, "pods ADD api c", "pods ADD file a b", "synced state")
+	f.pods(20, "UPDATE", "file", podText("a", "default", "zeta", "file", 2))
+	f.pods(21, "ADD", "file", podText("b", "other", "beta", "file", 2))
+	x.r.expect(t, "pods UPDATE file a", "pods ADD file b")
+	if _, ok := x.c.PodByName("default", "alpha"); ok || x.c.Len() != 3 {
+		t.Fatalf("after the rename: %v", x.c.Pods())
+	}
+	if p, ok := x.c.PodByName("other", "beta"); !ok || p.UID() != "b" {
+		t.Fatalf("by name other/beta: %v %v", p, ok)
+	}
+	if got := allUIDs(x.c); got != " c a b" {
+		t.Fatalf("order:%s", got)
+	}
+	x.r.checkModel(t, x.c)
+	f.pods(22, "ADD", "api", podText("a", "default", "alpha", "api", 1))
+	f.pods(23, "REMOVE", "file", podText("a", "default", "old-name", "file", 1))
+	x.r.expect(t, "pods ADD api a", "pods REMOVE file a")
+	if p, _ := x.c.PodByUID("a"); x.c.Len() != 3 || p.Source() != "api" {
+		t.Fatalf("after the REMOVE: %v", x.c.Pods())
+	}
+	x.r.checkModel(t, x.c)
+	f.pods(24, "SET", "file", podText("x", "default", "one", "file", 1), podText("y", "default", "aaa", "file", 1),
+		podText("x", "default", "two", "file", 2))
+	x.r.expect(t, "pods SET file x y x")
+	if p, _ := x.c.PodByUID("x"); x.c.Len() != 2 || p.Name() != "two" {
+		t.Fatalf("after the SET: %v", x.c.Pods())
+	}
+	x.r.checkModel(t, x.c)
 }
 
 func TestPartialLineAfterCut(t *testing.T) {
@@ -389,10 +501,24 @@ func TestDaemonRestart(t *testing.T) {
 	f.hello(9000000)
 	f.pods(9000001, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "kube-system", "beta", "file", 1))
 	f.synced(9000002, false)
-	// The api source has not delivered yet in the new daemon.  (Before
-	// that, the connect errors until the socket came back.)
+	// The api source has not delivered yet in the new daemon: its pod is
+	// held over, not removed (doc/protocol.md, "A restarted daemon's late
+	// sources").  (Before that, the connect errors until the socket came
+	// back.)
 	x.r.skip(t, func(s string) bool { return s == "error connect" || s == "reconnect after 10" })
-	x.r.expect(t, "pods REMOVE api resync c", "synced state")
+	x.r.expect(t, "synced state")
+	if p, ok := x.c.PodByUID("c"); !ok || p.Source() != "api" || !x.c.HasSynced() {
+		t.Fatalf("api's pod: %v %v", p, ok)
+	}
+	x.r.checkModel(t, x.c)
+	// It delivers the same pod: nothing of it is handed on (the ADD goes
+	// on empty, as the daemon's own marker of a source seen).
+	f.pods(9000003, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	f.send(`{"type":"sources_ready","seq":9000004,"sources":["api","file"]}`)
+	x.r.expect(t, "pods ADD api", "ready api file")
+	if x.c.Len() != 3 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
 	x.r.checkModel(t, x.c)
 	// Back to the first delay once synced.
 	f.close()
@@ -400,8 +526,160 @@ func TestDaemonRestart(t *testing.T) {
 		x.r.mu.Lock()
 		defer x.r.mu.Unlock()
 		last := x.r.reconnects[len(x.r.reconnects)-1]
-		return last.ResumeAfter == 9000002 && last.Delay == time.Millisecond && last.Attempt == 1
+		return last.ResumeAfter == 9000004 && last.Delay == time.Millisecond && last.Attempt == 1
 	})
+}
+
+// startThreeSources gives a client the state file a, b; api c, d, e, x;
+// http h; then the daemon's ShuttingDown, and accepts the next
+// connection.
+func startThreeSources(t *testing.T, f *fake, x *running, mode string) {
+	t.Helper()
+	f.accept()
+	f.send(`{"type":"hello","protocol":1,"mode":"%s","node":"n1","seq":5}`, mode)
+	f.pods(6, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(7, "ADD", "api", podText("c", "default", "gamma", "api", 1), podText("d", "default", "delta", "api", 1),
+		podText("e", "default", "eps", "api", 1), podText("x", "default", "xi", "api", 1))
+	f.pods(8, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(10, false)
+	f.send(`{"type":"sources_ready","seq":11,"sources":["api","file","http"]}`)
+	f.send(`{"type":"error","seq":12,"reason":"ShuttingDown","message":"bye"}`)
+	x.r.expect(t, "pods ADD api d e c x", "pods ADD file a b", "pods ADD http h", "synced state",
+		"ready api file http", "error server ShuttingDown", "reconnect after 11")
+	f.accept()
+}
+
+// A daemon restart whose api source delivers late (the API server
+// unreachable for a while): the full state has file and http only.  No
+// api pod is removed then; when api delivers, an unchanged pod is not
+// handed on, a changed one is an UPDATE flagged resync, a new one goes in
+// the ADD; another op on a held pod goes as sent; sources_ready removes
+// the pod api did not deliver again.  Meanwhile HasSynced holds.  As the
+// C library's test_restart_late_source.
+func TestRestartLateSource(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	startThreeSources(t, f, x, "incremental")
+	f.hello(900)
+	f.pods(901, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 2))
+	f.pods(902, "ADD", "http")
+	f.synced(903, false)
+	x.r.expect(t, "pods UPDATE file resync b", "pods REMOVE http resync h", "synced state")
+	if !x.c.HasSynced() || x.c.Len() != 6 {
+		t.Fatalf("synced %v, %d pods", x.c.HasSynced(), x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+	f.pods(904, "UPDATE", "file", podText("a", "default", "alpha", "file", 3))
+	f.pods(905, "UPDATE", "api", podText("x", "default", "xi", "api", 2))
+	f.pods(906, "ADD", "api", podText("c", "default", "gamma", "api", 1), podText("d", "default", "delta", "api", 2),
+		podText("f", "default", "phi", "api", 1))
+	x.r.expect(t, "pods UPDATE file a", "pods UPDATE api x", "pods ADD api f", "pods UPDATE api resync d")
+	if x.c.Len() != 7 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+	f.send(`{"type":"sources_ready","seq":907,"sources":["api","file","http"]}`)
+	x.r.expect(t, "pods REMOVE api resync e")
+	// The same list as before the restart: not told again.
+	f.pods(908, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	x.r.expect(t, "pods ADD api c")
+	if _, ok := x.c.PodByUID("e"); ok || x.c.Len() != 6 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// A held pod whose source is not in the new run's sources_ready (no
+// longer configured) is removed then, flagged resync.
+func TestRestartSourceGone(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	startThreeSources(t, f, x, "incremental")
+	f.hello(900)
+	f.pods(901, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(902, "ADD", "api", podText("c", "default", "gamma", "api", 1), podText("d", "default", "delta", "api", 1),
+		podText("e", "default", "eps", "api", 1), podText("x", "default", "xi", "api", 1))
+	f.synced(903, false)
+	f.send(`{"type":"sources_ready","seq":904,"sources":["api","file"]}`)
+	x.r.expect(t, "synced state", "pods REMOVE http resync h", "ready api file")
+	if x.c.Len() != 6 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// The hold-over lasts across connections: a replay applies as live, and
+// a further full state holds again what its sources did not deliver, and
+// compares what they did.
+func TestRestartHeldAcrossReconnects(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	startThreeSources(t, f, x, "incremental")
+	f.hello(900)
+	f.pods(901, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.synced(903, false)
+	f.send(`{"type":"error","seq":904,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "synced state", "error server SlowConsumer", "reconnect after 903")
+	f.accept()
+	f.hello(1000)
+	f.pods(905, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(1001, true)
+	f.send(`{"type":"error","seq":1002,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "pods ADD http", "synced resumed", "error server SlowConsumer", "reconnect after 1001")
+	f.accept()
+	f.hello(2000)
+	f.pods(2001, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(2002, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(2003, false)
+	f.send(`{"type":"error","seq":2004,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "synced state", "error server SlowConsumer", "reconnect after 2003")
+	if x.c.Len() != 7 {
+		t.Fatalf("%d pods", x.c.Len())
+	}
+	f.accept()
+	f.hello(3000)
+	f.pods(3001, "ADD", "api", podText("c", "default", "gamma", "api", 2), podText("d", "default", "delta", "api", 1),
+		podText("x", "default", "xi", "api", 1))
+	f.pods(3002, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1))
+	f.pods(3003, "ADD", "http", podText("h", "default", "eta", "http", 1))
+	f.synced(3004, false)
+	x.r.expect(t, "pods REMOVE api resync e", "pods UPDATE api resync c", "synced state")
+	x.r.checkModel(t, x.c)
+}
+
+// The snapshot modes: a live SET of the late source replaces the pods it
+// carries, keeps the held ones it does not, and is handed on with the
+// whole cache; sources_ready removes those.
+func TestRestartLateSourceSnapshot(t *testing.T) {
+	for _, mode := range []string{"snapshot", "snapshot-and-updates"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFake(t)
+			x := start(t, Config{Path: f.path})
+			startThreeSources(t, f, x, mode)
+			merged := []string{podText("a", "default", "alpha", "file", 1), podText("b", "default", "beta", "file", 1),
+				podText("h", "default", "eta", "http", 1)}
+			f.send(`{"type":"hello","protocol":1,"mode":"%s","node":"n1","seq":900}`, mode)
+			f.pods(901, "SET", "file", merged...)
+			f.pods(902, "SET", "http", merged...)
+			f.synced(903, false)
+			x.r.expect(t, "synced state")
+			if x.c.Len() != 7 {
+				t.Fatalf("%d pods", x.c.Len())
+			}
+			f.pods(904, "SET", "api", podText("a", "default", "alpha", "file", 1),
+				podText("b", "default", "beta", "file", 1), podText("c", "default", "gamma", "api", 2),
+				podText("d", "default", "delta", "api", 1), podText("h", "default", "eta", "http", 1),
+				podText("g", "default", "gimel", "api", 1))
+			x.r.expect(t, "pods SET api a b d e h c g x")
+			x.r.checkModel(t, x.c)
+			f.send(`{"type":"sources_ready","seq":905,"sources":["api","file","http"]}`)
+			x.r.expect(t, "pods REMOVE api resync e x")
+			if x.c.Len() != 6 {
+				t.Fatalf("%d pods", x.c.Len())
+			}
+			x.r.checkModel(t, x.c)
+		})
+	}
 }
 
 func TestSeqGoingBack(t *testing.T) {
@@ -719,6 +997,61 @@ func TestCancelWhileReading(t *testing.T) {
 	if err := NewClient(Config{Path: f.path}).Run(ctx); err != context.Canceled {
 		t.Fatalf("Run returned %v", err)
 	}
+}
+
+// After Config.Resume (a point saved by an earlier run of the program)
+// the cache holds only what came after it: HasSynced stays false through
+// replays, and a full state is handed on whole, one SET of every pod and
+// every plugin REGISTERED; from then on the cache is whole.  As the C
+// library's test_saved_resume_partial_cache.
+func TestSavedResumePartialCache(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path, Resume: true, ResumeAfter: 77})
+	if x.c.HasSynced() {
+		t.Fatal("synced before any connection")
+	}
+	f.accept()
+	if f.first != `{"resume_after":77}` {
+		t.Fatalf("first line %q", f.first)
+	}
+	f.hello(200)
+	f.pods(80, "UPDATE", "file", podText("a", "default", "alpha", "file", 2))
+	f.synced(201, true)
+	x.r.expect(t, "pods UPDATE file a", "synced resumed")
+	if x.c.HasSynced() || x.c.Len() != 1 {
+		t.Fatalf("after the replay: synced %v, %d pods", x.c.HasSynced(), x.c.Len())
+	}
+	f.close()
+	x.r.expect(t, "error closed", "reconnect after 201")
+	f.accept()
+	f.hello(300)
+	f.pods(250, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	f.synced(301, true)
+	x.r.expect(t, "pods ADD api c", "synced resumed")
+	if x.c.HasSynced() {
+		t.Fatal("synced after a second replay")
+	}
+	f.send(`{"type":"error","seq":302,"reason":"ShuttingDown","message":"bye"}`)
+	x.r.expect(t, "error server ShuttingDown", "reconnect after 301")
+	f.accept()
+	f.hello(9000)
+	f.pods(9001, "ADD", "file", podText("a", "default", "alpha", "file", 2), podText("b", "kube-system", "beta", "file", 1))
+	f.send(`{"type":"plugin","seq":9002,"op":"REGISTERED","plugin":{"socket":"/p/a.sock","type":"CSIPlugin","name":"a"}}`)
+	f.synced(9003, false)
+	x.r.expect(t, "pods SET * resync a b", "plugin REGISTERED /p/a.sock resync", "synced state")
+	if !x.c.HasSynced() || x.c.Len() != 2 {
+		t.Fatalf("after the full state: synced %v, %d pods", x.c.HasSynced(), x.c.Len())
+	}
+	x.r.checkModel(t, x.c)
+	f.send(`{"type":"error","seq":9004,"reason":"SlowConsumer","message":"slow"}`)
+	x.r.expect(t, "error server SlowConsumer", "reconnect after 9003")
+	f.accept()
+	f.hello(9100)
+	f.pods(9101, "ADD", "file", podText("a", "default", "alpha", "file", 2))
+	f.send(`{"type":"plugin","seq":9102,"op":"REGISTERED","plugin":{"socket":"/p/a.sock","type":"CSIPlugin","name":"a"}}`)
+	f.synced(9103, false)
+	x.r.expect(t, "pods REMOVE file resync b", "synced state")
+	x.r.checkModel(t, x.c)
 }
 
 func TestSavedResumeLinesAndLog(t *testing.T) {

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -354,6 +356,184 @@ func TestRealSlowConsumerCut(t *testing.T) {
 			} else if !strings.Contains(log, "synced resumed") {
 				t.Fatalf("no replay:\n%s", log)
 			}
+			d.stop(syscall.SIGTERM)
+		})
+	}
+}
+
+// manifestURL is a manifest URL for the daemon's HTTP source, on
+// 127.0.0.1: it serves a PodList, and can stall (a slow server: every
+// request waits until release).
+type manifestURL struct {
+	url     string
+	mu      sync.Mutex
+	body    []byte
+	stalled chan struct{} // non-nil while stalled; closed by release
+}
+
+func newManifestURL(t *testing.T) *manifestURL {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &manifestURL{url: "http://" + ln.Addr().String() + "/pods"}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		stalled := m.stalled
+		m.mu.Unlock()
+		if stalled != nil {
+			select {
+			case <-stalled:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		m.mu.Lock()
+		body := m.body
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		m.release()
+		_ = srv.Close()
+	})
+	return m
+}
+
+// serve sets the pods served: name -> image, each with metadata.uid
+// "uid-" + name.
+func (m *manifestURL) serve(pods map[string]string) {
+	var items []any
+	for name, image := range pods {
+		items = append(items, map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "uid": "uid-" + name},
+			"spec":     map[string]any{"containers": []any{map[string]string{"name": "main", "image": image}}}})
+	}
+	b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "PodList", "metadata": map[string]any{},
+		"items": items})
+	m.mu.Lock()
+	m.body = b
+	m.mu.Unlock()
+}
+
+func (m *manifestURL) stall() {
+	m.mu.Lock()
+	m.stalled = make(chan struct{})
+	m.mu.Unlock()
+}
+
+func (m *manifestURL) release() {
+	m.mu.Lock()
+	if m.stalled != nil {
+		close(m.stalled)
+		m.stalled = nil
+	}
+	m.mu.Unlock()
+}
+
+// shortNames is the cache's pods as their manifest names (without the
+// node), in its order.
+func shortNames(c *Client) string {
+	var s []string
+	for _, p := range c.Pods() {
+		s = append(s, strings.TrimSuffix(p.Name(), "-"+node))
+	}
+	return strings.Join(s, " ")
+}
+
+// podChanges is "OP name" (resync marked "OP name resync") of every pod
+// in the pods records of a recorder's log, SETs left out, sorted; names
+// are the pods' UIDs without "uid-".
+func podChanges(log []string) []string {
+	var out []string
+	for _, l := range log {
+		w := strings.Fields(l)
+		if len(w) < 3 || w[0] != "pods" || w[1] == "SET" {
+			continue
+		}
+		uids, tag := w[3:], ""
+		if len(uids) > 0 && uids[0] == "resync" {
+			uids, tag = uids[1:], " resync"
+		}
+		for _, u := range uids {
+			out = append(out, w[1]+" "+strings.TrimPrefix(u, "uid-")+tag)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A daemon restart while its manifest URL stalls (a slow server): the
+// client reconnects during the window, keeps the HTTP pods (no REMOVE, no
+// ADD again, nothing told), and once the URL answers gets exactly what
+// changed while the daemon was away (doc/protocol.md, "A restarted
+// daemon's late sources"); in the three modes.  As the C library's and
+// the Python module's test in tests/integration/test_client.py, there
+// with a server that refuses.
+func TestRealLateSource(t *testing.T) {
+	for _, mode := range modes {
+		mode := mode
+		t.Run(mode, func(t *testing.T) {
+			m := newManifestURL(t)
+			m.serve(map[string]string{"h1": "img:1", "h2": "img:1", "h3": "img:1"})
+			d := newDaemon(t, mode, "--manifest-url", m.url, "--http-check-frequency", "1s")
+			for _, f := range []string{"f1", "f2", "f3"} {
+				d.manifest(f, "uid-"+f, "img:1", 0)
+			}
+			d.start()
+			x := start(t, Config{Path: d.sock})
+			waitFor(t, "the six pods, sources ready", func() bool {
+				s, ok := x.c.SourcesReady()
+				return ok && strings.Join(s, ",") == "file,http" && x.c.Len() == 6
+			})
+			take := func() []string {
+				x.r.mu.Lock()
+				defer x.r.mu.Unlock()
+				log := x.r.log
+				x.r.log = nil
+				return log
+			}
+			take()
+			m.stall()
+			d.stop(syscall.SIGTERM)
+			d.manifest("f2", "uid-f2", "img:2", 0)
+			d.manifest("f4", "uid-f4", "img:1", 0)
+			m.serve(map[string]string{"h1": "img:1", "h2": "img:2", "h4": "img:1"})
+			d.start()
+			waitFor(t, "the new run's file pods, the HTTP pods kept", func() bool {
+				p, _ := x.c.PodByUID("uid-f2")
+				return shortNames(x.c) == "f1 f2 f3 f4 h1 h2 h3" && strings.Contains(p.JSON(), "img:2")
+			})
+			if st := d.state(); strings.Contains(st, "uid-h") {
+				t.Fatalf("the daemon has HTTP pods with the URL stalled: the test shows nothing\n%s", st)
+			}
+			window := take()
+			if !strings.Contains(strings.Join(window, "\n"), "synced state") {
+				t.Fatalf("no full state from the new run:\n%s", strings.Join(window, "\n"))
+			}
+			for _, c := range podChanges(window) {
+				if strings.Contains(c, " h") {
+					t.Fatalf("an HTTP pod told in the window: %s\n%s", c, strings.Join(window, "\n"))
+				}
+			}
+			m.release()
+			waitFor(t, "the URL's pods, h3 gone", func() bool { return shortNames(x.c) == "f1 f2 f3 f4 h1 h2 h4" })
+			log := append(window, take()...)
+			got := strings.Join(podChanges(log), ", ")
+			want := "ADD f4 resync, ADD h4, REMOVE h3 resync, UPDATE f2 resync, UPDATE h2 resync"
+			if mode != "incremental" {
+				// The SET of the late source carries its changes.
+				want = "ADD f4 resync, REMOVE h3 resync, UPDATE f2 resync"
+			}
+			if got != want {
+				t.Fatalf("told %s, want %s\n%s", got, want, strings.Join(log, "\n"))
+			}
+			if got, want := dump(x.c), d.state(); got != want {
+				t.Fatalf("the cache is\n%s\nthe daemon's state\n%s", got, want)
+			}
+			x.r.checkModel(t, x.c)
 			d.stop(syscall.SIGTERM)
 		})
 	}

@@ -14,12 +14,21 @@
 //     applied message by message; a full state replaces the cache and is
 //     handed on as its difference from the cache: REMOVE, ADD and UPDATE
 //     records per source, flagged Resync.
-//   - In that difference two texts of a pod are the same pod when they are
-//     equal as JSON once metadata.annotations["kubernetes.io/config.seen"]
-//     is removed from both (an annotations object left empty counting as
-//     absent): each run of the daemon stamps that annotation anew, so a
-//     daemon restart alone hands on no UPDATE.  The cache still takes the
-//     new text.
+//   - A pod is its source and UID: the cache holds one pod per source and
+//     UID, and an update that carries it under another name replaces it.
+//   - In that difference pods are matched by source and UID, and a pod is
+//     an UPDATE only when its name, namespace, labels, annotations (but
+//     kubernetes.io/config.source, .seen and .mirror), deletionTimestamp,
+//     deletionGracePeriodSeconds, spec or status differ as JSON values
+//     (doc/protocol.md, "Which pods changed"): each run of the daemon
+//     stamps config.seen anew, so a daemon restart alone hands on no
+//     UPDATE.  The cache still takes the new text.
+//   - A full state after a daemon restart lacks the sources the new run
+//     has not heard from yet: their pods are held over (kept, not handed
+//     on) until the source delivers them again (an unchanged one is not
+//     handed on, a changed one is an UPDATE) or sources_ready removes
+//     the rest, as the kubelet deletes nothing before it has seen all its
+//     sources (doc/protocol.md, "A restarted daemon's late sources").
 //   - The client reconnects by itself after the daemon exits, restarts, or
 //     cuts it (SlowConsumer, ResourceExhausted, a cut inside a line, whose
 //     partial line is dropped), waiting BackoffMin (100 ms) doubling up to

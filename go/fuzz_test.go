@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,14 +106,22 @@ func FuzzParseLine(f *testing.F) {
 	})
 }
 
-// checkStore: sorted without duplicates, and the UID map finds every
-// pod and nothing else.
+// checkStore: sorted, one pod per source and UID, and the UID map finds
+// every pod and nothing else.
 func checkStore(t *testing.T, st *store) {
 	t.Helper()
 	n := 0
+	keys := map[podKey]bool{}
 	for i, p := range st.pods {
 		if i > 0 && comparePods(st.pods[i-1], p) >= 0 {
 			t.Fatalf("the cache is not sorted at %d", i)
+		}
+		if keys[podKey{p.source, p.uid}] {
+			t.Fatalf("two pods of source %q and uid %q", p.source, p.uid)
+		}
+		keys[podKey{p.source, p.uid}] = true
+		if st.get(p.source, p.uid) != p {
+			t.Fatalf("%s not found by its source and uid", Pod{p})
 		}
 		if q := st.podByUID(p.uid); q == nil || q.uid != p.uid {
 			t.Fatalf("uid %q not found", p.uid)
@@ -154,9 +163,22 @@ func FuzzStream(f *testing.F) {
 		"\n" + hello + "\n" + `{"type":"pods","seq":8,"op":"ADD","source":"file","pods":[` + podText("a", "d", "a", "file", 1) +
 		`]}` + "\n" + `{"type":"plugin","seq":9,"op":"REGISTERED","plugin":{"socket":"/s"}}` + "\n" +
 		`{"type":"synced","seq":10,"resumed":true}`))
+	// A restart whose api source delivers late: its pods held over.
+	pods := func(seq int, op, src string, texts ...string) string {
+		return fmt.Sprintf(`{"type":"pods","seq":%d,"op":"%s","source":"%s","pods":[%s]}`, seq, op, src,
+			strings.Join(texts, ",")) + "\n"
+	}
+	f.Add([]byte(hello + "\n" + pods(6, "ADD", "file", podText("a", "d", "a", "file", 1)) +
+		pods(7, "ADD", "api", podText("c", "d", "c", "api", 1), podText("d", "d", "d", "api", 1)) +
+		`{"type":"synced","seq":8}` + "\n" + `{"type":"error","seq":9,"reason":"ShuttingDown"}` + "\n" +
+		`{"type":"hello","protocol":1,"seq":100}` + "\n" + pods(101, "ADD", "file", podText("a", "d", "a", "file", 1)) +
+		`{"type":"synced","seq":102}` + "\n" +
+		pods(103, "ADD", "api", podText("c", "d", "c", "api", 2), podText("e", "d", "e", "api", 1)) +
+		`{"type":"sources_ready","seq":104,"sources":["api","file"]}` + "\n" +
+		pods(105, "SET", "api", podText("a", "d", "a", "file", 1))))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		model := map[string]string{}
-		key := func(p Pod) string { return p.Namespace() + "/" + p.Name() + "/" + p.UID() + "/" + p.Source() }
+		key := func(p Pod) string { return p.Source() + "/" + p.UID() }
 		c := NewClient(Config{Path: "/fuzz", Handlers: Handlers{Pods: func(u Update) {
 			if u.Op == OpSet {
 				model = map[string]string{}

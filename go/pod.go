@@ -163,38 +163,138 @@ func (p *lineParser) walkPod() (Pod, error) {
 	return Pod{d}, nil
 }
 
+// The resync comparison (doc/protocol.md, "Which pods changed"), the
+// same rule as the C library's (src/client/client_cache.c) and the
+// Python module's, checked against tests/fixtures/resync-diff.json.
+
+// localAnnotations are written or kept by each run of the daemon on its
+// own: left out of the comparison.
+var localAnnotations = [...]string{SourceAnnotation, SeenAnnotation, "kubernetes.io/config.mirror"}
+
+// The members compared, in metadata and at the top.
+var (
+	comparedMeta = [...]string{"labels", "annotations", "deletionTimestamp", "deletionGracePeriodSeconds"}
+	comparedTop  = [...]string{"spec", "status"}
+)
+
+// absent stands for a member missing from a text (null is nil).
+type absent struct{}
+
 // samePod reports whether two texts of one pod (same source and UID) are
-// the same pod for a resync: equal as JSON values (member order, white
-// space and escapes aside; numbers in their spelling) once
-// metadata.annotations["kubernetes.io/config.seen"] is removed from both,
-// an annotations object left empty by that counting as absent.  That
-// annotation is stamped by each run of the daemon, so a pod whose only
-// difference is it is no change.
+// the same pod for a resync diff: equal texts, or the same name and
+// namespace (a namespace missing or not a string is "") and, equal in
+// both, metadata.labels, metadata.annotations without config.source,
+// config.seen and config.mirror (an object left empty counting as none),
+// metadata.deletionTimestamp, metadata.deletionGracePeriodSeconds, spec
+// and status.  A member missing from both is equal; missing from one
+// only, or null in one, is a difference.  Values are equal as JSON:
+// objects whatever the order of their members, strings once escapes are
+// decoded, numbers as written (1 and 1.0 differ).  A daemon restart
+// stamps a new config.seen (and keeps an API pod's resourceVersion from
+// the version it first stored): no change.  A text that is not JSON is
+// never the same.  Cost: a comparison of the bytes when the texts are
+// equal or differ only in config.seen as the daemon writes it (what a
+// restart gives every unchanged pod); else both decoded.
 func samePod(a, b string) bool {
-	if a == b {
+	if a == b || sameButSeen(a, b) {
 		return true
 	}
-	x, okx := withoutSeen(a)
-	y, oky := withoutSeen(b)
+	x, okx := comparedParts(a)
+	y, oky := comparedParts(b)
 	return okx && oky && reflect.DeepEqual(x, y)
 }
 
-func withoutSeen(text string) (any, bool) {
+// comparedParts is what samePod compares of one text, as values.
+func comparedParts(text string) ([]any, bool) {
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, false
 	}
-	if obj, ok := v.(map[string]any); ok {
-		if md, ok := obj["metadata"].(map[string]any); ok {
-			if ann, ok := md["annotations"].(map[string]any); ok {
-				delete(ann, SeenAnnotation)
-				if len(ann) == 0 {
-					delete(md, "annotations")
-				}
+	top, _ := v.(map[string]any)
+	md, _ := top["metadata"].(map[string]any)
+	var name any = absent{}
+	if s, ok := md["name"].(string); ok {
+		name = s
+	}
+	ns, _ := md["namespace"].(string)
+	parts := []any{name, ns}
+	for _, k := range comparedMeta {
+		x, ok := md[k]
+		if !ok {
+			x = absent{}
+		} else if ann, isObj := x.(map[string]any); isObj && k == "annotations" {
+			for _, l := range localAnnotations {
+				delete(ann, l)
+			}
+			if len(ann) == 0 {
+				x = absent{}
 			}
 		}
+		parts = append(parts, x)
 	}
-	return v, true
+	for _, k := range comparedTop {
+		x, ok := top[k]
+		if !ok {
+			x = absent{}
+		}
+		parts = append(parts, x)
+	}
+	return parts, true
+}
+
+const (
+	textHead = `{"metadata":{"annotations":{`
+	seenKey  = `"` + SeenAnnotation + `"`
+)
+
+// stringEnd is the end of the JSON string opening at s[i] (past its
+// closing quote), or -1 if the text ends first.
+func stringEnd(s string, i int) int {
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// seenSpan is the span [start, end) of the member config.seen (name and
+// value) in metadata.annotations, for a text laid out as the daemon
+// writes pods: compact, annotations first, every annotation a string.
+// False for any other text: then only the full comparison can tell.
+func seenSpan(s string) (int, int, bool) {
+	if !strings.HasPrefix(s, textHead) {
+		return 0, 0, false
+	}
+	for i := len(textHead); i < len(s) && s[i] == '"'; {
+		end := stringEnd(s, i)
+		if end < 0 || end+1 >= len(s) || s[end] != ':' || s[end+1] != '"' {
+			return 0, 0, false
+		}
+		value := stringEnd(s, end+1)
+		if value < 0 || value >= len(s) {
+			return 0, 0, false
+		}
+		if s[i:end] == seenKey {
+			return i, value, true
+		}
+		if s[value] != ',' {
+			return 0, 0, false
+		}
+		i = value + 1
+	}
+	return 0, 0, false
+}
+
+// sameButSeen: a and b are the same text but for the value of
+// config.seen in their annotations (seenSpan).  O(text length).
+func sameButSeen(a, b string) bool {
+	as, ae, oka := seenSpan(a)
+	bs, be, okb := seenSpan(b)
+	return oka && okb && as == bs && a[:as] == b[:bs] && a[ae:] == b[be:]
 }

@@ -66,12 +66,32 @@ func parseOp(s string) (Op, bool) {
 // computed when a full state replaced the cache (Seq 0): the difference
 // between the cache and that state, as REMOVE, ADD and UPDATE records
 // per source (sources in byte order, pods in the cache's order), with
-// Resync set once the client had been synced before.  A pod whose only
-// difference is its kubernetes.io/config.seen annotation (stamped anew by
-// each run of the daemon) is not in an UPDATE record, but the cache takes
-// its new text.  Applied in order, the updates a handler sees give the
-// cache.  A SET is the whole merged state (snapshot modes): the cache is
-// replaced by its pods.
+// Resync set once the client had been synced before.  Pods are matched by
+// source and UID, and a pod the same by the merger's rule (doc/protocol.md,
+// "Which pods changed": a new kubernetes.io/config.seen, stamped anew by
+// each run of the daemon, is no change; a new name is) is not in an
+// UPDATE record, but the cache takes its new text.  Applied in order,
+// the updates a handler sees give the cache.  A SET is the whole merged
+// state (snapshot modes): the cache is replaced by its pods.
+//
+// A full state after a daemon restart lacks the sources the new run has
+// not heard from yet (an unreachable API server, a slow manifest URL).
+// Their pods are held over, as the kubelet makes no deletion before it
+// has seen all its sources (doc/protocol.md, "A restarted daemon's late
+// sources"): they stay in the cache and nothing is handed on for them.
+// When the source delivers, a held-over pod that a live ADD carries again
+// is handed on only if it changed, as an UPDATE record (Resync true, Seq
+// 0) after the ADD, which goes on with its other pods (maybe none); a
+// live SET (snapshot modes) keeps the held-over pods it does not carry
+// and is handed on with the whole cache; another op on a held-over pod
+// goes as sent.  When sources_ready comes, the pods still held over are
+// removed: REMOVE records, Resync true, before Handlers.SourcesReady.
+//
+// A client started with Config.Resume holds only what came after that
+// point (the program holds the rest): a full state cannot be compared
+// with that, so it is handed on whole, as one SET of every pod (Source
+// "*", Resync true) and a REGISTERED for every plugin.  The program
+// replaces what it holds with these.
 type Update struct {
 	Op     Op
 	Source string // "file", "http", "api", or "*"
@@ -148,12 +168,15 @@ type Handlers struct {
 	// Pods gets every change of the pods (see Update).
 	Pods func(u Update)
 	// Synced: what came before was a replay after the resume point
-	// (resumed) or a full state.  After the first one the cache is the
-	// daemon's whole state.
+	// (resumed) or a full state.  Either way every change up to now has
+	// been handed to Pods and Plugin; see Client.HasSynced for what the
+	// cache then holds.
 	Synced func(resumed bool)
 	// SourcesReady: every configured source has delivered; called when
 	// the list is first seen or changes (a restarted daemon with other
-	// sources).
+	// sources).  Pods held over after a daemon restart and not delivered
+	// again are removed just before (REMOVE records, Resync), list
+	// changed or not.
 	SourcesReady func(sources []string)
 	// Plugin gets every plugin event (see PluginEvent).
 	Plugin func(e PluginEvent)
@@ -182,8 +205,10 @@ type Config struct {
 	MaxLine int
 	// Resume with ResumeAfter: the first connection asks to resume after
 	// message ResumeAfter (a point saved from an earlier run of the
-	// program, see Client.ResumePoint); later ones resume after what was
-	// applied.
+	// program, which holds the state up to it, see Client.ResumePoint);
+	// later ones resume after what was applied.  The cache then holds
+	// only what comes after that point (HasSynced stays false) until a
+	// full state comes, which is handed on whole (see Update).
 	Resume      bool
 	ResumeAfter uint64
 }

@@ -4,9 +4,12 @@ package podmux
 // plugins, and the ops of protocol 1 applied to it.  No I/O, no locking,
 // no handlers: the client guards it and tells its users.
 //
-// Layout, as in the C library (src/client/client_cache.c): the pods in
-// one slice sorted by comparePods (namespace, name, UID, source), plus a
-// map by UID.  Costs: a lookup by UID O(1), by name or namespace
+// A pod is its source and UID (doc/protocol.md): the store holds one pod
+// per source and UID, and an upsert of a pod under another namespace or
+// name replaces the one held.  Layout, as in the C library
+// (src/client/client_cache.c): the pods in one slice sorted by
+// comparePods (namespace, name, UID, source), plus a map by UID (that
+// finds a source and UID).  Costs: a lookup by UID O(1), by name or namespace
 // O(log n); an insert or remove O(log n) plus a copy of the slice's tail
 // (microseconds at 10,000 pods); a SET O(n) when it comes sorted (the
 // daemon sorts it), O(n log n) otherwise.
@@ -29,6 +32,10 @@ type store struct {
 	byUID   map[string]uidSlot
 	plugins []Plugin // sorted by Socket
 	watch   func(old, new *pod)
+	// held: the pods held over after a daemon restart (doc/protocol.md,
+	// "A restarted daemon's late sources"), by key.  Any change that
+	// replaces or removes one ends its hold-over.
+	held map[podKey]*pod
 }
 
 func newStore() *store {
@@ -40,6 +47,23 @@ func newStore() *store {
 func (s *store) find(p *pod) (int, bool) {
 	i := sort.Search(len(s.pods), func(i int) bool { return comparePods(s.pods[i], p) >= 0 })
 	return i, i < len(s.pods) && comparePods(s.pods[i], p) == 0
+}
+
+// get returns the pod of this source and UID, or nil.  O(1).
+func (s *store) get(source, uid string) *pod {
+	slot, ok := s.byUID[uid]
+	if !ok {
+		return nil
+	}
+	if slot.first.source == source {
+		return slot.first
+	}
+	for _, p := range slot.more {
+		if p.source == source {
+			return p
+		}
+	}
+	return nil
 }
 
 func (s *store) uidAdd(p *pod) {
@@ -99,69 +123,122 @@ func (s *store) changed(old, p *pod) {
 // later wins, as a later message would.
 func (s *store) applyPods(m *message) {
 	if m.op == OpSet {
-		s.replacePods(sortedPods(m.pods), nil)
+		s.replacePods(sortedPods(m.pods))
 		return
 	}
 	for _, pp := range m.pods {
 		p := pp.p
-		pos, found := s.find(p)
+		old := s.get(p.source, p.uid)
+		delete(s.held, podKey{p.source, p.uid})
 		switch {
 		case m.op == OpRemove:
-			if !found {
-				continue
+			if old != nil {
+				s.removeAt(old)
+				s.changed(old, nil)
 			}
-			old := s.pods[pos]
-			s.uidRemove(old)
-			copy(s.pods[pos:], s.pods[pos+1:])
-			s.pods[len(s.pods)-1] = nil
-			s.pods = s.pods[:len(s.pods)-1]
-			s.changed(old, nil)
-		case found:
-			old := s.pods[pos]
+		case old != nil && comparePods(old, p) == 0:
+			pos, _ := s.find(old)
 			s.pods[pos] = p
 			s.uidReplace(old, p)
 			s.changed(old, p)
 		default:
+			// New, or renamed with its UID kept: it moves to its place.
+			if old != nil {
+				s.removeAt(old)
+			}
+			pos, _ := s.find(p)
 			s.pods = append(s.pods, nil)
 			copy(s.pods[pos+1:], s.pods[pos:])
 			s.pods[pos] = p
 			s.uidAdd(p)
-			s.changed(nil, p)
+			s.changed(old, p)
 		}
 	}
 }
 
-// sortedPods is the pods of a SET in the cache's order without
-// duplicates (the last of equal pods wins).
-func sortedPods(pods []Pod) []*pod {
+// removeAt takes old (held) out of the slice and the UID map.
+func (s *store) removeAt(old *pod) {
+	pos, found := s.find(old)
+	if !found {
+		return
+	}
+	s.uidRemove(old)
+	copy(s.pods[pos:], s.pods[pos+1:])
+	s.pods[len(s.pods)-1] = nil
+	s.pods = s.pods[:len(s.pods)-1]
+}
+
+type podKey struct{ source, uid string }
+
+// sortedPods is the pods of a SET in the cache's order, one per source
+// and UID (the last of a source and UID wins), and their UID map.  O(n)
+// when they come sorted and each source and UID once (the daemon's SET),
+// O(n log n) otherwise.
+func sortedPods(pods []Pod) ([]*pod, map[string]uidSlot) {
 	v := make([]*pod, len(pods))
-	sorted := true
+	byUID := make(map[string]uidSlot, len(pods))
+	simple := true
 	for i, p := range pods {
 		v[i] = p.p
 		if i > 0 && comparePods(v[i-1], v[i]) >= 0 {
-			sorted = false
+			simple = false
+		}
+		if simple {
+			slot, held := byUID[p.p.uid]
+			if held && (slot.first.source == p.p.source || containsSource(slot.more, p.p.source)) {
+				simple = false
+			} else if held {
+				slot.more = append(slot.more, p.p)
+				byUID[p.p.uid] = slot
+			} else {
+				byUID[p.p.uid] = uidSlot{first: p.p}
+			}
 		}
 	}
-	if sorted {
-		return v
+	if simple {
+		return v, byUID
 	}
-	sort.SliceStable(v, func(i, j int) bool { return comparePods(v[i], v[j]) < 0 })
+	last := make(map[podKey]int, len(v))
+	for i, p := range v {
+		last[podKey{p.source, p.uid}] = i
+	}
 	n := 0
-	for i := range v {
-		if i+1 < len(v) && comparePods(v[i], v[i+1]) == 0 {
-			continue
+	for i, p := range v {
+		if last[podKey{p.source, p.uid}] == i {
+			v[n] = p
+			n++
 		}
-		v[n] = v[i]
-		n++
 	}
 	for i := n; i < len(v); i++ {
 		v[i] = nil
 	}
-	return v[:n]
+	v = v[:n]
+	// Keys are unique now, and so are places in the order.
+	sort.Slice(v, func(i, j int) bool { return comparePods(v[i], v[j]) < 0 })
+	byUID = make(map[string]uidSlot, len(v))
+	for _, p := range v {
+		slot, held := byUID[p.uid]
+		if held {
+			slot.more = append(slot.more, p)
+		} else {
+			slot.first = p
+		}
+		byUID[p.uid] = slot
+	}
+	return v, byUID
 }
 
-// replacePods makes pods (sorted, no duplicates) the pods held, with
-// their UID map if built already; the plugins stay.
+func containsSource(v []*pod, source string) bool {
+	for _, p := range v {
+		if p.source == source {
+			return true
+		}
+	}
+	return false
+}
+
+// replacePods makes pods (sorted, one per source and UID) the pods held,
+// with their UID map; the plugins stay.
 func (s *store) replacePods(pods []*pod, byUID map[string]uidSlot) {
 	if s.watch != nil {
 		mergeWalk(s.pods, pods, func(old, p *pod) {
@@ -171,14 +248,8 @@ func (s *store) replacePods(pods []*pod, byUID map[string]uidSlot) {
 		})
 	}
 	s.pods = pods
-	if byUID != nil {
-		s.byUID = byUID
-		return
-	}
-	s.byUID = make(map[string]uidSlot, len(pods))
-	for _, p := range pods {
-		s.uidAdd(p)
-	}
+	s.byUID = byUID
+	s.held = nil
 }
 
 // mergeWalk walks two sorted slices of pods together: fn(old, nil) for
@@ -286,9 +357,10 @@ type pluginChange struct {
 	plugin Plugin
 }
 
-// diff is the difference from s to fresh: per source (in byte order)
-// REMOVE, ADD and UPDATE records, pods in the cache's order, a pod equal
-// but for its config.seen stamp (samePod) left out; then the plugins,
+// diff is the difference from s to fresh, pods matched by source and
+// UID: per source (in byte order) REMOVE, ADD and UPDATE records, pods in
+// the cache's order, a pod the same by samePod (a restart's new
+// config.seen, say) left out; then the plugins,
 // by socket: REGISTERED for a new or changed one, DEREGISTERED for a
 // gone one.  O(n) besides the comparisons of pods whose text differs.
 func (s *store) diff(fresh *store) ([]record, []pluginChange) {
@@ -297,10 +369,19 @@ func (s *store) diff(fresh *store) ([]record, []pluginChange) {
 		p  *pod
 	}
 	var changes []change
+	// A pod is its source and UID: one that moved in the order (renamed,
+	// its UID kept) is found by key on the other side and compared.
 	mergeWalk(s.pods, fresh.pods, func(old, p *pod) {
 		switch {
 		case p == nil:
-			changes = append(changes, change{OpRemove, old})
+			if fresh.get(old.source, old.uid) == nil {
+				changes = append(changes, change{OpRemove, old})
+			}
+			return
+		case old == nil:
+			old = s.get(p.source, p.uid)
+		}
+		switch {
 		case old == nil:
 			changes = append(changes, change{OpAdd, p})
 		case !samePod(old.text, p.text):
@@ -355,8 +436,98 @@ func diffPlugins(a, b []Plugin) []pluginChange {
 	return out
 }
 
-// replace makes fresh's pods and plugins the store's (watch told).
+// replace makes fresh's pods, held pods and plugins the store's (watch
+// told).
 func (s *store) replace(fresh *store) {
 	s.replacePods(fresh.pods, fresh.byUID)
+	s.held = fresh.held
 	s.plugins = fresh.plugins
+}
+
+// holdOver puts into s (a full state being built, which holds no pod of
+// these sources) the pods of old whose source is not delivered, held
+// over.  O(n): one merge of two sorted slices.
+func (s *store) holdOver(old *store, delivered map[string]bool) {
+	var keep []*pod
+	for _, p := range old.pods {
+		if !delivered[p.source] {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	merged := make([]*pod, 0, len(s.pods)+len(keep))
+	mergeWalk(s.pods, keep, func(a, b *pod) {
+		if a != nil {
+			merged = append(merged, a)
+		}
+		if b != nil && b != a {
+			merged = append(merged, b)
+		}
+	})
+	s.pods = merged
+	s.held = make(map[podKey]*pod, len(keep))
+	for _, p := range keep {
+		s.uidAdd(p)
+		s.held[podKey{p.source, p.uid}] = p
+	}
+}
+
+// isHeld: p is a pod held over.
+func (s *store) isHeld(p *pod) bool {
+	return p != nil && s.held[podKey{p.source, p.uid}] == p
+}
+
+// setKeepingHeld applies a SET that keeps the held pods it does not carry
+// (of a source and UID, the SET's wins).
+func (s *store) setKeepingHeld(m *message) {
+	held := s.held
+	all := make([]Pod, 0, len(held)+len(m.pods))
+	for _, p := range s.pods {
+		if s.isHeld(p) {
+			all = append(all, Pod{p})
+		}
+	}
+	s.replacePods(sortedPods(append(all, m.pods...)))
+	for k, p := range held {
+		if s.get(k.source, k.uid) == p {
+			if s.held == nil {
+				s.held = map[podKey]*pod{}
+			}
+			s.held[k] = p
+		}
+	}
+}
+
+// dropHeld takes the held pods out: REMOVE records per source (in byte
+// order), pods in the cache's order.  O(n).
+func (s *store) dropHeld() []record {
+	bySource := map[string][]Pod{}
+	var sources []string
+	n := 0
+	for _, p := range s.pods {
+		if !s.isHeld(p) {
+			s.pods[n] = p
+			n++
+			continue
+		}
+		if bySource[p.source] == nil {
+			sources = append(sources, p.source)
+		}
+		bySource[p.source] = append(bySource[p.source], Pod{p})
+		s.uidRemove(p)
+		s.changed(p, nil)
+	}
+	for i := n; i < len(s.pods); i++ {
+		s.pods[i] = nil
+	}
+	s.pods = s.pods[:n]
+	s.held = nil
+	sort.Strings(sources)
+	var recs []record
+	for _, src := range sources {
+		recs = append(recs, record{op: OpRemove, source: src, pods: bySource[src]})
+	}
+	return recs
 }

@@ -137,12 +137,58 @@ func TestStoreDiffOrder(t *testing.T) {
 	}
 }
 
+// A pod is its source and UID: an upsert under another name or
+// namespace replaces it (no second entry, told to watch as one change), a
+// REMOVE finds it whatever name it carries, a SET keeps the last of a
+// source and UID, and the diff matches a renamed pod as an UPDATE.
+func TestStoreRenamedSameUID(t *testing.T) {
+	st := newStore()
+	var told []string
+	st.watch = func(old, p *pod) {
+		s := "nil"
+		if old != nil {
+			s = old.name
+		}
+		if p != nil {
+			s += "->" + p.name
+		} else {
+			s += "->nil"
+		}
+		told = append(told, s)
+	}
+	st.applyPods(msg(OpAdd, mkPod("a", "ns", "alpha", "file", 1), mkPod("b", "ns", "beta", "file", 1)))
+	st.applyPods(msg(OpUpdate, mkPod("a", "other", "zeta", "file", 2)))
+	if len(st.pods) != 2 || st.podByName("ns", "alpha") != nil || st.podByName("other", "zeta") == nil {
+		t.Fatalf("after the rename: %v", wrap(st.pods))
+	}
+	checkStore(t, st)
+	st.applyPods(msg(OpRemove, mkPod("a", "ns", "old-name", "file", 1)))
+	if len(st.pods) != 1 || st.podByUID("a") != nil {
+		t.Fatalf("after the REMOVE: %v", wrap(st.pods))
+	}
+	if got := strings.Join(told, " "); got != "nil->alpha nil->beta alpha->zeta zeta->nil" {
+		t.Fatalf("watch told %s", got)
+	}
+	st.applyPods(msg(OpSet, mkPod("x", "ns", "one", "file", 1), mkPod("y", "ns", "aaa", "file", 1),
+		mkPod("x", "ns", "two", "file", 2)))
+	if len(st.pods) != 2 || st.podByUID("x").name != "two" || st.podByName("ns", "one") != nil {
+		t.Fatalf("after the SET: %v", wrap(st.pods))
+	}
+	checkStore(t, st)
+	fresh := newStore()
+	fresh.applyPods(msg(OpSet, mkPod("x", "ns", "three", "file", 2), mkPod("y", "ns", "aaa", "file", 1)))
+	recs, _ := st.diff(fresh)
+	if len(recs) != 1 || recs[0].op != OpUpdate || len(recs[0].pods) != 1 || recs[0].pods[0].Name() != "three" {
+		t.Fatalf("diff: %+v", recs)
+	}
+}
+
 func TestSortedPods(t *testing.T) {
 	var pods []Pod
 	for i := 0; i < 50; i++ {
 		pods = append(pods, mkPod(fmt.Sprintf("u%02d", (i*7)%20), "ns", fmt.Sprintf("n%02d", (i*7)%20), "file", i))
 	}
-	v := sortedPods(pods)
+	v, _ := sortedPods(pods)
 	if len(v) != 20 || !sort.SliceIsSorted(v, func(i, j int) bool { return comparePods(v[i], v[j]) < 0 }) {
 		t.Fatalf("%d pods", len(v))
 	}

@@ -70,10 +70,42 @@ const char *podmux_op_name(enum podmux_op op);
  * resume: resync false, seq its number), or a record the library computed
  * when a full state replaced the cache (resync true, seq 0): the
  * difference between the cache and that state, as REMOVE, ADD and UPDATE
- * records per source.  Applied in order, the records a handler sees give
- * the cache.  A SET is the whole merged state (snapshot modes): the cache
- * is replaced by its pods.  pods and what they point to are valid during
- * the call; podmux_pod_ref() keeps a pod longer.
+ * records per source.  A SET is the whole merged state (snapshot modes):
+ * the cache is replaced by its pods.  pods and what they point to are
+ * valid during the call; podmux_pod_ref() keeps a pod longer.
+ *
+ * The difference counts a pod as changed the way the daemon's merger does
+ * (doc/protocol.md, "Which pods changed"): pods are matched by source and
+ * UID (a pod is its source and UID: the cache holds one per source and
+ * UID, and an upsert under another name replaces it), and a matched pod is
+ * an UPDATE only if its name, namespace, labels, annotations,
+ * deletionTimestamp, deletionGracePeriodSeconds, spec or status differ,
+ * leaving out the annotations kubernetes.io/config.source, .seen and
+ * .mirror.  So a daemon restart is not a change: a pod whose only
+ * difference is the new run's config.seen (or, for an API pod, the
+ * resourceVersion and the other metadata each run keeps from the version
+ * it first stored) is not handed on, but the cache takes its new text, and
+ * a lookup shows the current run's config.seen.  Applied in order, the
+ * records a handler sees give the cache up to those differences.
+ *
+ * A full state after a daemon restart lacks the sources the new run has
+ * not heard from yet.  Their pods are held over, as the kubelet makes no
+ * deletion before all its sources are seen (doc/protocol.md, "A restarted
+ * daemon's late sources"): they stay in the cache and nothing is handed
+ * on for them.  When the source delivers, a held-over pod that a live ADD
+ * carries again is handed on only if it changed, as an UPDATE record
+ * (resync true, seq 0) after the ADD, which goes on with its other pods
+ * (maybe none); a live SET (snapshot modes) keeps the held-over pods it
+ * does not carry and is handed on with the whole cache.  Another op on a
+ * held-over pod goes as sent.  When sources_ready comes, the pods still
+ * held over are removed: REMOVE records, resync true, before the
+ * sources-ready handler.
+ *
+ * A client started with podmux_client_set_resume() holds only what came
+ * after that point (the application holds the rest): a full state cannot
+ * be compared with that, so it is handed on whole, as one SET of every pod
+ * (source "*", resync true) and a REGISTERED for every plugin.  The
+ * application replaces what it holds with these.
  */
 struct podmux_update {
         enum podmux_op op;
@@ -152,10 +184,14 @@ enum podmux_log_level {
 
 typedef void (*podmux_pods_fn)(struct podmux_client *c, const struct podmux_update *u, void *data);
 /* resumed: what came before was a replay after the resume point (true)
- * or a full state (false).  After the first synced the cache is whole. */
+ * or a full state (false).  Either way every change up to now has been
+ * handed to the pods and plugin handlers; see podmux_client_has_synced()
+ * for what the cache then holds. */
 typedef void (*podmux_synced_fn)(struct podmux_client *c, bool resumed, void *data);
 /* Every configured source has delivered; called when the list is first
- * seen or changes (a restarted daemon with other sources). */
+ * seen or changes (a restarted daemon with other sources).  Pods held
+ * over after a daemon restart and not delivered again are removed just
+ * before (REMOVE records, resync), list changed or not. */
 typedef void (*podmux_sources_ready_fn)(struct podmux_client *c, const char *const *sources,
                                         size_t n, void *data);
 typedef void (*podmux_plugin_fn)(struct podmux_client *c, const struct podmux_plugin_event *e,
@@ -201,7 +237,11 @@ void podmux_client_set_flags(struct podmux_client *c, unsigned flags);
 /* The longest line accepted (0: the default). */
 void podmux_client_set_max_line(struct podmux_client *c, size_t bytes);
 /* Resume after seq on the first connection (a point saved from an earlier
- * run of this program); later connections resume after what was applied. */
+ * run of this program, which holds the state up to it); later connections
+ * resume after what was applied.  Call it before the first
+ * podmux_client_process().  The cache then holds only what comes after
+ * seq (podmux_client_has_synced() stays false) until a full state comes:
+ * see struct podmux_update. */
 void podmux_client_set_resume(struct podmux_client *c, uint64_t seq);
 void *podmux_client_data(const struct podmux_client *c);
 
@@ -247,8 +287,16 @@ void podmux_client_stop(struct podmux_client *c);
 
 /* ---- the cache ------------------------------------------------------------ */
 
-/* True once a connection reached "synced": the cache is the daemon's whole
- * state (as of the last message applied). */
+/* True when the cache is the daemon's whole state (as of the last message
+ * applied): once a connection reached "synced" with a full state, and
+ * from then on (a resume keeps the cache, a replay adds to it).  After a
+ * daemon restart, until sources_ready, the cache is the daemon's state
+ * plus the pods held over from the sources it has not heard from yet
+ * (see struct podmux_update), each with the text last handed on.  After
+ * podmux_client_set_resume() a replay does not make it true: the cache
+ * holds only the pods the replay carried, and the synced handler (resumed
+ * true) says the application is up to date.  It becomes true when a full
+ * state comes (the point was too old, or the daemon restarted). */
 bool podmux_client_has_synced(const struct podmux_client *c);
 /* The resume point: the number of the last message applied (false before
  * the first synced and without podmux_client_set_resume()). */

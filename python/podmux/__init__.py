@@ -10,6 +10,38 @@ computed difference, REMOVE / ADD / UPDATE records with resync=True);
 reconnection with backoff (0.1 s doubling to 5 s) resuming after the last
 message applied.
 
+The difference after a full state counts a pod as changed the way the
+daemon's merger does (doc/protocol.md, "Which pods changed"): pods are
+matched by source and UID (a pod is its source and UID: the cache holds one
+per source and UID), and a matched pod is an UPDATE only if its name,
+namespace, labels, annotations (leaving out kubernetes.io/config.source,
+.seen and .mirror), deletionTimestamp, deletionGracePeriodSeconds, spec or
+status differ as JSON values.  So a daemon restart is not a change: a pod
+whose only difference is the new run's config.seen (or, for an API pod,
+the resourceVersion and other metadata each run keeps from the version it
+first stored) is not handed on, but the cache takes its new text, so a
+lookup shows the current run's config.seen.
+
+A full state after a daemon restart lacks the sources the new run has not
+heard from yet (an unreachable API server, a slow manifest URL): their
+pods are held over, as the kubelet makes no deletion before it has seen
+all its sources (doc/protocol.md, "A restarted daemon's late sources").
+They stay in the cache and nothing is handed on for them.  When the source
+delivers, a held-over pod that a live ADD carries again is handed on only
+if it changed, as an UPDATE (resync=True, seq 0) after the ADD, which goes
+on with its other pods (maybe none); in the snapshot modes a live SET
+keeps the held-over pods it does not carry and is handed on with the whole
+cache; another op on a held-over pod goes as sent.  When sources_ready
+comes, the pods still held over are removed: REMOVE updates with
+resync=True, before on_sources_ready.
+
+A client given resume_after= (a point saved by an earlier run of the
+program, which keeps its own state up to it) holds in its cache only what
+comes after that point: has_synced stays False after the replay.  A full
+state then cannot be compared with state the client never saw, so it is
+handed on whole: one SET of every pod (source "*", resync=True) and a
+REGISTERED for every plugin; replace what you hold with these.
+
     import podmux
     c = podmux.Client("/run/podmux/podmux.sock")
     for ev in c.events():
@@ -21,9 +53,11 @@ A client is used by one thread at a time.  It never logs by itself: log
 lines go to on_log if set.
 """
 
+import bisect
 import collections
 import errno
 import json
+import re
 import selectors
 import socket
 import time
@@ -90,7 +124,8 @@ Event = collections.namedtuple("Event", "kind update resumed sources plugin "
 class Error(Exception):
     """What went wrong: kind (CONNECT, PERMISSION, PROTOCOL_MISMATCH,
     SERVER, CLOSED, BAD_MESSAGE, NOMEM), err (an errno value), reason (the
-    daemon's, for SERVER), message, fatal (the client has stopped)."""
+    daemon's, for SERVER), message (one line naming the socket), fatal (the
+    client has stopped)."""
 
     def __init__(self, kind, err, message, reason=None, fatal=False):
         super().__init__(message)
@@ -121,6 +156,96 @@ def _no_constant(name):
 
 _DEC = json.JSONDecoder(parse_constant=_no_constant)
 _WS = " \t\r\n"
+
+
+# ---- the resync comparison (doc/protocol.md, "Which pods changed") ---------
+
+class _Num:
+    """A JSON number as written: 1 and 1.0 differ, as in the C library and
+    the rule the protocol states."""
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def __eq__(self, other):
+        return type(other) is _Num and other.text == self.text
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.text)
+
+
+_CMP_DEC = json.JSONDecoder(parse_int=_Num, parse_float=_Num,
+                            parse_constant=_no_constant)
+# What a run of the daemon writes or keeps on its own, left out.
+_LOCAL_ANNOTATIONS = ("kubernetes.io/config.source",
+                      "kubernetes.io/config.seen",
+                      "kubernetes.io/config.mirror")
+_COMPARED_META = ("labels", "annotations", "deletionTimestamp",
+                  "deletionGracePeriodSeconds")
+_COMPARED_TOP = ("spec", "status")
+_ABSENT = object()
+
+
+def _compared(text):
+    """The parts of a pod's text the resync diff compares, as values: its
+    name and namespace as the pod's identity reads them (a namespace that is
+    missing or not a string is ""), then the members."""
+    obj = _CMP_DEC.decode(text)
+    top = obj if isinstance(obj, dict) else {}
+    md = top.get("metadata")
+    md = md if isinstance(md, dict) else {}
+    name, ns = md.get("name"), md.get("namespace")
+    parts = [name if isinstance(name, str) else None,
+             ns if isinstance(ns, str) else ""]
+    for k in _COMPARED_META:
+        v = md.get(k, _ABSENT)
+        if k == "annotations" and isinstance(v, dict):
+            v = {a: x for a, x in v.items() if a not in _LOCAL_ANNOTATIONS}
+            v = v or _ABSENT  # only local ones: as if none
+        parts.append(v)
+    return parts + [top.get(k, _ABSENT) for k in _COMPARED_TOP]
+
+
+_TEXT_HEAD = '{"metadata":{"annotations":{'
+_ANNOTATION = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
+_SEEN_KEY = "kubernetes.io/config.seen"
+
+
+def _seen_span(text):
+    """(start, end) of the member "kubernetes.io/config.seen" (name and
+    value) in metadata.annotations, for a text laid out as the daemon
+    writes pods (compact, annotations first, each a string); else None."""
+    if not text.startswith(_TEXT_HEAD):
+        return None
+    i = len(_TEXT_HEAD)
+    while True:
+        m = _ANNOTATION.match(text, i)
+        if m is None:
+            return None
+        if m.group(1) == _SEEN_KEY:
+            return m.span()
+        if text[m.end():m.end() + 1] != ",":
+            return None
+        i = m.end() + 1
+
+
+def _same_but_seen(a, b):
+    sa, sb = _seen_span(a), _seen_span(b)
+    return sa is not None and sb is not None and sa[0] == sb[0] and \
+        a[:sa[0]] == b[:sb[0]] and a[sa[1]:] == b[sb[1]:]
+
+
+def _same(a, b):
+    """Whether two texts of one pod (same source and UID) are the same for
+    the resync diff: equal, or the same name and namespace and equal in
+    every member the merger compares.  Cost: a comparison of the texts when they are equal
+    or differ only in config.seen as the daemon writes it (what a restart
+    gives every unchanged pod); else both decoded."""
+    return a == b or _same_but_seen(a, b) or _compared(a) == _compared(b)
 
 
 def _skip(s, i):
@@ -273,20 +398,105 @@ def _parse(line):
 
 
 class _Cache:
+    """Pods by (source, uid), with what C's cache has: the pods in the
+    daemon's order (a sorted list: an insert or removal is a search and a
+    memmove), and indexes by uid and by (namespace, name)."""
+
     def __init__(self):
         self.pods = {}       # (source, uid) -> Pod
+        self.held = set()    # (source, uid) of the pods held over
         self.plugins = {}    # socket -> (plugin_json, type, name)
+        self._keys = []      # Pod.key() of each pod, sorted
+        self._order = []     # the pods in that order
+        self._by_uid = {}    # uid -> {source: Pod}
+        self._by_name = {}   # (namespace, name) -> {(source, uid): Pod}
+
+    def _index(self, p):
+        self._by_uid.setdefault(p.uid, {})[p.source] = p
+        self._by_name.setdefault((p.namespace, p.name), {})[
+            (p.source, p.uid)] = p
+
+    def _unindex(self, p):
+        d = self._by_uid[p.uid]
+        del d[p.source]
+        if not d:
+            del self._by_uid[p.uid]
+        d = self._by_name[(p.namespace, p.name)]
+        del d[(p.source, p.uid)]
+        if not d:
+            del self._by_name[(p.namespace, p.name)]
+        i = bisect.bisect_left(self._keys, p.key())
+        del self._keys[i]
+        del self._order[i]
+
+    def _put(self, p):
+        self.held.discard((p.source, p.uid))
+        old = self.pods.get((p.source, p.uid))
+        if old is not None:
+            if old.key() == p.key():
+                i = bisect.bisect_left(self._keys, p.key())
+                self._order[i] = p
+                self.pods[(p.source, p.uid)] = p
+                self._index(p)
+                return
+            self._unindex(old)
+        self.pods[(p.source, p.uid)] = p
+        self._index(p)
+        k = p.key()
+        i = bisect.bisect_left(self._keys, k)
+        self._keys.insert(i, k)
+        self._order.insert(i, p)
+
+    def _drop(self, k):
+        self.held.discard(k)
+        old = self.pods.pop(k, None)
+        if old is not None:
+            self._unindex(old)
+
+    def _set(self, pods):
+        self.held = set()
+        self.pods = {(p.source, p.uid): p for p in pods}
+        self._order = sorted(self.pods.values(), key=Pod.key)
+        self._keys = [p.key() for p in self._order]
+        self._by_uid, self._by_name = {}, {}
+        for p in self._order:
+            self._index(p)
 
     def apply_pods(self, m):
         if m.op == "SET":
-            self.pods = {(p.source, p.uid): p for p in m.pods}
+            self._set(m.pods)
             return
         for p in m.pods:
-            k = (p.source, p.uid)
             if m.op == "REMOVE":
-                self.pods.pop(k, None)
+                self._drop((p.source, p.uid))
             else:
-                self.pods[k] = p
+                self._put(p)
+
+    def hold_over(self, old, delivered):
+        """Puts in the pods of old whose source is not in delivered (a
+        full state being built: it holds none of them), held over."""
+        for k, p in old.pods.items():
+            if p.source not in delivered:
+                self._put(p)
+                self.held.add(k)
+
+    def set_keeping_held(self, pods):
+        """A SET that keeps the held pods it does not carry (of a source
+        and uid, the SET's wins)."""
+        held = {k: self.pods[k] for k in self.held}
+        self._set(list(held.values()) + list(pods))
+        self.held = {k for k, p in held.items() if self.pods.get(k) is p}
+
+    def drop_held(self):
+        """Takes the held pods out: REMOVE records per source (sorted),
+        pods in the daemon's order."""
+        gone = collections.defaultdict(list)
+        for p in self._order:
+            if (p.source, p.uid) in self.held:
+                gone[p.source].append(p)
+        for k in list(self.held):
+            self._drop(k)
+        return [("REMOVE", src, gone[src]) for src in sorted(gone)]
 
     def apply_plugin(self, m):
         if m.plugin_op == "REGISTERED":
@@ -295,10 +505,29 @@ class _Cache:
         elif m.plugin_op == "DEREGISTERED":
             self.plugins.pop(m.socket, None)
 
+    def ordered(self):
+        return self._order
+
+    def by_uid(self, uid):
+        d = self._by_uid.get(uid)
+        if not d:
+            return None
+        return min(d.values(), key=Pod.key) if len(d) > 1 else \
+            next(iter(d.values()))
+
+    def by_name(self, namespace, name):
+        d = self._by_name.get((namespace, name))
+        if not d:
+            return None
+        return min(d.values(), key=Pod.key) if len(d) > 1 else \
+            next(iter(d.values()))
+
 
 def _diff(old, new):
     """The records from old to new: per source (sorted) REMOVE, ADD,
-    UPDATE, pods in the daemon's order; then plugins."""
+    UPDATE, pods in the daemon's order; then plugins.  Pods are matched by
+    source and uid, and compared with _same() (a pod renamed with its uid
+    kept is an UPDATE)."""
     ch = collections.defaultdict(list)
     for k, p in old.pods.items():
         if k not in new.pods:
@@ -307,7 +536,7 @@ def _diff(old, new):
         o = old.pods.get(k)
         if o is None:
             ch[(p.source, "ADD")].append(p)
-        elif o.json != p.json:
+        elif not _same(o.json, p.json):
             ch[(p.source, "UPDATE")].append(p)
     recs = []
     for src in sorted({s for s, _ in ch}):
@@ -325,11 +554,28 @@ def _diff(old, new):
     return recs, plugins
 
 
+_ONE_LINE = {c: "?" for c in list(range(0x20)) + [0x7f]}
+
+# Event's member for each kind of event (the handler is on_<kind>).
+_EVENT_FIELD = {"pods": "update", "synced": "resumed",
+                "sources_ready": "sources", "plugin": "plugin",
+                "error": "error", "reconnect": "reconnect"}
+_NO_EVENT = dict.fromkeys(_EVENT_FIELD.values())
+
+
 class Client:
     """A client of the socket at path.  Handlers are attributes, each
     called with one argument: on_pods(Update), on_synced(resumed),
     on_sources_ready(list), on_plugin(PluginEvent), on_error(Error),
-    on_reconnect(Reconnect), on_log(level, line), on_line(line)."""
+    on_reconnect(Reconnect), on_log(level, line), on_line(line).
+    on_sources_ready is called when the list is first seen or changes;
+    pods held over after a daemon restart and not delivered again are
+    removed just before it (REMOVE updates, resync=True), list changed or
+    not.
+
+    resume_after: a point saved by an earlier run of the program (which
+    keeps its state up to it): the first connection resumes after it, and
+    the cache then holds only what comes after it (see has_synced)."""
 
     def __init__(self, path=None, resume_after=None, reconnect=True,
                  max_line=DEFAULT_MAX_LINE):
@@ -342,6 +588,10 @@ class Client:
         self._cache = _Cache()
         self._point = resume_after
         self._synced_once = False
+        # The cache holds only what came after a saved point; cleared by a
+        # full state.
+        self._partial = resume_after is not None
+        self._events = None       # events()'s queue while it runs
         self._ready = None
         self._sock = None
         self._next_attempt = 0.0
@@ -355,7 +605,16 @@ class Client:
     # -- the cache -----------------------------------------------------------
     @property
     def has_synced(self):
-        return self._synced_once
+        """True when the cache is the daemon's whole state: once a
+        connection reached synced with a full state, and from then on (a
+        resume keeps the cache, a replay adds to it).  After a daemon
+        restart, until sources_ready, the cache is the daemon's state plus
+        the pods held over from the sources it has not heard from yet,
+        each with the text last handed on.  After resume_after=
+        a replay does not make it true (the cache holds only the pods the
+        replay carried; on_synced(True) says you are up to date); a full
+        state does."""
+        return self._synced_once and not self._partial
 
     @property
     def resume_point(self):
@@ -365,19 +624,22 @@ class Client:
         return len(self._cache.pods)
 
     def pods(self):
-        """The pods in the daemon's order (namespace, name, uid, source)."""
-        return sorted(self._cache.pods.values(), key=Pod.key)
+        """The pods in the daemon's order (namespace, name, uid, source):
+        a new list, kept sorted as changes come (no sort here)."""
+        return list(self._cache.ordered())
 
-    __iter__ = lambda self: iter(self.pods())  # noqa: E731
+    def __iter__(self):
+        return iter(self.pods())
 
     def pod_by_uid(self, uid):
-        found = [p for (s, u), p in self._cache.pods.items() if u == uid]
-        return min(found, key=Pod.key) if found else None
+        """The pod with this uid (the first in the daemon's order if two
+        sources hold it), or None.  O(1)."""
+        return self._cache.by_uid(uid)
 
     def pod_by_name(self, namespace, name):
-        found = [p for p in self._cache.pods.values()
-                 if p.namespace == namespace and p.name == name]
-        return min(found, key=Pod.key) if found else None
+        """The pod namespace/name (the first in the daemon's order if
+        several sources hold one), or None.  O(1)."""
+        return self._cache.by_name(namespace, name)
 
     def plugins(self):
         """{socket: plugin object text} of the registered plugins."""
@@ -440,37 +702,31 @@ class Client:
 
     def events(self, timeout=None):
         """An iterator of Event(kind, ...) over run(): kind is "pods",
-        "synced", "sources_ready", "plugin", "error" or "reconnect"."""
-        queue = collections.deque()
-        E = Event
-        none = dict(update=None, resumed=None, sources=None, plugin=None,
-                    error=None, reconnect=None)
-
-        def put(kind, **kw):
-            d = dict(none)
-            d.update(kw)
-            queue.append(E(kind, **d))
-        self.on_pods = lambda u: put("pods", update=u)
-        self.on_synced = lambda r: put("synced", resumed=r)
-        self.on_sources_ready = lambda s: put("sources_ready", sources=s)
-        self.on_plugin = lambda p: put("plugin", plugin=p)
-        self.on_error = lambda e: put("error", error=e)
-        self.on_reconnect = lambda r: put("reconnect", reconnect=r)
+        "synced", "sources_ready", "plugin", "error" or "reconnect".  The
+        on_* handlers set on the client are still called, each before its
+        event is queued."""
+        if self._events is not None:
+            raise RuntimeError("events() is already running on this client")
+        queue = self._events = collections.deque()
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            while queue:
-                yield queue.popleft()
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return
-            try:
-                self.run(min(left, 0.5) if left is not None else 0.5)
-            except Error:
+        try:
+            while True:
                 while queue:
                     yield queue.popleft()
-                raise
-            if self._stopped is not None and not queue:
-                return
+                left = None if deadline is None else \
+                    deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                try:
+                    self.run(min(left, 0.5) if left is not None else 0.5)
+                except Error:
+                    while queue:
+                        yield queue.popleft()
+                    raise
+                if self._stopped is not None and not queue:
+                    return
+        finally:
+            self._events = None
 
     def close(self):
         self._close()
@@ -481,8 +737,21 @@ class Client:
         if self.on_log:
             self.on_log(level, text)
 
+    def _tell(self, kind, arg):
+        """Hands one event to its handler (on_<kind>) and to events()."""
+        if self._stop_requested and kind not in ("error", "reconnect"):
+            return
+        fn = getattr(self, "on_" + kind)
+        if fn:
+            fn(arg)
+        if self._events is not None:
+            ev = dict(_NO_EVENT)
+            ev[_EVENT_FIELD[kind]] = arg
+            self._events.append(Event(kind, **ev))
+
     def _reset_conn(self):
-        self._buf = b""
+        self._buf = bytearray()
+        self._scan = 0            # no newline in _buf before this
         self._hello = False
         self._live = False
         self._held = []
@@ -504,6 +773,9 @@ class Client:
 
     def _set_end(self, kind, err, message, reason=None):
         if self._end is None:
+            # One line whatever went into it (the daemon's own message, the
+            # path): control characters become "?".
+            message = message.translate(_ONE_LINE)
             self._end = (kind, err, message, reason)
 
     def _end_connection(self):
@@ -513,8 +785,7 @@ class Client:
         self._close()
         e = Error(kind, err, message, reason, fatal)
         self._log("warning" if not fatal else "error", message)
-        if self.on_error:
-            self.on_error(e)
+        self._tell("error", e)
         if fatal:
             self._halt(e)
             return
@@ -526,8 +797,7 @@ class Client:
                        self._point)
         self._next_attempt = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
-        if self.on_reconnect:
-            self.on_reconnect(rc)
+        self._tell("reconnect", rc)
 
     def _connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -558,6 +828,9 @@ class Client:
         self._sel.register(s, selectors.EVENT_READ)
 
     def _read(self):
+        """Reads what is there (up to READ_BUDGET) and dispatches each whole
+        line.  Linear in what arrives: new bytes are appended in place and
+        only they are searched for a newline; a line is copied once."""
         total = 0
         while total < READ_BUDGET and self._end is None and \
                 not self._stop_requested:
@@ -579,21 +852,35 @@ class Client:
                               '"%s" closed the connection' % self.path)
                 return
             total += len(data)
-            self._buf += data
-            *lines, self._buf = self._buf.split(b"\n")
-            for raw in lines:
-                if self._end is not None or self._stop_requested:
+            self._buf.extend(data)
+            self._dispatch()
+
+    def _dispatch(self):
+        buf, start = self._buf, 0
+        try:
+            while self._end is None and not self._stop_requested:
+                nl = buf.find(b"\n", self._scan)
+                if nl < 0:
+                    self._scan = len(buf)
+                    break
+                self._scan = nl + 1
+                if nl - start > self.max_line:
+                    self._too_long()
                     return
-                if len(raw) > self.max_line:
-                    self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
-                                  '"%s" sent a line longer than %d bytes' % (
-                                      self.path, self.max_line))
-                    return
-                self._line(raw)
-            if len(self._buf) > self.max_line:
-                self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
-                              '"%s" sent a line longer than %d bytes' % (
-                                  self.path, self.max_line))
+                line, start = buf[start:nl], nl + 1
+                self._line(line)
+        finally:
+            if buf is self._buf:  # not replaced by a close() in a handler
+                del buf[:start]   # O(1) amortized at a bytearray's front
+                self._scan -= start
+        if self._end is None and buf is self._buf and \
+                len(buf) > self.max_line:
+            self._too_long()
+
+    def _too_long(self):
+        self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
+                      '"%s" sent a line longer than %d bytes' % (
+                          self.path, self.max_line))
 
     def _bad(self, what):
         self._set_end(BAD_MESSAGE, errno.EBADMSG,
@@ -646,30 +933,70 @@ class Client:
 
     def _apply(self, m):
         try:
-            if m.type == "pods":
+            if m.type == "pods" and self._cache.held:
+                told = self._apply_held(m)
+            elif m.type == "pods":
                 self._cache.apply_pods(m)
+                told = [Update(m.op, m.source, list(m.pods), m.seq, False)]
             elif m.type == "plugin":
                 self._cache.apply_plugin(m)
+            elif m.type == "sources_ready" and self._cache.held:
+                self._log("info", 'sources ready on "%s": %d pods held over '
+                          "since the last full state were not delivered "
+                          "again: removed" % (self.path,
+                                              len(self._cache.held)))
+                told = [Update(op, src, pods, 0, True)
+                        for op, src, pods in self._cache.drop_held()]
+            else:
+                told = []
         except MemoryError:
             self._set_end(NOMEM, errno.ENOMEM, "out of memory applying "
                           "message %d; resynchronizing" % m.seq)
             return False
         self._point = m.seq
-        if m.type == "pods" and self.on_pods:
-            self.on_pods(Update(m.op, m.source, list(m.pods), m.seq, False))
-        elif m.type == "plugin" and self.on_plugin:
-            self.on_plugin(PluginEvent(m.plugin_op, m.socket, m.plugin_type,
-                                       m.plugin_name, m.plugin_json, m.error,
-                                       m.seq, False))
-        elif m.type == "sources_ready":
+        if m.type in ("pods", "sources_ready"):
+            for u in told:
+                self._tell("pods", u)
+        elif m.type == "plugin":
+            self._tell("plugin", PluginEvent(
+                m.plugin_op, m.socket, m.plugin_type, m.plugin_name,
+                m.plugin_json, m.error, m.seq, False))
+        if m.type == "sources_ready":
             self._set_ready(m.sources)
         return True
+
+    def _apply_held(self, m):
+        """A pods message while pods are held over (doc/protocol.md, "A
+        restarted daemon's late sources"): an ADD that carries a held pod
+        again ends its hold-over, and the pod is told only if it changed,
+        in an UPDATE (resync) after the ADD, which goes on with the other
+        pods; a SET keeps the held pods it does not carry and is told with
+        the whole cache; other ops as live.  Returns the updates to tell."""
+        cache = self._cache
+        if m.op == "SET":
+            cache.set_keeping_held(m.pods)
+            return [Update("SET", m.source, list(cache.ordered()), m.seq,
+                           False)]
+        if m.op != "ADD":
+            cache.apply_pods(m)
+            return [Update(m.op, m.source, list(m.pods), m.seq, False)]
+        keep, changed = [], []
+        for p in m.pods:
+            k = (p.source, p.uid)
+            if k not in cache.held:
+                keep.append(p)
+            elif not _same(cache.pods[k].json, p.json):
+                changed.append(p)
+        cache.apply_pods(m)
+        told = [Update("ADD", m.source, keep, m.seq, False)]
+        if changed:
+            told.append(Update("UPDATE", m.source, changed, 0, True))
+        return told
 
     def _set_ready(self, sources):
         if sources != self._ready:
             self._ready = list(sources)
-            if self.on_sources_ready:
-                self.on_sources_ready(list(sources))
+            self._tell("sources_ready", list(sources))
 
     def _synced(self, m):
         if m.resumed:
@@ -684,31 +1011,48 @@ class Client:
                 if not self._apply(h):
                     return
         else:
-            fresh, ready = _Cache(), None
-            for h in self._held:
-                if h.type == "pods":
-                    fresh.apply_pods(h)
-                elif h.type == "plugin":
-                    fresh.apply_plugin(h)
-                elif h.type == "sources_ready":
-                    ready = h.sources
-            recs, plugs = _diff(self._cache, fresh)
-            resync = self._synced_once
-            self._cache = fresh
-            if ready is not None:
-                self._set_ready(ready)
-            for op, src, pods in recs:
-                if self.on_pods and not self._stop_requested:
-                    self.on_pods(Update(op, src, pods, 0, resync))
-            for op, sock, (text, typ, name) in plugs:
-                if self.on_plugin and not self._stop_requested:
-                    self.on_plugin(PluginEvent(op, sock, typ, name, text,
-                                               None, 0, resync))
+            self._full_state()
         self._point = m.seq
         self._held = []
         self._live = True
         self._synced_once = True
         self._backoff = BACKOFF_MIN
         self._attempt = 0
-        if self.on_synced and not self._stop_requested:
-            self.on_synced(m.resumed)
+        self._tell("synced", m.resumed)
+
+    def _full_state(self):
+        """The held messages are the whole state: they replace the cache,
+        and the difference is told (or, after resume_after=, the state
+        whole: what went away before that point is not known here)."""
+        fresh, ready = _Cache(), None
+        for h in self._held:
+            if h.type == "pods":
+                fresh.apply_pods(h)
+            elif h.type == "plugin":
+                fresh.apply_plugin(h)
+            elif h.type == "sources_ready":
+                ready = h.sources
+        if not self._partial and self._cache.pods and ready is None:
+            # The sources this state has not heard from keep their pods
+            # until they deliver or sources_ready (doc/protocol.md, "A
+            # restarted daemon's late sources").
+            delivered = {h.source for h in self._held if h.type == "pods"}
+            delivered |= {p.source for p in fresh.pods.values()}
+            fresh.hold_over(self._cache, delivered)
+        if self._partial:
+            recs = [("SET", "*", list(fresh.ordered()))]
+            plugs = [("REGISTERED", sock, fresh.plugins[sock])
+                     for sock in sorted(fresh.plugins)]
+            resync = True
+        else:
+            recs, plugs = _diff(self._cache, fresh)
+            resync = self._synced_once
+        self._cache = fresh
+        self._partial = False
+        if ready is not None:
+            self._set_ready(ready)
+        for op, src, pods in recs:
+            self._tell("pods", Update(op, src, pods, 0, resync))
+        for op, sock, (text, typ, name) in plugs:
+            self._tell("plugin", PluginEvent(op, sock, typ, name, text, None,
+                                             0, resync))

@@ -6,8 +6,10 @@
  * next_attempt), CONNECTED, or STOPPED.  A connection goes: hello, then
  * messages held until "synced", then live.  At synced the held messages
  * are either a replay (applied one by one, each as if live) or a full
- * state (applied to a new cache, compared with the current one, and the
- * difference handed to the handlers as computed records).
+ * state (applied to a new cache, compared with the current one as the
+ * merger compares pods, and the difference handed to the handlers as
+ * computed records; or, when the cache held only what came after a point
+ * given by podmux_client_set_resume(), handed on whole as one SET).
  *
  * The resume point is the number of the last message applied to the
  * cache: synced's number after a full state, then each live message's.
@@ -48,6 +50,8 @@
 #define READ_BUDGET (4u * 1024u * 1024u)
 #define READ_CHUNK (256u * 1024u)
 #define TEXT_MAX 512
+/* Bytes of a bad line quoted in its error message. */
+#define EXCERPT_MAX 80
 
 enum state {
         ST_IDLE,
@@ -102,6 +106,10 @@ struct podmux_client {
         bool have_point;
         uint64_t point;
         bool synced_once;
+        /* The cache holds only what came after a point given by
+         * podmux_client_set_resume(): the application holds the rest.
+         * Cleared by a full state. */
+        bool partial;
         struct cache cache;
         char **ready;
         size_t n_ready;
@@ -123,6 +131,15 @@ static const char *err_text(int err, char *buf, size_t size)
         return strerror_r(err < 0 ? -err : err, buf, size);
 }
 
+/* A message stays one line whatever went into it (a bad line, the
+ * daemon's own message, the path): control characters become '?'. */
+static void one_line(char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        *s = '?';
+}
+
 static void logf_(struct podmux_client *c, enum podmux_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
@@ -137,6 +154,7 @@ static void logf_(struct podmux_client *c, enum podmux_log_level level, const ch
         va_start(ap, fmt);
         (void)vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
+        one_line(line);
         c->on_log(c, level, line, c->data);
 }
 
@@ -157,6 +175,7 @@ static void set_end(struct podmux_client *c, enum podmux_error_kind kind, int er
         va_start(ap, fmt);
         (void)vsnprintf(c->end.message, sizeof(c->end.message), fmt, ap);
         va_end(ap);
+        one_line(c->end.message);
 }
 
 const char *podmux_op_name(enum podmux_op op)
@@ -276,6 +295,7 @@ void podmux_client_set_resume(struct podmux_client *c, uint64_t seq)
 {
         c->have_point = true;
         c->point = seq;
+        c->partial = true;
 }
 
 int podmux_client_fd(const struct podmux_client *c)
@@ -496,18 +516,27 @@ static void deliver_plugin(struct podmux_client *c, const char *op, const struct
         c->on_plugin(c, &ev, c->data);
 }
 
-/* A new sources_ready list: kept, and told when it differs.  0 or
- * -ENOMEM (nothing changed). */
-static int apply_ready(struct podmux_client *c, const struct client_msg *m)
+static void end_nomem(struct podmux_client *c, uint64_t seq)
+{
+        set_end(c, PODMUX_ERROR_NOMEM, -ENOMEM, NULL,
+                "out of memory applying message %" PRIu64 " from \"%s\": nothing of it was applied; "
+                "resynchronizing",
+                seq, c->path);
+}
+
+/* A sources_ready list: *ret_copy a copy of it when it differs from the
+ * one kept (else NULL).  0 or -ENOMEM. */
+static int ready_prepare(const struct podmux_client *c, const struct client_msg *m, char ***ret_copy)
 {
         char **copy;
         bool same = c->have_ready && c->n_ready == m->n_sources;
 
+        *ret_copy = NULL;
         for (size_t i = 0; same && i < m->n_sources; i++)
                 same = strcmp(c->ready[i], m->sources[i]) == 0;
         if (same)
                 return 0;
-        copy = calloc(m->n_sources ? m->n_sources : 1, sizeof(*copy));
+        copy = calloc(m->n_sources + 1, sizeof(*copy));
         if (!copy)
                 return -ENOMEM;
         for (size_t i = 0; i < m->n_sources; i++) {
@@ -519,21 +548,134 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
                         return -ENOMEM;
                 }
         }
+        *ret_copy = copy;
+        return 0;
+}
+
+/* Keeps the list ready_prepare() copied, and tells it. */
+static void ready_commit(struct podmux_client *c, const struct client_msg *m, char **copy)
+{
+        if (!copy)
+                return;
         ready_free(c);
         c->ready = copy;
         c->n_ready = m->n_sources;
         c->have_ready = true;
         if (c->on_ready && !c->stop_requested)
                 c->on_ready(c, (const char *const *)c->ready, c->n_ready, c->data);
+}
+
+/* A new sources_ready list: kept, and told when it differs.  0 or
+ * -ENOMEM (nothing changed). */
+static int apply_ready(struct podmux_client *c, const struct client_msg *m)
+{
+        char **copy;
+
+        if (ready_prepare(c, m, &copy) < 0)
+                return -ENOMEM;
+        ready_commit(c, m, copy);
         return 0;
 }
 
-static void end_nomem(struct podmux_client *c, uint64_t seq)
+/* sources_ready: every configured source has delivered, so a pod still
+ * held over was not delivered again (or its source is gone): removed,
+ * as REMOVE records flagged resync, before the list is told.  0 or
+ * -ENOMEM (nothing changed). */
+static int release_held(struct podmux_client *c, const struct client_msg *m)
 {
-        set_end(c, PODMUX_ERROR_NOMEM, -ENOMEM, NULL,
-                "out of memory applying message %" PRIu64 " from \"%s\": nothing of it was applied; "
-                "resynchronizing",
-                seq, c->path);
+        struct diff d = {0};
+        char **copy = NULL;
+
+        if (c->cache.n_held && cache_held_records(&c->cache, &d) < 0)
+                return -ENOMEM;
+        if (ready_prepare(c, m, &copy) < 0) {
+                diff_free(&d);
+                return -ENOMEM;
+        }
+        if (c->cache.n_held) {
+                logf_(c, PODMUX_LOG_INFO,
+                      "sources ready on \"%s\": %zu pods held over since the last full state were not delivered "
+                      "again: removed",
+                      c->path, c->cache.n_held);
+                cache_drop_held(&c->cache);
+        }
+        c->point = m->seq;
+        c->have_point = true;
+        for (size_t i = 0; i < d.n_recs; i++)
+                deliver_pods(c, d.recs[i].op, d.recs[i].source, d.recs[i].pods, d.recs[i].n_pods, 0, true);
+        diff_free(&d);
+        ready_commit(c, m, copy);
+        return 0;
+}
+
+/* A pods message while pods are held over (doc/protocol.md, "A restarted
+ * daemon's late sources").  An ADD that carries a held pod again ends its
+ * hold-over: the cache takes the text, and the pod is handed on only if
+ * it changed, in an UPDATE flagged resync after the ADD (which goes on
+ * with the other pods, maybe none).  A SET keeps the held pods it does
+ * not carry and is handed on with the whole cache.  Other ops go as live.
+ * 0, or -1 with c->end set (nothing applied). */
+static int apply_pods_held(struct podmux_client *c, const struct client_msg *m)
+{
+        struct client_msg view = *m; /* the pods applied; owns nothing */
+        struct podmux_pod **keep = NULL, **upd = NULL, **all = NULL;
+        size_t n_keep = 0, n_upd = 0, k = 0;
+        struct cache_prep prep;
+
+        if (m->op == PODMUX_OP_ADD) {
+                keep = malloc((m->n_pods + 1) * sizeof(*keep));
+                upd = malloc((m->n_pods + 1) * sizeof(*upd));
+                for (size_t i = 0; keep && upd && i < m->n_pods; i++) {
+                        struct podmux_pod *p = m->pods[i];
+                        const struct podmux_pod *h = cache_by_key(&c->cache, p->source, p->uid);
+                        int same = h && h->held ? client_pod_text_same(h->json, h->len, p->json, p->len) : -EAGAIN;
+
+                        if (same == -EAGAIN)
+                                keep[n_keep++] = p;
+                        else if (same < 0)
+                                goto nomem; /* -ENOMEM: the texts were checked when they came */
+                        else if (!same)
+                                upd[n_upd++] = p;
+                }
+                if (!keep || !upd)
+                        goto nomem;
+        } else if (m->op == PODMUX_OP_SET) {
+                /* Held pods first: of a source and UID, the SET's wins. */
+                all = malloc((c->cache.n_held + m->n_pods + 1) * sizeof(*all));
+                if (!all)
+                        goto nomem;
+                for (size_t i = 0; i < c->cache.n; i++)
+                        if (c->cache.v[i]->held)
+                                all[k++] = c->cache.v[i];
+                memcpy(all + k, m->pods, m->n_pods * sizeof(*all));
+                view.pods = all;
+                view.n_pods = k + m->n_pods;
+        }
+        if (cache_pods_prepare(&c->cache, &view, &prep) < 0)
+                goto nomem;
+        cache_pods_commit(&c->cache, &view, &prep);
+        cache_prep_free(&prep);
+        c->point = m->seq;
+        c->have_point = true;
+        if (m->op == PODMUX_OP_ADD) {
+                deliver_pods(c, m->op, m->source, keep, n_keep, m->seq, false);
+                if (n_upd)
+                        deliver_pods(c, PODMUX_OP_UPDATE, m->source, upd, n_upd, 0, true);
+        } else if (m->op == PODMUX_OP_SET) {
+                deliver_pods(c, m->op, m->source, c->cache.v, c->cache.n, m->seq, false);
+        } else {
+                deliver_pods(c, m->op, m->source, m->pods, m->n_pods, m->seq, false);
+        }
+        free(keep);
+        free(upd);
+        free(all);
+        return 0;
+nomem:
+        free(keep);
+        free(upd);
+        free(all);
+        end_nomem(c, m->seq);
+        return -1;
 }
 
 /* One message applied to the cache and handed on, as live.  0, or -1 with
@@ -544,6 +686,8 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
 
         switch (m->type) {
         case CLIENT_MSG_PODS:
+                if (c->cache.n_held)
+                        return apply_pods_held(c, m);
                 if (cache_pods_prepare(&c->cache, m, &prep) < 0) {
                         end_nomem(c, m->seq);
                         return -1;
@@ -564,11 +708,11 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
                 deliver_plugin(c, m->plugin_op, NULL, m, false);
                 return 0;
         case CLIENT_MSG_SOURCES_READY:
-                if (apply_ready(c, m) < 0) {
+                if (release_held(c, m) < 0) {
                         end_nomem(c, m->seq);
                         return -1;
                 }
-                break;
+                return 0;
         default:
                 break;
         }
@@ -577,41 +721,112 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
         return 0;
 }
 
-/* A full state: built aside, compared, swapped in, the difference told. */
+/* The held messages of a full state applied to an empty cache (fresh);
+ * *ready the last sources_ready among them.  0 or -ENOMEM (fresh to be
+ * freed by the caller). */
+static int build_state(struct podmux_client *c, struct cache *fresh, const struct client_msg **ready)
+{
+        for (size_t i = 0; i < c->n_held; i++) {
+                const struct client_msg *m = &c->held[i];
+                struct cache_prep prep;
+
+                if (m->type == CLIENT_MSG_PODS) {
+                        if (cache_pods_prepare(fresh, m, &prep) < 0)
+                                return -ENOMEM;
+                        cache_pods_commit(fresh, m, &prep);
+                        cache_prep_free(&prep);
+                } else if (m->type == CLIENT_MSG_PLUGIN) {
+                        if (cache_plugin_apply(fresh, m) < 0)
+                                return -ENOMEM;
+                } else if (m->type == CLIENT_MSG_SOURCES_READY) {
+                        *ready = m;
+                }
+        }
+        return 0;
+}
+
+/* A full state met by a cache that holds only what came after a saved
+ * resume point: what went away before it is unknown here, so no
+ * difference can be told.  The state is handed on whole: one SET of every
+ * pod (source "*") and REGISTERED for every plugin, resync. */
+static void tell_whole(struct podmux_client *c)
+{
+        logf_(c, PODMUX_LOG_INFO,
+              "full state from \"%s\": %zu pods, handed on whole (the cache held only what came after the "
+              "resume point)",
+              c->path, c->cache.n);
+        deliver_pods(c, PODMUX_OP_SET, "*", c->cache.v, c->cache.n, 0, true);
+        for (size_t i = 0; i < c->cache.n_plugins; i++)
+                deliver_plugin(c, "REGISTERED", &c->cache.plugins[i], NULL, true);
+}
+
+/* The sources that delivered in the full state held: the source of each
+ * pods message and of each pod.  *ret points into them (free the array
+ * only).  0 or -ENOMEM. */
+static int delivered_sources(const struct podmux_client *c, const struct cache *fresh, const char ***ret, size_t *ret_n)
+{
+        const char **v = malloc((c->n_held + fresh->n + 1) * sizeof(*v));
+        size_t n = 0;
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_held + fresh->n; i++) {
+                const struct client_msg *m = i < c->n_held ? &c->held[i] : NULL;
+                const char *s = m ? m->source : fresh->v[i - c->n_held]->source;
+                size_t j = 0;
+
+                if (m && m->type != CLIENT_MSG_PODS)
+                        continue;
+                while (j < n && strcmp(v[j], s) != 0)
+                        j++;
+                if (j == n)
+                        v[n++] = s;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/*
+ * A full state: built aside, compared, swapped in, the difference told.
+ * When it replaces a cache that held pods, the pods of a source that did
+ * not deliver in it (the daemon restarted and has not heard from that
+ * source yet) are held over: kept as they were, not told
+ * (doc/protocol.md, "A restarted daemon's late sources").
+ */
 static int apply_state(struct podmux_client *c, const struct client_msg *synced)
 {
         struct cache fresh = {0}, old;
         struct diff d = {0};
         const struct client_msg *ready = NULL;
-        bool resync = c->synced_once;
-        size_t i;
+        const char **delivered = NULL;
+        size_t n_delivered = 0, i;
+        bool resync = c->synced_once, whole = !c->partial, hold = false;
 
-        for (i = 0; i < c->n_held; i++) {
-                const struct client_msg *m = &c->held[i];
-                struct cache_prep prep;
-
-                if (m->type == CLIENT_MSG_PODS) {
-                        if (cache_pods_prepare(&fresh, m, &prep) < 0)
-                                goto nomem;
-                        cache_pods_commit(&fresh, m, &prep);
-                        cache_prep_free(&prep);
-                } else if (m->type == CLIENT_MSG_PLUGIN) {
-                        if (cache_plugin_apply(&fresh, m) < 0)
-                                goto nomem;
-                } else if (m->type == CLIENT_MSG_SOURCES_READY) {
-                        ready = m;
-                }
-        }
-        if (cache_diff(&c->cache, &fresh, &d) < 0)
+        if (build_state(c, &fresh, &ready) < 0)
                 goto nomem;
-        if (ready && apply_ready(c, ready) < 0)
+        /* sources_ready among them: every source delivered. */
+        hold = whole && c->cache.n > 0 && !ready;
+        if (hold && (delivered_sources(c, &fresh, &delivered, &n_delivered) < 0 ||
+                     cache_hold_over(&c->cache, &fresh, delivered, n_delivered) < 0))
                 goto nomem;
+        if ((whole && cache_diff(&c->cache, &fresh, &d) < 0) || (ready && apply_ready(c, ready) < 0))
+                goto nomem;
+        if (hold)
+                cache_mark_held(&fresh, delivered, n_delivered);
+        free(delivered);
         old = c->cache;
         c->cache = fresh;
         c->point = synced->seq;
         c->have_point = true;
-        logf_(c, PODMUX_LOG_INFO, "full state from \"%s\": %zu pods, %zu records of difference%s", c->path,
-              c->cache.n, d.n_recs, resync ? " (resync)" : "");
+        c->partial = false;
+        if (!whole) {
+                tell_whole(c);
+                cache_free(&old);
+                return 0;
+        }
+        logf_(c, PODMUX_LOG_INFO, "full state from \"%s\": %zu pods, %zu records of difference%s, %zu held over",
+              c->path, c->cache.n, d.n_recs, resync ? " (resync)" : "", c->cache.n_held);
         for (i = 0; i < d.n_recs; i++)
                 deliver_pods(c, d.recs[i].op, d.recs[i].source, d.recs[i].pods, d.recs[i].n_pods, 0, resync);
         for (i = 0; i < d.n_plugins; i++)
@@ -621,6 +836,7 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
         cache_free(&old);
         return 0;
 nomem:
+        free(delivered);
         diff_free(&d);
         cache_free(&fresh);
         end_nomem(c, synced->seq);
@@ -705,6 +921,25 @@ static int server_error(struct podmux_client *c, const struct client_msg *m)
         return -1;
 }
 
+/* The start of a bad line for its error message, which stays one line:
+ * at most EXCERPT_MAX bytes of line[0..len) (the buffer goes on with the
+ * lines after it), cut before a UTF-8 continuation byte and then marked
+ * "..." (set_end() replaces control characters).  out holds EXCERPT_MAX +
+ * 4 bytes. */
+static const char *excerpt(const char *line, size_t len, char out[EXCERPT_MAX + 4])
+{
+        size_t n = len;
+
+        if (n > EXCERPT_MAX) {
+                n = EXCERPT_MAX;
+                while (n > 0 && ((unsigned char)line[n] & 0xc0) == 0x80)
+                        n--;
+        }
+        memcpy(out, line, n);
+        memcpy(out + n, n < len ? "..." : "", n < len ? 4 : 1);
+        return out;
+}
+
 /* One line.  0 to go on, -1 when the connection is to end (c->end set). */
 static int handle_line(struct podmux_client *c, const char *line, size_t len)
 {
@@ -729,9 +964,11 @@ static int handle_line(struct podmux_client *c, const char *line, size_t len)
                 return -1;
         }
         if (r < 0) {
+                char start[EXCERPT_MAX + 4];
+
                 set_end(c, PODMUX_ERROR_BAD_MESSAGE, -EBADMSG, NULL,
-                        "\"%s\" sent a line that is not a protocol %d message (%s): %.80s", c->path,
-                        PODMUX_CLIENT_PROTOCOL, why.len ? why.data : "?", line);
+                        "\"%s\" sent a line that is not a protocol %d message (%s): %s", c->path,
+                        PODMUX_CLIENT_PROTOCOL, why.len ? why.data : "?", excerpt(line, len, start));
                 buf_free(&why);
                 return -1;
         }
@@ -902,7 +1139,7 @@ int podmux_client_run(struct podmux_client *c, int timeout_ms)
 
 bool podmux_client_has_synced(const struct podmux_client *c)
 {
-        return c->synced_once;
+        return c->synced_once && !c->partial;
 }
 
 bool podmux_client_resume_point(const struct podmux_client *c, uint64_t *ret_seq)

@@ -7,7 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "client_cache.h"
+#include "podmux/json_canon.h"
+#include "podmux/json_get.h"
+#include "podmux/json_parse.h"
 #include "podmux/search.h"
 
 /* ---- the uid index ----------------------------------------------------------- */
@@ -91,6 +96,25 @@ const struct podmux_pod *cache_by_uid(const struct cache *c, const char *uid)
         return best;
 }
 
+/* The pod of this source and UID, or NULL.  O(1). */
+static struct podmux_pod *ix_get(const struct cache *c, const char *source, const char *uid)
+{
+        size_t mask, i;
+
+        if (!c->ix_cap)
+                return NULL;
+        mask = c->ix_cap - 1;
+        for (i = hash_uid(uid) & mask; c->ix[i]; i = (i + 1) & mask)
+                if (strcmp(c->ix[i]->uid, uid) == 0 && strcmp(c->ix[i]->source, source) == 0)
+                        return c->ix[i];
+        return NULL;
+}
+
+const struct podmux_pod *cache_by_key(const struct cache *c, const char *source, const char *uid)
+{
+        return ix_get(c, source, uid);
+}
+
 /* ---- the sorted array ---------------------------------------------------------- */
 
 /* What the searches below look for, and in what. */
@@ -166,7 +190,7 @@ static void pods_free(struct cache *c)
         free(c->ix);
         c->v = NULL;
         c->ix = NULL;
-        c->n = c->cap = c->ix_cap = 0;
+        c->n = c->cap = c->ix_cap = c->n_held = 0;
 }
 
 static void plugin_ent_free(struct plugin_ent *e)
@@ -201,18 +225,34 @@ struct sort_ent {
         size_t i;
 };
 
-static int cmp_sort_ent(const void *a, const void *b)
+/* By source and UID, then by place in the message. */
+static int cmp_key_ent(const void *a, const void *b)
 {
         const struct sort_ent *x = a, *y = b;
-        int r = client_pod_compare(x->p, y->p);
+        int r = strcmp(x->p->uid, y->p->uid);
 
+        if (r == 0)
+                r = strcmp(x->p->source, y->p->source);
         if (r)
                 return r;
         return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* The pods of a SET as a sorted array without duplicates (the last of
- * equal pods wins, as a later change would).  O(n log n). */
+static int cmp_order_ent(const void *a, const void *b)
+{
+        const struct sort_ent *x = a, *y = b;
+
+        return client_pod_compare(x->p, y->p);
+}
+
+static bool same_key(const struct podmux_pod *a, const struct podmux_pod *b)
+{
+        return strcmp(a->uid, b->uid) == 0 && strcmp(a->source, b->source) == 0;
+}
+
+/* The pods of a SET as a sorted array with one pod per source and UID
+ * (the last of a source and UID wins, as a later change would).  Two
+ * sorts: O(n log n). */
 static int build_set(const struct client_msg *m, struct cache *out)
 {
         struct sort_ent *e = NULL;
@@ -229,12 +269,14 @@ static int build_set(const struct client_msg *m, struct cache *out)
                 e[i].p = m->pods[i];
                 e[i].i = i;
         }
-        qsort(e, m->n_pods, sizeof(*e), cmp_sort_ent);
-        for (size_t i = 0; i < m->n_pods; i++) {
-                if (i + 1 < m->n_pods && client_pod_compare(e[i].p, e[i + 1].p) == 0)
-                        continue;
-                out->v[n++] = client_pod_ref(e[i].p);
-        }
+        qsort(e, m->n_pods, sizeof(*e), cmp_key_ent);
+        for (size_t i = 0; i < m->n_pods; i++)
+                if (i + 1 == m->n_pods || !same_key(e[i].p, e[i + 1].p))
+                        e[n++] = e[i];
+        /* Keys are unique now, and so are places in the order. */
+        qsort(e, n, sizeof(*e), cmp_order_ent);
+        for (size_t i = 0; i < n; i++)
+                out->v[i] = client_pod_ref(e[i].p);
         out->n = n;
         if (ix_reserve(out, n) < 0)
                 goto fail;
@@ -248,7 +290,7 @@ fail:
 
 int cache_pods_prepare(struct cache *c, const struct client_msg *m, struct cache_prep *prep)
 {
-        size_t fresh = 0, pos;
+        size_t fresh = 0;
 
         memset(prep, 0, sizeof(*prep));
         if (m->op == PODMUX_OP_SET)
@@ -256,11 +298,38 @@ int cache_pods_prepare(struct cache *c, const struct client_msg *m, struct cache
         if (m->op == PODMUX_OP_REMOVE)
                 return 0;
         for (size_t i = 0; i < m->n_pods; i++)
-                if (!cache_find(c, m->pods[i], &pos))
+                if (!ix_get(c, m->pods[i]->source, m->pods[i]->uid))
                         fresh++; /* a pod twice in the message counts twice: room to spare */
         if (array_reserve(c, c->n + fresh) < 0 || ix_reserve(c, c->n + fresh) < 0)
                 return -ENOMEM;
         return 0;
+}
+
+/* Takes old (in the cache) out.  The array's tail moves: O(n). */
+static void remove_pod(struct cache *c, struct podmux_pod *old)
+{
+        size_t pos;
+
+        if (!cache_find(c, old, &pos))
+                return;
+        ix_remove(c, old);
+        memmove(c->v + pos, c->v + pos + 1, (c->n - pos - 1) * sizeof(*c->v));
+        c->n--;
+        if (old->held)
+                c->n_held--;
+        client_pod_unref(old);
+}
+
+/* Puts p in its place; room was made by cache_pods_prepare(). */
+static void insert_pod(struct cache *c, struct podmux_pod *p)
+{
+        size_t pos;
+
+        (void)cache_find(c, p, &pos);
+        memmove(c->v + pos + 1, c->v + pos, (c->n - pos) * sizeof(*c->v));
+        c->v[pos] = client_pod_ref(p);
+        c->n++;
+        ix_insert(c->ix, c->ix_cap, p);
 }
 
 void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache_prep *prep)
@@ -274,39 +343,39 @@ void cache_pods_commit(struct cache *c, const struct client_msg *m, struct cache
                 c->cap = prep->set.cap;
                 c->ix = prep->set.ix;
                 c->ix_cap = prep->set.ix_cap;
+                c->n_held = 0;
+                for (size_t i = 0; i < c->n; i++)
+                        c->n_held += c->v[i]->held;
                 memset(&prep->set, 0, sizeof(prep->set));
                 old.plugins = NULL;
                 old.n_plugins = 0;
                 pods_free(&old);
                 return;
         }
+        /* A pod is its source and UID: an upsert under another namespace
+         * or name (a pod renamed with its UID kept) replaces the one held,
+         * which moves to its new place in the order. */
         for (size_t i = 0; i < m->n_pods; i++) {
-                struct podmux_pod *p = m->pods[i], *old;
+                struct podmux_pod *p = m->pods[i], *old = ix_get(c, p->source, p->uid);
                 size_t pos;
-                bool found = cache_find(c, p, &pos);
 
                 if (m->op == PODMUX_OP_REMOVE) {
-                        if (!found)
-                                continue;
-                        old = c->v[pos];
-                        ix_remove(c, old);
-                        memmove(c->v + pos, c->v + pos + 1, (c->n - pos - 1) * sizeof(*c->v));
-                        c->n--;
-                        client_pod_unref(old);
+                        if (old)
+                                remove_pod(c, old);
                         continue;
                 }
-                if (found) {
-                        old = c->v[pos];
+                if (old && client_pod_compare(old, p) == 0 && cache_find(c, old, &pos)) {
+                        if (old->held)
+                                c->n_held--;
                         ix_remove(c, old);
                         c->v[pos] = client_pod_ref(p);
                         ix_insert(c->ix, c->ix_cap, p);
                         client_pod_unref(old);
                         continue;
                 }
-                memmove(c->v + pos + 1, c->v + pos, (c->n - pos) * sizeof(*c->v));
-                c->v[pos] = client_pod_ref(p);
-                c->n++;
-                ix_insert(c->ix, c->ix_cap, p);
+                if (old)
+                        remove_pod(c, old);
+                insert_pod(c, p);
         }
 }
 
@@ -397,6 +466,140 @@ void diff_free(struct diff *d)
         memset(d, 0, sizeof(*d));
 }
 
+/* ---- the resync comparison (doc/protocol.md, "Which pods changed") ---------- */
+
+/* The annotations the merger writes or keeps per run of the daemon. */
+static const char *const local_annotations[] = {
+        "kubernetes.io/config.source",
+        "kubernetes.io/config.seen",
+        "kubernetes.io/config.mirror",
+};
+
+/* The members compared, in metadata (meta) or at the top. */
+static const struct {
+        const char *key;
+        bool meta;
+} compared[] = {
+        {"labels", true}, {"annotations", true}, {"deletionTimestamp", true}, {"deletionGracePeriodSeconds", true},
+        {"spec", false},  {"status", false},
+};
+
+/* The compared parts of one pod's text into out: its name and namespace as
+ * the pod's identity reads them (client_msg.c: a namespace that is missing
+ * or not a string is ""), each with its length; then per member present,
+ * its index, ':', its canonical JSON text (json_canon.h: keys sorted,
+ * numbers as spelled, no raw newline) and a newline.  Equal outputs are
+ * equal parts.  0, -EINVAL (not JSON), -ENOMEM. */
+static int compared_text(const char *text, size_t len, struct buf *out)
+{
+        json_object *o = NULL, *md, *ann;
+        const char *name, *ns;
+        int r = json_parse(text, len, CLIENT_MSG_MAX_DEPTH, &o, NULL);
+
+        if (r < 0)
+                return r;
+        md = json_get(o, "metadata");
+        name = json_get_str(md, "name", NULL);
+        ns = json_get_str(md, "namespace", "");
+        if ((name && buf_printf(out, "name %zu:%s\n", strlen(name), name) < 0) ||
+            buf_printf(out, "namespace %zu:%s\n", strlen(ns), ns) < 0)
+                r = -ENOMEM;
+        ann = json_get_type(md, "annotations", json_type_object);
+        for (size_t i = 0; ann && i < sizeof(local_annotations) / sizeof(local_annotations[0]); i++)
+                json_object_object_del(ann, local_annotations[i]);
+        for (size_t i = 0; r == 0 && i < sizeof(compared) / sizeof(compared[0]); i++) {
+                json_object *from = compared[i].meta ? md : o, *v = NULL;
+
+                if (!json_object_is_type(from, json_type_object) ||
+                    !json_object_object_get_ex(from, compared[i].key, &v))
+                        continue;
+                if (v && v == ann && json_object_object_length(ann) == 0)
+                        continue; /* no annotations but local ones: as if none */
+                if (buf_printf(out, "%zu:", i) < 0 || json_canon_append(out, v) < 0 || buf_putc(out, '\n') < 0)
+                        r = -ENOMEM;
+        }
+        json_object_put(o);
+        return r;
+}
+
+/* The end of the JSON string opening at s[i] (past its closing quote), or
+ * 0 if the text ends first. */
+static size_t string_end(const char *s, size_t len, size_t i)
+{
+        for (i++; i < len; i++) {
+                if (s[i] == '\\')
+                        i++;
+                else if (s[i] == '"')
+                        return i + 1;
+        }
+        return 0;
+}
+
+#define SEEN_KEY "\"kubernetes.io/config.seen\""
+#define TEXT_HEAD "{\"metadata\":{\"annotations\":{"
+
+/*
+ * The span [*ret_start, *ret_end) of the member "kubernetes.io/config.seen"
+ * (name and value, no comma) in metadata.annotations, for a text laid out
+ * as the daemon writes pods: compact, annotations first, every annotation
+ * a string.  False for any other text (or no such member): then only the
+ * full comparison can tell.  O(length of the annotations).
+ */
+static bool seen_span(const char *s, size_t len, size_t *ret_start, size_t *ret_end)
+{
+        size_t i = sizeof(TEXT_HEAD) - 1;
+
+        if (len < i || memcmp(s, TEXT_HEAD, i) != 0)
+                return false;
+        while (i < len && s[i] == '"') {
+                size_t key = i, end = string_end(s, len, i), value;
+
+                if (!end || end >= len || s[end] != ':' || end + 1 >= len || s[end + 1] != '"')
+                        return false;
+                value = string_end(s, len, end + 1);
+                if (!value || value >= len)
+                        return false;
+                if (end - key == sizeof(SEEN_KEY) - 1 && memcmp(s + key, SEEN_KEY, end - key) == 0) {
+                        *ret_start = key;
+                        *ret_end = value;
+                        return true;
+                }
+                if (s[value] != ',')
+                        return false;
+                i = value + 1;
+        }
+        return false;
+}
+
+/* Whether a and b are the same text but for the value of config.seen in
+ * their annotations (seen_span()).  O(text length), allocates nothing. */
+static bool same_but_seen(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+        size_t as, ae, bs, be;
+
+        return seen_span(a, a_len, &as, &ae) && seen_span(b, b_len, &bs, &be) && as == bs && a_len - ae == b_len - be &&
+               memcmp(a, b, as) == 0 && memcmp(a + ae, b + be, a_len - ae) == 0;
+}
+
+int client_pod_text_same(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+        struct buf x = BUF_INIT, y = BUF_INIT;
+        int r;
+
+        /* Equal texts, and (what a daemon restart gives every unchanged
+         * pod) texts that differ only in config.seen, cost no parse. */
+        if ((a_len == b_len && memcmp(a, b, a_len) == 0) || same_but_seen(a, a_len, b, b_len))
+                return 1;
+        r = compared_text(a, a_len, &x);
+        if (r == 0)
+                r = compared_text(b, b_len, &y);
+        if (r == 0)
+                r = x.len == y.len && memcmp(x.data, y.data, x.len) == 0;
+        buf_free(&x);
+        buf_free(&y);
+        return r;
+}
+
 static int cmp_str_ptr(const void *a, const void *b)
 {
         return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -408,34 +611,60 @@ struct change {
         enum podmux_op op;
 };
 
+static int records_from(const struct change *ch, size_t n_ch, const char **srcs, struct diff *d);
+
 static int diff_pods(const struct cache *old, const struct cache *new_, struct diff *d)
 {
         struct change *ch = NULL;
         const char **srcs = NULL;
-        size_t n_ch = 0, n_srcs = 0, i = 0, j = 0;
-        static const enum podmux_op order[] = {PODMUX_OP_REMOVE, PODMUX_OP_ADD, PODMUX_OP_UPDATE};
+        size_t n_ch = 0, i = 0, j = 0;
         int r = -ENOMEM;
 
         ch = malloc((old->n + new_->n + 1) * sizeof(*ch));
         srcs = malloc((old->n + new_->n + 1) * sizeof(*srcs));
         if (!ch || !srcs)
                 goto done;
-        /* Both sorted the same way: one merge walk.  O(n). */
+        /* Both sorted the same way: one merge walk, O(n).  A pod is its
+         * source and UID: one that moved in the order (renamed, its UID
+         * kept) is found by key on the other side and compared. */
         while (i < old->n || j < new_->n) {
                 int c = i >= old->n ? 1 : j >= new_->n ? -1 : client_pod_compare(old->v[i], new_->v[j]);
+                const struct podmux_pod *o, *p;
+                int same;
 
                 if (c < 0) {
-                        ch[n_ch++] = (struct change){old->v[i++], PODMUX_OP_REMOVE};
-                } else if (c > 0) {
-                        ch[n_ch++] = (struct change){new_->v[j++], PODMUX_OP_ADD};
-                } else {
-                        if (old->v[i]->len != new_->v[j]->len ||
-                            memcmp(old->v[i]->json, new_->v[j]->json, old->v[i]->len) != 0)
-                                ch[n_ch++] = (struct change){new_->v[j], PODMUX_OP_UPDATE};
-                        i++;
-                        j++;
+                        o = old->v[i++];
+                        if (!ix_get(new_, o->source, o->uid))
+                                ch[n_ch++] = (struct change){(struct podmux_pod *)o, PODMUX_OP_REMOVE};
+                        continue;
                 }
+                p = new_->v[j++];
+                o = c == 0 ? old->v[i++] : ix_get(old, p->source, p->uid);
+                if (!o) {
+                        ch[n_ch++] = (struct change){(struct podmux_pod *)p, PODMUX_OP_ADD};
+                        continue;
+                }
+                same = client_pod_text_same(o->json, o->len, p->json, p->len);
+                if (same < 0)
+                        goto done; /* -ENOMEM: the texts were checked when they came */
+                if (!same)
+                        ch[n_ch++] = (struct change){(struct podmux_pod *)p, PODMUX_OP_UPDATE};
         }
+        r = records_from(ch, n_ch, srcs, d);
+done:
+        free(ch);
+        free(srcs);
+        return r;
+}
+
+/* The changes ch[0..n_ch) as records in d: per source (sorted) REMOVE,
+ * ADD, UPDATE, each in the order of ch.  srcs has room for n_ch.  0 or
+ * -ENOMEM (d->recs as far as built: diff_free() frees them). */
+static int records_from(const struct change *ch, size_t n_ch, const char **srcs, struct diff *d)
+{
+        static const enum podmux_op order[] = {PODMUX_OP_REMOVE, PODMUX_OP_ADD, PODMUX_OP_UPDATE};
+        size_t n_srcs = 0, i, j;
+
         for (i = 0; i < n_ch; i++)
                 srcs[n_srcs++] = ch[i].p->source;
         qsort(srcs, n_srcs, sizeof(*srcs), cmp_str_ptr);
@@ -446,7 +675,7 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
         n_srcs = j;
         d->recs = calloc(n_srcs * 3 + 1, sizeof(*d->recs));
         if (!d->recs)
-                goto done;
+                return -ENOMEM;
         for (size_t s = 0; s < n_srcs; s++) {
                 for (size_t o = 0; o < 3; o++) {
                         struct diff_rec *rec = &d->recs[d->n_recs];
@@ -459,7 +688,7 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
                                 continue;
                         rec->pods = malloc(k * sizeof(*rec->pods));
                         if (!rec->pods)
-                                goto done;
+                                return -ENOMEM;
                         d->n_recs++;
                         rec->op = order[o];
                         for (i = 0; i < n_ch; i++)
@@ -468,11 +697,7 @@ static int diff_pods(const struct cache *old, const struct cache *new_, struct d
                         rec->source = rec->pods[0]->source;
                 }
         }
-        r = 0;
-done:
-        free(ch);
-        free(srcs);
-        return r;
+        return 0;
 }
 
 static int diff_plugins(const struct cache *old, const struct cache *new_, struct diff *d)
@@ -511,4 +736,83 @@ int cache_diff(const struct cache *old, const struct cache *new_, struct diff *r
         }
         *ret = d;
         return 0;
+}
+
+/* ---- holding over ---------------------------------------------------------------- */
+
+static bool in_list(const char *s, const char *const *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(s, v[i]) == 0)
+                        return true;
+        return false;
+}
+
+int cache_hold_over(const struct cache *old, struct cache *fresh, const char *const *delivered, size_t n)
+{
+        size_t k = 0;
+
+        for (size_t i = 0; i < old->n; i++)
+                k += !in_list(old->v[i]->source, delivered, n);
+        if (k == 0)
+                return 0;
+        if (array_reserve(fresh, fresh->n + k) < 0 || ix_reserve(fresh, fresh->n + k) < 0)
+                return -ENOMEM;
+        /* fresh holds no pod of these sources: they were not delivered. */
+        for (size_t i = 0; i < old->n; i++)
+                if (!in_list(old->v[i]->source, delivered, n))
+                        insert_pod(fresh, old->v[i]);
+        return 0;
+}
+
+void cache_mark_held(struct cache *c, const char *const *delivered, size_t n)
+{
+        c->n_held = 0;
+        for (size_t i = 0; i < c->n; i++) {
+                c->v[i]->held = !in_list(c->v[i]->source, delivered, n);
+                c->n_held += c->v[i]->held;
+        }
+}
+
+int cache_held_records(const struct cache *c, struct diff *ret)
+{
+        struct change *ch = malloc((c->n_held + 1) * sizeof(*ch));
+        const char **srcs = malloc((c->n_held + 1) * sizeof(*srcs));
+        struct diff d = {0};
+        size_t n_ch = 0;
+        int r = -ENOMEM;
+
+        if (ch && srcs) {
+                for (size_t i = 0; i < c->n; i++)
+                        if (c->v[i]->held)
+                                ch[n_ch++] = (struct change){c->v[i], PODMUX_OP_REMOVE};
+                r = records_from(ch, n_ch, srcs, &d);
+        }
+        free(ch);
+        free(srcs);
+        if (r < 0) {
+                diff_free(&d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+void cache_drop_held(struct cache *c)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n; i++) {
+                struct podmux_pod *p = c->v[i];
+
+                if (!p->held) {
+                        c->v[n++] = p;
+                        continue;
+                }
+                ix_remove(c, p);
+                p->held = false;
+                client_pod_unref(p);
+        }
+        c->n = n;
+        c->n_held = 0;
 }

@@ -34,6 +34,9 @@ struct podmux_pod {
         const char *ann_source; /* kubernetes.io/config.source, or "" */
         const char *source;  /* ann_source, the message's (own_source) */
         char *own_source;    /* set when source is not ann_source */
+        /* Held over by the cache that holds it (client_cache.h): set and
+         * cleared only by that cache; a pod is in one client's cache. */
+        bool held;
 };
 
 enum client_msg_type {

@@ -4,7 +4,7 @@
  * consumers that the library must keep up with.  Prints figures; asserts
  * nothing.  Run by scripts/bench (its "client" line).
  *
- * Usage: bench_client PODS MESSAGES CONSUMERS [DIR]
+ * Usage: bench_client PODS MESSAGES CONSUMERS [SET_PODS [DIR]]
  *
  * 1. fan-out: the daemon's stream server (in process, on its own loop)
  *    with CONSUMERS raw readers (one thread each, counting lines);
@@ -15,10 +15,18 @@
  *    by a loop that only finds the newlines.
  * 3. library: the same bytes to libpodmux-client, from accept to the last
  *    message applied to its cache and handed to the handler.
- * 4. a SET of 5,000 pods applied (10 of them live after an empty state),
- *    and a lookup by namespace and name in the cache they leave.
- * With DIR, the streams of 3 and 4 are written there (onepod.stream,
- * set.stream) for the Go package's benchmark to read the same bytes.
+ * 4. set: hello, synced (nothing yet), then SETS live SETs of SET_PODS
+ *    (default 5,000) pods, each a new version of every pod, stamped with
+ *    config.seen as the daemon sends them: the time per SET applied and
+ *    handed on; then lookups by namespace and name in the cache they leave.
+ * 5. restart: a full state of SET_PODS pods, the daemon's ShuttingDown,
+ *    and on the next connection the same pods with every config.seen new:
+ *    the time from the first synced to the second (reconnection without
+ *    backoff, the state read, compared with the cache: nothing changed).
+ * With DIR, the streams are written there for scripts/bench to run the
+ * Python module and the Go package on the same bytes: one-pod.stream
+ * (3), set.stream (4), restart-1.stream and restart-2.stream (5, the two
+ * connections).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -38,6 +46,7 @@
 #include "podmux/loop.h"
 #include "podmux/pod.h"
 #include "podmux/stream_server.h"
+#include "../../src/client/client_msg.h"
 
 /* A pod of about 1.3 KB as the daemon sends it; the SET stream's pods
  * are named pod-NNNNN in namespaces of 100 (so the SET comes sorted). */
@@ -221,29 +230,38 @@ static double fan_out(const char *dir, int n_pods, long n_msgs, int n_cons, stru
 
 /* ---- 2 and 3: the same bytes, raw and through the library -------------------- */
 
+/* Serves bytes, then more on the next connection if there is one. */
 struct writer {
         int lfd;
-        const struct buf *bytes;
+        const struct buf *bytes, *next;
 };
 
-static void *writer_main(void *arg)
+static void serve_one(int lfd, const struct buf *bytes)
 {
-        struct writer *w = arg;
-        int fd = accept(w->lfd, NULL, NULL);
+        int fd = accept(lfd, NULL, NULL);
         char first[64];
         size_t off = 0;
 
         if (fd < 0)
-                return NULL;
+                return;
         (void)read(fd, first, sizeof(first)); /* the client's first line */
-        while (off < w->bytes->len) {
-                ssize_t n = write(fd, w->bytes->data + off, w->bytes->len - off);
+        while (off < bytes->len) {
+                ssize_t n = write(fd, bytes->data + off, bytes->len - off);
 
                 if (n <= 0)
                         break;
                 off += (size_t)n;
         }
         close(fd);
+}
+
+static void *writer_main(void *arg)
+{
+        struct writer *w = arg;
+
+        serve_one(w->lfd, w->bytes);
+        if (w->next)
+                serve_one(w->lfd, w->next);
         return NULL;
 }
 
@@ -331,29 +349,56 @@ static double library(const char *path, const struct buf *bytes, long n_msgs, st
         return (double)t0;
 }
 
-/* ---- 4. a SET of many pods, and lookups in the cache it leaves ------------- */
+/* ---- 4 and 5: SETs of many pods, lookups, and a restart's resync ------------- */
 
-/* hello, synced (an empty full state), then n_sets live SETs of n_pods
- * pods each (each set a new version of every pod). */
-static void set_stream(struct buf *b, int n_pods, int n_sets)
+/* A SET of n pods (version variant, stamped seen_usec and on) to out. */
+static void set_message(struct buf *out, uint64_t seq, int n, int variant, uint64_t seen_usec)
 {
         char text[4096];
+        struct buf err = BUF_INIT;
 
-        if (buf_puts(b, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"node1\",\"seq\":1}\n"
-                        "{\"type\":\"synced\",\"seq\":2,\"resumed\":false}\n") < 0)
+        if (buf_printf(out, "{\"type\":\"pods\",\"seq\":%" PRIu64 ",\"op\":\"SET\",\"source\":\"file\",\"pods\":[",
+                       seq) < 0)
                 exit(1);
-        for (int k = 0; k < n_sets; k++) {
-                if (buf_printf(b, "{\"type\":\"pods\",\"seq\":%d,\"op\":\"SET\",\"source\":\"file\",\"pods\":[",
-                               3 + k) < 0)
+        for (int i = 0; i < n; i++) {
+                struct pod *p = NULL;
+
+                bench_pod_text(text, sizeof(text), i, variant, true);
+                if (pod_from_text(text, strlen(text), &p, &err) < 0 ||
+                    (i && buf_putc(out, ',') < 0) || pod_stamp(p, "file", seen_usec + (uint64_t)i) < 0 ||
+                    pod_render(p, out) < 0) {
+                        fprintf(stderr, "bench_client: %s\n", err.len ? err.data : "out of memory");
                         exit(1);
-                for (int i = 0; i < n_pods; i++) {
-                        bench_pod_text(text, sizeof(text), i, k, true);
-                        if (buf_printf(b, "%s%s", i ? "," : "", text) < 0)
-                                exit(1);
                 }
-                if (buf_puts(b, "]}\n") < 0)
-                        exit(1);
+                pod_unref(p);
         }
+        if (buf_puts(out, "]}\n") < 0)
+                exit(1);
+        buf_free(&err);
+}
+
+/* hello, synced (an empty full state), then n_sets live SETs of n pods
+ * each (each SET a new version of every pod). */
+static void set_stream(int n, int n_sets, struct buf *out)
+{
+        if (buf_puts(out, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"node1\",\"seq\":10}\n"
+                          "{\"type\":\"synced\",\"seq\":11,\"resumed\":false}\n") < 0)
+                exit(1);
+        for (int k = 0; k < n_sets; k++)
+                set_message(out, 12 + (uint64_t)k, n, k, 1700000000000000ull);
+}
+
+/* hello, a full state of n pods stamped seen_usec, synced; with bye, the
+ * daemon's ShuttingDown. */
+static void restart_stream(int n, uint64_t seen_usec, bool bye, struct buf *out)
+{
+        if (buf_puts(out, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"node1\",\"seq\":10}\n") <
+            0)
+                exit(1);
+        set_message(out, 12, n, 0, seen_usec);
+        if (buf_puts(out, "{\"type\":\"synced\",\"seq\":13,\"resumed\":false}\n") < 0 ||
+            (bye && buf_puts(out, "{\"type\":\"error\",\"seq\":14,\"reason\":\"ShuttingDown\",\"message\":\"\"}\n") < 0))
+                exit(1);
 }
 
 /* The SETs through the library (ms each, from accept to the last one
@@ -379,8 +424,8 @@ static void set_apply(const char *path, const struct buf *bytes, int n_pods, int
         (void)podmux_client_run(c, 600 * 1000);
         *ret_set_ms = (double)(mono_usec() - t0) / 1000.0 / n_sets;
         pthread_join(th, NULL);
-        if (podmux_client_pod_count(c) != (size_t)n_pods) {
-                fprintf(stderr, "bench_client: %zu pods after the SETs\n", podmux_client_pod_count(c));
+        if (n.msgs != n_sets || podmux_client_pod_count(c) != (size_t)n_pods) {
+                fprintf(stderr, "bench_client: %ld SETs, %zu pods after them\n", n.msgs, podmux_client_pod_count(c));
                 exit(1);
         }
         for (int i = 0; i < n_pods; i++) {
@@ -398,11 +443,62 @@ static void set_apply(const char *path, const struct buf *bytes, int n_pods, int
                 exit(1);
         podmux_client_free(c);
         close(w.lfd);
+        unlink(path);
         free(names);
         free(nss);
 }
 
-static void write_file(const char *dir, const char *name, const struct buf *b)
+struct timing {
+        int synced;
+        long records;
+        uint64_t t_synced1;
+};
+
+static void time_pods(struct podmux_client *c, const struct podmux_update *u, void *data)
+{
+        struct timing *tm = data;
+
+        (void)c;
+        (void)u;
+        tm->records++;
+}
+
+static void time_synced(struct podmux_client *c, bool resumed, void *data)
+{
+        struct timing *tm = data;
+
+        (void)resumed;
+        if (++tm->synced == 1)
+                tm->t_synced1 = mono_usec();
+        else
+                podmux_client_stop(c);
+}
+
+/* A client on the two connections' streams, reconnecting without
+ * backoff: the microseconds from its first synced to its second. */
+static double restart_resync(const char *path, const struct buf *first, const struct buf *next, struct timing *tm)
+{
+        struct writer w = {.lfd = listen_at(path), .bytes = first, .next = next};
+        struct podmux_client *c = NULL;
+        pthread_t th;
+        uint64_t t;
+
+        pthread_create(&th, NULL, writer_main, &w);
+        if (podmux_client_new(path, tm, &c) < 0)
+                exit(1);
+        client_set_backoff(c, 0, 0);
+        podmux_client_on_pods(c, time_pods);
+        podmux_client_on_synced(c, time_synced);
+        (void)podmux_client_run(c, 600 * 1000);
+        t = mono_usec() - tm->t_synced1;
+        pthread_join(th, NULL);
+        podmux_client_free(c);
+        close(w.lfd);
+        unlink(path);
+        return (double)t;
+}
+
+static void save(const char *dir, const char *name, const struct buf *b)
 {
         char path[512];
         FILE *f;
@@ -410,7 +506,7 @@ static void write_file(const char *dir, const char *name, const struct buf *b)
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         f = fopen(path, "wb");
         if (!f || fwrite(b->data, 1, b->len, f) != b->len || fclose(f) != 0) {
-                perror("bench_client: writing the stream");
+                perror(path);
                 exit(1);
         }
 }
@@ -420,10 +516,11 @@ int main(int argc, char **argv)
         int n_pods = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 1000;
         long n_msgs = argc > 2 ? strtol(argv[2], NULL, 10) : 20000;
         int n_cons = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 50;
-        const char *out_dir = argc > 4 ? argv[4] : NULL;
-        int set_pods = 5000, n_sets = 10;
-        struct buf set_bytes = BUF_INIT;
-        double set_ms, lookup_ns;
+        int n_set = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 5000, n_sets = 10;
+        const char *save_dir = argc > 5 ? argv[5] : NULL;
+        struct buf set = BUF_INIT, r1 = BUF_INIT, r2 = BUF_INIT;
+        struct timing tm = {0};
+        double set_ms, lookup_ns, restart_us;
         char dir[] = "/tmp/podmux-bench-client-XXXXXX", path[256];
         struct buf bytes = BUF_INIT;
         struct count n = {0};
@@ -435,8 +532,10 @@ int main(int argc, char **argv)
         fan = fan_out(dir, n_pods, n_msgs, n_cons, &bytes);
         snprintf(path, sizeof(path), "%s/raw.sock", dir);
         raw = raw_read(path, &bytes, &lines);
+        unlink(path);
         snprintf(path, sizeof(path), "%s/lib.sock", dir);
         lib = library(path, &bytes, n_msgs, &n);
+        unlink(path);
         printf("stream messages=%ld bytes=%zu bytes_per_message=%.0f\n", n_msgs, bytes.len,
                (double)bytes.len / (double)n_msgs);
         printf("daemon_fanout consumers=%d msgs_per_s=%.0f\n", n_cons, n_msgs / (fan / 1e6));
@@ -446,21 +545,28 @@ int main(int argc, char **argv)
                n.msgs);
         printf("ratio library/fanout=%.2f library/raw=%.3f\n", (n.msgs / lib) / (n_msgs / fan),
                (n.msgs / lib) / (lines / raw));
-        set_stream(&set_bytes, set_pods, n_sets);
-        unlink(path);
-        set_apply(path, &set_bytes, set_pods, n_sets, 1000000, &set_ms, &lookup_ns);
-        printf("library_set_apply pods=%d sets=%d ms_per_set=%.2f\n", set_pods, n_sets, set_ms);
-        printf("library_lookup_by_name pods=%d ns_per_lookup=%.0f\n", set_pods, lookup_ns);
-        /* For another client's benchmark (scripts/bench): the same bytes. */
-        if (out_dir) {
-                write_file(out_dir, "onepod.stream", &bytes);
-                write_file(out_dir, "set.stream", &set_bytes);
+        set_stream(n_set, n_sets, &set);
+        snprintf(path, sizeof(path), "%s/set.sock", dir);
+        set_apply(path, &set, n_set, n_sets, 1000000, &set_ms, &lookup_ns);
+        printf("library_set_apply pods=%d sets=%d bytes_per_set=%zu ms_per_set=%.2f\n", n_set, n_sets,
+               set.len / (size_t)n_sets, set_ms);
+        printf("library_lookup_by_name pods=%d ns_per_lookup=%.0f\n", n_set, lookup_ns);
+        restart_stream(n_set, 1700000000000000ull, true, &r1);
+        restart_stream(n_set, 1800000000000000ull, false, &r2);
+        restart_us = restart_resync(path, &r1, &r2, &tm);
+        printf("library_restart_resync pods=%d ms=%.2f us_per_pod=%.2f records=%ld\n", n_set, restart_us / 1000.0,
+               restart_us / n_set, tm.records);
+        /* For the other clients' benchmarks (scripts/bench): the same bytes. */
+        if (save_dir) {
+                save(save_dir, "one-pod.stream", &bytes);
+                save(save_dir, "set.stream", &set);
+                save(save_dir, "restart-1.stream", &r1);
+                save(save_dir, "restart-2.stream", &r2);
         }
+        buf_free(&set);
+        buf_free(&r1);
+        buf_free(&r2);
         buf_free(&bytes);
-        buf_free(&set_bytes);
-        unlink(path);
-        snprintf(path, sizeof(path), "%s/raw.sock", dir);
-        unlink(path);
         rmdir(dir);
         return 0;
 }

@@ -9,8 +9,17 @@
  *   dump      one JSON line on standard output: {"connected", "synced",
  *             "pods": [{"source","uid","pod"}...] (the cache, in its
  *             order), "plugins": {socket: plugin}, "model_ok" (the model
- *             equals the cache, pods and plugins), "model_diff",
+ *             equals the cache, pods and plugins; a pod's text as the
+ *             handlers saw it or one the same for the resync diff, say
+ *             with a restarted daemon's config.seen), "model_diff",
  *             "records", "resyncs", "reconnects", "errors": {kind: n}}
+ *   resyncs   one JSON line: ["OP source namespace/name", ...] for every
+ *             pod handed to the handler in a resync record since the last
+ *             "resyncs", in order
+ *   log       one JSON line: every handler call since the last "log", in
+ *             order: "OP source name,name...[ resync]" for a pods record
+ *             (names without their namespace), "synced state|resumed",
+ *             "ready source,source..."
  *   stall MS  stop reading the stream for MS milliseconds (so the daemon
  *             cuts this consumer as slow and it must resume)
  *   quit      exit 0
@@ -28,10 +37,13 @@
 #include <json-c/json.h>
 
 #include "podmux/client.h"
+#include "../../src/client/client_cache.h"
 
 struct st {
         json_object *model;   /* "source\nuid" -> pod text */
         json_object *mplugins; /* socket -> plugin text */
+        json_object *resync_log; /* "OP source ns/name" of resync pods */
+        json_object *log;        /* every handler call, for "log" */
         long records, resyncs, reconnects, errors[8];
 };
 
@@ -40,8 +52,28 @@ static void on_pods(struct podmux_client *c, const struct podmux_update *u, void
         struct st *s = data;
 
         s->records++;
-        if (u->resync)
+        {
+                char rec[4096];
+                size_t at = (size_t)snprintf(rec, sizeof(rec), "%s %s ", podmux_op_name(u->op), u->source);
+
+                for (size_t i = 0; i < u->n_pods && at < sizeof(rec); i++)
+                        at += (size_t)snprintf(rec + at, sizeof(rec) - at, "%s%s", i ? "," : "",
+                                               podmux_pod_name(u->pods[i]));
+                if (u->resync && at < sizeof(rec))
+                        snprintf(rec + at, sizeof(rec) - at, " resync");
+                json_object_array_add(s->log, json_object_new_string(rec));
+        }
+        if (u->resync) {
                 s->resyncs++;
+                for (size_t i = 0; i < u->n_pods; i++) {
+                        char line[1024];
+
+                        snprintf(line, sizeof(line), "%s %s %s/%s", podmux_op_name(u->op),
+                                 podmux_pod_source(u->pods[i]), podmux_pod_namespace(u->pods[i]),
+                                 podmux_pod_name(u->pods[i]));
+                        json_object_array_add(s->resync_log, json_object_new_string(line));
+                }
+        }
         if (u->op == PODMUX_OP_SET) {
                 json_object_put(s->model);
                 s->model = json_object_new_object();
@@ -66,6 +98,23 @@ static void on_plugin(struct podmux_client *c, const struct podmux_plugin_event 
                 json_object_object_add(s->mplugins, e->socket, json_object_new_string(e->plugin_json));
         else if (strcmp(e->op, "DEREGISTERED") == 0)
                 json_object_object_del(s->mplugins, e->socket);
+}
+
+static void on_synced(struct podmux_client *c, bool resumed, void *data)
+{
+        struct st *s = data;
+
+        json_object_array_add(s->log, json_object_new_string(resumed ? "synced resumed" : "synced state"));
+}
+
+static void on_ready(struct podmux_client *c, const char *const *sources, size_t n, void *data)
+{
+        struct st *s = data;
+        char line[512] = "ready ";
+
+        for (size_t i = 0; i < n; i++)
+                snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%s", i ? "," : "", sources[i]);
+        json_object_array_add(s->log, json_object_new_string(line));
 }
 
 static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
@@ -102,7 +151,8 @@ static void dump(struct podmux_client *c, struct st *s)
                 json_object_array_add(pods, e);
                 snprintf(key, sizeof(key), "%s\n%s", podmux_pod_source(p), podmux_pod_uid(p));
                 if (!json_object_object_get_ex(s->model, key, &m) ||
-                    strcmp(json_object_get_string(m), podmux_pod_json(p, NULL)) != 0) {
+                    client_pod_text_same(json_object_get_string(m), (size_t)json_object_get_string_len(m),
+                                         podmux_pod_json(p, NULL), strlen(podmux_pod_json(p, NULL))) != 1) {
                         if (ok)
                                 snprintf(diff, sizeof(diff), "pod %s/%s: %s", podmux_pod_source(p),
                                          podmux_pod_uid(p), m ? "differs" : "not seen by the handlers");
@@ -149,6 +199,15 @@ static void dump(struct podmux_client *c, struct st *s)
         json_object_put(o);
 }
 
+/* Prints the array *a as one line and starts a new one. */
+static void take(json_object **a)
+{
+        puts(json_object_to_json_string_ext(*a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        fflush(stdout);
+        json_object_put(*a);
+        *a = json_object_new_array();
+}
+
 static long long now_ms(void)
 {
         struct timespec ts;
@@ -159,7 +218,10 @@ static long long now_ms(void)
 
 int main(int argc, char **argv)
 {
-        struct st s = {.model = json_object_new_object(), .mplugins = json_object_new_object()};
+        struct st s = {.model = json_object_new_object(),
+                       .mplugins = json_object_new_object(),
+                       .resync_log = json_object_new_array(),
+                       .log = json_object_new_array()};
         struct podmux_client *c = NULL;
         char line[256];
         size_t have = 0;
@@ -170,6 +232,8 @@ int main(int argc, char **argv)
                 return 2;
         }
         podmux_client_on_pods(c, on_pods);
+        podmux_client_on_synced(c, on_synced);
+        podmux_client_on_sources_ready(c, on_ready);
         podmux_client_on_plugin(c, on_plugin);
         podmux_client_on_error(c, on_error);
         podmux_client_on_reconnect(c, on_reconnect);
@@ -195,6 +259,10 @@ int main(int argc, char **argv)
                                 *nl = '\0';
                                 if (strcmp(line, "dump") == 0)
                                         dump(c, &s);
+                                else if (strcmp(line, "resyncs") == 0)
+                                        take(&s.resync_log);
+                                else if (strcmp(line, "log") == 0)
+                                        take(&s.log);
                                 else if (strncmp(line, "stall ", 6) == 0)
                                         stall_until = now_ms() + strtoll(line + 6, NULL, 10);
                                 else if (strcmp(line, "quit") == 0)
@@ -208,5 +276,7 @@ out:
         podmux_client_free(c);
         json_object_put(s.model);
         json_object_put(s.mplugins);
+        json_object_put(s.resync_log);
+        json_object_put(s.log);
         return 0;
 }

@@ -7,7 +7,9 @@ scripted server for the protocol's corners (doc/protocol.md)."""
 
 import json
 import os
+import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +17,8 @@ import tempfile
 import threading
 
 import harness
-from harness import test, write_file, pod_yaml, pn, SRCDIR, T_WAIT
+from harness import test, write_file, pod_yaml, pn, SRCDIR, T_WAIT, \
+    T_LONG, MODES
 
 SANITIZED = os.environ.get("PODMUX_SANITIZED") == "1"
 BUILDDIR = os.environ.get("PODMUX_BUILDDIR") or os.path.dirname(harness.BIN)
@@ -312,8 +315,12 @@ class Rec:
                 self.model[(p.source, p.uid)] = p.json
 
     def check(self, c):
+        """The records seen, applied in order, give the cache: the same
+        pods, each with the text seen or one the same for the resync diff
+        (a restarted daemon's config.seen, say)."""
         have = {(p.source, p.uid): p.json for p in c.pods()}
-        if have != self.model:
+        if set(have) != set(self.model) or not all(
+                podmux._same(self.model[k], v) for k, v in have.items()):
             raise AssertionError("cache %r != what the handlers saw %r" % (
                 sorted(have), sorted(self.model)))
 
@@ -380,9 +387,11 @@ def _(t):
                             spod("e", "eps")), synced(502, False))
     drain(c)
     log = rec.take()
+    # api did not deliver in this full state: its pod c is held over.
     if log != ["error server SlowConsumer", "reconnect 91",
-               "REMOVE api c resync", "REMOVE file d resync",
-               "ADD file e resync", "UPDATE file a resync", "synced False"]:
+               "REMOVE file d resync", "ADD file e resync",
+               "UPDATE file a resync", "synced False"] or \
+            c.pod_by_uid("c") is None:
         raise AssertionError(log)
     rec.check(c)
     if c.pod_by_uid("e").name != "eps" or \
@@ -405,6 +414,811 @@ def _(t):
             raise AssertionError("error %r" % e.kind)
     c.close()
 
+
+def resync_cases():
+    with open(os.path.join(SRCDIR, "tests", "fixtures",
+                           "resync-diff.json")) as f:
+        return json.load(f)["cases"]
+
+
+def pods_line(seq, op, src, texts):
+    """A pods message carrying pod texts as they are (not re-encoded)."""
+    return '{"type":"pods","seq":%d,"op":"%s","source":"%s","pods":[%s]}\n' \
+        % (seq, op, src, ",".join(texts))
+
+
+@test("python: after a daemon restart the resync diff tells a pod as "
+      "changed the way the merger counts changes "
+      "(tests/fixtures/resync-diff.json): not for a new config.seen or an "
+      "API pod's resourceVersion; the cache takes every new text")
+def _(t):
+    cases = resync_cases()
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), *[pods_line(6 + i, "ADD", "file", [x["before"]])
+                       for i, x in enumerate(cases)], synced(100, False))
+    drain(c)
+    rec.take()
+    s.send({"type": "error", "seq": 101, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    s.send(hello(9000), *[pods_line(9001 + i, "ADD", "file", [x["after"]])
+                          for i, x in enumerate(cases)], synced(9900, False))
+    drain(c)
+    changed = sorted(x["name"] for x in cases if x["changed"])
+    want = ["UPDATE file %s resync" % ",".join(changed), "synced False"]
+    log = rec.take()
+    if log and log[0].startswith("UPDATE file "):  # in the cache's order
+        log[0] = "UPDATE file %s resync" % ",".join(
+            sorted(log[0].split()[2].split(",")))
+    if log != want:
+        raise AssertionError("handlers saw %r, want %r" % (log, want))
+    for x in cases:
+        if c.pod_by_uid(x["name"]).json != x["after"]:
+            raise AssertionError("the cache holds an old text of %s" %
+                                 x["name"])
+        for a, b in ((x["before"], x["after"]), (x["after"], x["before"])):
+            if podmux._same(a, b) == x["changed"]:
+                raise AssertionError("case %s: _same says %s" % (
+                    x["name"], not x["changed"]))
+    rec.check(c)
+    c.close()
+
+
+@test("python: a pod is its source and uid: a live UPDATE carrying it "
+      "under another name replaces it (no second entry), a REMOVE finds it "
+      "whatever name it carries, a SET holds one pod per source and uid")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), pods(6, "ADD", "file", spod("a", "alpha"),
+                          spod("b", "beta")), synced(7, False))
+    drain(c)
+    rec.take()
+    s.send(pods(8, "UPDATE", "file", spod("a", "zeta", gen=2)))
+    drain(c)
+    if len(c) != 2 or c.pod_by_name("default", "alpha") is not None or \
+            c.pod_by_name("default", "zeta").uid != "a" or \
+            [p.name for p in c.pods()] != ["beta", "zeta"]:
+        raise AssertionError("after the rename: %r" % c.pods())
+    s.send(pods(9, "ADD", "api", spod("a", "alpha", "api")),
+           pods(10, "REMOVE", "file", spod("a", "old-name")))
+    drain(c)
+    if len(c) != 2 or c.pod_by_uid("a").source != "api":
+        raise AssertionError("after the REMOVE: %r" % c.pods())
+    rec.check(c)
+    s.send(pods(11, "SET", "file", spod("x", "one"), spod("y", "aaa"),
+                spod("x", "two", gen=2)))
+    drain(c)
+    if len(c) != 2 or c.pod_by_uid("x").name != "two" or \
+            c.pod_by_name("default", "one") is not None:
+        raise AssertionError("after the SET: %r" % c.pods())
+    if rec.take() != ["UPDATE file a", "ADD api a", "REMOVE file a",
+                      "SET file x,y,x"]:
+        raise AssertionError(rec.log)
+    rec.check(c)
+    c.close()
+
+
+def start_three_sources(t, mode="incremental"):
+    """A client that held file a, b; api c, d, e, x; http h, and the
+    daemon's ShuttingDown: (script, client, recorder) after the cut."""
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(dict(hello(5), mode=mode),
+           pods(6, "ADD", "file", spod("a", "alpha"), spod("b", "beta")),
+           pods(7, "ADD", "api", *[spod(u, n, "api") for u, n in (
+               ("c", "gamma"), ("d", "delta"), ("e", "eps"), ("x", "xi"))]),
+           pods(8, "ADD", "http", spod("h", "eta", "http")),
+           synced(10, False),
+           {"type": "sources_ready", "seq": 11,
+            "sources": ["api", "file", "http"]},
+           {"type": "error", "seq": 12, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    return s, c, rec
+
+
+def ready(seq, *sources):
+    return {"type": "sources_ready", "seq": seq, "sources": list(sources)}
+
+
+@test("python: a restarted daemon whose api source delivers late: no api "
+      "pod removed at the resync; then an unchanged pod not told, a changed "
+      "one an UPDATE resync after the ADD of the new one, another op as "
+      "sent; sources_ready removes the one not delivered again "
+      "(doc/protocol.md, \"A restarted daemon's late sources\")")
+def _(t):
+    s, c, rec = start_three_sources(t)
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
+                            spod("b", "beta", gen=2)),
+           pods(902, "ADD", "http"), synced(903, False))
+    drain(c)
+    log = rec.take()
+    if log != ["UPDATE file b resync", "REMOVE http h resync",
+               "synced False"] or not c.has_synced or len(c) != 6:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    s.send(pods(904, "UPDATE", "file", spod("a", "alpha", gen=3)),
+           pods(905, "UPDATE", "api", spod("x", "xi", "api", gen=2)),
+           pods(906, "ADD", "api", spod("c", "gamma", "api"),
+                spod("d", "delta", "api", gen=2), spod("f", "phi", "api")))
+    drain(c)
+    log = rec.take()
+    if log != ["UPDATE file a", "UPDATE api x", "ADD api f",
+               "UPDATE api d resync"] or len(c) != 7:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    s.send(ready(907, "api", "file", "http"))
+    drain(c)
+    log = rec.take()
+    if log != ["REMOVE api e resync"] or c.pod_by_uid("e") or len(c) != 6:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    s.send(pods(908, "ADD", "api", spod("c", "gamma", "api")))
+    drain(c)
+    if rec.take() != ["ADD api c"]:
+        raise AssertionError("an ADD after sources_ready is filtered")
+    c.close()
+
+
+@test("python: a pod held over whose source is not in the new run's "
+      "sources_ready (no longer configured) is removed then")
+def _(t):
+    s, c, rec = start_three_sources(t)
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
+                            spod("b", "beta")),
+           pods(902, "ADD", "api", *[spod(u, n, "api") for u, n in (
+               ("c", "gamma"), ("d", "delta"), ("e", "eps"), ("x", "xi"))]),
+           synced(903, False), ready(904, "api", "file"))
+    drain(c)
+    log = rec.take()
+    if log != ["synced False", "REMOVE http h resync"] or len(c) != 6:
+        raise AssertionError("%r, %d pods" % (log, len(c)))
+    rec.check(c)
+    c.close()
+
+
+@test("python: the hold-over lasts across connections: a replay applies "
+      "as live, a further full state holds again what its sources did not "
+      "deliver and compares what they did")
+def _(t):
+    s, c, rec = start_three_sources(t)
+    slow = {"type": "error", "seq": 0, "reason": "SlowConsumer",
+            "message": "slow"}
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
+                            spod("b", "beta")), synced(903, False),
+           dict(slow, seq=904))
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    if rec.take() != ["synced False", "error server SlowConsumer",
+                      "reconnect 903"]:
+        raise AssertionError(rec.log)
+    s.send(hello(1000), pods(905, "ADD", "http", spod("h", "eta", "http")),
+           synced(1001, True), dict(slow, seq=1002))
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    if rec.take() != ["ADD http ", "synced True", "error server SlowConsumer",
+                      "reconnect 1001"]:
+        raise AssertionError(rec.log)
+    s.send(hello(2000), pods(2001, "ADD", "file", spod("a", "alpha"),
+                             spod("b", "beta")),
+           pods(2002, "ADD", "http", spod("h", "eta", "http")),
+           synced(2003, False), dict(slow, seq=2004))
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    if rec.take() != ["synced False", "error server SlowConsumer",
+                      "reconnect 2003"] or len(c) != 7:
+        raise AssertionError(rec.log)
+    s.send(hello(3000), pods(3001, "ADD", "api", spod("c", "gamma", "api", 2),
+                             spod("d", "delta", "api"), spod("x", "xi", "api")),
+           pods(3002, "ADD", "file", spod("a", "alpha"), spod("b", "beta")),
+           pods(3003, "ADD", "http", spod("h", "eta", "http")),
+           synced(3004, False))
+    drain(c)
+    if rec.take() != ["REMOVE api e resync", "UPDATE api c resync",
+                      "synced False"]:
+        raise AssertionError(rec.log)
+    rec.check(c)
+    c.close()
+
+
+@test("python: the snapshot modes: a live SET of the late source replaces "
+      "the pods it carries, keeps the held ones it does not, and is handed "
+      "on with the whole cache; sources_ready removes those")
+def _(t):
+    for mode in ("snapshot", "snapshot-and-updates"):
+        s, c, rec = start_three_sources(t, mode)
+        merged = [spod("a", "alpha"), spod("b", "beta"),
+                  spod("h", "eta", "http")]
+        s.send(dict(hello(900), mode=mode), pods(901, "SET", "file", *merged),
+               pods(902, "SET", "http", *merged), synced(903, False))
+        drain(c)
+        if rec.take() != ["synced False"] or len(c) != 7:
+            raise AssertionError(rec.log)
+        s.send(pods(904, "SET", "api", spod("a", "alpha"), spod("b", "beta"),
+                    spod("c", "gamma", "api", 2), spod("d", "delta", "api"),
+                    spod("h", "eta", "http"), spod("g", "gimel", "api")))
+        drain(c)
+        if rec.take() != ["SET api a,b,d,e,h,c,g,x"] or len(c) != 8:
+            raise AssertionError(rec.log)
+        rec.check(c)
+        s.send(ready(905, "api", "file", "http"))
+        drain(c)
+        if rec.take() != ["REMOVE api e,x resync"] or len(c) != 6:
+            raise AssertionError(rec.log)
+        rec.check(c)
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
+
+
+@test("python: resume_after= a saved point: after the replay has_synced is "
+      "False (the cache holds only the replayed pods); a full state is "
+      "handed on whole as one SET and every plugin REGISTERED; then "
+      "has_synced is True and later full states are compared")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path, resume_after=77)
+    rec = Rec(c)
+    if c.has_synced:
+        raise AssertionError("has_synced before anything")
+    s.accept(c)
+    if s.first != {"resume_after": 77}:
+        raise AssertionError("first line %r" % s.first)
+    s.send(hello(200), pods(80, "UPDATE", "file", spod("a", "alpha", gen=2)),
+           synced(201, True))
+    drain(c)
+    if rec.take() != ["UPDATE file a", "synced True"] or c.has_synced or \
+            len(c) != 1 or c.resume_point != 201:
+        raise AssertionError("after the replay: %r, has_synced %s, %d pods"
+                             % (rec.log, c.has_synced, len(c)))
+    s.send({"type": "error", "seq": 202, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    s.send(hello(9000), pods(9001, "ADD", "file", spod("a", "alpha", gen=2),
+                             spod("b", "beta")),
+           {"type": "plugin", "seq": 9002, "op": "REGISTERED",
+            "plugin": {"socket": "/p/a.sock", "type": "CSIPlugin",
+                       "name": "a"}},
+           synced(9003, False))
+    drain(c)
+    log = rec.take()
+    if log != ["SET * a,b resync", "plugin REGISTERED /p/a.sock True",
+               "synced False"] or not c.has_synced:
+        raise AssertionError("the full state: %r, has_synced %s" % (
+            log, c.has_synced))
+    rec.check(c)
+    s.send({"type": "error", "seq": 9004, "reason": "SlowConsumer",
+            "message": "slow"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    s.send(hello(9100), pods(9101, "ADD", "file", spod("a", "alpha", gen=2)),
+           {"type": "plugin", "seq": 9102, "op": "REGISTERED",
+            "plugin": {"socket": "/p/a.sock", "type": "CSIPlugin",
+                       "name": "a"}},
+           synced(9103, False))
+    drain(c)
+    log = rec.take()
+    if log != ["REMOVE file b resync", "synced False"] or not c.has_synced:
+        raise AssertionError("a later full state: %r" % log)
+    rec.check(c)
+    c.close()
+
+
+@test("python: events() leaves the on_* handlers set on the client: each "
+      "is still called, and stays set afterwards")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    seen = []
+
+    def on_pods(u):
+        seen.append(("pods", u.op))
+
+    def on_synced(r):
+        seen.append(("synced", r))
+    c.on_pods, c.on_synced = on_pods, on_synced
+    s.accept(c)
+    s.send(hello(5), pods(6, "ADD", "file", spod("a", "alpha")),
+           synced(7, False), pods(8, "UPDATE", "file", spod("a", "alpha", 2)))
+    events = []
+    for ev in c.events(timeout=T_WAIT):
+        events.append((ev.kind, ev.update.op if ev.update else ev.resumed))
+        if ev.kind == "pods" and ev.update.op == "UPDATE":
+            break
+    want = [("pods", "ADD"), ("synced", False), ("pods", "UPDATE")]
+    if events != want or seen != want:
+        raise AssertionError("events %r, handlers %r, want %r" % (
+            events, seen, want))
+    if c.on_pods is not on_pods or c.on_synced is not on_synced:
+        raise AssertionError("events() replaced the handlers")
+    # A second iterator after the first: the handlers go on.
+    s.send(pods(9, "REMOVE", "file", spod("a", "alpha", 2)))
+    for ev in c.events(timeout=T_WAIT):
+        if ev.kind == "pods":
+            break
+    if seen[-1] != ("pods", "REMOVE"):
+        raise AssertionError("handlers after a second events(): %r" % seen)
+    c.close()
+
+
+class Chunk(bytes):
+    """What a fake socket's recv() returns: counts the bytes copied when
+    the client joins it to what it already holds with + (a join that
+    copies the whole buffer on every read is quadratic in a long line)."""
+    copied = [0]
+
+    def __radd__(self, other):
+        Chunk.copied[0] += len(other) + len(self)
+        return bytes(other) + bytes(self)
+
+    def __add__(self, other):
+        Chunk.copied[0] += len(self) + len(other)
+        return bytes(self) + bytes(other)
+
+
+class ChunkedSock:
+    """Serves data in chunks of the given sizes, then would block."""
+
+    def __init__(self, data, sizes):
+        self.data, self.sizes, self.off, self.i = data, sizes, 0, 0
+
+    def recv(self, n):
+        if self.off >= len(self.data):
+            raise BlockingIOError()
+        k = min(n, self.sizes[self.i % len(self.sizes)])
+        self.i += 1
+        piece = Chunk(self.data[self.off:self.off + k])
+        self.off += k
+        return piece
+
+    def fileno(self):
+        return -1
+
+    def close(self):
+        pass
+
+
+@test("python: the read path is linear: a 4 MiB SET line arriving in "
+      "small pieces is never copied whole per piece, and lines split "
+      "across pieces (or many in one) come out whole")
+def _(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    real = c._sock
+    big = [spod("u%05d" % i, "n%05d" % i) for i in range(12000)]
+    for p in big:
+        p["spec"]["pad"] = "x" * 300
+    data = b"".join((json.dumps(m, separators=(",", ":")) + "\n").encode()
+                    for m in (hello(5), pods(6, "SET", "file", *big),
+                              synced(7, False), pods(8, "ADD", "file",
+                                                     spod("z", "zz"))))
+    if len(data) < 4 << 20:
+        raise AssertionError("the test's line is too short: %d" % len(data))
+    c._sock = ChunkedSock(data, [4096, 1, 4095, 7000, 3])
+    Chunk.copied[0] = 0
+    for _ in range(200):
+        c.process()
+        if c._sock.off >= len(data):
+            break
+    if Chunk.copied[0] > 2 * len(data):
+        raise AssertionError("%d bytes copied joining %d bytes read" % (
+            Chunk.copied[0], len(data)))
+    if rec.take() != ["ADD file " + ",".join(p["metadata"]["uid"]
+                                             for p in big), "synced False",
+                      "ADD file z"] or len(c) != len(big) + 1:
+        raise AssertionError("the stream did not come out whole: %d pods" %
+                             len(c))
+    c._sock = real
+    c.close()
+
+
+def traced(fn, *args):
+    """The lines and calls of the podmux module run by fn(*args)."""
+    n = [0]
+    mod = podmux.__file__
+
+    def tr(frame, event, arg):
+        if frame.f_code.co_filename == mod:
+            n[0] += 1
+        return tr
+    sys.settrace(tr)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(None)
+    return n[0]
+
+
+@test("python: pod_by_uid and pod_by_name are index look-ups, and pods() "
+      "does not sort: their work does not grow with the pods held")
+def _(t):
+    work = {}
+    for n in (10, 3000):
+        s = Script(t)
+        c = podmux.Client(s.path)
+        s.accept(c)
+        th = threading.Thread(target=s.send, args=(
+            hello(5), pods(6, "ADD", "file", *[
+                spod("u%05d" % i, "n%05d" % i) for i in range(n)]),
+            pods(7, "ADD", "api", spod("u00003", "a-other", "api")),
+            synced(8, False)))
+        th.start()
+        harness.wait_for(lambda: c.process() and c.has_synced, T_WAIT,
+                         "the state")
+        th.join()
+        if len(c) != n + 1:
+            raise AssertionError("%d pods held" % len(c))
+        if c.pod_by_uid("u00003").source != "api" or \
+                c.pod_by_name("default", "n00004").uid != "u00004" or \
+                c.pod_by_uid("nope") or c.pod_by_name("default", "nope"):
+            raise AssertionError("look-ups")
+        order = c.pods()
+        if [p.key() for p in order] != sorted(p.key() for p in order):
+            raise AssertionError("pods() is not in the daemon's order")
+        work[n] = (traced(c.pod_by_uid, "u00003"),
+                   traced(c.pod_by_name, "default", "n00004"),
+                   traced(c.pods))
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
+    if work[10] != work[3000]:
+        raise AssertionError("work with 10 pods %r, with 3000 %r" % (
+            work[10], work[3000]))
+
+
+# ---- a daemon restart is not a change ---------------------------------------
+
+SEEN = "kubernetes.io/config.seen"
+
+
+class ChaosClient:
+    """tests/client/chaos_client (libpodmux-client) driven on its standard
+    input; stopped by its PID when the test ends."""
+
+    def __init__(self, t, sock):
+        self.proc = subprocess.Popen(
+            [os.path.join(BUILDDIR, "tests", "client", "chaos_client"), sock],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        t.procs.append(self.proc)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        try:
+            return json.loads(self.lines.get(timeout=T_WAIT))
+        except queue.Empty:
+            raise AssertionError("chaos_client did not answer %r (%s)" % (
+                cmd, self.proc.poll()))
+
+    def seen(self):
+        """{uid: config.seen} of its cache, once synced."""
+        d = self.ask("dump")
+        if not d["model_ok"]:
+            raise AssertionError("chaos_client: %s" % d["model_diff"])
+        if not d["synced"]:
+            return {}
+        return {x["uid"]: harness.pod_ann(x["pod"], SEEN) for x in d["pods"]}
+
+
+def py_seen(c):
+    c.process()
+    if not c.has_synced:
+        return {}
+    return {p.uid: harness.pod_ann(p.obj(), SEEN) for p in c.pods()}
+
+
+def converged(what, get, want):
+    """Waits until get() == want (a dict {uid: config.seen})."""
+    harness.wait_for(lambda: get() == want, T_LONG, what, interval=0.2)
+
+
+class Restarts:
+    """A daemon and two consumers of it, one on libpodmux-client
+    (tests/client/chaos_client) and one on the Python module (in this
+    process), through a link to its socket made only once the daemon holds
+    the state a test waits for: a consumer that came between the daemon's
+    start and its sources' first delivery would see a state without them
+    (doc/protocol.md, "Full state")."""
+
+    def __init__(self, t, d, state_ok):
+        self.t, self.d, self.state_ok = t, d, state_ok
+        self.link = t.path("consumers.sock")
+        self.seen = self._serve()
+        self.cc = ChaosClient(t, self.link)
+        self.pc = podmux.Client(self.link)
+        self.rec = Rec(self.pc)
+        self.converge()
+        if self.cc.ask("resyncs") != [] or \
+                any("resync" in x for x in self.rec.take()):
+            raise AssertionError("resync records before any restart")
+
+    def _serve(self):
+        probe = self.d.connect()
+        st = probe.wait_state(self.state_ok, "the state wanted", T_LONG)
+        probe.close()
+        os.symlink(self.d.sock, self.link)
+        return {u: harness.pod_ann(p, SEEN) for u, p in st.pods.items()}
+
+    def converge(self):
+        converged("the C consumer's state", self.cc.seen, self.seen)
+        converged("the Python consumer's state", lambda: py_seen(self.pc),
+                  self.seen)
+
+    def stop(self, sig):
+        os.unlink(self.link)
+        self.d.stop(sig)
+
+    def start(self):
+        """Starts the daemon again; returns what each consumer was handed
+        as resync records: (["OP source ns/name"], ["OP source uid,..."])."""
+        old = self.seen
+        self.d.start()
+        self.seen = self._serve()
+        if any(self.seen[u] == old[u] for u in old if u in self.seen):
+            raise AssertionError("the new run kept a config.seen: the test "
+                                 "shows nothing")
+        self.converge()
+        self.rec.check(self.pc)
+        return (self.cc.ask("resyncs"),
+                [x[:-len(" resync")] for x in self.rec.take()
+                 if x.endswith(" resync")])
+
+
+@test("a daemon restart is not a change: 500 file pods, 50 edited while "
+      "the daemon was down (stopped with SIGTERM or SIGKILL): a consumer "
+      "on libpodmux-client and one on the Python module get exactly those "
+      "50, as resync UPDATEs, and their caches the new run's config.seen",
+      params=["%s %s" % (m, sig) for m in MODES
+              for sig in ("SIGTERM", "SIGKILL")])
+def _(t):
+    mode, sig = t.param.split()
+    m = t.mkdir("manifests")
+    names = ["p%03d" % i for i in range(500)]
+    changed = names[::10]
+    edited = {pn(x) for x in changed}
+
+    def uid(name):
+        return "uid-" + name
+
+    def state_ok(s):
+        return len(s.pods) == len(names) and all(
+            harness.pod_image(p) == ("nginx:2" if d.starts > 1 and
+                                     harness.pod_name(p) in edited
+                                     else "nginx:1.25")
+            for p in s.pods.values())
+
+    for x in names:
+        write_file(os.path.join(m, x + ".yaml"), pod_yaml(x, uid=uid(x)))
+    d = t.daemon(m, mode=mode)
+    r = Restarts(t, d, state_ok)
+    r.stop(getattr(signal, sig))
+    for x in changed:
+        write_file(os.path.join(m, x + ".yaml"),
+                   pod_yaml(x, uid=uid(x), image="nginx:2"))
+    c_recs, py_recs = r.start()
+    want = ["UPDATE file default/%s" % pn(x) for x in changed]
+    if c_recs != want:
+        raise AssertionError("libpodmux-client: %d resync pods %r, want the "
+                             "%d UPDATEs" % (len(c_recs), c_recs[:8],
+                                             len(want)))
+    want = ["UPDATE file %s" % ",".join(uid(x) for x in changed)]
+    if py_recs != want:
+        raise AssertionError("python: resync records %r, want %r" % (
+            [x[:120] for x in py_recs], [x[:120] for x in want]))
+    r.pc.close()
+
+
+@test("a daemon restart is not a change for API pods either: a pod "
+      "relabelled during the last run (which kept the resourceVersion it "
+      "first stored) is not handed on again; one relabelled while the "
+      "daemon was down is, as a resync UPDATE", params=MODES)
+def _(t):
+    from fakeapi import FakeAPI
+    import apitls
+    srv = FakeAPI(t)
+    try:
+        kc = apitls.simple_kubeconfig(t.path("kubeconfig"), srv.url)
+        for x in ("web", "db", "cache"):
+            srv.create(x)
+        d = t.daemon(None, freq=None, extra=["--kubeconfig", kc])
+        r = Restarts(t, d, lambda s: len(s.pods) == 3 and (
+            d.starts == 1 or harness.pod_labels(s.one("db")) == {"x": "y"}))
+        srv.label("web", app="v2")
+        for what, labels in (
+                ("C", lambda: [harness.pod_labels(x["pod"]) for x in
+                               r.cc.ask("dump")["pods"]
+                               if harness.pod_name(x["pod"]) == "web"]),
+                ("Python", lambda: r.pc.process() and [harness.pod_labels(
+                    r.pc.pod_by_name("default", "web").obj())])):
+            harness.wait_for(lambda: labels() == [{"app": "v2"}], T_WAIT,
+                             "web's new label on the %s consumer" % what)
+        def web_rv():
+            return r.pc.pod_by_name("default", "web").obj()["metadata"][
+                "resourceVersion"]
+        kept = web_rv()
+        r.stop(signal.SIGTERM)
+        srv.label("db", x="y")
+        c_recs, py_recs = r.start()
+        if web_rv() == kept:
+            raise AssertionError("web's resourceVersion is the same in both "
+                                 "runs: the test shows nothing")
+        if c_recs != ["UPDATE api default/db"]:
+            raise AssertionError("libpodmux-client: resync pods %r" % c_recs)
+        db = r.pc.pod_by_name("default", "db").uid
+        if py_recs != ["UPDATE api " + db]:
+            raise AssertionError("python: resync records %r" % py_recs)
+        r.pc.close()
+    finally:
+        srv.close()
+
+
+
+# ---- a restarted daemon's late sources ----------------------------------------
+
+def short(name):
+    """h1 for the pod h1-node1 (C) or the uid uid-h1 (Python)."""
+    return name[len("uid-"):] if name.startswith("uid-") else \
+        name[:-len("-" + harness.NODE)] if name.endswith("-" + harness.NODE) \
+        else name
+
+
+def changes(log):
+    """[(op, source, short name, resync)] of every pod in the pods records
+    of a log ("OP source a,b[ resync]"), SETs left out."""
+    out = []
+    for x in log:
+        w = x.split(" ")
+        if w[0] in podmux.OPS and w[0] != "SET" and len(w) > 2 and w[2]:
+            out += [(w[0], w[1], short(n), w[-1] == "resync")
+                    for n in w[2].split(",")]
+    return out
+
+
+@test("a daemon restart while the manifest URL is down: consumers on "
+      "libpodmux-client and on the Python module reconnect during the "
+      "window and keep the HTTP pods (no REMOVE, no ADD again) until the URL "
+      "answers; then exactly what changed while the daemon was away "
+      "(doc/protocol.md, \"A restarted daemon's late sources\")",
+      params=MODES)
+def _(t):
+    from manifest_server import ManifestServer
+    srv = ManifestServer()
+    try:
+        late_http(t, t.param, srv)
+    finally:
+        srv.stop()
+
+
+def late_http(t, mode, srv):
+    m = t.mkdir("manifests")
+
+    def serve(*pods):
+        srv.set(body=json.dumps({"apiVersion": "v1", "kind": "PodList",
+                                 "metadata": {}, "items": [
+                                     harness.pod_obj(n, uid="uid-" + n,
+                                                     image=i)
+                                     for n, i in pods]}))
+
+    for x in ("f1", "f2", "f3"):
+        write_file(os.path.join(m, x + ".yaml"), pod_yaml(x, uid="uid-" + x))
+    serve(("h1", "nginx:1.25"), ("h2", "nginx:1.25"), ("h3", "nginx:1.25"))
+    d = t.daemon(m, mode=mode, extra=["--manifest-url", srv.url(),
+                                      "--http-check-frequency", "1s"])
+    cc = ChaosClient(t, d.sock)
+    pc = podmux.Client(d.sock)
+    rec = Rec(pc)
+    pc.on_sources_ready = lambda s: rec.log.append("ready " + ",".join(s))
+    logs = {"C": [], "Python": []}
+
+    def pump():
+        pc.process()
+        logs["C"] += cc.ask("log")
+        logs["Python"] += rec.take()
+
+    def caches():
+        """{consumer: sorted short names} of the pods each holds."""
+        return {"C": sorted(short(harness.pod_name(x["pod"]))
+                            for x in cc.ask("dump")["pods"]),
+                "Python": sorted(short(p.uid) for p in pc.pods())}
+
+    def until(what, pred):
+        harness.wait_for(lambda: pump() or pred(), T_LONG, what,
+                         interval=0.05)
+
+    until("both consumers hold the six pods, sources ready", lambda: all(
+        "ready file,http" in x for x in logs.values()) and all(
+        len(v) == 6 for v in caches().values()))
+    logs["C"], logs["Python"] = [], []
+    # The URL goes down, the daemon restarts; meanwhile f2 changed, f4
+    # came, h2 changed, h3 went, h4 came.
+    srv.stop()
+    d.stop()
+    write_file(os.path.join(m, "f2.yaml"),
+               pod_yaml("f2", uid="uid-f2", image="nginx:2"))
+    write_file(os.path.join(m, "f4.yaml"), pod_yaml("f4", uid="uid-f4"))
+    serve(("h1", "nginx:1.25"), ("h2", "nginx:2"), ("h4", "nginx:1.25"))
+    d.start()
+    window = ["f1", "f2", "f3", "f4", "h1", "h2", "h3"]
+    until("both consumers synced with the new run and hold its file pods",
+          lambda: all(any(x.startswith("synced") for x in v)
+                      for v in logs.values()) and all(
+              v == window for v in caches().values()))
+    probe = d.connect()
+    st = probe.wait_state(lambda s: len(s.pods) == 4, "the file pods")
+    if any(harness.pod_name(p).startswith("h") for p in st.pods.values()):
+        raise AssertionError("the daemon has HTTP pods with the URL down: "
+                             "the test shows nothing")
+    probe.close()
+    for who, log in logs.items():
+        bad = [x for x in changes(log) if x[2].startswith("h")]
+        if bad:
+            raise AssertionError("%s: HTTP pods told in the window: %r" % (
+                who, bad))
+    srv.start()
+    # sources_ready (the same list as the last run's: not told again)
+    # removes h3.
+    want_final = ["f1", "f2", "f3", "f4", "h1", "h2", "h4"]
+    until("the URL's pods on both consumers, h3 gone",
+          lambda: all(v == want_final for v in caches().values()))
+    for who, log in logs.items():
+        ch = changes(log)
+        told = sorted((op, n) for op, _, n, _ in ch)
+        if mode == "incremental":
+            want = [("ADD", "f4"), ("ADD", "h4"), ("REMOVE", "h3"),
+                    ("UPDATE", "f2"), ("UPDATE", "h2")]
+        else:
+            # The SET of the late source carries its changes.
+            want = [x for x in [("ADD", "f4"), ("REMOVE", "h3"),
+                                ("UPDATE", "f2")] if x in told]
+            if ("REMOVE", "h3") not in want:
+                want.append(("REMOVE", "h3"))
+            want.sort()
+        if told != want:
+            raise AssertionError("%s in %s mode was told %r, want %r "
+                                 "(log %r)" % (who, mode, told, want, log))
+        for op, src, n, resync in ch:
+            if (n in ("h2", "h3", "f2") and not resync) or \
+                    (n == "h4" and resync):
+                raise AssertionError("%s: %s %s with resync %s (log %r)" % (
+                    who, op, n, resync, log))
+    probe = d.connect()
+    probe.wait_state(lambda s: len(s.pods) == 7, "the whole state")
+    want_seen = {u: harness.pod_ann(p, SEEN) for u, p in probe.state.pods.items()}
+    probe.close()
+    converged("the C consumer's state", cc.seen, want_seen)
+    converged("the Python consumer's state", lambda: py_seen(pc), want_seen)
+    rec.check(pc)
+    pc.close()
 
 if __name__ == "__main__":
     harness.main()

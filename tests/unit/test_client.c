@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include <sys/stat.h>
 
+#include "../../src/client/client_cache.h"
 #include "../../src/client/client_msg.h"
 
 struct t {
@@ -316,8 +317,460 @@ START_TEST(test_daemon_restart)
                   pod_text("b", "kube-system", "beta", "file", 1));
         fake_synced(&t.f, 9000002, false);
         pump(t.c);
-        /* The api source has not delivered yet in the new daemon. */
-        expect_log(&t, "pods REMOVE api resync c\nsynced state\n");
+        /* The api source has not delivered yet in the new daemon: its pod
+         * is held over, not removed (doc/protocol.md, "A restarted
+         * daemon's late sources"). */
+        expect_log(&t, "synced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert_str_eq(podmux_pod_source(podmux_client_pod_by_uid(t.c, "c")), "api");
+        check_model(&t.r, t.c);
+        /* It delivers the same pod: nothing of it is handed on (the ADD
+         * goes on empty, as the daemon's own marker of a source seen). */
+        fake_pods(&t.f, 9000003, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":9000004,\"sources\":[\"api\",\"file\"]}");
+        pump(t.c);
+        expect_log(&t, "pods ADD api\nready api file\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3);
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* Pods of the sources listed, as a state before a restart: file a, b;
+ * api c, d, e, x; http h. */
+static void start_three_sources(struct t *t, const char *mode)
+{
+        fake_accept(&t->f, t->c);
+        fake_send(&t->f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"%s\",\"node\":\"n1\",\"seq\":5}", mode);
+        fake_pods(&t->f, 6, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t->f, 7, "ADD", "api", 4, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "api", 1), pod_text("e", "default", "eps", "api", 1),
+                  pod_text("x", "default", "xi", "api", 1));
+        fake_pods(&t->f, 8, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t->f, 10, false);
+        fake_send(&t->f, "{\"type\":\"sources_ready\",\"seq\":11,\"sources\":[\"api\",\"file\",\"http\"]}");
+        fake_send(&t->f, "{\"type\":\"error\",\"seq\":12,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        pump(t->c);
+        free(rec_take(&t->r));
+}
+
+/*
+ * A daemon restart whose api source delivers late (the API server
+ * unreachable for a while): the full state has file and http only.  No
+ * api pod is removed then; when api delivers, an unchanged pod is not
+ * handed on, a changed one is an UPDATE flagged resync, a new one goes in
+ * the ADD; another op on a held pod goes as sent; sources_ready removes
+ * the pod api did not deliver again.  Meanwhile has_synced() holds.
+ */
+START_TEST(test_restart_late_source)
+{
+        struct t t;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 2));
+        fake_pods(&t.f, 902, "ADD", "http", 0); /* http delivered: none */
+        fake_synced(&t.f, 903, false);
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file resync b\npods REMOVE http resync h\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+        check_model(&t.r, t.c);
+        /* Live changes of other sources go as usual. */
+        fake_pods(&t.f, 904, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 3));
+        fake_pods(&t.f, 905, "UPDATE", "api", 1, pod_text("x", "default", "xi", "api", 2));
+        fake_pods(&t.f, 906, "ADD", "api", 3, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "api", 2), pod_text("f", "default", "phi", "api", 1));
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file a\npods UPDATE api x\npods ADD api f\npods UPDATE api resync d\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 7);
+        check_model(&t.r, t.c);
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":907,\"sources\":[\"api\",\"file\",\"http\"]}");
+        pump(t.c);
+        /* The same list as before the restart: not told again. */
+        expect_log(&t, "pods REMOVE api resync e\n");
+        ck_assert_ptr_null(podmux_client_pod_by_uid(t.c, "e"));
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+        check_model(&t.r, t.c);
+        /* Nothing is held any more: an ADD goes as sent. */
+        fake_pods(&t.f, 908, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        pump(t.c);
+        expect_log(&t, "pods ADD api c\n");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* A held pod whose source is not in the new run's sources_ready (no
+ * longer configured) is removed then, flagged resync. */
+START_TEST(test_restart_source_gone)
+{
+        struct t t;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 902, "ADD", "api", 4, pod_text("c", "default", "gamma", "api", 1),
+                  pod_text("d", "default", "delta", "api", 1), pod_text("e", "default", "eps", "api", 1),
+                  pod_text("x", "default", "xi", "api", 1));
+        fake_synced(&t.f, 903, false);
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":904,\"sources\":[\"api\",\"file\"]}");
+        pump(t.c);
+        expect_log(&t, "synced state\npods REMOVE http resync h\nready api file\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* The hold-over lasts across connections: a replay applies as live, and a
+ * further full state holds again what its sources did not deliver, and
+ * compares what they did. */
+START_TEST(test_restart_held_across_reconnects)
+{
+        struct t t;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_synced(&t.f, 903, false);
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":904,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        expect_log(&t, "synced state\nerror 3 SlowConsumer\nreconnect after 903\n");
+        /* A replay: http delivers h again, unchanged. */
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 1000);
+        fake_pods(&t.f, 905, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 1001, true);
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":1002,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        expect_log(&t, "pods ADD http\nsynced resumed\nerror 3 SlowConsumer\nreconnect after 1001\n");
+        /* The point left the history: a full state, api still missing. */
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 2000);
+        fake_pods(&t.f, 2001, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 2002, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 2003, false);
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":2004,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        expect_log(&t, "synced state\nerror 3 SlowConsumer\nreconnect after 2003\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 7);
+        /* Another, api in it: its pods compared as any. */
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 3000);
+        fake_pods(&t.f, 3001, "ADD", "api", 3, pod_text("c", "default", "gamma", "api", 2),
+                  pod_text("d", "default", "delta", "api", 1), pod_text("x", "default", "xi", "api", 1));
+        fake_pods(&t.f, 3002, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 3003, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 3004, false);
+        pump(t.c);
+        expect_log(&t, "pods REMOVE api resync e\npods UPDATE api resync c\nsynced state\n");
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* The snapshot modes: the full state is one SET per source that
+ * delivered; a live SET of the late source replaces the pods it carries,
+ * keeps the held ones it does not, and is handed on with the whole cache;
+ * sources_ready removes those. */
+START_TEST(test_restart_late_source_snapshot)
+{
+        static const char *const modes[] = {"snapshot", "snapshot-and-updates"};
+
+        for (size_t k = 0; k < 2; k++) {
+                struct t t;
+
+                t_init(&t);
+                start_three_sources(&t, modes[k]);
+                fake_accept(&t.f, t.c);
+                fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"%s\",\"node\":\"n1\",\"seq\":900}",
+                          modes[k]);
+                fake_pods(&t.f, 901, "SET", "file", 3, pod_text("a", "default", "alpha", "file", 1),
+                          pod_text("b", "default", "beta", "file", 1), pod_text("h", "default", "eta", "http", 1));
+                fake_pods(&t.f, 902, "SET", "http", 3, pod_text("a", "default", "alpha", "file", 1),
+                          pod_text("b", "default", "beta", "file", 1), pod_text("h", "default", "eta", "http", 1));
+                fake_synced(&t.f, 903, false);
+                pump(t.c);
+                expect_log(&t, "synced state\n");
+                ck_assert_uint_eq(podmux_client_pod_count(t.c), 7);
+                fake_pods(&t.f, 904, "SET", "api", 6, pod_text("a", "default", "alpha", "file", 1),
+                          pod_text("b", "default", "beta", "file", 1), pod_text("c", "default", "gamma", "api", 2),
+                          pod_text("d", "default", "delta", "api", 1), pod_text("h", "default", "eta", "http", 1),
+                          pod_text("g", "default", "gimel", "api", 1));
+                pump(t.c);
+                /* The cache's order: namespace, name (alpha, beta, delta,
+                 * eps, eta, gamma, gimel, xi). */
+                expect_log(&t, "pods SET api a b d e h c g x\n");
+                ck_assert_uint_eq(podmux_client_pod_count(t.c), 8);
+                check_model(&t.r, t.c);
+                fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":905,\"sources\":[\"api\",\"file\",\"http\"]}");
+                pump(t.c);
+                expect_log(&t, "pods REMOVE api resync e x\n");
+                ck_assert_uint_eq(podmux_client_pod_count(t.c), 6);
+                check_model(&t.r, t.c);
+                t_free(&t);
+        }
+}
+END_TEST
+
+/* tests/fixtures/resync-diff.json: pairs of one pod's texts before and
+ * after a daemon restart, and whether the resync diff tells the pod. */
+struct restart_case {
+        const char *name, *before, *after;
+        bool changed;
+};
+
+static json_object *load_restart_cases(struct restart_case **ret, size_t *ret_n)
+{
+        const char *top = getenv("PODMUX_SRCDIR");
+        char path[4096];
+        json_object *o, *cases;
+        struct restart_case *v;
+        size_t n;
+
+        snprintf(path, sizeof(path), "%s/tests/fixtures/resync-diff.json", top ? top : ".");
+        o = json_object_from_file(path);
+        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
+        cases = json_object_object_get(o, "cases");
+        n = json_object_array_length(cases);
+        v = calloc(n, sizeof(*v));
+        ck_assert_ptr_nonnull(v);
+        for (size_t i = 0; i < n; i++) {
+                json_object *c = json_object_array_get_idx(cases, i);
+
+                v[i].name = json_object_get_string(json_object_object_get(c, "name"));
+                v[i].before = json_object_get_string(json_object_object_get(c, "before"));
+                v[i].after = json_object_get_string(json_object_object_get(c, "after"));
+                v[i].changed = json_object_get_boolean(json_object_object_get(c, "changed"));
+        }
+        *ret = v;
+        *ret_n = n;
+        return o;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorts the words of the first line of s from byte at on, in place. */
+static void sort_words(char *s, size_t at)
+{
+        char *end = strchr(s + at, '\n'), *w[64], out[4096] = "";
+        size_t n = 0;
+
+        ck_assert_ptr_nonnull(end);
+        *end = '\0';
+        for (char *tok = strtok_r(s + at, " ", &end); tok && n < 64; tok = strtok_r(NULL, " ", &end))
+                w[n++] = tok;
+        qsort(w, n, sizeof(*w), cmp_str);
+        for (size_t i = 0; i < n; i++)
+                snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? " " : "", w[i]);
+        memmove(s + at, out, strlen(out));
+        s[at + strlen(out)] = '\n';
+}
+
+/* The full state after a daemon restart is compared with the cache as the
+ * merger compares: a pod that differs only in what a run of the daemon
+ * stamps on it is not told, but the cache holds its new text. */
+START_TEST(test_restart_same_pods_not_told)
+{
+        struct restart_case *cases;
+        size_t n, n_told = 0;
+        json_object *fixture = load_restart_cases(&cases, &n);
+        const char **told = calloc(n, sizeof(*told));
+        struct buf want = BUF_INIT;
+        char *have;
+        struct t t;
+
+        ck_assert_ptr_nonnull(told);
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 5);
+        for (size_t i = 0; i < n; i++)
+                fake_send(&t.f, "{\"type\":\"pods\",\"seq\":%zu,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s]}",
+                          6 + i, cases[i].before);
+        fake_synced(&t.f, 100, false);
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":101,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 9000);
+        for (size_t i = 0; i < n; i++)
+                fake_send(&t.f, "{\"type\":\"pods\",\"seq\":%zu,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s]}",
+                          9001 + i, cases[i].after);
+        fake_synced(&t.f, 9900, false);
+        pump(t.c);
+        /* One UPDATE record for the source with the changed pods (their
+         * UIDs are the cases' names; the record is in the cache's order,
+         * sorted here). */
+        for (size_t i = 0; i < n; i++)
+                if (cases[i].changed)
+                        told[n_told++] = cases[i].name;
+        qsort(told, n_told, sizeof(*told), cmp_str);
+        ck_assert_int_eq(buf_puts(&want, "pods UPDATE file resync"), 0);
+        for (size_t i = 0; i < n_told; i++)
+                ck_assert_int_eq(buf_printf(&want, " %s", told[i]), 0);
+        ck_assert_int_eq(buf_puts(&want, "\nsynced state\n"), 0);
+        have = rec_take(&t.r);
+        sort_words(have, strlen("pods UPDATE file resync "));
+        ck_assert_str_eq(have, want.data);
+        free(have);
+        /* The cache holds every new text, told or not. */
+        for (size_t i = 0; i < n; i++)
+                ck_assert_str_eq(podmux_pod_json(podmux_client_pod_by_uid(t.c, cases[i].name), NULL), cases[i].after);
+        check_model(&t.r, t.c);
+        buf_free(&want);
+        free(told);
+        free(cases);
+        json_object_put(fixture);
+        t_free(&t);
+}
+END_TEST
+
+/* The rule by itself, both ways round, and on texts that are not JSON. */
+START_TEST(test_pod_text_same)
+{
+        struct restart_case *cases;
+        size_t n;
+        json_object *fixture = load_restart_cases(&cases, &n);
+
+        for (size_t i = 0; i < n; i++) {
+                const char *a = cases[i].before, *b = cases[i].after;
+
+                ck_assert_msg(client_pod_text_same(a, strlen(a), b, strlen(b)) == !cases[i].changed, "case %s",
+                              cases[i].name);
+                ck_assert_int_eq(client_pod_text_same(b, strlen(b), a, strlen(a)), !cases[i].changed);
+                ck_assert_int_eq(client_pod_text_same(a, strlen(a), a, strlen(a)), 1);
+        }
+        ck_assert_int_eq(client_pod_text_same("{", 1, "[]", 2), -EINVAL);
+        ck_assert_int_eq(client_pod_text_same("{}", 2, "{", 1), -EINVAL);
+        /* Not objects at all: nothing compared, the same. */
+        ck_assert_int_eq(client_pod_text_same("[]", 2, "1", 1), 1);
+        free(cases);
+        json_object_put(fixture);
+}
+END_TEST
+
+/* A bad line's error message is one line: the line quoted up to its end
+ * (not into the lines after it in the buffer), at most 80 bytes of it, and
+ * no control character from the line or the daemon's own message. */
+START_TEST(test_error_message_one_line)
+{
+        static const struct {
+                const char *send, *want_end;
+        } cases[] = {
+                {"not json\n{\"type\":\"synced\",\"seq\":20}\n",
+                 "(byte 0: a line that is not a JSON object): not json"},
+                {"{\"x\":1,\"\x01\"}\n\n\n", "): {\"x\":1,\"?\"}"},
+                /* 100 bytes: cut at 80, before the 3-byte character at 79. */
+                {"[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xe2\x82\xac"
+                 "aaaaaaaaaaaaaaaa\"]\n",
+                 ": [\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..."},
+                {"{\"type\":\"error\",\"seq\":20,\"reason\":\"Other\",\"message\":\"two\\nlines\\r\"}\n",
+                 "closed the connection: Other: two?lines?"},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct t t;
+                size_t ml, wl = strlen(cases[i].want_end);
+
+                t_init(&t);
+                start(&t);
+                fake_write(&t.f, cases[i].send, strlen(cases[i].send));
+                pump(t.c);
+                ml = strlen(t.r.last_message);
+                ck_assert_msg(t.r.errors == 1, "case %zu: %d errors", i, t.r.errors);
+                ck_assert_msg(!strpbrk(t.r.last_message, "\n\r\x01"), "case %zu: message over lines: %s", i,
+                              t.r.last_message);
+                ck_assert_msg(ml >= wl && strcmp(t.r.last_message + ml - wl, cases[i].want_end) == 0,
+                              "case %zu: message \"%s\" does not end with \"%s\"", i, t.r.last_message,
+                              cases[i].want_end);
+                t_free(&t);
+        }
+}
+END_TEST
+
+/* A client started from a saved resume point holds only what the replay
+ * carried: has_synced() stays false (its cache is not the daemon's whole
+ * state) though the replay is done; a later full state is handed on whole
+ * (one SET, every plugin REGISTERED), since what went away before the
+ * point is not known here; then has_synced() is true. */
+START_TEST(test_saved_resume_partial_cache)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        podmux_client_set_resume(t.c, 77);
+        ck_assert(!podmux_client_has_synced(t.c));
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":77}");
+        fake_hello(&t.f, 200);
+        fake_pods(&t.f, 80, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_synced(&t.f, 201, true);
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file a\nsynced resumed\n");
+        ck_assert(!podmux_client_has_synced(t.c));
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 201);
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
+        /* Another replay: still only part of the state. */
+        fake_close(&t.f);
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":201}");
+        fake_hello(&t.f, 300);
+        fake_pods(&t.f, 250, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_synced(&t.f, 301, true);
+        pump(t.c);
+        expect_log(&t, "pods ADD api c\nsynced resumed\n");
+        ck_assert(!podmux_client_has_synced(t.c));
+        /* The daemon restarted: the full state, told whole. */
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":302,\"reason\":\"ShuttingDown\",\"message\":\"bye\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 9000);
+        fake_pods(&t.f, 9001, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 2),
+                  pod_text("b", "kube-system", "beta", "file", 1));
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":9002,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/a.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"a\"}}");
+        fake_synced(&t.f, 9003, false);
+        pump(t.c);
+        expect_log(&t, "pods SET * resync a b\nplugin REGISTERED /p/a.sock resync\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 2);
+        check_model(&t.r, t.c);
+        /* From now on the cache is whole: a later full state is compared. */
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":9004,\"reason\":\"SlowConsumer\",\"message\":\"slow\"}");
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 9100);
+        fake_pods(&t.f, 9101, "ADD", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_send(&t.f, "{\"type\":\"plugin\",\"seq\":9102,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p/a.sock\","
+                        "\"type\":\"CSIPlugin\",\"name\":\"a\"}}");
+        fake_synced(&t.f, 9103, false);
+        pump(t.c);
+        expect_log(&t, "pods REMOVE file resync b\nsynced state\n");
+        ck_assert(podmux_client_has_synced(t.c));
         check_model(&t.r, t.c);
         t_free(&t);
 }
@@ -598,6 +1051,54 @@ START_TEST(test_saved_resume_lines_and_log)
 }
 END_TEST
 
+/* A pod is its source and UID (doc/protocol.md): a live upsert that
+ * carries it under another name or namespace replaces the pod held (no
+ * second entry), a REMOVE finds it whatever name it carries, and a SET
+ * holds one pod per source and UID (the later one). */
+START_TEST(test_renamed_same_uid)
+{
+        struct t t;
+        char *dump;
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        fake_pods(&t.f, 20, "UPDATE", "file", 1, pod_text("a", "default", "zeta", "file", 2));
+        fake_pods(&t.f, 21, "ADD", "file", 1, pod_text("b", "other", "beta", "file", 2));
+        pump(t.c);
+        expect_log(&t, "pods UPDATE file a\npods ADD file b\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3);
+        ck_assert_ptr_null(podmux_client_pod_by_name(t.c, "default", "alpha"));
+        ck_assert_str_eq(podmux_pod_uid(podmux_client_pod_by_name(t.c, "default", "zeta")), "a");
+        ck_assert_ptr_null(podmux_client_pod_by_name(t.c, "kube-system", "beta"));
+        ck_assert_str_eq(podmux_pod_uid(podmux_client_pod_by_name(t.c, "other", "beta")), "b");
+        dump = cache_dump(t.c);
+        /* Each in its new place in the order. */
+        ck_assert_ptr_nonnull(strstr(dump, "api/c="));
+        ck_assert(strstr(dump, "api/c=") < strstr(dump, "file/a="));
+        ck_assert(strstr(dump, "file/a=") < strstr(dump, "file/b="));
+        free(dump);
+        check_model(&t.r, t.c);
+        /* The same UID in another source is another pod. */
+        fake_pods(&t.f, 22, "ADD", "api", 1, pod_text("a", "default", "alpha", "api", 1));
+        fake_pods(&t.f, 23, "REMOVE", "file", 1, pod_text("a", "default", "old-name", "file", 1));
+        pump(t.c);
+        expect_log(&t, "pods ADD api a\npods REMOVE file a\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3);
+        ck_assert_str_eq(podmux_pod_source(podmux_client_pod_by_uid(t.c, "a")), "api");
+        check_model(&t.r, t.c);
+        fake_pods(&t.f, 24, "SET", "file", 3, pod_text("x", "default", "one", "file", 1),
+                  pod_text("y", "default", "aaa", "file", 1), pod_text("x", "default", "two", "file", 2));
+        pump(t.c);
+        expect_log(&t, "pods SET file x y x\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 2);
+        ck_assert_str_eq(podmux_pod_name(podmux_client_pod_by_uid(t.c, "x")), "two");
+        ck_assert_ptr_null(podmux_client_pod_by_name(t.c, "default", "one"));
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
 START_TEST(test_op_names)
 {
         ck_assert_str_eq(podmux_op_name(PODMUX_OP_RECONCILE), "RECONCILE");
@@ -609,4 +1110,6 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_partial_line_after_cut, test_unknown_type_ignored, test_protocol_mismatch, test_daemon_restart,
           test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
           test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
-          test_saved_resume_lines_and_log, test_op_names)
+          test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
+          test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
+          test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot)

@@ -16,6 +16,14 @@
  *     (nothing lost, nothing seen twice, no half-applied message);
  *   - every error it reported is out of memory or the cut;
  *   - nothing is left allocated after podmux_client_free().
+ * A second world is a daemon restart: the first connection gets a state
+ * and is cut, every later one a full state in which one pod changed and
+ * one differs only in its config.seen (the resync diff compares those two
+ * texts, and may run out of memory doing it).  A third is a restart
+ * whose http source delivers late: the full state has file only, so the
+ * http pods are held over, then http delivers (one pod the same but for
+ * config.seen, one changed, one new, one gone) and sources_ready ends the
+ * hold-over; a cut at any point resumes or gets that full state again.
  * Under AddressSanitizer nothing is interposed: the scenario runs once.
  */
 #include "fake_stream.h"
@@ -83,11 +91,114 @@ static void final_state(struct fake *f)
         fake_synced(f, 106, false);
 }
 
+/* The restart world (restart below). */
+#define SEEN(day) "\"kubernetes.io/config.seen\":\"2026-01-0" day "T00:00:00Z\""
+#define RESTART_POD(uid, gen, day)                                                                                     \
+        "{\"metadata\":{\"name\":\"" uid "\",\"namespace\":\"default\",\"uid\":\"" uid                                 \
+        "\",\"annotations\":{" SEEN(day) "}},\"spec\":{\"gen\":" gen "}}"
+
+static const char *const want_restart_cache =
+        "file/a=" RESTART_POD("a", "1", "2") "\nfile/b=" RESTART_POD("b", "2", "2") "\n";
+
+/* The late world (late below): its pods name their source, as the
+ * daemon's do (a SET carries every source's); its final cache. */
+#define LATE_POD(uid, src, gen, day)                                                                                   \
+        "{\"metadata\":{\"name\":\"" uid "\",\"namespace\":\"default\",\"uid\":\"" uid                                 \
+        "\",\"annotations\":{\"kubernetes.io/config.source\":\"" src "\"," SEEN(day) "}},\"spec\":{\"gen\":" gen "}}"
+
+static const char *const want_late_cache =
+        "file/a=" LATE_POD("a", "file", "1", "1") "\nhttp/h1=" LATE_POD("h1", "http", "1", "2") "\nhttp/h2=" LATE_POD(
+                "h2", "http", "2", "2") "\nhttp/h3=" LATE_POD("h3", "http", "1", "2") "\n";
+
+/* The late world in a snapshot mode: SETs of the merged state. */
+static bool late_snapshot;
+
+static void late_hello(struct fake *f, uint64_t seq)
+{
+        fake_send(f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"%s\",\"node\":\"n1\",\"seq\":%" PRIu64 "}",
+                  late_snapshot ? "snapshot" : "incremental", seq);
+}
+
+static void late_message(struct fake *f, uint64_t seq)
+{
+        if (seq == 103 && late_snapshot)
+                fake_send(f,
+                          "{\"type\":\"pods\",\"seq\":103,\"op\":\"SET\",\"source\":\"http\",\"pods\":[%s,%s,%s,%s]}",
+                          LATE_POD("a", "file", "1", "1"), LATE_POD("h1", "http", "1", "2"),
+                          LATE_POD("h2", "http", "2", "2"), LATE_POD("h3", "http", "1", "2"));
+        else if (seq == 103)
+                fake_send(f, "{\"type\":\"pods\",\"seq\":103,\"op\":\"ADD\",\"source\":\"http\",\"pods\":[%s,%s,%s]}",
+                          LATE_POD("h1", "http", "1", "2"), LATE_POD("h2", "http", "2", "2"),
+                          LATE_POD("h3", "http", "1", "2"));
+        if (seq == 104)
+                fake_send(f, "{\"type\":\"sources_ready\",\"seq\":104,\"sources\":[\"file\",\"http\"]}");
+}
+
+static void serve_late(struct fake *f, bool first)
+{
+        unsigned long long n;
+
+        if (first) {
+                late_hello(f, 5);
+                fake_send(f, "{\"type\":\"pods\",\"seq\":6,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s]}",
+                          LATE_POD("a", "file", "1", "1"));
+                fake_send(f, "{\"type\":\"pods\",\"seq\":7,\"op\":\"ADD\",\"source\":\"http\",\"pods\":[%s,%s,%s]}",
+                          LATE_POD("h1", "http", "1", "1"), LATE_POD("h2", "http", "1", "1"),
+                          LATE_POD("h4", "http", "1", "1"));
+                fake_synced(f, FIRST_SYNCED, false);
+                return;
+        }
+        if (sscanf(f->first, "{\"resume_after\":%llu}", &n) == 1 && n >= 102 && n <= 104) {
+                late_hello(f, 200);
+                for (uint64_t s = n + 1; s <= 104; s++)
+                        late_message(f, s);
+                fake_synced(f, 201, true);
+                return;
+        }
+        if (sscanf(f->first, "{\"resume_after\":%llu}", &n) == 1 && n >= 200) {
+                late_hello(f, 300);
+                fake_synced(f, 301, true);
+                return;
+        }
+        late_hello(f, 100);
+        fake_send(f, "{\"type\":\"pods\",\"seq\":101,\"op\":\"%s\",\"source\":\"file\",\"pods\":[%s]}",
+                  late_snapshot ? "SET" : "ADD", LATE_POD("a", "file", "1", "1"));
+        fake_synced(f, 102, false);
+        late_message(f, 103);
+        late_message(f, 104);
+}
+
+/* Which world the fake daemon serves. */
+static bool restart, late;
+
+static void serve_restart(struct fake *f, bool first)
+{
+        if (first) {
+                fake_hello(f, 5);
+                fake_send(f, "{\"type\":\"pods\",\"seq\":6,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s,%s]}",
+                          RESTART_POD("a", "1", "1"), RESTART_POD("b", "1", "1"));
+                fake_synced(f, FIRST_SYNCED, false);
+                return;
+        }
+        fake_hello(f, 100);
+        fake_send(f, "{\"type\":\"pods\",\"seq\":101,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[%s,%s]}",
+                  RESTART_POD("a", "1", "2"), RESTART_POD("b", "2", "2"));
+        fake_synced(f, 102, false);
+}
+
 /* Answers one connection's first line as the daemon would. */
 static void serve(struct fake *f, bool first)
 {
         unsigned long long n;
 
+        if (restart) {
+                serve_restart(f, first);
+                return;
+        }
+        if (late) {
+                serve_late(f, first);
+                return;
+        }
         if (first) {
                 initial_state(f);
                 for (uint64_t s = FIRST_SYNCED + 1; s <= LAST_LIVE; s++)
@@ -197,7 +308,10 @@ static long run_once(long n, bool persist)
                 drain(c);
                 dump = cache_dump(c);
                 done = podmux_client_timeout(c) < 0 && podmux_client_has_synced(c) &&
-                       podmux_client_resume_point(c, &point) && point > LAST_LIVE && strcmp(dump, want_cache) == 0;
+                       podmux_client_resume_point(c, &point) && point > LAST_LIVE &&
+                       strcmp(dump, restart ? want_restart_cache
+                                    : late  ? want_late_cache
+                                            : want_cache) == 0;
                 free(dump);
         }
         if (!persist)
@@ -209,7 +323,24 @@ static long run_once(long n, bool persist)
         ck_assert_msg(done, "fault %ld%s: the client did not converge to the final state", n,
                       persist ? " (persistent)" : "");
         check_model(&r, c);
-        {
+        if (late) {
+                /* No pod of the late source is removed or added again for
+                 * the restart; with no fault, exactly its changes. */
+                ck_assert_msg(!strstr(r.log.data, "resync h1") && !strstr(r.log.data, "REMOVE http resync h2") &&
+                                      !strstr(r.log.data, "REMOVE http resync h3") &&
+                                      (n > 0 || strstr(r.log.data, late_snapshot ? "pods SET http a h1 h2 h3 h4\n"
+                                                                                   "pods REMOVE http resync h4\n"
+                                                                                 : "pods ADD http h3\npods UPDATE http "
+                                                                                   "resync h2\n"
+                                                                                   "pods REMOVE http resync h4\n")),
+                              "fault %ld: handlers saw %s", n, r.log.data);
+        } else if (restart) {
+                /* Only b's change is told: a's new config.seen is not one
+                 * (with no fault, the state before the restart was seen). */
+                ck_assert_msg(!strstr(r.log.data, "resync a") &&
+                                      (n > 0 || strstr(r.log.data, "pods UPDATE file resync b\n")),
+                              "fault %ld: handlers saw %s", n, r.log.data);
+        } else {
                 size_t it = 0;
                 const char *sock, *json;
 
@@ -258,4 +389,25 @@ START_TEST(test_alloc_sweep_persistent)
 }
 END_TEST
 
-UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent)
+START_TEST(test_alloc_sweep_restart)
+{
+        restart = true;
+        sweep(false);
+        sweep(true);
+        restart = false;
+}
+END_TEST
+
+START_TEST(test_alloc_sweep_late_source)
+{
+        late = true;
+        for (int k = 0; k < 2; k++) {
+                late_snapshot = k == 1;
+                sweep(false);
+                sweep(true);
+        }
+        late = late_snapshot = false;
+}
+END_TEST
+
+UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart, test_alloc_sweep_late_source)

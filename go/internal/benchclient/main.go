@@ -6,11 +6,15 @@
 //
 //	benchclient DIR
 //
-// DIR/onepod.stream: hello, synced, then one-pod messages; each is
+// DIR/one-pod.stream: hello, synced, then one-pod messages; each is
 // decoded and applied, from accept to the last handed to the handler.
 // DIR/set.stream: hello, synced (empty), then SETs of 5,000 pods; then
 // lookups by namespace and name, and by namespace, in the cache they
-// leave.
+// leave.  DIR/restart-1.stream and DIR/restart-2.stream: the two
+// connections around a daemon restart that changed only config.seen; the
+// time from the second connection's accept to its synced (the C library
+// and the Python module, reconnecting without backoff, are timed from the
+// first synced: the same work but for a connect).
 package main
 
 import (
@@ -31,9 +35,10 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// serve writes stream to the first connection on a new socket, after
-// reading the client's first line.
-func serve(dir string, stream []byte) string {
+// serve writes each stream to one connection in turn on a new socket,
+// after reading the client's first line; accepted gets the time each
+// connection was accepted.
+func serve(dir string, accepted chan<- time.Time, streams ...[]byte) string {
 	path := filepath.Join(dir, "go.sock")
 	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
@@ -42,15 +47,19 @@ func serve(dir string, stream []byte) string {
 	}
 	go func() {
 		defer ln.Close()
-		c, err := ln.Accept()
-		if err != nil {
-			return
+		for _, stream := range streams {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if accepted != nil {
+				accepted <- time.Now()
+			}
+			if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+				_, _ = c.Write(stream)
+			}
+			c.Close()
 		}
-		defer c.Close()
-		if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
-			return
-		}
-		_, _ = c.Write(stream)
 	}()
 	return path
 }
@@ -58,7 +67,7 @@ func serve(dir string, stream []byte) string {
 // run reads stream with a client until want pods updates were handed on:
 // the time, the updates and their pods, and the client.
 func run(dir string, stream []byte, want int) (time.Duration, int, int, *podmux.Client) {
-	path := serve(dir, stream)
+	path := serve(dir, nil, stream)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var msgs, pods int
@@ -80,20 +89,47 @@ func run(dir string, stream []byte, want int) (time.Duration, int, int, *podmux.
 	return end.Sub(start), msgs, pods, c
 }
 
+// restart reads the two streams with a reconnecting client until its
+// second synced: the time from the second accept, the pods updates, and
+// the pods in the cache.
+func restart(dir string, first, second []byte) (time.Duration, int, int) {
+	accepted := make(chan time.Time, 2)
+	path := serve(dir, accepted, first, second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var records, synced int
+	var end time.Time
+	c := podmux.NewClient(podmux.Config{Path: path, Handlers: podmux.Handlers{
+		Pods: func(u podmux.Update) { records++ },
+		Synced: func(resumed bool) {
+			if synced++; synced == 2 {
+				end = time.Now()
+				cancel()
+			}
+		},
+	}})
+	if err := c.Run(ctx); err != context.Canceled {
+		fail(fmt.Errorf("the client ended after %d synced: %v", synced, err))
+	}
+	<-accepted
+	return end.Sub(<-accepted), records, c.Len()
+}
+
+func read(dir, name string) []byte {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		fail(err)
+	}
+	return b
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: benchclient DIR")
 		os.Exit(2)
 	}
 	dir := os.Args[1]
-	onepod, err := os.ReadFile(filepath.Join(dir, "onepod.stream"))
-	if err != nil {
-		fail(err)
-	}
-	set, err := os.ReadFile(filepath.Join(dir, "set.stream"))
-	if err != nil {
-		fail(err)
-	}
+	onepod, set := read(dir, "one-pod.stream"), read(dir, "set.stream")
 	want := bytes.Count(onepod, []byte(`{"type":"pods",`))
 	d, msgs, pods, _ := run(dir, onepod, want)
 	fmt.Printf("go_decode_apply msgs_per_s=%.0f us_per_msg=%.2f ns_per_pod=%.0f applied=%d\n",
@@ -130,4 +166,8 @@ func main() {
 	fmt.Printf("go_lookup_by_namespace pods=%d namespaces=%d ns_per_lookup=%.0f\n", len(all), len(namespaces),
 		float64(d.Nanoseconds())/(lookups/10))
 	_ = n
+
+	d, records, held := restart(dir, read(dir, "restart-1.stream"), read(dir, "restart-2.stream"))
+	fmt.Printf("go_restart_resync pods=%d ms=%.2f us_per_pod=%.2f records=%d\n", held,
+		float64(d.Microseconds())/1000, float64(d.Microseconds())/float64(held), records)
 }
