@@ -23,7 +23,9 @@
  * whatever the path names by then.
  *
  * Group and mode are set with chown()/chmod() between bind() and listen():
- * no connection can be accepted before.
+ * no connection can be accepted before, and the file bind() makes is
+ * owner-only until then (fchmod() of the socket first), whatever the
+ * umask.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -354,6 +356,12 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
                 r = buf_set_err(err, r, "socket: %s", ERRNO_STR(r));
                 goto fail;
         }
+        /* On Linux the file bind() makes takes the socket's own mode (less
+         * the umask): owner-only here, so that the file is never wider than
+         * asked, nor open to a group before it is ours (chmod() below
+         * gives the mode asked).  Best effort: where fchmod() cannot do
+         * that, no connection is taken before listen() anyway. */
+        (void)fchmod(l.fd, mode & 0700);
         if (bind(l.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
                 if (r == -EADDRINUSE)

@@ -387,19 +387,43 @@ def _(t):
     e.close()
 
 
-@test("socket mode is 0660 by default whatever the umask")
-def _(t):
+@test("socket mode is 0660 by default whatever the umask, and never wider "
+      "at any moment from its creation on")
+def test_socket_mode_whatever_the_umask(t):
     for umask in (0o000, 0o077):
         old = os.umask(umask)
         try:
-            m, d = start(t)
+            m, d = start(t, start=False)
+            d.start(wait=False)
         finally:
             os.umask(old)
+        seen = set()
+
+        def listening():
+            try:
+                seen.add(stat.S_IMODE(os.stat(d.sock).st_mode))
+            except FileNotFoundError:
+                return False
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(d.sock)
+                return True
+            except OSError:
+                return False
+            finally:
+                s.close()
+        harness.wait_for(listening, T_SHORT, "the daemon to listen",
+                         interval=0)
+        wide = [m for m in seen if m & ~0o660]
+        if wide:
+            raise AssertionError("umask %03o: the socket was mode %04o "
+                                 "before it listened" % (umask, wide[0]))
         mode = stat.S_IMODE(os.stat(d.sock).st_mode)
         if mode != 0o660:
             raise AssertionError("umask %03o: socket mode %04o, want 0660" %
                                  (umask, mode))
         ready(d)
+        d.stop()
         if d.stop() != 0:
             raise AssertionError("exit status on SIGTERM")
 
