@@ -479,6 +479,25 @@ class TestContext:
 
 
 
+def wait_listening(path, alive=None, timeout=None):
+    """Waits until something accepts connections on the unix socket path:
+    the daemon has then set the socket's group and mode (it does so
+    before listen()), and a stale file of that name has been replaced.
+    alive: called on each try (to fail at once if the daemon died)."""
+    def ready():
+        if alive:
+            alive()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+    wait_for(ready, timeout or T_SHORT, "a listener on %s" % path)
+
+
 def demo_on_pty(argv, env, timeout):
     """Runs the demo (argv) on a terminal until it shows both example pods
     (within timeout s), then types Ctrl-C and waits (T_WAIT) for it to

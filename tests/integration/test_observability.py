@@ -458,13 +458,9 @@ def wait_metrics(s, pred, what, timeout=None, names=()):
 
 
 def wait_socket_file(path, d, timeout=None):
-    def ready():
-        d.assert_alive()
-        try:
-            return stat.S_ISSOCK(os.stat(path).st_mode)
-        except FileNotFoundError:
-            return False
-    wait_for(ready, timeout or T_SHORT, "the socket %s" % path)
+    """Until the daemon listens on path (a stale file there, or one it has
+    bound but not yet given its mode and group, is not enough)."""
+    harness.wait_listening(path, d.assert_alive, timeout)
 
 
 def metrics_port(d):

@@ -60,11 +60,13 @@ def need_root(t):
 def _(t):
     need_root(t)
     d = t.daemon(extra=["--socket-group", "daemon"])
+    harness.wait_listening(d.sock, d.assert_alive)
     st = os.stat(d.sock)
     assert st.st_gid == 1, "socket group %d, want 1 (daemon)" % st.st_gid
     assert stat.S_IMODE(st.st_mode) == 0o660, oct(st.st_mode)
     d.stop()
     d2 = t.daemon(extra=["--socket-group", "65534"], socket_path=t.path("b.sock"))
+    harness.wait_listening(d2.sock, d2.assert_alive)
     assert os.stat(d2.sock).st_gid == 65534
 
 
