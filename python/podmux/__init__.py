@@ -107,6 +107,10 @@ class Pod:
     def key(self):
         return (self.namespace, self.name, self.uid, self.source)
 
+    def source_uid(self):
+        """What identifies the pod: (source, uid)."""
+        return (self.source, self.uid)
+
     def __repr__(self):
         return "Pod(%s %s/%s %s)" % (self.source, self.namespace, self.name,
                                      self.uid)
@@ -592,6 +596,8 @@ class Client:
         # full state.
         self._partial = resume_after is not None
         self._events = None       # events()'s queue while it runs
+        self._handlers = []       # add_handler()
+        self._seen = None         # (source, uid) -> Pod last given to them
         self._ready = None
         self._sock = None
         self._next_attempt = 0.0
@@ -740,6 +746,8 @@ class Client:
     def _tell(self, kind, arg):
         """Hands one event to its handler (on_<kind>) and to events()."""
         if self._stop_requested and kind not in ("error", "reconnect"):
+            if kind == "pods" and self._seen is not None:
+                self._follow(arg)  # the map stays in step; no calls
             return
         fn = getattr(self, "on_" + kind)
         if fn:
@@ -748,6 +756,79 @@ class Client:
             ev = dict(_NO_EVENT)
             ev[_EVENT_FIELD[kind]] = arg
             self._events.append(Event(kind, **ev))
+        if kind == "pods" and self._seen is not None:
+            self._follow(arg)
+
+    # -- informer-style handlers ---------------------------------------------
+    def add_handler(self, handler):
+        """Adds an informer-style handler (client-go's event handler): an
+        object with any of on_add(pod, initial), on_update(old, new) and
+        on_delete(old).  Any number per client; each is called for every
+        change, in the order the handlers were added, after on_pods, once
+        the cache holds the change.  A handler added when the cache holds
+        pods is first given each of them, in the cache's order, as
+        on_add(pod, initial=True) (client-go's isInInitialList).  Not from
+        a handler of the same client.
+
+        The ops of an Update map, pod by pod (a pod is its source and uid):
+        ADD is on_add(pod, False), or on_update(old, pod) if the handlers
+        were given that pod already; UPDATE, RECONCILE and DELETE are
+        on_update(old, pod), old being the pod last given (a graceful
+        DELETE is an update that sets deletionTimestamp), or on_add(pod,
+        False) for a pod not given yet; REMOVE is on_delete(old), nothing
+        for a pod not given.  A SET (snapshot modes, and the SET of source
+        "*" after resume_after) is diffed against the pods given, matched
+        by source and uid: on_delete for each pod it lacks, in the cache's
+        order, then for each of its pods in order on_add, or on_update
+        when the texts differ by the rule of "Which pods changed"
+        (doc/protocol.md), or nothing.  The updates computed after a full
+        state and for held-over pods map the same way.  Cost: O(pods in
+        the update), a SET O(cache)."""
+        if self._seen is None:
+            self._seen = {p.source_uid(): p for p in self._cache.ordered()}
+        self._handlers.append(handler)
+        fn = getattr(handler, "on_add", None)
+        if fn:
+            for p in self._cache.ordered():
+                if self._stop_requested:
+                    break
+                fn(self._seen.get(p.source_uid(), p), True)
+
+    def _call(self, name, *args):
+        for h in self._handlers:
+            if self._stop_requested:
+                return
+            fn = getattr(h, name, None)
+            if fn:
+                fn(*args)
+
+    def _upsert(self, p, quiet):
+        old = self._seen.get(p.source_uid())
+        self._seen[p.source_uid()] = p
+        if old is None:
+            self._call("on_add", p, False)
+        elif not quiet or not _same(old.json, p.json):
+            self._call("on_update", old, p)
+
+    def _follow(self, u):
+        """Turns one Update into the handlers' calls."""
+        if u.op == "SET":
+            now = {p.source_uid() for p in u.pods}
+            gone = sorted((p for k, p in self._seen.items() if k not in now),
+                          key=Pod.key)
+            for p in gone:
+                del self._seen[p.source_uid()]
+                self._call("on_delete", p)
+            for p in u.pods:
+                self._upsert(p, True)
+            return
+        for p in u.pods:
+            if u.op != "REMOVE":
+                self._upsert(p, False)
+                continue
+            old = self._seen.pop(p.source_uid(), None)
+            if old is not None:
+                self._call("on_delete", old)
 
     def _reset_conn(self):
         self._buf = bytearray()

@@ -1237,6 +1237,120 @@ START_TEST(test_handlers_snapshot)
 }
 END_TEST
 
+/* ---- the shared scenario table ---------------------------------------------- */
+
+/* The log lines of a JSON array of strings, each with a newline. */
+static char *joined(json_object *a)
+{
+        struct buf b = BUF_INIT;
+
+        for (size_t i = 0; i < json_object_array_length(a); i++)
+                ck_assert_int_eq(buf_printf(&b, "%s\n", json_object_get_string(json_object_array_get_idx(a, i))), 0);
+        return b.len ? buf_steal(&b, NULL) : strdup("");
+}
+
+/* "source/uid gen" of each pod, in the cache's order. */
+static char *cache_gens(const struct podmux_client *c)
+{
+        struct buf b = BUF_INIT;
+
+        for (const struct podmux_pod *p = podmux_client_pod_first(c); p; p = podmux_client_pod_next(c, p))
+                ck_assert_int_eq(buf_printf(&b, "%s/%s %d\n", podmux_pod_source(p), podmux_pod_uid(p), pod_gen(p)), 0);
+        return b.len ? buf_steal(&b, NULL) : strdup("");
+}
+
+static void expect_joined(const char *have_owned_by_caller, json_object *want_arr, const char *where)
+{
+        char *want = joined(want_arr);
+
+        ck_assert_msg(strcmp(have_owned_by_caller, want) == 0, "%s: have\n%s\nwant\n%s", where, have_owned_by_caller,
+                      want);
+        free(want);
+}
+
+static void send_lines(struct t *t, json_object *step)
+{
+        json_object *lines = json_object_object_get(step, "send"), *partial;
+
+        for (size_t i = 0; i < json_object_array_length(lines); i++) {
+                const char *l = json_object_get_string(json_object_array_get_idx(lines, i));
+
+                fake_write(&t->f, l, strlen(l));
+                fake_write(&t->f, "\n", 1);
+        }
+        if (json_object_object_get_ex(step, "partial", &partial)) {
+                fake_write(&t->f, json_object_get_string(partial), strlen(json_object_get_string(partial)));
+                fake_close(&t->f);
+        }
+        pump(t->c);
+}
+
+/* One step of a scenario (tests/fixtures/informer-scenarios.json says
+ * what each does). */
+static void run_step(struct t *t, json_object *step, struct buf *log, struct hrec *hs, size_t *n_hs, const char *name)
+{
+        json_object *v;
+        char *have;
+
+        if (json_object_object_get_ex(step, "add_handler", &v)) {
+                ck_assert_uint_lt(*n_hs, 4);
+                hs[*n_hs] = (struct hrec){json_object_get_string(v), log};
+                ck_assert_int_eq(podmux_client_add_handler(t->c, &hops, &hs[(*n_hs)++]), 0);
+        }
+        if (json_object_object_get_ex(step, "accept", &v)) {
+                fake_accept(&t->f, t->c);
+                ck_assert_msg(strcmp(t->f.first, json_object_get_string(v)) == 0, "%s: first line %s", name,
+                              t->f.first);
+        }
+        if (json_object_object_get_ex(step, "send", &v))
+                send_lines(t, step);
+        if (json_object_object_get_ex(step, "close", &v)) {
+                fake_close(&t->f);
+                pump(t->c);
+        }
+        if (json_object_object_get_ex(step, "expect", &v)) {
+                have = buf_steal(log, NULL);
+                expect_joined(have ? have : "", v, name);
+                free(have);
+        }
+        if (json_object_object_get_ex(step, "cache", &v)) {
+                have = cache_gens(t->c);
+                expect_joined(have, v, name);
+                free(have);
+                ck_assert_int_eq(podmux_client_has_synced(t->c),
+                                 json_object_get_boolean(json_object_object_get(step, "has_synced")));
+        }
+}
+
+START_TEST(test_informer_scenarios)
+{
+        const char *top = getenv("PODMUX_SRCDIR");
+        char path[4096];
+        json_object *o, *scs;
+
+        snprintf(path, sizeof(path), "%s/tests/fixtures/informer-scenarios.json", top ? top : ".");
+        o = json_object_from_file(path);
+        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
+        scs = json_object_object_get(o, "scenarios");
+        for (size_t i = 0; i < json_object_array_length(scs); i++) {
+                json_object *sc = json_object_array_get_idx(scs, i), *steps = json_object_object_get(sc, "steps");
+                const char *name = json_object_get_string(json_object_object_get(sc, "name"));
+                struct buf log = BUF_INIT;
+                struct hrec hs[4];
+                size_t n_hs = 0;
+                struct t t;
+
+                t_init(&t);
+                for (size_t k = 0; k < json_object_array_length(steps); k++)
+                        run_step(&t, json_object_array_get_idx(steps, k), &log, hs, &n_hs, name);
+                ck_assert_msg(log.len == 0, "%s: records not expected: %s", name, log.data);
+                buf_free(&log);
+                t_free(&t);
+        }
+        json_object_put(o);
+}
+END_TEST
+
 START_TEST(test_op_names)
 {
         ck_assert_str_eq(podmux_op_name(PODMUX_OP_RECONCILE), "RECONCILE");
@@ -1251,4 +1365,4 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
           test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
           test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
-          test_handlers_ops, test_handlers_snapshot)
+          test_handlers_ops, test_handlers_snapshot, test_informer_scenarios)
