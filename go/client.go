@@ -45,6 +45,7 @@ type Client struct {
 	// Every handler set is handed every change, in order; indexes kept in
 	// step with the cache hook into the store's watch (store.go).
 	handlers []Handlers
+	inf      informer // AddEventHandler (informer.go)
 	maxLine  int
 	noRetry  bool
 	ran      int32 // atomic: Run was called
@@ -80,6 +81,7 @@ func NewClient(cfg Config) *Client {
 	c := &Client{
 		path:       cfg.Path,
 		handlers:   []Handlers{cfg.Handlers},
+		inf:        informer{seen: map[podKey]Pod{}},
 		maxLine:    cfg.MaxLine,
 		noRetry:    cfg.NoReconnect,
 		st:         newStore(),
@@ -488,6 +490,7 @@ func (c *Client) deliverPods(u Update) {
 			h.Pods(u)
 		}
 	}
+	c.follow(u)
 }
 
 func (c *Client) deliverPlugin(e PluginEvent) {
