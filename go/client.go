@@ -45,7 +45,8 @@ type Client struct {
 	// Every handler set is handed every change, in order; indexes kept in
 	// step with the cache hook into the store's watch (store.go).
 	handlers []Handlers
-	inf      informer // AddEventHandler (informer.go)
+	inf      informer          // AddEventHandler (informer.go)
+	indexes  map[string]*index // guarded by mu (index.go)
 	maxLine  int
 	noRetry  bool
 	ran      int32 // atomic: Run was called
@@ -82,6 +83,7 @@ func NewClient(cfg Config) *Client {
 		path:       cfg.Path,
 		handlers:   []Handlers{cfg.Handlers},
 		inf:        informer{seen: map[podKey]Pod{}},
+		indexes:    builtinIndexes(),
 		maxLine:    cfg.MaxLine,
 		noRetry:    cfg.NoReconnect,
 		st:         newStore(),
@@ -91,6 +93,7 @@ func NewClient(cfg Config) *Client {
 		backoffMin: BackoffMin,
 		backoffMax: BackoffMax,
 	}
+	c.st.watch = c.indexWatch
 	if c.path == "" {
 		c.path = DefaultSocket
 	}

@@ -2,6 +2,7 @@ package podmux
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -22,6 +23,7 @@ type scenario struct {
 		Expect     *[]string `json:"expect"`
 		Cache      *[]string `json:"cache"`
 		HasSynced  bool      `json:"has_synced"`
+		Index      [][]any   `json:"index"`
 	} `json:"steps"`
 }
 
@@ -63,6 +65,36 @@ func podGen(t *testing.T, p Pod) int {
 	return v.Spec.Gen
 }
 
+// genKeys is the scenario table's custom index gen.
+func genKeys(t *testing.T) IndexFunc {
+	return func(p Pod) []string {
+		n := podGen(t, p)
+		var ks []string
+		if n%2 == 1 {
+			ks = append(ks, "odd")
+		}
+		if n < 4 {
+			ks = append(ks, fmt.Sprintf("gen=%d", n))
+		}
+		return ks
+	}
+}
+
+// inSourceIndex: whether the source index holds p (the indexes are in
+// step with the cache when a handler is called).
+func inSourceIndex(t *testing.T, c *Client, p Pod) bool {
+	v, err := c.ByIndex(IndexSource, p.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range v {
+		if q.UID() == p.UID() {
+			return true
+		}
+	}
+	return false
+}
+
 func eventHandler(t *testing.T, c *Client, name string, l *hlog) EventHandler {
 	return EventHandler{
 		OnAdd: func(p Pod, initial bool) {
@@ -76,9 +108,15 @@ func eventHandler(t *testing.T, c *Client, name string, l *hlog) EventHandler {
 			l.add("%s add%s %s/%s %d", name, star, p.Source(), p.UID(), podGen(t, p))
 		},
 		OnUpdate: func(old, p Pod) {
+			if !inSourceIndex(t, c, p) {
+				t.Errorf("OnUpdate: %s not in the source index", p)
+			}
 			l.add("%s update %s/%s %d>%d", name, p.Source(), p.UID(), podGen(t, old), podGen(t, p))
 		},
 		OnDelete: func(old Pod) {
+			if inSourceIndex(t, c, old) {
+				t.Errorf("OnDelete: %s still in the source index", old)
+			}
 			l.add("%s delete %s/%s %d", name, old.Source(), old.UID(), podGen(t, old))
 		},
 	}
@@ -89,6 +127,9 @@ func runScenario(t *testing.T, sc scenario) {
 	x := start(t, Config{Path: f.path})
 	l := &hlog{}
 	seq := uint64(100000)
+	if err := x.c.AddIndex("gen", genKeys(t)); err != nil {
+		t.Fatal(err)
+	}
 	for i, st := range sc.Steps {
 		where := fmt.Sprintf("%s: step %d", sc.Name, i)
 		if st.AddHandler != nil {
@@ -126,6 +167,19 @@ func runScenario(t *testing.T, sc scenario) {
 				t.Fatalf("%s: cache %q, has synced %v", where, have, x.c.HasSynced())
 			}
 		}
+		for _, q := range st.Index {
+			v, err := x.c.ByIndex(q[0].(string), q[1].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			have := []any{}
+			for _, p := range v {
+				have = append(have, p.Source()+"/"+p.UID())
+			}
+			if !reflect.DeepEqual(have, q[2]) {
+				t.Fatalf("%s: index %v %v: %q", where, q[0], q[1], have)
+			}
+		}
 	}
 	if f.cur != nil {
 		// Everything sent has been handled: nothing more was handed on.
@@ -152,5 +206,19 @@ func TestInformerScenarios(t *testing.T) {
 	for _, sc := range table.Scenarios {
 		sc := sc
 		t.Run(sc.Name, func(t *testing.T) { runScenario(t, sc) })
+	}
+}
+
+// Index names: taken, or not added.
+func TestIndexErrors(t *testing.T) {
+	c := NewClient(Config{Path: "/nonexistent"})
+	if err := c.AddIndex(IndexNamespace, func(Pod) []string { return nil }); !errors.Is(err, ErrIndex) {
+		t.Fatalf("AddIndex of a built-in name: %v", err)
+	}
+	if _, err := c.ByIndex("nope", "x"); !errors.Is(err, ErrIndex) {
+		t.Fatalf("ByIndex of no index: %v", err)
+	}
+	if v, err := c.ByIndex(IndexSource, "file"); err != nil || len(v) != 0 {
+		t.Fatalf("empty: %v %v", v, err)
 	}
 }

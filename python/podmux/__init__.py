@@ -117,6 +117,10 @@ class Pod:
 
 
 Update = collections.namedtuple("Update", "op source pods seq resync")
+
+# The built-in indexes of Client.by_index().
+INDEX_NAMESPACE = "namespace"
+INDEX_SOURCE = "source"
 PluginEvent = collections.namedtuple(
     "PluginEvent", "op socket type name plugin_json error seq resync")
 Reconnect = collections.namedtuple("Reconnect",
@@ -597,7 +601,12 @@ class Client:
         self._partial = resume_after is not None
         self._events = None       # events()'s queue while it runs
         self._handlers = []       # add_handler()
-        self._seen = None         # (source, uid) -> Pod last given to them
+        self._seen = {}           # (source, uid) -> Pod last handed on
+        # add_index(): name -> (fn, {key: {(source, uid): Pod}},
+        # {(source, uid): keys})
+        self._indexes = {}
+        self.add_index(INDEX_NAMESPACE, lambda p: [p.namespace])
+        self.add_index(INDEX_SOURCE, lambda p: [p.source])
         self._ready = None
         self._sock = None
         self._next_attempt = 0.0
@@ -746,7 +755,7 @@ class Client:
     def _tell(self, kind, arg):
         """Hands one event to its handler (on_<kind>) and to events()."""
         if self._stop_requested and kind not in ("error", "reconnect"):
-            if kind == "pods" and self._seen is not None:
+            if kind == "pods":
                 self._follow(arg)  # the map stays in step; no calls
             return
         fn = getattr(self, "on_" + kind)
@@ -756,7 +765,7 @@ class Client:
             ev = dict(_NO_EVENT)
             ev[_EVENT_FIELD[kind]] = arg
             self._events.append(Event(kind, **ev))
-        if kind == "pods" and self._seen is not None:
+        if kind == "pods":
             self._follow(arg)
 
     # -- informer-style handlers ---------------------------------------------
@@ -784,8 +793,6 @@ class Client:
         (doc/protocol.md), or nothing.  The updates computed after a full
         state and for held-over pods map the same way.  Cost: O(pods in
         the update), a SET O(cache)."""
-        if self._seen is None:
-            self._seen = {p.source_uid(): p for p in self._cache.ordered()}
         self._handlers.append(handler)
         fn = getattr(handler, "on_add", None)
         if fn:
@@ -802,9 +809,62 @@ class Client:
             if fn:
                 fn(*args)
 
+    def add_index(self, name, fn):
+        """Adds an index (client-go's AddIndexers): fn(pod) gives a pod's
+        keys, zero or more (an iterable of str).  Built at once from the
+        pods handed on, then kept in step with them pod by pod, before the
+        handlers of add_handler() are called for the pod: a handler that
+        reads an index sees the state after its change.  Cost: O(changed
+        pods x their keys) per update.  The built-in ones are
+        INDEX_NAMESPACE and INDEX_SOURCE.  ValueError if the name is
+        taken."""
+        if name in self._indexes:
+            raise ValueError("podmux: index %r: already added" % name)
+        x = (fn, {}, {})
+        self._indexes[name] = x
+        for k, p in self._seen.items():
+            self._index_put(x, k, p)
+
+    def by_index(self, name, key):
+        """The pods whose keys in the index name include key, in the
+        daemon's order (namespace, name, uid, source): a new list.  The
+        pods are as last handed on (see add_handler).  KeyError if no
+        such index was added.  Cost: O(k log k) for k pods found."""
+        x = self._indexes.get(name)
+        if x is None:
+            raise KeyError("podmux: no index %r" % name)
+        return sorted(x[1].get(key, {}).values(), key=Pod.key)
+
+    @staticmethod
+    def _index_put(x, k, p):
+        keys = list(x[0](p))
+        if keys:
+            x[2][k] = keys
+        for key in keys:
+            x[1].setdefault(key, {})[k] = p
+
+    @staticmethod
+    def _index_drop(x, k):
+        for key in x[2].pop(k, ()):
+            d = x[1][key]
+            del d[k]
+            if not d:
+                del x[1][key]
+
+    def _seen_put(self, k, p):
+        for x in self._indexes.values():
+            self._index_drop(x, k)
+            self._index_put(x, k, p)
+        self._seen[k] = p
+
+    def _seen_drop(self, k):
+        for x in self._indexes.values():
+            self._index_drop(x, k)
+        return self._seen.pop(k, None)
+
     def _upsert(self, p, quiet):
         old = self._seen.get(p.source_uid())
-        self._seen[p.source_uid()] = p
+        self._seen_put(p.source_uid(), p)
         if old is None:
             self._call("on_add", p, False)
         elif not quiet or not _same(old.json, p.json):
@@ -817,7 +877,7 @@ class Client:
             gone = sorted((p for k, p in self._seen.items() if k not in now),
                           key=Pod.key)
             for p in gone:
-                del self._seen[p.source_uid()]
+                self._seen_drop(p.source_uid())
                 self._call("on_delete", p)
             for p in u.pods:
                 self._upsert(p, True)
@@ -826,7 +886,7 @@ class Client:
             if u.op != "REMOVE":
                 self._upsert(p, False)
                 continue
-            old = self._seen.pop(p.source_uid(), None)
+            old = self._seen_drop(p.source_uid())
             if old is not None:
                 self._call("on_delete", old)
 

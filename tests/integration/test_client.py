@@ -1238,18 +1238,33 @@ class HRec:
         self.log.append("%s add%s %s/%s %d" % (
             self.name, "*" if initial else "", p.source, p.uid, self.gen(p)))
 
+    def in_source_index(self, p):
+        return any(q.uid == p.uid
+                   for q in self.c.by_index(podmux.INDEX_SOURCE, p.source))
+
     def on_update(self, old, p):
+        if not self.in_source_index(p):
+            raise AssertionError("on_update: %r not in the index" % p)
         self.log.append("%s update %s/%s %d>%d" % (
             self.name, p.source, p.uid, self.gen(old), self.gen(p)))
 
     def on_delete(self, old):
+        if self.in_source_index(old):
+            raise AssertionError("on_delete: %r still in the index" % old)
         self.log.append("%s delete %s/%s %d" % (
             self.name, old.source, old.uid, self.gen(old)))
+
+
+def gen_keys(p):
+    """The scenario table's custom index gen."""
+    n = HRec.gen(p)
+    return (["odd"] if n % 2 else []) + (["gen=%d" % n] if n < 4 else [])
 
 
 def run_scenario(t, sc):
     s = Script(t)
     c = podmux.Client(s.path)
+    c.add_index("gen", gen_keys)
     log = []
     for step in sc["steps"]:
         where = "%s: step %r" % (sc["name"], step)
@@ -1279,6 +1294,11 @@ def run_scenario(t, sc):
             if have != step["cache"] or c.has_synced != step["has_synced"]:
                 raise AssertionError("%s: cache %r, has_synced %s" % (
                     where, have, c.has_synced))
+        for name, key, want in step.get("index", []):
+            have = ["%s/%s" % (p.source, p.uid) for p in c.by_index(name, key)]
+            if have != want:
+                raise AssertionError("%s: index %s %s: %r" % (
+                    where, name, key, have))
     if log:
         raise AssertionError("%s: records not expected %r" % (sc["name"], log))
     c.close()
@@ -1295,6 +1315,17 @@ def _(t):
         table = json.load(f)
     for sc in table["scenarios"]:
         run_scenario(t, sc)
+    c = podmux.Client(t.path("none.sock"))
+    for bad in (lambda: c.add_index(podmux.INDEX_NAMESPACE, gen_keys),
+                lambda: c.by_index("nope", "x")):
+        try:
+            bad()
+            raise AssertionError("no error")
+        except (ValueError, KeyError) as e:
+            if "index" not in str(e):
+                raise AssertionError("error %r" % e)
+    if c.by_index(podmux.INDEX_SOURCE, "file") != []:
+        raise AssertionError("empty index")
 
 if __name__ == "__main__":
     harness.main()
