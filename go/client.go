@@ -82,7 +82,6 @@ func NewClient(cfg Config) *Client {
 	c := &Client{
 		path:       cfg.Path,
 		handlers:   []Handlers{cfg.Handlers},
-		inf:        informer{seen: map[podKey]Pod{}},
 		indexes:    builtinIndexes(),
 		maxLine:    cfg.MaxLine,
 		noRetry:    cfg.NoReconnect,

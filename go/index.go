@@ -24,6 +24,8 @@ var ErrIndex = errors.New("podmux: index")
 
 // index is one index: its keys' pods, and each pod's keys (so a pod is
 // taken out without calling fn again).
+// A built-in index is built by the first ByIndex that reads it (nil
+// maps before), so a client that never reads it pays nothing.
 type index struct {
 	fn   IndexFunc
 	pods map[string]map[*pod]struct{}
@@ -31,7 +33,15 @@ type index struct {
 }
 
 func newIndex(fn IndexFunc) *index {
-	return &index{fn: fn, pods: map[string]map[*pod]struct{}{}, keys: map[*pod][]string{}}
+	return &index{fn: fn}
+}
+
+// build fills the index from the cache (mu held for writing).
+func (x *index) build(st *store) {
+	x.pods, x.keys = map[string]map[*pod]struct{}{}, map[*pod][]string{}
+	for _, p := range st.pods {
+		x.put(p)
+	}
 }
 
 func (x *index) put(p *pod) {
@@ -66,6 +76,9 @@ func (x *index) drop(p *pod) {
 // their keys).
 func (c *Client) indexWatch(old, p *pod) {
 	for _, x := range c.indexes {
+		if x.pods == nil {
+			continue // not built yet
+		}
 		if old != nil {
 			x.drop(old)
 		}
@@ -88,9 +101,7 @@ func (c *Client) AddIndex(name string, fn IndexFunc) error {
 		return fmt.Errorf("%w %q: already added", ErrIndex, name)
 	}
 	x := newIndex(fn)
-	for _, p := range c.st.pods {
-		x.put(p)
-	}
+	x.build(c.st)
 	c.indexes[name] = x
 	return nil
 }
@@ -98,11 +109,21 @@ func (c *Client) AddIndex(name string, fn IndexFunc) error {
 // ByIndex returns the pods whose keys in the index name include key, in
 // the daemon's order (namespace, name, UID, source); none is an empty
 // slice.  An error matching ErrIndex if no such index was added.  Cost:
-// O(k log k) for k pods found.
+// O(k log k) for k pods found; the first read of a built-in index builds
+// it, O(cache), and from then on it is kept in step like the others.
 func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	x, ok := c.indexes[name]
+	if ok && x.pods == nil {
+		c.mu.RUnlock()
+		c.mu.Lock()
+		if x.pods == nil {
+			x.build(c.st)
+		}
+		c.mu.Unlock()
+		c.mu.RLock()
+	}
+	defer c.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q: no such index", ErrIndex, name)
 	}

@@ -35,9 +35,11 @@ type EventHandler struct {
 }
 
 // informer turns the updates into EventHandler calls.  Its map of the
-// pods given to the handlers is kept from NewClient on, so a handler added
-// at any time gets exactly the pods given so far.  Cost: O(pods in the
-// update); a SET O(cache).
+// pods given to the handlers is built from the cache by the first
+// AddEventHandler (nil before: a client without event handlers pays
+// nothing) and follows the updates from then on.  An update whose change
+// the cache already held when the map was built finds the same pods there
+// and calls nothing.  Cost: O(pods in the update); a SET O(cache).
 type informer struct {
 	mu   sync.Mutex // held while handlers are called
 	ehs  []EventHandler
@@ -48,13 +50,22 @@ type informer struct {
 // client has any number; each is called for every change, in the order
 // they were added, after Handlers.Pods, once the cache holds the change,
 // on Run's goroutine.  The handler is first given each pod handed on so
-// far, in the cache's order, as OnAdd(pod, true): on the calling
+// far (the cache, for the first one), in the cache's order, as
+// OnAdd(pod, true): on the calling
 // goroutine, before any later change.  Safe from any goroutine, but not
 // from a handler of the same client (it would wait for itself).
 func (c *Client) AddEventHandler(h EventHandler) {
 	inf := &c.inf
 	inf.mu.Lock()
 	defer inf.mu.Unlock()
+	if inf.seen == nil {
+		c.mu.RLock()
+		inf.seen = make(map[podKey]Pod, len(c.st.pods))
+		for _, p := range c.st.pods {
+			inf.seen[podKey{p.source, p.uid}] = Pod{p}
+		}
+		c.mu.RUnlock()
+	}
 	inf.ehs = append(inf.ehs, h)
 	if h.OnAdd == nil {
 		return
@@ -98,6 +109,8 @@ func (c *Client) upsert(p Pod, quiet bool) {
 	old, ok := c.inf.seen[k]
 	c.inf.seen[k] = p
 	switch {
+	case ok && old.p == p.p:
+		// Given already (the map was built after the cache took it).
 	case !ok:
 		c.callAdd(p)
 	case !quiet || !samePod(old.p.text, p.p.text):
@@ -111,6 +124,9 @@ func (c *Client) follow(u Update) {
 	inf := &c.inf
 	inf.mu.Lock()
 	defer inf.mu.Unlock()
+	if inf.seen == nil {
+		return
+	}
 	if u.Op == OpSet {
 		now := make(map[podKey]bool, len(u.Pods))
 		for _, p := range u.Pods {
