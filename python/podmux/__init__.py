@@ -601,7 +601,10 @@ class Client:
         self._partial = resume_after is not None
         self._events = None       # events()'s queue while it runs
         self._handlers = []       # add_handler()
-        self._seen = {}           # (source, uid) -> Pod last handed on
+        # (source, uid) -> Pod last handed on: built from the cache on
+        # first use (_ensure_seen), so a client without handlers or index
+        # reads pays nothing.
+        self._seen = None
         # add_index(): name -> (fn, {key: {(source, uid): Pod}},
         # {(source, uid): keys})
         self._indexes = {}
@@ -755,7 +758,7 @@ class Client:
     def _tell(self, kind, arg):
         """Hands one event to its handler (on_<kind>) and to events()."""
         if self._stop_requested and kind not in ("error", "reconnect"):
-            if kind == "pods":
+            if kind == "pods" and self._seen is not None:
                 self._follow(arg)  # the map stays in step; no calls
             return
         fn = getattr(self, "on_" + kind)
@@ -765,7 +768,7 @@ class Client:
             ev = dict(_NO_EVENT)
             ev[_EVENT_FIELD[kind]] = arg
             self._events.append(Event(kind, **ev))
-        if kind == "pods":
+        if kind == "pods" and self._seen is not None:
             self._follow(arg)
 
     # -- informer-style handlers ---------------------------------------------
@@ -793,6 +796,7 @@ class Client:
         (doc/protocol.md), or nothing.  The updates computed after a full
         state and for held-over pods map the same way.  Cost: O(pods in
         the update), a SET O(cache)."""
+        self._ensure_seen()
         self._handlers.append(handler)
         fn = getattr(handler, "on_add", None)
         if fn:
@@ -815,15 +819,22 @@ class Client:
         pods handed on, then kept in step with them pod by pod, before the
         handlers of add_handler() are called for the pod: a handler that
         reads an index sees the state after its change.  Cost: O(changed
-        pods x their keys) per update.  The built-in ones are
+        pods x their keys) per update, from the first add_handler() or
+        by_index() on (which fills the indexes from the cache).  The built-in ones are
         INDEX_NAMESPACE and INDEX_SOURCE.  ValueError if the name is
         taken."""
         if name in self._indexes:
             raise ValueError("podmux: index %r: already added" % name)
         x = (fn, {}, {})
         self._indexes[name] = x
-        for k, p in self._seen.items():
+        for k, p in (self._seen or {}).items():
             self._index_put(x, k, p)
+
+    def _ensure_seen(self):
+        if self._seen is None:
+            self._seen = {}
+            for p in self._cache.ordered():
+                self._seen_put(p.source_uid(), p)
 
     def by_index(self, name, key):
         """The pods whose keys in the index name include key, in the
@@ -833,6 +844,7 @@ class Client:
         x = self._indexes.get(name)
         if x is None:
             raise KeyError("podmux: no index %r" % name)
+        self._ensure_seen()
         return sorted(x[1].get(key, {}).values(), key=Pod.key)
 
     @staticmethod
@@ -864,6 +876,8 @@ class Client:
 
     def _upsert(self, p, quiet):
         old = self._seen.get(p.source_uid())
+        if old is p:
+            return  # given already (the map was built after the cache took it)
         self._seen_put(p.source_uid(), p)
         if old is None:
             self._call("on_add", p, False)
