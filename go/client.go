@@ -45,6 +45,8 @@ type Client struct {
 	// Every handler set is handed every change, in order; indexes kept in
 	// step with the cache hook into the store's watch (store.go).
 	handlers []Handlers
+	inf      informer          // AddEventHandler (informer.go)
+	indexes  map[string]*index // guarded by mu (index.go)
 	maxLine  int
 	noRetry  bool
 	ran      int32 // atomic: Run was called
@@ -80,6 +82,7 @@ func NewClient(cfg Config) *Client {
 	c := &Client{
 		path:       cfg.Path,
 		handlers:   []Handlers{cfg.Handlers},
+		indexes:    builtinIndexes(),
 		maxLine:    cfg.MaxLine,
 		noRetry:    cfg.NoReconnect,
 		st:         newStore(),
@@ -89,6 +92,7 @@ func NewClient(cfg Config) *Client {
 		backoffMin: BackoffMin,
 		backoffMax: BackoffMax,
 	}
+	c.st.watch = c.indexWatch
 	if c.path == "" {
 		c.path = DefaultSocket
 	}
@@ -488,6 +492,7 @@ func (c *Client) deliverPods(u Update) {
 			h.Pods(u)
 		}
 	}
+	c.follow(u)
 }
 
 func (c *Client) deliverPlugin(e PluginEvent) {

@@ -245,6 +245,58 @@ void podmux_client_set_max_line(struct podmux_client *c, size_t bytes);
 void podmux_client_set_resume(struct podmux_client *c, uint64_t seq);
 void *podmux_client_data(const struct podmux_client *c);
 
+/*
+ * Informer-style handlers, like client-go's ResourceEventHandler: any
+ * number per client, each called for every change in the order they were
+ * added, after the raw pods handler, once the cache holds the change.
+ * The ops of a record map this way, pod by pod (a pod is its source and
+ * UID):
+ *
+ *   ADD                       on_add(pod, initial false); on_update(old,
+ *                             pod) if the handlers were given that pod
+ *                             already.
+ *   UPDATE, RECONCILE, DELETE on_update(old, pod), old being the text the
+ *                             handlers were last given (a graceful DELETE
+ *                             is an update that sets deletionTimestamp);
+ *                             on_add(pod, false) for a pod not given yet.
+ *   REMOVE                    on_delete(old); nothing for a pod not given.
+ *   SET (snapshot modes, and  diffed against the pods given, matched by
+ *   source "*" after a        source and UID: on_delete(old) for each pod
+ *   saved resume point)       it lacks (in the cache's order), then for
+ *                             each of its pods in order on_add(pod,
+ *                             false), or on_update(old, pod) when the
+ *                             texts differ by the rule of "Which pods
+ *                             changed" (doc/protocol.md), or nothing.
+ *
+ * The records computed after a full state, the held-over pods' UPDATE and
+ * REMOVE records (see struct podmux_update) map the same way.  old and
+ * pod are valid during the call (podmux_pod_ref() keeps them).  A NULL
+ * member is not called.  Handlers may read the cache and call
+ * podmux_client_stop() (no handler is called after that).
+ */
+struct podmux_handler {
+        /* initial: a synthetic ADD for a pod the cache held when the
+         * handler was added (client-go's isInInitialList). */
+        void (*on_add)(struct podmux_client *c, const struct podmux_pod *pod, bool initial, void *data);
+        void (*on_update)(struct podmux_client *c, const struct podmux_pod *old, const struct podmux_pod *pod,
+                          void *data);
+        void (*on_delete)(struct podmux_client *c, const struct podmux_pod *old, void *data);
+};
+/*
+ * Adds a handler (h is copied; data is handed to its calls).  It is at
+ * once given every pod of the cache, in the cache's order, as on_add with
+ * initial true, then each change from the next one on.  Not from a
+ * handler of the same client.  0, -EINVAL (h NULL) or -ENOMEM
+ * (not added).  The first handler costs a map of the pods handed on
+ * (about 40 bytes a pod); a record costs O(its pods), a SET O(cache).
+ * Out of memory while following a record is not lost: the changes are
+ * handed on, diffed against the cache, at the end of the same
+ * podmux_client_process(); if that fails too, the connection ends as
+ * PODMUX_ERROR_NOMEM and it is tried again at each call until it
+ * succeeds.
+ */
+int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handler *h, void *data);
+
 /* ---- event-loop integration ---------------------------------------------- */
 
 /*

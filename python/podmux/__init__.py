@@ -107,12 +107,20 @@ class Pod:
     def key(self):
         return (self.namespace, self.name, self.uid, self.source)
 
+    def source_uid(self):
+        """What identifies the pod: (source, uid)."""
+        return (self.source, self.uid)
+
     def __repr__(self):
         return "Pod(%s %s/%s %s)" % (self.source, self.namespace, self.name,
                                      self.uid)
 
 
 Update = collections.namedtuple("Update", "op source pods seq resync")
+
+# The built-in indexes of Client.by_index().
+INDEX_NAMESPACE = "namespace"
+INDEX_SOURCE = "source"
 PluginEvent = collections.namedtuple(
     "PluginEvent", "op socket type name plugin_json error seq resync")
 Reconnect = collections.namedtuple("Reconnect",
@@ -592,6 +600,16 @@ class Client:
         # full state.
         self._partial = resume_after is not None
         self._events = None       # events()'s queue while it runs
+        self._handlers = []       # add_handler()
+        # (source, uid) -> Pod last handed on: built from the cache on
+        # first use (_ensure_seen), so a client without handlers or index
+        # reads pays nothing.
+        self._seen = None
+        # add_index(): name -> (fn, {key: {(source, uid): Pod}},
+        # {(source, uid): keys})
+        self._indexes = {}
+        self.add_index(INDEX_NAMESPACE, lambda p: [p.namespace])
+        self.add_index(INDEX_SOURCE, lambda p: [p.source])
         self._ready = None
         self._sock = None
         self._next_attempt = 0.0
@@ -740,6 +758,8 @@ class Client:
     def _tell(self, kind, arg):
         """Hands one event to its handler (on_<kind>) and to events()."""
         if self._stop_requested and kind not in ("error", "reconnect"):
+            if kind == "pods" and self._seen is not None:
+                self._follow(arg)  # the map stays in step; no calls
             return
         fn = getattr(self, "on_" + kind)
         if fn:
@@ -748,6 +768,141 @@ class Client:
             ev = dict(_NO_EVENT)
             ev[_EVENT_FIELD[kind]] = arg
             self._events.append(Event(kind, **ev))
+        if kind == "pods" and self._seen is not None:
+            self._follow(arg)
+
+    # -- informer-style handlers ---------------------------------------------
+    def add_handler(self, handler):
+        """Adds an informer-style handler (client-go's event handler): an
+        object with any of on_add(pod, initial), on_update(old, new) and
+        on_delete(old).  Any number per client; each is called for every
+        change, in the order the handlers were added, after on_pods, once
+        the cache holds the change.  A handler added when the cache holds
+        pods is first given each of them, in the cache's order, as
+        on_add(pod, initial=True) (client-go's isInInitialList).  Not from
+        a handler of the same client.
+
+        The ops of an Update map, pod by pod (a pod is its source and uid):
+        ADD is on_add(pod, False), or on_update(old, pod) if the handlers
+        were given that pod already; UPDATE, RECONCILE and DELETE are
+        on_update(old, pod), old being the pod last given (a graceful
+        DELETE is an update that sets deletionTimestamp), or on_add(pod,
+        False) for a pod not given yet; REMOVE is on_delete(old), nothing
+        for a pod not given.  A SET (snapshot modes, and the SET of source
+        "*" after resume_after) is diffed against the pods given, matched
+        by source and uid: on_delete for each pod it lacks, in the cache's
+        order, then for each of its pods in order on_add, or on_update
+        when the texts differ by the rule of "Which pods changed"
+        (doc/protocol.md), or nothing.  The updates computed after a full
+        state and for held-over pods map the same way.  Cost: O(pods in
+        the update), a SET O(cache)."""
+        self._ensure_seen()
+        self._handlers.append(handler)
+        fn = getattr(handler, "on_add", None)
+        if fn:
+            for p in self._cache.ordered():
+                if self._stop_requested:
+                    break
+                fn(self._seen.get(p.source_uid(), p), True)
+
+    def _call(self, name, *args):
+        for h in self._handlers:
+            if self._stop_requested:
+                return
+            fn = getattr(h, name, None)
+            if fn:
+                fn(*args)
+
+    def add_index(self, name, fn):
+        """Adds an index (client-go's AddIndexers): fn(pod) gives a pod's
+        keys, zero or more (an iterable of str).  Built at once from the
+        pods handed on, then kept in step with them pod by pod, before the
+        handlers of add_handler() are called for the pod: a handler that
+        reads an index sees the state after its change.  Cost: O(changed
+        pods x their keys) per update, from the first add_handler() or
+        by_index() on (which fills the indexes from the cache).  The built-in ones are
+        INDEX_NAMESPACE and INDEX_SOURCE.  ValueError if the name is
+        taken."""
+        if name in self._indexes:
+            raise ValueError("podmux: index %r: already added" % name)
+        x = (fn, {}, {})
+        self._indexes[name] = x
+        for k, p in (self._seen or {}).items():
+            self._index_put(x, k, p)
+
+    def _ensure_seen(self):
+        if self._seen is None:
+            self._seen = {}
+            for p in self._cache.ordered():
+                self._seen_put(p.source_uid(), p)
+
+    def by_index(self, name, key):
+        """The pods whose keys in the index name include key, in the
+        daemon's order (namespace, name, uid, source): a new list.  The
+        pods are as last handed on (see add_handler).  KeyError if no
+        such index was added.  Cost: O(k log k) for k pods found."""
+        x = self._indexes.get(name)
+        if x is None:
+            raise KeyError("podmux: no index %r" % name)
+        self._ensure_seen()
+        return sorted(x[1].get(key, {}).values(), key=Pod.key)
+
+    @staticmethod
+    def _index_put(x, k, p):
+        keys = list(x[0](p))
+        if keys:
+            x[2][k] = keys
+        for key in keys:
+            x[1].setdefault(key, {})[k] = p
+
+    @staticmethod
+    def _index_drop(x, k):
+        for key in x[2].pop(k, ()):
+            d = x[1][key]
+            del d[k]
+            if not d:
+                del x[1][key]
+
+    def _seen_put(self, k, p):
+        for x in self._indexes.values():
+            self._index_drop(x, k)
+            self._index_put(x, k, p)
+        self._seen[k] = p
+
+    def _seen_drop(self, k):
+        for x in self._indexes.values():
+            self._index_drop(x, k)
+        return self._seen.pop(k, None)
+
+    def _upsert(self, p, quiet):
+        old = self._seen.get(p.source_uid())
+        if old is p:
+            return  # given already (the map was built after the cache took it)
+        self._seen_put(p.source_uid(), p)
+        if old is None:
+            self._call("on_add", p, False)
+        elif not quiet or not _same(old.json, p.json):
+            self._call("on_update", old, p)
+
+    def _follow(self, u):
+        """Turns one Update into the handlers' calls."""
+        if u.op == "SET":
+            now = {p.source_uid() for p in u.pods}
+            gone = sorted((p for k, p in self._seen.items() if k not in now),
+                          key=Pod.key)
+            for p in gone:
+                self._seen_drop(p.source_uid())
+                self._call("on_delete", p)
+            for p in u.pods:
+                self._upsert(p, True)
+            return
+        for p in u.pods:
+            if u.op != "REMOVE":
+                self._upsert(p, False)
+                continue
+            old = self._seen_drop(p.source_uid())
+            if old is not None:
+                self._call("on_delete", old)
 
     def _reset_conn(self):
         self._buf = bytearray()

@@ -43,6 +43,7 @@
 #include "podmux/client.h"
 #include "podmux/json_parse.h"
 #include "client_cache.h"
+#include "client_informer.h"
 #include "client_msg.h"
 
 /* Bytes read per podmux_client_process() call before it returns to the
@@ -111,6 +112,7 @@ struct podmux_client {
          * Cleared by a full state. */
         bool partial;
         struct cache cache;
+        struct informer inf; /* podmux_client_add_handler() */
         char **ready;
         size_t n_ready;
         bool have_ready;
@@ -263,6 +265,7 @@ void podmux_client_free(struct podmux_client *c)
         free(c->held);
         if (c->epfd >= 0)
                 close(c->epfd);
+        informer_free(&c->inf);
         cache_free(&c->cache);
         ready_free(c);
         free(c->path);
@@ -270,6 +273,17 @@ void podmux_client_free(struct podmux_client *c)
 }
 
 void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn) { c->on_pods = fn; }
+bool client_stopping(const struct podmux_client *c)
+{
+        return c->stop_requested;
+}
+
+int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handler *h, void *data)
+{
+        if (!h)
+                return -EINVAL;
+        return informer_add(c, &c->inf, h, data, c->cache.v, c->cache.n);
+}
 void podmux_client_on_synced(struct podmux_client *c, podmux_synced_fn fn) { c->on_synced = fn; }
 void podmux_client_on_sources_ready(struct podmux_client *c, podmux_sources_ready_fn fn) { c->on_ready = fn; }
 void podmux_client_on_plugin(struct podmux_client *c, podmux_plugin_fn fn) { c->on_plugin = fn; }
@@ -491,6 +505,7 @@ static void deliver_pods(struct podmux_client *c, enum podmux_op op, const char 
 
         if (c->on_pods && !c->stop_requested)
                 c->on_pods(c, &u, c->data);
+        informer_record(c, &c->inf, op, pods, n);
 }
 
 static void deliver_plugin(struct podmux_client *c, const char *op, const struct plugin_ent *e,
@@ -1102,6 +1117,14 @@ int podmux_client_process(struct podmux_client *c)
                         set_end(c, PODMUX_ERROR_CLOSED, -EIO, NULL, "cannot watch the connection to \"%s\"",
                                 c->path);
         }
+        /* Between messages the cache is whole: a handler map that could
+         * not follow a record catches up on it.  If it cannot either, the
+         * connection ends like any out of memory, so this is retried when
+         * the client reconnects. */
+        informer_fix(c, &c->inf, c->cache.v, c->cache.n);
+        if (c->inf.stale && c->st == ST_CONNECTED && !c->end.pending)
+                set_end(c, PODMUX_ERROR_NOMEM, -ENOMEM, NULL,
+                        "out of memory handing changes to the handlers of \"%s\": resynchronizing", c->path);
         if (c->end.pending)
                 end_connection(c);
         if (c->st != ST_STOPPED && c->stop_requested)

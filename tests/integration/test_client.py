@@ -1220,5 +1220,112 @@ def late_http(t, mode, srv):
     rec.check(pc)
     pc.close()
 
+
+class HRec:
+    """An informer-style handler writing the records of
+    tests/fixtures/informer-scenarios.json into a shared log."""
+
+    def __init__(self, name, log, c):
+        self.name, self.log, self.c = name, log, c
+
+    @staticmethod
+    def gen(p):
+        return p.obj()["spec"]["gen"]
+
+    def on_add(self, p, initial):
+        if self.c.pod_by_uid(p.uid) is None:
+            raise AssertionError("on_add before the cache holds %s" % p.uid)
+        self.log.append("%s add%s %s/%s %d" % (
+            self.name, "*" if initial else "", p.source, p.uid, self.gen(p)))
+
+    def in_source_index(self, p):
+        return any(q.uid == p.uid
+                   for q in self.c.by_index(podmux.INDEX_SOURCE, p.source))
+
+    def on_update(self, old, p):
+        if not self.in_source_index(p):
+            raise AssertionError("on_update: %r not in the index" % p)
+        self.log.append("%s update %s/%s %d>%d" % (
+            self.name, p.source, p.uid, self.gen(old), self.gen(p)))
+
+    def on_delete(self, old):
+        if self.in_source_index(old):
+            raise AssertionError("on_delete: %r still in the index" % old)
+        self.log.append("%s delete %s/%s %d" % (
+            self.name, old.source, old.uid, self.gen(old)))
+
+
+def gen_keys(p):
+    """The scenario table's custom index gen."""
+    n = HRec.gen(p)
+    return (["odd"] if n % 2 else []) + (["gen=%d" % n] if n < 4 else [])
+
+
+def run_scenario(t, sc):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    c.add_index("gen", gen_keys)
+    log = []
+    for step in sc["steps"]:
+        where = "%s: step %r" % (sc["name"], step)
+        if "add_handler" in step:
+            c.add_handler(HRec(step["add_handler"], log, c))
+        if "accept" in step:
+            wait_due(c)
+            s.accept(c)
+            if s.first != json.loads(step["accept"]):
+                raise AssertionError("%s: first line %r" % (where, s.first))
+        if "send" in step:
+            s.send(*[x + "\n" for x in step["send"]])
+            if "partial" in step:
+                s.send(step["partial"])
+                s.close()
+            drain(c)
+        if step.get("close"):
+            s.close()
+            drain(c)
+        if "expect" in step:
+            if log != step["expect"]:
+                raise AssertionError("%s: records %r" % (where, log))
+            del log[:]
+        if "cache" in step:
+            have = ["%s/%s %d" % (p.source, p.uid, HRec.gen(p))
+                    for p in c.pods()]
+            if have != step["cache"] or c.has_synced != step["has_synced"]:
+                raise AssertionError("%s: cache %r, has_synced %s" % (
+                    where, have, c.has_synced))
+        for name, key, want in step.get("index", []):
+            have = ["%s/%s" % (p.source, p.uid) for p in c.by_index(name, key)]
+            if have != want:
+                raise AssertionError("%s: index %s %s: %r" % (
+                    where, name, key, have))
+    if log:
+        raise AssertionError("%s: records not expected %r" % (sc["name"], log))
+    c.close()
+    s.lis.close()
+    os.unlink(s.path)
+
+
+@test("python: informer-style handlers hand on the records of "
+      "tests/fixtures/informer-scenarios.json (the table the C and Go "
+      "clients run too)")
+def _(t):
+    with open(os.path.join(SRCDIR, "tests", "fixtures",
+                           "informer-scenarios.json")) as f:
+        table = json.load(f)
+    for sc in table["scenarios"]:
+        run_scenario(t, sc)
+    c = podmux.Client(t.path("none.sock"))
+    for bad in (lambda: c.add_index(podmux.INDEX_NAMESPACE, gen_keys),
+                lambda: c.by_index("nope", "x")):
+        try:
+            bad()
+            raise AssertionError("no error")
+        except (ValueError, KeyError) as e:
+            if "index" not in str(e):
+                raise AssertionError("error %r" % e)
+    if c.by_index(podmux.INDEX_SOURCE, "file") != []:
+        raise AssertionError("empty index")
+
 if __name__ == "__main__":
     harness.main()

@@ -1099,6 +1099,258 @@ START_TEST(test_renamed_same_uid)
 }
 END_TEST
 
+/* ---- informer-style handlers ----------------------------------------------- */
+
+/* A handler's calls, one line each: "<name> add[*] source/uid gen" (*:
+ * initial), "<name> update source/uid old>new", "<name> delete
+ * source/uid gen". */
+struct hrec {
+        const char *name;
+        struct buf *log;
+};
+
+static int pod_gen(const struct podmux_pod *p)
+{
+        const char *g = strstr(podmux_pod_json(p, NULL), "\"gen\":");
+
+        return g ? atoi(g + 6) : -1;
+}
+
+static void h_add(struct podmux_client *c, const struct podmux_pod *p, bool initial, void *data)
+{
+        struct hrec *h = data;
+
+        /* The cache already holds the pod. */
+        ck_assert_ptr_nonnull(podmux_client_pod_by_uid(c, podmux_pod_uid(p)));
+        ck_assert_int_eq(buf_printf(h->log, "%s add%s %s/%s %d\n", h->name, initial ? "*" : "", podmux_pod_source(p),
+                                    podmux_pod_uid(p), pod_gen(p)),
+                         0);
+}
+
+static void h_update(struct podmux_client *c, const struct podmux_pod *old, const struct podmux_pod *p, void *data)
+{
+        struct hrec *h = data;
+
+        (void)c;
+        ck_assert_str_eq(podmux_pod_uid(old), podmux_pod_uid(p));
+        ck_assert_int_eq(buf_printf(h->log, "%s update %s/%s %d>%d\n", h->name, podmux_pod_source(p), podmux_pod_uid(p),
+                                    pod_gen(old), pod_gen(p)),
+                         0);
+}
+
+static void h_delete(struct podmux_client *c, const struct podmux_pod *old, void *data)
+{
+        struct hrec *h = data;
+
+        (void)c;
+        ck_assert_int_eq(buf_printf(h->log, "%s delete %s/%s %d\n", h->name, podmux_pod_source(old),
+                                    podmux_pod_uid(old), pod_gen(old)),
+                         0);
+}
+
+static const struct podmux_handler hops = {h_add, h_update, h_delete};
+
+static void expect_h(struct buf *log, const char *want)
+{
+        char *have = buf_steal(log, NULL);
+
+        ck_assert_ptr_nonnull(have);
+        ck_assert_str_eq(have, want);
+        free(have);
+}
+
+/* Two handlers, one added before the first connection and one after
+ * sync (initial ADDs of the cache, in its order); each op mapped; a
+ * slow-consumer cut and a failed resume handed on as the difference. */
+START_TEST(test_handlers_ops)
+{
+        struct buf log = BUF_INIT;
+        struct hrec h1 = {"h1", &log}, h2 = {"h2", &log};
+        struct t t;
+
+        t_init(&t);
+        ck_assert_int_eq(podmux_client_add_handler(t.c, NULL, NULL), -EINVAL);
+        ck_assert_int_eq(podmux_client_add_handler(t.c, &hops, &h1), 0);
+        start(&t);
+        free(rec_take(&t.r));
+        expect_h(&log, "h1 add api/c 1\nh1 add file/a 1\nh1 add file/b 1\n");
+        ck_assert_int_eq(podmux_client_add_handler(t.c, &hops, &h2), 0);
+        expect_h(&log, "h2 add* file/a 1\nh2 add* api/c 1\nh2 add* file/b 1\n");
+        fake_pods(&t.f, 11, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        fake_pods(&t.f, 12, "DELETE", "file", 1, pod_text("a", "default", "alpha", "file", 3));
+        fake_pods(&t.f, 13, "REMOVE", "file", 1, pod_text("b", "kube-system", "beta", "file", 1));
+        fake_pods(&t.f, 14, "RECONCILE", "api", 1, pod_text("c", "default", "gamma", "api", 2));
+        fake_pods(&t.f, 15, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_pods(&t.f, 16, "REMOVE", "file", 1, pod_text("zz", "default", "none", "file", 1));
+        pump(t.c);
+        expect_h(&log, "h1 update file/a 1>2\nh2 update file/a 1>2\nh1 update file/a 2>3\nh2 update file/a 2>3\n"
+                       "h1 delete file/b 1\nh2 delete file/b 1\nh1 update api/c 1>2\nh2 update api/c 1>2\n"
+                       "h1 add http/h 1\nh2 add http/h 1\n");
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":17,\"reason\":\"SlowConsumer\",\"message\":\"too slow\"}");
+        pump(t.c);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":16}");
+        /* Too old: the full state.  a changed, c the same, d new, h gone. */
+        fake_hello(&t.f, 500);
+        fake_pods(&t.f, 501, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 2));
+        fake_pods(&t.f, 502, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 4),
+                  pod_text("d", "default", "delta", "file", 1));
+        fake_pods(&t.f, 503, "ADD", "http", 0);
+        fake_synced(&t.f, 504, false);
+        pump(t.c);
+        expect_h(&log, "h1 add file/d 1\nh2 add file/d 1\nh1 update file/a 3>4\nh2 update file/a 3>4\n"
+                       "h1 delete http/h 1\nh2 delete http/h 1\n");
+        ck_assert(podmux_client_has_synced(t.c));
+        buf_free(&log);
+        t_free(&t);
+}
+END_TEST
+
+/* Snapshot mode: each SET is diffed against what the handlers were
+ * given; a pod the same by the resync rule is not handed on. */
+START_TEST(test_handlers_snapshot)
+{
+        struct buf log = BUF_INIT;
+        struct hrec h1 = {"h1", &log};
+        struct t t;
+
+        t_init(&t);
+        ck_assert_int_eq(podmux_client_add_handler(t.c, &hops, &h1), 0);
+        fake_accept(&t.f, t.c);
+        fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"n1\",\"seq\":5}");
+        fake_pods(&t.f, 6, "SET", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("c", "default", "gamma", "api", 1));
+        fake_synced(&t.f, 8, false);
+        fake_pods(&t.f, 9, "SET", "file", 3, pod_text("b", "default", "beta", "file", 1),
+                  pod_text("c", "default", "gamma", "api", 2), pod_text("d", "default", "delta", "file", 1));
+        fake_send(&t.f, "{\"type\":\"pods\",\"seq\":10,\"op\":\"SET\",\"source\":\"file\",\"pods\":["
+                        "{\"metadata\":{\"name\":\"beta\",\"namespace\":\"default\",\"uid\":\"b\","
+                        "\"annotations\":{\"kubernetes.io/config.source\":\"file\","
+                        "\"kubernetes.io/config.seen\":\"x\"}},\"spec\":{\"gen\":1}}]}");
+        pump(t.c);
+        expect_h(&log, "h1 add api/c 1\nh1 add file/a 1\n"
+                       "h1 delete file/a 1\nh1 add file/b 1\nh1 update api/c 1>2\nh1 add file/d 1\n"
+                       "h1 delete file/d 1\nh1 delete api/c 2\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
+        buf_free(&log);
+        t_free(&t);
+}
+END_TEST
+
+/* ---- the shared scenario table ---------------------------------------------- */
+
+/* The log lines of a JSON array of strings, each with a newline. */
+static char *joined(json_object *a)
+{
+        struct buf b = BUF_INIT;
+
+        for (size_t i = 0; i < json_object_array_length(a); i++)
+                ck_assert_int_eq(buf_printf(&b, "%s\n", json_object_get_string(json_object_array_get_idx(a, i))), 0);
+        return b.len ? buf_steal(&b, NULL) : strdup("");
+}
+
+/* "source/uid gen" of each pod, in the cache's order. */
+static char *cache_gens(const struct podmux_client *c)
+{
+        struct buf b = BUF_INIT;
+
+        for (const struct podmux_pod *p = podmux_client_pod_first(c); p; p = podmux_client_pod_next(c, p))
+                ck_assert_int_eq(buf_printf(&b, "%s/%s %d\n", podmux_pod_source(p), podmux_pod_uid(p), pod_gen(p)), 0);
+        return b.len ? buf_steal(&b, NULL) : strdup("");
+}
+
+static void expect_joined(const char *have_owned_by_caller, json_object *want_arr, const char *where)
+{
+        char *want = joined(want_arr);
+
+        ck_assert_msg(strcmp(have_owned_by_caller, want) == 0, "%s: have\n%s\nwant\n%s", where, have_owned_by_caller,
+                      want);
+        free(want);
+}
+
+static void send_lines(struct t *t, json_object *step)
+{
+        json_object *lines = json_object_object_get(step, "send"), *partial;
+
+        for (size_t i = 0; i < json_object_array_length(lines); i++) {
+                const char *l = json_object_get_string(json_object_array_get_idx(lines, i));
+
+                fake_write(&t->f, l, strlen(l));
+                fake_write(&t->f, "\n", 1);
+        }
+        if (json_object_object_get_ex(step, "partial", &partial)) {
+                fake_write(&t->f, json_object_get_string(partial), strlen(json_object_get_string(partial)));
+                fake_close(&t->f);
+        }
+        pump(t->c);
+}
+
+/* One step of a scenario (tests/fixtures/informer-scenarios.json says
+ * what each does). */
+static void run_step(struct t *t, json_object *step, struct buf *log, struct hrec *hs, size_t *n_hs, const char *name)
+{
+        json_object *v;
+        char *have;
+
+        if (json_object_object_get_ex(step, "add_handler", &v)) {
+                ck_assert_uint_lt(*n_hs, 4);
+                hs[*n_hs] = (struct hrec){json_object_get_string(v), log};
+                ck_assert_int_eq(podmux_client_add_handler(t->c, &hops, &hs[(*n_hs)++]), 0);
+        }
+        if (json_object_object_get_ex(step, "accept", &v)) {
+                fake_accept(&t->f, t->c);
+                ck_assert_msg(strcmp(t->f.first, json_object_get_string(v)) == 0, "%s: first line %s", name,
+                              t->f.first);
+        }
+        if (json_object_object_get_ex(step, "send", &v))
+                send_lines(t, step);
+        if (json_object_object_get_ex(step, "close", &v)) {
+                fake_close(&t->f);
+                pump(t->c);
+        }
+        if (json_object_object_get_ex(step, "expect", &v)) {
+                have = buf_steal(log, NULL);
+                expect_joined(have ? have : "", v, name);
+                free(have);
+        }
+        if (json_object_object_get_ex(step, "cache", &v)) {
+                have = cache_gens(t->c);
+                expect_joined(have, v, name);
+                free(have);
+                ck_assert_int_eq(podmux_client_has_synced(t->c),
+                                 json_object_get_boolean(json_object_object_get(step, "has_synced")));
+        }
+}
+
+START_TEST(test_informer_scenarios)
+{
+        const char *top = getenv("PODMUX_SRCDIR");
+        char path[4096];
+        json_object *o, *scs;
+
+        snprintf(path, sizeof(path), "%s/tests/fixtures/informer-scenarios.json", top ? top : ".");
+        o = json_object_from_file(path);
+        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
+        scs = json_object_object_get(o, "scenarios");
+        for (size_t i = 0; i < json_object_array_length(scs); i++) {
+                json_object *sc = json_object_array_get_idx(scs, i), *steps = json_object_object_get(sc, "steps");
+                const char *name = json_object_get_string(json_object_object_get(sc, "name"));
+                struct buf log = BUF_INIT;
+                struct hrec hs[4];
+                size_t n_hs = 0;
+                struct t t;
+
+                t_init(&t);
+                for (size_t k = 0; k < json_object_array_length(steps); k++)
+                        run_step(&t, json_object_array_get_idx(steps, k), &log, hs, &n_hs, name);
+                ck_assert_msg(log.len == 0, "%s: records not expected: %s", name, log.data);
+                buf_free(&log);
+                t_free(&t);
+        }
+        json_object_put(o);
+}
+END_TEST
+
 START_TEST(test_op_names)
 {
         ck_assert_str_eq(podmux_op_name(PODMUX_OP_RECONCILE), "RECONCILE");
@@ -1112,4 +1364,5 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
           test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
           test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
-          test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot)
+          test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
+          test_handlers_ops, test_handlers_snapshot, test_informer_scenarios)

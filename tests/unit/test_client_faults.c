@@ -233,6 +233,52 @@ static void hook(bool enter)
         failalloc_pause(enter);
 }
 
+/* An informer-style handler's model: what its calls give, which must be
+ * the cache whatever allocation failed (a record the handler map could
+ * not follow is handed on later, diffed against the cache). */
+static void i_add(struct podmux_client *c, const struct podmux_pod *p, bool initial, void *data)
+{
+        (void)c;
+        (void)initial;
+        hook(true);
+        model_put(data, p);
+        hook(false);
+}
+
+static void i_update(struct podmux_client *c, const struct podmux_pod *old, const struct podmux_pod *p, void *data)
+{
+        struct rec *r = data;
+        bool found = false;
+
+        (void)c;
+        hook(true);
+        for (size_t i = 0; i < r->n; i++)
+                found |= strcmp(r->pods[i].uid, podmux_pod_uid(old)) == 0 &&
+                         strcmp(r->pods[i].json, podmux_pod_json(old, NULL)) == 0;
+        ck_assert_msg(found, "on_update: old %s is not what the handler was given", podmux_pod_uid(old));
+        model_put(r, p);
+        hook(false);
+}
+
+static void i_delete(struct podmux_client *c, const struct podmux_pod *old, void *data)
+{
+        struct rec *r = data;
+        bool found = false;
+
+        (void)c;
+        hook(true);
+        for (size_t i = 0; i < r->n && !found; i++)
+                if (strcmp(r->pods[i].source, podmux_pod_source(old)) == 0 &&
+                    strcmp(r->pods[i].uid, podmux_pod_uid(old)) == 0) {
+                        model_del(r, i);
+                        found = true;
+                }
+        ck_assert_msg(found, "on_delete: %s was not given", podmux_pod_uid(old));
+        hook(false);
+}
+
+static const struct podmux_handler iops = {i_add, i_update, i_delete};
+
 /* podmux_client_process() with faults injected into it alone. */
 static int proc(struct podmux_client *c)
 {
@@ -259,7 +305,7 @@ static void drain(struct podmux_client *c)
 static long run_once(long n, bool persist)
 {
         struct fake f;
-        struct rec r = {.log = BUF_INIT};
+        struct rec r = {.log = BUF_INIT}, ir = {.log = BUF_INIT};
         struct podmux_client *c = NULL;
         long live0, used = 0;
         uint64_t point = 0;
@@ -272,6 +318,7 @@ static long run_once(long n, bool persist)
         live0 = failalloc_live();
         ck_assert_int_eq(podmux_client_new(f.path, &r, &c), 0);
         rec_attach(&r, c);
+        ck_assert_int_eq(podmux_client_add_handler(c, &iops, &ir), 0);
         rec_hook = hook;
         client_set_backoff(c, 0, 0);
         failalloc_persist(persist);
@@ -323,6 +370,7 @@ static long run_once(long n, bool persist)
         ck_assert_msg(done, "fault %ld%s: the client did not converge to the final state", n,
                       persist ? " (persistent)" : "");
         check_model(&r, c);
+        check_model(&ir, c);
         if (late) {
                 /* No pod of the late source is removed or added again for
                  * the restart; with no fault, exactly its changes. */
@@ -357,6 +405,7 @@ static long run_once(long n, bool persist)
         podmux_client_free(c);
         rec_hook = NULL;
         rec_free(&r);
+        rec_free(&ir);
         fake_free(&f);
         ck_assert_msg(failalloc_live() == live0, "fault %ld: %ld blocks leaked", n, failalloc_live() - live0);
         failalloc_pause(false);
