@@ -59,6 +59,31 @@ void source_stats_target(struct source_stats *st, const char *target);
  * copied).  NULL-safe. */
 void source_stats_state(struct source_stats *st, const char *state);
 
+/* The API source's checkpoint (doc/checkpoint.md): what the writer did
+ * (counted by checkpoint_writer on the loop thread) and what the source
+ * serves.  Times are wall-clock microseconds, 0 never. */
+struct checkpoint_stats {
+        bool configured;
+        /* The API source's pods: "waiting" (none yet), "checkpoint" (the
+         * checkpoint's), "live" (a list's).  A string literal; NULL is
+         * "waiting". */
+        const char *serving;
+        uint64_t served_time; /* the served checkpoint's time */
+        uint64_t writes;      /* checkpoints written */
+        uint64_t write_errors;
+        uint64_t bytes;           /* written in all */
+        uint64_t last_bytes;      /* the last checkpoint's size */
+        uint64_t last_write_usec; /* how long the last write took */
+        uint64_t last_write_at;   /* when the last write ended */
+        uint64_t written_time;    /* the time of the state on disk */
+        uint64_t last_error_at;
+        char last_error[METRICS_ERROR_TEXT];
+};
+
+/* Records a failed write (text truncated as source_stats_error's).
+ * NULL-safe. */
+void checkpoint_stats_error(struct checkpoint_stats *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 enum metrics_source {
         METRICS_SOURCE_FILE,
         METRICS_SOURCE_HTTP,
@@ -82,6 +107,7 @@ struct metrics {
         uint64_t plugin_deregistrations;
         uint64_t plugin_failures;
         uint64_t scrapes;
+        struct checkpoint_stats checkpoint;
 };
 
 /* What other modules own, read at render time. */

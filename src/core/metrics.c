@@ -61,6 +61,22 @@ void source_stats_error(struct source_stats *st, bool parse, const char *fmt, ..
                 utf8_trim(st->last_error);
 }
 
+void checkpoint_stats_error(struct checkpoint_stats *st, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (!st)
+                return;
+        st->last_error_at = wall_usec();
+        st->write_errors++;
+        va_start(ap, fmt);
+        n = vsnprintf(st->last_error, sizeof(st->last_error), fmt, ap);
+        va_end(ap);
+        if (n >= (int)sizeof(st->last_error))
+                utf8_trim(st->last_error);
+}
+
 void source_stats_target(struct source_stats *st, const char *target)
 {
         if (!st)
