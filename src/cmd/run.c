@@ -535,6 +535,14 @@ static void api_config_from_options(struct daemon *d, struct kube_config *kc, st
                 .kube = kc,
                 .node_name = d->opts.node_name,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_API),
+                .checkpoint =
+                        {
+                                .dir = d->opts.checkpoint_dir,
+                                .interval_usec = d->opts.checkpoint_interval_usec,
+                                .grace_usec = d->opts.checkpoint_grace_usec,
+                                .max_age_usec = d->opts.checkpoint_max_age_usec,
+                                .stats = &d->metrics.checkpoint,
+                        },
         };
 }
 
@@ -760,6 +768,18 @@ static void warn_configuration(const struct daemon *d)
                          d->plugins ? ", only plugins" : "");
 }
 
+/* A clean shutdown writes the API source's live state, if newer than its
+ * checkpoint (doc/checkpoint.md section 6).  A failure is logged. */
+static void flush_checkpoint(struct daemon *d)
+{
+        struct buf err = BUF_INIT;
+        int r = d->api ? api_source_flush_checkpoint(d->api, &err) : 0;
+
+        if (r < 0)
+                log_error("api source: cannot write the checkpoint at shutdown: %s", err.len ? err.data : ERRNO_STR(r));
+        buf_free(&err);
+}
+
 /* Starts the sources and the plugin manager, then runs the loop until
  * SIGINT or SIGTERM stops it.  A failure is logged here. */
 static int daemon_run(struct daemon *d)
@@ -792,6 +812,7 @@ static int daemon_run(struct daemon *d)
         if (r < 0)
                 log_error("event loop failed: %s", ERRNO_STR(r));
         notify(d, "STOPPING=1\nSTATUS=shutting down");
+        flush_checkpoint(d);
         return r;
 }
 

@@ -86,9 +86,10 @@ void checkpoint_snapshot_clear(struct checkpoint_snapshot *s)
 
 /* ---- the write itself (the thread, or a flush) ------------------------------- */
 
-/* Encodes s and writes it.  Allocates and frees on the calling thread
- * only; reads the pods' immutable members. */
-static void run_job(struct checkpoint_writer *w, const struct checkpoint_snapshot *s, struct job_result *res)
+/* Sorts s's pods (so one state is always the same bytes), encodes and
+ * writes it.  Allocates and frees on the calling thread only; reads the
+ * pods' immutable members (pod_compare reads their identity). */
+static void run_job(struct checkpoint_writer *w, struct checkpoint_snapshot *s, struct job_result *res)
 {
         struct checkpoint_state st = {
                 .rv = s->rv,
@@ -99,6 +100,7 @@ static void run_job(struct checkpoint_writer *w, const struct checkpoint_snapsho
         struct buf bytes = BUF_INIT;
         uint64_t t0 = mono_usec();
 
+        qsort(s->pods, s->n_pods, sizeof(*s->pods), pod_compare_ptr);
         res->r = checkpoint_encode(&w->id, &st, &bytes, &res->err);
         if (res->r == 0)
                 res->r = checkpoint_write(w->dirfd, w->dir, bytes.data, bytes.len, w->step, w->step_data, &res->err);
