@@ -143,6 +143,15 @@ def metrics(path):
     return out
 
 
+def seen_or_expect(c, pred, what, timeout=None):
+    """The first message received so far, or from now on, that pred
+    accepts."""
+    for m in c.msgs:
+        if pred(m):
+            return m
+    return c.expect(pred, what, timeout)
+
+
 def records(c, since):
     """The pods messages since since that carry pods: the empty ADD that
     marks a source's first delivery in incremental mode
@@ -222,11 +231,33 @@ def _(t):
     if m.get('podmux_api_source_serving{state="checkpoint"}') != 1 or "podmux_checkpoint_age_seconds" not in m:
         raise AssertionError("metrics while serving the checkpoint: %s" %
                              {k: v for k, v in m.items() if "checkpoint" in k or "serving" in k})
+    # The stream says so (doc/protocol.md "source"): live, or, to a later
+    # consumer, right after its synced.
+    said = seen_or_expect(c, lambda x: x.get("type") == "source", "the source message", T_SHORT)
+    late = d.connect()
+    late.read_initial()
+    after = late.expect(lambda x: x.get("type") == "source", "the source message after synced", T_SHORT)
+    for x in (said, after):
+        ck = x.get("checkpoint") or {}
+        if x.get("source") != "api" or x.get("state") != "checkpoint" or \
+                ck.get("resource_version") != meta["resourceVersion"] or not ck.get("time"):
+            raise AssertionError("source message: %s" % x)
+    if late.msgs.index(after) != [x.get("type") for x in late.msgs].index("synced") + 1:
+        raise AssertionError("the state is said right after synced: %s" % [summarize(x) for x in late.msgs])
 
     mark = len(c.msgs)
     env.srv.start()
     wait_api_names(c, ["a", "c", "d"], T_RELIST)
     c.expect_type("sources_ready", T_WAIT)
+    live = [i for i, x in enumerate(c.msgs) if x.get("type") == "source" and x.get("state") == "live"]
+    first = min(c.msgs.index(x) for x in c.pods_msgs(mark))
+    if len(live) != 1 or live[0] > first:
+        raise AssertionError("want one message saying api is live, before the server's records: %s" %
+                             [summarize(x) for x in c.msgs[mark:]])
+    fresh = d.connect()
+    fresh.expect_type("sources_ready", T_SHORT)
+    if [x for x in fresh.msgs if x.get("type") == "source"]:
+        raise AssertionError("a consumer of a live source is told of a checkpoint: %s" % fresh.msgs)
     got = sorted((x["op"], tuple(msg_names(x))) for x in c.pods_msgs(mark))
     want = sorted([("REMOVE", ("b",)), ("ADD", ("d",)), ("UPDATE", ("c",))])
     if got != want:
