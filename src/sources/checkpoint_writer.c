@@ -411,7 +411,8 @@ int checkpoint_writer_new(struct loop *loop, const struct checkpoint_writer_conf
                 goto fail;
         w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (w->efd < 0) {
-                r = buf_set_err(err, -errno, "eventfd: %s", ERRNO_STR(-errno));
+                r = -errno;
+                r = buf_set_err(err, r, "eventfd: %s", ERRNO_STR(r));
                 goto fail;
         }
         if ((r = loop_io_add(loop, w->efd, EPOLLIN, on_event, w, &w->io)) < 0 ||

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -257,6 +258,7 @@ typedef int (*fsync_fn)(int);
 typedef int (*renameat_fn)(int, const char *, int, const char *);
 typedef int (*fchmod_fn)(int, mode_t);
 typedef int (*unlinkat_fn)(int, const char *, int);
+typedef int (*eventfd_fn)(unsigned, int);
 
 #define REAL(name)                                                        \
         static name##_fn real_##name;                                     \
@@ -386,6 +388,14 @@ int unlinkat(int dirfd, const char *path, int flags)
         if (sys_fault(FAILSYS_UNLINKAT) < 0)
                 return -1;
         return real_unlinkat(dirfd, path, flags);
+}
+
+int eventfd(unsigned count, int flags)
+{
+        REAL(eventfd);
+        if (sys_fault(FAILSYS_EVENTFD) < 0)
+                return -1;
+        return real_eventfd(count, flags);
 }
 
 #endif

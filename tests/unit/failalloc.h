@@ -53,6 +53,7 @@ enum failsys_call {
         FAILSYS_RENAMEAT,
         FAILSYS_FCHMOD,
         FAILSYS_UNLINKAT,
+        FAILSYS_EVENTFD,
         _FAILSYS_MAX,
 };
 

@@ -647,6 +647,46 @@ START_TEST(test_write_faults)
 }
 END_TEST
 
+/* The system calls of a load failing: each said, with the call and the
+ * file. */
+START_TEST(test_load_faults)
+{
+        static const struct {
+                enum failsys_call call;
+                int err;
+                const char *want;
+        } calls[] = {
+                {FAILSYS_OPEN, EACCES, "directory \""},
+                {FAILSYS_OPENAT, EACCES, "api.checkpoint\": Permission denied"},
+                {FAILSYS_READ, EIO, "api.checkpoint\": read: Input/output error"},
+        };
+        struct gen g;
+
+        if (!failalloc_enabled())
+                return;
+        make_dir();
+        gen_make(&g, 1, 1, T0);
+        write_gen(&g);
+        for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+                struct checkpoint c = {0};
+                struct buf err = BUF_INIT;
+                int r;
+
+                failsys_arm(calls[i].call, 1, calls[i].err);
+                r = load(0, T0 + 1, &c, &err);
+                ck_assert(failsys_failed(calls[i].call));
+                failsys_arm(calls[i].call, 0, 0);
+                ck_assert_msg(r == -calls[i].err, "%zu: %d %s", i, r, err.data);
+                ck_assert_msg(strstr(err.data, calls[i].want), "%zu: %s", i, err.data);
+                ck_assert_ptr_null(c.pods);
+                buf_free(&err);
+        }
+        assert_on_disk(&g);
+        gen_free(&g);
+        remove_dir();
+}
+END_TEST
+
 /* A stale temporary file (a crash) is replaced, even a link planted in
  * its place: O_EXCL never writes through one. */
 START_TEST(test_write_over_stale_tmp)
@@ -1149,6 +1189,20 @@ START_TEST(test_writer_directory)
         ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -ENOENT);
         ck_assert_ptr_nonnull(strstr(err.data, "cannot create directory"));
         ck_assert_ptr_nonnull(strstr(err.data, "no/such"));
+        /* System calls that fail. */
+        if (failalloc_enabled()) {
+                ck_assert_int_eq(chmod(sub, 0700), 0);
+                cfg.dir = sub;
+                failsys_arm(FAILSYS_OPEN, 1, EACCES);
+                ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -EACCES);
+                failsys_arm(FAILSYS_OPEN, 0, 0);
+                ck_assert_ptr_nonnull(strstr(err.data, "ckpt\": Permission denied"));
+                failsys_arm(FAILSYS_EVENTFD, 1, EMFILE);
+                ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -EMFILE);
+                failsys_arm(FAILSYS_EVENTFD, 0, 0);
+                ck_assert_str_eq(err.data, "eventfd: Too many open files");
+                ck_assert_int_eq(loop_run_once(l, 0), 0);
+        }
         free(sub);
         free(deep);
         buf_free(&err);
@@ -1297,7 +1351,7 @@ END_TEST
 
 UNIT_MAIN(test_round_trip, test_fingerprint, test_refuse_missing, test_refuse_every_corrupt_byte,
           test_refuse_every_truncation, test_refuse_other_version, test_refuse_not_ours, test_refuse_by_age,
-          test_refuse_untrusted, test_refuse_bad_content, test_write_faults, test_write_over_stale_tmp,
-          test_killed_at_every_step, test_writer_coalesces, test_writer_interval, test_writer_refresh,
-          test_writer_never_blocks_the_loop, test_writer_errors_retried, test_writer_directory, test_out_of_memory,
-          test_writer_out_of_memory)
+          test_refuse_untrusted, test_refuse_bad_content, test_write_faults, test_load_faults,
+          test_write_over_stale_tmp, test_killed_at_every_step, test_writer_coalesces, test_writer_interval,
+          test_writer_refresh, test_writer_never_blocks_the_loop, test_writer_errors_retried, test_writer_directory,
+          test_out_of_memory, test_writer_out_of_memory)
