@@ -156,6 +156,9 @@ struct file_source {
         uint64_t relist_retry_base;
         uint64_t relist_delay;
         char *failure; /* the failure being retried, logged once */
+        /* An event failed half way: the store may differ from what was
+         * sent, so no delta goes out until a relist has sent it whole. */
+        bool diverged;
         void (*rejected)(void *data, const char *source, const char *path, const char *reason);
         void *rejected_data;
 };
@@ -781,6 +784,7 @@ static int replace_state(struct file_source *fs, struct state *st)
 
         if (r < 0)
                 return r;
+        fs->diverged = false;
         state_free(&fs->st);
         fs->st = *st;
         memset(st, 0, sizeof(*st));
@@ -1058,6 +1062,10 @@ void file_source_relist(struct file_source *fs)
 static void event_failed(struct file_source *fs, const char *file, int r)
 {
         log_debug("file source: file \"%s\": %s: re-listing", file, ERRNO_STR(r));
+        /* Deltas from a store that differs from what was sent would add
+         * up to a mix of both: none goes out until the relist has sent
+         * a whole state (replace_state). */
+        fs->diverged = true;
         relist_failed(fs, "cannot apply an event for", r);
         update_state(fs);
 }
@@ -1159,8 +1167,8 @@ static int send_changes(struct file_source *fs, const struct change *c)
 
         for (size_t i = 0; i < c->n; i++)
                 any = any || !pod_unchanged(c->before[i], c->after[i]);
-        if (!any)
-                return 0;
+        if (!any || fs->diverged)
+                return 0; /* unchanged, or the relist due sends it all */
         if (!change_is_local(&fs->st, c))
                 return send_state(fs, fs->st.store);
         u = pod_update_new_delta(POD_SOURCE_FILE);
