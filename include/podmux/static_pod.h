@@ -16,7 +16,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <sys/stat.h>
+
 #include "podmux/buf.h"
+#include "podmux/digest.h"
 #include "podmux/pod.h"
 #include "podmux/v1_normalize.h"
 
@@ -43,6 +46,14 @@ enum static_pod_entry {
  */
 int static_pod_entry(const char *path, struct buf *reason);
 
+/* What static_pod_load() read: the bytes' digest and the file's stat, as
+ * the descriptor they came from says. */
+struct static_pod_read {
+        bool read; /* the bytes were read (else the rest is unset) */
+        uint8_t digest[DIGEST_LEN];
+        struct stat st;
+};
+
 /*
  * Reads, decodes, defaults and validates the static-pod file path for
  * node_name, and builds the pod the file source emits (refs == 1, the
@@ -52,7 +63,9 @@ int static_pod_entry(const char *path, struct buf *reason);
  * the file, of which only the first is used (as the kubelet does): 1, or
  * more (a later document too malformed to count is counted as one; a
  * file with no "---" or "..." line after its start costs no second
- * look).  Errors:
+ * look).  *ret_read (NULL: not wanted) is set whenever the bytes were
+ * read, whether they then decode or not (so a refused manifest is named
+ * by its digest too), and says read false when they were not.  Errors:
  * -ENOENT when the file is not there, a resource error (see
  * static_pod_resource_error()), or the file's own error (-EINVAL, -EFBIG,
  * -ENODATA, -EACCES, -EIO...), each with a one-line reason in err (may be
@@ -60,7 +73,7 @@ int static_pod_entry(const char *path, struct buf *reason);
  * success leaves err alone).
  */
 int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod, struct v1_unknown *ret_unknown,
-                    int *ret_docs, struct buf *err);
+                    int *ret_docs, struct static_pod_read *ret_read, struct buf *err);
 
 /*
  * A manifest-URL body (a Pod or a PodList, every item valid or none) into

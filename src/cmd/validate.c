@@ -259,7 +259,7 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 /* The file source's own loader: what it refuses is
                  * refused here, in its words, and the documents it
                  * ignores are counted as it counts them. */
-                r = static_pod_load(path, o->node_name, &one, &unknown, &docs, &err);
+                r = static_pod_load(path, o->node_name, &one, &unknown, &docs, NULL, &err);
                 if (r == 0) {
                         pods = &one;
                         n = 1;

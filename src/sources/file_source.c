@@ -462,7 +462,7 @@ static int load_file(struct file_source *fs, const char *file, int quiet,
         int r, docs = 1;
 
         /* The same steps `podmux validate` takes (static_pod.h). */
-        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, &err);
+        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, NULL, &err);
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out; /* gone, or not the file's fault: the caller retries */
         if (r < 0) {
