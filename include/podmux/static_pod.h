@@ -37,6 +37,20 @@ enum static_pod_entry {
         STATIC_POD_BAD,       /* skipped with an error: reason says why */
 };
 
+/* What a directory entry's base name is to the file source: read as a
+ * manifest, a dot file (never read, as in the kubelet), or left out by
+ * --static-pod-file-pattern (patterns: fnmatch(3) globs, one of which a
+ * name must match when n_patterns > 0). */
+enum static_pod_name {
+        STATIC_POD_NAME_READ,
+        STATIC_POD_NAME_DOT,
+        STATIC_POD_NAME_FILTERED,
+};
+enum static_pod_name static_pod_name_kind(const char *base, const char *const *patterns, size_t n_patterns);
+/* The reasons a record gives for the two names left out. */
+#define STATIC_POD_DOT_REASON "a dot file (names starting with '.' are not read)"
+#define STATIC_POD_FILTERED_REASON "does not match --static-pod-file-pattern"
+
 /*
  * What a listed entry is to the file source, looked at through symbolic
  * links.  For STATIC_POD_BAD, reason (reset first) says why in one line:

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,16 @@
 bool static_pod_resource_error(int r)
 {
         return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
+}
+
+enum static_pod_name static_pod_name_kind(const char *base, const char *const *patterns, size_t n_patterns)
+{
+        if (base[0] == '.')
+                return STATIC_POD_NAME_DOT;
+        for (size_t i = 0; i < n_patterns; i++)
+                if (fnmatch(patterns[i], base, 0) == 0)
+                        return STATIC_POD_NAME_READ;
+        return n_patterns ? STATIC_POD_NAME_FILTERED : STATIC_POD_NAME_READ;
 }
 
 int static_pod_entry(const char *path, struct buf *reason)
