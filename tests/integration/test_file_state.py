@@ -11,13 +11,12 @@ import hashlib
 import json
 import os
 import re
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from harness import (MODES, NODE, T_SHORT, T_WAIT, Consumer, msg_uids, pn,  # noqa: E402
+from harness import (MODES, NODE, T_WAIT, Consumer, msg_uids, pn,  # noqa: E402
                      pod_labels, pod_uid, pod_yaml, read_fixture, test,
                      wait_for, write_file)
 
