@@ -122,6 +122,18 @@ def _(t):
                     out += os.read(fd, 65536)
                 except OSError:
                     break
+        # The hint to podmux wait, and the command it gives works.
+        hint = re.search(rb"  (\S+) wait --socket (\S+) (\S+)\r?\n", out)
+        if not hint:
+            raise AssertionError("the demo gives no podmux wait hint:\n%s" %
+                                 out.decode(errors="replace")[-2000:])
+        r = subprocess.run([h.decode() for h in hint.groups()[:1]] +
+                           ["wait", "--socket", hint.group(2).decode(),
+                            hint.group(3).decode()],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 or "applied" not in r.stdout:
+            raise AssertionError("the demo's wait hint: exit %d: %r %r" %
+                                 (r.returncode, r.stdout, r.stderr))
         os.write(fd, b"\x03")  # Ctrl-C on the terminal
         deadline = time.monotonic() + 30
         while True:
