@@ -454,14 +454,20 @@ static void rec_pending(struct file_source *fs, struct frec *r, uint64_t sent)
 }
 
 /* Sets a final state (not PENDING) with its reason (copied, bounded;
- * NULL none).  Out of memory the reason is left out and a relist is
- * asked for (fs->rec_oom), which sets it again. */
+ * NULL none).  When the reason cannot be kept for want of memory, the
+ * record says pending instead (read, not judged: never a verdict
+ * without its reason) and a relist is asked for (fs->rec_oom), which
+ * sets it again. */
 static void rec_set(struct file_source *fs, struct frec *r, enum file_record_state state, const char *reason)
 {
         char *text = NULL;
 
-        if (reason && !(text = file_record_reason_dup(reason)))
+        if (reason && !(text = file_record_reason_dup(reason))) {
                 fs->rec_oom = true;
+                pend_unlink(fs, r);
+                rec_pending(fs, r, SENT_NONE);
+                return;
+        }
         pend_unlink(fs, r);
         if (r->state != state || (r->text == NULL) != (text == NULL) || (text && strcmp(r->text, text) != 0))
                 rec_touch(fs, r);
@@ -491,8 +497,9 @@ static void rec_no_pod(struct file_source *fs, struct frec *r)
 }
 
 /* The identity of r's pod, which the source does not store ("key\0uid",
- * the UID bounded); NULL key: none. */
-static void rec_ident(struct file_source *fs, struct frec *r, const char *key, const char *uid)
+ * the UID bounded); NULL key: none.  False when it cannot be kept for
+ * want of memory (a relist is asked for: fs->rec_oom). */
+static bool rec_ident(struct file_source *fs, struct frec *r, const char *key, const char *uid)
 {
         size_t kl, ul;
         char *id;
@@ -500,17 +507,17 @@ static void rec_ident(struct file_source *fs, struct frec *r, const char *key, c
         if (!key) {
                 free(r->ident);
                 r->ident = NULL;
-                return;
+                return true;
         }
         kl = strlen(key) + 1;
         ul = strnlen(uid, FILE_RECORD_UID_MAX - 1);
         if (r->ident && strcmp(r->ident, key) == 0 && strlen(r->ident + kl) == ul &&
             memcmp(r->ident + kl, uid, ul) == 0)
-                return;
+                return true;
         id = malloc(kl + ul + 1);
         if (!id) {
                 fs->rec_oom = true;
-                return;
+                return false;
         }
         memcpy(id, key, kl);
         memcpy(id + kl, uid, ul);
@@ -518,6 +525,7 @@ static void rec_ident(struct file_source *fs, struct frec *r, const char *key, c
         free(r->ident);
         r->ident = id;
         rec_touch(fs, r);
+        return true;
 }
 
 static uint64_t timespec_usec(const struct timespec *t)
@@ -1157,8 +1165,14 @@ static void settle_file(struct file_source *fs, const struct state *st, const st
                         rec_applied(fs, r, r->seq ? 0 : fs->last_seq);
                 return;
         }
-        if (uid || !r->ident || strcmp(r->ident, f->key->key) != 0)
-                rec_ident(fs, r, f->key->key, uid ? uid : "");
+        /* A duplicate without its pod's identity is not told: pending
+         * until the relist that is asked for. */
+        if ((uid || !r->ident || strcmp(r->ident, f->key->key) != 0) &&
+            !rec_ident(fs, r, f->key->key, uid ? uid : "")) {
+                pend_unlink(fs, r);
+                rec_pending(fs, r, SENT_NONE);
+                return;
+        }
         if (e) {
                 dup_reason(text, sizeof(text), f->key->key, NAME(e->file), f->filtered);
                 rec_no_pod(fs, r);
@@ -1232,7 +1246,7 @@ static void note_ident(struct file_source *fs, const struct state *st, struct fr
         const struct entry *e = f ? keymap_get(st->store, f->key->key) : NULL;
 
         if (f && (!e || e->file != f))
-                rec_ident(fs, rec, f->key->key, pod_uid(pod));
+                (void)rec_ident(fs, rec, f->key->key, pod_uid(pod)); /* else fs->rec_oom */
 }
 
 /*

@@ -39,8 +39,11 @@ struct url_record {
         uint64_t carried;  /* PENDING: the last message that carried it */
         uint64_t seq;      /* the message that carried the pods */
         uint64_t last_seq; /* the last message of this source */
-        /* The pods of the last good body: n times "key\0uid\0". */
+        /* The pods of the last good body: n times "key\0uid\0", and a
+         * view of each pointing into it, made with them so that showing
+         * the record allocates nothing. */
         char *pods;
+        struct file_record_pod *views;
         size_t n_pods;
 };
 
@@ -158,11 +161,9 @@ static void resource_failure(struct http_source *hs, const char *what, int r)
 
 /* ---- the URL's record ---------------------------------------------------- */
 
-/* Calls fn with the record as it is now (the pods are left out when
- * memory for their list runs out); fn's result. */
+/* Calls fn with the record as it is now; fn's result. */
 static int record_show(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data)
 {
-        struct file_record_pod *pods = calloc(hs->rec.n_pods ? hs->rec.n_pods : 1, sizeof(*pods));
         struct file_record_view v = {
                 .source = POD_SOURCE_HTTP,
                 .path = hs->url_log,
@@ -170,22 +171,12 @@ static int record_show(struct http_source *hs, int (*fn)(void *data, const struc
                 .reason = hs->rec.reason,
                 .digest = hs->rec.digest,
                 .size = hs->rec.size,
-                .pods = pods,
-                .n_pods = pods ? hs->rec.n_pods : 0,
+                .pods = hs->rec.views,
+                .n_pods = hs->rec.n_pods,
                 .seq = hs->rec.seq,
         };
-        const char *p = hs->rec.pods;
-        int r;
 
-        for (size_t i = 0; i < v.n_pods; i++) {
-                pods[i].key = p;
-                p += strlen(p) + 1;
-                pods[i].uid = p;
-                p += strlen(p) + 1;
-        }
-        r = fn(data, &v);
-        free(pods);
-        return r;
+        return fn(data, &v);
 }
 
 static int tell(void *data, const struct file_record_view *v)
@@ -203,19 +194,36 @@ static void record_told(struct http_source *hs)
                 (void)record_show(hs, tell, hs);
 }
 
-/* The identities of u's pods, for the record: "key\0uid\0" each.  NULL
- * on ENOMEM (or with none). */
-static char *pod_idents(const struct pod_update *u)
+/* The identities of u's pods, for the record: "key\0uid\0" each, and a
+ * view of each into them.  0, or -ENOMEM with nothing made. */
+static int pod_idents(const struct pod_update *u, char **ret_text, struct file_record_pod **ret_views)
 {
+        struct file_record_pod *views = calloc(u->n_pods ? u->n_pods : 1, sizeof(*views));
         struct buf b = BUF_INIT;
+        const char *p;
 
-        for (size_t i = 0; i < u->n_pods; i++)
+        for (size_t i = 0; views && i < u->n_pods; i++)
                 if (buf_append(&b, pod_key(u->pods[i]), strlen(pod_key(u->pods[i])) + 1) < 0 ||
-                    buf_append(&b, pod_uid(u->pods[i]), strlen(pod_uid(u->pods[i])) + 1) < 0) {
-                        buf_free(&b);
-                        return NULL;
-                }
-        return u->n_pods ? buf_steal(&b, NULL) : NULL;
+                    buf_append(&b, pod_uid(u->pods[i]), strlen(pod_uid(u->pods[i])) + 1) < 0)
+                        goto nomem;
+        if (!views)
+                goto nomem;
+        *ret_text = u->n_pods ? buf_steal(&b, NULL) : NULL;
+        if (u->n_pods && !*ret_text)
+                goto nomem;
+        p = *ret_text;
+        for (size_t i = 0; i < u->n_pods; i++) {
+                views[i].key = p;
+                p += strlen(p) + 1;
+                views[i].uid = p;
+                p += strlen(p) + 1;
+        }
+        *ret_views = views;
+        return 0;
+nomem:
+        buf_free(&b);
+        free(views);
+        return -ENOMEM;
 }
 
 /* A body read: digest into d.  0 or -ENOMEM. */
@@ -225,18 +233,21 @@ static int body_digest(const struct http_source *hs, uint8_t d[DIGEST_LEN])
 }
 
 /* The body with digest d was refused for reason: rejected (the pods the
- * merger keeps stay named). */
-static void record_rejected(struct http_source *hs, const uint8_t d[DIGEST_LEN], const char *reason)
+ * merger keeps stay named).  0, or -ENOMEM with the record unchanged. */
+static int record_rejected(struct http_source *hs, const uint8_t d[DIGEST_LEN], const char *reason)
 {
         char *copy = file_record_reason_dup(reason);
 
+        if (!copy)
+                return -ENOMEM;
         hs->rec.have = true;
         hs->rec.state = FILE_RECORD_REJECTED;
         memcpy(hs->rec.digest, d, DIGEST_LEN);
         hs->rec.size = (int64_t)hs->body.len;
         free(hs->rec.reason);
-        hs->rec.reason = copy; /* NULL out of memory: told without it */
+        hs->rec.reason = copy;
         record_told(hs);
+        return 0;
 }
 
 /* ---- polling ---------------------------------------------------------------- */
@@ -248,7 +259,8 @@ static int send_pods(struct http_source *hs, json_object *arr, const uint8_t d[D
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_HTTP);
         size_t n = arr ? json_object_array_length(arr) : 0, n_pods;
-        char *idents;
+        struct file_record_pod *views = NULL;
+        char *idents = NULL;
 
         if (!u)
                 return -ENOMEM;
@@ -267,13 +279,13 @@ static int send_pods(struct http_source *hs, json_object *arr, const uint8_t d[D
                 }
         }
         n_pods = u->n_pods;
-        idents = pod_idents(u);
-        if (n_pods && !idents) {
+        if (pod_idents(u, &idents, &views) < 0) {
                 pod_update_free(u);
                 return -ENOMEM;
         }
         if (mux_channel_send(hs->ch, u) < 0) {
                 free(idents);
+                free(views);
                 return -ENOMEM;
         }
         source_stats_success(hs->stats, n_pods);
@@ -286,7 +298,9 @@ static int send_pods(struct http_source *hs, json_object *arr, const uint8_t d[D
         free(hs->rec.reason);
         hs->rec.reason = NULL;
         free(hs->rec.pods);
+        free(hs->rec.views);
         hs->rec.pods = idents;
+        hs->rec.views = views;
         hs->rec.n_pods = n_pods;
         record_told(hs);
         return 0;
@@ -395,10 +409,12 @@ static void handle_body(struct http_source *hs)
         r = manifest_decode_pods(data, len, &ctx, &pods, &unknown, &err);
         if (r == -ENOMEM) {
                 resource_failure(hs, "out of memory decoding the body", r);
+        } else if (r < 0 && record_rejected(hs, d, err.len ? err.data : "invalid manifest") < 0) {
+                /* Not remembered: the poll is tried again. */
+                resource_failure(hs, "out of memory recording the refused body", -ENOMEM);
         } else if (r < 0) {
                 /* Remembered, so it is reported once while it stays. */
                 report_failure(hs, err.len ? err.data : "invalid manifest", true, 0);
-                record_rejected(hs, d, err.len ? err.data : "invalid manifest");
                 remember_body(hs, 0);
         } else if ((r = send_pods(hs, pods, d)) < 0) {
                 resource_failure(hs, "out of memory building the update", r);
@@ -674,6 +690,7 @@ void http_source_free(struct http_source *hs)
         curl_slist_free_all(hs->headers);
         free(hs->rec.reason);
         free(hs->rec.pods);
+        free(hs->rec.views);
         buf_free(&hs->body);
         free(hs->last_body);
         free(hs->last_unknown);

@@ -104,6 +104,13 @@ static void on_record(void *data, const struct file_record_view *v)
 
         failalloc_hold();
         ck_assert_ptr_nonnull(file_record_state_name(v->state));
+        /* Never a verdict told without its reason, nor a duplicate
+         * without its pod, whatever ran out meanwhile. */
+        ck_assert_msg(v->reason || (v->state != FILE_RECORD_REJECTED && v->state != FILE_RECORD_DUPLICATE &&
+                                    v->state != FILE_RECORD_IGNORED),
+                      "%s told %s without a reason", v->path, file_record_state_name(v->state));
+        ck_assert_msg(v->state != FILE_RECORD_DUPLICATE || v->n_pods == 1, "%s told a duplicate without its pod",
+                      v->path);
         if (v->state == FILE_RECORD_GONE) {
                 free(strmap_remove(fx->told, v->path));
         } else {
