@@ -183,15 +183,18 @@ static void print_record(json_object *rec)
  * that are not applied (the daemon sends those first). */
 static void print_files_member(json_object *files)
 {
-        json_object *states = json_get(files, "states"), *recs = json_get_type(files, "records", json_type_array);
+        json_object *states = json_get_type(files, "states", json_type_object);
+        json_object *recs = json_get_type(files, "records", json_type_array);
         size_t n = recs ? json_object_array_length(recs) : 0, shown = 0;
         const char *sep = "";
 
         printf("\nFILES (%s):", str_or(files, "total", "0"));
-        json_object_object_foreach(states, state, count) {
-                if (json_object_get_int64(count) > 0) {
-                        printf("%s %s %s", sep, json_object_get_string(count), state);
-                        sep = ",";
+        if (states) {
+                json_object_object_foreach(states, state, count) {
+                        if (json_object_get_int64(count) > 0) {
+                                printf("%s %s %s", sep, json_object_get_string(count), state);
+                                sep = ",";
+                        }
                 }
         }
         putchar('\n');
