@@ -8,6 +8,14 @@
  * version, the one request in flight, the backoff state, the cached token.
  * Never: logs a token, a key or an Authorization header; merges.
  *
+ * With a checkpoint directory (doc/checkpoint.md) it also keeps the last
+ * live state on disk (checkpoint_writer: changes of what runs within the
+ * interval, the rest with the hourly refresh), and at start, until a list
+ * succeeds, serves the checkpoint's pods as its SET (marked checkpoint:
+ * the merger does not count the source seen for it) once the grace has
+ * passed or a list failed.  A checkpoint that is refused is said once,
+ * and the source waits for the server as without one.
+ *
  * Fail safe: a list is applied whole or not at all, a watch event too.
  * Running out of memory is never taken for bad data: a list is tried
  * again after the backoff, a watch resumes from the last resource version,
@@ -21,6 +29,7 @@
 #include <stdint.h>
 
 #include "podmux/buf.h"
+#include "podmux/checkpoint_writer.h"
 #include "podmux/curl_loop.h"
 #include "podmux/kubeconfig.h"
 #include "podmux/loop.h"
@@ -44,17 +53,36 @@
 /* A list page larger than this is refused. */
 #define API_MAX_BODY (64u * 1024u * 1024u)
 
+/* The checkpoint's defaults (doc/checkpoint.md section 7). */
+#define API_CHECKPOINT_INTERVAL_USEC 60000000ull
+#define API_CHECKPOINT_GRACE_USEC 10000000ull
+#define API_CHECKPOINT_MAX_AGE_USEC (168ull * 3600000000ull)
+/* An unchanged state is written again this often (at most a quarter of
+ * the maximum age, at least the interval), so the age a later load
+ * measures is that of the server's last word. */
+#define API_CHECKPOINT_REFRESH_USEC 3600000000ull
+
 struct api_source;
+
+struct api_source_checkpoint {
+        const char *dir; /* NULL: no checkpoint */
+        uint64_t interval_usec, grace_usec, max_age_usec;
+        struct checkpoint_stats *stats; /* may be NULL; outlives the source */
+};
 
 struct api_source_config {
         struct kube_config *kube; /* moved in: *kube is zeroed */
         const char *node_name;
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
+        struct api_source_checkpoint checkpoint;
 };
 
-/* 0; -EINVAL for a server URL or tls-server-name that cannot be used, with
- * the reason in err (may be NULL; podmux/buf.h: it replaces what err held,
- * a success leaves err alone); -ENOMEM (err empty). */
+/* 0; -EINVAL for a server URL or tls-server-name that cannot be used, or a
+ * CA bundle that cannot be read for the checkpoint's fingerprint; the
+ * checkpoint writer's errors (checkpoint_writer_new: a directory that
+ * cannot be trusted or made, or is locked); each with the reason in err
+ * (may be NULL; podmux/buf.h: it replaces what err held, a success leaves
+ * err alone); -ENOMEM (err empty). */
 int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
                    const struct api_source_config *cfg, struct api_source **ret_as,
                    struct buf *err);
@@ -63,6 +91,10 @@ int api_source_start(struct api_source *as);
  * before a SET is sent again (API_PUSH_RETRY_USEC); tests make them
  * short.  Before api_source_start(). */
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
+/* At a clean shutdown, with the loop no longer run: the live state, if
+ * newer than the checkpoint on disk, is written now (blocking).  0 (also
+ * without a checkpoint) or the write's error with the reason in err. */
+int api_source_flush_checkpoint(struct api_source *as, struct buf *err);
 void api_source_free(struct api_source *as); /* NULL-safe */
 
 /*

@@ -35,6 +35,10 @@ struct source_stats {
          * a string literal (never freed): "ok", "failing", "absent"...
          * NULL: not started yet (shown as "starting"). */
         const char *state;
+        /* api: whose pods it serves: "waiting" (none yet), "checkpoint"
+         * (its checkpoint's, doc/checkpoint.md), "live" (a list's).  A
+         * string literal; NULL for the other sources. */
+        const char *serving;
         uint64_t last_success;
         uint64_t last_error_at;
         char last_error[METRICS_ERROR_TEXT];
@@ -59,6 +63,35 @@ void source_stats_target(struct source_stats *st, const char *target);
 /* Sets the state: state must be a string literal (it is kept, not
  * copied).  NULL-safe. */
 void source_stats_state(struct source_stats *st, const char *state);
+
+/* The API source's checkpoint (doc/checkpoint.md): what the writer did
+ * (counted by checkpoint_writer on the loop thread) and what the source
+ * serves.  Times are wall-clock microseconds, 0 never. */
+struct checkpoint_stats {
+        bool configured;
+        char dir[METRICS_TARGET_TEXT];
+        uint64_t served_time; /* the served checkpoint's time, 0 none */
+        char served_rv[METRICS_ERROR_TEXT];
+        /* Why the checkpoint was not loaded at start ("" if it was). */
+        char refused[METRICS_ERROR_TEXT];
+        uint64_t writes; /* checkpoints written */
+        uint64_t write_errors;
+        uint64_t bytes;           /* written in all */
+        uint64_t last_bytes;      /* the last checkpoint's size */
+        uint64_t last_write_usec; /* how long the last write took */
+        uint64_t last_write_at;   /* when the last write ended */
+        /* The time of the state on disk: loaded at start, then written. */
+        uint64_t written_time;
+        uint64_t last_error_at;
+        char last_error[METRICS_ERROR_TEXT];
+};
+
+/* Records a failed write (text truncated as source_stats_error's).
+ * NULL-safe. */
+void checkpoint_stats_error(struct checkpoint_stats *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Copies text into a text field of a stats struct (dst, size bytes),
+ * truncated to a whole UTF-8 character as above. */
+void metrics_text(char *dst, size_t size, const char *text);
 
 enum metrics_source {
         METRICS_SOURCE_FILE,
@@ -98,6 +131,7 @@ struct metrics {
         uint64_t plugin_failures;
         uint64_t scrapes;
         struct event_stats events;
+        struct checkpoint_stats checkpoint;
 };
 
 /* What other modules own, read at render time. */
@@ -116,11 +150,13 @@ void metrics_observe_merge(struct metrics *m, uint64_t usec);
 /* op: REGISTERED, DEREGISTERED or FAILED (others are ignored). */
 void metrics_count_plugin(struct metrics *m, const char *op);
 
-/* Appends the Prometheus text exposition (format 0.0.4).  0 or -ENOMEM. */
+/* Appends the Prometheus text exposition (format 0.0.4).  0 or -ENOMEM.
+ * Ages (the checkpoint's) are counted to wall_usec() now. */
 int metrics_render(const struct metrics *m, const struct metrics_gauges *g, struct buf *out);
 /* Appends ,"started":...,"sources":[...] for a status message: each
  * configured source with its target and state, its last success, last
- * error and counters.  0 or -ENOMEM. */
+ * error and counters; for api also what it serves and its checkpoint.
+ * 0 or -ENOMEM. */
 int metrics_render_status(const struct metrics *m, struct buf *out);
 
 #endif

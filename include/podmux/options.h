@@ -68,6 +68,12 @@ struct options {
         unsigned event_qps;
         unsigned event_burst;
         bool help;
+        /* The API source's checkpoint (doc/checkpoint.md): the
+         * directory (absolute; NULL: none) and its durations. */
+        char *checkpoint_dir;
+        uint64_t checkpoint_interval_usec;
+        uint64_t checkpoint_grace_usec;
+        uint64_t checkpoint_max_age_usec;
         /* A source was configured on the command line: one of
          * --pod-manifest-path, --manifest-url, --kubeconfig, --in-cluster,
          * --config (even with an empty value). */
@@ -89,7 +95,9 @@ struct options {
  * --kubeconfig with --in-cluster, --node-name with a different
  * --hostname-override, and colliding paths (the stream and metrics
  * sockets and their lock files, the static pod path, the plugin
- * registry).  An empty --pod-manifest-path, --manifest-url or
+ * registry), and the checkpoint flags without an API server source or
+ * without --checkpoint-dir, or the checkpoint directory being the static
+ * pod directory.  An empty --pod-manifest-path, --manifest-url or
  * --kubeconfig turns that source off.
  */
 int options_parse(int argc, char **argv, struct options *ret_opts, struct buf *err);

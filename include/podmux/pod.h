@@ -23,6 +23,15 @@
  * out of the text and in their own fields; pod_render() splices them back
  * into metadata.annotations.  That lets the merger stamp source/seen without
  * re-serialising the pod.
+ *
+ * Threads.  Pods live on the loop thread: refs and body->refs are plain
+ * counters, taken and dropped there only, and pod_stamp() writes source,
+ * seen and stamped there.  What never changes once a pod is built (or
+ * cloned, before it is shared) may be read by another thread for as long
+ * as the loop holds a reference on its behalf: body and the text, the
+ * identity strings after it, text_len and the span offsets, uid_len,
+ * ns_len, the digests, deleting, has_annotations and mirror.  The
+ * checkpoint writer reads those (include/podmux/checkpoint_writer.h).
  */
 #ifndef PODMUX_POD_H
 #define PODMUX_POD_H
@@ -245,6 +254,12 @@ struct pod_update {
         size_t n_pods;
         size_t cap_pods;
         bool delta;
+        /* A SET of what the source kept from before the daemon started
+         * (the API source's checkpoint, doc/checkpoint.md), not read from
+         * its origin: merged as any SET, but the source is not counted
+         * seen for it (doc/pod-config.md 4.3).  Copied by
+         * pod_update_share(); a fold takes a full SET's. */
+        bool checkpoint;
         /* pods are in pod_compare order (kept by pod_update_add; cleared
          * by a fold); pod_update_sort() restores it. */
         bool sorted;

@@ -25,7 +25,8 @@
  * kept for the consumer and sent right after hello, before the state
  * (their numbers are lower than the state's).  So a full-state consumer
  * gets: hello, the FAILED messages since hello, its state (pods per
- * source, then REGISTERED per plugin), synced, sources_ready if announced.
+ * source, then REGISTERED per plugin), synced, a "source" message per
+ * source not live, sources_ready if announced.
  */
 #ifndef PODMUX_STREAM_SERVER_H
 #define PODMUX_STREAM_SERVER_H
@@ -154,6 +155,19 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
  * nothing.  -ENOMEM: nothing was announced; call again later. */
 int stream_server_sources_ready(struct stream_server *srv,
                                 const char *const *sources, size_t n);
+
+/*
+ * Broadcasts a "source" message: what source serves when it is not what it
+ * reads from its origin now (doc/protocol.md): state (e.g. "checkpoint")
+ * with members, a JSON fragment of further members with a leading comma
+ * (may be NULL); or "live" when it reads its origin again.  A state other
+ * than "live" is remembered and said again to every later consumer right
+ * after its "synced"; "live" forgets it.  The caller sends it before the
+ * records it applies to.  0, -EINVAL, or -ENOMEM (nothing changed, or,
+ * the state kept, consumers that missed the message are cut with
+ * ResourceExhausted as for any broadcast).
+ */
+int stream_server_source_state(struct stream_server *srv, const char *source, const char *state, const char *members);
 
 /* Open connections, counting those still waiting for their resume line
  * and those being closed. */

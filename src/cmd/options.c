@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include "podmux/api_source.h"
 #include "podmux/duration.h"
 #include "podmux/event_recorder.h"
 #include "podmux/file.h"
@@ -53,6 +54,10 @@ enum {
         OPT_EVENTS,
         OPT_EVENT_QPS,
         OPT_EVENT_BURST,
+        OPT_CHECKPOINT_DIR,
+        OPT_CHECKPOINT_INTERVAL,
+        OPT_CHECKPOINT_GRACE,
+        OPT_CHECKPOINT_MAX_AGE,
 };
 
 static const struct option long_opts[] = {
@@ -83,6 +88,10 @@ static const struct option long_opts[] = {
         {"events", optional_argument, NULL, OPT_EVENTS},
         {"event-qps", required_argument, NULL, OPT_EVENT_QPS},
         {"event-burst", required_argument, NULL, OPT_EVENT_BURST},
+        {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
+        {"checkpoint-interval", required_argument, NULL, OPT_CHECKPOINT_INTERVAL},
+        {"checkpoint-grace", required_argument, NULL, OPT_CHECKPOINT_GRACE},
+        {"checkpoint-max-age", required_argument, NULL, OPT_CHECKPOINT_MAX_AGE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -113,6 +122,15 @@ const char *options_usage(void)
                "                                staticPodURLHeader, fileCheckFrequency, httpCheckFrequency\n"
                "                                (flags given on the command line win; a relative staticPodPath\n"
                "                                is taken from the file's directory; default: none)\n"
+               "\n"
+               "Checkpoint of the API source's pods, for nodes that lose their API server (doc/checkpoint.md):\n"
+               "  --checkpoint-dir DIR          keep the API source's last good pods in DIR and serve them at\n"
+               "                                start while the API server cannot be reached; DIR must be owned\n"
+               "                                by podmux's user, not writable by group or others (default: off)\n"
+               "  --checkpoint-interval DUR     at most one checkpoint write per DUR (default 1m)\n"
+               "  --checkpoint-grace DUR        serve the checkpoint when no list succeeded within DUR, or\n"
+               "                                at once when the server refuses or is unreachable (default 10s)\n"
+               "  --checkpoint-max-age DUR      refuse a checkpoint older than DUR (default 168h)\n"
                "\n"
                "Node and stream:\n"
                "  --node-name NAME              node name, as given (default: the host name, lower-cased)\n"
@@ -180,6 +198,7 @@ void options_free(struct options *o)
         free(o->allow_uids);
         free(o->allow_gids);
         free(o->metrics_address);
+        free(o->checkpoint_dir);
         memset(o, 0, sizeof(*o));
 }
 
@@ -482,6 +501,9 @@ struct flag_set {
          * (trimmed and lower-cased; options_parse() frees it). */
         const char *node_name;
         char *hostname_override;
+        /* The first checkpoint duration flag given (NULL: none), for
+         * the check that --checkpoint-dir is there too. */
+        const char *checkpoint_tuning;
 };
 
 /* Reads the --config file: a YAML mapping of kind KubeletConfiguration.
@@ -892,6 +914,65 @@ out:
         return r;
 }
 
+/* ---- the checkpoint (doc/checkpoint.md) -------------------------------------
+ *
+ * Flags only, not a KubeletConfiguration key: the file is often the
+ * kubelet's own, whose strict decoding would warn about a field it does
+ * not know, and a trust rule (who may write the directory) belongs on the
+ * command line an administrator reads. */
+
+/* One of the --checkpoint-* flags. */
+static int apply_checkpoint_flag(struct options *o, int c, const char *v, struct flag_set *set, struct buf *err)
+{
+        if (c == OPT_CHECKPOINT_DIR)
+                return str_set(&o->checkpoint_dir, v);
+        if (!set->checkpoint_tuning)
+                set->checkpoint_tuning = c == OPT_CHECKPOINT_INTERVAL ? "--checkpoint-interval"
+                                         : c == OPT_CHECKPOINT_GRACE  ? "--checkpoint-grace"
+                                                                      : "--checkpoint-max-age";
+        if (c == OPT_CHECKPOINT_INTERVAL)
+                return parse_duration_flag("checkpoint-interval", v, &o->checkpoint_interval_usec, err);
+        if (c == OPT_CHECKPOINT_GRACE)
+                return parse_duration_flag("checkpoint-grace", v, &o->checkpoint_grace_usec, err);
+        return parse_duration_flag("checkpoint-max-age", v, &o->checkpoint_max_age_usec, err);
+}
+
+/* The checkpoint flags make sense together: a directory (absolute from
+ * here on; "" turns it off) for an API server source that is not the
+ * static pod directory, and no duration without it. */
+static int check_checkpoint(struct options *o, const struct flag_set *set, struct buf *err)
+{
+        char *abs = NULL;
+        int r;
+
+        drop_empty(&o->checkpoint_dir);
+        if (!o->checkpoint_dir) {
+                if (set->checkpoint_tuning)
+                        return buf_set_err(err, -EINVAL, "%s: needs --checkpoint-dir", set->checkpoint_tuning);
+                return 0;
+        }
+        if (!o->kubeconfig && !o->in_cluster)
+                return buf_set_err(err, -EINVAL,
+                                   "--checkpoint-dir: there is no API server source to keep (--kubeconfig or "
+                                   "--in-cluster)");
+        r = path_absolute(o->checkpoint_dir, NULL, &abs);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return buf_set_err(err, -EINVAL,
+                                   "--checkpoint-dir \"%s\": relative, and the working directory is "
+                                   "unknown: %s",
+                                   o->checkpoint_dir, ERRNO_STR(r));
+        free(o->checkpoint_dir);
+        o->checkpoint_dir = abs;
+        if (o->pod_manifest_path && strcmp(abs, o->pod_manifest_path) == 0)
+                return buf_set_err(err, -EINVAL,
+                                   "--checkpoint-dir \"%s\" is the static pod directory: the file source would read "
+                                   "the checkpoint as a manifest; give it its own",
+                                   abs);
+        return 0;
+}
+
 /* --hostname-override as the kubelet takes it (nodeutil.GetHostname):
  * trimmed and lower-cased; empty, it is not given (the node name is
  * --node-name's, or the host name); blank, it is refused. */
@@ -984,6 +1065,11 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
         case OPT_EVENT_BURST:
                 set->event_burst = true;
                 return parse_event_count("event-burst", v, &o->event_burst, err);
+        case OPT_CHECKPOINT_DIR:
+        case OPT_CHECKPOINT_INTERVAL:
+        case OPT_CHECKPOINT_GRACE:
+        case OPT_CHECKPOINT_MAX_AGE:
+                return apply_checkpoint_flag(o, c, v, set, err);
         case 'v':
                 return parse_verbosity(v, &o->verbosity, err);
         case OPT_LOG_FORMAT:
@@ -1125,6 +1211,9 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->events = true;
         o->event_qps = EVENT_DEFAULT_QPS;
         o->event_burst = EVENT_DEFAULT_BURST;
+        o->checkpoint_interval_usec = API_CHECKPOINT_INTERVAL_USEC;
+        o->checkpoint_grace_usec = API_CHECKPOINT_GRACE_USEC;
+        o->checkpoint_max_age_usec = API_CHECKPOINT_MAX_AGE_USEC;
         optind = 0;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {
@@ -1146,7 +1235,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         if (o->config_file && (r = load_config(o, &set, err)) < 0)
                 goto fail;
         if ((r = apply_defaults(o, err)) < 0 || (r = absolute_manifest_path(o, &set, err)) < 0 ||
-            (r = check_conflicts(o, &set, err)) < 0)
+            (r = check_conflicts(o, &set, err)) < 0 || (r = check_checkpoint(o, &set, err)) < 0)
                 goto fail;
 out:
         free(set.hostname_override);

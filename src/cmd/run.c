@@ -92,6 +92,7 @@ struct daemon {
         struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_every */
         uint64_t watchdog_every;     /* half of $WATCHDOG_USEC */
         unsigned sources_told;       /* bit i: STATUS has said mux source i is ready */
+        bool api_checkpoint;         /* consumers were told api serves its checkpoint */
 };
 
 /* ---- the service manager (doc/design.md "Service manager") ---------------- */
@@ -338,6 +339,34 @@ static void drain_updates(struct daemon *d)
         }
 }
 
+/* The API source's SETs say whether they are its checkpoint's: when that
+ * changes, consumers are told, before the merge's records go out
+ * (doc/checkpoint.md section 9).  A message that cannot be built is
+ * logged; the next change of state says it again. */
+static void tell_api_state(struct daemon *d, const struct pod_update *u)
+{
+        const struct checkpoint_stats *c = &d->metrics.checkpoint;
+        struct buf m = BUF_INIT;
+        int r = 0;
+
+        if (u->op != POD_OP_SET || u->delta || u->checkpoint == d->api_checkpoint)
+                return;
+        if (u->checkpoint &&
+            ((r = buf_puts(&m, ",\"checkpoint\":{\"time\":")) < 0 || (r = buf_json_time(&m, c->served_time)) < 0 ||
+             (r = buf_puts(&m, ",\"resource_version\":")) < 0 ||
+             (r = buf_json_string(&m, c->served_rv, strlen(c->served_rv))) < 0 || (r = buf_putc(&m, '}')) < 0))
+                r = -ENOMEM;
+        if (r == 0)
+                r = stream_server_source_state(d->stream, POD_SOURCE_API, u->checkpoint ? "checkpoint" : "live",
+                                               u->checkpoint ? m.data : NULL);
+        if (r < 0)
+                log_error("stream: cannot tell consumers that source api serves %s: %s",
+                          u->checkpoint ? "its checkpoint" : "the API server's pods", ERRNO_STR(r));
+        else
+                d->api_checkpoint = u->checkpoint;
+        buf_free(&m);
+}
+
 /* A record that ran out of memory is merged again by the mux (it stays
  * first in line); nothing of it was applied. */
 static int on_merge(void *data, const char *source, struct pod_update **u)
@@ -347,6 +376,8 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
         int r = storage_apply(d->storage, source, *u);
 
         metrics_observe_merge(&d->metrics, mono_usec() - t0);
+        if (r == 0 && strcmp(source, POD_SOURCE_API) == 0)
+                tell_api_state(d, *u);
         if (r == -ENOMEM)
                 log_error("merge: source \"%s\": out of memory: merging the update again shortly", source);
         else if (r < 0)
@@ -629,6 +660,14 @@ static void api_config_from_options(struct daemon *d, struct kube_config *kc, st
                 .kube = kc,
                 .node_name = d->opts.node_name,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_API),
+                .checkpoint =
+                        {
+                                .dir = d->opts.checkpoint_dir,
+                                .interval_usec = d->opts.checkpoint_interval_usec,
+                                .grace_usec = d->opts.checkpoint_grace_usec,
+                                .max_age_usec = d->opts.checkpoint_max_age_usec,
+                                .stats = &d->metrics.checkpoint,
+                        },
         };
 }
 
@@ -870,6 +909,18 @@ static void warn_configuration(const struct daemon *d)
                          d->plugins ? ", only plugins" : "");
 }
 
+/* A clean shutdown writes the API source's live state, if newer than its
+ * checkpoint (doc/checkpoint.md section 6).  A failure is logged. */
+static void flush_checkpoint(struct daemon *d)
+{
+        struct buf err = BUF_INIT;
+        int r = d->api ? api_source_flush_checkpoint(d->api, &err) : 0;
+
+        if (r < 0)
+                log_error("api source: cannot write the checkpoint at shutdown: %s", err.len ? err.data : ERRNO_STR(r));
+        buf_free(&err);
+}
+
 /* Starts the sources and the plugin manager, then runs the loop until
  * SIGINT or SIGTERM stops it.  A failure is logged here. */
 static int daemon_run(struct daemon *d)
@@ -902,6 +953,7 @@ static int daemon_run(struct daemon *d)
         if (r < 0)
                 log_error("event loop failed: %s", ERRNO_STR(r));
         notify(d, "STOPPING=1\nSTATUS=shutting down");
+        flush_checkpoint(d);
         return r;
 }
 

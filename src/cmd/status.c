@@ -141,6 +141,33 @@ static const char *str_or(json_object *o, const char *key, const char *dflt)
         return s ? s : dflt;
 }
 
+/* The api source's serving state and checkpoint (doc/checkpoint.md), a
+ * line each under its row. */
+static void print_checkpoint(json_object *s)
+{
+        json_object *c = json_get_type(s, "checkpoint", json_type_object), *served, *le;
+
+        if (!str(s, "serving"))
+                return;
+        served = json_get_type(c, "served", json_type_object);
+        printf("       serving %s", str(s, "serving"));
+        if (served)
+                printf(" (the checkpoint of %s, resourceVersion %s)", str_or(served, "time", "?"),
+                       str_or(served, "resource_version", "?"));
+        putchar('\n');
+        if (!c)
+                return;
+        printf("       checkpoint %s: %s", str_or(c, "dir", "?"), str(c, "time") ? str(c, "time") : "none on disk");
+        if (str(c, "age_seconds"))
+                printf(" (%s s old)", str(c, "age_seconds"));
+        printf("; writes %s (%s bytes), errors %s\n", str_or(c, "writes", "0"), str_or(c, "bytes", "0"),
+               str_or(c, "errors", "0"));
+        if (str(c, "refused"))
+                printf("       checkpoint not loaded at start: %s\n", str(c, "refused"));
+        if ((le = json_get_type(c, "last_error", json_type_object)))
+                printf("       checkpoint write failed %s: %s\n", str_or(le, "time", "?"), str_or(le, "message", "?"));
+}
+
 static void print_text(json_object *st)
 {
         json_object *sources = json_get_type(st, "sources", json_type_array);
@@ -176,6 +203,7 @@ static void print_text(json_object *st)
                 if (str(s, "relists"))
                         printf(", relists %s, watch restarts %s", str(s, "relists"), str_or(s, "watch_restarts", "0"));
                 putchar('\n');
+                print_checkpoint(s);
         }
 
         n = consumers ? json_object_array_length(consumers) : 0;

@@ -61,12 +61,32 @@ void source_stats_error(struct source_stats *st, bool parse, const char *fmt, ..
                 utf8_trim(st->last_error);
 }
 
-void source_stats_target(struct source_stats *st, const char *target)
+void checkpoint_stats_error(struct checkpoint_stats *st, const char *fmt, ...)
 {
+        va_list ap;
+        int n;
+
         if (!st)
                 return;
-        if ((size_t)snprintf(st->target, sizeof(st->target), "%s", target) >= sizeof(st->target))
-                utf8_trim(st->target);
+        st->last_error_at = wall_usec();
+        st->write_errors++;
+        va_start(ap, fmt);
+        n = vsnprintf(st->last_error, sizeof(st->last_error), fmt, ap);
+        va_end(ap);
+        if (n >= (int)sizeof(st->last_error))
+                utf8_trim(st->last_error);
+}
+
+void metrics_text(char *dst, size_t size, const char *text)
+{
+        if (dst && (size_t)snprintf(dst, size, "%s", text) >= size)
+                utf8_trim(dst);
+}
+
+void source_stats_target(struct source_stats *st, const char *target)
+{
+        if (st)
+                metrics_text(st->target, sizeof(st->target), target);
 }
 
 void source_stats_state(struct source_stats *st, const char *state)
@@ -224,6 +244,54 @@ static int render_sources(const struct metrics *m, struct buf *out)
         return r;
 }
 
+/* The API source's serving state, one sample per state (1 for the one
+ * it is in), and its checkpoint's families when it has one
+ * (doc/checkpoint.md). */
+static int render_checkpoint(const struct metrics *m, struct buf *out)
+{
+        static const char *const states[] = {"waiting", "checkpoint", "live"};
+        const struct source_stats *api = &m->sources[METRICS_SOURCE_API];
+        const struct checkpoint_stats *c = &m->checkpoint;
+        const char *serving = api->serving ? api->serving : "waiting";
+        uint64_t now = wall_usec();
+        int r = 0;
+
+        if (!api->configured)
+                return 0;
+        r = help(out, "podmux_api_source_serving", "gauge",
+                 "Whose pods the API source serves: none yet, its checkpoint's, or the server's (1 for the one).");
+        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]) && r >= 0; i++)
+                r = buf_printf(out, "podmux_api_source_serving{state=\"%s\"} %d\n", states[i],
+                               strcmp(serving, states[i]) == 0);
+        if (r < 0 || !c->configured)
+                return r;
+        if ((r = single(out, "podmux_checkpoint_writes_total", "counter", "Checkpoints written.", c->writes)) < 0 ||
+            (r = single(out, "podmux_checkpoint_write_errors_total", "counter", "Checkpoint writes that failed.",
+                        c->write_errors)) < 0 ||
+            (r = single(out, "podmux_checkpoint_written_bytes_total", "counter", "Bytes of checkpoints written.",
+                        c->bytes)) < 0 ||
+            (r = single(out, "podmux_checkpoint_last_write_bytes", "gauge", "Size of the last checkpoint written.",
+                        c->last_bytes)) < 0)
+                return r;
+        if ((r = help(out, "podmux_checkpoint_last_write_duration_seconds", "gauge",
+                      "How long the last checkpoint took to encode and write (on its own thread).")) < 0 ||
+            (r = buf_puts(out, "podmux_checkpoint_last_write_duration_seconds ")) < 0 ||
+            (r = seconds(out, c->last_write_usec)) < 0 || (r = buf_putc(out, '\n')) < 0)
+                return r;
+        if ((r = help(out, "podmux_checkpoint_timestamp_seconds", "gauge",
+                      "When the server confirmed the state on disk (0: no checkpoint known).")) < 0 ||
+            (r = buf_puts(out, "podmux_checkpoint_timestamp_seconds ")) < 0 ||
+            (r = seconds(out, c->written_time)) < 0 || (r = buf_putc(out, '\n')) < 0)
+                return r;
+        if (!c->written_time)
+                return 0;
+        if ((r = help(out, "podmux_checkpoint_age_seconds", "gauge", "Age of the state on disk.")) < 0 ||
+            (r = buf_puts(out, "podmux_checkpoint_age_seconds ")) < 0 ||
+            (r = seconds(out, now > c->written_time ? now - c->written_time : 0)) < 0)
+                return r;
+        return buf_putc(out, '\n');
+}
+
 /* The consumers of the stream and the plugins: gauges and counters. */
 static int render_consumers_plugins(const struct metrics *m, const struct metrics_gauges *g, struct buf *out)
 {
@@ -312,6 +380,8 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
         if (r >= 0)
                 r = render_sources(m, out);
         if (r >= 0)
+                r = render_checkpoint(m, out);
+        if (r >= 0)
                 r = render_consumers_plugins(m, g, out);
         if (r >= 0)
                 r = render_merge(m, out);
@@ -321,6 +391,60 @@ int metrics_render(const struct metrics *m, const struct metrics_gauges *g, stru
         if (r >= 0 && m->events.configured)
                 r = render_events(&m->events, out);
         return r < 0 ? -ENOMEM : 0;
+}
+
+/* "last_error" of the checkpoint: {"time", "message"} or null. */
+static int status_checkpoint_error(const struct checkpoint_stats *c, struct buf *out)
+{
+        int r;
+
+        if (!c->last_error_at)
+                return buf_puts(out, "null");
+        if ((r = buf_puts(out, "{\"time\":")) < 0 || (r = buf_json_time(out, c->last_error_at)) < 0 ||
+            (r = buf_puts(out, ",\"message\":")) < 0 ||
+            (r = buf_json_string(out, c->last_error, strlen(c->last_error))) < 0)
+                return r;
+        return buf_putc(out, '}');
+}
+
+/* ,"serving":...,"checkpoint":{...}|null of the api source's entry. */
+static int status_checkpoint(const struct metrics *m, struct buf *out)
+{
+        const struct source_stats *api = &m->sources[METRICS_SOURCE_API];
+        const struct checkpoint_stats *c = &m->checkpoint;
+        uint64_t now = wall_usec();
+        int r;
+
+        if ((r = buf_printf(out, ",\"serving\":\"%s\",\"checkpoint\":", api->serving ? api->serving : "waiting")) < 0)
+                return r;
+        if (!c->configured)
+                return buf_puts(out, "null");
+        if ((r = buf_puts(out, "{\"dir\":")) < 0 || (r = buf_json_string(out, c->dir, strlen(c->dir))) < 0 ||
+            (r = buf_puts(out, ",\"time\":")) < 0 || (r = buf_json_time(out, c->written_time)) < 0)
+                return r;
+        if (c->written_time)
+                r = buf_printf(out, ",\"age_seconds\":%" PRIu64,
+                               now > c->written_time ? (now - c->written_time) / 1000000u : 0);
+        else
+                r = buf_puts(out, ",\"age_seconds\":null");
+        if (r < 0 || (r = buf_puts(out, ",\"served\":")) < 0)
+                return r;
+        if (c->served_time &&
+            ((r = buf_puts(out, "{\"time\":")) < 0 || (r = buf_json_time(out, c->served_time)) < 0 ||
+             (r = buf_puts(out, ",\"resource_version\":")) < 0 ||
+             (r = buf_json_string(out, c->served_rv, strlen(c->served_rv))) < 0 || (r = buf_putc(out, '}')) < 0))
+                return r;
+        if (!c->served_time && (r = buf_puts(out, "null")) < 0)
+                return r;
+        if ((r = buf_puts(out, ",\"refused\":")) < 0 ||
+            (r = c->refused[0] ? buf_json_string(out, c->refused, strlen(c->refused)) : buf_puts(out, "null")) < 0 ||
+            (r = buf_printf(out,
+                            ",\"writes\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"last_bytes\":%" PRIu64
+                            ",\"errors\":%" PRIu64 ",\"last_error\":",
+                            c->writes, c->bytes, c->last_bytes, c->write_errors)) < 0 ||
+            (r = status_checkpoint_error(c, out)) < 0)
+                return r;
+        return buf_putc(out, '}');
 }
 
 int metrics_render_status(const struct metrics *m, struct buf *out)
@@ -356,8 +480,9 @@ int metrics_render_status(const struct metrics *m, struct buf *out)
                                     st->parse_errors)) < 0)
                         return r;
                 if (i == METRICS_SOURCE_API &&
-                    (r = buf_printf(out, ",\"relists\":%" PRIu64 ",\"watch_restarts\":%" PRIu64, st->relists,
-                                    st->watch_restarts)) < 0)
+                    ((r = buf_printf(out, ",\"relists\":%" PRIu64 ",\"watch_restarts\":%" PRIu64, st->relists,
+                                     st->watch_restarts)) < 0 ||
+                     (r = status_checkpoint(m, out)) < 0))
                         return r;
                 if ((r = buf_putc(out, '}')) < 0)
                         return r;

@@ -776,6 +776,7 @@ int pod_update_share(const struct pod_update *u, struct pod_update **ret_copy)
         for (size_t i = 0; i < u->n_pods; i++)
                 c->pods[c->n_pods++] = pod_ref(u->pods[i]);
         c->sorted = u->sorted;
+        c->checkpoint = u->checkpoint;
         *ret_copy = c;
         return 0;
 }
@@ -879,6 +880,7 @@ int pod_update_fold(struct pod_update *u, const struct pod_update *next)
                 u->n_pods = next->n_pods;
                 u->sorted = next->sorted;
                 u->delta = false;
+                u->checkpoint = next->checkpoint;
                 return 0;
         }
         /* Everything that can fail comes first; then nothing can. */

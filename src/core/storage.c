@@ -650,12 +650,15 @@ int storage_apply(struct storage *s, const char *source, const struct pod_update
         } else {
                 r = preprocess(s, source, u, &keep, &n);
                 if (r == 0 && u->op == POD_OP_SET) {
-                        first = !ss->seen;
+                        /* A checkpoint's SET is merged, but the source is
+                         * not seen until it delivers from its origin
+                         * (doc/pod-config.md 4.3): no marker for it. */
+                        first = !ss->seen && !u->checkpoint;
                         if (u->delta)
                                 r = merge_delta(s, ss, u, keep, n, &l, first, &e);
                         else
                                 r = merge_set(s, ss, keep, n, &l, first, &e);
-                        if (r == 0)
+                        if (r == 0 && !u->checkpoint)
                                 ss->seen = true;
                 } else if (r == 0) {
                         r = merge_upsert(s, ss, keep, n, &l, false, &e);

@@ -35,6 +35,8 @@
 
 #include "podmux/api_decode.h"
 #include "podmux/api_source.h"
+#include "podmux/checkpoint.h"
+#include "podmux/file.h"
 #include "podmux/json_canon.h"
 #include "podmux/json_get.h"
 #include "podmux/log.h"
@@ -43,6 +45,9 @@
 #include "podmux/strmap.h"
 
 enum phase { PHASE_IDLE, PHASE_LIST, PHASE_WATCH };
+
+/* Whose pods the store holds (doc/checkpoint.md section 7). */
+enum serving { SERVING_WAITING, SERVING_CHECKPOINT, SERVING_LIVE };
 
 /* What to do when the backoff timer fires. */
 enum next { NEXT_LIST, NEXT_WATCH, NEXT_RETRY };
@@ -130,6 +135,24 @@ struct api_source {
         char *token;
         uint64_t token_at;
         int token_stale;
+
+        /* The checkpoint (doc/checkpoint.md); writer NULL: none. */
+        struct checkpoint_writer *writer;
+        char *ckpt_dir;
+        char ckpt_ca[CHECKPOINT_FINGERPRINT_SIZE];
+        char *node_name;
+        struct checkpoint_identity ckpt_id;
+        uint64_t ckpt_interval, ckpt_grace, ckpt_max_age;
+        struct checkpoint_stats *ckpt_stats;
+        struct checkpoint ckpt; /* loaded, not served yet */
+        bool ckpt_loaded;
+        struct loop_timer *grace_timer;
+        enum serving serving;
+        /* Wall clock: the server's last word on the store (a list, an
+         * event, a watch that ran its course). */
+        uint64_t confirmed;
+        bool watch_open;       /* the watch in flight was answered 200 */
+        char *last_write_said; /* the last write error logged, NULL if none */
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -212,6 +235,7 @@ static int send_store(struct api_source *as)
 
         if (!u)
                 return -ENOMEM;
+        u->checkpoint = as->serving == SERVING_CHECKPOINT;
         while (strmap_next(as->store, &it, NULL, &v)) {
                 if (pod_update_add(u, v) < 0) {
                         pod_update_free(u);
@@ -263,6 +287,234 @@ static void on_push_timer(struct loop_timer *t, void *data)
         (void)t;
         if (as->push_pending)
                 push(as);
+}
+
+/* ---- the checkpoint (doc/checkpoint.md) ------------------------------------------- */
+
+static const char *const serving_names[] = {"waiting", "checkpoint", "live"};
+
+static void set_serving(struct api_source *as, enum serving s)
+{
+        as->serving = s;
+        if (as->stats)
+                as->stats->serving = serving_names[s];
+}
+
+/* The checkpoint's pods become the store and go to the merger as a
+ * checkpoint SET: once the grace has passed or a list failed, and only
+ * before any list succeeded.  why says what happened, for the log. */
+static void serve_checkpoint(struct api_source *as, const char *why)
+{
+        struct strmap *store;
+        char when[CLOCK_RFC3339_MAX];
+
+        if (!as->ckpt_loaded || as->serving != SERVING_WAITING)
+                return;
+        store = strmap_new_borrowed();
+        if (!store || strmap_reserve(store, as->ckpt.n_pods) < 0) {
+                /* Tried again with the next failure or the grace. */
+                strmap_free(store, NULL);
+                log_error("api source: cannot serve the checkpoint: out of memory");
+                return;
+        }
+        for (size_t i = 0; i < as->ckpt.n_pods; i++) {
+                void *old = NULL;
+
+                /* Reserved: never fails.  A key twice: the last wins. */
+                (void)strmap_put(store, pod_key(as->ckpt.pods[i]), as->ckpt.pods[i], &old);
+                pod_unref(old);
+        }
+        as->ckpt.n_pods = 0;
+        api_store_free(as->store);
+        as->store = store;
+        clock_rfc3339(as->ckpt.time_usec, CLOCK_SECONDS, when);
+        log_warn("api source: %s: serving the checkpoint of %s (resourceVersion %s, %zu pod(s)) until the API "
+                 "server answers",
+                 why ? why : "no answer from the API server", when, as->ckpt.rv, strmap_size(store));
+        if (as->ckpt_stats) {
+                as->ckpt_stats->served_time = as->ckpt.time_usec;
+                metrics_text(as->ckpt_stats->served_rv, sizeof(as->ckpt_stats->served_rv), as->ckpt.rv);
+        }
+        checkpoint_free(&as->ckpt);
+        as->ckpt_loaded = false;
+        loop_timer_stop(as->grace_timer);
+        set_serving(as, SERVING_CHECKPOINT);
+        push(as);
+}
+
+static void on_grace(struct loop_timer *t, void *data)
+{
+        struct api_source *as = data;
+        char what[96];
+
+        (void)t;
+        (void)snprintf(what, sizeof(what), "no list within %.1f s", (double)as->ckpt_grace / 1e6);
+        serve_checkpoint(as, as->last_said ? as->last_said : what);
+}
+
+/* A list succeeded: the store is live from now on; a checkpoint loaded
+ * and not served is dropped. */
+static void went_live(struct api_source *as)
+{
+        if (as->serving == SERVING_CHECKPOINT)
+                log_info("api source: the API server answered: its %zu pod(s) replace the checkpoint's",
+                         strmap_size(as->store));
+        checkpoint_free(&as->ckpt);
+        as->ckpt_loaded = false;
+        loop_timer_stop(as->grace_timer);
+        set_serving(as, SERVING_LIVE);
+        as->confirmed = wall_usec();
+        checkpoint_writer_changed(as->writer);
+}
+
+/* The state to write: the live store only (never the checkpoint itself,
+ * nor nothing), with the time of the server's last word: now while a
+ * watch is open. */
+static int take_snapshot(void *data, struct checkpoint_snapshot *ret)
+{
+        struct api_source *as = data;
+        size_t n = strmap_size(as->store), it = 0;
+        void *v;
+
+        if (as->serving != SERVING_LIVE)
+                return 1;
+        ret->pods = calloc(n ? n : 1, sizeof(*ret->pods));
+        ret->rv = strdup(as->last_rv ? as->last_rv : "");
+        if (!ret->pods || !ret->rv) {
+                free(ret->pods);
+                free(ret->rv);
+                memset(ret, 0, sizeof(*ret));
+                return -ENOMEM;
+        }
+        while (strmap_next(as->store, &it, NULL, &v))
+                ret->pods[ret->n_pods++] = pod_ref(v);
+        ret->time_usec = as->phase == PHASE_WATCH && as->watch_open ? wall_usec() : as->confirmed;
+        return 0;
+}
+
+/* A write ended: a failure is said once per reason (at the interval's
+ * pace it would repeat every minute), a success after one too. */
+static void on_written(void *data, const struct checkpoint_result *res)
+{
+        struct api_source *as = data;
+
+        if (res->error < 0) {
+                if (as->last_write_said && strcmp(as->last_write_said, res->reason) == 0) {
+                        log_debug("api source: checkpoint: %s (again)", res->reason);
+                        return;
+                }
+                log_error("api source: cannot write the checkpoint: %s: trying again in %.1f s", res->reason,
+                          (double)as->ckpt_interval / 1e6);
+                (void)str_set(&as->last_write_said, res->reason);
+                return;
+        }
+        if (as->last_write_said)
+                log_info("api source: checkpoint written again (%zu bytes)", res->bytes);
+        else
+                log_debug("api source: checkpoint written: %zu bytes in %.1f ms", res->bytes,
+                          (double)res->took_usec / 1e3);
+        free(as->last_write_said);
+        as->last_write_said = NULL;
+}
+
+/* At start: the checkpoint is loaded, or why not is said once (an error,
+ * unless there is none yet) and kept for the status. */
+static void load_checkpoint(struct api_source *as)
+{
+        struct buf why = BUF_INIT;
+        char when[CLOCK_RFC3339_MAX];
+        int r = checkpoint_load(as->ckpt_dir, &as->ckpt_id, as->ckpt_max_age, wall_usec(), &as->ckpt, &why);
+        const char *reason = why.len ? why.data : ERRNO_STR(r);
+
+        if (r == 0) {
+                as->ckpt_loaded = true;
+                if (as->ckpt_stats)
+                        as->ckpt_stats->written_time = as->ckpt.time_usec;
+                clock_rfc3339(as->ckpt.time_usec, CLOCK_SECONDS, when);
+                log_info("api source: checkpoint of %s loaded (resourceVersion %s, %zu pod(s)): served if no "
+                         "list succeeds within %.1f s",
+                         when, as->ckpt.rv, as->ckpt.n_pods, (double)as->ckpt_grace / 1e6);
+        } else if (r == -ENOENT) {
+                log_info("api source: %s: waiting for the API server", reason);
+        } else {
+                log_error("api source: checkpoint refused: %s: waiting for the API server", reason);
+        }
+        if (r < 0 && as->ckpt_stats)
+                metrics_text(as->ckpt_stats->refused, sizeof(as->ckpt_stats->refused), reason);
+        buf_free(&why);
+}
+
+/* The CA bundle's fingerprint: of the bytes kubeconfig gave, or of the
+ * file it names, or "" with neither. */
+static int ca_fingerprint(struct api_source *as, struct buf *err)
+{
+        struct buf why = BUF_INIT;
+        char *data = NULL;
+        size_t len = 0;
+        int r;
+
+        if (as->kube.ca_data.data)
+                return checkpoint_fingerprint(as->kube.ca_data.data, as->kube.ca_data.len, as->ckpt_ca);
+        if (!as->kube.ca_file)
+                return 0;
+        r = file_read(as->kube.ca_file, KUBECONFIG_MAX_BYTES, &data, &len, &why);
+        if (r == 0)
+                r = checkpoint_fingerprint(data, len, as->ckpt_ca);
+        else if (r != -ENOMEM)
+                r = buf_set_err(err, -EINVAL,
+                                "certificate-authority \"%s\": %s (the checkpoint records its "
+                                "fingerprint)",
+                                as->kube.ca_file, why.len ? why.data : ERRNO_STR(r));
+        free(data);
+        buf_free(&why);
+        return r;
+}
+
+/* The checkpoint's identity, writer and grace timer. */
+static int checkpoint_setup(struct api_source *as, const struct api_source_config *cfg, struct buf *err)
+{
+        const struct api_source_checkpoint *c = &cfg->checkpoint;
+        struct checkpoint_writer_config wc;
+        uint64_t refresh = API_CHECKPOINT_REFRESH_USEC;
+        int r;
+
+        if (!(as->ckpt_dir = strdup(c->dir)) || !(as->node_name = strdup(cfg->node_name)))
+                return -ENOMEM;
+        if ((r = ca_fingerprint(as, err)) < 0)
+                return r;
+        as->ckpt_id =
+                (struct checkpoint_identity){.node = as->node_name, .server = as->host_log, .ca_sha256 = as->ckpt_ca};
+        as->ckpt_interval = c->interval_usec;
+        as->ckpt_grace = c->grace_usec;
+        as->ckpt_max_age = c->max_age_usec;
+        as->ckpt_stats = c->stats;
+        if (c->max_age_usec && refresh > c->max_age_usec / 4)
+                refresh = c->max_age_usec / 4;
+        if (refresh < c->interval_usec)
+                refresh = c->interval_usec;
+        wc = (struct checkpoint_writer_config){
+                .dir = c->dir,
+                .id = as->ckpt_id,
+                .interval_usec = c->interval_usec,
+                .refresh_usec = refresh,
+                .snapshot = take_snapshot,
+                .snapshot_data = as,
+                .done = on_written,
+                .done_data = as,
+                .stats = c->stats,
+        };
+        if (c->stats) {
+                c->stats->configured = true;
+                metrics_text(c->stats->dir, sizeof(c->stats->dir), c->dir);
+        }
+        if ((r = loop_timer_new(as->loop, on_grace, as, &as->grace_timer)) < 0)
+                return r;
+        return checkpoint_writer_new(as->loop, &wc, &as->writer, err);
+}
+
+int api_source_flush_checkpoint(struct api_source *as, struct buf *err)
+{
+        return as->writer ? checkpoint_writer_flush(as->writer, err) : 0;
 }
 
 /* ---- token ------------------------------------------------------------------------------ */
@@ -336,9 +588,14 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
 
         if (as->guard.mangled)
                 return 0; /* not the request meant: ends it at once */
-        if (!as->got_headers && len > 5 && strncmp(line, "HTTP/", 5) == 0) {
+        if (len > 5 && strncmp(line, "HTTP/", 5) == 0) {
+                const char *sp = memchr(line, ' ', len);
+
                 as->got_headers = 1;
                 loop_timer_stop(as->hdr_timer);
+                /* The last status line counts (after a 100 Continue). */
+                as->watch_open = as->phase == PHASE_WATCH && sp && (size_t)(sp - line) + 4 <= len &&
+                                 strncmp(sp + 1, "200", 3) == 0;
         }
         if (len > 12 && strncasecmp(line, "retry-after:", 12) == 0) {
                 char *end;
@@ -387,10 +644,15 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
         struct api_source *as = arg;
 
         as->watch_events++;
+        as->confirmed = wall_usec();
         if (as->last_said)
                 recovered(as, "watching");
         if (t == WATCH_BOOKMARK)
                 return;
+        /* A status-only change waits for the checkpoint's refresh
+         * (doc/checkpoint.md section 6): what runs is what counts. */
+        if (!old || !new || strcmp(pod_uid(old), pod_uid(new)) != 0 || !pod_semantic_equal(old, new))
+                checkpoint_writer_changed(as->writer);
         if (as->push_pending || send_change(as, old, new) < 0)
                 push(as);
 }
@@ -601,6 +863,7 @@ static void send_request(struct api_source *as)
                 goto fail;
         as->easy = e;
         as->got_headers = 0;
+        as->watch_open = false;
         loop_timer_arm(as->hdr_timer, API_RESPONSE_TIMEOUT_USEC);
         return;
 fail:
@@ -719,6 +982,9 @@ static void back_off(struct api_source *as, enum next next)
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
         loop_timer_arm(as->timer, wait);
+        /* The server refused or could not be reached: a checkpoint
+         * loaded waits no longer for the grace. */
+        serve_checkpoint(as, as->last_said);
 }
 
 static void on_timer(struct loop_timer *t, void *data)
@@ -863,6 +1129,7 @@ static void list_page(struct api_source *as)
         log_debug("api source: listed %zu pod(s) at resourceVersion %s", strmap_size(as->store),
                   as->last_rv ? as->last_rv : "?");
         recovered(as, "listing");
+        went_live(as);
         push(as);
         /* What decoding the list freed goes back to the system. */
         mem_give_back();
@@ -890,7 +1157,7 @@ static void list_refused(struct api_source *as)
                 as->rv_unavailable = 1;
                 as->relisted_unset = 1;
                 start_list(as);
-        } else if (as->status == 404) {
+        } else if (as->status == 404 && !as->ckpt_loaded && as->serving != SERVING_CHECKPOINT) {
                 /* The reflector syncs an empty list, then backs off. */
                 struct strmap *empty = strmap_new_borrowed();
 
@@ -1006,6 +1273,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                           as->last_rv ? as->last_rv : "?");
         else
                 recovered(as, "watching");
+        as->confirmed = wall_usec();
         start_watch(as);
 }
 
@@ -1030,6 +1298,7 @@ static void on_done(void *data, CURL *easy, CURLcode result)
 
         loop_timer_stop(as->hdr_timer);
         as->easy = NULL;
+        as->watch_open = false;
         if (as->status == 0)
                 curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &as->status);
         curl_easy_cleanup(easy);
@@ -1187,6 +1456,9 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
             (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0)
                 goto fail;
+        set_serving(as, SERVING_WAITING);
+        if (cfg->checkpoint.dir && (r = checkpoint_setup(as, cfg, err)) < 0)
+                goto fail;
         *ret_as = as;
         return 0;
 fail:
@@ -1205,6 +1477,11 @@ void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_
 int api_source_start(struct api_source *as)
 {
         log_info("api source: listing and watching the pods of this node on %s", as->host_log);
+        if (as->writer) {
+                load_checkpoint(as);
+                if (as->ckpt_loaded)
+                        loop_timer_arm(as->grace_timer, as->ckpt_grace);
+        }
         start_list(as);
         return 0;
 }
@@ -1217,6 +1494,12 @@ void api_source_free(struct api_source *as)
                 curl_loop_remove(as->cl, as->easy);
                 curl_easy_cleanup(as->easy);
         }
+        checkpoint_writer_free(as->writer);
+        checkpoint_free(&as->ckpt);
+        loop_timer_free(as->grace_timer);
+        free(as->ckpt_dir);
+        free(as->node_name);
+        free(as->last_write_said);
         loop_timer_free(as->timer);
         loop_timer_free(as->hdr_timer);
         loop_timer_free(as->push_timer);

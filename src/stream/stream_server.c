@@ -206,6 +206,12 @@ struct stream_server {
         size_t n_ready;
         bool is_ready;
 
+        /* Sources that do not serve what they read from their origin now:
+         * source -> the members of their "source" message after "seq",
+         * said again to each consumer after its synced.  NULL until the
+         * first (stream_server_source_state). */
+        struct strmap *source_states;
+
         struct consumer *consumers;
         size_t n_consumers;
         uint64_t dropped;
@@ -452,6 +458,19 @@ static int msg_sources_ready(struct stream_server *srv, struct msg **ret_msg)
 nomem:
         buf_free(&b);
         return -ENOMEM;
+}
+
+/* A "source" message: body is its members after "seq" (no braces). */
+static int msg_source(struct stream_server *srv, const char *body, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+
+        if (buf_printf(&b, "{\"type\":\"source\",\"seq\":%" PRIu64 ",%s}", seq, body) < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        return msg_finish(srv, &b, seq, ret_msg);
 }
 
 static int msg_error(struct stream_server *srv, const char *reason,
@@ -795,16 +814,26 @@ static uint64_t history_after(const struct stream_server *srv, uint64_t n)
         return srv->hist_gone + search_first(srv->hist.len, numbered_up_to, &k);
 }
 
-/* Ends a catch-up: synced (resumed says whether it was a replay) and, if
- * announced, sources_ready; c is LIVE.  0 or -ENOMEM. */
+/* Ends a catch-up: synced (resumed says whether it was a replay), the
+ * sources not live, and, if announced, sources_ready; c is LIVE.  0 or
+ * -ENOMEM. */
 static int consumer_synced(struct consumer *c, bool resumed)
 {
         struct msg *m = NULL;
         int r = msg_synced(c->srv, resumed, &m);
+        size_t it = 0;
+        void *body;
 
         r = consumer_push_built(c, r, m);
         if (r < 0)
                 return r;
+        while (c->srv->source_states && strmap_next(c->srv->source_states, &it, NULL, &body)) {
+                m = NULL;
+                r = msg_source(c->srv, body, &m);
+                r = consumer_push_built(c, r, m);
+                if (r < 0)
+                        return r;
+        }
         if (c->srv->is_ready) {
                 m = NULL;
                 r = msg_sources_ready(c->srv, &m);
@@ -1468,6 +1497,7 @@ void stream_server_free(struct stream_server *srv)
                 free(srv->ready[i]);
         free(srv->ready);
         strmap_free(srv->plugins, free);
+        strmap_free(srv->source_states, free);
         free(srv->allow_uids);
         free(srv->allow_gids);
         free(srv->path);
@@ -1593,6 +1623,55 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
         if (r < 0)
                 return r;
         m->news = strcmp(op, "FAILED") == 0;
+        history_push(srv, m, NULL);
+        fan_out(srv, m);
+        msg_unref(m);
+        return 0;
+}
+
+/* Keeps body as what source says (not live), or forgets it (live).  0
+ * or -ENOMEM (nothing changed). */
+static int keep_source_state(struct stream_server *srv, const char *source, bool live, const char *body)
+{
+        char *copy = NULL;
+        void *old = NULL;
+
+        if (live) {
+                free(srv->source_states ? strmap_remove(srv->source_states, source) : NULL);
+                return 0;
+        }
+        if (!srv->source_states && !(srv->source_states = strmap_new()))
+                return -ENOMEM;
+        if (!(copy = strdup(body)) || strmap_put(srv->source_states, source, copy, &old) < 0) {
+                free(copy);
+                return -ENOMEM;
+        }
+        free(old);
+        return 0;
+}
+
+int stream_server_source_state(struct stream_server *srv, const char *source, const char *state, const char *members)
+{
+        struct buf body = BUF_INIT;
+        struct msg *m = NULL;
+        int r;
+
+        if (!source || !state)
+                return -EINVAL;
+        if (buf_puts(&body, "\"source\":") < 0 || buf_json_string(&body, source, strlen(source)) < 0 ||
+            buf_puts(&body, ",\"state\":") < 0 || buf_json_string(&body, state, strlen(state)) < 0 ||
+            (members && buf_puts(&body, members) < 0) ||
+            keep_source_state(srv, source, strcmp(state, "live") == 0, body.data) < 0) {
+                buf_free(&body);
+                return -ENOMEM;
+        }
+        /* Kept: a consumer cut now resumes, or gets the state, with it. */
+        r = msg_source(srv, body.data, &m);
+        buf_free(&body);
+        if (r == -ENOMEM)
+                lose_broadcast(srv);
+        if (r < 0)
+                return r;
         history_push(srv, m, NULL);
         fan_out(srv, m);
         msg_unref(m);

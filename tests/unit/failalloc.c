@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -250,6 +252,13 @@ typedef struct dirent *(*readdir_fn)(DIR *);
 typedef int (*open_fn)(const char *, int, ...);
 typedef ssize_t (*read_fn)(int, void *, size_t);
 typedef ssize_t (*sendmsg_fn)(int, const struct msghdr *, int);
+typedef int (*openat_fn)(int, const char *, int, ...);
+typedef ssize_t (*write_fn)(int, const void *, size_t);
+typedef int (*fsync_fn)(int);
+typedef int (*renameat_fn)(int, const char *, int, const char *);
+typedef int (*fchmod_fn)(int, mode_t);
+typedef int (*unlinkat_fn)(int, const char *, int);
+typedef int (*eventfd_fn)(unsigned, int);
 
 #define REAL(name)                                                        \
         static name##_fn real_##name;                                     \
@@ -316,6 +325,77 @@ ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)
                 return real_sendmsg(fd, &half, flags);
         }
         return real_sendmsg(fd, mh, flags);
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+        mode_t mode = 0;
+
+        REAL(openat);
+        if (flags & (O_CREAT | O_TMPFILE)) {
+                va_list ap;
+
+                va_start(ap, flags);
+                mode = va_arg(ap, mode_t);
+                va_end(ap);
+        }
+        if (sys_fault(FAILSYS_OPENAT) < 0)
+                return -1;
+        return real_openat(dirfd, path, flags, mode);
+}
+
+/* With err 0, writes half of what it is given (at least one byte). */
+ssize_t write(int fd, const void *p, size_t n)
+{
+        int f;
+
+        REAL(write);
+        f = sys_fault(FAILSYS_WRITE);
+        if (f < 0)
+                return -1;
+        if (f > 0 && n > 1)
+                n /= 2;
+        return real_write(fd, p, n);
+}
+
+int fsync(int fd)
+{
+        REAL(fsync);
+        if (sys_fault(FAILSYS_FSYNC) < 0)
+                return -1;
+        return real_fsync(fd);
+}
+
+int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+        REAL(renameat);
+        if (sys_fault(FAILSYS_RENAMEAT) < 0)
+                return -1;
+        return real_renameat(olddirfd, oldpath, newdirfd, newpath);
+}
+
+int fchmod(int fd, mode_t mode)
+{
+        REAL(fchmod);
+        if (sys_fault(FAILSYS_FCHMOD) < 0)
+                return -1;
+        return real_fchmod(fd, mode);
+}
+
+int unlinkat(int dirfd, const char *path, int flags)
+{
+        REAL(unlinkat);
+        if (sys_fault(FAILSYS_UNLINKAT) < 0)
+                return -1;
+        return real_unlinkat(dirfd, path, flags);
+}
+
+int eventfd(unsigned count, int flags)
+{
+        REAL(eventfd);
+        if (sys_fault(FAILSYS_EVENTFD) < 0)
+                return -1;
+        return real_eventfd(count, flags);
 }
 
 #endif

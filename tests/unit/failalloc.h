@@ -47,12 +47,19 @@ enum failsys_call {
         FAILSYS_OPEN,
         FAILSYS_READ,
         FAILSYS_SENDMSG,
+        FAILSYS_OPENAT,
+        FAILSYS_WRITE,
+        FAILSYS_FSYNC,
+        FAILSYS_RENAMEAT,
+        FAILSYS_FCHMOD,
+        FAILSYS_UNLINKAT,
+        FAILSYS_EVENTFD,
         _FAILSYS_MAX,
 };
 
 /* The nth call of call from now on the arming thread fails once with err;
- * err 0 for FAILSYS_SENDMSG makes it write only part of what it was given
- * (at least one byte).  n 0 disarms that call. */
+ * err 0 for FAILSYS_SENDMSG and FAILSYS_WRITE makes it write only part of
+ * what it was given (at least one byte).  n 0 disarms that call. */
 void failsys_arm(enum failsys_call call, long n, int err);
 /* Calls of call counted since it was armed. */
 long failsys_count(enum failsys_call call);

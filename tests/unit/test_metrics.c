@@ -4,7 +4,9 @@
 
 #include <json-c/json.h>
 
+#include "podmux/clock.h"
 #include "podmux/json_canon.h"
+#include "podmux/json_get.h"
 #include "podmux/metrics.h"
 #include "unit.h"
 
@@ -222,5 +224,84 @@ START_TEST(test_event_families)
 }
 END_TEST
 
+/* The API source's serving state and its checkpoint, in both renderings
+ * (doc/checkpoint.md section 8). */
+START_TEST(test_checkpoint_rendered)
+{
+        struct metrics m;
+        struct metrics_gauges g = {0};
+        struct buf b = BUF_INIT;
+        json_object *o = NULL, *api, *c, *v;
+        uint64_t now = wall_usec();
+
+        metrics_init(&m);
+        metrics_source(&m, "api")->configured = true;
+        /* No checkpoint: the serving state only. */
+        ck_assert_int_eq(metrics_render(&m, &g, &b), 0);
+        has_line(&b, "podmux_api_source_serving{state=\"waiting\"} 1");
+        has_line(&b, "podmux_api_source_serving{state=\"live\"} 0");
+        ck_assert_ptr_null(strstr(b.data, "podmux_checkpoint_"));
+        buf_reset(&b);
+        metrics_source(&m, "api")->serving = "checkpoint";
+        m.checkpoint.configured = true;
+        metrics_text(m.checkpoint.dir, sizeof(m.checkpoint.dir), "/var/lib/podmux");
+        m.checkpoint.writes = 3;
+        m.checkpoint.write_errors = 1;
+        m.checkpoint.bytes = 3000;
+        m.checkpoint.last_bytes = 1000;
+        m.checkpoint.last_write_usec = 2500;
+        m.checkpoint.written_time = now - 90000000u;
+        m.checkpoint.served_time = now - 90000000u;
+        metrics_text(m.checkpoint.served_rv, sizeof(m.checkpoint.served_rv), "42");
+        checkpoint_stats_error(&m.checkpoint, "disk %s", "full");
+        checkpoint_stats_error(NULL, "ignored");
+        ck_assert_uint_eq(m.checkpoint.write_errors, 2);
+        ck_assert_int_eq(metrics_render(&m, &g, &b), 0);
+        has_line(&b, "podmux_api_source_serving{state=\"checkpoint\"} 1");
+        has_line(&b, "podmux_api_source_serving{state=\"waiting\"} 0");
+        has_line(&b, "podmux_checkpoint_writes_total 3");
+        has_line(&b, "podmux_checkpoint_write_errors_total 2");
+        has_line(&b, "podmux_checkpoint_written_bytes_total 3000");
+        has_line(&b, "podmux_checkpoint_last_write_bytes 1000");
+        has_line(&b, "podmux_checkpoint_last_write_duration_seconds 0.002500");
+        ck_assert_ptr_nonnull(strstr(b.data, "\npodmux_checkpoint_age_seconds 90."));
+        buf_reset(&b);
+        ck_assert_int_eq(buf_puts(&b, "{\"x\":1"), 0);
+        ck_assert_int_eq(metrics_render_status(&m, &b), 0);
+        ck_assert_int_eq(buf_putc(&b, '}'), 0);
+        ck_assert_msg(json_parse_text(b.data, b.len, &o, NULL) == 0, "not JSON: %s", b.data);
+        api = json_object_array_get_idx(json_get(o, "sources"), 0);
+        ck_assert_str_eq(json_get_str(api, "serving", "?"), "checkpoint");
+        c = json_get_type(api, "checkpoint", json_type_object);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_str_eq(json_get_str(c, "dir", "?"), "/var/lib/podmux");
+        ck_assert_int_ge(json_object_get_int64(json_get(c, "age_seconds")), 90);
+        ck_assert_str_eq(json_get_str(json_get(c, "served"), "resource_version", "?"), "42");
+        ck_assert_ptr_null(json_get(c, "refused"));
+        ck_assert_int_eq(json_object_get_int64(json_get(c, "writes")), 3);
+        ck_assert_int_eq(json_object_get_int64(json_get(c, "errors")), 2);
+        ck_assert_str_eq(json_get_str(json_get(c, "last_error"), "message", "?"), "disk full");
+        v = json_get(c, "bytes");
+        ck_assert_int_eq(json_object_get_int64(v), 3000);
+        json_object_put(o);
+        /* Refused at start, nothing on disk: null time and age. */
+        m.checkpoint.written_time = 0;
+        m.checkpoint.served_time = 0;
+        metrics_text(m.checkpoint.refused, sizeof(m.checkpoint.refused), "checksum mismatch: corrupt");
+        buf_reset(&b);
+        ck_assert_int_eq(buf_puts(&b, "{\"x\":1"), 0);
+        ck_assert_int_eq(metrics_render_status(&m, &b), 0);
+        ck_assert_int_eq(buf_putc(&b, '}'), 0);
+        ck_assert_msg(json_parse_text(b.data, b.len, &o, NULL) == 0, "not JSON: %s", b.data);
+        c = json_get(json_object_array_get_idx(json_get(o, "sources"), 0), "checkpoint");
+        ck_assert_ptr_null(json_get(c, "time"));
+        ck_assert_ptr_null(json_get(c, "age_seconds"));
+        ck_assert_ptr_null(json_get(c, "served"));
+        ck_assert_str_eq(json_get_str(c, "refused", "?"), "checksum mismatch: corrupt");
+        json_object_put(o);
+        buf_free(&b);
+}
+END_TEST
+
 UNIT_MAIN(test_render_counts_updates_sources_plugins, test_merge_histogram_is_cumulative, test_status_members_are_json,
-          test_event_families)
+          test_event_families, test_checkpoint_rendered)

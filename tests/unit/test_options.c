@@ -914,10 +914,77 @@ START_TEST(test_event_config_fields)
 }
 END_TEST
 
+/* The checkpoint flags (doc/checkpoint.md): defaults, values, a relative
+ * directory made absolute, "" turning it off, and every flag that makes
+ * no sense without the others refused, naming the flag. */
+START_TEST(test_checkpoint_flags)
+{
+        static const struct {
+                const char *argv[10];
+                const char *needle;
+        } bad[] = {
+                {{"run", "--node-name", "n", "--checkpoint-interval", "5s", NULL},
+                 "--checkpoint-interval: needs --checkpoint-dir"},
+                {{"run", "--node-name", "n", "--checkpoint-max-age=1h", "--checkpoint-dir", "", "--kubeconfig", "/k",
+                  NULL},
+                 "--checkpoint-max-age: needs --checkpoint-dir"},
+                {{"run", "--node-name", "n", "--checkpoint-dir", "/var/lib/podmux", NULL},
+                 "--checkpoint-dir: there is no API server source to keep (--kubeconfig or --in-cluster)"},
+                {{"run", "--node-name", "n", "--kubeconfig", "/k", "--checkpoint-dir", "/m/", "--pod-manifest-path",
+                  "/m", NULL},
+                 "--checkpoint-dir \"/m\" is the static pod directory"},
+                {{"run", "--node-name", "n", "--kubeconfig", "/k", "--checkpoint-dir", "/c", "--checkpoint-grace", "0s",
+                  NULL},
+                 "--checkpoint-grace: invalid duration \"0s\""},
+                {{"run", "--node-name", "n", "--kubeconfig", "/k", "--checkpoint-dir", "/c", "--checkpoint-interval",
+                  "soon", NULL},
+                 "--checkpoint-interval: invalid duration \"soon\""},
+        };
+        struct options o;
+        struct buf err = BUF_INIT;
+        char *defaults[] = {"run", "--node-name", "n", "--in-cluster", "--checkpoint-dir", "/var/lib/podmux", NULL};
+        char *given[] = {"run",
+                         "--node-name=n",
+                         "--kubeconfig=/k",
+                         "--checkpoint-dir=ckpt",
+                         "--checkpoint-interval=5s",
+                         "--checkpoint-grace=2s",
+                         "--checkpoint-max-age=24h",
+                         NULL};
+        char *off[] = {"run", "--node-name", "n", "--checkpoint-dir", "", NULL};
+        char *cwd = getcwd(NULL, 0), *want = NULL;
+
+        ck_assert_int_eq(parse(&o, &err, defaults), 0);
+        ck_assert_str_eq(o.checkpoint_dir, "/var/lib/podmux");
+        ck_assert_uint_eq(o.checkpoint_interval_usec, 60000000u);
+        ck_assert_uint_eq(o.checkpoint_grace_usec, 10000000u);
+        ck_assert_uint_eq(o.checkpoint_max_age_usec, 168ull * 3600000000ull);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, given), 0);
+        ck_assert_int_ge(asprintf(&want, "%s/ckpt", strcmp(cwd, "/") == 0 ? "" : cwd), 0);
+        ck_assert_str_eq(o.checkpoint_dir, want);
+        ck_assert_uint_eq(o.checkpoint_interval_usec, 5000000u);
+        ck_assert_uint_eq(o.checkpoint_grace_usec, 2000000u);
+        ck_assert_uint_eq(o.checkpoint_max_age_usec, 24ull * 3600000000ull);
+        options_free(&o);
+        ck_assert_int_eq(parse(&o, &err, off), 0);
+        ck_assert_ptr_null(o.checkpoint_dir);
+        options_free(&o);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_int_eq(parse(&o, &err, (char **)bad[i].argv), -EINVAL);
+                ck_assert_msg(strstr(err.data, bad[i].needle), "case %zu: \"%s\" lacks \"%s\"", i, err.data,
+                              bad[i].needle);
+        }
+        free(want);
+        free(cwd);
+        buf_free(&err);
+}
+END_TEST
+
 UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
           test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
           test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
           test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
           test_default_plugin_registry_rule, test_hostname_override_as_the_kubelet_takes_it,
           test_relative_static_pod_paths, test_config_unknown_fields, test_parse_out_of_memory, test_event_flags,
-          test_event_config_fields)
+          test_event_config_fields, test_checkpoint_flags)

@@ -1420,6 +1420,23 @@ START_TEST(test_fold_set_replaces_and_plain_ops_refused)
         ck_assert_int_eq(pod_update_fold(u, add), -EINVAL);
         ck_assert_int_eq(pod_update_fold(add, u), -EINVAL);
         ck_assert_str_eq(fold_desc(u, out, sizeof(out)), "k=1");
+        /* A checkpoint's SET then a live one: the live one's flag wins,
+         * as its content does; a share keeps the flag. */
+        {
+                struct pod_update *live = pod_update_new(POD_OP_SET, "api"), *copy = NULL;
+
+                ck_assert_ptr_nonnull(live);
+                u->checkpoint = true;
+                ck_assert_int_eq(pod_update_share(u, &copy), 0);
+                ck_assert(copy->checkpoint);
+                ck_assert_int_eq(pod_update_fold(u, live), 0);
+                ck_assert(!u->checkpoint);
+                live->checkpoint = true;
+                ck_assert_int_eq(pod_update_fold(copy, live), 0);
+                ck_assert(copy->checkpoint);
+                pod_update_free(live);
+                pod_update_free(copy);
+        }
         pod_update_free(u);
         pod_update_free(set);
         pod_update_free(add);

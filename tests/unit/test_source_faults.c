@@ -38,6 +38,8 @@
 
 #include "failalloc.h"
 #include "podmux/api_source.h"
+#include "podmux/checkpoint.h"
+#include "podmux/file.h"
 #include "podmux/curl_loop.h"
 #include "podmux/http_source.h"
 #include "podmux/log.h"
@@ -115,6 +117,7 @@ struct server {
         size_t n_events;
         unsigned watch_gen; /* bumped to end open watches */
         bool expire;        /* the next watch is refused as too old (410) */
+        bool refuse;        /* every request is answered 503 */
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -218,6 +221,7 @@ struct world {
          * with the deltas since folded in. */
         struct pod_update *state;
         char *sets[MAX_SETS]; /* the pods of that state after each record, as text */
+        bool checkpoint[MAX_SETS]; /* that record was a checkpoint's SET */
         size_t n_sets;
         size_t n_deltas; /* records that were deltas */
         char problem[512];
@@ -256,8 +260,11 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
                         w->state = *u;
                         *u = NULL; /* kept */
                 }
-                if (w->n_sets < MAX_SETS)
+                if (w->n_sets < MAX_SETS) {
+                        /* A SET was kept (*u taken); a delta was folded. */
+                        w->checkpoint[w->n_sets] = !*u && w->state->checkpoint;
                         w->sets[w->n_sets++] = pods_text(w->state);
+                }
         }
         failalloc_release();
         return 0;
@@ -570,6 +577,13 @@ static void api_serve(struct server *s, int fd, const char *request)
 
         if (getenv("FAULTS_VERBOSE"))
                 fprintf(stderr, "# api server: %.*s\n", (int)strcspn(request, "\r"), request);
+        pthread_mutex_lock(&s->lock);
+        if (s->refuse) {
+                pthread_mutex_unlock(&s->lock);
+                dprintf(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                return;
+        }
+        pthread_mutex_unlock(&s->lock);
         if (!strstr(request, "watch=true")) {
                 /* Without the node's field selector (a request that lost
                  * its query): the pods of every node. */
@@ -631,7 +645,8 @@ static void api_publish(size_t n_events)
         pthread_mutex_unlock(&api_srv.lock);
 }
 
-static void api_world_up(struct world *w)
+/* A world whose API source keeps its checkpoint in dir (NULL: none). */
+static void api_world_up_dir(struct world *w, const char *dir)
 {
         struct api_source_config cfg = {0};
         struct kube_config kc;
@@ -647,13 +662,21 @@ static void api_world_up(struct world *w)
         cfg.kube = &kc;
         cfg.node_name = "node1";
         cfg.stats = &w->stats;
+        cfg.checkpoint = (struct api_source_checkpoint){
+                .dir = dir, .interval_usec = 1000, .grace_usec = 3600000000ull, /* served on a failed list only */
+        };
         ck_assert_int_eq(loop_new(&w->loop), 0);
         ck_assert_int_eq(curl_loop_new(w->loop, &w->cl), 0);
         ck_assert_int_eq(mux_new(w->loop, on_merge, w, &w->mux), 0);
         ck_assert_int_eq(mux_channel(w->mux, POD_SOURCE_API, &w->ch), 0);
-        ck_assert_int_eq(api_source_new(w->loop, w->cl, w->ch, &cfg, &w->as, &err), 0);
+        ck_assert_msg(api_source_new(w->loop, w->cl, w->ch, &cfg, &w->as, &err) == 0, "%s", err.data);
         api_source_set_pauses(w->as, 1000, 1000); /* back off and retry fast */
         buf_free(&err);
+}
+
+static void api_world_up(struct world *w)
+{
+        api_world_up_dir(w, NULL);
 }
 
 /* The fault-free SET of each state. */
@@ -845,5 +868,199 @@ START_TEST(test_api_relist_keeps_unchanged_pods)
 }
 END_TEST
 
+/* ---- the API source's checkpoint ------------------------------------------------- */
+
+static char ckpt_dir[64];
+static char *ckpt_bytes; /* the checkpoint of state 0 */
+static size_t ckpt_len;
+
+static char *ckpt_file(void)
+{
+        char *p = NULL;
+
+        ck_assert_int_ge(asprintf(&p, "%s/%s", ckpt_dir, CHECKPOINT_FILE), 0);
+        return p;
+}
+
+/* The checkpoint of the server's state 0, as the source writes it. */
+static void ckpt_learn(void)
+{
+        struct world w;
+        struct buf err = BUF_INIT;
+        char *f;
+
+        memcpy(ckpt_dir, "/tmp/podmux-faults-XXXXXX", sizeof("/tmp/podmux-faults-XXXXXX"));
+        ck_assert_ptr_nonnull(mkdtemp(ckpt_dir));
+        api_publish(0);
+        api_world_up_dir(&w, ckpt_dir);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        ck_assert(run_until_set(&w, api_text[0], 5000000));
+        ck_assert_int_eq(api_source_flush_checkpoint(w.as, &err), 0);
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        f = ckpt_file();
+        ck_assert_int_eq(file_read(f, CHECKPOINT_MAX_BYTES + 1, &ckpt_bytes, &ckpt_len, &err), 0);
+        free(f);
+        buf_free(&err);
+}
+
+/* Puts the checkpoint of state 0 back (a run that went live wrote its
+ * own). */
+static void ckpt_restore(void)
+{
+        char *f = ckpt_file();
+        int fd;
+
+        unlink(f);
+        fd = open(f, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, ckpt_bytes, ckpt_len), (ssize_t)ckpt_len);
+        close(fd);
+        free(f);
+}
+
+static void api_refuse(bool on)
+{
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.refuse = on;
+        pthread_mutex_unlock(&api_srv.lock);
+}
+
+/* Runs until the last SET is the checkpoint's (or the time is up). */
+static bool run_until_checkpoint(struct world *w, uint64_t usec)
+{
+        uint64_t end = mono_usec() + usec;
+
+        while (mono_usec() < end) {
+                if (w->n_sets && w->checkpoint[w->n_sets - 1])
+                        return true;
+                loop_run_once(w->loop, 2000);
+        }
+        return w->n_sets && w->checkpoint[w->n_sets - 1];
+}
+
+/* Every SET is the checkpoint's (state 0, marked) before any live one
+ * (unmarked, a state of the server). */
+static void check_checkpoint_sets(struct world *w)
+{
+        bool live = false;
+
+        for (size_t i = 0; i < w->n_sets && !w->problem[0]; i++) {
+                if (w->checkpoint[i] && (live || strcmp(w->sets[i], api_text[0]) != 0))
+                        snprintf(w->problem, sizeof(w->problem), "SET %zu: a checkpoint's%s:\n%.300s", i,
+                                 live ? " after a live one" : " that is not the checkpoint", w->sets[i]);
+                live = live || !w->checkpoint[i];
+        }
+}
+
+static void *idle_thread(void *arg)
+{
+        pthread_barrier_wait(arg);
+        return NULL;
+}
+
+/* What the C library keeps of threads that ended: their stacks, with the
+ * loader's per-thread block, are cached for the next thread.  A run makes
+ * the checkpoint writer's thread, and libcurl may make its own: a few
+ * cached stacks, made before anything is counted, serve them all. */
+static void warm_up_threads(void)
+{
+        pthread_t t[4];
+        pthread_barrier_t b;
+
+        ck_assert_int_eq(pthread_barrier_init(&b, NULL, 5), 0);
+        for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(pthread_create(&t[i], NULL, idle_thread, &b), 0);
+        pthread_barrier_wait(&b);
+        for (int i = 0; i < 4; i++)
+                pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&b);
+}
+
+/* One run: the server refuses, the checkpoint is served under the fault,
+ * then the server answers with its last state. */
+static bool ckpt_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        bool hit, served, converged;
+        char problem[sizeof(w.problem)];
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# checkpoint run: allocation %ld%s\n", f->n, f->persist ? " on" : "");
+        ckpt_restore();
+        api_refuse(true);
+        api_publish(N_API_EVENTS);
+        api_world_up_dir(&w, ckpt_dir);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        arm(f);
+        if (!f->persist)
+                run_until_checkpoint(&w, 2000000);
+        hit = release(&w, f, 30000);
+        /* Faults are over: a later failed list serves it. */
+        served = run_until_checkpoint(&w, 5000000);
+        api_refuse(false);
+        converged = run_until_set(&w, api_text[N_API_EVENTS], 5000000) && !w.checkpoint[w.n_sets - 1];
+        check_checkpoint_sets(&w);
+        check_sets(&w, 0, api_text, N_API_EVENTS + 1);
+        if (!served && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the checkpoint was never served (%zu SETs)", w.n_sets);
+        if (!converged && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the server's pods never replaced the checkpoint's (%zu SETs)",
+                         w.n_sets);
+        memcpy(problem, w.problem, sizeof(problem));
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_msg(!problem[0], "allocation %ld%s failing: %s", f->n, f->persist ? " on" : "", problem);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld%s failing: %ld block(s) leaked", f->n,
+                      f->persist ? " on" : "", failalloc_live() - live0);
+        return hit;
+}
+
+/* The API source serving its checkpoint (doc/checkpoint.md) with every
+ * allocation from its start failing in turn (an odd one once, an even one
+ * and all after it for a while): the checkpoint is served whole, marked,
+ * before any live SET, and once the server answers its state replaces it;
+ * nothing leaks. */
+START_TEST(test_api_checkpoint_alloc_sweep)
+{
+        long hits = 0;
+
+        ONLY("test_api_checkpoint_alloc_sweep");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        warm_up();
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        warm_up_threads();
+        quiet(failalloc_enabled());
+        for (long n = failalloc_enabled() ? (getenv("FAULTS_FROM") ? atol(getenv("FAULTS_FROM")) : 1) : 0;; n++) {
+                struct fault f = {n, n % 2 == 0};
+
+                if (!ckpt_run(&f) || n == 0)
+                        break;
+                hits++;
+        }
+        quiet(false);
+        fprintf(stderr, "# api source checkpoint: %ld allocation failure(s) survived\n", hits);
+        if (failalloc_enabled())
+                ck_assert_int_gt(hits, 20);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        free(ckpt_bytes);
+        {
+                char cmd[96];
+
+                (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ckpt_dir);
+                ck_assert_int_eq(system(cmd), 0);
+        }
+}
+END_TEST
+
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods)
+          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep)

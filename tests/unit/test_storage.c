@@ -1603,6 +1603,69 @@ START_TEST(test_seen_all_sources)
 }
 END_TEST
 
+/* A checkpoint's SET (doc/pod-config.md 4.3) is merged as any SET but
+ * marks nothing seen and announces nothing (no marker); the live SET
+ * after it is the source's first: seen, and only the differences go out. */
+static void send_checkpoint(struct h *h, struct pod *a, struct pod *b)
+{
+        struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_API);
+
+        ck_assert_ptr_nonnull(u);
+        u->checkpoint = true;
+        for (struct pod *p = a; p; p = p == a ? b : NULL) {
+                ck_assert_int_eq(pod_update_add(u, p), 0);
+                pod_unref(p);
+        }
+        ck_assert_int_eq(storage_merge(h->st, POD_SOURCE_API, u), 0);
+}
+
+START_TEST(test_checkpoint_set_not_seen)
+{
+        const char *const api[] = {POD_SOURCE_API};
+        struct h h;
+
+        ctx = "checkpoint";
+        h_init(&h, STORAGE_MODE_INCREMENTAL);
+        send_checkpoint(&h, NULL, NULL);
+        EXPECT_NONE(&h);
+        ck_assert(!storage_seen_all(h.st, api, 1));
+        send_checkpoint(&h, POD(.uid = "a"), POD(.uid = "b", .phase = "P"));
+        EXPECT(&h, "ADD@api:a,b");
+        ck_assert(!storage_seen_all(h.st, api, 1));
+        /* Live: a unchanged, b's status changed, c new; the source is
+         * seen now. */
+        SEND_FROM(&h, POD_SOURCE_API, POD_OP_SET, POD(.uid = "a"), POD(.uid = "b", .phase = "Q"), POD(.uid = "c"));
+        EXPECT(&h, "ADD@api:c;RECONCILE@api:b");
+        ck_assert(storage_seen_all(h.st, api, 1));
+        h_free(&h);
+
+        /* Deleted during the outage: REMOVE; an empty live set after an
+         * empty checkpoint: the marker, once, with the live SET. */
+        h_init(&h, STORAGE_MODE_INCREMENTAL);
+        send_checkpoint(&h, POD(.uid = "a"), NULL);
+        EXPECT(&h, "ADD@api:a");
+        SEND_EMPTY_FROM(&h, POD_SOURCE_API, POD_OP_SET);
+        EXPECT(&h, "REMOVE@api:a;ADD@api:");
+        h_free(&h);
+        h_init(&h, STORAGE_MODE_INCREMENTAL);
+        send_checkpoint(&h, NULL, NULL);
+        SEND_EMPTY_FROM(&h, POD_SOURCE_API, POD_OP_SET);
+        EXPECT(&h, "ADD@api:");
+        h_free(&h);
+
+        /* Snapshot modes: the checkpoint's pods go out as the state; the
+         * live SET equal to it is the source's first: the state again. */
+        h_init(&h, STORAGE_MODE_SNAPSHOT);
+        send_checkpoint(&h, POD(.uid = "a"), NULL);
+        EXPECT(&h, "SET@api:a");
+        ck_assert(!storage_seen_all(h.st, api, 1));
+        SEND_FROM(&h, POD_SOURCE_API, POD_OP_SET, POD(.uid = "a"));
+        EXPECT(&h, "SET@api:a");
+        ck_assert(storage_seen_all(h.st, api, 1));
+        h_free(&h);
+}
+END_TEST
+
 /* 3.5: REMOVE by UID only, stored version emitted, unknown UIDs ignored, no
  * pre-processing. */
 START_TEST(test_remove_by_uid)
@@ -2188,22 +2251,19 @@ START_TEST(test_deltas_decide_as_sets)
 END_TEST
 
 UNIT_MAIN(test_deltas_decide_as_sets, test_kubelet_new_pod_added, test_kubelet_new_pod_added_invalid_namespace,
-          test_kubelet_new_pod_added_default_namespace,
-          test_kubelet_new_pod_added_different_namespaces, test_kubelet_invalid_pod_filtered,
-          test_kubelet_new_pod_added_snapshot_and_updates, test_kubelet_new_pod_added_snapshot,
-          test_kubelet_new_pod_added_updated_removed, test_kubelet_new_pod_added_delete,
-          test_kubelet_new_pod_added_updated_set, test_kubelet_new_pod_added_set_reconciled,
-          test_kubelet_initial_empty_set, test_kubelet_pod_update_annotations,
-          test_kubelet_pod_update_labels, test_kubelet_pod_config_race, test_kubelet_pod_restore,
-          test_decision_table, test_worked_example_incremental, test_worked_example_snapshot,
+          test_kubelet_new_pod_added_default_namespace, test_kubelet_new_pod_added_different_namespaces,
+          test_kubelet_invalid_pod_filtered, test_kubelet_new_pod_added_snapshot_and_updates,
+          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_updated_removed,
+          test_kubelet_new_pod_added_delete, test_kubelet_new_pod_added_updated_set,
+          test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set,
+          test_kubelet_pod_update_annotations, test_kubelet_pod_update_labels, test_kubelet_pod_config_race,
+          test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental, test_worked_example_snapshot,
           test_worked_example_snapshot_and_updates, test_worked_example_annotated_all_modes,
-          test_no_spurious_update_after_change, test_emitted_pods_independent,
-          test_seen_never_changes, test_seen_format, test_source_annotation_overwritten,
-          test_annotations_rule_on_update, test_frozen_metadata, test_labels_absent_vs_empty,
-          test_deletion_timestamp_instant, test_quantities_by_spelling,
-          test_config_hash_change_is_semantic, test_sources_kept_apart, test_add_marker,
-          test_seen_all_sources, test_remove_by_uid, test_inbound_delete_unknown_is_add,
-          test_unknown_op_ignored, test_sync, test_storage_state, test_duplicate_names,
-          test_duplicate_uids_last_wins, test_duplicate_uid_and_name_in_one_record,
-          test_duplicate_uid_last_occurrence_dropped_by_name,
-          test_record_order, test_api_errors, test_snapshot_merged_state_all_sources)
+          test_no_spurious_update_after_change, test_emitted_pods_independent, test_seen_never_changes,
+          test_seen_format, test_source_annotation_overwritten, test_annotations_rule_on_update, test_frozen_metadata,
+          test_labels_absent_vs_empty, test_deletion_timestamp_instant, test_quantities_by_spelling,
+          test_config_hash_change_is_semantic, test_sources_kept_apart, test_add_marker, test_seen_all_sources,
+          test_remove_by_uid, test_inbound_delete_unknown_is_add, test_unknown_op_ignored, test_sync,
+          test_storage_state, test_duplicate_names, test_duplicate_uids_last_wins,
+          test_duplicate_uid_and_name_in_one_record, test_duplicate_uid_last_occurrence_dropped_by_name,
+          test_record_order, test_api_errors, test_snapshot_merged_state_all_sources, test_checkpoint_set_not_seen)

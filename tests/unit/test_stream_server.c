@@ -1532,6 +1532,132 @@ START_TEST(test_sources_ready_live_and_late)
 }
 END_TEST
 
+/* "source" (doc/protocol.md): broadcast live; a state other than live is
+ * said again after synced to later and resuming consumers; live forgets
+ * it. */
+START_TEST(test_source_state_live_and_late)
+{
+        static const char ckpt[] = ",\"checkpoint\":{\"time\":\"2026-01-02T03:04:05Z\",\"resource_version\":\"42\"}";
+        struct env e;
+        struct client *a, *b, *c, *d;
+        char line[256];
+        uint64_t before, seq;
+        size_t syn;
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_synced(&e, "{}\n");
+        before = line_seq(a, a->n_lines - 1);
+        ck_assert_int_eq(stream_server_source_state(e.srv, NULL, "live", NULL), -EINVAL);
+        ck_assert_int_eq(stream_server_source_state(e.srv, "api", "checkpoint", ckpt), 0);
+        seq = stream_server_last_seq(e.srv);
+        DRIVE_UNTIL(&e, has_type(a, "source"));
+        (void)snprintf(line, sizeof(line),
+                       "{\"type\":\"source\",\"seq\":%" PRIu64 ",\"source\":\"api\",\"state\":"
+                       "\"checkpoint\"%s}",
+                       seq, ckpt);
+        ck_assert_str_eq(a->lines[a->n_lines - 1].text, line);
+
+        /* A later consumer: synced, then the state, with a fresh number. */
+        b = client_synced(&e, "{}\n");
+        DRIVE_UNTIL(&e, has_type(b, "source"));
+        syn = find_type(b, "synced", 0);
+        ck_assert_uint_eq(find_type(b, "source", 0), syn + 1);
+        ck_assert_uint_gt(line_seq(b, syn + 1), line_seq(b, syn));
+        ck_assert_str_eq(line_str(b, syn + 1, "state"), "checkpoint");
+        ck_assert_str_eq(
+                json_object_get_string(member(member(b->lines[syn + 1].obj, "checkpoint"), "resource_version")), "42");
+
+        /* Resuming from before it: replayed, then again after synced. */
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", before);
+        c = client_synced(&e, line);
+        DRIVE_UNTIL(&e, count_type(c, "source") == 2);
+        ck_assert_str_eq(line_type(c, 1), "source");
+        ck_assert_uint_eq(line_seq(c, 1), seq);
+        ck_assert_str_eq(line_type(c, 2), "synced");
+        ck_assert_str_eq(line_type(c, 3), "source");
+
+        /* Live: broadcast, and forgotten: a later consumer hears nothing. */
+        ck_assert_int_eq(stream_server_source_state(e.srv, "api", "live", NULL), 0);
+        DRIVE_UNTIL(&e, count_type(a, "source") == 2);
+        ck_assert_str_eq(line_str(a, a->n_lines - 1, "state"), "live");
+        ck_assert_ptr_null(member(a->lines[a->n_lines - 1].obj, "checkpoint"));
+        d = client_synced(&e, "{}\n");
+        DRIVE_UNTIL(&e, has_type(d, "synced"));
+        ck_assert_uint_eq(count_type(d, "source"), 0);
+        env_done(&e);
+}
+END_TEST
+
+/* "source" lines of c with state state. */
+static size_t count_state(const struct client *c, const char *state)
+{
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_lines; i++)
+                if (strcmp(line_type(c, i), "source") == 0 && strcmp(line_str(c, i, "state"), state) == 0)
+                        n++;
+        return n;
+}
+
+/* Every allocation of a "source" message failed in turn: it fails whole
+ * (-ENOMEM, nothing kept, nothing sent), or, kept but not built, the live
+ * consumer is cut (it resumes, and hears the state after synced), or it
+ * is sent; a later consumer hears the state exactly when it was kept. */
+START_TEST(test_source_state_out_of_memory)
+{
+        struct env e;
+        long n, hits = 0;
+
+        if (!failalloc_enabled())
+                return;
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        for (n = 1;; n++) {
+                struct client *a = client_synced(&e, "{}\n"), *b;
+                bool failed;
+                size_t had;
+                int r;
+
+                ck_assert_int_eq(stream_server_source_state(e.srv, "api", "live", NULL), 0);
+                DRIVE_UNTIL(&e, count_state(a, "live") == 1);
+                /* (the previous round's state, said after synced) */
+                had = count_state(a, "checkpoint");
+                failalloc_arm(n);
+                r = stream_server_source_state(e.srv, "api", "checkpoint", ",\"x\":1");
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                ck_assert(r == 0 || r == -ENOMEM);
+                /* A later consumer, then a fence: whatever followed its
+                 * synced has come once the fence has. */
+                b = client_synced(&e, "{}\n");
+                ck_assert_int_eq(stream_server_source_state(e.srv, "fence", "live", NULL), 0);
+                DRIVE_UNTIL(&e, count_state(b, "live") == 1);
+                if (r == 0) {
+                        /* Sent (to a, unless queueing it for a failed:
+                         * then a was cut, with an error if one could be
+                         * built). */
+                        DRIVE_UNTIL(&e, count_state(a, "checkpoint") == had + 1 || has_type(a, "error") || a->eof);
+                        ck_assert_uint_eq(count_state(b, "checkpoint"), 1);
+                } else if (count_state(b, "checkpoint") == 1) {
+                        /* Kept, not sent: the live consumer was cut. */
+                        DRIVE_UNTIL(&e, has_type(a, "error") || a->eof);
+                        ck_assert_uint_eq(count_state(a, "checkpoint"), had);
+                } else {
+                        /* Nothing kept: nothing sent. */
+                        ck_assert_uint_eq(count_state(a, "checkpoint"), had);
+                }
+                client_close(a);
+                client_close(b);
+                hits += failed;
+                if (!failed)
+                        break;
+        }
+        ck_assert_int_gt(hits, 2);
+        env_done(&e);
+}
+END_TEST
+
 START_TEST(test_shutting_down)
 {
         struct env e;
@@ -1940,34 +2066,16 @@ START_TEST(test_descriptors_run_out)
 }
 END_TEST
 
-UNIT_MAIN(test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference, test_broadcast_out_of_memory_sweep,
-          test_replay_is_fed_as_the_consumer_reads, test_replay_falls_behind_the_history, test_hello_fields,
-          test_seq_strictly_increasing,
-          test_initial_state_then_synced,
-          test_resume_within_history,
-          test_resume_too_old,
-          test_history_byte_bound,
-          test_resume_from_the_future_or_another_run,
-          test_empty_object_skips_grace,
-          test_grace_gives_full_state,
-          test_shut_without_line_gets_state_and_live,
-          test_bad_first_line,
-          test_fanout_60_consumers,
-          test_slow_consumer_dropped,
-          test_slow_consumer_closed_after_timeout,
-          test_client_disconnect_mid_message,
-          test_max_consumers,
-          test_stale_socket_replaced,
-          test_live_socket_refused,
-          test_non_socket_refused,
-          test_socket_mode,
-          test_socket_removed_on_free,
-          test_sources_ready_live_and_late,
-          test_shutting_down,
-          test_input_after_first_line_ignored,
-          test_broadcast_during_grace_full_state,
-          test_broadcast_during_grace_resume,
-          test_news_during_grace_reaches_consumer,
-          test_news_kept_out_of_memory,
-          test_state_failure_is_reported,
-          test_descriptors_run_out)
+UNIT_MAIN(test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference,
+          test_broadcast_out_of_memory_sweep, test_replay_is_fed_as_the_consumer_reads,
+          test_replay_falls_behind_the_history, test_hello_fields, test_seq_strictly_increasing,
+          test_initial_state_then_synced, test_resume_within_history, test_resume_too_old, test_history_byte_bound,
+          test_resume_from_the_future_or_another_run, test_empty_object_skips_grace, test_grace_gives_full_state,
+          test_shut_without_line_gets_state_and_live, test_bad_first_line, test_fanout_60_consumers,
+          test_slow_consumer_dropped, test_slow_consumer_closed_after_timeout, test_client_disconnect_mid_message,
+          test_max_consumers, test_stale_socket_replaced, test_live_socket_refused, test_non_socket_refused,
+          test_socket_mode, test_socket_removed_on_free, test_sources_ready_live_and_late,
+          test_source_state_live_and_late, test_source_state_out_of_memory, test_shutting_down,
+          test_input_after_first_line_ignored, test_broadcast_during_grace_full_state,
+          test_broadcast_during_grace_resume, test_news_during_grace_reaches_consumer, test_news_kept_out_of_memory,
+          test_state_failure_is_reported, test_descriptors_run_out)

@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""Integration tests of the API source's checkpoint (doc/checkpoint.md),
+run against the real podmux binary and scripts/fake-apiserver.
+
+What is checked: a daemon restarted while the API server is down serves
+the checkpoint's pods at once (a refused connection, a server that
+refuses the list) or after --checkpoint-grace (a server that does not
+answer); when the server answers, only the differences reach consumers,
+and sources_ready comes only then; the latest state is written at a clean
+shutdown; a status-only change waits for the refresh while a change of
+what runs is written within the interval; a checkpoint that is not
+provably ours and whole is refused with one error line and a status
+entry, and the source waits for the server, serving nothing; a directory
+that cannot be trusted stops the daemon at start.  Status and metrics
+show whose pods the source serves and the checkpoint's counters.
+
+Timing: nothing asserts speed.  The waits for the server to be listed
+again follow the API source's backoff (0.8 s doubling), so they are
+generous.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import apitls  # noqa: E402
+import harness  # noqa: E402
+from fakeapi import FakeAPI  # noqa: E402
+from harness import NODE, T_SHORT, T_WAIT, msg_names, pod_ann, pod_labels, summarize, test  # noqa: E402
+
+HEADER = 56
+T_RELIST = 60 * harness.SCALE   # the backoff after a few failures, and more
+
+
+# ---------------------------------------------------------------------------
+# Setup
+
+class Env:
+    """A fake API server with pods on this node, a kubeconfig for it and a
+    checkpoint directory."""
+
+    def __init__(self, t, pods=("a", "b", "c")):
+        self.t = t
+        self.srv = FakeAPI(t)
+        for name in pods:
+            self.srv.create(name)
+        self.kc = apitls.simple_kubeconfig(t.path("kubeconfig"), self.srv.url)
+        self.dir = t.path("ckpt")
+        self.file = os.path.join(self.dir, "api.checkpoint")
+
+    def daemon(self, extra=(), node=NODE, kubeconfig=None, start=True, expect_exit=False):
+        d = harness.Daemon(self.t, None, node=node, freq=None, expect_exit=expect_exit,
+                           extra=["--kubeconfig", kubeconfig or self.kc, "--checkpoint-dir", self.dir] +
+                           list(extra))
+        self.t.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def close(self):
+        self.srv.close()
+
+
+def api_names(state):
+    return sorted(harness.pod_name(p) for p in state.pods.values()
+                  if pod_ann(p, "kubernetes.io/config.source") == "api")
+
+
+def wait_api_names(c, names, timeout=None):
+    want = sorted(names)
+    return c.wait_state(lambda s: api_names(s) == want, "api pods %s" % want, timeout or T_WAIT)
+
+
+def truth_names(srv):
+    return sorted(p["metadata"]["name"] for p in srv.truth(NODE))
+
+
+def read_checkpoint(path):
+    """(meta, pods) of a checkpoint file, checked as podmux checks it."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"PODMUXCP" or struct.unpack("<I", data[8:12])[0] != 1:
+        raise AssertionError("not a version 1 checkpoint: %r" % data[:16])
+    if struct.unpack("<Q", data[16:24])[0] != len(data) - HEADER:
+        raise AssertionError("length mismatch")
+    if hashlib.sha256(data[:24] + data[HEADER:]).digest() != data[24:HEADER]:
+        raise AssertionError("checksum mismatch")
+    lines = data[HEADER:].decode().split("\n")
+    if lines[-1] != "":
+        raise AssertionError("content does not end with a newline")
+    meta = json.loads(lines[0])
+    return meta, [json.loads(x) for x in lines[1:-1]]
+
+
+def write_raw(path, data):
+    """Replaces the checkpoint with data, mode 0600."""
+    os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def status(d):
+    """The daemon's status message."""
+    c = d.connect(first_line='{"request":"status"}')
+    m = c.expect(lambda x: x.get("type") == "status", "the status message")
+    c.close()
+    return m
+
+
+def api_status(d):
+    for s in status(d).get("sources") or []:
+        if s.get("name") == "api":
+            return s
+    raise AssertionError("no api source in the status")
+
+
+def metrics(path):
+    """GET /metrics over the unix socket: {name{labels}: value}."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(T_SHORT)
+    s.connect(path)
+    s.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    body = data.split(b"\r\n\r\n", 1)[1].decode()
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            out[k] = float(v)
+    return out
+
+
+def seen_or_expect(c, pred, what, timeout=None):
+    """The first message received so far, or from now on, that pred
+    accepts."""
+    for m in c.msgs:
+        if pred(m):
+            return m
+    return c.expect(pred, what, timeout)
+
+
+def records(c, since):
+    """The pods messages since since that carry pods: the empty ADD that
+    marks a source's first delivery in incremental mode
+    (doc/pod-config.md 4.1) is not a record of a pod."""
+    return [x for x in c.pods_msgs(since) if x.get("pods")]
+
+
+def serving_lines(d):
+    return [x for x in d.logs() if "serving the checkpoint" in x.msg]
+
+
+def first_run(env, extra=()):
+    """A daemon that lists the server and writes the checkpoint, stopped
+    cleanly; then the server stops.  Returns the checkpoint's pods."""
+    d = env.daemon(extra)
+    c = d.connect()
+    wait_api_names(c, truth_names(env.srv))
+    harness.wait_for(lambda: os.path.exists(env.file), T_WAIT, "the checkpoint %s" % env.file)
+    d.stop()
+    env.srv.stop()
+    return read_checkpoint(env.file)
+
+
+# ---------------------------------------------------------------------------
+# Offline restart
+
+@test("offline restart: the checkpoint's pods at once from source api, no sources_ready; "
+      "when the server answers, only the differences, then sources_ready")
+def _(t):
+    env = Env(t)
+    msock = t.path("metrics.sock")
+    d = env.daemon(["--metrics-address", msock])
+    c = d.connect()
+    wait_api_names(c, ["a", "b", "c"])
+    harness.wait_for(lambda: os.path.exists(env.file), T_WAIT, "the first checkpoint")
+    st = api_status(d)
+    if st.get("serving") != "live" or (st.get("checkpoint") or {}).get("writes", 0) < 1:
+        raise AssertionError("status after the first list: %s" % st)
+    m = metrics(msock)
+    for k, want in (('podmux_api_source_serving{state="live"}', 1), ("podmux_checkpoint_writes_total", 1)):
+        if m.get(k, -1) < want:
+            raise AssertionError("metrics: %s is %s, want >= %s" % (k, m.get(k), want))
+    # A change just before a clean shutdown: written at the shutdown (the
+    # interval of a minute has not passed).
+    env.srv.label("a", v="2")
+    c.wait_state(lambda s: any(pod_labels(p).get("v") == "2" for p in s.pods.values()), "a labelled")
+    d.stop()
+    meta, pods = read_checkpoint(env.file)
+    by = {p["metadata"]["name"]: p for p in pods}
+    if sorted(by) != ["a", "b", "c"] or by["a"]["metadata"].get("labels", {}).get("v") != "2":
+        raise AssertionError("the checkpoint after a clean shutdown lacks the last change: %s" % sorted(by))
+    if meta["node"] != NODE or not meta["server"].startswith(env.srv.url):
+        raise AssertionError("checkpoint identity: %s" % meta)
+    for p in pods:
+        anns = p["metadata"].get("annotations") or {}
+        if "kubernetes.io/config.source" in anns or "kubernetes.io/config.seen" in anns:
+            raise AssertionError("the merger's stamp was written: %s" % anns)
+
+    # The server goes away; meanwhile b is deleted, d created, c changed.
+    env.srv.stop()
+    env.srv.delete("b")
+    env.srv.create("d")
+    env.srv.set_image("c", "nginx:2")
+    d.start()
+    c = d.connect()
+    wait_api_names(c, ["a", "b", "c"], T_SHORT)
+    if [x for x in c.msgs if x.get("type") == "sources_ready"]:
+        raise AssertionError("sources_ready while serving the checkpoint: %s" % [summarize(x) for x in c.msgs])
+    lines = serving_lines(d)
+    if len(lines) != 1 or lines[0].level != "warn":
+        raise AssertionError("want one warning that the checkpoint is served: %s" % lines)
+    st = api_status(d)
+    served = (st.get("checkpoint") or {}).get("served") or {}
+    if st.get("serving") != "checkpoint" or served.get("resource_version") != meta["resourceVersion"]:
+        raise AssertionError("status while serving the checkpoint: %s" % st)
+    m = metrics(msock)
+    if m.get('podmux_api_source_serving{state="checkpoint"}') != 1 or "podmux_checkpoint_age_seconds" not in m:
+        raise AssertionError("metrics while serving the checkpoint: %s" %
+                             {k: v for k, v in m.items() if "checkpoint" in k or "serving" in k})
+    # The stream says so (doc/protocol.md "source"): live, or, to a later
+    # consumer, right after its synced.
+    said = seen_or_expect(c, lambda x: x.get("type") == "source", "the source message", T_SHORT)
+    late = d.connect()
+    late.read_initial()
+    after = late.expect(lambda x: x.get("type") == "source", "the source message after synced", T_SHORT)
+    for x in (said, after):
+        ck = x.get("checkpoint") or {}
+        if x.get("source") != "api" or x.get("state") != "checkpoint" or \
+                ck.get("resource_version") != meta["resourceVersion"] or not ck.get("time"):
+            raise AssertionError("source message: %s" % x)
+    if late.msgs.index(after) != [x.get("type") for x in late.msgs].index("synced") + 1:
+        raise AssertionError("the state is said right after synced: %s" % [summarize(x) for x in late.msgs])
+
+    mark = len(c.msgs)
+    env.srv.start()
+    wait_api_names(c, ["a", "c", "d"], T_RELIST)
+    c.expect_type("sources_ready", T_WAIT)
+    live = [i for i, x in enumerate(c.msgs) if x.get("type") == "source" and x.get("state") == "live"]
+    first = min(c.msgs.index(x) for x in c.pods_msgs(mark))
+    if len(live) != 1 or live[0] > first:
+        raise AssertionError("want one message saying api is live, before the server's records: %s" %
+                             [summarize(x) for x in c.msgs[mark:]])
+    fresh = d.connect()
+    fresh.expect_type("sources_ready", T_SHORT)
+    if [x for x in fresh.msgs if x.get("type") == "source"]:
+        raise AssertionError("a consumer of a live source is told of a checkpoint: %s" % fresh.msgs)
+    got = sorted((x["op"], tuple(msg_names(x))) for x in c.pods_msgs(mark))
+    want = sorted([("REMOVE", ("b",)), ("ADD", ("d",)), ("UPDATE", ("c",))])
+    if got != want:
+        raise AssertionError("after the checkpoint, want only the differences %s, got %s" % (
+            want, [summarize(x) for x in c.pods_msgs(mark)]))
+    if [x for x in d.logs() if x.level == "info" and "replace the checkpoint's" in x.msg] == []:
+        raise AssertionError("no line saying the server's pods replace the checkpoint's")
+    if api_status(d).get("serving") != "live":
+        raise AssertionError("not live after the list: %s" % api_status(d))
+    # The live state is written again (a change of what runs).
+    harness.wait_for(lambda: sorted(p["metadata"]["name"] for p in read_checkpoint(env.file)[1]) ==
+                     ["a", "c", "d"], T_WAIT, "the live state written")
+    env.close()
+
+
+@test("a server that refuses the list (403) has the checkpoint served at once, not after the grace")
+def _(t):
+    env = Env(t, pods=("a", "b"))
+    first_run(env)
+    env.srv.start()
+    env.srv.fail(match="list", status=403, count=1000)
+    d = env.daemon(["--checkpoint-grace", "1h"])
+    c = d.connect()
+    wait_api_names(c, ["a", "b"], T_SHORT)
+    line = serving_lines(d)[0].msg
+    if "403" not in line:
+        raise AssertionError("the line does not say why: %r" % line)
+    env.srv.cmd("clear_faults")
+    mark = len(c.msgs)
+    c.expect_type("sources_ready", T_RELIST)
+    if records(c, mark):
+        raise AssertionError("the same pods listed live gave records: %s" %
+                             [summarize(x) for x in c.pods_msgs(mark)])
+    env.close()
+
+
+@test("a server that does not answer in time: the checkpoint after --checkpoint-grace, "
+      "then the live list with no record for unchanged pods")
+def _(t):
+    env = Env(t, pods=("a",))
+    first_run(env)
+    env.srv.start()
+    # Answered "come back in 5 s": the list waits, the grace does not.
+    env.srv.fail(match="list", status=503, count=1, retry_after=5)
+    d = env.daemon(["--checkpoint-grace", "1s"])
+    c = d.connect()
+    wait_api_names(c, ["a"], T_SHORT)
+    line = serving_lines(d)[0].msg
+    if "no list within 1.0 s" not in line:
+        raise AssertionError("the line does not say the grace passed: %r" % line)
+    mark = len(c.msgs)
+    c.expect_type("sources_ready", T_WAIT)
+    if records(c, mark):
+        raise AssertionError("unchanged pods gave records: %s" % [summarize(x) for x in c.pods_msgs(mark)])
+    env.close()
+
+
+@test("a server that answers within the grace: the checkpoint is not served")
+def _(t):
+    env = Env(t, pods=("a",))
+    first_run(env)
+    env.srv.start()
+    d = env.daemon()
+    c = d.connect()
+    c.expect_type("sources_ready", T_WAIT)
+    if serving_lines(d):
+        raise AssertionError("the checkpoint was served: %s" % serving_lines(d))
+    if api_status(d).get("serving") != "live":
+        raise AssertionError("status: %s" % api_status(d))
+    env.close()
+
+
+@test("once a list succeeded, a 410, SIGHUP and an outage behave as without a checkpoint: "
+      "the pods are kept, the checkpoint is never served")
+def _(t):
+    env = Env(t, pods=("a", "b"))
+    d = env.daemon()
+    c = d.connect()
+    wait_api_names(c, ["a", "b"])
+    c.expect_type("sources_ready", T_WAIT)
+    lists = len(env.srv.requests(kind="list"))
+    env.srv.action("expire")
+    harness.wait_for(lambda: len(env.srv.requests(kind="list")) > lists, T_RELIST, "the relist after a 410")
+    d.send_signal(signal.SIGHUP)
+    mark = len(c.msgs)
+    env.srv.stop()
+    harness.settle(2)
+    if records(c, mark) or serving_lines(d) or api_names(c.state) != ["a", "b"]:
+        raise AssertionError("an outage after a list changed the pods or served the checkpoint: %s %s" % (
+            [summarize(x) for x in c.pods_msgs(mark)], serving_lines(d)))
+    if api_status(d).get("serving") != "live":
+        raise AssertionError("status: %s" % api_status(d))
+    env.close()
+
+
+# ---------------------------------------------------------------------------
+# What is written when
+
+@test("a status-only change waits for the refresh; a change of what runs is written within the interval")
+def _(t):
+    env = Env(t, pods=("a",))
+    d = env.daemon(["--checkpoint-interval", "1s"])
+    c = d.connect()
+    wait_api_names(c, ["a"])
+    harness.wait_for(lambda: os.path.exists(env.file), T_WAIT, "the first checkpoint")
+    first = os.stat(env.file).st_ino
+    env.srv.status("a", {"phase": "Running"})
+    c.wait_state(lambda s: (s.one("a").get("status") or {}).get("phase") == "Running", "a running")
+    harness.settle(3)
+    if os.stat(env.file).st_ino != first:
+        raise AssertionError("a status-only change was written before the refresh")
+    env.srv.label("a", v="2")
+    harness.wait_for(lambda: os.stat(env.file).st_ino != first, T_WAIT, "the label written")
+    _, pods = read_checkpoint(env.file)
+    if pods[0]["metadata"]["labels"].get("v") != "2" or pods[0]["status"].get("phase") != "Running":
+        raise AssertionError("the write holds the whole state: %s" % pods[0])
+    env.close()
+
+
+# ---------------------------------------------------------------------------
+# Refused checkpoints
+
+def corrupt(env):
+    data = bytearray(open(env.file, "rb").read())
+    data[HEADER + 10] ^= 0x20
+    write_raw(env.file, bytes(data))
+    return "checksum mismatch: corrupt", []
+
+
+def truncated(env):
+    data = open(env.file, "rb").read()
+    write_raw(env.file, data[:len(data) // 2])
+    return "truncated or corrupt", []
+
+
+def version(env):
+    data = bytearray(open(env.file, "rb").read())
+    data[8:12] = struct.pack("<I", 2)
+    data[24:HEADER] = hashlib.sha256(bytes(data[:24]) + bytes(data[HEADER:])).digest()
+    write_raw(env.file, bytes(data))
+    return "format version 2, and this podmux reads version 1", []
+
+
+def other_node(env):
+    return 'written for node "node1", and this is node "node2"', ["node2"]
+
+
+def other_server(env):
+    kc = apitls.simple_kubeconfig(env.t.path("kubeconfig-localhost"), env.srv.url_host("localhost"))
+    return "written for API server", ["kubeconfig", kc]
+
+
+def too_old(env):
+    return "older than the maximum age", ["--checkpoint-max-age", "1ms"]
+
+
+def mode(env):
+    os.chmod(env.file, 0o644)
+    return "has mode 0644, not 0600", []
+
+
+def owner(env):
+    os.chown(env.file, 4242, -1)
+    return "is owned by uid 4242", []
+
+
+REFUSALS = {"corrupt": corrupt, "truncated": truncated, "version": version, "node": other_node,
+            "server": other_server, "too-old": too_old, "mode": mode, "owner": owner}
+
+
+@test("a checkpoint not provably ours and whole is refused with one error line and a status entry; "
+      "the source waits for the server and serves nothing", params=sorted(REFUSALS))
+def _(t):
+    if t.param == "owner" and os.geteuid() != 0:
+        t.note("skipped: only root can give the file another owner")
+        return
+    env = Env(t, pods=("a", "b"))
+    first_run(env)
+    reason, how = REFUSALS[t.param](env)
+    kw = {}
+    if how and how[0] == "node2":
+        kw["node"] = "node2"
+    elif how and how[0] == "kubeconfig":
+        kw["kubeconfig"] = how[1]
+    elif how:
+        kw["extra"] = how
+    d = env.daemon(**kw)
+    c = d.connect()
+    line = d.wait_log(lambda x: "checkpoint refused" in x.msg, "the refusal", T_SHORT)
+    if line.level != "error" or reason not in line.msg or "waiting for the API server" not in line.msg:
+        raise AssertionError("want one error line with the reason %r: %r" % (reason, line.msg))
+    st = api_status(d)
+    if st.get("serving") != "waiting" or reason not in ((st.get("checkpoint") or {}).get("refused") or ""):
+        raise AssertionError("status: %s" % st)
+    harness.settle(1.5)
+    if c.pods_msgs() or serving_lines(d):
+        raise AssertionError("a refused checkpoint was served or taken for no pods: %s" %
+                             [summarize(x) for x in c.pods_msgs()])
+    if len([x for x in d.logs() if "checkpoint refused" in x.msg]) != 1:
+        raise AssertionError("the refusal is said more than once")
+    if t.param in ("node", "server"):
+        env.close()
+        return      # the server is not this daemon's
+    env.srv.start()
+    wait_api_names(c, ["a", "b"], T_RELIST)
+    env.close()
+
+
+@test("no checkpoint yet: an info line, the source waits as without one")
+def _(t):
+    env = Env(t, pods=("a",))
+    env.srv.stop()
+    d = env.daemon()
+    c = d.connect()
+    line = d.wait_log(lambda x: "no checkpoint" in x.msg, "no checkpoint yet", T_SHORT)
+    if line.level != "info":
+        raise AssertionError("a missing checkpoint is no error: %r" % line)
+    harness.settle(1)
+    if c.pods_msgs():
+        raise AssertionError("pods without a checkpoint: %s" % [summarize(x) for x in c.pods_msgs()])
+    env.srv.start()
+    wait_api_names(c, ["a"], T_RELIST)
+    env.close()
+
+
+@test("a checkpoint directory others may write, or not a directory: podmux stops at start, saying why")
+def _(t):
+    env = Env(t, pods=())
+    os.mkdir(env.dir, 0o700)
+    os.chmod(env.dir, 0o775)
+    d = env.daemon(start=False, expect_exit=True)
+    d.start(wait=False)
+    if d.wait_exit() != 1:
+        raise AssertionError("exit status")
+    err = d.stderr_text()
+    if "writable by its group or others (mode 0775)" not in err:
+        raise AssertionError("stderr does not say why: %s" % err[-600:])
+    os.rmdir(env.dir)
+    with open(env.dir, "w") as f:
+        f.write("x")
+    d2 = env.daemon(start=False, expect_exit=True)
+    d2.start(wait=False)
+    if d2.wait_exit() != 1 or env.dir not in d2.stderr_text():
+        raise AssertionError("a file as --checkpoint-dir: %s" % d2.stderr_text()[-600:])
+    env.close()
+
+
+if __name__ == "__main__":
+    harness.main()
