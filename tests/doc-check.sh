@@ -1,6 +1,6 @@
 #!/bin/sh
 # Documentation check run by `make check`.  Prints TAP.
-#  - every flag of `podmux run`, `watch`, `validate` and `status` (as their
+#  - every flag of `podmux run`, `watch`, `validate`, `status` and `wait` (as their
 #    --help lists them) is in podmux(8), and every subcommand has its
 #    section there;
 #  - every manual page in doc/ renders from the source tree (`man -l`, as
@@ -16,9 +16,9 @@ bin=${PODMUX_BIN:-./podmux}
 py=${PYTHON3:-python3}
 man="$top/doc/podmux.8"
 pages=$(cd "$top" && ls doc/*.[1-8])
-echo "1..$((7 + $(echo "$pages" | wc -l)))"
+echo "1..$((8 + $(echo "$pages" | wc -l)))"
 n=0
-for cmd in run watch validate status; do
+for cmd in run watch validate status wait; do
         n=$((n + 1))
         missing=""
         flags=$("$bin" "$cmd" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
@@ -35,7 +35,7 @@ for cmd in run watch validate status; do
         fi
 done
 n=$((n + 1))
-if "$bin" --help | grep -q "status" && "$bin" --help | grep -q "validate"; then
+if "$bin" --help | grep -q "status" && "$bin" --help | grep -q "validate" && "$bin" --help | grep -q "wait"; then
         echo "ok $n - podmux --help lists the subcommands"
 else
         echo "not ok $n - podmux --help lacks a subcommand"

@@ -9,6 +9,7 @@ int cmd_run(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_wait(int argc, char **argv);
 
 /* A usage error, the same for every subcommand: prints "podmux CMD: MSG"
  * and "Try 'podmux CMD --help' for more information." on standard error

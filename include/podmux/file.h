@@ -7,6 +7,7 @@
 #define PODMUX_FILE_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "podmux/buf.h"
@@ -21,6 +22,10 @@
  * memory runs out, message or not.
  */
 int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err);
+/* file_read(), and on success *ret_st (may be NULL) as fstat(2) saw the
+ * descriptor the bytes were read from (its mtime and size name them). */
+int file_read_stat(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct stat *ret_st,
+                   struct buf *err);
 
 /* "a directory", "a socket", ...: what a file of mode m is, for messages
  * that say why it is not a regular file. */

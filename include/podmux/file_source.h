@@ -10,6 +10,17 @@
  * and on each event only what changed, as a delta (see struct
  * pod_update); a file read again unchanged sends nothing.  Decoding is
  * manifest's job.
+ *
+ * Also owns a record of every path it has seen in the directory
+ * (doc/pod-config.md 6.7, include/podmux/file_record.h): the digest, size
+ * and mtime of the bytes last read, and the verdict (pending, applied,
+ * rejected, duplicate, ignored), updated in the turn of the event that
+ * changes it, O(1) per file and per event (a key several files define
+ * costs a look at every file, as its hand-over does).  A record goes from
+ * pending to applied when the change is merged: file_source_carried()
+ * names the pods message that carried it, and the mux's merged callback
+ * (include/podmux/mux.h) settles what no message carried (the merger
+ * found nothing new).
  */
 #ifndef PODMUX_FILE_SOURCE_H
 #define PODMUX_FILE_SOURCE_H
@@ -17,6 +28,7 @@
 #include <stdint.h>
 
 #include "podmux/buf.h"
+#include "podmux/file_record.h"
 #include "podmux/loop.h"
 #include "podmux/metrics.h"
 #include "podmux/mux.h"
@@ -46,7 +58,22 @@ struct file_source_config {
          * distinct reason (source is "file"; the Events of doc/events.md). */
         void (*rejected)(void *data, const char *source, const char *path, const char *reason);
         void *rejected_data;
+        /* --static-pod-file-pattern: in a directory, only names matching
+         * one of these fnmatch(3) globs are read (names starting with '.'
+         * never are); n_patterns 0: every other name (the kubelet's rule).
+         * A name left out is still decoded, silently, to tell whether its
+         * pod is a duplicate; it never defines one.  Copied. */
+        const char *const *patterns;
+        size_t n_patterns;
+        /* Told of each change of a record, once per event, after it (the
+         * record as it now is; state FILE_RECORD_GONE when it is dropped,
+         * the file and its pod gone); NULL: none.  It must not call into
+         * the source. */
+        void (*record)(void *data, const struct file_record_view *v);
+        void *record_data;
 };
+
+#define FILE_SOURCE_MAX_PATTERNS 64
 
 /* watcher may be NULL (no watch; relist only).  0; -EINVAL for an empty
  * path or node name, with the reason in err (may be NULL; podmux/buf.h: it
@@ -69,5 +96,21 @@ int file_source_start(struct file_source *fs);
  */
 void file_source_relist(struct file_source *fs);
 void file_source_free(struct file_source *fs); /* NULL-safe */
+
+/*
+ * The pods message numbered seq, built from u, went to consumers
+ * (podmux run calls this after each broadcast): each pending file whose
+ * current pod u carries (by UID; the same pod as the merger would judge
+ * it) is applied, with seq.  O(pods of u), O(1) while nothing is pending.
+ */
+void file_source_carried(struct file_source *fs, const struct pod_update *u, uint64_t seq);
+
+/*
+ * Calls fn with each record, in path order, each view borrowed for the
+ * call; stops at fn's first negative return, which it returns.  0 or
+ * -ENOMEM.  O(n log n) for n records.
+ */
+int file_source_records(struct file_source *fs, int (*fn)(void *data, const struct file_record_view *v), void *data);
+size_t file_source_record_count(const struct file_source *fs);
 
 #endif

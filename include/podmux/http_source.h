@@ -18,6 +18,12 @@
  * pods).  Running out of memory is never reported as a bad body: it is
  * logged, counted as an error, and the poll is tried again after
  * HTTP_SOURCE_RETRY_USEC doubling to the period.
+ *
+ * Also owns the URL's record (include/podmux/file_record.h): the digest
+ * and size of the last body read, its verdict (pending until merged,
+ * applied, or rejected with the reason), the identities of its pods, and
+ * the seq of the message that carried them; a failed poll (transport,
+ * status) leaves it as it was: it speaks of the last body.
  */
 #ifndef PODMUX_HTTP_SOURCE_H
 #define PODMUX_HTTP_SOURCE_H
@@ -27,6 +33,7 @@
 
 #include "podmux/buf.h"
 #include "podmux/curl_loop.h"
+#include "podmux/file_record.h"
 #include "podmux/loop.h"
 #include "podmux/metrics.h"
 #include "podmux/mux.h"
@@ -61,6 +68,10 @@ struct http_source_config {
          * URL as it may be logged; the Events of doc/events.md). */
         void (*rejected)(void *data, const char *source, const char *where, const char *reason);
         void *rejected_data;
+        /* Told of each change of the URL's record, after it; NULL: none.
+         * It must not call into the source. */
+        void (*record)(void *data, const struct file_record_view *v);
+        void *record_data;
 };
 
 /* 0; -EINVAL for a URL that is empty or not http(s), with the reason in
@@ -75,6 +86,14 @@ int http_source_start(struct http_source *hs);
  * restarts from this poll's end. */
 void http_source_poll(struct http_source *hs);
 void http_source_free(struct http_source *hs); /* NULL-safe */
+
+/* The pods message numbered seq, built from u, went to consumers: when
+ * the URL's body is pending and u is a record of this source, seq is
+ * the one that carried it.  O(1). */
+void http_source_carried(struct http_source *hs, const struct pod_update *u, uint64_t seq);
+/* Calls fn with the URL's record (borrowed for the call), once a body
+ * was polled; returns what fn returns, or 0. */
+int http_source_record(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data);
 
 /* The URL as it may be logged: no user info, no query, no fragment.
  * Caller frees; NULL on ENOMEM. */

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "podmux/loop.h"
 #include "podmux/pod.h"
@@ -66,6 +67,25 @@ const char *mux_channel_name(const struct mux_channel *ch);
  * -ENOMEM.
  */
 int mux_channel_send(struct mux_channel *ch, struct pod_update *u);
+
+/*
+ * Each record a channel takes is numbered (1, 2, ...: see
+ * mux_channel_sent()), and when the merger is done with a channel's
+ * record (the merge callback returned anything but the -ENOMEM that makes
+ * it wait), the channel's merged callback is told the number of the last
+ * record sent into it, folded ones included: everything the source sent
+ * up to that number has been merged, and whatever the merge emitted was
+ * handed on (podmux run broadcasts it from the merge callback).  A source
+ * uses it to learn when a change it sent has reached consumers, or made
+ * no difference.  The callback runs on the loop, after the merge, and may
+ * not send into the mux.
+ */
+typedef void (*mux_merged_fn)(void *data, uint64_t through);
+/* Sets ch's merged callback (NULL: none). */
+void mux_channel_on_merged(struct mux_channel *ch, mux_merged_fn fn, void *data);
+/* The number of the last record ch took (0 before the first): read it
+ * right after a mux_channel_send() that returned 0. */
+uint64_t mux_channel_sent(const struct mux_channel *ch);
 
 /* Delivers every queued record now; returns how many were merged (it stops
  * early at a merge that ran out of memory). */

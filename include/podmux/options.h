@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "podmux/buf.h"
+#include "podmux/file_source.h"
 #include "podmux/http_source.h"
 #include "podmux/storage.h"
 
@@ -23,6 +24,9 @@
 #define OPTIONS_DEFAULT_PLUGINS_DIR "/var/lib/kubelet/plugins_registry"
 /* A KubeletConfiguration file this large or larger is refused. */
 #define OPTIONS_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
+/* --static-pod-file-pattern: how many, and how long each may be. */
+#define OPTIONS_MAX_PATTERNS FILE_SOURCE_MAX_PATTERNS
+#define OPTIONS_MAX_PATTERN_LEN 255
 
 /* The kubelet's default node name: the host name, trimmed of white space
  * and lower-cased, into out (size bytes).  0, -ENOENT for an empty host
@@ -33,6 +37,9 @@ struct options {
         char *node_name;
         char *pod_manifest_path;
         uint64_t file_check_usec;
+        /* --static-pod-file-pattern, in the order given */
+        char **file_patterns;
+        size_t n_file_patterns;
         char *manifest_url;
         struct http_header *headers;
         size_t n_headers;
@@ -118,6 +125,12 @@ const struct option *options_flags(void);
  * flag", "--so: ambiguous: --socket, --socket-mode, ...", "--help=x: takes
  * no value", "-o: missing value".  -EINVAL, or -ENOMEM (err empty). */
 int options_bad_flag(int c, int argc, char *const *argv, const struct option *opts, struct buf *err);
+
+/* Appends one --static-pod-file-pattern (copied) to *patterns: not empty,
+ * no '/', at most OPTIONS_MAX_PATTERN_LEN bytes, at most
+ * OPTIONS_MAX_PATTERNS of them.  0, -EINVAL (err names the flag) or
+ * -ENOMEM.  podmux run and podmux validate share it. */
+int options_add_pattern(char ***patterns, size_t *n, const char *v, struct buf *err);
 
 /* Parses --manifest-url-header syntax "a:x,b:y" into o->headers. */
 int options_add_headers(struct options *o, const char *spec, struct buf *err);

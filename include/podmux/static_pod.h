@@ -16,7 +16,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <sys/stat.h>
+
 #include "podmux/buf.h"
+#include "podmux/digest.h"
 #include "podmux/pod.h"
 #include "podmux/v1_normalize.h"
 
@@ -34,6 +37,20 @@ enum static_pod_entry {
         STATIC_POD_BAD,       /* skipped with an error: reason says why */
 };
 
+/* What a directory entry's base name is to the file source: read as a
+ * manifest, a dot file (never read, as in the kubelet), or left out by
+ * --static-pod-file-pattern (patterns: fnmatch(3) globs, one of which a
+ * name must match when n_patterns > 0). */
+enum static_pod_name {
+        STATIC_POD_NAME_READ,
+        STATIC_POD_NAME_DOT,
+        STATIC_POD_NAME_FILTERED,
+};
+enum static_pod_name static_pod_name_kind(const char *base, const char *const *patterns, size_t n_patterns);
+/* The reasons a record gives for the two names left out. */
+#define STATIC_POD_DOT_REASON "a dot file (names starting with '.' are not read)"
+#define STATIC_POD_FILTERED_REASON "does not match --static-pod-file-pattern"
+
 /*
  * What a listed entry is to the file source, looked at through symbolic
  * links.  For STATIC_POD_BAD, reason (reset first) says why in one line:
@@ -42,6 +59,14 @@ enum static_pod_entry {
  * (-ENOMEM included; the listing is retried).
  */
 int static_pod_entry(const char *path, struct buf *reason);
+
+/* What static_pod_load() read: the bytes' digest and the file's stat, as
+ * the descriptor they came from says. */
+struct static_pod_read {
+        bool read; /* the bytes were read (else the rest is unset) */
+        uint8_t digest[DIGEST_LEN];
+        struct stat st;
+};
 
 /*
  * Reads, decodes, defaults and validates the static-pod file path for
@@ -52,7 +77,9 @@ int static_pod_entry(const char *path, struct buf *reason);
  * the file, of which only the first is used (as the kubelet does): 1, or
  * more (a later document too malformed to count is counted as one; a
  * file with no "---" or "..." line after its start costs no second
- * look).  Errors:
+ * look).  *ret_read (NULL: not wanted) is set whenever the bytes were
+ * read, whether they then decode or not (so a refused manifest is named
+ * by its digest too), and says read false when they were not.  Errors:
  * -ENOENT when the file is not there, a resource error (see
  * static_pod_resource_error()), or the file's own error (-EINVAL, -EFBIG,
  * -ENODATA, -EACCES, -EIO...), each with a one-line reason in err (may be
@@ -60,7 +87,7 @@ int static_pod_entry(const char *path, struct buf *reason);
  * success leaves err alone).
  */
 int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod, struct v1_unknown *ret_unknown,
-                    int *ret_docs, struct buf *err);
+                    int *ret_docs, struct static_pod_read *ret_read, struct buf *err);
 
 /*
  * A manifest-URL body (a Pod or a PodList, every item valid or none) into

@@ -5,6 +5,9 @@
  *   "resume_after": N    a non-negative integer: replay what came after N;
  *   "request": "status"  answer with one status message and close
  *                        (`podmux status`);
+ *   "request": "files"   send the per-file records, then their changes,
+ *                        instead of pods (`podmux wait`, `podmux status
+ *                        --files`);
  * other members are ignored, so a later protocol can add some.  "{}" asks
  * for the full state at once.
  *
@@ -25,6 +28,7 @@ struct stream_request {
         bool have_resume;
         uint64_t resume_after;
         bool status; /* "request":"status" */
+        bool files;  /* "request":"files" */
 };
 
 /*

@@ -27,6 +27,12 @@
  * gets: hello, the FAILED messages since hello, its state (pods per
  * source, then REGISTERED per plugin), synced, a "source" message per
  * source not live, sources_ready if announced.
+ *
+ * A files consumer (a files request, stream_request.h) gets none of
+ * that: hello, the messages the files callback emits (the per-file
+ * records), synced, then what stream_server_files() sends, and nothing
+ * else; it is never resumed (it asks again and gets the records).  The
+ * same backlog bound cuts it.
  */
 #ifndef PODMUX_STREAM_SERVER_H
 #define PODMUX_STREAM_SERVER_H
@@ -74,6 +80,15 @@ typedef int (*stream_state_fn)(void *data, struct pod_update ***ret_updates,
 typedef int (*stream_status_fn)(void *data, struct buf *out);
 
 /*
+ * Emits a files consumer's first messages (doc/protocol.md "Files
+ * request"): emit(ctx, type, members) once per message, which the server
+ * sends as {"type":TYPE,"seq":N MEMBERS}, members being text of the form
+ * ,"name":value... (a leading comma).  0 or -errno (emit's -ENOMEM
+ * included); the consumer is then cut.
+ */
+typedef int (*stream_files_fn)(void *data, int (*emit)(void *ctx, const char *type, const char *members), void *ctx);
+
+/*
  * Told when accepting a consumer first fails for want of descriptors (err
  * -EMFILE or -ENFILE, refused 0), and when descriptors are available again
  * (err 0; refused: the connections answered TooManyConsumers meanwhile).
@@ -94,6 +109,8 @@ struct stream_server_config {
         void *state_data;
         stream_status_fn status_fn; /* may be NULL */
         void *status_data;
+        stream_files_fn files_fn; /* NULL: a files request is refused (BadRequest) */
+        void *files_data;
         stream_fd_fn fd_fn; /* may be NULL */
         void *fd_data;
         /* Group of the socket file (chown between bind and listen) when
@@ -168,6 +185,18 @@ int stream_server_sources_ready(struct stream_server *srv,
  * ResourceExhausted as for any broadcast).
  */
 int stream_server_source_state(struct stream_server *srv, const char *source, const char *state, const char *members);
+
+/*
+ * Sends {"type":TYPE,"seq":N MEMBERS} (members as for stream_files_fn) to
+ * every live files consumer; nothing when there is none.  0, or -ENOMEM:
+ * every live files consumer is cut with ResourceExhausted (it asks again
+ * and gets the records), as is one whose queue cannot take it.  Not kept
+ * in the history.  O(files consumers).
+ */
+int stream_server_files(struct stream_server *srv, const char *type, const char *members);
+/* Whether a files consumer is connected or starting (a caller need not
+ * render for stream_server_files() otherwise). */
+bool stream_server_files_wanted(const struct stream_server *srv);
 
 /* Open connections, counting those still waiting for their resume line
  * and those being closed. */

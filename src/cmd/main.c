@@ -17,7 +17,8 @@ static void usage(FILE *f)
               "  run        the daemon: gather, merge and stream the node's pods\n"
               "  watch      a consumer: print the update stream\n"
               "  validate   check static pod manifests the way the file source reads them\n"
-              "  status     ask a running daemon for its sources, consumers and plugins\n"
+              "  status     ask a running daemon for its sources, consumers, plugins and files\n"
+              "  wait       wait until the daemon has applied (or refused) static pod files\n"
               "  version    print the version and the core/v1 schema's Kubernetes version\n"
               "\n"
               "Run 'podmux COMMAND --help' for a command's flags.\n",
@@ -60,6 +61,8 @@ int main(int argc, char **argv)
                 return cmd_validate(argc - 1, argv + 1);
         if (strcmp(argv[1], "status") == 0)
                 return cmd_status(argc - 1, argv + 1);
+        if (strcmp(argv[1], "wait") == 0)
+                return cmd_wait(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
                 printf("podmux %s (stream protocol 1)\n"
                        "core/v1 schema: Kubernetes %s (k8s.io/api %.12s)\n",

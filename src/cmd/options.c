@@ -58,6 +58,7 @@ enum {
         OPT_CHECKPOINT_INTERVAL,
         OPT_CHECKPOINT_GRACE,
         OPT_CHECKPOINT_MAX_AGE,
+        OPT_FILE_PATTERN,
 };
 
 static const struct option long_opts[] = {
@@ -68,6 +69,7 @@ static const struct option long_opts[] = {
         {"manifest-url", required_argument, NULL, OPT_MANIFEST_URL},
         {"manifest-url-header", required_argument, NULL, OPT_MANIFEST_URL_HEADER},
         {"http-check-frequency", required_argument, NULL, OPT_HTTP_CHECK},
+        {"static-pod-file-pattern", required_argument, NULL, OPT_FILE_PATTERN},
         {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
         {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
         {"plugins-registry-dir", required_argument, NULL, OPT_PLUGINS_DIR},
@@ -109,6 +111,10 @@ const char *options_usage(void)
                "  --pod-manifest-path PATH      static pod directory or file; a relative path is taken from\n"
                "                                the working directory (no default: off)\n"
                "  --file-check-frequency DUR    relist period of the static pod path (default 20s)\n"
+               "  --static-pod-file-pattern GLOB  in the static pod directory, read only names matching\n"
+               "                                this fnmatch(3) glob (repeatable: any of them; names starting\n"
+               "                                with '.' are never read; default: off, every other name, as\n"
+               "                                the kubelet); no KubeletConfiguration field sets it\n"
                "  --manifest-url URL            HTTP manifest URL (no default: off)\n"
                "  --manifest-url-header 'k:v,k:v'  headers for the manifest URL (repeatable)\n"
                "  --http-check-frequency DUR    poll period of the manifest URL (default 20s)\n"
@@ -190,6 +196,9 @@ void options_free(struct options *o)
                 free(o->headers[i].value);
         }
         free(o->headers);
+        for (size_t i = 0; i < o->n_file_patterns; i++)
+                free(o->file_patterns[i]);
+        free(o->file_patterns);
         free(o->kubeconfig);
         free(o->plugins_dir);
         free(o->socket_path);
@@ -302,6 +311,35 @@ _Static_assert(sizeof(uid_t) == sizeof(unsigned) && sizeof(gid_t) == sizeof(unsi
 
 /* "1000,1001" into a list of ids (uid_t and gid_t are both unsigned int
  * here).  Names are not looked up: ids are what SO_PEERCRED reports. */
+int options_add_pattern(char ***patterns, size_t *n, const char *v, struct buf *err)
+{
+        char **more, *copy;
+
+        if (!v[0])
+                return buf_set_err(err, -EINVAL, "--static-pod-file-pattern: must not be empty");
+        if (strchr(v, '/'))
+                return buf_set_err(err, -EINVAL,
+                                   "--static-pod-file-pattern \"%s\": it is matched against a file's name, which "
+                                   "holds no '/'",
+                                   v);
+        if (strlen(v) > OPTIONS_MAX_PATTERN_LEN)
+                return buf_set_err(err, -EINVAL, "--static-pod-file-pattern: longer than %d bytes",
+                                   OPTIONS_MAX_PATTERN_LEN);
+        if (*n >= OPTIONS_MAX_PATTERNS)
+                return buf_set_err(err, -EINVAL, "--static-pod-file-pattern: at most %d patterns",
+                                   OPTIONS_MAX_PATTERNS);
+        if (!(copy = strdup(v)))
+                return -ENOMEM;
+        more = realloc(*patterns, (*n + 1) * sizeof(*more));
+        if (!more) {
+                free(copy);
+                return -ENOMEM;
+        }
+        more[(*n)++] = copy;
+        *patterns = more;
+        return 0;
+}
+
 static int parse_ids(const char *flag, const char *v, unsigned **ret, size_t *ret_n, struct buf *err)
 {
         unsigned *ids = NULL, *tmp;
@@ -1023,6 +1061,8 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
         case OPT_MANIFEST_URL_HEADER:
                 set->headers = true;
                 return options_add_headers(o, v, err);
+        case OPT_FILE_PATTERN:
+                return options_add_pattern(&o->file_patterns, &o->n_file_patterns, v, err);
         case OPT_HTTP_CHECK:
                 set->http_check = true;
                 return parse_duration_flag("http-check-frequency", v, &o->http_check_usec, err);

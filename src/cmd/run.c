@@ -34,6 +34,7 @@
 #include "podmux/cmd.h"
 #include "podmux/curl_loop.h"
 #include "podmux/event_recorder.h"
+#include "podmux/file_record.h"
 #include "podmux/file_source.h"
 #include "podmux/http_source.h"
 #include "podmux/kubeconfig.h"
@@ -67,6 +68,12 @@
  * Under twice this limit, half of the limit is kept instead.
  */
 #define RUN_FD_MARGIN 128
+
+/* Records a status message carries at most (its "files" member): those
+ * not applied first, then the applied ones, each in path order; the
+ * counts cover them all, and a files request (podmux status --files)
+ * gets every one. */
+#define RUN_STATUS_FILES_MAX 200
 
 struct daemon {
         struct options opts;
@@ -323,8 +330,17 @@ static void drain_updates(struct daemon *d)
 
         while ((u = updates_pipe_pop(&d->updates))) {
                 metrics_count_update(&d->metrics, u);
-                if (stream_server_broadcast(d->stream, u) < 0)
+                if (stream_server_broadcast(d->stream, u) < 0) {
                         log_error("stream: out of memory broadcasting an update: consumers were cut and resync on reconnect");
+                } else {
+                        /* The files whose pods it carried are applied. */
+                        uint64_t seq = stream_server_last_seq(d->stream);
+
+                        if (d->file)
+                                file_source_carried(d->file, u, seq);
+                        if (d->http)
+                                http_source_carried(d->http, u, seq);
+                }
                 pod_update_free(u);
         }
         if (d->ready_sent)
@@ -419,6 +435,133 @@ static int state_for_consumer(void *data, struct pod_update ***ret, size_t *ret_
         return storage_state(d->storage, ret, ret_n);
 }
 
+/* ---- per-file records (doc/protocol.md "Files request") ------------------- */
+
+/* A record changed: told to the files consumers, if any. */
+static void on_file_record(void *data, const struct file_record_view *v)
+{
+        struct daemon *d = data;
+        struct buf b = BUF_INIT;
+
+        if (!d->stream || !stream_server_files_wanted(d->stream))
+                return;
+        if (buf_puts(&b, ",\"file\":") < 0 || file_record_render(v, &b) < 0 ||
+            stream_server_files(d->stream, "file", b.data) < 0)
+                log_error("stream: out of memory telling a file's record: files consumers were cut and ask again");
+        buf_free(&b);
+}
+
+struct files_emit {
+        int (*emit)(void *ctx, const char *type, const char *members);
+        void *ctx;
+};
+
+static int emit_record(void *data, const struct file_record_view *v)
+{
+        struct files_emit *e = data;
+        struct buf b = BUF_INIT;
+        int r = buf_puts(&b, ",\"file\":");
+
+        if (r >= 0)
+                r = file_record_render(v, &b);
+        if (r >= 0)
+                r = e->emit(e->ctx, "file", b.data);
+        buf_free(&b);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+/* The members of the "files" message: what the file source reads, which
+ * names (--static-pod-file-pattern), and the manifest URL. */
+static int files_head(struct daemon *d, struct buf *out)
+{
+        const struct options *o = &d->opts;
+        const char *url = d->http ? metrics_source(&d->metrics, POD_SOURCE_HTTP)->target : NULL;
+
+        if (buf_puts(out, ",\"path\":") < 0 ||
+            (d->file ? buf_json_string(out, o->pod_manifest_path, strlen(o->pod_manifest_path))
+                     : buf_puts(out, "null")) < 0 ||
+            buf_puts(out, ",\"patterns\":[") < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < o->n_file_patterns; i++)
+                if ((i && buf_putc(out, ',') < 0) ||
+                    buf_json_string(out, o->file_patterns[i], strlen(o->file_patterns[i])) < 0)
+                        return -ENOMEM;
+        if (buf_puts(out, "],\"url\":") < 0 ||
+            (url ? buf_json_string(out, url, strlen(url)) : buf_puts(out, "null")) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* A files request: the "files" message, then every record. */
+static int files_for_consumer(void *data, int (*emit)(void *ctx, const char *type, const char *members), void *ctx)
+{
+        struct daemon *d = data;
+        struct files_emit e = {emit, ctx};
+        struct buf head = BUF_INIT;
+        int r = files_head(d, &head);
+
+        if (r >= 0)
+                r = emit(ctx, "files", head.data);
+        buf_free(&head);
+        if (r >= 0 && d->file)
+                r = file_source_records(d->file, emit_record, &e);
+        if (r >= 0 && d->http)
+                r = http_source_record(d->http, emit_record, &e);
+        return r;
+}
+
+/* The "files" member of a status message: counts per state, then at most
+ * RUN_STATUS_FILES_MAX records, those not applied first. */
+struct files_status {
+        struct buf *out;
+        size_t counts[_FILE_RECORD_STATE_MAX];
+        size_t shown, total;
+        int pass; /* 0: counting, 1: not applied, 2: applied */
+};
+
+static int status_record(void *data, const struct file_record_view *v)
+{
+        struct files_status *fs = data;
+
+        if (fs->pass == 0) {
+                if ((unsigned)v->state < _FILE_RECORD_STATE_MAX)
+                        fs->counts[v->state]++;
+                fs->total++;
+                return 0;
+        }
+        if ((v->state == FILE_RECORD_APPLIED) != (fs->pass == 2) || fs->shown == RUN_STATUS_FILES_MAX)
+                return 0;
+        if ((fs->shown && buf_putc(fs->out, ',') < 0) || file_record_render(v, fs->out) < 0)
+                return -ENOMEM;
+        fs->shown++;
+        return 0;
+}
+
+static int status_files(struct daemon *d, struct buf *out)
+{
+        struct files_status fs = {.out = out};
+        int r = 0;
+
+        for (fs.pass = 0; fs.pass < 3 && r >= 0; fs.pass++) {
+                if (fs.pass == 1) {
+                        r = buf_printf(out, ",\"files\":{\"total\":%zu,\"states\":{", fs.total);
+                        for (int s = 0; s < _FILE_RECORD_STATE_MAX && r >= 0; s++)
+                                if (s != FILE_RECORD_GONE)
+                                        r = buf_printf(out, "%s\"%s\":%zu", s ? "," : "",
+                                                       file_record_state_name((enum file_record_state)s), fs.counts[s]);
+                        if (r >= 0)
+                                r = buf_puts(out, "},\"records\":[");
+                }
+                if (r >= 0 && d->file)
+                        r = file_source_records(d->file, status_record, &fs);
+                if (r >= 0 && d->http)
+                        r = http_source_record(d->http, status_record, &fs);
+        }
+        if (r >= 0)
+                r = buf_printf(out, "],\"omitted\":%zu}", fs.total - fs.shown);
+        return r < 0 ? -ENOMEM : 0;
+}
+
 /* The daemon's members of a status message (`podmux status`). */
 static int status_for_consumer(void *data, struct buf *out)
 {
@@ -433,6 +576,8 @@ static int status_for_consumer(void *data, struct buf *out)
                                    : buf_puts(out, "null");
         if (r >= 0)
                 r = metrics_render_status(&d->metrics, out);
+        if (r >= 0 && (d->file || d->http))
+                r = status_files(d, out);
         return r < 0 ? -ENOMEM : 0;
 }
 
@@ -623,6 +768,8 @@ static void stream_config_from_options(struct daemon *d, struct stream_server_co
                 .state_data = d,
                 .status_fn = status_for_consumer,
                 .status_data = d,
+                .files_fn = files_for_consumer,
+                .files_data = d,
                 .fd_fn = on_stream_fds,
                 .fd_data = d,
         };
@@ -636,6 +783,10 @@ static void file_config_from_options(struct daemon *d, struct file_source_config
                 .node_name = d->opts.node_name,
                 .period_usec = d->opts.file_check_usec,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_FILE),
+                .patterns = (const char *const *)d->opts.file_patterns,
+                .n_patterns = d->opts.n_file_patterns,
+                .record = on_file_record,
+                .record_data = d,
         };
 }
 
@@ -649,6 +800,8 @@ static void http_config_from_options(struct daemon *d, struct http_source_config
                 .node_name = d->opts.node_name,
                 .period_usec = d->opts.http_check_usec,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_HTTP),
+                .record = on_file_record,
+                .record_data = d,
         };
 }
 
@@ -903,6 +1056,9 @@ static void warn_configuration(const struct daemon *d)
         if (o->config_unknown)
                 log_warn("--config \"%s\": unknown fields ignored (not in KubeletConfiguration v1beta1): %s",
                          o->config_file, o->config_unknown);
+        if (o->n_file_patterns && (!d->file || !d->opts.pod_manifest_path))
+                log_warn("--static-pod-file-pattern is given, but no static pod path (--pod-manifest-path, or "
+                         "staticPodPath in --config): it applies to nothing");
         if (!d->file && !d->http && !d->api)
                 log_warn("no pod source is configured (--pod-manifest-path, --manifest-url, --kubeconfig, "
                          "--in-cluster, or staticPodPath or staticPodURL in --config): consumers get no pods%s",

@@ -7,6 +7,9 @@
  *
  * A one-shot client: blocking socket with send and receive deadlines, so
  * a stuck daemon cannot hang it.
+ *
+ * --files asks for the per-file records instead ({"request":"files"},
+ * doc/protocol.md "Files request") and prints every one of them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,7 +24,9 @@
 
 #include <json-c/json.h>
 
+#include "daemon_conn.h"
 #include "podmux/buf.h"
+#include "podmux/clock.h"
 #include "podmux/cmd.h"
 #include "podmux/json_canon.h"
 #include "podmux/json_get.h"
@@ -35,17 +40,22 @@
 
 static void usage(FILE *f)
 {
-        fputs("Usage: podmux status [--socket PATH] [-o text|json]\n"
+        fputs("Usage: podmux status [--socket PATH] [--files] [-o text|json]\n"
               "\n"
               "Asks a running `podmux run` for its status and prints it: the\n"
               "sources with the path or URL each reads, its state (ok, absent,\n"
               "failing...), last success and last error, the consumers of the\n"
-              "update stream, the registered plugins.\n"
+              "update stream, the registered plugins, and the files that are not\n"
+              "applied.\n"
               "\n"
               "Flags:\n"
               "  --socket PATH       the stream socket (default $PODMUX_SOCKET, else\n"
               "                      " OPTIONS_DEFAULT_SOCKET ")\n"
-              "  -o, --output FMT    text (default) or json (the status message as sent)\n"
+              "  --files             every file the daemon has seen, and the manifest URL,\n"
+              "                      with its state (applied, pending, rejected, duplicate,\n"
+              "                      ignored), the reason, its pod and the seq that carried it\n"
+              "  -o, --output FMT    text (default) or json (the status message as sent;\n"
+              "                      with --files, a JSON array of the records)\n"
               "  -h, --help          this help\n"
               "\n"
               "Exit status: 0 on an answer, 1 when the daemon cannot be reached or\n"
@@ -168,6 +178,66 @@ static void print_checkpoint(json_object *s)
                 printf("       checkpoint write failed %s: %s\n", str_or(le, "time", "?"), str_or(le, "message", "?"));
 }
 
+/* The pods of a record as "ns/name" (the first; "+N" more), or "-". */
+static void record_pods(json_object *rec, char *out, size_t size)
+{
+        json_object *pods = json_get_type(rec, "pods", json_type_array), *p;
+        size_t n = pods ? json_object_array_length(pods) : 0;
+
+        if (n == 0) {
+                (void)snprintf(out, size, "-");
+                return;
+        }
+        p = json_object_array_get_idx(pods, 0);
+        (void)snprintf(out, size, "%s/%s%s", str_or(p, "namespace", ""), str_or(p, "name", "?"), n > 1 ? " +" : "");
+        if (n > 1)
+                (void)snprintf(out + strlen(out), size - strlen(out), "%zu", n - 1);
+}
+
+/* One record: a row, and its reason on the line below. */
+static void print_record(json_object *rec)
+{
+        char pods[320];
+
+        record_pods(rec, pods, sizeof(pods));
+        printf("%-10s %-17s %-30s %s\n", str_or(rec, "state", "?"), str_or(rec, "seq", "-"), pods,
+               str_or(rec, "path", str_or(rec, "url", "?")));
+        if (str(rec, "reason"))
+                printf("           %s\n", str(rec, "reason"));
+}
+
+/* The "files" member of a status message: the counts, and the records
+ * that are not applied (the daemon sends those first). */
+static void print_files_member(json_object *files)
+{
+        json_object *states = json_get_type(files, "states", json_type_object);
+        json_object *recs = json_get_type(files, "records", json_type_array);
+        size_t n = recs ? json_object_array_length(recs) : 0, shown = 0;
+        const char *sep = "";
+
+        printf("\nFILES (%s):", str_or(files, "total", "0"));
+        if (states) {
+                json_object_object_foreach(states, state, count) {
+                        if (json_object_get_int64(count) > 0) {
+                                printf("%s %s %s", sep, json_object_get_string(count), state);
+                                sep = ",";
+                        }
+                }
+        }
+        putchar('\n');
+        for (size_t i = 0; i < n; i++) {
+                json_object *r = json_object_array_get_idx(recs, i);
+
+                if (strcmp(str_or(r, "state", ""), "applied") == 0)
+                        continue;
+                if (!shown++)
+                        printf("%-10s %-17s %-30s %s\n", "STATE", "SEQ", "POD", "PATH");
+                print_record(r);
+        }
+        if (shown)
+                printf("(podmux status --files lists every file)\n");
+}
+
 static void print_text(json_object *st)
 {
         json_object *sources = json_get_type(st, "sources", json_type_array);
@@ -233,6 +303,8 @@ static void print_text(json_object *st)
                        str_or(p, "endpoint", "?"));
                 buf_free(&vs);
         }
+        if (json_get_type(st, "files", json_type_object))
+                print_files_member(json_get(st, "files"));
 }
 
 /* Prints the status message among the lines of the daemon's answer (it
@@ -269,17 +341,52 @@ static bool show_answer(char *answer, const char *path, bool json)
         return false;
 }
 
+/* --files: every record, as a table or (json) one array. */
+static int show_files(const char *path, bool json)
+{
+        json_object *head = NULL, *recs = NULL;
+        struct buf err = BUF_INIT;
+        int r = daemon_files(path, mono_usec() + STATUS_TIMEOUT_SEC * 1000000ull, &head, &recs, &err);
+        size_t n;
+
+        if (r < 0) {
+                fprintf(stderr, "podmux status: %s\n", err.len ? err.data : ERRNO_STR(r));
+                buf_free(&err);
+                return 1;
+        }
+        n = json_object_array_length(recs);
+        if (json) {
+                printf("%s\n",
+                       json_object_to_json_string_ext(recs, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        } else {
+                printf("static pod path: %s%s", str_or(head, "path", "none"),
+                       json_object_array_length(json_get(head, "patterns")) ? ", patterns:" : "");
+                for (size_t i = 0; i < json_object_array_length(json_get(head, "patterns")); i++)
+                        printf(" %s", json_object_get_string(json_object_array_get_idx(json_get(head, "patterns"), i)));
+                printf("\nFILES (%zu)\n", n);
+                if (n)
+                        printf("%-10s %-17s %-30s %s\n", "STATE", "SEQ", "POD", "PATH");
+                for (size_t i = 0; i < n; i++)
+                        print_record(json_object_array_get_idx(recs, i));
+        }
+        json_object_put(head);
+        json_object_put(recs);
+        buf_free(&err);
+        return 0;
+}
+
 int cmd_status(int argc, char **argv)
 {
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, 's'},
                 {"output", required_argument, NULL, 'o'},
+                {"files", no_argument, NULL, 'f'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
         const char *env = getenv("PODMUX_SOCKET"), *path;
         struct buf in = BUF_INIT, err = BUF_INIT;
-        bool json = false;
+        bool json = false, files = false;
         int c, r, status = 1;
 
         path = env && *env ? env : OPTIONS_DEFAULT_SOCKET;
@@ -295,6 +402,9 @@ int cmd_status(int argc, char **argv)
                                 return cmd_usage_error("status", "-o \"%s\": want text or json", optarg);
                         json = strcmp(optarg, "json") == 0;
                         break;
+                case 'f':
+                        files = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         return 0;
@@ -304,6 +414,8 @@ int cmd_status(int argc, char **argv)
         }
         if (optind < argc)
                 return cmd_usage_error("status", "unexpected argument \"%s\"", argv[optind]);
+        if (files)
+                return show_files(path, json);
         r = fetch(path, &in, &err);
         if (r < 0) {
                 fprintf(stderr, "podmux status: %s\n", err.len ? err.data : ERRNO_STR(r));

@@ -14,6 +14,13 @@
  * cleaned lexically (like Go's filepath.Clean: no realpath, symlinks
  * kept), as the daemon takes --pod-manifest-path, and a directory's
  * entries are joined to that path.
+ *
+ * When a daemon answers on the stream socket (--socket, $PODMUX_SOCKET,
+ * or the default socket when it exists; not with --offline), its record
+ * of each file is shown too (doc/protocol.md "Files request"): what it
+ * made of the file, with the pod and seq when applied; a verdict against
+ * the bytes on disk now that is a rejection or a duplicate fails the
+ * file, as the offline checks do.
  */
 
 #include <errno.h>
@@ -27,8 +34,11 @@
 
 #include <json-c/json.h>
 
+#include "daemon_conn.h"
 #include "podmux/buf.h"
+#include "podmux/clock.h"
 #include "podmux/cmd.h"
+#include "podmux/digest.h"
 #include "podmux/dir.h"
 #include "podmux/file.h"
 #include "podmux/json_get.h"
@@ -40,15 +50,27 @@
 #include "podmux/static_pod.h"
 #include "podmux/yaml_json.h"
 
+/* How long the daemon may take to list its files. */
+#define VALIDATE_DAEMON_TIMEOUT_USEC (5u * 1000u * 1000u)
+
 struct validate_opts {
         const char *node_name;
         bool url_mode;
         bool json; /* -o json: the whole pods; else one line per pod */
+        char **patterns; /* --static-pod-file-pattern */
+        size_t n_patterns;
+        const char *socket; /* --socket, or NULL */
+        bool offline;
+        /* The daemon's records (an array) and static pod path, or NULL. */
+        json_object *daemon_records;
+        const char *daemon_path;
+        json_object *daemon_head;
 };
 
 static void usage(FILE *f)
 {
-        fputs("Usage: podmux validate [--node-name NAME] [--manifest-url-mode] [-o text|json] PATH...\n"
+        fputs("Usage: podmux validate [--node-name NAME] [--manifest-url-mode] [--static-pod-file-pattern GLOB]\n"
+              "                       [--socket PATH | --offline] [-o text|json] PATH...\n"
               "\n"
               "Decode, default and validate static-pod manifests the way the file source\n"
               "does, with the file source's own code, and print each pod as the source\n"
@@ -67,6 +89,16 @@ static void usage(FILE *f)
               "  --manifest-url-mode  decode each file as the HTTP source decodes a body:\n"
               "                       a Pod or a PodList, no toleration added, UID salted\n"
               "                       with url:PATH\n"
+              "  --static-pod-file-pattern GLOB\n"
+              "                       in a directory, read only names matching this glob (repeatable),\n"
+              "                       as the daemon's flag: another name is \"ignored: does not match\n"
+              "                       --static-pod-file-pattern\", or a duplicate when its pod is one a\n"
+              "                       read file defines\n"
+              "  --socket PATH        also show what the daemon listening there made of each file\n"
+              "                       (default: $PODMUX_SOCKET, else " OPTIONS_DEFAULT_SOCKET " when it\n"
+              "                       exists); its rejection or duplicate of the bytes on disk now\n"
+              "                       fails the file\n"
+              "  --offline            do not ask a daemon\n"
               "  -o, --output FORMAT  text: one line per pod, \"PATH\": NAMESPACE/NAME uid=UID\n"
               "                       node=NODE config.hash=HASH (default); json: each pod\n"
               "                       whole, as JSON (with --manifest-url-mode, one JSON\n"
@@ -239,6 +271,95 @@ out:
         return r < 0 ? -ENOMEM : r;
 }
 
+/* The daemon's record of path, or NULL. */
+static json_object *daemon_record(const struct validate_opts *o, const char *path)
+{
+        size_t n = o->daemon_records ? json_object_array_length(o->daemon_records) : 0;
+
+        for (size_t i = 0; i < n; i++) {
+                json_object *r = json_object_array_get_idx(o->daemon_records, i);
+
+                if (strcmp(json_get_str(r, "source", ""), "file") == 0 &&
+                    strcmp(json_get_str(r, "path", ""), path) == 0)
+                        return r;
+        }
+        return NULL;
+}
+
+/* Whether the daemon's static pod path takes in path. */
+static bool daemon_reads(const struct validate_opts *o, const char *path)
+{
+        const char *slash = strrchr(path, '/');
+        size_t len = slash == path ? 1 : (size_t)(slash - path);
+
+        return o->daemon_path && (strcmp(path, o->daemon_path) == 0 ||
+                                  (strlen(o->daemon_path) == len && strncmp(path, o->daemon_path, len) == 0));
+}
+
+/* Whether the record's digest names the bytes at path now (a record
+ * judged without reading them counts). */
+static bool daemon_read_these(json_object *rec, const char *path)
+{
+        const char *text = json_get_str(rec, "digest", NULL);
+        uint8_t want[DIGEST_LEN], got[DIGEST_LEN];
+        char *data = NULL;
+        size_t len = 0;
+        bool same;
+
+        if (!text)
+                return true;
+        if (digest_parse(text, want) < 0 || file_read(path, MANIFEST_MAX_BYTES, &data, &len, NULL) < 0)
+                return false;
+        same = digest_sha256(data, len, got) == 0 && memcmp(want, got, DIGEST_LEN) == 0;
+        free(data);
+        return same;
+}
+
+/*
+ * What the daemon made of path, when one was asked: a note, or, for a
+ * rejection or a duplicate of the bytes on disk now, a failure (1).  0
+ * otherwise, -ENOMEM.
+ */
+static int daemon_view(const struct validate_opts *o, const char *path)
+{
+        json_object *rec = daemon_record(o, path), *pods, *seq;
+        const char *state;
+        struct buf msg = BUF_INIT;
+        bool these;
+        int r = 0;
+
+        if (!o->daemon_records)
+                return 0;
+        if (!rec) {
+                if (daemon_reads(o, path))
+                        report(path, "note: the daemon has not seen this file yet");
+                return 0;
+        }
+        state = json_get_str(rec, "state", "?");
+        these = daemon_read_these(rec, path);
+        pods = json_get_type(rec, "pods", json_type_array);
+        seq = json_get(rec, "seq");
+        if (strcmp(state, "applied") == 0 || strcmp(state, "pending") == 0) {
+                json_object *p = pods && json_object_array_length(pods) ? json_object_array_get_idx(pods, 0) : NULL;
+
+                r = buf_printf(&msg, "note: the daemon: %s %s/%s uid=%s seq=%s%s", state,
+                               json_get_str(p, "namespace", ""), json_get_str(p, "name", "-"),
+                               json_get_str(p, "uid", "-"), seq ? json_object_get_string(seq) : "-",
+                               these ? "" : " (of other bytes than the file's now)");
+        } else {
+                bool fails = these && strcmp(state, "ignored") != 0;
+
+                r = buf_printf(&msg, "%sthe daemon: %s: %s%s", fails ? "" : "note: ", state,
+                               json_get_str(rec, "reason", "-"), these ? "" : " (of other bytes than the file's now)");
+                if (r == 0 && fails)
+                        r = 1;
+        }
+        if (r >= 0)
+                report(path, msg.data);
+        buf_free(&msg);
+        return r;
+}
+
 /* 0 valid, 1 invalid (reported), -ENOMEM. */
 static int validate_file(const struct validate_opts *o, const char *path, struct seen *seen)
 {
@@ -259,7 +380,7 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 /* The file source's own loader: what it refuses is
                  * refused here, in its words, and the documents it
                  * ignores are counted as it counts them. */
-                r = static_pod_load(path, o->node_name, &one, &unknown, &docs, &err);
+                r = static_pod_load(path, o->node_name, &one, &unknown, &docs, NULL, &err);
                 if (r == 0) {
                         pods = &one;
                         n = 1;
@@ -269,11 +390,14 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
                 goto out;
         if (r < 0) {
                 report(path, err.len ? err.data : "invalid manifest");
-                r = 1;
+                r = daemon_view(o, path) < 0 ? -ENOMEM : 1;
                 goto out;
         }
-        if (!o->url_mode && (r = check_duplicate(seen, path, one)) != 0)
+        if (!o->url_mode && (r = check_duplicate(seen, path, one)) != 0) {
+                if (r > 0 && daemon_view(o, path) < 0)
+                        r = -ENOMEM;
                 goto out;
+        }
         if (docs > 1) {
                 buf_reset(&msg);
                 if (buf_printf(&msg, "note: %d YAML documents; only the first is used", docs) == 0)
@@ -282,6 +406,8 @@ static int validate_file(const struct validate_opts *o, const char *path, struct
         r = report_unknown(path, &unknown);
         if (r == 0)
                 r = print_pods(o, path, pods, n);
+        if (r == 0)
+                r = daemon_view(o, path);
 out:
         v1_unknown_clear(&unknown);
         if (pods == &one)
@@ -294,8 +420,52 @@ out:
         return r;
 }
 
+/*
+ * An entry --static-pod-file-pattern leaves out, once every read file is
+ * judged: ignored (a note), or, when it decodes to a pod a read file
+ * defines, a duplicate (1).  The daemon's view follows.  0, 1, -ENOMEM.
+ */
+static int validate_filtered(const struct validate_opts *o, const char *path, struct seen *seen)
+{
+        struct buf err = BUF_INIT, key = BUF_INIT, msg = BUF_INIT;
+        json_object *holder = NULL;
+        struct pod *pod = NULL;
+        int r = static_pod_load(path, o->node_name, &pod, NULL, NULL, NULL, &err);
+
+        if (r == -ENOMEM)
+                goto out;
+        if (r == 0 && (r = pod_store_key(pod, &key)) < 0)
+                goto out;
+        if (r == 0 && json_object_object_get_ex(seen->keys, key.data, &holder)) {
+                r = buf_printf(&msg,
+                               "pod \"%s\" is already defined by \"%s\" (this name does not match "
+                               "--static-pod-file-pattern and is not read: a leftover copy?)",
+                               key.data, json_object_get_string(holder));
+                if (r < 0)
+                        goto out;
+                report(path, msg.data);
+                r = 1;
+        } else {
+                report(path, "note: ignored: " STATIC_POD_FILTERED_REASON);
+                r = 0;
+        }
+        {
+                int d = daemon_view(o, path);
+
+                r = d < 0 ? d : r;
+        }
+out:
+        pod_unref(pod);
+        buf_free(&err);
+        buf_free(&key);
+        buf_free(&msg);
+        return r;
+}
+
 /* Every entry as the file source lists and sorts it (its own lister),
- * each judged as the file source judges it. */
+ * each judged as the file source judges it; the names
+ * --static-pod-file-pattern leaves out after the others, which they may
+ * duplicate whatever the order. */
 static int validate_dir(const struct validate_opts *o, const char *dir)
 {
         struct seen seen = {NULL};
@@ -321,6 +491,11 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
                 goto out;
         }
         for (size_t i = 0; i < n; i++) {
+                const char *base = strrchr(names[i], '/') + 1;
+
+                if (static_pod_name_kind(base, (const char *const *)o->patterns, o->n_patterns) ==
+                    STATIC_POD_NAME_FILTERED)
+                        continue;
                 r = static_pod_entry(names[i], &reason);
                 if (r == -ENOMEM)
                         goto out;
@@ -341,6 +516,19 @@ static int validate_dir(const struct validate_opts *o, const char *dir)
                         continue;
                 }
                 r = validate_file(o, names[i], &seen);
+                if (r < 0)
+                        goto out;
+                if (r > 0)
+                        failed = 1;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *base = strrchr(names[i], '/') + 1;
+
+                if (static_pod_name_kind(base, (const char *const *)o->patterns, o->n_patterns) !=
+                            STATIC_POD_NAME_FILTERED ||
+                    static_pod_entry(names[i], &reason) != STATIC_POD_MANIFEST)
+                        continue;
+                r = validate_filtered(o, names[i], &seen);
                 if (r < 0)
                         goto out;
                 if (r > 0)
@@ -388,15 +576,35 @@ static int parse_args(struct validate_opts *o, int argc, char **argv)
                 {"node-name", required_argument, NULL, 'n'},
                 {"manifest-url-mode", no_argument, NULL, 'u'},
                 {"output", required_argument, NULL, 'o'},
+                {"static-pod-file-pattern", required_argument, NULL, 'p'},
+                {"socket", required_argument, NULL, 's'},
+                {"offline", no_argument, NULL, 'f'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
-        int c;
+        struct buf err = BUF_INIT;
+        int c, r;
 
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, "+:o:h", opts, NULL)) != -1) {
                 switch (c) {
+                case 'p':
+                        r = options_add_pattern(&o->patterns, &o->n_patterns, optarg, &err);
+                        if (r < 0) {
+                                r = cmd_usage_error("validate", "%s", err.len ? err.data : ERRNO_STR(r));
+                                buf_free(&err);
+                                return r;
+                        }
+                        break;
+                case 's':
+                        if (!optarg[0])
+                                return cmd_usage_error("validate", "--socket must not be empty");
+                        o->socket = optarg;
+                        break;
+                case 'f':
+                        o->offline = true;
+                        break;
                 case 'n':
                         o->node_name = optarg;
                         break;
@@ -419,18 +627,48 @@ static int parse_args(struct validate_opts *o, int argc, char **argv)
                 return cmd_usage_error("validate", "no PATH given");
         if (o->node_name && !o->node_name[0])
                 return cmd_usage_error("validate", "--node-name must not be empty");
+        if (o->offline && o->socket)
+                return cmd_usage_error("validate", "--offline and --socket: give one");
         return -1;
+}
+
+/* Asks the daemon for its records: at the socket given, else at the
+ * usual one when it is there.  A daemon that cannot be asked is said
+ * (as a note) only when its socket was named. */
+static void ask_daemon(struct validate_opts *o)
+{
+        const char *env = getenv("PODMUX_SOCKET"), *path = o->socket;
+        struct buf err = BUF_INIT, q = BUF_INIT;
+        struct stat st;
+        int r;
+
+        if (o->offline || o->url_mode)
+                return;
+        if (!path)
+                path = env && *env ? env : OPTIONS_DEFAULT_SOCKET;
+        if (!o->socket && !(env && *env) && (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode)))
+                return;
+        r = daemon_files(path, mono_usec() + VALIDATE_DAEMON_TIMEOUT_USEC, &o->daemon_head, &o->daemon_records, &err);
+        if (r < 0 && (o->socket || (env && *env))) {
+                if (buf_json_string(&q, path, strlen(path)) == 0)
+                        fprintf(stderr, "podmux validate: note: cannot ask the daemon at %s: %s\n", q.data,
+                                err.len ? err.data : ERRNO_STR(r));
+        }
+        if (r == 0)
+                o->daemon_path = json_get_str(o->daemon_head, "path", NULL);
+        buf_free(&err);
+        buf_free(&q);
 }
 
 int cmd_validate(int argc, char **argv)
 {
-        struct validate_opts o = {NULL, false, false};
+        struct validate_opts o = {.node_name = NULL};
         char host[256];
         int i, first, failed = 0, r;
 
         r = parse_args(&o, argc, argv);
         if (r >= 0)
-                return r;
+                goto done;
         first = optind;
         if (!o.node_name) {
                 r = options_default_node_name(host, sizeof(host));
@@ -441,15 +679,24 @@ int cmd_validate(int argc, char **argv)
                 }
                 o.node_name = host;
         }
+        ask_daemon(&o);
         for (i = first; i < argc; i++) {
                 r = validate_path(&o, argv[i]);
                 if (r < 0) {
                         fprintf(stderr, "podmux validate: %s\n", ERRNO_STR(r));
-                        return 1;
+                        failed = 1;
+                        break;
                 }
                 if (r > 0)
                         failed = 1;
         }
         fflush(stdout);
-        return failed ? 1 : 0;
+        r = failed ? 1 : 0;
+done:
+        for (size_t k = 0; k < o.n_patterns; k++)
+                free(o.patterns[k]);
+        free(o.patterns);
+        json_object_put(o.daemon_records);
+        json_object_put(o.daemon_head);
+        return r;
 }

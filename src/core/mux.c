@@ -22,6 +22,7 @@
 
 struct mux_entry {
         uint64_t ticket;
+        uint64_t through; /* the channel's number of the last record in it */
         struct pod_update *u;
         bool merging; /* being handed to the merger: not to be folded into */
         struct mux_entry *next;
@@ -31,7 +32,10 @@ struct mux_channel {
         struct mux *mux;
         char *name;
         struct mux_entry *head, *tail;
-        size_t len; /* records waiting */
+        size_t len;    /* records waiting */
+        uint64_t sent; /* records taken, folded ones included */
+        mux_merged_fn merged;
+        void *merged_data;
 };
 
 struct mux {
@@ -147,6 +151,17 @@ const char *mux_channel_name(const struct mux_channel *ch)
         return ch->name;
 }
 
+void mux_channel_on_merged(struct mux_channel *ch, mux_merged_fn fn, void *data)
+{
+        ch->merged = fn;
+        ch->merged_data = data;
+}
+
+uint64_t mux_channel_sent(const struct mux_channel *ch)
+{
+        return ch->sent;
+}
+
 static void drain_deferred(void *data)
 {
         struct mux *m = data;
@@ -176,12 +191,14 @@ static int fold_into_tail(struct mux_channel *ch, struct pod_update *u)
                 /* A whole state replaces what waits: swap, no copy. */
                 pod_update_free(t->u);
                 t->u = u;
+                t->through = ++ch->sent;
                 return 1;
         }
         r = pod_update_fold(t->u, u);
         if (r < 0)
                 return r;
         pod_update_free(u);
+        t->through = ++ch->sent;
         return 1;
 }
 
@@ -199,6 +216,7 @@ int mux_channel_send(struct mux_channel *ch, struct pod_update *u)
                 return -ENOMEM;
         }
         e->ticket = m->next_ticket++;
+        e->through = ++ch->sent;
         e->u = u;
         e->merging = false;
         e->next = NULL;
@@ -226,6 +244,7 @@ size_t mux_drain(struct mux *m)
         for (;;) {
                 struct mux_channel *best = NULL;
                 struct mux_entry *e;
+                uint64_t through;
                 int r;
 
                 for (size_t i = 0; i < m->n; i++) {
@@ -262,9 +281,12 @@ size_t mux_drain(struct mux *m)
                 if (!best->head)
                         best->tail = NULL;
                 best->len--;
+                through = e->through;
                 pod_update_free(e->u);
                 free(e);
                 done++;
+                if (best->merged)
+                        best->merged(best->merged_data, through);
         }
 }
 

@@ -23,12 +23,25 @@
  * extra YAML documents, a missing path and a watch that cannot be set up
  * (doc/design.md "Errors"); a duplicate, the path and the watch say once
  * (info) when that is over.
+ *
+ * Records (struct frec, doc/pod-config.md 6.7): one per path seen, in
+ * recs, holding the path the file's names borrow.  An event sets the
+ * records of the files it touches (the file, and the files naming a key
+ * whose holder changed: settle_change()) after its change is sent, and
+ * tells them once, at its end (recs_flush()), so a record never shows new
+ * bytes with an old verdict.  A relist sets what each file is as it reads
+ * it, and the rest when its state is installed (settle_relist()).  A
+ * record pending under send N is on the pending list (in send order)
+ * until a broadcast carries its pod (file_source_carried()) or send N is
+ * merged (on_merged()).  A record that cannot be kept for want of memory
+ * makes a relist, as any other resource failure.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +49,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "podmux/digest.h"
 #include "podmux/dir.h"
 #include "podmux/keymap.h"
 #include "podmux/file_source.h"
@@ -52,18 +66,53 @@
                   IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 #define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
 
+/* A record's send number while it waits for a send (read, not yet
+ * judged or sent). */
+#define SENT_NONE UINT64_MAX
+
 /*
- * A file's path, kept once: the files map borrows it as its key, and each
- * entry whose pod the file defined holds a reference.  An entry can
- * outlive the file's place in files for a moment (file_drop() takes the
- * name out before the pod goes), and a relist's state holds names of its
- * own, hence the count.  The fields are in this order so that the path
- * starts at offset 12, not 16.
+ * What the source knows of one path it has seen (include/podmux/
+ * file_record.h): kept in recs, and referenced by each struct file_name
+ * of the path, which borrows the path from here.  A record dropped from
+ * recs (its file gone) lives on while a name still holds it; a path seen
+ * again gets a new record.
+ */
+struct frec {
+        unsigned refs;            /* recs' while in it, one per file_name, one while on the dirty list */
+        uint8_t state;            /* enum file_record_state */
+        bool have_digest;         /* digest names the bytes last read */
+        bool gone;                /* the file is gone: kept until its pod's removal is merged */
+        bool dirty;               /* changed since it was last told (on the dirty list) */
+        uint32_t seen;            /* the relist that last found the file (fs->gen) */
+        struct frec *prev, *next; /* the pending list, while sent != SENT_NONE */
+        struct frec *dnext;       /* the dirty list */
+        uint64_t sent;            /* PENDING: the send that carries its change, or SENT_NONE */
+        uint64_t seq;             /* the pods message that carried its pod; 0 none */
+        int64_t size;             /* -1 unknown */
+        uint64_t mtime;           /* wall usec, 0 unknown */
+        uint8_t digest[DIGEST_LEN];
+        char *text; /* the reason (REJECTED, DUPLICATE, IGNORED), or NULL */
+        /* The key and, after a NUL, the UID of the file's pod when the
+         * source does not store it (a duplicate, a name left out by
+         * --static-pod-file-pattern), or NULL. */
+        char *ident;
+        char path[];
+};
+
+/*
+ * A file as one state names it: the files map (keyed by the record's
+ * path) holds it while the file names a key, and each entry whose pod the
+ * file defined holds a reference.  An entry can outlive the file's place
+ * in files for a moment (file_drop() takes the name out before the pod
+ * goes), and a relist's state holds names of its own, hence the count.
  */
 struct file_name {
         struct keyref *key; /* the key the file names; non-NULL iff in files */
         unsigned refs;      /* the files map's, while listed, and one per entry */
-        char path[];
+        /* --static-pod-file-pattern leaves the name out: it names its key
+         * (to be told a duplicate) but never holds it. */
+        bool filtered;
+        struct frec *rec; /* a reference: the path is there */
 };
 
 /* A store key as the files name it, kept once: shared by the files naming
@@ -103,6 +152,10 @@ struct state {
         struct keymap *keyrefs; /* key -> struct keyref* (keyed by their texts) */
 };
 
+/* Names are never read when they start with '.', and, in a directory,
+ * only when they match a --static-pod-file-pattern if some are given. */
+static bool name_filtered(const struct file_source *fs, const char *path);
+
 struct dirty_file {
         struct dirty_file *next;
         uint32_t mask;
@@ -121,6 +174,19 @@ struct file_source {
         struct mux_channel *ch;
         char *path;
         char *node_name;
+        char **patterns; /* --static-pod-file-pattern */
+        size_t n_patterns;
+        /* Every path seen (struct frec, keyed by path); the pending ones
+         * in send order (on_merged() settles from the head); the changed
+         * ones to tell (recs_flush()). */
+        struct keymap *recs;
+        struct frec *pend_head, *pend_tail;
+        struct frec *changed_head, *changed_tail;
+        bool rec_oom;      /* a record could not be kept: a relist puts it right */
+        uint32_t gen;      /* relists started */
+        uint64_t last_seq; /* the last pods message that carried a pod of ours */
+        void (*record_fn)(void *data, const struct file_record_view *v);
+        void *record_data;
         uint64_t period;
         struct source_stats *stats; /* may be NULL */
         struct state st;            /* the pods sent, with their indexes */
@@ -173,17 +239,27 @@ static size_t count_of(struct keymap *uids, const char *uid)
         return e ? e->same_uid : 0;
 }
 
-/* A name for path, not yet referenced.  NULL on ENOMEM. */
-static struct file_name *name_new(const char *path)
+static void rec_unref(struct frec *r)
 {
-        size_t len = strlen(path) + 1;
-        struct file_name *f = malloc(sizeof(*f) + len);
+        if (r && --r->refs == 0) {
+                free(r->text);
+                free(r->ident);
+                free(r);
+        }
+}
+
+/* A name for rec's path, not yet referenced.  NULL on ENOMEM. */
+static struct file_name *name_new(struct frec *rec, bool filtered)
+{
+        struct file_name *f = malloc(sizeof(*f));
 
         if (!f)
                 return NULL;
         f->refs = 0;
         f->key = NULL;
-        memcpy(f->path, path, len);
+        f->filtered = filtered;
+        f->rec = rec;
+        rec->refs++;
         return f;
 }
 
@@ -192,8 +268,10 @@ static void name_unref(void *v)
 {
         struct file_name *f = v;
 
-        if (f && --f->refs == 0)
+        if (f && --f->refs == 0) {
+                rec_unref(f->rec);
                 free(f);
+        }
 }
 
 static const char *entry_key(const void *v)
@@ -208,8 +286,16 @@ static const char *entry_uid(const void *v)
 
 static const char *name_path(const void *v)
 {
-        return ((const struct file_name *)v)->path;
+        return ((const struct file_name *)v)->rec->path;
 }
+
+static const char *rec_path(const void *v)
+{
+        return ((const struct frec *)v)->path;
+}
+
+/* The path of a file name: shorthand. */
+#define NAME(f) ((f)->rec->path)
 
 static const char *keyref_text(const void *v)
 {
@@ -287,6 +373,305 @@ static int state_init(struct state *s)
                 return 0;
         state_free(s);
         return -ENOMEM;
+}
+
+/* ---- records ------------------------------------------------------------------- */
+
+/* The record of path; made (pending, nothing read) when there is none and
+ * create.  NULL when there is none, or for want of memory (create). */
+static struct frec *rec_get(struct file_source *fs, const char *path, bool create)
+{
+        struct frec *r = keymap_get(fs->recs, path);
+        size_t len;
+
+        if (r || !create)
+                return r;
+        len = strlen(path) + 1;
+        r = calloc(1, sizeof(*r) + len);
+        if (!r)
+                return NULL;
+        r->refs = 1;
+        r->state = FILE_RECORD_PENDING;
+        r->sent = SENT_NONE;
+        r->size = -1;
+        memcpy(r->path, path, len);
+        if (keymap_put(fs->recs, r, NULL) < 0) {
+                free(r);
+                return NULL;
+        }
+        return r;
+}
+
+/* r changed: it is told at the next recs_flush(), once. */
+static void rec_touch(struct file_source *fs, struct frec *r)
+{
+        if (r->dirty)
+                return;
+        r->dirty = true;
+        r->refs++;
+        r->dnext = NULL;
+        if (fs->changed_tail)
+                fs->changed_tail->dnext = r;
+        else
+                fs->changed_head = r;
+        fs->changed_tail = r;
+}
+
+/* Off the pending list (if on it). */
+static void pend_unlink(struct file_source *fs, struct frec *r)
+{
+        if (r->sent == SENT_NONE)
+                return;
+        if (r->prev)
+                r->prev->next = r->next;
+        else
+                fs->pend_head = r->next;
+        if (r->next)
+                r->next->prev = r->prev;
+        else
+                fs->pend_tail = r->prev;
+        r->prev = r->next = NULL;
+        r->sent = SENT_NONE;
+}
+
+/* Pending under send number sent (the newest: the list stays in order),
+ * or, with SENT_NONE, read and not yet sent: a record already waiting
+ * for a send keeps it (what that send carries is still on its way). */
+static void rec_pending(struct file_source *fs, struct frec *r, uint64_t sent)
+{
+        if (r->state != FILE_RECORD_PENDING || r->text) {
+                rec_touch(fs, r);
+                free(r->text);
+                r->text = NULL;
+                r->state = FILE_RECORD_PENDING;
+        }
+        if (sent == SENT_NONE)
+                return;
+        pend_unlink(fs, r);
+        r->sent = sent;
+        r->prev = fs->pend_tail;
+        r->next = NULL;
+        if (fs->pend_tail)
+                fs->pend_tail->next = r;
+        else
+                fs->pend_head = r;
+        fs->pend_tail = r;
+}
+
+/* Sets a final state (not PENDING) with its reason (copied, bounded;
+ * NULL none).  When the reason cannot be kept for want of memory, the
+ * record says pending instead (read, not judged: never a verdict
+ * without its reason) and a relist is asked for (fs->rec_oom), which
+ * sets it again. */
+static void rec_set(struct file_source *fs, struct frec *r, enum file_record_state state, const char *reason)
+{
+        char *text = NULL;
+
+        if (reason && !(text = file_record_reason_dup(reason))) {
+                fs->rec_oom = true;
+                pend_unlink(fs, r);
+                rec_pending(fs, r, SENT_NONE);
+                return;
+        }
+        pend_unlink(fs, r);
+        if (r->state != state || (r->text == NULL) != (text == NULL) || (text && strcmp(r->text, text) != 0))
+                rec_touch(fs, r);
+        free(r->text);
+        r->text = text;
+        r->state = state;
+}
+
+/* Applied: consumers have its pod, carried by the message numbered seq
+ * (0: as before). */
+static void rec_applied(struct file_source *fs, struct frec *r, uint64_t seq)
+{
+        if (seq && r->seq != seq) {
+                r->seq = seq;
+                rec_touch(fs, r);
+        }
+        rec_set(fs, r, FILE_RECORD_APPLIED, NULL);
+}
+
+/* No message will carry a pod of r's any more: its seq goes. */
+static void rec_no_pod(struct file_source *fs, struct frec *r)
+{
+        if (r->seq) {
+                r->seq = 0;
+                rec_touch(fs, r);
+        }
+}
+
+/* The identity of r's pod, which the source does not store ("key\0uid",
+ * the UID bounded); NULL key: none.  False when it cannot be kept for
+ * want of memory (a relist is asked for: fs->rec_oom). */
+static bool rec_ident(struct file_source *fs, struct frec *r, const char *key, const char *uid)
+{
+        size_t kl, ul;
+        char *id;
+
+        if (!key) {
+                free(r->ident);
+                r->ident = NULL;
+                return true;
+        }
+        kl = strlen(key) + 1;
+        ul = strnlen(uid, FILE_RECORD_UID_MAX - 1);
+        if (r->ident && strcmp(r->ident, key) == 0 && strlen(r->ident + kl) == ul &&
+            memcmp(r->ident + kl, uid, ul) == 0)
+                return true;
+        id = malloc(kl + ul + 1);
+        if (!id) {
+                fs->rec_oom = true;
+                return false;
+        }
+        memcpy(id, key, kl);
+        memcpy(id + kl, uid, ul);
+        id[kl + ul] = '\0';
+        free(r->ident);
+        r->ident = id;
+        rec_touch(fs, r);
+        return true;
+}
+
+static uint64_t timespec_usec(const struct timespec *t)
+{
+        return (uint64_t)t->tv_sec * 1000000u + (uint64_t)t->tv_nsec / 1000u;
+}
+
+/* What a look at the file found: the bytes' digest (rd->read) and stat.
+ * New bytes are pending until judged. */
+static void rec_read(struct file_source *fs, struct frec *r, const struct static_pod_read *rd)
+{
+        int64_t size = rd->read ? (int64_t)rd->st.st_size : -1;
+        uint64_t mtime = rd->read ? timespec_usec(&rd->st.st_mtim) : 0;
+        bool same = r->have_digest == rd->read && (!rd->read || memcmp(r->digest, rd->digest, DIGEST_LEN) == 0);
+
+        r->gone = false;
+        if (same && size == r->size && mtime == r->mtime)
+                return;
+        rec_touch(fs, r);
+        r->size = size;
+        r->mtime = mtime;
+        r->have_digest = rd->read;
+        if (rd->read)
+                memcpy(r->digest, rd->digest, DIGEST_LEN);
+        if (!same && r->state != FILE_RECORD_PENDING)
+                rec_pending(fs, r, SENT_NONE);
+}
+
+/* What a look at an entry that is not read found (its stat; NULL: none). */
+static void rec_stat(struct file_source *fs, struct frec *r, const struct stat *st)
+{
+        struct static_pod_read rd = {.read = false};
+
+        rec_read(fs, r, &rd);
+        if (st && (r->size != (int64_t)st->st_size || r->mtime != timespec_usec(&st->st_mtim))) {
+                r->size = (int64_t)st->st_size;
+                r->mtime = timespec_usec(&st->st_mtim);
+                rec_touch(fs, r);
+        }
+}
+
+/* r's file and its pod are gone for good: out of recs, told as GONE
+ * (with seq, a message by which consumers know) at the next flush. */
+static void rec_drop(struct file_source *fs, struct frec *r, uint64_t seq)
+{
+        if (keymap_get(fs->recs, r->path) != r)
+                return;
+        (void)keymap_remove(fs->recs, r->path);
+        pend_unlink(fs, r);
+        rec_touch(fs, r);
+        r->state = FILE_RECORD_GONE;
+        r->seq = seq;
+        r->have_digest = false;
+        r->size = -1;
+        r->mtime = 0;
+        free(r->text);
+        r->text = NULL;
+        rec_unref(r); /* recs' reference */
+}
+
+/* r's file is gone and the removal of its pod was sent as send number
+ * sent: pending until that is merged, then dropped. */
+static void rec_gone(struct file_source *fs, struct frec *r, uint64_t sent)
+{
+        if (!r->gone || r->have_digest) {
+                r->gone = true;
+                r->have_digest = false;
+                r->size = -1;
+                r->mtime = 0;
+                rec_touch(fs, r);
+        }
+        rec_pending(fs, r, sent);
+}
+
+/* The file r's state names, and its stored pod, or NULL. */
+static const struct entry *rec_entry(const struct state *st, const struct frec *r, const struct file_name **ret_f)
+{
+        const struct file_name *f = keymap_get(st->files, r->path);
+        const struct entry *e = f ? keymap_get(st->store, f->key->key) : NULL;
+
+        *ret_f = f;
+        return e && e->file == f ? e : NULL;
+}
+
+/* r as a view (include/podmux/file_record.h); pod is where its pod goes. */
+static void rec_view(const struct file_source *fs, const struct frec *r, struct file_record_view *v,
+                     struct file_record_pod *pod)
+{
+        const struct file_name *f = NULL;
+        const struct entry *e = r->state == FILE_RECORD_GONE ? NULL : rec_entry(&fs->st, r, &f);
+
+        *v = (struct file_record_view){
+                .source = POD_SOURCE_FILE,
+                .path = r->path,
+                .state = (enum file_record_state)r->state,
+                .reason = r->text,
+                .digest = r->have_digest ? r->digest : NULL,
+                .size = r->size,
+                .mtime_usec = r->mtime,
+                .pods = pod,
+                .seq = r->seq,
+        };
+        if (e && r->state != FILE_RECORD_DUPLICATE) {
+                pod->key = pod_key(e->pod);
+                pod->uid = pod_uid(e->pod);
+                v->n_pods = 1;
+        } else if (r->state == FILE_RECORD_DUPLICATE && r->ident) {
+                pod->key = r->ident;
+                pod->uid = r->ident + strlen(r->ident) + 1;
+                v->n_pods = 1;
+        }
+}
+
+/* Tells each record changed since the last flush, oldest change first. */
+static void recs_flush(struct file_source *fs)
+{
+        struct frec *r;
+
+        while ((r = fs->changed_head)) {
+                struct file_record_view v;
+                struct file_record_pod pod;
+
+                fs->changed_head = r->dnext;
+                if (!fs->changed_head)
+                        fs->changed_tail = NULL;
+                r->dirty = false;
+                if (fs->record_fn) {
+                        rec_view(fs, r, &v, &pod);
+                        fs->record_fn(fs->record_data, &v);
+                }
+                rec_unref(r);
+        }
+}
+
+static bool name_filtered(const struct file_source *fs, const char *path)
+{
+        const char *slash = strrchr(path, '/');
+
+        return fs->n_patterns && strcmp(path, fs->path) != 0 &&
+               static_pod_name_kind(slash ? slash + 1 : path, (const char *const *)fs->patterns, fs->n_patterns) ==
+                       STATIC_POD_NAME_FILTERED;
 }
 
 /* Logs a bad file once per distinct reason. */
@@ -457,24 +842,39 @@ static void clear_dup(struct file_source *fs, const char *file, const char *key)
         }
 }
 
-/* Reads and decodes one file into a pod.  Returns -ENOENT quietly when the
- * file vanished, and a resource error (see static_pod_resource_error()) quietly for
- * the caller to handle; other errors are the file's, reported (once)
- * unless quiet. */
-static int load_file(struct file_source *fs, const char *file, int quiet,
-                     struct pod **ret_pod)
+/*
+ * Reads and decodes rec's file into a pod, and records what it read and,
+ * for a file that fails, the verdict: rejected, or ignored for a name
+ * --static-pod-file-pattern leaves out (filtered: read only to tell a
+ * duplicate, and nothing is said about it).  A write in progress (quiet)
+ * that fails changes nothing.  Returns -ENOENT quietly when the file
+ * vanished, and a resource error (see static_pod_resource_error())
+ * quietly for the caller to handle; other errors are the file's,
+ * reported (once) unless quiet or filtered.
+ */
+static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
 {
         struct v1_unknown unknown = {NULL, 0, 0};
+        struct static_pod_read rd;
         struct buf err = BUF_INIT;
+        const char *file = rec->path, *why;
         int r, docs = 1;
 
         /* The same steps `podmux validate` takes (static_pod.h). */
-        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, &err);
+        r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, &rd, &err);
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out; /* gone, or not the file's fault: the caller retries */
-        if (r < 0) {
-                report_bad(fs, file, err.len ? err.data : "invalid manifest", quiet, r != -EACCES && r != -EIO);
-        } else {
+        if (r == 0 || !quiet)
+                rec_read(fs, rec, &rd);
+        why = err.len ? err.data : "invalid manifest";
+        if (r < 0 && filtered) {
+                if (!quiet)
+                        rec_set(fs, rec, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
+        } else if (r < 0) {
+                if (!quiet)
+                        rec_set(fs, rec, FILE_RECORD_REJECTED, why);
+                report_bad(fs, file, why, quiet, r != -EACCES && r != -EIO);
+        } else if (!filtered) {
                 clear_bad(fs, file);
                 warn_unknown(fs, file, &unknown);
                 warn_docs(fs, file, docs);
@@ -510,8 +910,9 @@ static int store_update(struct keymap *store, struct pod_update **ret_u)
         return 0;
 }
 
-/* Sends store as the source's state.  0, or -ENOMEM with nothing sent. */
-static int send_state(struct file_source *fs, struct keymap *store)
+/* Sends store as the source's state.  0 with *ret_sent its number
+ * (mux_channel_sent()), or -ENOMEM with nothing sent. */
+static int send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent)
 {
         struct pod_update *u = NULL;
         size_t n;
@@ -524,6 +925,7 @@ static int send_state(struct file_source *fs, struct keymap *store)
         if (r < 0)
                 return r;
         source_stats_success(fs->stats, n);
+        *ret_sent = mux_channel_sent(fs->ch);
         return 0;
 }
 
@@ -653,7 +1055,7 @@ static struct pod *keep_stored(const struct state *prev, const char *file, struc
 {
         struct entry *e = prev->store ? keymap_get(prev->store, pod_key(pod)) : NULL;
 
-        if (!e || e->pod == pod || strcmp(e->file->path, file) != 0 || !pod_same(e->pod, pod))
+        if (!e || e->pod == pod || strcmp(NAME(e->file), file) != 0 || !pod_same(e->pod, pod))
                 return pod;
         pod_unref(pod);
         return pod_ref(e->pod);
@@ -675,12 +1077,14 @@ static void take_from(struct file_source *fs, const char *file, const char *key,
         remember(fs->dups, other, text);
 }
 
-/* Puts (file -> pod) into the state.  The first file in sorted order
- * keeps a namespace/name; a later one is refused with a warning naming
- * both, once while that stays so (note_dup()).  Returns 1 if the store
- * changed, 0 if not, -errno. */
-static int store_put(struct file_source *fs, struct state *s, const char *file, struct pod *pod)
+/* Puts (rec's file -> pod) into the state.  The first file in sorted
+ * order keeps a namespace/name; a later one is refused with a warning
+ * naming both, once while that stays so (note_dup()).  A name
+ * --static-pod-file-pattern leaves out only names its key, silently.
+ * Returns 1 if the store changed, 0 if not, -errno. */
+static int store_put(struct file_source *fs, struct state *s, struct frec *rec, struct pod *pod)
 {
+        const char *file = rec->path;
         struct buf key = BUF_INIT;
         struct file_name *f = NULL;
         struct entry *old;
@@ -689,27 +1093,28 @@ static int store_put(struct file_source *fs, struct state *s, const char *file, 
         if (pod_store_key(pod, &key) < 0)
                 goto out;
         f = keymap_get(s->files, file);
-        if (!f && !(f = name_new(file)))
+        if (!f && !(f = name_new(rec, name_filtered(fs, file))))
                 goto out;
         f->refs++; /* ours until the end: a new name nothing took goes there */
+        r = 0;
+        if (f->filtered)
+                goto record;
         old = keymap_get(s->store, key.data);
-        if (old && strcmp(old->file->path, file) < 0) {
+        if (old && strcmp(NAME(old->file), file) < 0) {
                 struct stat st;
 
                 /* The earlier file still defines it: it keeps the pod. */
-                if (stat(old->file->path, &st) == 0) {
-                        note_dup(fs, file, key.data, old->file->path);
-                        r = 0;
+                if (stat(NAME(old->file), &st) == 0) {
+                        note_dup(fs, file, key.data, NAME(old->file));
                         goto record;
                 }
         }
         if (old && old->pod == pod) {
                 clear_dup(fs, file, key.data);
-                r = 0;
                 goto record;
         }
-        if (old && strcmp(old->file->path, file) != 0)
-                take_from(fs, file, key.data, old->file->path);
+        if (old && strcmp(NAME(old->file), file) != 0)
+                take_from(fs, file, key.data, NAME(old->file));
         r = store_set(s, f, pod);
         if (r < 0)
                 goto out;
@@ -724,6 +1129,115 @@ out:
         return r;
 }
 
+/* ---- verdicts ------------------------------------------------------------------ */
+
+/* The reason a duplicate's record gives: the warning's words for a file
+ * that is read; for a name --static-pod-file-pattern leaves out, that it
+ * is a copy of a pod another file defines. */
+static void dup_reason(char *text, size_t size, const char *key, const char *holder, bool filtered)
+{
+        if (filtered)
+                (void)snprintf(text, size,
+                               "pod \"%s\" is already defined by file \"%s\" (this name does not match "
+                               "--static-pod-file-pattern and is not read)",
+                               key, holder);
+        else
+                dup_text(text, size, key, holder);
+}
+
+/*
+ * The verdict on file f, which names a key in st.  Holding it: pending
+ * under send number sent when its pod went out in it (sent != 0); else,
+ * if already pending, under pend when given (a relist's SET carries it
+ * again) or under the send it waits for; else applied.  Another file
+ * holding the key makes it a duplicate naming that file (uid: its pod's
+ * UID; NULL: the one the record has); none holding it, it is ignored for
+ * a name left out, else pending until the next relist (a resource
+ * failure left the key so).
+ */
+static void settle_file(struct file_source *fs, const struct state *st, const struct file_name *f, uint64_t sent,
+                        uint64_t pend, const char *uid)
+{
+        const struct entry *e = keymap_get(st->store, f->key->key);
+        struct frec *r = f->rec;
+        char text[DUP_TEXT];
+
+        if (e && e->file == f) {
+                rec_ident(fs, r, NULL, NULL);
+                if (sent)
+                        rec_pending(fs, r, sent);
+                else if (r->state == FILE_RECORD_PENDING && pend)
+                        rec_pending(fs, r, pend);
+                else if (r->state != FILE_RECORD_PENDING || r->sent == SENT_NONE)
+                        rec_applied(fs, r, r->seq ? 0 : fs->last_seq);
+                return;
+        }
+        /* A duplicate without its pod's identity is not told: pending
+         * until the relist that is asked for. */
+        if ((uid || !r->ident || strcmp(r->ident, f->key->key) != 0) &&
+            !rec_ident(fs, r, f->key->key, uid ? uid : "")) {
+                pend_unlink(fs, r);
+                rec_pending(fs, r, SENT_NONE);
+                return;
+        }
+        if (e) {
+                dup_reason(text, sizeof(text), f->key->key, NAME(e->file), f->filtered);
+                rec_no_pod(fs, r);
+                rec_set(fs, r, FILE_RECORD_DUPLICATE, text);
+        } else if (f->filtered) {
+                rec_set(fs, r, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
+        } else {
+                rec_pending(fs, r, SENT_NONE);
+        }
+}
+
+/* An entry that is not read: a directory, or what static_pod_entry()
+ * says is bad (reported), with its reason (without ": skipped"). */
+static void not_read(struct file_source *fs, struct frec *rec, int kind, const char *reason)
+{
+        static const char skipped[] = ": skipped";
+        size_t len = strlen(reason);
+        char why[256];
+        struct stat st;
+        bool have = lstat(rec->path, &st) == 0;
+
+        if (kind == STATIC_POD_DIRECTORY) {
+                log_debug("file source: skipping directory \"%s\"", rec->path);
+                (void)snprintf(why, sizeof(why), "a directory (the file source does not recurse)");
+        } else {
+                report_bad(fs, rec->path, reason, 0, false);
+                if (len >= sizeof(skipped) - 1 && strcmp(reason + len - (sizeof(skipped) - 1), skipped) == 0)
+                        len -= sizeof(skipped) - 1;
+                (void)snprintf(why, sizeof(why), "%.*s", (int)len, reason);
+        }
+        rec_stat(fs, rec, have ? &st : NULL);
+        rec_set(fs, rec, FILE_RECORD_IGNORED, why);
+}
+
+/* A name starting with '.': never read, recorded as such (with its
+ * lstat) while it is there.  0, or a resource error. */
+static int dot_file(struct file_source *fs, const char *path)
+{
+        struct frec *r;
+        struct stat st;
+
+        if (lstat(path, &st) < 0) {
+                if (static_pod_resource_error(-errno))
+                        return -errno;
+                r = rec_get(fs, path, false);
+                if (r)
+                        rec_drop(fs, r, 0);
+                return 0;
+        }
+        r = rec_get(fs, path, true);
+        if (!r)
+                return -ENOMEM;
+        r->seen = fs->gen;
+        rec_stat(fs, r, &st);
+        rec_set(fs, r, FILE_RECORD_IGNORED, STATIC_POD_DOT_REASON);
+        return 0;
+}
+
 /* ---- relist ------------------------------------------------------------------------- */
 
 static int cmp_str(const void *a, const void *b)
@@ -731,60 +1245,140 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* rec's pod, just put into st: if the file does not hold its key (a
+ * duplicate, a name left out), the record keeps the pod's identity. */
+static void note_ident(struct file_source *fs, const struct state *st, struct frec *rec, const struct pod *pod)
+{
+        const struct file_name *f = keymap_get(st->files, rec->path);
+        const struct entry *e = f ? keymap_get(st->store, f->key->key) : NULL;
+
+        if (f && (!e || e->file != f))
+                (void)rec_ident(fs, rec, f->key->key, pod_uid(pod)); /* else fs->rec_oom */
+}
+
 /*
- * Loads every listed file into st (a fresh state).  A file that
- * vanished is skipped; a file that is bad (unreadable, invalid, not a
- * regular file) is reported and skipped, so its pod drops out as in the
- * kubelet; a resource error fails the whole load.  0 or -errno (a resource
- * error) with *ret_what set.
+ * The relist's look at one listed path: its record says what it is, and
+ * a manifest's pod goes into st (a fresh state).  A file that vanished
+ * is skipped; a file that is bad (unreadable, invalid, not a regular
+ * file) is reported and skipped, so its pod drops out as in the kubelet;
+ * a name left out by --static-pod-file-pattern only names its key.  0 or
+ * a resource error, with *ret_what set.
  */
+static int look_at(struct file_source *fs, const char *path, struct state *st, const char **ret_what)
+{
+        const char *slash = strrchr(path, '/');
+        enum static_pod_name nk =
+                static_pod_name_kind(slash ? slash + 1 : path, (const char *const *)fs->patterns, fs->n_patterns);
+        struct buf reason = BUF_INIT;
+        struct pod *pod = NULL;
+        struct frec *rec;
+        int r, kind;
+
+        *ret_what = "cannot check a file";
+        if (nk == STATIC_POD_NAME_DOT)
+                return dot_file(fs, path);
+        r = kind = static_pod_entry(path, &reason);
+        if (kind < 0 || kind == STATIC_POD_GONE)
+                goto out;
+        *ret_what = "cannot record a file";
+        r = -ENOMEM;
+        if (!(rec = rec_get(fs, path, true)))
+                goto out;
+        r = 0;
+        if (kind != STATIC_POD_MANIFEST) {
+                not_read(fs, rec, kind, reason.len ? reason.data : "skipped");
+                rec->seen = fs->gen;
+                goto out;
+        }
+        r = load_file(fs, rec, 0, nk == STATIC_POD_NAME_FILTERED, &pod);
+        *ret_what = "cannot load a file";
+        if (r == -ENOENT || static_pod_resource_error(r))
+                goto out;
+        rec->seen = fs->gen;
+        if (r < 0) {
+                r = 0;
+                goto out;
+        }
+        pod = keep_stored(&fs->st, path, pod);
+        *ret_what = "cannot store a pod";
+        r = store_put(fs, st, rec, pod);
+        if (r >= 0)
+                note_ident(fs, st, rec, pod);
+out:
+        if (r == -ENOENT || kind == STATIC_POD_GONE)
+                r = 0;
+        pod_unref(pod);
+        buf_free(&reason);
+        return r < 0 ? r : 0;
+}
+
+/* Looks at every listed path (see look_at()).  0 or -errno (a resource
+ * error) with *ret_what set. */
 static int load_all(struct file_source *fs, char **names, size_t n, struct state *st, const char **ret_what)
 {
         for (size_t i = 0; i < n; i++) {
-                struct buf reason = BUF_INIT;
-                struct pod *pod = NULL;
-                int r, kind = static_pod_entry(names[i], &reason);
+                int r = look_at(fs, names[i], st, ret_what);
 
-                if (kind < 0) {
-                        buf_free(&reason);
-                        *ret_what = "cannot check a file";
-                        return kind;
-                }
-                if (kind == STATIC_POD_BAD)
-                        report_bad(fs, names[i], reason.len ? reason.data : "skipped", 0, false);
-                else if (kind == STATIC_POD_DIRECTORY)
-                        log_debug("file source: skipping directory \"%s\"", names[i]);
-                buf_free(&reason);
-                if (kind != STATIC_POD_MANIFEST)
-                        continue;
-                r = load_file(fs, names[i], 0, &pod);
-                if (static_pod_resource_error(r)) {
-                        *ret_what = "cannot load a file";
-                        return r;
-                }
                 if (r < 0)
-                        continue;
-                pod = keep_stored(&fs->st, names[i], pod);
-                r = store_put(fs, st, names[i], pod);
-                pod_unref(pod);
-                if (r < 0) {
-                        *ret_what = "cannot store a pod";
                         return r;
-                }
         }
         return 0;
 }
 
+/*
+ * The records once a relist's state st goes out as send number sent
+ * (fs->st is still the one it replaces): a file it found is judged
+ * against st, its pod pending under sent unless the very pod went out
+ * before; a file it did not find is gone: pending until sent is merged
+ * if it had a pod, else dropped.  O(records): a relist reads them all.
+ */
+static void settle_relist(struct file_source *fs, const struct state *st, uint64_t sent)
+{
+        struct frec *drop = NULL, *r;
+        size_t it = 0;
+        void *v;
+
+        while (keymap_next(fs->recs, &it, &v)) {
+                const struct file_name *fo = NULL, *f = NULL;
+                const struct entry *eo, *en;
+
+                r = v;
+                eo = rec_entry(&fs->st, r, &fo);
+                if (r->seen != fs->gen) {
+                        if (eo || r->gone) {
+                                rec_gone(fs, r, sent);
+                        } else {
+                                pend_unlink(fs, r);
+                                r->next = drop; /* dropped after the walk */
+                                drop = r;
+                        }
+                        continue;
+                }
+                en = rec_entry(st, r, &f);
+                if (f)
+                        settle_file(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
+                else if (eo)
+                        rec_no_pod(fs, r);
+        }
+        while ((r = drop)) {
+                drop = r->next;
+                r->next = NULL;
+                rec_drop(fs, r, 0);
+        }
+}
+
 /* Sends st (built by a relist, its indexes with it) and makes it the
- * source's state, leaving st empty.  On failure nothing changes and st
- * stays the caller's.  0 or -ENOMEM. */
+ * source's state, leaving st empty; the records follow.  On failure
+ * nothing changes and st stays the caller's.  0 or -ENOMEM. */
 static int replace_state(struct file_source *fs, struct state *st)
 {
-        int r = send_state(fs, st->store);
+        uint64_t sent = 0;
+        int r = send_state(fs, st->store, &sent);
 
         if (r < 0)
                 return r;
         fs->diverged = false;
+        settle_relist(fs, st, sent);
         state_free(&fs->st);
         fs->st = *st;
         memset(st, 0, sizeof(*st));
@@ -816,7 +1410,8 @@ static int relist_dir(struct file_source *fs, struct state *st, const char **ret
         size_t n = 0;
         int r;
 
-        r = dir_list(fs->path, DIR_LIST_NO_HIDDEN | DIR_LIST_PATHS, &names, &n, ret_what);
+        /* Dot files too: they are recorded (never read). */
+        r = dir_list(fs->path, DIR_LIST_PATHS, &names, &n, ret_what);
         /* The directory went away between stat and open. */
         if (r == -ENOENT || r == -ENOTDIR)
                 r = 0;
@@ -845,12 +1440,17 @@ out:
  * resource error) with *ret_what set. */
 static int relist_file(struct file_source *fs, struct state *st, const char **ret_what)
 {
+        struct frec *rec = rec_get(fs, fs->path, true);
         struct pod *pod = NULL;
         int r;
 
-        r = load_file(fs, fs->path, 0, &pod);
+        *ret_what = "cannot record the file";
+        if (!rec)
+                return -ENOMEM;
+        r = load_file(fs, rec, 0, false, &pod);
         if (r == -ENOENT)
                 return 0; /* gone: no pods */
+        rec->seen = fs->gen;
         if (r < 0) {
                 /* A bad file keeps what was sent before; a resource
                  * error is retried. */
@@ -858,7 +1458,7 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
                 return static_pod_resource_error(r) ? r : 1;
         }
         pod = keep_stored(&fs->st, fs->path, pod);
-        r = store_put(fs, st, fs->path, pod);
+        r = store_put(fs, st, rec, pod);
         pod_unref(pod);
         *ret_what = "cannot store the pod";
         return r > 0 ? 0 : r;
@@ -900,6 +1500,7 @@ static int relist(struct file_source *fs, const char **ret_what)
         struct stat st;
         int r;
 
+        fs->gen++; /* what this relist finds is marked with it */
         *ret_what = "cannot stat";
         if (stat(fs->path, &st) < 0) {
                 r = -errno;
@@ -992,6 +1593,12 @@ static void clear_dirty(struct file_source *fs)
  * succeeded.  Events that came in meanwhile are looked at now. */
 static void relist_done(struct file_source *fs, const char *what, int r)
 {
+        recs_flush(fs);
+        if (r >= 0 && fs->rec_oom) {
+                what = "cannot record the files of";
+                r = -ENOMEM;
+        }
+        fs->rec_oom = false;
         if (r < 0) {
                 relist_failed(fs, what, r);
         } else {
@@ -1066,8 +1673,23 @@ static void event_failed(struct file_source *fs, const char *file, int r)
          * up to a mix of both: none goes out until the relist has sent
          * a whole state (replace_state). */
         fs->diverged = true;
+        /* A relist is due already: it finds this change too, and the
+         * pause before it does not grow with each event of a burst. */
+        if (loop_timer_armed(fs->relist_retry_timer))
+                return;
         relist_failed(fs, "cannot apply an event for", r);
         update_state(fs);
+}
+
+/* The end of an event on file: the records it changed are told, and a
+ * record that could not be kept makes a relist, which sets it again. */
+static void recs_told(struct file_source *fs, const char *file)
+{
+        recs_flush(fs);
+        if (fs->rec_oom) {
+                fs->rec_oom = false;
+                event_failed(fs, file, -ENOMEM);
+        }
 }
 
 static void on_relist_retry(struct loop_timer *t, void *data)
@@ -1096,11 +1718,12 @@ static void schedule_retry(struct file_source *fs, int missing)
 /*
  * What one event did under each key it touched (at most two: the key a
  * file's pod had and the one it has now): the pod stored there before
- * and after, NULL for none, with a reference each.  The store and its UID
- * counts already say after.
+ * and after, NULL for none, and the file that held it before, with a
+ * reference each.  The store and its UID counts already say after.
  */
 struct change {
         struct pod *before[2], *after[2];
+        struct file_name *held[2];
         size_t n;
 };
 
@@ -1109,6 +1732,7 @@ static void change_clear(struct change *c)
         for (size_t i = 0; i < c->n; i++) {
                 pod_unref(c->before[i]);
                 pod_unref(c->after[i]);
+                name_unref(c->held[i]);
         }
         c->n = 0;
 }
@@ -1159,18 +1783,19 @@ static bool change_is_local(const struct state *st, const struct change *c)
  * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
  * caller re-lists).
  */
-static int send_changes(struct file_source *fs, const struct change *c)
+static int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent)
 {
         struct pod_update *u;
         bool any = false;
         int r;
 
+        *ret_sent = 0;
         for (size_t i = 0; i < c->n; i++)
                 any = any || !pod_unchanged(c->before[i], c->after[i]);
         if (!any || fs->diverged)
                 return 0; /* unchanged, or the relist due sends it all */
         if (!change_is_local(&fs->st, c))
-                return send_state(fs, fs->st.store);
+                return send_state(fs, fs->st.store, ret_sent);
         u = pod_update_new_delta(POD_SOURCE_FILE);
         if (!u)
                 return -ENOMEM;
@@ -1184,8 +1809,10 @@ static int send_changes(struct file_source *fs, const struct change *c)
                         goto nomem;
         }
         r = mux_channel_send(fs->ch, u);
-        if (r == 0)
+        if (r == 0) {
                 source_stats_success(fs->stats, keymap_size(fs->st.store));
+                *ret_sent = mux_channel_sent(fs->ch);
+        }
         return r;
 nomem:
         pod_update_free(u);
@@ -1198,6 +1825,49 @@ static struct pod *stored_pod(struct file_source *fs, const char *key)
         struct entry *e = key ? keymap_get(fs->st.store, key) : NULL;
 
         return e ? pod_ref(e->pod) : NULL;
+}
+
+/* The file holding key now (a new reference), or NULL. */
+static struct file_name *holder_of(struct file_source *fs, const char *key)
+{
+        struct entry *e = keymap_get(fs->st.store, key);
+
+        if (!e)
+                return NULL;
+        e->file->refs++;
+        return e->file;
+}
+
+/*
+ * After an event sent c's changes as send number sent (0: nothing went
+ * out), the records of the files naming c's keys: the holder of each key
+ * now, pending if its pod changed; and, where the holder changed, every
+ * other file naming the key (a duplicate names its holder), found by a
+ * look through every file, which only a key several files name costs
+ * (as its hand-over does).  The event's own file is the caller's.
+ */
+static void settle_change(struct file_source *fs, const struct change *c, uint64_t sent)
+{
+        for (size_t i = 0; i < c->n; i++) {
+                const struct pod *any = c->after[i] ? c->after[i] : c->before[i];
+                struct entry *e = any ? keymap_get(fs->st.store, pod_key(any)) : NULL;
+                struct keyref *kr = any ? keymap_get(fs->st.keyrefs, pod_key(any)) : NULL;
+                const struct file_name *holder = e ? e->file : NULL;
+                size_t it = 0;
+                void *v;
+
+                if (holder)
+                        settle_file(fs, &fs->st, holder, pod_unchanged(c->before[i], c->after[i]) ? 0 : sent, 0, NULL);
+                if (!kr || holder == c->held[i] || kr->files <= (holder ? 1u : 0u))
+                        continue;
+                while (keymap_next(fs->st.files, &it, &v)) {
+                        const struct file_name *f = v;
+
+                        if (f->key == kr && f != holder)
+                                settle_file(fs, &fs->st, f, 0, 0,
+                                            f == c->held[i] && c->before[i] ? pod_uid(c->before[i]) : NULL);
+                }
+        }
 }
 
 /*
@@ -1219,19 +1889,29 @@ static int take_over(struct file_source *fs, struct keyref *kr)
         cands = malloc(kr->files * sizeof(*cands));
         if (!cands)
                 return -ENOMEM;
-        /* The files naming the key share its keyref. */
-        while (keymap_next(fs->st.files, &it, &v) && n < kr->files)
-                if (((struct file_name *)v)->key == kr)
-                        cands[n++] = ((struct file_name *)v)->path;
+        /* The files naming the key share its keyref; a name left out by
+         * --static-pod-file-pattern never holds it. */
+        for (size_t seen = 0; seen < kr->files && keymap_next(fs->st.files, &it, &v);) {
+                const struct file_name *f = v;
+
+                if (f->key != kr)
+                        continue;
+                seen++;
+                if (!f->filtered)
+                        cands[n++] = NAME(f);
+        }
         if (n > 1)
                 qsort(cands, n, sizeof(*cands), cmp_str);
         for (size_t i = 0; i < n && r == 0 && !keymap_get(fs->st.store, kr->key); i++) {
+                struct frec *rec = rec_get(fs, cands[i], false);
                 struct pod *pod = NULL;
                 struct buf k = BUF_INIT;
 
-                r = load_file(fs, cands[i], 0, &pod);
+                if (!rec)
+                        continue;
+                r = load_file(fs, rec, 0, false, &pod);
                 if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, kr->key) == 0)
-                        r = store_put(fs, &fs->st, cands[i], pod);
+                        r = store_put(fs, &fs->st, rec, pod);
                 /* A bad file is skipped (reported); a file that now
                  * defines another pod is left to its own event. */
                 if (r > 0 || (r < 0 && !static_pod_resource_error(r)))
@@ -1257,9 +1937,12 @@ static int release_key(struct file_source *fs, struct keyref *kr, const char *fi
 
         /* Another file holds the key, or none does (its files were all
          * bad when it last changed hands). */
-        if (!e || strcmp(e->file->path, file) != 0)
+        if (!e || strcmp(NAME(e->file), file) != 0)
                 return 0;
         c->before[i] = pod_ref(e->pod);
+        c->held[i] = e->file;
+        e->file->refs++;
+        c->after[i] = NULL;
         c->n++;
         store_del(&fs->st, kr->key);
         /* Another file defining the same pod takes over at once (the
@@ -1272,17 +1955,23 @@ static int release_key(struct file_source *fs, struct keyref *kr, const char *fi
 /*
  * file no longer defines a pod (it is gone, or is now bad): its pod goes,
  * or moves to another file defining it, as the next relist would decide,
- * and the change is sent.  What was said about the file is kept.
+ * and the change is sent; the records of the files naming its key follow
+ * (the file's own is the caller's).  What was said about the file is
+ * kept.  Returns the number of the send that took the file's pod away,
+ * 0 when it held none (or its going changed nothing), SENT_NONE when the
+ * change could not be made (a relist will).
  */
-static void file_drop(struct file_source *fs, const char *file)
+static uint64_t file_drop(struct file_source *fs, const char *file)
 {
         struct file_name *f = keymap_remove(fs->st.files, file);
         struct change c = {.n = 0};
+        uint64_t sent = 0;
         struct keyref *kr;
+        bool held;
         int r;
 
         if (!f)
-                return;
+                return 0;
         /* The file names the key no more, but the keyref (whose text is
          * used below) goes only at the end, if no other file names it:
          * nothing in between names a key anew. */
@@ -1290,21 +1979,39 @@ static void file_drop(struct file_source *fs, const char *file)
         f->key = NULL;
         kr->files--;
         r = release_key(fs, kr, file, &c);
+        held = c.n > 0;
         if (r >= 0)
-                r = send_changes(fs, &c);
-        if (r < 0)
+                r = send_changes(fs, &c, &sent);
+        if (r < 0) {
                 event_failed(fs, file, r);
+                sent = SENT_NONE;
+        } else {
+                settle_change(fs, &c, sent);
+        }
+        if (held)
+                rec_no_pod(fs, f->rec);
         change_clear(&c);
         key_forget_unused(fs->st.keyrefs, kr);
         name_unref(f); /* the files map's reference */
+        return held ? sent : 0;
 }
 
-/* A file that is gone (or no longer a regular file): what was said about
- * it is forgotten, and its pod goes or moves to another file. */
+/* A file that is gone: what was said about it is forgotten, its pod goes
+ * or moves to another file, and its record goes once that is merged. */
 static void file_gone(struct file_source *fs, const char *file)
 {
+        struct frec *r = rec_get(fs, file, false);
+        uint64_t sent;
+
+        if (r)
+                r->refs++; /* file_drop() may let go of the last name */
         forget_reports(fs, file);
-        file_drop(fs, file);
+        sent = file_drop(fs, file);
+        if (r && sent)
+                rec_gone(fs, r, sent);
+        else if (r && !r->gone)
+                rec_drop(fs, r, 0);
+        rec_unref(r);
 }
 
 /*
@@ -1319,11 +2026,11 @@ static void take_holder_event(struct file_source *fs, const char *key, const cha
         struct file_name *holder;
         struct stat st;
 
-        if (!e || strcmp(e->file->path, file) >= 0 || stat(e->file->path, &st) == 0 || errno != ENOENT)
+        if (!e || strcmp(NAME(e->file), file) >= 0 || stat(NAME(e->file), &st) == 0 || errno != ENOENT)
                 return;
         holder = e->file;
         holder->refs++; /* its path outlives the entry */
-        file_gone(fs, holder->path);
+        file_gone(fs, NAME(holder));
         name_unref(holder);
 }
 
@@ -1334,8 +2041,9 @@ static void take_holder_event(struct file_source *fs, const char *key, const cha
  * next relist would: its pod goes, or another file defining it takes
  * over.  0 or -errno.
  */
-static int put_changed(struct file_source *fs, const char *file, struct pod *pod, struct change *c)
+static int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struct change *c)
 {
+        const char *file = rec->path;
         struct file_name *f = keymap_get(fs->st.files, file);
         struct keyref *old = NULL;
         struct buf key = BUF_INIT;
@@ -1349,7 +2057,8 @@ static int put_changed(struct file_source *fs, const char *file, struct pod *pod
                 old->files++; /* held: store_put's rename of f must not free it */
         }
         c->before[c->n] = stored_pod(fs, key.data);
-        r = store_put(fs, &fs->st, file, pod);
+        c->held[c->n] = holder_of(fs, key.data);
+        r = store_put(fs, &fs->st, rec, pod);
         c->after[c->n] = stored_pod(fs, key.data);
         c->n++;
         if (old) {
@@ -1362,19 +2071,23 @@ static int put_changed(struct file_source *fs, const char *file, struct pod *pod
         return r;
 }
 
-/* A file that is there: (re)load it and send what changed.  A file that
- * is now bad defines no pod, as in a relist (a single file path keeps its
- * pod, as its relist does). */
-static void file_changed(struct file_source *fs, const char *file, uint32_t mask)
+/* A file that is there: (re)load it, send what changed, and settle the
+ * records it touched.  A file that is now bad defines no pod, as in a
+ * relist (a single file path keeps its pod, as its relist does); one
+ * --static-pod-file-pattern leaves out only names its key. */
+static void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask)
 {
+        const char *file = rec->path;
         struct change c = {.n = 0};
         struct pod *pod = NULL;
+        struct file_name *f;
+        uint64_t sent = 0;
         /* A file still being written fails to parse on early events; only
          * the close after writing (or a rename into place) reports errors. */
         int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
         int r;
 
-        r = load_file(fs, file, quiet, &pod);
+        r = load_file(fs, rec, quiet, name_filtered(fs, file), &pod);
         if (r < 0) {
                 if (static_pod_resource_error(r))
                         event_failed(fs, file, r);
@@ -1383,38 +2096,55 @@ static void file_changed(struct file_source *fs, const char *file, uint32_t mask
                 return;
         }
         pod = keep_stored(&fs->st, file, pod);
-        r = put_changed(fs, file, pod, &c);
+        r = put_changed(fs, rec, pod, &c);
         if (r >= 0)
-                r = send_changes(fs, &c);
-        if (r < 0)
+                r = send_changes(fs, &c, &sent);
+        if (r < 0) {
                 event_failed(fs, file, r);
+        } else {
+                settle_change(fs, &c, sent);
+                if ((f = keymap_get(fs->st.files, file)))
+                        settle_file(fs, &fs->st, f, 0, 0, pod_uid(pod));
+        }
         change_clear(&c);
         pod_unref(pod);
 }
 
 /* What the file is now decides, whatever the events said; the mask only
  * says whether the writer is done (errors are reported) and whether an
- * empty file is still being created. */
+ * empty file is still being created.  As a relist would: a dot file is
+ * recorded, never read; an entry that is not a regular file defines no
+ * pod. */
 static void process_file(struct file_source *fs, const char *file, uint32_t mask)
 {
+        const char *slash = strrchr(file, '/');
+        struct buf reason = BUF_INIT;
+        struct frec *rec;
         struct stat st;
+        int kind;
 
-        if (stat(file, &st) < 0) {
-                if (static_pod_resource_error(-errno))
-                        event_failed(fs, file, -errno);
-                else
-                        file_gone(fs, file);
+        if (fs->watch_is_dir && slash && slash[1] == '.') {
+                if ((kind = dot_file(fs, file)) < 0)
+                        event_failed(fs, file, kind);
                 return;
         }
-        if (!S_ISREG(st.st_mode)) {
-                if (!S_ISDIR(st.st_mode))
-                        report_bad(fs, file, "not a regular file: skipped", 0, false);
+        kind = static_pod_entry(file, &reason);
+        if (kind < 0) {
+                event_failed(fs, file, kind);
+        } else if (kind == STATIC_POD_GONE) {
+                file_gone(fs, file);
+        } else if (!(rec = rec_get(fs, file, true))) {
+                event_failed(fs, file, -ENOMEM);
+        } else if (kind != STATIC_POD_MANIFEST) {
+                not_read(fs, rec, kind, reason.len ? reason.data : "skipped");
                 file_drop(fs, file); /* what was just said stays said */
-                return;
+        } else if (!((mask & IN_CREATE) && !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) && stat(file, &st) == 0 &&
+                     st.st_size == 0)) {
+                /* (An empty file just created: content follows with
+                 * IN_MODIFY / IN_CLOSE_WRITE.) */
+                file_changed(fs, rec, mask);
         }
-        if ((mask & IN_CREATE) && !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) && st.st_size == 0)
-                return; /* content follows with IN_MODIFY / IN_CLOSE_WRITE */
-        file_changed(fs, file, mask);
+        buf_free(&reason);
 }
 
 /*
@@ -1436,6 +2166,8 @@ static void on_batch(struct loop_timer *t, void *data)
                 struct dirty_file *d = pop_dirty(fs);
 
                 process_file(fs, d->path, d->mask);
+                /* The event's records are told as it leaves them. */
+                recs_told(fs, d->path);
                 free(d);
                 done++;
         }
@@ -1512,7 +2244,8 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
                       IN_CLOSE_WRITE)))
                 return;
         if (fs->watch_is_dir) {
-                if (!name[0] || name[0] == '.')
+                /* Dot files too: they are recorded (never read). */
+                if (!name[0])
                         return;
                 file = path_join(path, name);
         } else {
@@ -1596,7 +2329,112 @@ static void on_relist(struct loop_timer *t, void *data)
         file_source_relist(fs);
 }
 
+/* ---- delivery ----------------------------------------------------------------------------- */
+
+void file_source_carried(struct file_source *fs, const struct pod_update *u, uint64_t seq)
+{
+        if (u->source && strcmp(u->source, POD_SOURCE_FILE) == 0)
+                fs->last_seq = seq;
+        if (!fs->pend_head || u->op == POD_OP_REMOVE)
+                return;
+        for (size_t i = 0; i < u->n_pods; i++) {
+                const struct pod *p = u->pods[i];
+                struct entry *e;
+                struct frec *r;
+
+                if (!p->source || strcmp(p->source, POD_SOURCE_FILE) != 0)
+                        continue;
+                e = keymap_get(fs->st.uids, pod_uid(p));
+                /* A pinned UID several files share: the one of its key. */
+                if (e && e->same_uid > 1 && (e = keymap_get(fs->st.store, pod_key(p))) &&
+                    strcmp(pod_uid(e->pod), pod_uid(p)) != 0)
+                        e = NULL;
+                if (!e)
+                        continue;
+                r = e->file->rec;
+                /* An older version of the pod does not do. */
+                if (r->state == FILE_RECORD_PENDING && r->sent != SENT_NONE && !r->gone && pod_unchanged(e->pod, p))
+                        rec_applied(fs, r, seq);
+        }
+        recs_flush(fs);
+}
+
+/* The mux merged what was sent up to number through: what still waits
+ * for those sends made no difference to consumers (the merger found the
+ * pod it had, or the mode sends no such change): applied as it was; a
+ * gone file's removal is done. */
+static void on_merged(void *data, uint64_t through)
+{
+        struct file_source *fs = data;
+        struct frec *r;
+
+        while ((r = fs->pend_head) && r->sent <= through) {
+                if (r->gone)
+                        rec_drop(fs, r, fs->last_seq);
+                else
+                        rec_applied(fs, r, r->seq ? 0 : fs->last_seq);
+        }
+        recs_flush(fs);
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+        return strcmp((*(struct frec *const *)a)->path, (*(struct frec *const *)b)->path);
+}
+
+int file_source_records(struct file_source *fs, int (*fn)(void *data, const struct file_record_view *v), void *data)
+{
+        size_t n = keymap_size(fs->recs), i = 0, it = 0;
+        struct frec **all = malloc((n ? n : 1) * sizeof(*all));
+        int r = 0;
+        void *v;
+
+        if (!all)
+                return -ENOMEM;
+        while (keymap_next(fs->recs, &it, &v))
+                all[i++] = v;
+        qsort(all, n, sizeof(*all), cmp_rec);
+        for (i = 0; i < n && r >= 0; i++) {
+                struct file_record_view view;
+                struct file_record_pod pod;
+
+                rec_view(fs, all[i], &view, &pod);
+                r = fn(data, &view);
+        }
+        free(all);
+        return r < 0 ? r : 0;
+}
+
+size_t file_source_record_count(const struct file_source *fs)
+{
+        return keymap_size(fs->recs);
+}
+
 /* ---- lifecycle --------------------------------------------------------------------------- */
+
+static void rec_unref_item(void *v)
+{
+        rec_unref(v);
+}
+
+/* The config's patterns, copied into fs.  0, -EINVAL (err says why) or
+ * -ENOMEM. */
+static int copy_patterns(struct file_source *fs, const struct file_source_config *cfg, struct buf *err)
+{
+        if (cfg->n_patterns > FILE_SOURCE_MAX_PATTERNS)
+                return buf_set_err(err, -EINVAL, "more than %d --static-pod-file-pattern", FILE_SOURCE_MAX_PATTERNS);
+        fs->patterns = calloc(cfg->n_patterns ? cfg->n_patterns : 1, sizeof(*fs->patterns));
+        if (!fs->patterns)
+                return -ENOMEM;
+        for (size_t i = 0; i < cfg->n_patterns; i++) {
+                if (!cfg->patterns[i][0])
+                        return buf_set_err(err, -EINVAL, "an empty --static-pod-file-pattern");
+                if (!(fs->patterns[i] = strdup(cfg->patterns[i])))
+                        return -ENOMEM;
+                fs->n_patterns++;
+        }
+        return 0;
+}
 
 int file_source_new(struct loop *loop, struct watcher *watcher,
                     struct mux_channel *ch, const struct file_source_config *cfg,
@@ -1612,6 +2450,13 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs = calloc(1, sizeof(*fs));
         if (!fs)
                 goto fail;
+        if ((r = copy_patterns(fs, cfg, err)) < 0) {
+                file_source_free(fs);
+                return r;
+        }
+        r = -ENOMEM;
+        fs->record_fn = cfg->record;
+        fs->record_data = cfg->record_data;
         fs->loop = loop;
         fs->watcher = watcher;
         fs->ch = ch;
@@ -1626,8 +2471,9 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->unknown = strmap_new();
         fs->docs = strmap_new();
         fs->dups = strmap_new();
+        fs->recs = keymap_new(rec_path);
         if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
-            !fs->docs || !fs->dups)
+            !fs->docs || !fs->dups || !fs->recs)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
         fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
@@ -1637,6 +2483,7 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
             (r = loop_timer_new(loop, on_batch, fs, &fs->batch_timer)) < 0 ||
             (r = loop_timer_new(loop, relist_step, fs, &fs->step_timer)) < 0)
                 goto fail;
+        mux_channel_on_merged(ch, on_merged, fs);
         *ret_fs = fs;
         return 0;
 fail:
@@ -1658,6 +2505,8 @@ void file_source_free(struct file_source *fs)
 {
         if (!fs)
                 return;
+        if (fs->ch && fs->recs)
+                mux_channel_on_merged(fs->ch, NULL, NULL);
         watcher_remove(fs->watch);
         loop_timer_free(fs->relist_timer);
         loop_timer_free(fs->retry_timer);
@@ -1667,6 +2516,17 @@ void file_source_free(struct file_source *fs)
         job_free(fs->job);
         free(fs->failure);
         state_free(&fs->st);
+        /* Records last: the names above hold theirs. */
+        while (fs->changed_head) {
+                struct frec *r = fs->changed_head;
+
+                fs->changed_head = r->dnext;
+                rec_unref(r);
+        }
+        keymap_free(fs->recs, rec_unref_item);
+        for (size_t i = 0; i < fs->n_patterns; i++)
+                free(fs->patterns[i]);
+        free(fs->patterns);
         strmap_free(fs->errors, free);
         while (fs->dirty_head) {
                 struct dirty_file *d = fs->dirty_head;

@@ -22,9 +22,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "podmux/digest.h"
 #include "podmux/http_source.h"
 #include "podmux/log.h"
 #include "podmux/manifest.h"
+#include "podmux/mux.h"
+
+/* The URL's record: what the last body read was, and its fate. */
+struct url_record {
+        bool have;     /* a body was read (else nothing to show) */
+        uint8_t state; /* enum file_record_state */
+        uint8_t digest[DIGEST_LEN];
+        int64_t size;
+        char *reason;      /* REJECTED: why */
+        uint64_t sent;     /* PENDING: the SET's number on the channel */
+        uint64_t carried;  /* PENDING: the last message that carried it */
+        uint64_t seq;      /* the message that carried the pods */
+        uint64_t last_seq; /* the last message of this source */
+        /* The pods of the last good body: n times "key\0uid\0", and a
+         * view of each pointing into it, made with them so that showing
+         * the record allocates nothing. */
+        char *pods;
+        struct file_record_pod *views;
+        size_t n_pods;
+};
 
 struct http_source {
         struct loop *loop;
@@ -57,6 +78,9 @@ struct http_source {
         int resource_failed;   /* this poll failed for want of a resource */
         void (*rejected)(void *data, const char *source, const char *where, const char *reason);
         void *rejected_data;
+        struct url_record rec;
+        void (*record_fn)(void *data, const struct file_record_view *v);
+        void *record_data;
 };
 
 char *http_redact_url(const char *url)
@@ -137,12 +161,108 @@ static void resource_failure(struct http_source *hs, const char *what, int r)
         report_failure(hs, detail, false, hs->retry_delay);
 }
 
-/* The pods as a SET on the channel.  0, or -ENOMEM with nothing sent (a
- * pod that cannot be built is never left out of a SET). */
-static int send_pods(struct http_source *hs, json_object *arr)
+/* ---- the URL's record ---------------------------------------------------- */
+
+/* Calls fn with the record as it is now; fn's result. */
+static int record_show(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data)
+{
+        struct file_record_view v = {
+                .source = POD_SOURCE_HTTP,
+                .path = hs->url_log,
+                .state = (enum file_record_state)hs->rec.state,
+                .reason = hs->rec.reason,
+                .digest = hs->rec.digest,
+                .size = hs->rec.size,
+                .pods = hs->rec.views,
+                .n_pods = hs->rec.n_pods,
+                .seq = hs->rec.seq,
+        };
+
+        return fn(data, &v);
+}
+
+static int tell(void *data, const struct file_record_view *v)
+{
+        struct http_source *hs = data;
+
+        hs->record_fn(hs->record_data, v);
+        return 0;
+}
+
+/* Tells the record as it is now. */
+static void record_told(struct http_source *hs)
+{
+        if (hs->record_fn && hs->rec.have)
+                (void)record_show(hs, tell, hs);
+}
+
+/* The identities of u's pods, for the record: "key\0uid\0" each, and a
+ * view of each into them.  0, or -ENOMEM with nothing made. */
+static int pod_idents(const struct pod_update *u, char **ret_text, struct file_record_pod **ret_views)
+{
+        struct file_record_pod *views = calloc(u->n_pods ? u->n_pods : 1, sizeof(*views));
+        struct buf b = BUF_INIT;
+        const char *p;
+
+        for (size_t i = 0; views && i < u->n_pods; i++)
+                if (buf_append(&b, pod_key(u->pods[i]), strlen(pod_key(u->pods[i])) + 1) < 0 ||
+                    buf_append(&b, pod_uid(u->pods[i]), strlen(pod_uid(u->pods[i])) + 1) < 0)
+                        goto nomem;
+        if (!views)
+                goto nomem;
+        *ret_text = u->n_pods ? buf_steal(&b, NULL) : NULL;
+        if (u->n_pods && !*ret_text)
+                goto nomem;
+        p = *ret_text;
+        for (size_t i = 0; i < u->n_pods; i++) {
+                views[i].key = p;
+                p += strlen(p) + 1;
+                views[i].uid = p;
+                p += strlen(p) + 1;
+        }
+        *ret_views = views;
+        return 0;
+nomem:
+        buf_free(&b);
+        free(views);
+        return -ENOMEM;
+}
+
+/* A body read: digest into d.  0 or -ENOMEM. */
+static int body_digest(const struct http_source *hs, uint8_t d[DIGEST_LEN])
+{
+        return digest_sha256(hs->body.data, hs->body.len, d);
+}
+
+/* The body with digest d was refused for reason: rejected (the pods the
+ * merger keeps stay named).  0, or -ENOMEM with the record unchanged. */
+static int record_rejected(struct http_source *hs, const uint8_t d[DIGEST_LEN], const char *reason)
+{
+        char *copy = file_record_reason_dup(reason);
+
+        if (!copy)
+                return -ENOMEM;
+        hs->rec.have = true;
+        hs->rec.state = FILE_RECORD_REJECTED;
+        memcpy(hs->rec.digest, d, DIGEST_LEN);
+        hs->rec.size = (int64_t)hs->body.len;
+        free(hs->rec.reason);
+        hs->rec.reason = copy;
+        record_told(hs);
+        return 0;
+}
+
+/* ---- polling ---------------------------------------------------------------- */
+
+/* The pods as a SET on the channel; the record is pending on it, with
+ * digest d.  0, or -ENOMEM with nothing sent (a pod that cannot be built
+ * is never left out of a SET). */
+static int send_pods(struct http_source *hs, json_object *arr, const uint8_t d[DIGEST_LEN])
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_HTTP);
         size_t n = arr ? json_object_array_length(arr) : 0, n_pods;
+        struct file_record_pod *views = NULL;
+        char *idents = NULL;
 
         if (!u)
                 return -ENOMEM;
@@ -161,9 +281,30 @@ static int send_pods(struct http_source *hs, json_object *arr)
                 }
         }
         n_pods = u->n_pods;
-        if (mux_channel_send(hs->ch, u) < 0)
+        if (pod_idents(u, &idents, &views) < 0) {
+                pod_update_free(u);
                 return -ENOMEM;
+        }
+        if (mux_channel_send(hs->ch, u) < 0) {
+                free(idents);
+                free(views);
+                return -ENOMEM;
+        }
         source_stats_success(hs->stats, n_pods);
+        hs->rec.have = true;
+        hs->rec.state = FILE_RECORD_PENDING;
+        hs->rec.sent = mux_channel_sent(hs->ch);
+        hs->rec.carried = 0;
+        memcpy(hs->rec.digest, d, DIGEST_LEN);
+        hs->rec.size = (int64_t)hs->body.len;
+        free(hs->rec.reason);
+        hs->rec.reason = NULL;
+        free(hs->rec.pods);
+        free(hs->rec.views);
+        hs->rec.pods = idents;
+        hs->rec.views = views;
+        hs->rec.n_pods = n_pods;
+        record_told(hs);
         return 0;
 }
 
@@ -231,13 +372,18 @@ static void handle_body(struct http_source *hs)
         json_object *pods = NULL;
         const char *data = hs->body.data;
         size_t len = hs->body.len;
+        uint8_t d[DIGEST_LEN];
         int r;
 
+        if (body_digest(hs, d) < 0) {
+                resource_failure(hs, "out of memory naming the body", -ENOMEM);
+                return;
+        }
         if (len == 0) {
                 /* An empty body means "no pods": they are removed and the
                  * source counts as seen, as in the kubelet. */
                 forget_body(hs);
-                r = send_pods(hs, NULL);
+                r = send_pods(hs, NULL, d);
                 if (r < 0) {
                         resource_failure(hs, "cannot queue the empty update", r);
                         return;
@@ -265,6 +411,9 @@ static void handle_body(struct http_source *hs)
         r = manifest_decode_pods(data, len, &ctx, &pods, &unknown, &err);
         if (r == -ENOMEM) {
                 resource_failure(hs, "out of memory decoding the body", r);
+        } else if (r < 0 && record_rejected(hs, d, err.len ? err.data : "invalid manifest") < 0) {
+                /* Not remembered: the poll is tried again. */
+                resource_failure(hs, "out of memory recording the refused body", -ENOMEM);
         } else if (r < 0) {
                 /* Remembered, so it is reported once while it stays. */
                 report_failure(hs, err.len ? err.data : "invalid manifest", true, 0);
@@ -272,7 +421,7 @@ static void handle_body(struct http_source *hs)
                         hs->rejected(hs->rejected_data, POD_SOURCE_HTTP, hs->url_log,
                                      err.len ? err.data : "invalid manifest");
                 remember_body(hs, 0);
-        } else if ((r = send_pods(hs, pods)) < 0) {
+        } else if ((r = send_pods(hs, pods, d)) < 0) {
                 resource_failure(hs, "out of memory building the update", r);
         } else {
                 warn_unknown(hs, &unknown);
@@ -396,6 +545,8 @@ static void on_timer(struct loop_timer *t, void *data)
                 poll_now(hs);
 }
 
+static void on_merged(void *data, uint64_t through);
+
 int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
                     const struct http_source_config *cfg, struct http_source **ret_hs,
                     struct buf *err)
@@ -472,6 +623,10 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         }
         if ((r = loop_timer_new(loop, on_timer, hs, &hs->timer)) < 0)
                 goto fail;
+        hs->record_fn = cfg->record;
+        hs->record_data = cfg->record_data;
+        hs->rec.size = -1;
+        mux_channel_on_merged(ch, on_merged, hs);
         *ret_hs = hs;
         return 0;
 fail:
@@ -481,6 +636,37 @@ oom:
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
         return -ENOMEM;
+}
+
+/* The mux merged the channel's records up to number through: a pending
+ * body is applied, with the message that carried it (or the last one of
+ * this source, when the merger found nothing new). */
+static void on_merged(void *data, uint64_t through)
+{
+        struct http_source *hs = data;
+
+        if (!hs->rec.have || hs->rec.state != FILE_RECORD_PENDING || hs->rec.sent > through)
+                return;
+        hs->rec.state = FILE_RECORD_APPLIED;
+        if (hs->rec.carried)
+                hs->rec.seq = hs->rec.carried;
+        else if (!hs->rec.seq)
+                hs->rec.seq = hs->rec.last_seq;
+        record_told(hs);
+}
+
+void http_source_carried(struct http_source *hs, const struct pod_update *u, uint64_t seq)
+{
+        if (!u->source || strcmp(u->source, POD_SOURCE_HTTP) != 0)
+                return;
+        hs->rec.last_seq = seq;
+        if (hs->rec.state == FILE_RECORD_PENDING && u->op != POD_OP_REMOVE)
+                hs->rec.carried = seq;
+}
+
+int http_source_record(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data)
+{
+        return hs->rec.have ? record_show(hs, fn, data) : 0;
 }
 
 int http_source_start(struct http_source *hs)
@@ -505,8 +691,13 @@ void http_source_free(struct http_source *hs)
                 curl_loop_remove(hs->cl, hs->easy);
                 curl_easy_cleanup(hs->easy);
         }
+        if (hs->ch)
+                mux_channel_on_merged(hs->ch, NULL, NULL);
         loop_timer_free(hs->timer);
         curl_slist_free_all(hs->headers);
+        free(hs->rec.reason);
+        free(hs->rec.pods);
+        free(hs->rec.views);
         buf_free(&hs->body);
         free(hs->last_body);
         free(hs->last_unknown);

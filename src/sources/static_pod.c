@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,16 @@
 bool static_pod_resource_error(int r)
 {
         return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
+}
+
+enum static_pod_name static_pod_name_kind(const char *base, const char *const *patterns, size_t n_patterns)
+{
+        if (base[0] == '.')
+                return STATIC_POD_NAME_DOT;
+        for (size_t i = 0; i < n_patterns; i++)
+                if (fnmatch(patterns[i], base, 0) == 0)
+                        return STATIC_POD_NAME_READ;
+        return n_patterns ? STATIC_POD_NAME_FILTERED : STATIC_POD_NAME_READ;
 }
 
 int static_pod_entry(const char *path, struct buf *reason)
@@ -74,7 +85,7 @@ static int count_documents(const char *text, size_t len)
 }
 
 int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod, struct v1_unknown *ret_unknown,
-                    int *ret_docs, struct buf *err)
+                    int *ret_docs, struct static_pod_read *ret_read, struct buf *err)
 {
         struct manifest_ctx ctx = {
                 .origin = MANIFEST_ORIGIN_FILE,
@@ -82,11 +93,18 @@ int static_pod_load(const char *path, const char *node_name, struct pod **ret_po
                 .location = path,
         };
         json_object *obj = NULL;
+        struct static_pod_read rd = {.read = false};
         char *data = NULL;
         size_t len = 0;
         int r, docs = 1;
 
-        r = file_read(path, MANIFEST_MAX_BYTES, &data, &len, err);
+        r = file_read_stat(path, MANIFEST_MAX_BYTES, &data, &len, &rd.st, err);
+        if (r == 0 && ret_read) {
+                r = digest_sha256(data, len, rd.digest);
+                rd.read = r == 0;
+                if (r < 0 && err)
+                        buf_reset(err); /* podmux/buf.h: -ENOMEM leaves it empty */
+        }
         if (r == 0)
                 r = manifest_decode_pod(data, len, &ctx, &obj, ret_unknown, err);
         if (r == 0 && ret_docs && (docs = count_documents(data, len)) < 0) {
@@ -98,6 +116,8 @@ int static_pod_load(const char *path, const char *node_name, struct pod **ret_po
                 r = pod_from_json(obj, ret_pod, err);
         if (r == 0 && ret_docs)
                 *ret_docs = docs;
+        if (ret_read)
+                *ret_read = rd;
         if (r < 0 && ret_unknown)
                 v1_unknown_clear(ret_unknown);
         json_object_put(obj);

@@ -56,11 +56,14 @@ int stream_request_parse(const char *line, size_t len, struct stream_request *re
                 req.have_resume = true;
         }
         if (json_object_object_get_ex(obj, "request", &v)) {
-                if (!json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), "status") != 0) {
-                        why = "request must be \"status\"";
+                const char *what = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+
+                req.status = strcmp(what, "status") == 0;
+                req.files = strcmp(what, "files") == 0;
+                if (!req.status && !req.files) {
+                        why = "request must be \"status\" or \"files\"";
                         goto done;
                 }
-                req.status = true;
         }
         *ret_req = req;
         r = 0;

@@ -152,6 +152,7 @@ struct consumer {
         uint64_t replay_ix; /* while REPLAY: the next history entry, as an
                              * absolute index (see hist_gone) */
         bool status;     /* asked for the status, not the stream */
+        bool files;      /* asked for the per-file records, not the pods */
         pid_t pid;       /* the peer, from SO_PEERCRED (0 if unknown) */
         uid_t uid;
         uint64_t since;  /* wall clock at accept, microseconds */
@@ -168,6 +169,9 @@ struct stream_server {
         void *state_data;
         stream_status_fn status_fn;
         void *status_data;
+        stream_files_fn files_fn;
+        void *files_data;
+        size_t n_files; /* files consumers */
 
         struct unix_listener lis;
         struct loop_io *io;
@@ -530,7 +534,8 @@ static int msg_status(struct stream_server *srv, struct msg **ret_msg)
                 if ((!first && buf_putc(&b, ',') < 0) ||
                     buf_printf(&b, "{\"pid\":%ld,\"uid\":%lu,\"since\":", (long)c->pid, (unsigned long)c->uid) < 0 ||
                     buf_json_time(&b, c->since) < 0 ||
-                    buf_printf(&b, ",\"state\":\"%s\",\"backlog\":%zu}", consumer_state_name(c), c->backlog) < 0)
+                    buf_printf(&b, ",\"state\":\"%s\",\"stream\":\"%s\",\"backlog\":%zu}", consumer_state_name(c),
+                               c->files ? "files" : "pods", c->backlog) < 0)
                         goto nomem;
                 first = false;
         }
@@ -657,6 +662,8 @@ static void consumer_free(struct consumer *c)
         if (c->next)
                 c->next->prev = c->prev;
         srv->n_consumers--;
+        if (c->files)
+                srv->n_files--;
         loop_io_free(c->io);
         loop_timer_free(c->timer);
         if (c->fd >= 0)
@@ -993,6 +1000,63 @@ static int consumer_status(struct consumer *c)
         return 0;
 }
 
+/* A message {"type":TYPE,"seq":N MEMBERS}, the next number.  0 or
+ * -ENOMEM. */
+static int msg_members(struct stream_server *srv, const char *type, const char *members, struct msg **ret_msg)
+{
+        struct buf b = BUF_INIT;
+        uint64_t seq = srv->seq + 1;
+
+        if (buf_puts(&b, "{\"type\":") < 0 || buf_json_string(&b, type, strlen(type)) < 0 ||
+            buf_printf(&b, ",\"seq\":%" PRIu64, seq) < 0 || buf_puts(&b, members) < 0 || buf_putc(&b, '}') < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        return msg_finish(srv, &b, seq, ret_msg);
+}
+
+static int files_emit(void *ctx, const char *type, const char *members)
+{
+        struct consumer *c = ctx;
+        struct msg *m = NULL;
+        int r = msg_members(c->srv, type, members, &m);
+
+        return consumer_push_built(c, r, m);
+}
+
+/* A files request: the records the callback emits, synced, then the
+ * changes stream_server_files() sends.  0 or -ENOMEM (the caller closes
+ * c). */
+static int consumer_files(struct consumer *c)
+{
+        struct stream_server *srv = c->srv;
+        struct msg *m = NULL;
+        int r;
+
+        loop_timer_stop(c->timer);
+        free(c->line);
+        c->line = NULL;
+        news_drop(c);
+        c->files = true;
+        srv->n_files++;
+        r = srv->files_fn(srv->files_data, files_emit, c);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                char text[160];
+
+                (void)snprintf(text, sizeof(text), "cannot list the files: %s", ERRNO_STR(r));
+                consumer_fail(c, "InternalError", text);
+                return 0;
+        }
+        r = msg_synced(srv, false, &m);
+        r = consumer_push_built(c, r, m);
+        if (r < 0)
+                return r;
+        c->state = CONSUMER_LIVE;
+        return 0;
+}
+
 /* The first line (len bytes at c->line, newline excluded), see
  * stream_request.h.  A bad line fails c with BadRequest.  0 or -ENOMEM. */
 static int consumer_line(struct consumer *c, size_t len)
@@ -1012,6 +1076,12 @@ static int consumer_line(struct consumer *c, size_t len)
                 c->status = true;
                 return consumer_status(c);
         }
+        if (req.files && !c->srv->files_fn) {
+                consumer_fail(c, "BadRequest", "this daemon keeps no per-file records (no file source)");
+                return 0;
+        }
+        if (req.files)
+                return consumer_files(c);
         return consumer_start(c, req.have_resume, req.resume_after);
 }
 
@@ -1399,6 +1469,8 @@ static int copy_config(struct stream_server *srv, const struct stream_server_con
         srv->state_data = cfg->state_data;
         srv->status_fn = cfg->status_fn;
         srv->status_data = cfg->status_data;
+        srv->files_fn = cfg->files_fn;
+        srv->files_data = cfg->files_data;
         srv->fd_fn = cfg->fd_fn;
         srv->fd_data = cfg->fd_data;
         srv->seq = wall_usec();
@@ -1517,6 +1589,8 @@ static void fan_out(struct stream_server *srv, struct msg *m)
 
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
+                if (c->files)
+                        continue; /* they get stream_server_files() only */
                 if (c->state == CONSUMER_GREETING && !c->status && m->news) {
                         if (news_keep(c, m) < 0) {
                                 srv->dropped++;
@@ -1572,7 +1646,7 @@ static void lose_broadcast(struct stream_server *srv)
 
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
-                if (c->state != CONSUMER_LIVE && c->state != CONSUMER_REPLAY)
+                if ((c->state != CONSUMER_LIVE && c->state != CONSUMER_REPLAY) || c->files)
                         continue;
                 srv->dropped++;
                 consumer_fail(c, "ResourceExhausted",
@@ -1721,6 +1795,54 @@ fail:
                 free(names[i]);
         free(names);
         return r;
+}
+
+/* Queues m to live files consumers, with the backlog bound (see
+ * fan_out()); out of memory (m NULL included) cuts them. */
+static void files_fan_out(struct stream_server *srv, struct msg *m)
+{
+        struct consumer *c, *next;
+
+        for (c = srv->consumers; c; c = next) {
+                next = c->next;
+                if (!c->files || c->state != CONSUMER_LIVE)
+                        continue;
+                if (!m || consumer_push(c, m) < 0) {
+                        srv->dropped++;
+                        consumer_fail(c, "ResourceExhausted", "out of memory queueing a file's record; ask again");
+                        continue;
+                }
+                if (c->backlog > srv->max_backlog && consumer_flush(c) < 0) {
+                        consumer_free(c);
+                        continue;
+                }
+                if (c->backlog > srv->max_backlog) {
+                        char text[160];
+
+                        (void)snprintf(text, sizeof(text), "%zu unsent bytes passed the limit of %zu; ask again",
+                                       c->backlog, srv->max_backlog);
+                        srv->dropped++;
+                        consumer_fail(c, "SlowConsumer", text);
+                }
+        }
+}
+
+int stream_server_files(struct stream_server *srv, const char *type, const char *members)
+{
+        struct msg *m = NULL;
+        int r;
+
+        if (!srv->n_files)
+                return 0;
+        r = msg_members(srv, type, members, &m);
+        files_fan_out(srv, r < 0 ? NULL : m);
+        msg_unref(m);
+        return r;
+}
+
+bool stream_server_files_wanted(const struct stream_server *srv)
+{
+        return srv->n_files > 0;
 }
 
 size_t stream_server_consumers(const struct stream_server *srv)

@@ -38,9 +38,9 @@ static int check_file(const struct stat *st, size_t limit, struct buf *err)
 }
 
 /* Opens path for reading once stat() and fstat() say it is a regular
- * file under the limit.  0 with *ret_fd and *ret_size (as fstat() saw
- * it), or -errno with err set. */
-static int open_checked(const char *path, size_t limit, int *ret_fd, size_t *ret_size, struct buf *err)
+ * file under the limit.  0 with *ret_fd and *ret_st (what fstat() saw),
+ * or -errno with err set. */
+static int open_checked(const char *path, size_t limit, int *ret_fd, struct stat *ret_st, struct buf *err)
 {
         struct stat st;
         int fd, r;
@@ -69,7 +69,7 @@ static int open_checked(const char *path, size_t limit, int *ret_fd, size_t *ret
         if ((r = check_file(&st, limit, err)) < 0)
                 goto fail;
         *ret_fd = fd;
-        *ret_size = (size_t)st.st_size;
+        *ret_st = st;
         return 0;
 fail:
         close(fd);
@@ -136,17 +136,25 @@ fail:
         return r;
 }
 
-int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
+int file_read_stat(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct stat *ret_st,
+                   struct buf *err)
 {
-        size_t size = 0;
+        struct stat st;
         int fd = -1, r;
 
-        r = open_checked(path, limit, &fd, &size, err);
+        r = open_checked(path, limit, &fd, &st, err);
         if (r < 0)
                 return r;
-        r = read_to_end(fd, size, limit, ret_data, ret_len, err);
+        r = read_to_end(fd, (size_t)st.st_size, limit, ret_data, ret_len, err);
         close(fd);
         if (r == -ENOMEM && err)
                 buf_reset(err); /* no message, and none left from before */
+        if (r == 0 && ret_st)
+                *ret_st = st;
         return r;
+}
+
+int file_read(const char *path, size_t limit, char **ret_data, size_t *ret_len, struct buf *err)
+{
+        return file_read_stat(path, limit, ret_data, ret_len, NULL, err);
 }

@@ -498,10 +498,11 @@ def wait_listening(path, alive=None, timeout=None):
     wait_for(ready, timeout or T_SHORT, "a listener on %s" % path)
 
 
-def demo_on_pty(argv, env, timeout):
+def demo_on_pty(argv, env, timeout, before_stop=None):
     """Runs the demo (argv) on a terminal until it shows both example pods
-    (within timeout s), then types Ctrl-C and waits (T_WAIT) for it to
-    stop.  Returns everything it printed."""
+    (within timeout s), calls before_stop(printed so far) if given, then
+    types Ctrl-C and waits (T_WAIT) for it to stop.  Returns everything
+    it printed."""
     import pty
     import select
     pid, fd = pty.fork()
@@ -527,6 +528,8 @@ def demo_on_pty(argv, env, timeout):
                                      out.decode(errors="replace")[-2000:])
             if not read(1.0):
                 break
+        if before_stop:
+            before_stop(out)
         os.write(fd, b"\x03")       # Ctrl-C on the terminal
         deadline = time.monotonic() + T_WAIT
         while not os.waitpid(pid, os.WNOHANG)[0]:

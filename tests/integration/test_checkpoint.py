@@ -339,6 +339,7 @@ def _(t):
     wait_api_names(c, ["a", "b"])
     c.expect_type("sources_ready", T_WAIT)
     lists = len(env.srv.requests(kind="list"))
+    env.srv.wait_watch()  # "expire" ends the watches open now
     env.srv.action("expire")
     harness.wait_for(lambda: len(env.srv.requests(kind="list")) > lists, T_RELIST, "the relist after a 410")
     d.send_signal(signal.SIGHUP)

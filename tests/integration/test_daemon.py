@@ -104,7 +104,19 @@ def _(t):
     # As root, in a /var/lib of the test's own (tests/integration/harness.py):
     # teardown fails the test if the demo created /var/lib/kubelet.
     argv = t.confine(["/bin/sh", os.path.join(SRCDIR, "scripts", "demo")])
-    out = harness.demo_on_pty(argv, env, 120)
+    def wait_hint(out):
+        # The hint to podmux wait, and the command it gives works.
+        hint = re.search(rb"  (\S+) wait --socket (\S+) (\S+)\r?\n", out)
+        if not hint:
+            raise AssertionError("the demo gives no podmux wait hint:\n%s" %
+                                 out.decode(errors="replace")[-2000:])
+        r = subprocess.run([hint.group(1).decode(), "wait", "--socket",
+                            hint.group(2).decode(), hint.group(3).decode()],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 or "applied" not in r.stdout:
+            raise AssertionError("the demo's wait hint: exit %d: %r %r" %
+                                 (r.returncode, r.stdout, r.stderr))
+    out = harness.demo_on_pty(argv, env, 120, before_stop=wait_hint)
     sock = os.path.join(demo_build, "podmux.sock")
     assert not os.path.exists(sock), "the demo left its socket behind"
     assert b"SIGINT" in out or b"ShuttingDown" in out or \

@@ -13,6 +13,7 @@ poll starts).
 Select tests by substring: test_http_source.py 'HTTP 404' redirects"""
 
 import base64
+import hashlib
 import json
 import os
 import signal
@@ -1141,6 +1142,48 @@ def _(t):
     t.soft(_bad_flag, t, ["--manifest-url", "http://127.0.0.1:9/x",
                           "--http-check-frequency", "soon"], (2,),
            ("http-check-frequency", "duration"))
+
+
+@http_test("the manifest URL has a record (podmux status --files): applied "
+           "with the digest of the body, its pods and the seq of the message "
+           "that carried them; a bad body is rejected with the reason while "
+           "the last pods stay named; a good one again is applied")
+def _(t):
+    srv = t.server()
+    body = pod_list(pod_obj("a"), pod_obj("b"))
+    srv.set(body=body)
+    d = http_daemon(t, srv.url())
+    c = d.connect(threaded=True)
+    c.read_initial()
+    c.wait_until_state([pn("a"), pn("b")])
+
+    def record(state):
+        def get():
+            r = t.run_cmd(["status", "--socket", d.sock, "--files", "-o",
+                           "json"])
+            recs = [x for x in json.loads(r.stdout) if x.get("url")]
+            return recs[0] if recs and recs[0]["state"] == state else None
+        return harness.wait_for(get, T_WAIT, "the URL's record %s" % state)
+    rec = record("applied")
+    assert rec["source"] == "http" and rec["url"] == redacted(srv), rec
+    assert rec["digest"] == "sha256:" + hashlib.sha256(
+        body.encode()).hexdigest() and rec["size"] == len(body), rec
+    assert sorted(p["name"] for p in rec["pods"]) == [pn("a"), pn("b")], rec
+    # Polled before this consumer came, or in a message it saw.
+    assert rec["seq"] < c.hello["seq"] or [
+        m for m in c.pods_msgs() if m["seq"] == rec["seq"]], (rec, c.msgs)
+    srv.set(body="apiVersion: v1\nkind: Pod\nmetadata: [\n")
+    rec = record("rejected")
+    assert rec["reason"] and "line" in rec["reason"], rec
+    assert sorted(p["name"] for p in rec["pods"]) == [pn("a"), pn("b")], rec
+    srv.set(body=pod_list(pod_obj("a", image="nginx:2")))
+    c.wait_state(lambda st: [pod_image(p) for p in st.by_name(pn("a"))] ==
+                 ["nginx:2"] and st.names() == [pn("a")], "a at nginx:2")
+    rec = record("applied")
+    assert [p["name"] for p in rec["pods"]] == [pn("a")], rec
+    carried = [m for m in c.pods_msgs() if m["seq"] == rec["seq"]]
+    assert carried and [pod_image(p) for p in carried[0]["pods"]] == \
+        ["nginx:2"], (rec, c.pods_msgs())
 
 
 if __name__ == "__main__":

@@ -180,4 +180,39 @@ START_TEST(test_out_of_memory)
 }
 END_TEST
 
-UNIT_MAIN(test_read_whole_file, test_refuses_what_is_not_a_file, test_limit_is_the_callers, test_out_of_memory)
+/* file_read_stat() says what the descriptor read was: its size and
+ * mtime, as fstat(2) gave them; a failure leaves the stat alone. */
+START_TEST(test_read_with_stat)
+{
+        struct buf err = BUF_INIT;
+        struct stat st, want;
+        char *data = NULL, *f, *missing;
+        size_t len = 0;
+
+        make_dir();
+        f = path_in("a.yaml");
+        missing = path_in("none.yaml");
+        put(f, "kind: Pod\n", 10);
+        ck_assert_int_eq(stat(f, &want), 0);
+        memset(&st, 0, sizeof(st));
+        ck_assert_int_eq(file_read_stat(f, 4096, &data, &len, &st, &err), 0);
+        ck_assert_int_eq(st.st_size, 10);
+        ck_assert_int_eq(st.st_mtim.tv_sec, want.st_mtim.tv_sec);
+        ck_assert_int_eq(st.st_mtim.tv_nsec, want.st_mtim.tv_nsec);
+        ck_assert_int_eq(st.st_ino, want.st_ino);
+        free(data);
+        memset(&st, 0x5a, sizeof(st));
+        ck_assert_int_eq(file_read_stat(missing, 4096, &data, &len, &st, &err), -ENOENT);
+        ck_assert_int_eq((int)(st.st_size & 0xff), 0x5a);
+        ck_assert_int_eq(file_read_stat(f, 4096, &data, &len, NULL, &err), 0);
+        free(data);
+        unlink(f);
+        rmdir(dir);
+        free(f);
+        free(missing);
+        buf_free(&err);
+}
+END_TEST
+
+UNIT_MAIN(test_read_with_stat, test_read_whole_file, test_refuses_what_is_not_a_file, test_limit_is_the_callers,
+          test_out_of_memory)

@@ -12,11 +12,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "failalloc.h"
+#include "podmux/digest.h"
 #include "podmux/file_source.h"
 #include "podmux/metrics.h"
 #include "podmux/mux.h"
+#include "podmux/static_pod.h"
 #include "podmux/str.h"
+#include "podmux/strmap.h"
 #include "unit.h"
 
 struct capture {
@@ -24,6 +29,11 @@ struct capture {
         int sets;
         int deltas;
         size_t max_delta; /* most pods one delta carried */
+        /* When set, each record merged is taken as broadcast, as podmux
+         * run does: its pods stamped as the merger stamps them, and
+         * file_source_carried() told with the next number. */
+        struct file_source *carry_to;
+        uint64_t carry_seq;
 };
 
 /* The merger's view of the source: a full SET replaces it, a delta is
@@ -34,6 +44,12 @@ static int capture(struct capture *c, const char *source, struct pod_update **up
 
         ck_assert_str_eq(source, "file");
         ck_assert_int_eq(u->op, POD_OP_SET);
+        if (c->carry_to) {
+                for (size_t i = 0; i < u->n_pods; i++)
+                        if (!u->pods[i]->stamped)
+                                ck_assert_int_eq(pod_stamp(u->pods[i], POD_SOURCE_FILE, 1), 0);
+                file_source_carried(c->carry_to, u, ++c->carry_seq);
+        }
         if (u->delta) {
                 ck_assert_ptr_nonnull(c->last); /* a delta follows a SET */
                 if (u->n_pods + u->n_gone > c->max_delta)
@@ -69,7 +85,42 @@ struct fixture {
         struct file_source *fs;
         struct capture cap;
         struct source_stats stats;
+        /* The records as their changes told them: path -> JSON text. */
+        struct strmap *told;
 };
+
+/* What the next setup() gives its source: --static-pod-file-pattern
+ * globs, and a mux that merges only when a test drains it. */
+static const char *const *next_patterns;
+static size_t next_n_patterns;
+static bool next_manual_mux;
+
+/* The record callback: what a consumer of the changes would hold. */
+static void on_record(void *data, const struct file_record_view *v)
+{
+        struct fixture *fx = data;
+        struct buf b = BUF_INIT;
+        char *old = NULL;
+
+        failalloc_hold();
+        ck_assert_ptr_nonnull(file_record_state_name(v->state));
+        /* Never a verdict told without its reason, nor a duplicate
+         * without its pod, whatever ran out meanwhile. */
+        ck_assert_msg(v->reason || (v->state != FILE_RECORD_REJECTED && v->state != FILE_RECORD_DUPLICATE &&
+                                    v->state != FILE_RECORD_IGNORED),
+                      "%s told %s without a reason", v->path, file_record_state_name(v->state));
+        ck_assert_msg(v->state != FILE_RECORD_DUPLICATE || v->n_pods == 1, "%s told a duplicate without its pod",
+                      v->path);
+        if (v->state == FILE_RECORD_GONE) {
+                free(strmap_remove(fx->told, v->path));
+        } else {
+                ck_assert_int_eq(file_record_render(v, &b), 0);
+                ck_assert_int_eq(strmap_put(fx->told, v->path, buf_steal(&b, NULL), (void **)&old), 0);
+                free(old);
+        }
+        buf_free(&b);
+        failalloc_release();
+}
 
 static void write_file(const char *dir, const char *name, const char *text)
 {
@@ -124,14 +175,22 @@ static void setup_at(struct fixture *fx, const char *path_suffix, int create, bo
         }
         ck_assert_int_eq(loop_new(&fx->loop), 0);
         ck_assert_int_eq(watcher_new(fx->loop, &fx->watcher), 0);
-        ck_assert_int_eq(mux_new(fx->loop, capture_merge, &fx->cap, &fx->mux), 0);
+        ck_assert_int_eq(mux_new(next_manual_mux ? NULL : fx->loop, capture_merge, &fx->cap, &fx->mux), 0);
         ck_assert_int_eq(mux_channel(fx->mux, "file", &ch), 0);
+        ck_assert_ptr_nonnull(fx->told = strmap_new());
         cfg.path = path;
         cfg.node_name = "Node1";
         cfg.period_usec = 3600ULL * 1000000; /* relist only when a test asks */
         cfg.stats = &fx->stats;
+        cfg.record = on_record;
+        cfg.record_data = fx;
+        cfg.patterns = next_patterns;
+        cfg.n_patterns = next_n_patterns;
         ck_assert_int_eq(file_source_new(fx->loop, fx->watcher, ch, &cfg, &fx->fs, &err), 0);
         buf_free(&err);
+        next_patterns = NULL;
+        next_n_patterns = 0;
+        next_manual_mux = false;
 }
 
 static void setup(struct fixture *fx, const char *path_suffix, int create)
@@ -148,6 +207,7 @@ static void teardown(struct fixture *fx)
         mux_free(fx->mux);
         loop_free(fx->loop);
         pod_update_free(fx->cap.last);
+        strmap_free(fx->told, free);
         snprintf(cmd, sizeof(cmd), "rm -rf %s", fx->dir);
         ck_assert_int_eq(system(cmd), 0);
 }
@@ -870,6 +930,376 @@ START_TEST(test_identity_changes_without_relist)
 }
 END_TEST
 
+/* ---- records ------------------------------------------------------------------- */
+
+struct listing {
+        char *out;
+        size_t size;
+};
+
+static int list_one(void *data, const struct file_record_view *v)
+{
+        struct listing *l = data;
+        const char *slash = strrchr(v->path, '/');
+        size_t len = strlen(l->out);
+
+        snprintf(l->out + len, l->size - len, "%s=%s,", slash ? slash + 1 : v->path, file_record_state_name(v->state));
+        return 0;
+}
+
+/* "name=state," of each record, in path order. */
+static const char *records_of(struct fixture *fx, char *out, size_t size)
+{
+        struct listing l = {out, size};
+
+        out[0] = '\0';
+        ck_assert_int_eq(file_source_records(fx->fs, list_one, &l), 0);
+        return out;
+}
+
+/* Drives the loop until the records read want. */
+static void expect_records(struct fixture *fx, const char *want)
+{
+        char got[2048];
+
+        for (int i = 0; i < 400; i++) {
+                if (strcmp(records_of(fx, got, sizeof(got)), want) == 0)
+                        return;
+                loop_run_once(fx->loop, 20000);
+        }
+        ck_abort_msg("records: want \"%s\", have \"%s\"", want, got);
+}
+
+static int check_one(void *data, const struct file_record_view *v)
+{
+        struct fixture *fx = data;
+        struct buf b = BUF_INIT;
+        const char *told = strmap_get(fx->told, v->path);
+
+        ck_assert_int_eq(file_record_render(v, &b), 0);
+        ck_assert_msg(told && strcmp(told, b.data) == 0, "told %s, listed %s", told ? told : "nothing", b.data);
+        buf_free(&b);
+        return 0;
+}
+
+/* What the changes told adds up to the records as listed: a consumer of
+ * the changes holds exactly the source's records. */
+static void check_told(struct fixture *fx)
+{
+        ck_assert_int_eq(file_source_records(fx->fs, check_one, fx), 0);
+        ck_assert_uint_eq(strmap_size(fx->told), file_source_record_count(fx->fs));
+}
+
+struct find {
+        const char *name;
+        json_object *rec;
+};
+
+static int find_one(void *data, const struct file_record_view *v)
+{
+        struct find *f = data;
+        const char *slash = strrchr(v->path, '/');
+        struct buf b = BUF_INIT;
+
+        if (strcmp(slash ? slash + 1 : v->path, f->name) != 0)
+                return 0;
+        ck_assert_int_eq(file_record_render(v, &b), 0);
+        f->rec = json_tokener_parse(b.data);
+        buf_free(&b);
+        return 0;
+}
+
+/* The record of the file called name, as its JSON object (put it). */
+static json_object *record_of(struct fixture *fx, const char *name)
+{
+        struct find f = {name, NULL};
+
+        ck_assert_int_eq(file_source_records(fx->fs, find_one, &f), 0);
+        ck_assert_msg(f.rec != NULL, "no record of %s", name);
+        return f.rec;
+}
+
+static const char *member(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        return json_object_object_get_ex(o, key, &v) && v ? json_object_get_string(v) : NULL;
+}
+
+/* The digest text of a file's bytes. */
+static void file_digest(struct fixture *fx, const char *name, char out[DIGEST_TEXT_MAX])
+{
+        char path[256], *data = NULL;
+        uint8_t d[DIGEST_LEN];
+        size_t len = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", fx->dir, name);
+        f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        data = malloc(65536);
+        len = fread(data, 1, 65536, f);
+        fclose(f);
+        ck_assert_int_eq(digest_sha256(data, len, d), 0);
+        digest_text(d, out);
+        free(data);
+}
+
+/*
+ * Every state a file can be in, with what the record says: applied with
+ * its digest, size, pod and UID; rejected with the words podmux validate
+ * prints; a duplicate naming the file holding the pod; ignored, and why
+ * (a dot file, a directory, not a regular file, a dangling link).
+ */
+START_TEST(test_records_every_state)
+{
+        char path[256], link[256], want[DIGEST_TEXT_MAX], *rejected;
+        struct buf err = BUF_INIT;
+        struct pod *p = NULL;
+        json_object *r, *pods;
+        struct fixture fx;
+
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        pod_file(fx.dir, "m/b.yaml", "alpha");
+        write_file(fx.dir, "m/bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n");
+        pod_file(fx.dir, "m/.hidden.yaml", "hidden");
+        snprintf(path, sizeof(path), "%s/m/sub", fx.dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/m/fifo", fx.dir);
+        ck_assert_int_eq(mkfifo(path, 0644), 0);
+        snprintf(link, sizeof(link), "%s/m/link.yaml", fx.dir);
+        ck_assert_int_eq(symlink("/nonexistent/podmux", link), 0);
+        file_source_start(fx.fs);
+        expect_names(&fx, "alpha-node1,");
+        expect_records(&fx, ".hidden.yaml=ignored,a.yaml=applied,b.yaml=duplicate,bad.yaml=rejected,fifo=ignored,"
+                            "link.yaml=ignored,sub=ignored,");
+        check_told(&fx);
+
+        r = record_of(&fx, "a.yaml");
+        file_digest(&fx, "m/a.yaml", want);
+        ck_assert_str_eq(member(r, "digest"), want);
+        ck_assert_str_eq(member(r, "source"), "file");
+        ck_assert_ptr_null(member(r, "reason"));
+        ck_assert(json_object_object_get_ex(r, "pods", &pods));
+        ck_assert_uint_eq(json_object_array_length(pods), 1);
+        ck_assert_str_eq(member(json_object_array_get_idx(pods, 0), "name"), "alpha-node1");
+        ck_assert_str_eq(member(json_object_array_get_idx(pods, 0), "uid"), pod_uid(fx.cap.last->pods[0]));
+        ck_assert_ptr_nonnull(member(r, "mtime"));
+        ck_assert_int_gt(atoi(member(r, "size")), 50);
+        json_object_put(r);
+
+        r = record_of(&fx, "b.yaml");
+        snprintf(path, sizeof(path), "%s/m/a.yaml", fx.dir);
+        ck_assert_ptr_nonnull(strstr(member(r, "reason"), path));
+        ck_assert_ptr_nonnull(strstr(member(r, "reason"), "default/alpha-node1"));
+        snprintf(path, sizeof(path), "%s/m/b.yaml", fx.dir);
+        ck_assert_int_eq(static_pod_load(path, "Node1", &p, NULL, NULL, NULL, &err), 0);
+        ck_assert(json_object_object_get_ex(r, "pods", &pods));
+        ck_assert_str_eq(member(json_object_array_get_idx(pods, 0), "uid"), pod_uid(p));
+        ck_assert_str_ne(pod_uid(p), pod_uid(fx.cap.last->pods[0]));
+        ck_assert_ptr_null(member(r, "seq"));
+        pod_unref(p);
+        json_object_put(r);
+
+        /* The words podmux validate prints: static_pod_load()'s. */
+        snprintf(path, sizeof(path), "%s/m/bad.yaml", fx.dir);
+        ck_assert_int_lt(static_pod_load(path, "Node1", &p, NULL, NULL, NULL, &err), 0);
+        rejected = strdup(err.data);
+        r = record_of(&fx, "bad.yaml");
+        ck_assert_str_eq(member(r, "reason"), rejected);
+        file_digest(&fx, "m/bad.yaml", want);
+        ck_assert_str_eq(member(r, "digest"), want);
+        json_object_put(r);
+        free(rejected);
+
+        r = record_of(&fx, ".hidden.yaml");
+        ck_assert_str_eq(member(r, "reason"), STATIC_POD_DOT_REASON);
+        ck_assert_ptr_null(member(r, "digest"));
+        ck_assert_ptr_nonnull(member(r, "size"));
+        json_object_put(r);
+        r = record_of(&fx, "sub");
+        ck_assert_str_eq(member(r, "reason"), "a directory (the file source does not recurse)");
+        json_object_put(r);
+        r = record_of(&fx, "fifo");
+        ck_assert_str_eq(member(r, "reason"), "not a regular file");
+        json_object_put(r);
+        r = record_of(&fx, "link.yaml");
+        ck_assert_str_eq(member(r, "reason"), "dangling symbolic link");
+        json_object_put(r);
+
+        /* The same after a relist; and events bring each change. */
+        file_source_relist(fx.fs);
+        expect_records(&fx, ".hidden.yaml=ignored,a.yaml=applied,b.yaml=duplicate,bad.yaml=rejected,fifo=ignored,"
+                            "link.yaml=ignored,sub=ignored,");
+        check_told(&fx);
+        remove_file(&fx, "m/.hidden.yaml");
+        remove_file(&fx, "m/a.yaml");
+        pod_file(fx.dir, "m/bad.yaml", "fixed");
+        expect_records(&fx, "b.yaml=applied,bad.yaml=applied,fifo=ignored,link.yaml=ignored,sub=ignored,");
+        expect_names(&fx, "alpha-node1,fixed-node1,");
+        check_told(&fx);
+        buf_free(&err);
+        teardown(&fx);
+}
+END_TEST
+
+/*
+ * Pending until merged: a record is pending from the event until the
+ * broadcast that carries its pod (its seq) or, when none does, until its
+ * send is merged; a newer version in flight is waited for; bytes that make
+ * the same pod are applied at once, with the seq that carried it; a file
+ * gone stays pending until its removal is merged, then is told gone.
+ */
+START_TEST(test_records_pending_until_merged)
+{
+        char want[DIGEST_TEXT_MAX];
+        json_object *r;
+        struct fixture fx;
+
+        next_manual_mux = true;
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/a.yaml", "alpha");
+        file_source_start(fx.fs);
+        expect_records(&fx, "a.yaml=pending,");
+        check_told(&fx);
+        /* Merged, no broadcast carried it: applied without a seq. */
+        ck_assert_uint_eq(mux_drain(fx.mux), 1);
+        expect_records(&fx, "a.yaml=applied,");
+        check_told(&fx);
+        fx.cap.carry_to = fx.fs;
+        fx.cap.carry_seq = 500;
+        labelled_file(fx.dir, "m/a.yaml", "alpha", "v2", NULL);
+        expect_records(&fx, "a.yaml=pending,");
+        r = record_of(&fx, "a.yaml");
+        file_digest(&fx, "m/a.yaml", want);
+        ck_assert_str_eq(member(r, "digest"), want);
+        json_object_put(r);
+        ck_assert_uint_eq(mux_drain(fx.mux), 1);
+        r = record_of(&fx, "a.yaml");
+        ck_assert_str_eq(member(r, "state"), "applied");
+        ck_assert_str_eq(member(r, "seq"), "501");
+        json_object_put(r);
+        check_told(&fx);
+        /* Other bytes, the same pod: applied at once, as carried. */
+        write_file(fx.dir, "m/a.yaml",
+                   "# a comment\napiVersion: v1\nkind: Pod\nmetadata:\n  name: alpha\n  labels: {from: v2}\n"
+                   "spec:\n  containers:\n  - name: c\n    image: busybox:1.36\n");
+        file_digest(&fx, "m/a.yaml", want);
+        for (int i = 0; i < 400; i++) {
+                const char *d;
+
+                r = record_of(&fx, "a.yaml");
+                d = member(r, "digest");
+                if (strcmp(d, want) == 0)
+                        break;
+                json_object_put(r);
+                r = NULL;
+                loop_run_once(fx.loop, 20000);
+        }
+        ck_assert_ptr_nonnull(r);
+        ck_assert_str_eq(member(r, "state"), "applied");
+        ck_assert_str_eq(member(r, "seq"), "501");
+        json_object_put(r);
+        /* Two versions in flight: the first's broadcast does not do. */
+        labelled_file(fx.dir, "m/a.yaml", "alpha", "v3", NULL);
+        expect_records(&fx, "a.yaml=pending,");
+        for (int i = 0; i < 20; i++)
+                loop_run_once(fx.loop, 10000);
+        labelled_file(fx.dir, "m/a.yaml", "alpha", "v4", NULL);
+        file_digest(&fx, "m/a.yaml", want);
+        for (int i = 0; i < 400; i++) {
+                r = record_of(&fx, "a.yaml");
+                if (strcmp(member(r, "digest"), want) == 0)
+                        break;
+                json_object_put(r);
+                r = NULL;
+                loop_run_once(fx.loop, 20000);
+        }
+        ck_assert_ptr_nonnull(r);
+        json_object_put(r);
+        ck_assert_uint_eq(mux_drain(fx.mux), 2);
+        r = record_of(&fx, "a.yaml");
+        ck_assert_str_eq(member(r, "state"), "applied");
+        ck_assert_str_eq(member(r, "seq"), "503");
+        json_object_put(r);
+        check_told(&fx);
+        /* Gone: pending (nothing read) until the removal is merged. */
+        remove_file(&fx, "m/a.yaml");
+        for (int i = 0; i < 400; i++) {
+                r = record_of(&fx, "a.yaml");
+                if (!member(r, "digest"))
+                        break;
+                json_object_put(r);
+                r = NULL;
+                loop_run_once(fx.loop, 20000);
+        }
+        ck_assert_ptr_nonnull(r);
+        ck_assert_str_eq(member(r, "state"), "pending");
+        json_object_put(r);
+        check_told(&fx);
+        ck_assert_uint_eq(mux_drain(fx.mux), 1);
+        expect_records(&fx, "");
+        check_told(&fx);
+        expect_names(&fx, "");
+        teardown(&fx);
+}
+END_TEST
+
+/*
+ * --static-pod-file-pattern: only matching names are read; another name
+ * is ignored, or a duplicate when its pod is one a read file defines
+ * (whichever sorts first), and follows that file as it comes and goes,
+ * by events and by a relist alike.
+ */
+START_TEST(test_records_patterns)
+{
+        static const char *const pats[] = {"*.yaml", "*.json"};
+        json_object *r;
+        struct fixture fx;
+
+        next_patterns = pats;
+        next_n_patterns = 2;
+        setup(&fx, "/m", 1);
+        pod_file(fx.dir, "m/x.yaml", "ex");
+        pod_file(fx.dir, "m/x.yaml~", "ex");
+        pod_file(fx.dir, "m/a.bak", "ex");
+        pod_file(fx.dir, "m/y.bak", "why");
+        write_file(fx.dir, "m/z.txt", "not yaml: [");
+        file_source_start(fx.fs);
+        expect_names(&fx, "ex-node1,");
+        expect_records(&fx, "a.bak=duplicate,x.yaml=applied,x.yaml~=duplicate,y.bak=ignored,z.txt=ignored,");
+        r = record_of(&fx, "a.bak");
+        ck_assert_ptr_nonnull(strstr(member(r, "reason"), "--static-pod-file-pattern"));
+        ck_assert_ptr_nonnull(strstr(member(r, "reason"), "x.yaml\""));
+        json_object_put(r);
+        r = record_of(&fx, "y.bak");
+        ck_assert_str_eq(member(r, "reason"), "does not match --static-pod-file-pattern");
+        json_object_put(r);
+        check_told(&fx);
+        /* The holder goes: the copies are only left out now; it comes
+         * back: they are its duplicates again. */
+        remove_file(&fx, "m/x.yaml");
+        expect_names(&fx, "");
+        expect_records(&fx, "a.bak=ignored,x.yaml~=ignored,y.bak=ignored,z.txt=ignored,");
+        check_told(&fx);
+        pod_file(fx.dir, "m/x.json", "ex");
+        expect_names(&fx, "ex-node1,");
+        expect_records(&fx, "a.bak=duplicate,x.json=applied,x.yaml~=duplicate,y.bak=ignored,z.txt=ignored,");
+        check_told(&fx);
+        /* A left-out copy changes what it defines. */
+        pod_file(fx.dir, "m/y.bak", "ex");
+        pod_file(fx.dir, "m/a.bak", "other");
+        expect_records(&fx, "a.bak=ignored,x.json=applied,x.yaml~=duplicate,y.bak=duplicate,z.txt=ignored,");
+        check_told(&fx);
+        file_source_relist(fx.fs);
+        expect_records(&fx, "a.bak=ignored,x.json=applied,x.yaml~=duplicate,y.bak=duplicate,z.txt=ignored,");
+        expect_names(&fx, "ex-node1,");
+        check_told(&fx);
+        teardown(&fx);
+}
+END_TEST
+
 /* ---- allocation failures on duplicates and shared UIDs ------------------------- */
 
 /* The files every sweep run starts from: three files naming one pod, two
@@ -931,21 +1361,29 @@ struct sweep_op {
         long stride;          /* every stride-th allocation fails in turn */
         const char *after;    /* the state the event (or relist) leaves */
         const char *relisted; /* the state a relist then finds */
+        const char *records;  /* and the files' records then */
 };
 
+#define SWEEP_RECORDS "a.yaml=applied,b.yaml=duplicate,c.yaml=duplicate,u1.yaml=applied,u2.yaml=applied,"
+
 static const struct sweep_op sweep_ops[] = {
-        {"delete the winner", op_delete_winner, 1, "one=u1,same=b,two=u2,", "one=u1,same=b,two=u2,"},
-        {"rename a loser's pod", op_rename_loser, 1, "one=u1,other=b2,same=a,two=u2,",
-         "one=u1,other=b2,same=a,two=u2,"},
+        {"delete the winner", op_delete_winner, 1, "one=u1,same=b,two=u2,", "one=u1,same=b,two=u2,",
+         "b.yaml=applied,c.yaml=duplicate,u1.yaml=applied,u2.yaml=applied,"},
+        {"rename a loser's pod", op_rename_loser, 1, "one=u1,other=b2,same=a,two=u2,", "one=u1,other=b2,same=a,two=u2,",
+         "a.yaml=applied,b.yaml=applied,c.yaml=duplicate,u1.yaml=applied,u2.yaml=applied,"},
         {"rename the winner's pod", op_rename_winner, 1, "one=u1,other=a2,same=b,two=u2,",
-         "one=u1,other=a2,same=b,two=u2,"},
-        {"the winner turns bad", op_break_winner, 1, "one=u1,same=b,two=u2,", "one=u1,same=b,two=u2,"},
-        {"delete a shared UID", op_delete_shared, 1, "same=a,two=u2,", "same=a,two=u2,"},
-        {"rename a shared UID's pod", op_rename_shared, 1, "same=a,three=u1b,two=u2,", "same=a,three=u1b,two=u2,"},
-        {"pin the winner's UID", op_pin_winner, 1, "one=u1,same=a2,two=u2,", "one=u1,same=a2,two=u2,"},
+         "one=u1,other=a2,same=b,two=u2,",
+         "a.yaml=applied,b.yaml=applied,c.yaml=duplicate,u1.yaml=applied,u2.yaml=applied,"},
+        {"the winner turns bad", op_break_winner, 1, "one=u1,same=b,two=u2,", "one=u1,same=b,two=u2,",
+         "a.yaml=rejected,b.yaml=applied,c.yaml=duplicate,u1.yaml=applied,u2.yaml=applied,"},
+        {"delete a shared UID", op_delete_shared, 1, "same=a,two=u2,", "same=a,two=u2,",
+         "a.yaml=applied,b.yaml=duplicate,c.yaml=duplicate,u2.yaml=applied,"},
+        {"rename a shared UID's pod", op_rename_shared, 1, "same=a,three=u1b,two=u2,", "same=a,three=u1b,two=u2,",
+         SWEEP_RECORDS},
+        {"pin the winner's UID", op_pin_winner, 1, "one=u1,same=a2,two=u2,", "one=u1,same=a2,two=u2,", SWEEP_RECORDS},
         /* Five files read: about 1,100 allocations, mostly parsing, which
          * test_faults' incremental sweep fails one by one. */
-        {"relist", op_relist, 5, SWEEP_START, SWEEP_START},
+        {"relist", op_relist, 5, SWEEP_START, SWEEP_START, SWEEP_RECORDS},
 };
 
 /* Drives the loop until a SET or delta more than seen brings state want
@@ -1006,6 +1444,12 @@ static bool sweep_run(struct fixture *fx, const struct sweep_op *op, long n, boo
         file_source_relist(fx->fs);
         ck_assert_msg(settle(fx, seen, op->relisted), "%s %ld%s: relisted \"%s\"", op->what, n,
                       persist ? " (persistent)" : "", state_of(fx, got, sizeof(got)));
+        /* The records too, as their changes told them. */
+        for (int i = 0; i < 200 && strcmp(records_of(fx, got, sizeof(got)), op->records) != 0; i++)
+                loop_run_once(fx->loop, 10000);
+        ck_assert_msg(strcmp(got, op->records) == 0, "%s %ld%s: records \"%s\"", op->what, n,
+                      persist ? " (persistent)" : "", got);
+        check_told(fx);
         return hit;
 }
 
@@ -1050,9 +1494,11 @@ START_TEST(test_duplicates_alloc_sweep)
 }
 END_TEST
 
-UNIT_MAIN(test_identity_changes_without_relist, test_relative_paths, test_unchanged_rereads_keep_the_pod, test_duplicates_alloc_sweep,
-          test_duplicates_and_shared_uids, test_directory_moved_away, test_relist_forgets_reports_of_gone_files,
-          test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files,
-          test_empty_directory_sends_empty_set, test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
-          test_duplicate_name_first_file_wins, test_missing_directory_then_created,
-          test_directory_deleted_and_recreated, test_single_file_path, test_path_is_cleaned_for_uid_stability)
+UNIT_MAIN(test_records_every_state, test_records_pending_until_merged, test_records_patterns,
+          test_identity_changes_without_relist, test_relative_paths, test_unchanged_rereads_keep_the_pod,
+          test_duplicates_alloc_sweep, test_duplicates_and_shared_uids, test_directory_moved_away,
+          test_relist_forgets_reports_of_gone_files, test_relist_in_batches, test_burst_in_batches_of_deltas,
+          test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
+          test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay, test_duplicate_name_first_file_wins,
+          test_missing_directory_then_created, test_directory_deleted_and_recreated, test_single_file_path,
+          test_path_is_cleaned_for_uid_stability)

@@ -2,6 +2,7 @@
  * test_mux — channels per source and the order in which their records
  * reach the merger (include/podmux/mux.h, doc/pod-config.md 3.1).
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,7 +535,93 @@ START_TEST(test_burst_of_deltas_is_bounded)
 }
 END_TEST
 
-UNIT_MAIN(test_sets_and_deltas_fold_while_waiting, test_burst_of_deltas_is_bounded,
+/* ---- merged through ------------------------------------------------------------ */
+
+struct through_log {
+        uint64_t got[16];
+        size_t n;
+        int fail_next; /* the next merge runs out of memory (nothing applied) */
+        struct mux_channel *ch;
+        uint64_t sent_at_merge; /* mux_channel_sent() seen from inside a merge */
+};
+
+static int through_merge(void *data, const char *source, struct pod_update **up)
+{
+        struct through_log *t = data;
+
+        (void)source;
+        (void)up;
+        t->sent_at_merge = mux_channel_sent(t->ch);
+        if (t->fail_next) {
+                t->fail_next = 0;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void on_through(void *data, uint64_t through)
+{
+        struct through_log *t = data;
+
+        ck_assert_uint_lt(t->n, 16);
+        t->got[t->n++] = through;
+}
+
+/* Every record a channel takes is numbered, folded ones too; once the
+ * merger is done with a record, the channel is told the number of the
+ * last record in it, so a source knows what of its sends is merged.  A
+ * merge that ran out of memory tells nothing: the record waits. */
+START_TEST(test_merged_through_numbers)
+{
+        struct through_log t = {0};
+        struct mux *m = NULL;
+        struct mux_channel *ch, *other;
+
+        ck_assert_int_eq(mux_new(NULL, through_merge, &t, &m), 0);
+        ch = channel(m, "file");
+        other = channel(m, "api");
+        t.ch = ch;
+        mux_channel_on_merged(ch, on_through, &t);
+        ck_assert_uint_eq(mux_channel_sent(ch), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "+a")), 0);
+        ck_assert_uint_eq(mux_channel_sent(ch), 1);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+b")), 0);
+        ck_assert_int_eq(mux_channel_send(other, make(0, true, "+o")), 0);
+        ck_assert_uint_eq(mux_channel_sent(ch), 2);
+        ck_assert_uint_eq(mux_channel_sent(other), 1);
+        ck_assert_uint_eq(mux_drain(m), 3);
+        /* Told after each of its own records, not the other channel's. */
+        ck_assert_uint_eq(t.n, 2);
+        ck_assert_uint_eq(t.got[0], 1);
+        ck_assert_uint_eq(t.got[1], 2);
+        /* Folded: one merge covers records 3 to 5. */
+        mux_fold_after(m, 1);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+c")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+d")), 0);
+        ck_assert_int_eq(mux_channel_send(ch, make(POD_OP_SET, false, "+e")), 0);
+        ck_assert_uint_eq(mux_channel_sent(ch), 5);
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_uint_eq(t.n, 3);
+        ck_assert_uint_eq(t.got[2], 5);
+        /* Out of memory: nothing told until the record is merged. */
+        t.fail_next = 1;
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+f")), 0);
+        ck_assert_uint_eq(mux_drain(m), 0);
+        ck_assert_uint_eq(t.n, 3);
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_uint_eq(t.n, 4);
+        ck_assert_uint_eq(t.got[3], 6);
+        ck_assert_uint_eq(t.sent_at_merge, 6);
+        /* No callback: nothing is told. */
+        mux_channel_on_merged(ch, NULL, NULL);
+        ck_assert_int_eq(mux_channel_send(ch, make(0, true, "+g")), 0);
+        ck_assert_uint_eq(mux_drain(m), 1);
+        ck_assert_uint_eq(t.n, 4);
+        mux_free(m);
+}
+END_TEST
+
+UNIT_MAIN(test_merged_through_numbers, test_sets_and_deltas_fold_while_waiting, test_burst_of_deltas_is_bounded,
           test_channel_per_name, test_sources_sorted, test_fifo_within_and_across_channels,
           test_send_from_merge_same_drain, test_loop_deferred_drain, test_free_with_pending,
           test_free_with_drain_scheduled_loop_keeps_running)

@@ -981,10 +981,77 @@ START_TEST(test_checkpoint_flags)
 }
 END_TEST
 
-UNIT_MAIN(test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
+/* --static-pod-file-pattern: repeatable, kept in order; the limits
+ * each with a test at the limit; out of memory: -ENOMEM, nothing kept. */
+START_TEST(test_file_patterns)
+{
+        char *argv[] = {"run", "--static-pod-file-pattern", "*.yaml", "--static-pod-file-pattern", "*.json", NULL};
+        char at_len[OPTIONS_MAX_PATTERN_LEN + 2];
+        struct buf err = BUF_INIT;
+        struct options o;
+        char **pats = NULL;
+        size_t n = 0;
+
+        ck_assert_int_eq(parse(&o, &err, argv), 0);
+        ck_assert_uint_eq(o.n_file_patterns, 2);
+        ck_assert_str_eq(o.file_patterns[0], "*.yaml");
+        ck_assert_str_eq(o.file_patterns[1], "*.json");
+        options_free(&o);
+        for (int i = 0; i < OPTIONS_MAX_PATTERNS; i++)
+                ck_assert_int_eq(options_add_pattern(&pats, &n, "*.yaml", &err), 0);
+        ck_assert_int_eq(options_add_pattern(&pats, &n, "*.yaml", &err), -EINVAL);
+        ck_assert_str_eq(err.data, "--static-pod-file-pattern: at most 64 patterns");
+        ck_assert_uint_eq(n, OPTIONS_MAX_PATTERNS);
+        for (size_t i = 0; i < n; i++)
+                free(pats[i]);
+        free(pats);
+        pats = NULL;
+        n = 0;
+        memset(at_len, 'x', sizeof(at_len));
+        at_len[OPTIONS_MAX_PATTERN_LEN] = '\0';
+        ck_assert_int_eq(options_add_pattern(&pats, &n, at_len, &err), 0);
+        at_len[OPTIONS_MAX_PATTERN_LEN] = 'x';
+        at_len[OPTIONS_MAX_PATTERN_LEN + 1] = '\0';
+        ck_assert_int_eq(options_add_pattern(&pats, &n, at_len, &err), -EINVAL);
+        ck_assert_str_eq(err.data, "--static-pod-file-pattern: longer than 255 bytes");
+        ck_assert_int_eq(options_add_pattern(&pats, &n, "", &err), -EINVAL);
+        ck_assert_str_eq(err.data, "--static-pod-file-pattern: must not be empty");
+        ck_assert_int_eq(options_add_pattern(&pats, &n, "m/*.yaml", &err), -EINVAL);
+        ck_assert_str_eq(
+                err.data,
+                "--static-pod-file-pattern \"m/*.yaml\": it is matched against a file's name, which holds no '/'");
+        ck_assert_uint_eq(n, 1);
+        if (failalloc_enabled()) {
+                long before = failalloc_live();
+
+                for (long k = 1;; k++) {
+                        bool failed;
+                        int r;
+
+                        failalloc_arm(k);
+                        r = options_add_pattern(&pats, &n, "*.yml", &err);
+                        failed = failalloc_failed();
+                        failalloc_arm(0);
+                        if (!failed) {
+                                ck_assert_int_eq(r, 0);
+                                break;
+                        }
+                        ck_assert_int_eq(r, -ENOMEM);
+                        ck_assert_uint_eq(n, 1);
+                        ck_assert_int_eq(failalloc_live(), before);
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+                free(pats[i]);
+        free(pats);
+        buf_free(&err);
+}
+END_TEST
+
+UNIT_MAIN(test_file_patterns, test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
           test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
           test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
           test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
           test_default_plugin_registry_rule, test_hostname_override_as_the_kubelet_takes_it,
           test_relative_static_pod_paths, test_config_unknown_fields, test_parse_out_of_memory, test_event_flags,
-          test_event_config_fields, test_checkpoint_flags)
+          test_event_config_fields, test_checkpoint_flags, test_file_patterns)

@@ -41,6 +41,7 @@
 #include "podmux/checkpoint.h"
 #include "podmux/file.h"
 #include "podmux/curl_loop.h"
+#include "podmux/digest.h"
 #include "podmux/http_source.h"
 #include "podmux/log.h"
 #include "podmux/loop.h"
@@ -225,6 +226,8 @@ struct world {
         size_t n_sets;
         size_t n_deltas; /* records that were deltas */
         char problem[512];
+        /* The URL's record as last told: "state digest pods reason". */
+        char record[160];
 };
 
 /* The pods of a record as text, in order (sources sort their SETs; the
@@ -390,6 +393,31 @@ static void http_set_body(const char *body)
         pthread_mutex_unlock(&http_srv.lock);
 }
 
+/* The URL's record, as a consumer of its changes holds it. */
+static void on_record(void *data, const struct file_record_view *v)
+{
+        struct world *w = data;
+        char d[DIGEST_TEXT_MAX] = "-";
+
+        failalloc_hold();
+        if (v->digest)
+                digest_text(v->digest, d);
+        snprintf(w->record, sizeof(w->record), "%s %s %zu %s", file_record_state_name(v->state), d, v->n_pods,
+                 v->reason ? "reason" : "-");
+        failalloc_release();
+}
+
+/* What the record says once body is applied. */
+static void record_of_body(const char *body, size_t n_pods, char *out, size_t size)
+{
+        uint8_t d[DIGEST_LEN];
+        char text[DIGEST_TEXT_MAX];
+
+        ck_assert_int_eq(digest_sha256(body, strlen(body), d), 0);
+        digest_text(d, text);
+        snprintf(out, size, "applied %s %zu -", text, n_pods);
+}
+
 static void http_world_up(struct world *w)
 {
         struct http_source_config cfg = {0};
@@ -403,6 +431,8 @@ static void http_world_up(struct world *w)
         cfg.period_usec = 3600ULL * 1000000; /* polls only when told or retrying */
         cfg.retry_usec = 1000;               /* retries fast */
         cfg.stats = &w->stats;
+        cfg.record = on_record;
+        cfg.record_data = w;
         ck_assert_int_eq(loop_new(&w->loop), 0);
         ck_assert_int_eq(curl_loop_new(w->loop, &w->cl), 0);
         ck_assert_int_eq(mux_new(w->loop, on_merge, w, &w->mux), 0);
@@ -470,6 +500,17 @@ static bool http_run(const struct fault *f)
         /* Faults are over: the retry timer polls again by itself. */
         converged = run_until_set(&w, http_text[1], 5000000);
         check_sets(&w, 1, http_text, 2);
+        /* And the URL's record says so (the merge is told after it). */
+        if (converged) {
+                char want[160];
+
+                record_of_body(body_b, 2, want, sizeof(want));
+                for (int i = 0; i < 500 && strcmp(w.record, want) != 0; i++)
+                        loop_run_once(w.loop, 2000);
+                if (strcmp(w.record, want) != 0 && !w.problem[0])
+                        snprintf(w.problem, sizeof(w.problem), "the URL's record says \"%s\", not \"%s\"", w.record,
+                                 want);
+        }
         if (!converged && !w.problem[0])
                 snprintf(w.problem, sizeof(w.problem), "the pods of the body were never sent (%zu SETs, %llu errors)",
                          w.n_sets, (unsigned long long)w.stats.errors);
@@ -484,9 +525,46 @@ static bool http_run(const struct fault *f)
         return hit;
 }
 
+/* A bad body polled under the fault, after body A: once faults stop,
+ * the record says it is rejected (A's pods stay named), and the fault
+ * is never counted as the body's parse error.  Returns whether the
+ * fault hit. */
+static const char *const body_bad = "apiVersion: v1\nkind: PodList\nitems: [\n";
+
+static bool http_bad_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        uint8_t d[DIGEST_LEN];
+        char want[160], text[DIGEST_TEXT_MAX];
+        bool hit;
+
+        http_set_body(body_a);
+        http_world_up(&w);
+        ck_assert_int_eq(http_source_start(w.hs), 0);
+        ck_assert_msg(run_until_set(&w, http_text[0], 5000000), "no first SET");
+        http_set_body(body_bad);
+        ck_assert_int_eq(digest_sha256(body_bad, strlen(body_bad), d), 0);
+        digest_text(d, text);
+        snprintf(want, sizeof(want), "rejected %s 2 reason", text);
+        arm(f);
+        http_source_poll(w.hs);
+        for (int i = 0; !f->persist && i < 1000 && strcmp(w.record, want) != 0; i++)
+                loop_run_once(w.loop, 2000);
+        hit = release(&w, f, 30000);
+        for (int i = 0; i < 2500 && strcmp(w.record, want) != 0; i++)
+                loop_run_once(w.loop, 2000);
+        ck_assert_msg(strcmp(w.record, want) == 0, "allocation %ld failing: the record says \"%s\"", f->n, w.record);
+        ck_assert_uint_le(w.stats.parse_errors, 1);
+        world_down(&w);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld failing: %ld block(s) leaked", f->n,
+                      failalloc_live() - live0);
+        return hit;
+}
+
 static void http_sweep(bool persist, long stride)
 {
-        long hits = 0;
+        long hits = 0, bad = 0;
 
         curl_global_init(CURL_GLOBAL_DEFAULT);
         warm_up();
@@ -501,10 +579,17 @@ static void http_sweep(bool persist, long stride)
                                 break;
                         hits++;
                 }
+                for (long n = 1;; n += stride, bad++) {
+                        struct fault f = {n, persist};
+
+                        if (!http_bad_run(&f))
+                                break;
+                }
                 quiet(false);
-                fprintf(stderr, "# http source: %ld allocation failure(s)%s survived\n", hits,
-                        persist ? " (persistent)" : "");
+                fprintf(stderr, "# http source: %ld allocation failure(s)%s survived, %ld with a bad body\n", hits,
+                        persist ? " (persistent)" : "", bad);
                 ck_assert_int_gt(hits, 50);
+                ck_assert_int_gt(bad, 5);
         }
         server_stop(&http_srv);
         free(http_text[0]);

@@ -160,7 +160,7 @@ START_TEST(test_load_is_decode_then_pod)
         json_object *obj = NULL;
         int docs = -7;
 
-        ck_assert_int_eq(static_pod_load(file, "Node1", &p, &u, NULL, &err), 0);
+        ck_assert_int_eq(static_pod_load(file, "Node1", &p, &u, NULL, NULL, &err), 0);
         ck_assert_int_eq(manifest_decode_pod(GOOD, strlen(GOOD), &ctx, &obj, NULL, &err), 0);
         ck_assert_int_eq(pod_from_json(obj, &q, &err), 0);
         ck_assert_int_eq(pod_render(p, &a), 0);
@@ -174,15 +174,15 @@ START_TEST(test_load_is_decode_then_pod)
         v1_unknown_clear(&u);
 
         buf_reset(&err);
-        ck_assert_int_eq(static_pod_load(bad, "n", &p, &u, &docs, &err), -EINVAL);
+        ck_assert_int_eq(static_pod_load(bad, "n", &p, &u, &docs, NULL, &err), -EINVAL);
         ck_assert_int_eq(docs, -7); /* untouched on failure */
         ck_assert_uint_gt(err.len, 0);
         ck_assert_uint_eq(u.total, 0);
         buf_reset(&err);
-        ck_assert_int_eq(static_pod_load(missing, "n", &p, NULL, NULL, &err), -ENOENT);
+        ck_assert_int_eq(static_pod_load(missing, "n", &p, NULL, NULL, NULL, &err), -ENOENT);
         ck_assert_ptr_nonnull(strstr(err.data, "No such file"));
         buf_reset(&err);
-        ck_assert_int_eq(static_pod_load(d, "n", &p, NULL, NULL, &err), -EINVAL);
+        ck_assert_int_eq(static_pod_load(d, "n", &p, NULL, NULL, NULL, &err), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err.data, "not a regular file"));
 
         pod_unref(p);
@@ -230,7 +230,7 @@ START_TEST(test_load_counts_documents)
                 /* A "---" at the very start opens the first document. */
                 ck_assert_int_eq(buf_printf(&text, "---\n%s%s", ONE, cases[i].tail), 0);
                 file = put(d, "m.yaml", text.data);
-                ck_assert_int_eq(static_pod_load(file, "n", &p, NULL, &docs, &err), 0);
+                ck_assert_int_eq(static_pod_load(file, "n", &p, NULL, &docs, NULL, &err), 0);
                 ck_assert_msg(docs == cases[i].docs, "case %zu: %d document(s), want %d", i, docs, cases[i].docs);
                 pod_unref(p);
                 free(file);
@@ -287,6 +287,7 @@ static void run_all(struct job *j)
                                    "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}]}";
         struct buf out = BUF_INIT, err = BUF_INIT, why = BUF_INIT;
         struct v1_unknown u = {NULL, 0, 0};
+        struct static_pod_read rd;
         struct pod *p = NULL, **pods = NULL;
         const char *what = NULL;
         char **names = NULL;
@@ -300,10 +301,16 @@ static void run_all(struct job *j)
                 dir_list_free(names, n);
         }
         if (r >= 0)
-                r = static_pod_load(j->file, "n1", &p, &u, &docs, &err);
+                r = static_pod_load(j->file, "n1", &p, &u, &docs, &rd, &err);
         if (r == 0) {
                 r = pod_render(p, &out);
                 pod_unref(p);
+        }
+        if (r == 0) {
+                char text[DIGEST_TEXT_MAX];
+
+                digest_text(rd.digest, text);
+                r = buf_printf(&out, " %s %d", text, rd.read);
         }
         if (r == 0)
                 r = buf_printf(&out, " %d document(s) ", docs);
@@ -433,6 +440,45 @@ START_TEST(test_path_absolute)
 }
 END_TEST
 
-UNIT_MAIN(test_list_dir_sorted_hidden_skipped_all_or_nothing, test_entry_kinds_and_reasons,
+/* What a load read: the bytes' digest and stat, whether they decode or
+ * not; nothing when they could not be read. */
+START_TEST(test_load_says_what_it_read)
+{
+        char *d = tmpdir(), *file = put(d, "web.yaml", GOOD), *bad = put(d, "bad.yaml", "kind: Pod\n");
+        char *missing = path_join(d, "missing.yaml");
+        struct static_pod_read rd;
+        struct buf err = BUF_INIT;
+        struct pod *p = NULL;
+        uint8_t want[DIGEST_LEN];
+
+        memset(&rd, 0, sizeof(rd));
+        ck_assert_int_eq(static_pod_load(file, "Node1", &p, NULL, NULL, &rd, &err), 0);
+        ck_assert(rd.read);
+        ck_assert_int_eq(digest_sha256(GOOD, strlen(GOOD), want), 0);
+        ck_assert_int_eq(memcmp(rd.digest, want, DIGEST_LEN), 0);
+        ck_assert_int_eq(rd.st.st_size, (off_t)strlen(GOOD));
+        pod_unref(p);
+        p = NULL;
+        memset(&rd, 0, sizeof(rd));
+        ck_assert_int_eq(static_pod_load(bad, "n", &p, NULL, NULL, &rd, &err), -EINVAL);
+        ck_assert(rd.read);
+        ck_assert_int_eq(digest_sha256("kind: Pod\n", 10, want), 0);
+        ck_assert_int_eq(memcmp(rd.digest, want, DIGEST_LEN), 0);
+        rd.read = true;
+        ck_assert_int_eq(static_pod_load(missing, "n", &p, NULL, NULL, &rd, &err), -ENOENT);
+        ck_assert(!rd.read);
+        rd.read = true;
+        ck_assert_int_eq(static_pod_load(d, "n", &p, NULL, NULL, &rd, &err), -EINVAL);
+        ck_assert(!rd.read);
+        buf_free(&err);
+        rm_rf(d);
+        free(file);
+        free(bad);
+        free(missing);
+        free(d);
+}
+END_TEST
+
+UNIT_MAIN(test_load_says_what_it_read, test_list_dir_sorted_hidden_skipped_all_or_nothing, test_entry_kinds_and_reasons,
           test_load_is_decode_then_pod, test_load_counts_documents, test_decode_body,
           test_every_allocation_failed_in_turn, test_path_absolute)

@@ -11,14 +11,15 @@ START_TEST(test_good_lines)
                 const char *line;
                 bool have_resume;
                 uint64_t resume;
-                bool status;
+                bool status, files;
         } cases[] = {
-                {"{}", false, 0, false},
-                {"{\"resume_after\":0}", true, 0, false},
-                {"{\"resume_after\":18446744073709551615}", true, UINT64_MAX, false},
-                {"{\"resume_after\":42,\"future\":{\"x\":[1]}} \t\r", true, 42, false},
-                {"{\"request\":\"status\"}", false, 0, true},
-                {"  {\"request\":\"status\",\"resume_after\":7}", true, 7, true},
+                {"{}", false, 0, false, false},
+                {"{\"resume_after\":0}", true, 0, false, false},
+                {"{\"resume_after\":18446744073709551615}", true, UINT64_MAX, false, false},
+                {"{\"resume_after\":42,\"future\":{\"x\":[1]}} \t\r", true, 42, false, false},
+                {"{\"request\":\"status\"}", false, 0, true, false},
+                {"  {\"request\":\"status\",\"resume_after\":7}", true, 7, true, false},
+                {"{\"request\":\"files\"}", false, 0, false, true},
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -30,6 +31,7 @@ START_TEST(test_good_lines)
                 ck_assert_int_eq(req.have_resume, cases[i].have_resume);
                 ck_assert_uint_eq(req.resume_after, cases[i].resume);
                 ck_assert_int_eq(req.status, cases[i].status);
+                ck_assert_int_eq(req.files, cases[i].files);
         }
 }
 END_TEST
@@ -50,8 +52,9 @@ START_TEST(test_bad_lines_say_why)
                 {"{\"resume_after\":-1}", 0, "resume_after must be a non-negative integer"},
                 {"{\"resume_after\":\"5\"}", 0, "resume_after must be a non-negative integer"},
                 {"{\"resume_after\":1.5}", 0, "resume_after must be a non-negative integer"},
-                {"{\"request\":\"stream\"}", 0, "request must be \"status\""},
-                {"{\"request\":1}", 0, "request must be \"status\""},
+                {"{\"request\":\"stream\"}", 0, "request must be \"status\" or \"files\""},
+                {"{\"request\":\"Files\"}", 0, "request must be \"status\" or \"files\""},
+                {"{\"request\":1}", 0, "request must be \"status\" or \"files\""},
                 {"{\"a\":[[[[[[[[[[1]]]]]]]]]]}", 0, "the first line is not JSON"},
                 {"{}\0{}", 5, "the first line has text after the JSON object"},
         };

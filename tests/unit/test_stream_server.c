@@ -1931,6 +1931,221 @@ START_TEST(test_state_failure_is_reported)
 }
 END_TEST
 
+/* ---- the files request ------------------------------------------------------ */
+
+struct files_mock {
+        int n_records;
+        int fail; /* returned after the first record when set */
+        unsigned calls;
+};
+
+static int mock_files(void *data, int (*emit)(void *ctx, const char *type, const char *members), void *ctx)
+{
+        struct files_mock *f = data;
+        int r;
+
+        f->calls++;
+        r = emit(ctx, "files", ",\"path\":\"/etc/kubernetes/manifests\"");
+        for (int i = 0; i < f->n_records && r >= 0; i++) {
+                char members[96];
+
+                (void)snprintf(members, sizeof(members), ",\"file\":{\"path\":\"/m/%d.yaml\",\"state\":\"applied\"}",
+                               i);
+                r = emit(ctx, "file", members);
+                if (r >= 0 && f->fail)
+                        return f->fail;
+        }
+        return r;
+}
+
+static struct files_mock files_mock;
+
+static void env_serve_files(struct env *e, size_t max_backlog)
+{
+        struct stream_server_config cfg;
+
+        env_config(e, &cfg);
+        cfg.files_fn = mock_files;
+        cfg.files_data = &files_mock;
+        cfg.max_backlog = max_backlog;
+        env_serve_cfg(e, &cfg);
+}
+
+/* A files request gets the records and synced, then only what
+ * stream_server_files() sends: no pods, plugins or sources_ready; a pods
+ * consumer never sees the files' messages.  The status lists each
+ * consumer's stream. */
+START_TEST(test_files_request)
+{
+        struct env e;
+        struct client *f, *p, *st;
+        json_object *cons;
+        size_t n;
+
+        files_mock = (struct files_mock){.n_records = 2};
+        env_init(&e);
+        env_serve_files(&e, 0);
+        ck_assert(!stream_server_files_wanted(e.srv));
+        ck_assert_int_eq(stream_server_files(e.srv, "file", ",\"file\":{}"), 0); /* nobody: nothing built */
+        p = client_synced(&e, "{}\n");
+        f = client_synced(&e, "{\"request\":\"files\"}\n");
+        ck_assert(stream_server_files_wanted(e.srv));
+        ck_assert_uint_eq(f->n_lines, 5);
+        ck_assert_str_eq(line_type(f, 0), "hello");
+        ck_assert_str_eq(line_type(f, 1), "files");
+        ck_assert_str_eq(line_str(f, 1, "path"), "/etc/kubernetes/manifests");
+        ck_assert_str_eq(line_type(f, 2), "file");
+        ck_assert_str_eq(line_type(f, 3), "file");
+        ck_assert_str_eq(line_type(f, 4), "synced");
+        ck_assert(!synced_resumed(f, 4));
+        assert_seq_increasing(f, 0);
+        bcast(&e, POD_OP_ADD, "file", "a", 0);
+        ck_assert_int_eq(stream_server_plugin(e.srv, "FAILED", "/r/x.sock",
+                                              "{\"type\":\"\",\"name\":\"\",\"endpoint\":\"\",\"versions\":[],"
+                                              "\"socket\":\"/r/x.sock\"}",
+                                              "boom"),
+                         0);
+        ck_assert_int_eq(stream_server_sources_ready(e.srv, (const char *const[]){"file"}, 1), 0);
+        ck_assert_int_eq(stream_server_files(e.srv, "file", ",\"file\":{\"path\":\"/m/0.yaml\",\"state\":\"gone\"}"),
+                         0);
+        DRIVE_UNTIL(&e, f->n_lines == 6 && count_type(p, "sources_ready") == 1);
+        ck_assert_str_eq(line_type(f, 5), "file");
+        assert_seq_increasing(f, 0);
+        ck_assert_uint_eq(count_type(p, "file"), 0);
+        ck_assert_uint_eq(count_type(p, "pods"), 1);
+        /* Nothing else reached the files consumer meanwhile. */
+        for (int i = 0; i < 20; i++) {
+                loop_run_once(e.loop, 1000);
+                env_poll(&e);
+        }
+        ck_assert_uint_eq(f->n_lines, 6);
+        st = client_connect(&e);
+        client_puts(&e, st, "{\"request\":\"status\"}\n");
+        DRIVE_UNTIL(&e, has_type(st, "status"));
+        cons = member(st->lines[find_type(st, "status", 0)].obj, "consumers");
+        ck_assert_uint_eq(json_object_array_length(cons), 2);
+        n = 0;
+        for (size_t i = 0; i < 2; i++)
+                n += strcmp(json_object_get_string(member(json_object_array_get_idx(cons, i), "stream")), "files") == 0;
+        ck_assert_uint_eq(n, 1);
+        client_close(f);
+        DRIVE_UNTIL(&e, !stream_server_files_wanted(e.srv));
+        env_done(&e);
+}
+END_TEST
+
+/* No files callback: the request is refused; a failing one cuts the
+ * consumer, saying why; one whose queue passes the bound is cut. */
+START_TEST(test_files_refused_failed_slow)
+{
+        struct env e;
+        struct client *c, *slow;
+        char members[8192];
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        c = client_connect(&e);
+        client_puts(&e, c, "{\"request\":\"files\"}\n");
+        DRIVE_UNTIL(&e, c->eof);
+        ck_assert_str_eq(line_str(c, c->n_lines - 1, "reason"), "BadRequest");
+        env_done(&e);
+
+        files_mock = (struct files_mock){.n_records = 2, .fail = -EIO};
+        env_init(&e);
+        env_serve_files(&e, 16 * 1024);
+        c = client_connect(&e);
+        client_puts(&e, c, "{\"request\":\"files\"}\n");
+        DRIVE_UNTIL(&e, c->eof);
+        ck_assert_str_eq(line_str(c, c->n_lines - 1, "reason"), "InternalError");
+        ck_assert(!has_type(c, "synced"));
+        files_mock.fail = 0;
+        slow = client_synced(&e, "{\"request\":\"files\"}\n");
+        e.n_clients--; /* it reads no more */
+        memset(members, 0, sizeof(members));
+        memcpy(members, ",\"pad\":\"", 8);
+        memset(members + 8, 'x', sizeof(members) - 10);
+        members[sizeof(members) - 2] = '"';
+        for (int i = 0; i < 400 && stream_server_dropped(e.srv) == 0; i++) {
+                ck_assert_int_eq(stream_server_files(e.srv, "file", members), 0);
+                loop_run_once(e.loop, 1000);
+        }
+        ck_assert_uint_eq(stream_server_dropped(e.srv), 1);
+        e.clients[e.n_clients++] = slow;
+        DRIVE_UNTIL(&e, slow->eof);
+        ck_assert_str_eq(line_str(slow, slow->n_lines - 1, "reason"), "SlowConsumer");
+        env_done(&e);
+}
+END_TEST
+
+/* Out of memory building or queueing a file's message: the consumer is
+ * cut (it asks again), never left believing it has every change; out of
+ * memory starting it closes it. */
+START_TEST(test_files_out_of_memory)
+{
+        struct env e;
+        struct client *f;
+        long n, cut = 0;
+        int r;
+
+        if (!failalloc_enabled())
+                return;
+        files_mock = (struct files_mock){.n_records = 1};
+        env_init(&e);
+        env_serve_files(&e, 0);
+        f = client_synced(&e, "{\"request\":\"files\"}\n");
+        for (n = 1;; n++) {
+                size_t had = count_type(f, "file");
+                bool failed;
+
+                failalloc_arm(n);
+                r = stream_server_files(e.srv, "file", ",\"file\":{\"path\":\"/m/x.yaml\"}");
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                DRIVE_UNTIL(&e, count_type(f, "file") == had + 1 || f->eof);
+                if (f->eof) {
+                        ck_assert_str_eq(line_str(f, f->n_lines - 1, "reason"), "ResourceExhausted");
+                        ck_assert(r == 0 || r == -ENOMEM);
+                        cut++;
+                        f = client_synced(&e, "{\"request\":\"files\"}\n");
+                } else {
+                        ck_assert_int_eq(r, 0);
+                }
+                if (!failed)
+                        break;
+        }
+        ck_assert_int_ge(cut, 1);
+        /* Starting one, each allocation in turn. */
+        for (n = 1;; n++) {
+                struct client *c = client_connect(&e);
+                bool failed;
+
+                DRIVE_UNTIL(&e, c->n_lines == 1);
+                failalloc_arm(n);
+                client_puts(&e, c, "{\"request\":\"files\"}\n");
+                for (int i = 0; i < 50; i++) {
+                        bool done;
+
+                        loop_run_once(e.loop, 1000);
+                        failalloc_hold(); /* the test's own reading */
+                        env_poll(&e);
+                        done = c->eof || has_type(c, "synced");
+                        failalloc_release();
+                        if (done)
+                                break;
+                }
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                DRIVE_UNTIL(&e, c->eof || has_type(c, "synced"));
+                if (!failed) {
+                        ck_assert(has_type(c, "synced"));
+                        break;
+                }
+                client_close(c);
+        }
+        env_done(&e);
+}
+END_TEST
+
 /* ---- descriptor exhaustion ------------------------------------------------ */
 
 struct fd_events {
@@ -2066,7 +2281,8 @@ START_TEST(test_descriptors_run_out)
 }
 END_TEST
 
-UNIT_MAIN(test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference,
+UNIT_MAIN(test_files_request, test_files_refused_failed_slow, test_files_out_of_memory,
+          test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference,
           test_broadcast_out_of_memory_sweep, test_replay_is_fed_as_the_consumer_reads,
           test_replay_falls_behind_the_history, test_hello_fields, test_seq_strictly_increasing,
           test_initial_state_then_synced, test_resume_within_history, test_resume_too_old, test_history_byte_bound,

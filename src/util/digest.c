@@ -1,0 +1,61 @@
+/*
+ * digest — SHA-256 through libcrypto (see include/podmux/digest.h).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include "podmux/digest.h"
+
+int digest_sha256(const void *data, size_t len, uint8_t out[DIGEST_LEN])
+{
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+
+        /* EVP_Digest makes and frees a context: it fails only when that
+         * (or the first fetch of the algorithm) runs out of memory. */
+        if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != DIGEST_LEN) {
+                ERR_clear_error();
+                return -ENOMEM;
+        }
+        memcpy(out, md, DIGEST_LEN);
+        return 0;
+}
+
+static const char hex[] = "0123456789abcdef";
+
+void digest_text(const uint8_t d[DIGEST_LEN], char out[DIGEST_TEXT_MAX])
+{
+        memcpy(out, "sha256:", 7);
+        for (size_t i = 0; i < DIGEST_LEN; i++) {
+                out[7 + 2 * i] = hex[d[i] >> 4];
+                out[8 + 2 * i] = hex[d[i] & 15];
+        }
+        out[DIGEST_TEXT_MAX - 1] = '\0';
+}
+
+static int nibble(char c)
+{
+        const char *p = c ? strchr(hex, c) : NULL;
+
+        return p ? (int)(p - hex) : -1;
+}
+
+int digest_parse(const char *text, uint8_t out[DIGEST_LEN])
+{
+        uint8_t d[DIGEST_LEN];
+
+        if (!text || strncmp(text, "sha256:", 7) != 0 || strlen(text) != DIGEST_TEXT_MAX - 1)
+                return -EINVAL;
+        for (size_t i = 0; i < DIGEST_LEN; i++) {
+                int hi = nibble(text[7 + 2 * i]), lo = nibble(text[8 + 2 * i]);
+
+                if (hi < 0 || lo < 0)
+                        return -EINVAL;
+                d[i] = (uint8_t)(hi << 4 | lo);
+        }
+        memcpy(out, d, DIGEST_LEN);
+        return 0;
+}
