@@ -310,7 +310,7 @@ int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handl
  * Cost: a message O(its pods x their keys): hash operations and a call
  * of each index function per pod it carries (a REMOVE calls none); a SET
  * and a full state rebuild every index from the new cache, O(cache);
- * about 60 bytes a pod and index plus its keys.
+ * about 100 bytes a pod and index plus its keys.
  */
 #define PODMUX_INDEX_NAMESPACE "namespace"
 #define PODMUX_INDEX_SOURCE "source"

@@ -894,8 +894,7 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
                      cache_hold_over(&c->cache, &fresh, delivered, n_delivered) < 0))
                 goto nomem;
         if ((whole && cache_diff(&c->cache, &fresh, &d) < 0) ||
-            index_prepare(&c->ix, PODMUX_OP_SET, fresh.v, fresh.n, &iprep) < 0 ||
-            (ready && apply_ready(c, ready) < 0))
+            index_prepare(&c->ix, PODMUX_OP_SET, fresh.v, fresh.n, &iprep) < 0 || (ready && apply_ready(c, ready) < 0))
                 goto nomem;
         if (hold)
                 cache_mark_held(&fresh, delivered, n_delivered);

@@ -284,8 +284,8 @@ static struct cindex *find(const struct indexes *ix, const char *name)
 }
 
 /* A new index, built from pods[0..n), appended.  Its name not taken. */
-static int append(struct indexes *ix, const char *name, podmux_index_fn fn, void *data,
-                  struct podmux_pod *const *pods, size_t n, struct cindex **ret)
+static int append(struct indexes *ix, const char *name, podmux_index_fn fn, void *data, struct podmux_pod *const *pods,
+                  size_t n, struct cindex **ret)
 {
         struct cindex **v = realloc(ix->v, (ix->n + 1) * sizeof(*v));
         struct cindex *x;
@@ -457,9 +457,11 @@ static void commit_one(struct ix_prep *p, enum podmux_op op, size_t n)
                 }
                 (void)keymap_put(x->by_id, p->add[i], &old);
                 p->olds[i] = old;
-                for (size_t k = 0; k < p->add[i]->n_keys; k++)
-                        (void)keymap_put(((struct bucket *)keymap_get(x->buckets, p->add[i]->keys[k]))->set,
-                                         p->add[i], NULL);
+                for (size_t k = 0; k < p->add[i]->n_keys; k++) {
+                        struct bucket *b = keymap_get(x->buckets, p->add[i]->keys[k]); /* made by prepare */
+
+                        (void)keymap_put(b->set, p->add[i], NULL);
+                }
                 p->add[i] = NULL;
         }
         untouch(p);

@@ -476,11 +476,16 @@ static __attribute__((unused)) bool pod_has_key(const struct podmux_pod *p, cons
 static __attribute__((unused)) void check_indexes(struct podmux_client *c)
 {
         static const char *const q[][2] = {
-                {PODMUX_INDEX_NAMESPACE, "default"}, {PODMUX_INDEX_NAMESPACE, "web"},
-                {PODMUX_INDEX_NAMESPACE, "kube-system"}, {PODMUX_INDEX_SOURCE, "file"},
-                {PODMUX_INDEX_SOURCE, "http"}, {PODMUX_INDEX_SOURCE, "api"},
-                {"gen", "odd"}, {"gen", "gen=1"},
-                {"gen", "gen=2"}, {"gen", "gen=3"},
+                {PODMUX_INDEX_NAMESPACE, "default"},
+                {PODMUX_INDEX_NAMESPACE, "web"},
+                {PODMUX_INDEX_NAMESPACE, "kube-system"},
+                {PODMUX_INDEX_SOURCE, "file"},
+                {PODMUX_INDEX_SOURCE, "http"},
+                {PODMUX_INDEX_SOURCE, "api"},
+                {"gen", "odd"},
+                {"gen", "gen=1"},
+                {"gen", "gen=2"},
+                {"gen", "gen=3"},
         };
 
         for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
