@@ -297,6 +297,61 @@ struct podmux_handler {
  */
 int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handler *h, void *data);
 
+/*
+ * Indexes, like client-go's Indexers: an index keys each pod of the cache
+ * by zero or more strings, and podmux_client_by_index() gives the pods of
+ * a key.  The indexes are changed with the cache, inside the same apply:
+ * a message is applied to the cache and to every index or to none, so a
+ * handler (of any kind) that reads an index sees the state after its
+ * change.  Two are built in: PODMUX_INDEX_NAMESPACE (a pod's namespace,
+ * "" for none) and PODMUX_INDEX_SOURCE ("file", "http", "api"); each is
+ * built from the cache by its first lookup (O(cache)) and followed from
+ * then on, so a client that never reads one pays nothing for it.
+ * Cost: a message O(its pods x their keys): hash operations and a call
+ * of each index function per pod it carries (a REMOVE calls none); a SET
+ * and a full state rebuild every index from the new cache, O(cache);
+ * about 100 bytes a pod and index plus its keys.
+ */
+#define PODMUX_INDEX_NAMESPACE "namespace"
+#define PODMUX_INDEX_SOURCE "source"
+
+/* The keys an index function gives (owned by the library). */
+struct podmux_index_keys;
+/* Adds a copy of key to keys (a key given twice counts once).  0, -EINVAL
+ * (keys or key NULL), -ENOMEM. */
+int podmux_index_keys_add(struct podmux_index_keys *keys, const char *key);
+/*
+ * An index function: gives pod's keys with podmux_index_keys_add() (none
+ * is fine).  It must depend only on the pod's text and data, and must not
+ * call the client.  0, or a negative errno: only for out of memory (pass
+ * on what podmux_index_keys_add() returned): a pod it cannot key gets no
+ * keys.  An error is handled as the library's own out of memory is: the
+ * message is not applied (the cache and every index stay as they were),
+ * the error handler is told PODMUX_ERROR_NOMEM, and the client
+ * reconnects and resumes after the last message applied.
+ */
+typedef int (*podmux_index_fn)(const struct podmux_pod *pod, struct podmux_index_keys *keys, void *data);
+/*
+ * Adds the index name (copied), keyed by fn (data handed to its calls),
+ * and builds it from the cache at once: O(cache) calls of fn.  0, -EINVAL
+ * (name or fn NULL), -EEXIST (the name is taken, a built-in's among
+ * them), -ENOMEM or fn's error (nothing added).  May be called from a
+ * handler.
+ */
+int podmux_client_add_index(struct podmux_client *c, const char *name, podmux_index_fn fn, void *data);
+/*
+ * The pods of the cache whose keys in the index name include key, in the
+ * cache's order (namespace, name, UID, source, as
+ * podmux_client_pod_first()).  *ret_pods is a new array the caller
+ * frees with free() (NULL when there is none, *ret_n 0); the pods in it
+ * are the cache's, valid until the next podmux_client_process() or
+ * _run() (podmux_pod_ref() keeps one longer).  0, -EINVAL (an argument
+ * NULL), -ENOENT (no such index), -ENOMEM.  Cost: O(k log k) for k pods
+ * found; the first lookup of a built-in index O(cache).
+ */
+int podmux_client_by_index(struct podmux_client *c, const char *name, const char *key,
+                           const struct podmux_pod ***ret_pods, size_t *ret_n);
+
 /* ---- event-loop integration ---------------------------------------------- */
 
 /*

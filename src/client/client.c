@@ -43,6 +43,7 @@
 #include "podmux/client.h"
 #include "podmux/json_parse.h"
 #include "client_cache.h"
+#include "client_index.h"
 #include "client_informer.h"
 #include "client_msg.h"
 
@@ -113,6 +114,7 @@ struct podmux_client {
         bool partial;
         struct cache cache;
         struct informer inf; /* podmux_client_add_handler() */
+        struct indexes ix;   /* podmux_client_add_index(), in step with cache */
         char **ready;
         size_t n_ready;
         bool have_ready;
@@ -266,6 +268,7 @@ void podmux_client_free(struct podmux_client *c)
         if (c->epfd >= 0)
                 close(c->epfd);
         informer_free(&c->inf);
+        indexes_free(&c->ix);
         cache_free(&c->cache);
         ready_free(c);
         free(c->path);
@@ -283,6 +286,19 @@ int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handl
         if (!h)
                 return -EINVAL;
         return informer_add(c, &c->inf, h, data, c->cache.v, c->cache.n);
+}
+int podmux_client_add_index(struct podmux_client *c, const char *name, podmux_index_fn fn, void *data)
+{
+        if (!name || !fn)
+                return -EINVAL;
+        return index_add(&c->ix, name, fn, data, c->cache.v, c->cache.n);
+}
+int podmux_client_by_index(struct podmux_client *c, const char *name, const char *key,
+                           const struct podmux_pod ***ret_pods, size_t *ret_n)
+{
+        if (!name || !key || !ret_pods || !ret_n)
+                return -EINVAL;
+        return index_lookup(&c->ix, name, key, c->cache.v, c->cache.n, ret_pods, ret_n);
 }
 void podmux_client_on_synced(struct podmux_client *c, podmux_synced_fn fn) { c->on_synced = fn; }
 void podmux_client_on_sources_ready(struct podmux_client *c, podmux_sources_ready_fn fn) { c->on_ready = fn; }
@@ -592,6 +608,51 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
         return 0;
 }
 
+/* A pods message prepared for the cache and the indexes: 0, or -ENOMEM
+ * (or an index function's error) with nothing changed. */
+static int pods_prepare(struct podmux_client *c, const struct client_msg *m, struct cache_prep *prep,
+                        struct index_prep *iprep)
+{
+        int r = cache_pods_prepare(&c->cache, m, prep);
+
+        if (r < 0)
+                return r;
+        /* A SET's pods are the new cache (prep->set), in order. */
+        if (m->op == PODMUX_OP_SET)
+                r = index_prepare(&c->ix, m->op, prep->set.v, prep->set.n, iprep);
+        else
+                r = index_prepare(&c->ix, m->op, m->pods, m->n_pods, iprep);
+        if (r < 0)
+                cache_prep_free(prep);
+        return r;
+}
+
+static void pods_commit(struct podmux_client *c, const struct client_msg *m, struct cache_prep *prep,
+                        struct index_prep *iprep)
+{
+        index_commit(&c->ix, iprep);
+        index_prep_free(iprep);
+        cache_pods_commit(&c->cache, m, prep);
+        cache_prep_free(prep);
+}
+
+/* The held pods' removal from the indexes prepared.  0 or -ENOMEM. */
+static int held_index_prepare(struct podmux_client *c, struct index_prep *iprep)
+{
+        struct podmux_pod **v = malloc(c->cache.n_held * sizeof(*v));
+        size_t k = 0;
+        int r;
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->cache.n; i++)
+                if (c->cache.v[i]->held)
+                        v[k++] = c->cache.v[i];
+        r = index_prepare(&c->ix, PODMUX_OP_REMOVE, v, k, iprep);
+        free(v); /* the prepared removal keeps no pointer to it */
+        return r;
+}
+
 /* sources_ready: every configured source has delivered, so a pod still
  * held over was not delivered again (or its source is gone): removed,
  * as REMOVE records flagged resync, before the list is told.  0 or
@@ -599,14 +660,20 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
 static int release_held(struct podmux_client *c, const struct client_msg *m)
 {
         struct diff d = {0};
+        struct index_prep iprep = {0};
         char **copy = NULL;
 
-        if (c->cache.n_held && cache_held_records(&c->cache, &d) < 0)
-                return -ENOMEM;
-        if (ready_prepare(c, m, &copy) < 0) {
+        if (c->cache.n_held && (cache_held_records(&c->cache, &d) < 0 || held_index_prepare(c, &iprep) < 0)) {
                 diff_free(&d);
                 return -ENOMEM;
         }
+        if (ready_prepare(c, m, &copy) < 0) {
+                index_prep_free(&iprep);
+                diff_free(&d);
+                return -ENOMEM;
+        }
+        index_commit(&c->ix, &iprep);
+        index_prep_free(&iprep);
         if (c->cache.n_held) {
                 logf_(c, PODMUX_LOG_INFO,
                       "sources ready on \"%s\": %zu pods held over since the last full state were not delivered "
@@ -636,6 +703,7 @@ static int apply_pods_held(struct podmux_client *c, const struct client_msg *m)
         struct podmux_pod **keep = NULL, **upd = NULL, **all = NULL;
         size_t n_keep = 0, n_upd = 0, k = 0;
         struct cache_prep prep;
+        struct index_prep iprep;
 
         if (m->op == PODMUX_OP_ADD) {
                 keep = malloc((m->n_pods + 1) * sizeof(*keep));
@@ -666,10 +734,9 @@ static int apply_pods_held(struct podmux_client *c, const struct client_msg *m)
                 view.pods = all;
                 view.n_pods = k + m->n_pods;
         }
-        if (cache_pods_prepare(&c->cache, &view, &prep) < 0)
+        if (pods_prepare(c, &view, &prep, &iprep) < 0)
                 goto nomem;
-        cache_pods_commit(&c->cache, &view, &prep);
-        cache_prep_free(&prep);
+        pods_commit(c, &view, &prep, &iprep);
         c->point = m->seq;
         c->have_point = true;
         if (m->op == PODMUX_OP_ADD) {
@@ -698,17 +765,17 @@ nomem:
 static int apply_one(struct podmux_client *c, const struct client_msg *m)
 {
         struct cache_prep prep;
+        struct index_prep iprep;
 
         switch (m->type) {
         case CLIENT_MSG_PODS:
                 if (c->cache.n_held)
                         return apply_pods_held(c, m);
-                if (cache_pods_prepare(&c->cache, m, &prep) < 0) {
+                if (pods_prepare(c, m, &prep, &iprep) < 0) {
                         end_nomem(c, m->seq);
                         return -1;
                 }
-                cache_pods_commit(&c->cache, m, &prep);
-                cache_prep_free(&prep);
+                pods_commit(c, m, &prep, &iprep);
                 c->point = m->seq;
                 c->have_point = true;
                 deliver_pods(c, m->op, m->source, m->pods, m->n_pods, m->seq, false);
@@ -813,6 +880,7 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
 {
         struct cache fresh = {0}, old;
         struct diff d = {0};
+        struct index_prep iprep = {0};
         const struct client_msg *ready = NULL;
         const char **delivered = NULL;
         size_t n_delivered = 0, i;
@@ -825,11 +893,14 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
         if (hold && (delivered_sources(c, &fresh, &delivered, &n_delivered) < 0 ||
                      cache_hold_over(&c->cache, &fresh, delivered, n_delivered) < 0))
                 goto nomem;
-        if ((whole && cache_diff(&c->cache, &fresh, &d) < 0) || (ready && apply_ready(c, ready) < 0))
+        if ((whole && cache_diff(&c->cache, &fresh, &d) < 0) ||
+            index_prepare(&c->ix, PODMUX_OP_SET, fresh.v, fresh.n, &iprep) < 0 || (ready && apply_ready(c, ready) < 0))
                 goto nomem;
         if (hold)
                 cache_mark_held(&fresh, delivered, n_delivered);
         free(delivered);
+        index_commit(&c->ix, &iprep);
+        index_prep_free(&iprep);
         old = c->cache;
         c->cache = fresh;
         c->point = synced->seq;
@@ -852,6 +923,7 @@ static int apply_state(struct podmux_client *c, const struct client_msg *synced)
         return 0;
 nomem:
         free(delivered);
+        index_prep_free(&iprep);
         diff_free(&d);
         cache_free(&fresh);
         end_nomem(c, synced->seq);

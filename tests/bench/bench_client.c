@@ -401,11 +401,35 @@ static void restart_stream(int n, uint64_t seen_usec, bool bye, struct buf *out)
                 exit(1);
 }
 
+/* n lookups in the built-in namespace index of c (ns each): the pods of
+ * a namespace (nss[i] for a pod i) sorted into the cache's order, as the
+ * Python and Go benchmarks do.  The first builds the index (not timed). */
+static double index_lookups(struct podmux_client *c, char (*nss)[32], int n_pods, long n)
+{
+        const struct podmux_pod **v;
+        size_t k_found, total = 0;
+        uint64_t t0;
+
+        if (podmux_client_by_index(c, PODMUX_INDEX_NAMESPACE, nss[0], &v, &k_found) < 0)
+                exit(1);
+        free(v);
+        t0 = mono_usec();
+        for (long k = 0; k < n; k++) {
+                if (podmux_client_by_index(c, PODMUX_INDEX_NAMESPACE, nss[(k * 7919) % n_pods], &v, &k_found) < 0)
+                        exit(1);
+                total += k_found;
+                free(v);
+        }
+        if (total == 0)
+                exit(1);
+        return (double)(mono_usec() - t0) * 1000.0 / (double)n;
+}
+
 /* The SETs through the library (ms each, from accept to the last one
  * applied), then n_lookups lookups by namespace and name in the cache
- * they leave (ns each). */
+ * they leave (ns each), and n_lookups / 100 in the namespace index. */
 static void set_apply(const char *path, const struct buf *bytes, int n_pods, int n_sets, long n_lookups,
-                      double *ret_set_ms, double *ret_lookup_ns)
+                      double *ret_set_ms, double *ret_lookup_ns, double *ret_index_ns)
 {
         struct writer w = {.lfd = listen_at(path), .bytes = bytes};
         struct podmux_client *c = NULL;
@@ -441,6 +465,7 @@ static void set_apply(const char *path, const struct buf *bytes, int n_pods, int
         *ret_lookup_ns = (double)(mono_usec() - t0) * 1000.0 / (double)n_lookups;
         if (found != n_lookups)
                 exit(1);
+        *ret_index_ns = index_lookups(c, nss, n_pods, n_lookups / 100);
         podmux_client_free(c);
         close(w.lfd);
         unlink(path);
@@ -520,7 +545,7 @@ int main(int argc, char **argv)
         const char *save_dir = argc > 5 ? argv[5] : NULL;
         struct buf set = BUF_INIT, r1 = BUF_INIT, r2 = BUF_INIT;
         struct timing tm = {0};
-        double set_ms, lookup_ns, restart_us;
+        double set_ms, lookup_ns, index_ns, restart_us;
         char dir[] = "/tmp/podmux-bench-client-XXXXXX", path[256];
         struct buf bytes = BUF_INIT;
         struct count n = {0};
@@ -547,10 +572,12 @@ int main(int argc, char **argv)
                (n.msgs / lib) / (lines / raw));
         set_stream(n_set, n_sets, &set);
         snprintf(path, sizeof(path), "%s/set.sock", dir);
-        set_apply(path, &set, n_set, n_sets, 1000000, &set_ms, &lookup_ns);
+        set_apply(path, &set, n_set, n_sets, 1000000, &set_ms, &lookup_ns, &index_ns);
         printf("library_set_apply pods=%d sets=%d bytes_per_set=%zu ms_per_set=%.2f\n", n_set, n_sets,
                set.len / (size_t)n_sets, set_ms);
         printf("library_lookup_by_name pods=%d ns_per_lookup=%.0f\n", n_set, lookup_ns);
+        printf("library_lookup_by_index pods=%d namespaces=%d ns_per_lookup=%.0f\n", n_set, (n_set + 99) / 100,
+               index_ns);
         restart_stream(n_set, 1700000000000000ull, true, &r1);
         restart_stream(n_set, 1800000000000000ull, false, &r2);
         restart_us = restart_resync(path, &r1, &r2, &tm);

@@ -1,8 +1,12 @@
 /*
  * chaos_client — a consumer built on libpodmux-client for scripts/chaos.
  *
- *   chaos_client SOCKET
+ *   chaos_client SOCKET [--informer]
  *
+ * With --informer it adds, before it connects, the index gen (the keys
+ * of tests/fixtures/informer-scenarios.json, from the pod's label gen)
+ * and an informer-style handler h1 (records as that table writes them,
+ * with the label gen: "h1 add[*] source/uid gen", ...).
  * Keeps the library's cache and, beside it, a model: the records its
  * handlers saw, applied in order (SET replaces, REMOVE drops, the others
  * replace).  Commands on standard input, one per line:
@@ -22,12 +26,18 @@
  *             "ready source,source..."
  *   stall MS  stop reading the stream for MS milliseconds (so the daemon
  *             cuts this consumer as slow and it must resume)
+ *   handler NAME  adds an informer-style handler NAME (as h1 above)
+ *   hlog      one JSON line: the informer handlers' records since the
+ *             last "hlog", in order
+ *   index NAME KEY  one JSON line: ["source/uid", ...] of the pods
+ *             podmux_client_by_index() gives
  *   quit      exit 0
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +54,7 @@ struct st {
         json_object *mplugins; /* socket -> plugin text */
         json_object *resync_log; /* "OP source ns/name" of resync pods */
         json_object *log;        /* every handler call, for "log" */
+        json_object *hlog;       /* the informer handlers' records, for "hlog" */
         long records, resyncs, reconnects, errors[8];
 };
 
@@ -127,6 +138,112 @@ static void on_error(struct podmux_client *c, const struct podmux_error *e, void
 static void on_reconnect(struct podmux_client *c, const struct podmux_reconnect *r, void *data)
 {
         ((struct st *)data)->reconnects++;
+}
+
+/* ---- informer-style handlers and indexes ------------------------------------ */
+
+/* The pod's label gen as a number (-1 if none). */
+static int label_gen(const struct podmux_pod *p)
+{
+        json_object *o = NULL, *m, *l, *g;
+        int n = -1;
+
+        if (podmux_pod_object(p, &o) < 0)
+                return -1;
+        if (json_object_object_get_ex(o, "metadata", &m) && json_object_object_get_ex(m, "labels", &l) &&
+            json_object_object_get_ex(l, "gen", &g))
+                n = (int)strtol(json_object_get_string(g), NULL, 10);
+        json_object_put(o);
+        return n;
+}
+
+/* The index gen: "odd" for an odd gen, "gen=N" when N < 4. */
+static int index_gen(const struct podmux_pod *p, struct podmux_index_keys *keys, void *data)
+{
+        int n = label_gen(p), r = 0;
+        char key[32];
+
+        (void)data;
+        if (n % 2 == 1)
+                r = podmux_index_keys_add(keys, "odd");
+        if (r == 0 && n >= 0 && n < 4) {
+                snprintf(key, sizeof(key), "gen=%d", n);
+                r = podmux_index_keys_add(keys, key);
+        }
+        return r;
+}
+
+struct hrec {
+        char name[32];
+        struct st *s;
+};
+
+static void hrec_add(struct hrec *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hrec_add(struct hrec *h, const char *fmt, ...)
+{
+        char line[512];
+        int k = snprintf(line, sizeof(line), "%s ", h->name);
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
+        va_end(ap);
+        json_object_array_add(h->s->hlog, json_object_new_string(line));
+}
+
+static void h_add(struct podmux_client *c, const struct podmux_pod *p, bool initial, void *data)
+{
+        (void)c;
+        hrec_add(data, "add%s %s/%s %d", initial ? "*" : "", podmux_pod_source(p), podmux_pod_uid(p), label_gen(p));
+}
+
+static void h_update(struct podmux_client *c, const struct podmux_pod *old, const struct podmux_pod *p, void *data)
+{
+        (void)c;
+        hrec_add(data, "update %s/%s %d>%d", podmux_pod_source(p), podmux_pod_uid(p), label_gen(old), label_gen(p));
+}
+
+static void h_delete(struct podmux_client *c, const struct podmux_pod *old, void *data)
+{
+        (void)c;
+        hrec_add(data, "delete %s/%s %d", podmux_pod_source(old), podmux_pod_uid(old), label_gen(old));
+}
+
+static void add_handler(struct podmux_client *c, struct st *s, const char *name)
+{
+        static const struct podmux_handler ops = {h_add, h_update, h_delete};
+        struct hrec *h = calloc(1, sizeof(*h)); /* lives as long as the process */
+
+        if (!h)
+                abort();
+        snprintf(h->name, sizeof(h->name), "%s", name);
+        h->s = s;
+        if (podmux_client_add_handler(c, &ops, h) < 0)
+                abort();
+}
+
+/* args "NAME KEY": one JSON line, "source/uid" of each pod the index
+ * NAME gives for KEY. */
+static void index_answer(struct podmux_client *c, char *args)
+{
+        json_object *a = json_object_new_array();
+        const struct podmux_pod **v = NULL;
+        char id[512], *key = strchr(args, ' ');
+        size_t n = 0;
+
+        if (!key)
+                abort();
+        *key++ = '\0';
+        if (podmux_client_by_index(c, args, key, &v, &n) < 0)
+                abort();
+        for (size_t i = 0; i < n; i++) {
+                snprintf(id, sizeof(id), "%s/%s", podmux_pod_source(v[i]), podmux_pod_uid(v[i]));
+                json_object_array_add(a, json_object_new_string(id));
+        }
+        free(v);
+        puts(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        fflush(stdout);
+        json_object_put(a);
 }
 
 static void dump(struct podmux_client *c, struct st *s)
@@ -221,15 +338,22 @@ int main(int argc, char **argv)
         struct st s = {.model = json_object_new_object(),
                        .mplugins = json_object_new_object(),
                        .resync_log = json_object_new_array(),
-                       .log = json_object_new_array()};
+                       .log = json_object_new_array(),
+                       .hlog = json_object_new_array()};
         struct podmux_client *c = NULL;
         char line[256];
         size_t have = 0;
         long long stall_until = 0;
 
-        if (argc != 2 || podmux_client_new(argv[1], &s, &c) < 0) {
-                fprintf(stderr, "usage: chaos_client SOCKET\n");
+        if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "--informer") != 0) ||
+            podmux_client_new(argv[1], &s, &c) < 0) {
+                fprintf(stderr, "usage: chaos_client SOCKET [--informer]\n");
                 return 2;
+        }
+        if (argc == 3) {
+                if (podmux_client_add_index(c, "gen", index_gen, NULL) < 0)
+                        return 1;
+                add_handler(c, &s, "h1");
         }
         podmux_client_on_pods(c, on_pods);
         podmux_client_on_synced(c, on_synced);
@@ -263,6 +387,12 @@ int main(int argc, char **argv)
                                         take(&s.resync_log);
                                 else if (strcmp(line, "log") == 0)
                                         take(&s.log);
+                                else if (strcmp(line, "hlog") == 0)
+                                        take(&s.hlog);
+                                else if (strncmp(line, "handler ", 8) == 0)
+                                        add_handler(c, &s, line + 8);
+                                else if (strncmp(line, "index ", 6) == 0)
+                                        index_answer(c, line + 6);
                                 else if (strncmp(line, "stall ", 6) == 0)
                                         stall_until = now_ms() + strtoll(line + 6, NULL, 10);
                                 else if (strcmp(line, "quit") == 0)
@@ -278,5 +408,6 @@ out:
         json_object_put(s.mplugins);
         json_object_put(s.resync_log);
         json_object_put(s.log);
+        json_object_put(s.hlog);
         return 0;
 }

@@ -897,12 +897,14 @@ SEEN = "kubernetes.io/config.seen"
 
 class ChaosClient:
     """tests/client/chaos_client (libpodmux-client) driven on its standard
-    input; stopped by its PID when the test ends."""
+    input; stopped by its PID when the test ends.  argv and env: another
+    program answering the same commands (the Go consumer)."""
 
-    def __init__(self, t, sock):
+    def __init__(self, t, sock, args=(), argv=None, env=None):
         self.proc = subprocess.Popen(
-            [os.path.join(BUILDDIR, "tests", "client", "chaos_client"), sock],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            argv or [os.path.join(BUILDDIR, "tests", "client", "chaos_client"),
+                     sock] + list(args),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         t.procs.append(self.proc)
         self.lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -911,9 +913,13 @@ class ChaosClient:
         for line in self.proc.stdout:
             self.lines.put(line)
 
-    def ask(self, cmd):
+    def tell(self, cmd):
+        """A command without an answer."""
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
+
+    def ask(self, cmd):
+        self.tell(cmd)
         try:
             return json.loads(self.lines.get(timeout=T_WAIT))
         except queue.Empty:
@@ -1326,6 +1332,265 @@ def _(t):
                 raise AssertionError("error %r" % e)
     if c.by_index(podmux.INDEX_SOURCE, "file") != []:
         raise AssertionError("empty index")
+
+
+# ---- the three clients against the real daemon --------------------------------
+
+def go_consumer():
+    """go/'s test binary, whose TestScenarioConsumer is the Go consumer
+    (go/consumer_test.go), built offline with the suite's Go caches as
+    tests/go-test.sh does; None when go is not installed."""
+    go = os.environ.get("GO") or shutil.which("go")
+    if not go:
+        return None
+    exe = os.path.join(BUILDDIR, "go-consumer.test")
+    env = dict(os.environ, GOPROXY="off", GOFLAGS="-mod=mod",
+               GOTOOLCHAIN="local", GOENV="off",
+               GOCACHE=os.path.join(BUILDDIR, "go-cache"),
+               GOPATH=os.path.join(BUILDDIR, "go-path"))
+    r = subprocess.run([go, "test", "-c", "-o", exe, "."],
+                       cwd=os.path.join(SRCDIR, "go"), env=env,
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise AssertionError("go test -c: %s" % r.stderr[-2000:])
+    return exe
+
+
+def label_gen(obj):
+    """The label gen of a pod (its JSON object) as a number, -1 if none."""
+    try:
+        return int(obj["metadata"]["labels"]["gen"])
+    except (KeyError, TypeError, ValueError):
+        return -1
+
+
+def label_gen_keys(p):
+    """The index gen of tests/fixtures/informer-scenarios.json, from the
+    label gen (as chaos_client --informer and go/consumer_test.go)."""
+    n = label_gen(p.obj())
+    return (["odd"] if n % 2 == 1 else []) + \
+        (["gen=%d" % n] if 0 <= n < 4 else [])
+
+
+class LabelHRec:
+    """An informer-style handler writing the records of the scenario
+    table, with the label gen."""
+
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def on_add(self, p, initial):
+        self.log.append("%s add%s %s/%s %d" % (
+            self.name, "*" if initial else "", p.source, p.uid,
+            label_gen(p.obj())))
+
+    def on_update(self, old, p):
+        self.log.append("%s update %s/%s %d>%d" % (
+            self.name, p.source, p.uid, label_gen(old.obj()),
+            label_gen(p.obj())))
+
+    def on_delete(self, old):
+        self.log.append("%s delete %s/%s %d" % (
+            self.name, old.source, old.uid, label_gen(old.obj())))
+
+
+class PyConsumer:
+    """The Python module in this process, answering as the others do."""
+
+    def __init__(self, sock):
+        self.c = podmux.Client(sock)
+        self.c.add_index("gen", label_gen_keys)
+        self.log, self.synced = [], []
+        self.c.on_synced = self.synced.append
+        self.c.add_handler(LabelHRec("h1", self.log))
+
+    def cache(self):
+        drain(self.c)
+        return [] if not self.c.has_synced else [
+            "%s/%s %d" % (p.source, p.uid, label_gen(p.obj()))
+            for p in self.c.pods()]
+
+    def hlog(self):
+        drain(self.c)
+        x, self.log[:] = list(self.log), []
+        return x
+
+    def handler(self, name):
+        self.c.add_handler(LabelHRec(name, self.log))
+
+    def index(self, name, key):
+        return ["%s/%s" % (p.source, p.uid)
+                for p in self.c.by_index(name, key)]
+
+
+class ProcConsumer:
+    """chaos_client --informer or the Go consumer, answering as PyConsumer."""
+
+    def __init__(self, cl):
+        self.cl = cl
+
+    def cache(self):
+        d = self.cl.ask("dump")
+        return [] if not d["synced"] else [
+            "%s/%s %d" % (x["source"], x["uid"], label_gen(x["pod"]))
+            for x in d["pods"]]
+
+    def hlog(self):
+        return self.cl.ask("hlog")
+
+    def handler(self, name):
+        self.cl.tell("handler " + name)
+
+    def index(self, name, key):
+        return self.cl.ask("index %s %s" % (name, key))
+
+
+class Three:
+    """A daemon (--history 1: every resume after a cut fails) and the C,
+    Go and Python consumers of it, through a link to its socket made only
+    once the daemon holds the state written (as Restarts does).  The
+    manifests: name -> (namespace, gen); the UID of name x is uid-x."""
+
+    QUERIES = [("namespace", "default"), ("namespace", "kube-system"),
+               ("source", "file"), ("source", "http"), ("gen", "odd"),
+               ("gen", "gen=1"), ("gen", "gen=2"), ("gen", "gen=3")]
+
+    def __init__(self, t, mode, go_exe):
+        self.t, self.pods = t, {}
+        self.m = t.mkdir("manifests")
+        self.link = t.path("consumers.sock")
+        for x, ns, gen in (("a", "default", 1), ("b", "kube-system", 1),
+                           ("c", "default", 2)):
+            self.write(x, ns, gen)
+        self.d = t.daemon(self.m, mode=mode, extra=[
+            "--history", "1", "--max-consumer-backlog", "262144"])
+        self.serve()
+        self.cs = {"C": ProcConsumer(ChaosClient(t, self.link, ["--informer"])),
+                   "Python": PyConsumer(self.link)}
+        if go_exe:
+            self.cs["Go"] = ProcConsumer(ChaosClient(
+                t, self.link, argv=[go_exe, "-test.run=^TestScenarioConsumer$",
+                                    "-test.count=1"],
+                env=dict(os.environ, PODMUX_CONSUMER_SOCKET=self.link)))
+
+    def write(self, x, ns, gen, big=0):
+        self.pods[x] = (ns, gen)
+        write_file(os.path.join(self.m, x + ".yaml"), pod_yaml(
+            x, uid="uid-" + x, namespace=ns, labels={"gen": str(gen)},
+            big=big))
+
+    def remove(self, x):
+        del self.pods[x]
+        os.unlink(os.path.join(self.m, x + ".yaml"))
+
+    def want(self):
+        """The cache: "file/uid gen" in the daemon's order."""
+        return ["file/uid-%s %d" % (x, g) for (ns, _, x), g in sorted(
+            ((ns, pn(x), x), g) for x, (ns, g) in self.pods.items())]
+
+    def serve(self):
+        want = {"uid-" + x: str(g) for x, (_, g) in self.pods.items()}
+        probe = self.d.connect()
+        probe.wait_state(lambda s: {u: harness.pod_labels(p).get("gen")
+                                    for u, p in s.pods.items()} == want,
+                         "the manifests written", T_LONG)
+        probe.close()
+        os.symlink(self.d.sock, self.link)
+
+    def step(self, what, records=None, exact=True):
+        """Waits until every consumer's cache is the manifests'; then
+        checks that they handed the same records to their handlers (in
+        the same order if exact), the records wanted (if given, in any
+        order), and that every index gives each key's pods in the cache's
+        order."""
+        want = self.want()
+        for name, c in self.cs.items():
+            harness.wait_for(lambda: c.cache() == want, T_LONG,
+                             "%s: the %s consumer's cache" % (what, name),
+                             interval=0.2)
+        logs = {name: c.hlog() for name, c in self.cs.items()}
+        first = logs["C"]
+        for name, log in logs.items():
+            if (log if exact else sorted(log)) != \
+                    (first if exact else sorted(first)):
+                raise AssertionError("%s: the %s consumer was handed %r, the "
+                                     "C one %r" % (what, name, log, first))
+        if records is not None and sorted(first) != sorted(records):
+            raise AssertionError("%s: records %r, want %r" % (
+                what, first, records))
+        for key in self.QUERIES:
+            pods = [w.split(" ")[0] for w in want if any(
+                key == k for k in self.keys(w))]
+            for name, c in self.cs.items():
+                if c.index(*key) != pods:
+                    raise AssertionError("%s: the %s consumer's index %s %s "
+                                         "gives %r, want %r" % (
+                                             what, name, key[0], key[1],
+                                             c.index(*key), pods))
+
+    def keys(self, w):
+        uid, gen = w.split(" ")[0][len("file/uid-"):], int(w.split(" ")[1])
+        return [("namespace", self.pods[uid][0]), ("source", "file")] + \
+            ([("gen", "odd")] if gen % 2 == 1 else []) + \
+            ([("gen", "gen=%d" % gen)] if gen < 4 else [])
+
+
+@test("the C, Go and Python clients against the real daemon hand their "
+      "informer-style handlers the same records, keep the same cache and "
+      "give the same index results (built-in namespace and source, a "
+      "custom one by a label): the first state, live changes, a handler "
+      "added late, a restart with changes made while the daemon was down, "
+      "a slow-consumer cut whose resume fails (--history 1)", params=MODES)
+def _(t):
+    go_exe = go_consumer()
+    if go_exe is None:
+        t.skip("go is not installed (scripts/deps installs golang-go)")
+    r = Three(t, t.param, go_exe)
+    r.step("the first state", ["h1 add file/uid-%s" % w[len("file/uid-"):]
+                               for w in r.want()])
+    r.write("a", "default", 2)
+    r.remove("b")
+    r.write("d", "default", 3)
+    r.step("live changes", ["h1 update file/uid-a 1>2",
+                            "h1 delete file/uid-b 1", "h1 add file/uid-d 3"],
+           exact=False)
+    for c in r.cs.values():
+        c.handler("h2")
+    r.step("a handler added late", ["h2 add* file/uid-%s" %
+                                    w[len("file/uid-"):] for w in r.want()])
+    os.unlink(r.link)
+    r.d.stop(signal.SIGTERM)
+    r.write("c", "default", 3)
+    r.write("e", "kube-system", 1)
+    r.d.start()
+    r.serve()
+    r.step("a restart", ["h1 add file/uid-e 1", "h2 add file/uid-e 1",
+                         "h1 update file/uid-c 2>3",
+                         "h2 update file/uid-c 2>3"])
+    # A cut: C and Go stop reading (Python reads only when asked), the
+    # daemon drops them once their backlog passes 256 KiB; the history of
+    # one message cannot resume them: a full state, told as the difference.
+    r.cs["C"].cl.ask("resyncs")  # the restart's, left out
+    r.cs["C"].cl.tell("stall 600000")
+    r.cs["Go"].cl.tell("stall 1")
+    del r.cs["Python"].synced[:]
+    for i in range(40):
+        r.write("big%02d" % i, "default", 1 + i % 2, big=30000)
+    harness.wait_for(lambda: json.loads(t.run_cmd([
+        "status", "--socket", r.d.sock, "-o", "json"]).stdout).get(
+            "dropped_consumers", 0) >= 3, T_LONG, "the daemon to drop the "
+        "three consumers")
+    r.cs["C"].cl.tell("stall 0")
+    r.cs["Go"].cl.tell("stall 0")
+    r.step("a cut and a failed resume",
+           ["%s add file/uid-big%02d %d" % (h, i, 1 + i % 2)
+            for i in range(40) for h in ("h1", "h2")], exact=False)
+    if False not in r.cs["Python"].synced or not r.cs["C"].cl.ask("resyncs"):
+        raise AssertionError("a consumer resumed (Python's synced %r)" %
+                             r.cs["Python"].synced)
+    for name in ("C", "Go"):
+        r.cs[name].cl.tell("quit")
+    r.cs["Python"].c.close()
 
 if __name__ == "__main__":
     harness.main()

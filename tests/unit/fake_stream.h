@@ -430,4 +430,93 @@ static __attribute__((unused)) void check_model(const struct rec *r, const struc
         ck_assert_uint_eq(n, podmux_client_pod_count(c));
 }
 
+/* ---- indexes ------------------------------------------------------------- */
+
+/* A pod's spec.gen (-1 if none). */
+static __attribute__((unused)) int pod_gen_of(const struct podmux_pod *p)
+{
+        const char *g = strstr(podmux_pod_json(p, NULL), "\"gen\":");
+
+        return g ? (int)strtol(g + 6, NULL, 10) : -1;
+}
+
+/* The custom index "gen" of tests/fixtures/informer-scenarios.json: "odd"
+ * for an odd spec.gen, and "gen=N" when N < 4 (a pod of gen 4 has none). */
+static __attribute__((unused)) int index_gen(const struct podmux_pod *p, struct podmux_index_keys *keys, void *data)
+{
+        int n = pod_gen_of(p), r = 0;
+        char key[32];
+
+        (void)data;
+        if (n % 2 == 1)
+                r = podmux_index_keys_add(keys, "odd");
+        if (r == 0 && n < 4) {
+                snprintf(key, sizeof(key), "gen=%d", n);
+                r = podmux_index_keys_add(keys, key);
+        }
+        return r;
+}
+
+/* Whether key is among p's keys in the index name (the built-ins and gen). */
+static __attribute__((unused)) bool pod_has_key(const struct podmux_pod *p, const char *name, const char *key)
+{
+        int n = pod_gen_of(p);
+        char g[32];
+
+        if (strcmp(name, PODMUX_INDEX_NAMESPACE) == 0)
+                return strcmp(podmux_pod_namespace(p), key) == 0;
+        if (strcmp(name, PODMUX_INDEX_SOURCE) == 0)
+                return strcmp(podmux_pod_source(p), key) == 0;
+        snprintf(g, sizeof(g), "gen=%d", n);
+        return (strcmp(key, "odd") == 0 && n % 2 == 1) || (n < 4 && strcmp(key, g) == 0);
+}
+
+/* Every index the tests use gives, for each key, the cache's pods that
+ * have it, in the cache's order. */
+static __attribute__((unused)) void check_indexes(struct podmux_client *c)
+{
+        static const char *const q[][2] = {
+                {PODMUX_INDEX_NAMESPACE, "default"},
+                {PODMUX_INDEX_NAMESPACE, "web"},
+                {PODMUX_INDEX_NAMESPACE, "kube-system"},
+                {PODMUX_INDEX_SOURCE, "file"},
+                {PODMUX_INDEX_SOURCE, "http"},
+                {PODMUX_INDEX_SOURCE, "api"},
+                {"gen", "odd"},
+                {"gen", "gen=1"},
+                {"gen", "gen=2"},
+                {"gen", "gen=3"},
+        };
+
+        for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+                const struct podmux_pod **v;
+                size_t n, k = 0;
+
+                ck_assert_int_eq(podmux_client_by_index(c, q[i][0], q[i][1], &v, &n), 0);
+                for (const struct podmux_pod *p = podmux_client_pod_first(c); p; p = podmux_client_pod_next(c, p)) {
+                        if (!pod_has_key(p, q[i][0], q[i][1]))
+                                continue;
+                        ck_assert_msg(k < n && v[k] == p, "index %s %s: %s/%s missing or out of order", q[i][0],
+                                      q[i][1], podmux_pod_source(p), podmux_pod_uid(p));
+                        k++;
+                }
+                ck_assert_msg(k == n, "index %s %s: %zu pods, the cache has %zu", q[i][0], q[i][1], n, k);
+                free(v);
+        }
+}
+
+/* Whether the source index holds p (by source and UID). */
+static __attribute__((unused)) bool in_source_index(struct podmux_client *c, const struct podmux_pod *p)
+{
+        const struct podmux_pod **v;
+        size_t n;
+        bool found = false;
+
+        ck_assert_int_eq(podmux_client_by_index(c, PODMUX_INDEX_SOURCE, podmux_pod_source(p), &v, &n), 0);
+        for (size_t i = 0; i < n; i++)
+                found |= strcmp(podmux_pod_uid(v[i]), podmux_pod_uid(p)) == 0;
+        free(v);
+        return found;
+}
+
 #endif

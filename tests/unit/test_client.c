@@ -1131,8 +1131,9 @@ static void h_update(struct podmux_client *c, const struct podmux_pod *old, cons
 {
         struct hrec *h = data;
 
-        (void)c;
         ck_assert_str_eq(podmux_pod_uid(old), podmux_pod_uid(p));
+        /* The indexes are in step with the cache. */
+        ck_assert_msg(in_source_index(c, p), "on_update: %s not in the source index", podmux_pod_uid(p));
         ck_assert_int_eq(buf_printf(h->log, "%s update %s/%s %d>%d\n", h->name, podmux_pod_source(p), podmux_pod_uid(p),
                                     pod_gen(old), pod_gen(p)),
                          0);
@@ -1142,7 +1143,7 @@ static void h_delete(struct podmux_client *c, const struct podmux_pod *old, void
 {
         struct hrec *h = data;
 
-        (void)c;
+        ck_assert_msg(!in_source_index(c, old), "on_delete: %s still in the source index", podmux_pod_uid(old));
         ck_assert_int_eq(buf_printf(h->log, "%s delete %s/%s %d\n", h->name, podmux_pod_source(old),
                                     podmux_pod_uid(old), pod_gen(old)),
                          0);
@@ -1237,6 +1238,149 @@ START_TEST(test_handlers_snapshot)
 }
 END_TEST
 
+/* ---- indexes ------------------------------------------------------------------ */
+
+/* "source/uid" of the pods of key in the index name, one a line. */
+static char *by_index(struct podmux_client *c, const char *name, const char *key)
+{
+        const struct podmux_pod **v;
+        struct buf b = BUF_INIT;
+        size_t n;
+
+        ck_assert_int_eq(podmux_client_by_index(c, name, key, &v, &n), 0);
+        ck_assert(n > 0 || v == NULL);
+        for (size_t i = 0; i < n; i++)
+                ck_assert_int_eq(buf_printf(&b, "%s/%s\n", podmux_pod_source(v[i]), podmux_pod_uid(v[i])), 0);
+        free(v);
+        return b.len ? buf_steal(&b, NULL) : strdup("");
+}
+
+static void expect_index_is(struct podmux_client *c, const char *name, const char *key, const char *want)
+{
+        char *have = by_index(c, name, key);
+
+        ck_assert_msg(strcmp(have, want) == 0, "index %s %s: have\n%swant\n%s", name, key, have, want);
+        free(have);
+}
+
+/* Every pod gets the key "x", twice. */
+static int index_twice(const struct podmux_pod *p, struct podmux_index_keys *keys, void *data)
+{
+        int r = podmux_index_keys_add(keys, "x");
+
+        (void)p;
+        (void)data;
+        return r < 0 ? r : podmux_index_keys_add(keys, "x");
+}
+
+/* Fails (with *(int *)data) for a pod of gen 9. */
+static int index_failing(const struct podmux_pod *p, struct podmux_index_keys *keys, void *data)
+{
+        (void)keys;
+        return pod_gen_of(p) == 9 ? *(int *)data : 0;
+}
+
+/* Bad arguments and names get clear errors; an index added after the
+ * pods are cached is filled from the cache. */
+START_TEST(test_index_add_and_errors)
+{
+        const struct podmux_pod **v = (const struct podmux_pod **)&v;
+        size_t n = 7;
+        struct t t;
+
+        t_init(&t);
+        ck_assert_int_eq(podmux_client_add_index(t.c, NULL, index_gen, NULL), -EINVAL);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "gen", NULL, NULL), -EINVAL);
+        ck_assert_int_eq(podmux_client_add_index(t.c, PODMUX_INDEX_NAMESPACE, index_gen, NULL), -EEXIST);
+        ck_assert_int_eq(podmux_client_add_index(t.c, PODMUX_INDEX_SOURCE, index_gen, NULL), -EEXIST);
+        ck_assert_int_eq(podmux_client_by_index(t.c, "gen", "odd", &v, &n), -ENOENT);
+        ck_assert_int_eq(podmux_client_by_index(t.c, NULL, "odd", &v, &n), -EINVAL);
+        ck_assert_int_eq(podmux_client_by_index(t.c, "gen", NULL, &v, &n), -EINVAL);
+        ck_assert_int_eq(podmux_client_by_index(t.c, "gen", "odd", NULL, &n), -EINVAL);
+        ck_assert_int_eq(podmux_client_by_index(t.c, "gen", "odd", &v, NULL), -EINVAL);
+        /* Nothing cached: none, as NULL and 0. */
+        ck_assert_int_eq(podmux_client_by_index(t.c, PODMUX_INDEX_SOURCE, "file", &v, &n), 0);
+        ck_assert_ptr_null(v);
+        ck_assert_uint_eq(n, 0);
+        start(&t);
+        /* Added late: built from the cache (a and b of file, c of api). */
+        ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), -EEXIST);
+        expect_index_is(t.c, "gen", "odd", "file/a\napi/c\nfile/b\n");
+        expect_index_is(t.c, "gen", "gen=1", "file/a\napi/c\nfile/b\n");
+        expect_index_is(t.c, PODMUX_INDEX_NAMESPACE, "default", "file/a\napi/c\n");
+        expect_index_is(t.c, PODMUX_INDEX_NAMESPACE, "kube-system", "file/b\n");
+        expect_index_is(t.c, PODMUX_INDEX_SOURCE, "file", "file/a\nfile/b\n");
+        expect_index_is(t.c, PODMUX_INDEX_SOURCE, "nope", "");
+        ck_assert_int_eq(podmux_client_by_index(t.c, "nope", "x", &v, &n), -ENOENT);
+        /* A key given twice counts once. */
+        ck_assert_int_eq(podmux_client_add_index(t.c, "twice", index_twice, NULL), 0);
+        expect_index_is(t.c, "twice", "x", "file/a\napi/c\nfile/b\n");
+        /* Live: a renamed into web (same source and UID: it moves), b
+         * gone, c to gen 4 (no gen key), d new. */
+        fake_pods(&t.f, 11, "UPDATE", "file", 1, pod_text("a", "web", "alpha", "file", 2));
+        fake_pods(&t.f, 12, "REMOVE", "file", 1, pod_text("b", "kube-system", "beta", "file", 1));
+        fake_pods(&t.f, 13, "UPDATE", "api", 1, pod_text("c", "default", "gamma", "api", 4));
+        fake_pods(&t.f, 14, "ADD", "http", 1, pod_text("d", "default", "delta", "http", 3));
+        pump(t.c);
+        check_indexes(t.c);
+        expect_index_is(t.c, PODMUX_INDEX_NAMESPACE, "default", "http/d\napi/c\n");
+        expect_index_is(t.c, PODMUX_INDEX_NAMESPACE, "web", "file/a\n");
+        expect_index_is(t.c, PODMUX_INDEX_NAMESPACE, "kube-system", "");
+        expect_index_is(t.c, "gen", "odd", "http/d\n");
+        expect_index_is(t.c, "gen", "gen=2", "file/a\n");
+        expect_index_is(t.c, "gen", "gen=1", "");
+        expect_index_is(t.c, "twice", "x", "http/d\napi/c\nfile/a\n");
+        t_free(&t);
+}
+END_TEST
+
+/* An index function's error fails the apply as out of memory does: the
+ * message is not applied to the cache nor to any index, and the client
+ * resumes after the last message applied. */
+START_TEST(test_index_fn_error)
+{
+        int err = -EIO;
+        char *log;
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "failing", index_failing, &err), 0);
+        expect_index_is(t.c, PODMUX_INDEX_SOURCE, "file", "file/a\nfile/b\n");
+        free(rec_take(&t.r));
+        fake_pods(&t.f, 11, "ADD", "file", 2, pod_text("e", "default", "eps", "file", 1),
+                  pod_text("a", "default", "alpha", "file", 9));
+        pump(t.c);
+        log = rec_take(&t.r);
+        ck_assert_msg(strstr(log, "error 6 -") && !strstr(log, "pods"), "log %s", log);
+        free(log);
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_NOMEM);
+        ck_assert_int_eq(t.r.last_err, -ENOMEM);
+        ck_assert_ptr_null(podmux_client_pod_by_uid(t.c, "e"));
+        ck_assert_int_eq(pod_gen_of(podmux_client_pod_by_uid(t.c, "a")), 1);
+        expect_index_is(t.c, PODMUX_INDEX_SOURCE, "file", "file/a\nfile/b\n");
+        expect_index_is(t.c, "gen", "gen=1", "file/a\napi/c\nfile/b\n");
+        check_indexes(t.c);
+        /* The same when adding an index over such a pod... */
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":10}");
+        err = 0;
+        fake_hello(&t.f, 20);
+        fake_pods(&t.f, 21, "ADD", "file", 2, pod_text("e", "default", "eps", "file", 1),
+                  pod_text("a", "default", "alpha", "file", 9));
+        fake_synced(&t.f, 22, true);
+        pump(t.c);
+        check_indexes(t.c);
+        expect_index_is(t.c, "gen", "odd", "file/a\nfile/e\napi/c\nfile/b\n");
+        err = -EIO;
+        ck_assert_int_eq(podmux_client_add_index(t.c, "failing2", index_failing, &err), -EIO);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "failing2", index_gen, NULL), 0);
+        t_free(&t);
+}
+END_TEST
+
 /* ---- the shared scenario table ---------------------------------------------- */
 
 /* The log lines of a JSON array of strings, each with a newline. */
@@ -1285,6 +1429,29 @@ static void send_lines(struct t *t, json_object *step)
         pump(t->c);
 }
 
+/* Each [name, key, ["source/uid", ...]] of an index step. */
+static void expect_index(struct podmux_client *c, json_object *qs, const char *where)
+{
+        for (size_t i = 0; i < json_object_array_length(qs); i++) {
+                json_object *q = json_object_array_get_idx(qs, i);
+                const char *name = json_object_get_string(json_object_array_get_idx(q, 0));
+                const char *key = json_object_get_string(json_object_array_get_idx(q, 1));
+                json_object *want = json_object_array_get_idx(q, 2);
+                const struct podmux_pod **v;
+                struct buf b = BUF_INIT;
+                size_t n;
+                char *have;
+
+                ck_assert_int_eq(podmux_client_by_index(c, name, key, &v, &n), 0);
+                for (size_t k = 0; k < n; k++)
+                        ck_assert_int_eq(buf_printf(&b, "%s/%s\n", podmux_pod_source(v[k]), podmux_pod_uid(v[k])), 0);
+                free(v);
+                have = b.len ? buf_steal(&b, NULL) : strdup("");
+                expect_joined(have, want, where);
+                free(have);
+        }
+}
+
 /* One step of a scenario (tests/fixtures/informer-scenarios.json says
  * what each does). */
 static void run_step(struct t *t, json_object *step, struct buf *log, struct hrec *hs, size_t *n_hs, const char *name)
@@ -1320,6 +1487,8 @@ static void run_step(struct t *t, json_object *step, struct buf *log, struct hre
                 ck_assert_int_eq(podmux_client_has_synced(t->c),
                                  json_object_get_boolean(json_object_object_get(step, "has_synced")));
         }
+        if (json_object_object_get_ex(step, "index", &v))
+                expect_index(t->c, v, name);
 }
 
 START_TEST(test_informer_scenarios)
@@ -1341,6 +1510,7 @@ START_TEST(test_informer_scenarios)
                 struct t t;
 
                 t_init(&t);
+                ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
                 for (size_t k = 0; k < json_object_array_length(steps); k++)
                         run_step(&t, json_object_array_get_idx(steps, k), &log, hs, &n_hs, name);
                 ck_assert_msg(log.len == 0, "%s: records not expected: %s", name, log.data);
@@ -1365,4 +1535,5 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
           test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
           test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
-          test_handlers_ops, test_handlers_snapshot, test_informer_scenarios)
+          test_handlers_ops, test_handlers_snapshot, test_informer_scenarios, test_index_add_and_errors,
+          test_index_fn_error)

@@ -24,6 +24,10 @@
  * http pods are held over, then http delivers (one pod the same but for
  * config.seen, one changed, one new, one gone) and sources_ready ends the
  * hold-over; a cut at any point resumes or gets that full state again.
+ * Each run has an index of its own (gen) and the built-in ones, and
+ * checks that they give the final cache's pods and that every informer
+ * call finds them in step with the cache.  Another sweep fails each
+ * allocation of adding an index and of a built-in's first lookup.
  * Under AddressSanitizer nothing is interposed: the scenario runs once.
  */
 #include "fake_stream.h"
@@ -250,12 +254,12 @@ static void i_update(struct podmux_client *c, const struct podmux_pod *old, cons
         struct rec *r = data;
         bool found = false;
 
-        (void)c;
         hook(true);
         for (size_t i = 0; i < r->n; i++)
                 found |= strcmp(r->pods[i].uid, podmux_pod_uid(old)) == 0 &&
                          strcmp(r->pods[i].json, podmux_pod_json(old, NULL)) == 0;
         ck_assert_msg(found, "on_update: old %s is not what the handler was given", podmux_pod_uid(old));
+        ck_assert_msg(in_source_index(c, p), "on_update: %s not in the source index", podmux_pod_uid(p));
         model_put(r, p);
         hook(false);
 }
@@ -265,7 +269,6 @@ static void i_delete(struct podmux_client *c, const struct podmux_pod *old, void
         struct rec *r = data;
         bool found = false;
 
-        (void)c;
         hook(true);
         for (size_t i = 0; i < r->n && !found; i++)
                 if (strcmp(r->pods[i].source, podmux_pod_source(old)) == 0 &&
@@ -274,6 +277,7 @@ static void i_delete(struct podmux_client *c, const struct podmux_pod *old, void
                         found = true;
                 }
         ck_assert_msg(found, "on_delete: %s was not given", podmux_pod_uid(old));
+        ck_assert_msg(!in_source_index(c, old), "on_delete: %s still in the source index", podmux_pod_uid(old));
         hook(false);
 }
 
@@ -319,6 +323,8 @@ static long run_once(long n, bool persist)
         ck_assert_int_eq(podmux_client_new(f.path, &r, &c), 0);
         rec_attach(&r, c);
         ck_assert_int_eq(podmux_client_add_handler(c, &iops, &ir), 0);
+        ck_assert_int_eq(podmux_client_add_index(c, "gen", index_gen, NULL), 0);
+        check_indexes(c); /* builds the built-in ones: followed from now on */
         rec_hook = hook;
         client_set_backoff(c, 0, 0);
         failalloc_persist(persist);
@@ -371,6 +377,7 @@ static long run_once(long n, bool persist)
                       persist ? " (persistent)" : "");
         check_model(&r, c);
         check_model(&ir, c);
+        check_indexes(c);
         if (late) {
                 /* No pod of the late source is removed or added again for
                  * the restart; with no fault, exactly its changes. */
@@ -459,4 +466,66 @@ START_TEST(test_alloc_sweep_late_source)
 }
 END_TEST
 
-UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart, test_alloc_sweep_late_source)
+/* Adding an index over a cache, and the first lookup of a built-in one,
+ * with the nth allocation failing: -ENOMEM and nothing added (the index
+ * is not there, the built-in is built by the next lookup), or done;
+ * nothing leaked either way.  Returns the allocations made. */
+static long add_index_once(long n)
+{
+        struct fake f;
+        struct rec r = {.log = BUF_INIT};
+        struct podmux_client *c = NULL;
+        const struct podmux_pod **v = NULL;
+        long live0, used;
+        size_t k = 0;
+        int r1, r2;
+
+        failalloc_pause(true);
+        fake_init(&f);
+        live0 = failalloc_live();
+        ck_assert_int_eq(podmux_client_new(f.path, &r, &c), 0);
+        rec_attach(&r, c);
+        fake_accept(&f, c);
+        initial_state(&f);
+        drain(c);
+        ck_assert(podmux_client_has_synced(c));
+        failalloc_arm(n ? n : LONG_MAX);
+        failalloc_pause(false);
+        r1 = podmux_client_add_index(c, "gen", index_gen, NULL);
+        r2 = podmux_client_by_index(c, PODMUX_INDEX_NAMESPACE, "default", &v, &k);
+        used = failalloc_count();
+        failalloc_arm(0);
+        failalloc_pause(true);
+        ck_assert_msg(r1 == 0 || r1 == -ENOMEM, "fault %ld: add_index %d", n, r1);
+        ck_assert_msg(r2 == 0 || r2 == -ENOMEM, "fault %ld: by_index %d", n, r2);
+        ck_assert_uint_eq(k, r2 == 0 ? 3 : 0);
+        free(v);
+        if (r1 < 0)
+                ck_assert_int_eq(podmux_client_by_index(c, "gen", "odd", &v, &k), -ENOENT);
+        else
+                check_indexes(c);
+        podmux_client_free(c);
+        rec_free(&r);
+        fake_free(&f);
+        ck_assert_msg(failalloc_live() == live0, "fault %ld: %ld blocks leaked", n, failalloc_live() - live0);
+        failalloc_pause(false);
+        return used;
+}
+
+START_TEST(test_alloc_sweep_add_index)
+{
+        long total;
+
+        if (!failalloc_enabled()) {
+                (void)add_index_once(0);
+                return;
+        }
+        total = add_index_once(0);
+        ck_assert_int_gt(total, 10);
+        for (long n = 1; n <= total; n++)
+                (void)add_index_once(n);
+}
+END_TEST
+
+UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart, test_alloc_sweep_late_source,
+          test_alloc_sweep_add_index)
