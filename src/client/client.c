@@ -41,7 +41,7 @@
 #include <json-c/json.h>
 
 #include "podmux/client.h"
-#include "podmux/json_parse.h"
+#include "util/json_parse.h"
 #include "client_cache.h"
 #include "client_index.h"
 #include "client_informer.h"

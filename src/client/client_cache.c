@@ -10,10 +10,10 @@
 #include <json-c/json.h>
 
 #include "client_cache.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/json_parse.h"
-#include "podmux/search.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/json_parse.h"
+#include "util/search.h"
 
 /* ---- the uid index ----------------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/keymap.h"
+#include "util/keymap.h"
 
 #include "client_index.h"
 #include "client_msg.h"

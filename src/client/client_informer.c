@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/keymap.h"
+#include "util/keymap.h"
 
 #include "client_cache.h"
 #include "client_informer.h"

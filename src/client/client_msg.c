@@ -14,8 +14,8 @@
 
 #include <json-c/json.h>
 
-#include "podmux/json_get.h"
-#include "podmux/json_parse.h"
+#include "util/json_get.h"
+#include "util/json_parse.h"
 #include "client_msg.h"
 
 #define SOURCE_ANNOTATION "kubernetes.io/config.source"

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "podmux/buf.h"
+#include "util/buf.h"
 #include "podmux/client.h"
 
 /* Nesting a message may have (the line, a pod, and a pod's own 64). */

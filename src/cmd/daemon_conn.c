@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "daemon_conn.h"
-#include "podmux/clock.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/str.h"
+#include "util/clock.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/str.h"
 
 /* Nesting a message may have (a pod is deep). */
 #define DAEMON_CONN_DEPTH 128

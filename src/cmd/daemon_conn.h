@@ -14,7 +14,7 @@
 
 #include <json-c/json.h>
 
-#include "podmux/buf.h"
+#include "util/buf.h"
 
 /* The longest line taken (a status or a SET of many pods is less). */
 #define DAEMON_CONN_MAX_LINE (256u * 1024u * 1024u)

@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "podmux/buf.h"
-#include "podmux/cmd.h"
-#include "podmux/log.h"
-#include "podmux/options.h"
-#include "podmux/v1_schema.h"
+#include "util/buf.h"
+#include "cmd/cmd.h"
+#include "util/log.h"
+#include "cmd/options.h"
+#include "sources/v1_schema.h"
 
 static void usage(FILE *f)
 {

@@ -1,6 +1,6 @@
 /*
  * options — `podmux run` flags and the KubeletConfiguration file (see
- * include/podmux/options.h).
+ * src/cmd/options.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -14,16 +14,16 @@
 
 #include <json-c/json.h>
 
-#include "podmux/api_source.h"
-#include "podmux/duration.h"
-#include "podmux/event_recorder.h"
-#include "podmux/file.h"
-#include "podmux/metrics_server.h"
-#include "podmux/options.h"
-#include "podmux/path.h"
-#include "podmux/str.h"
-#include "podmux/stream_server.h"
-#include "podmux/yaml_json.h"
+#include "sources/api_source.h"
+#include "util/duration.h"
+#include "sources/event_recorder.h"
+#include "util/file.h"
+#include "metrics/metrics_server.h"
+#include "cmd/options.h"
+#include "util/path.h"
+#include "util/str.h"
+#include "stream/stream_server.h"
+#include "util/yaml_json.h"
 
 #define DEFAULT_CHECK_USEC (20u * 1000u * 1000u)
 
@@ -786,7 +786,7 @@ bool options_default_plugins(const struct options *o, uid_t euid)
 }
 
 /* A path made absolute against the working directory, then cleaned
- * lexically (include/podmux/path.h), so two spellings of one file compare
+ * lexically (src/util/path.h), so two spellings of one file compare
  * equal; only cleaned when the working directory is unknown.  NULL on
  * ENOMEM. */
 static char *abs_clean(const char *p)
@@ -858,7 +858,7 @@ static bool seen_by_file_source(const char *path, const char *dir)
 }
 
 /* The unix socket of a --metrics-address ("/path" or "unix:/path", see
- * include/podmux/metrics_server.h), or NULL for a TCP address. */
+ * src/metrics/metrics_server.h), or NULL for a TCP address. */
 static const char *metrics_unix_path(const char *address)
 {
         if (address[0] == '/')

@@ -30,27 +30,27 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "podmux/api_source.h"
-#include "podmux/cmd.h"
-#include "podmux/curl_loop.h"
-#include "podmux/event_recorder.h"
-#include "podmux/file_record.h"
-#include "podmux/file_source.h"
-#include "podmux/http_source.h"
-#include "podmux/kubeconfig.h"
-#include "podmux/log.h"
-#include "podmux/loop.h"
-#include "podmux/mem.h"
-#include "podmux/metrics.h"
-#include "podmux/metrics_server.h"
-#include "podmux/mux.h"
-#include "podmux/options.h"
-#include "podmux/plugin_manager.h"
-#include "podmux/sd_notify.h"
-#include "podmux/storage.h"
-#include "podmux/stream_server.h"
-#include "podmux/updates_pipe.h"
-#include "podmux/watcher.h"
+#include "sources/api_source.h"
+#include "cmd/cmd.h"
+#include "util/curl_loop.h"
+#include "sources/event_recorder.h"
+#include "core/file_record.h"
+#include "sources/file_source.h"
+#include "sources/http_source.h"
+#include "sources/kubeconfig.h"
+#include "util/log.h"
+#include "util/loop.h"
+#include "util/mem.h"
+#include "metrics/metrics.h"
+#include "metrics/metrics_server.h"
+#include "core/mux.h"
+#include "cmd/options.h"
+#include "plugins/plugin_manager.h"
+#include "util/sd_notify.h"
+#include "core/storage.h"
+#include "stream/stream_server.h"
+#include "core/updates_pipe.h"
+#include "util/watcher.h"
 
 /*
  * Descriptors kept for everything but consumers (one each) when
@@ -875,7 +875,7 @@ static void module_failed(const char *what, int r, const struct buf *err)
 
 /*
  * The build_* functions make one module each from d->opts, in the daemon:
- * 0, or -errno with the reason in err when they take one (podmux/buf.h).
+ * 0, or -errno with the reason in err when they take one (util/buf.h).
  * The caller logs.
  */
 

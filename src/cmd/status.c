@@ -25,13 +25,13 @@
 #include <json-c/json.h>
 
 #include "daemon_conn.h"
-#include "podmux/buf.h"
-#include "podmux/clock.h"
-#include "podmux/cmd.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/log.h"
-#include "podmux/options.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "cmd/cmd.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/log.h"
+#include "cmd/options.h"
 
 #define STATUS_TIMEOUT_SEC 5
 /* The answer is a few KB; a daemon with thousands of consumers or plugins

@@ -5,7 +5,7 @@
  * file into the static-pod directory.
  *
  * Listing, loading and building the pods are the sources' own functions
- * (include/podmux/static_pod.h), and the duplicate rule is theirs (the
+ * (src/sources/static_pod.h), and the duplicate rule is theirs (the
  * first file in sorted order keeps a namespace/name, by pod_store_key()),
  * so validate and the daemon cannot drift apart.
  *
@@ -35,20 +35,20 @@
 #include <json-c/json.h>
 
 #include "daemon_conn.h"
-#include "podmux/buf.h"
-#include "podmux/clock.h"
-#include "podmux/cmd.h"
-#include "podmux/digest.h"
-#include "podmux/dir.h"
-#include "podmux/file.h"
-#include "podmux/json_get.h"
-#include "podmux/log.h"
-#include "podmux/manifest.h"
-#include "podmux/options.h"
-#include "podmux/path.h"
-#include "podmux/pod.h"
-#include "podmux/static_pod.h"
-#include "podmux/yaml_json.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "cmd/cmd.h"
+#include "util/digest.h"
+#include "util/dir.h"
+#include "util/file.h"
+#include "util/json_get.h"
+#include "util/log.h"
+#include "sources/manifest.h"
+#include "cmd/options.h"
+#include "util/path.h"
+#include "core/pod.h"
+#include "sources/static_pod.h"
+#include "util/yaml_json.h"
 
 /* How long the daemon may take to list its files. */
 #define VALIDATE_DAEMON_TIMEOUT_USEC (5u * 1000u * 1000u)

@@ -24,18 +24,18 @@
 #include <json-c/json.h>
 
 #include "daemon_conn.h"
-#include "podmux/buf.h"
-#include "podmux/clock.h"
-#include "podmux/cmd.h"
-#include "podmux/digest.h"
-#include "podmux/duration.h"
-#include "podmux/file.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/manifest.h"
-#include "podmux/options.h"
-#include "podmux/path.h"
-#include "podmux/str.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "cmd/cmd.h"
+#include "util/digest.h"
+#include "util/duration.h"
+#include "util/file.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "sources/manifest.h"
+#include "cmd/options.h"
+#include "util/path.h"
+#include "util/str.h"
 
 #define WAIT_DEFAULT_TIMEOUT_USEC (30ull * 1000000u)
 #define WAIT_RECONNECT_MIN_USEC (100u * 1000u)

@@ -33,16 +33,16 @@
 
 #include <json-c/json.h>
 
-#include "podmux/buf.h"
+#include "util/buf.h"
 #include "podmux/client.h"
-#include "podmux/cmd.h"
-#include "podmux/json_get.h"
-#include "podmux/log.h"
-#include "podmux/table.h"
+#include "cmd/cmd.h"
+#include "util/json_get.h"
+#include "util/log.h"
+#include "util/table.h"
 
 #define WATCH_DEFAULT_SOCKET PODMUX_CLIENT_DEFAULT_SOCKET
 
-/* The table (podmux/table.h).  OP and SOURCE are never cut: OP is as wide
+/* The table (util/table.h).  OP and SOURCE are never cut: OP is as wide
  * as RECONCILE (a plugin's DEREGISTERED takes room from NAMESPACE).  SEQ
  * is laid out for the 16 digits of the daemon's counter (microseconds
  * since the epoch, doc/protocol.md) and, cut, keeps its last digits, the

@@ -1,14 +1,14 @@
 /*
  * file_record — per-file states, named and rendered (see
- * include/podmux/file_record.h).
+ * src/core/file_record.h).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/digest.h"
-#include "podmux/file_record.h"
+#include "util/digest.h"
+#include "core/file_record.h"
 
 static const char *const state_names[_FILE_RECORD_STATE_MAX] = {
         [FILE_RECORD_PENDING] = "pending",     [FILE_RECORD_APPLIED] = "applied", [FILE_RECORD_REJECTED] = "rejected",

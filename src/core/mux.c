@@ -1,5 +1,5 @@
 /*
- * mux — channels per source feeding the merger (see include/podmux/mux.h).
+ * mux — channels per source feeding the merger (see src/core/mux.h).
  *
  * Each channel has its own FIFO; every queued record carries a global
  * ticket so a drain can hand records over in exactly the order they were
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/mux.h"
+#include "core/mux.h"
 
 struct mux_entry {
         uint64_t ticket;

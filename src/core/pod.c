@@ -1,6 +1,6 @@
 /*
  * pod — compact, reference-counted pods and update records (see
- * include/podmux/pod.h).
+ * src/core/pod.h).
  *
  * A pod's text is built once from the decoded tree; the merge rules compare
  * two 16-byte digests; only a semantic change (UPDATE/DELETE) or a status
@@ -13,16 +13,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "podmux/clock.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/pod.h"
-#include "podmux/strmap.h"
+#include "util/clock.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "core/pod.h"
+#include "util/strmap.h"
 
 /* The immutable JSON text and the pod's identity strings, shared between
  * a pod and its clones: text, NUL, uid, NUL, name, NUL, namespace, NUL. */
 /* Where the metadata starts its annotations map: every pod's text opens
- * with these bytes (see struct pod in include/podmux/pod.h). */
+ * with these bytes (see struct pod in src/core/pod.h). */
 #define TEXT_HEAD "{\"metadata\":{\"annotations\":{"
 #define TEXT_HEAD_LEN (sizeof(TEXT_HEAD) - 1)
 

@@ -1,5 +1,5 @@
 /*
- * storage — the merger (see include/podmux/storage.h and
+ * storage — the merger (see src/core/storage.h and
  * doc/pod-config.md section 3).
  *
  * Per source: a map UID -> stored pod and a "seen" flag.  One merge builds
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/clock.h"
-#include "podmux/storage.h"
-#include "podmux/keymap.h"
-#include "podmux/strmap.h"
+#include "util/clock.h"
+#include "core/storage.h"
+#include "util/keymap.h"
+#include "util/strmap.h"
 
 struct source_state {
         char *name;
@@ -253,7 +253,7 @@ static int classify(struct storage *s, const char *source, struct pod *ref,
                 /* The stored object is the sender's own pod, stamped with
                  * source and first-seen time, as the kubelet stamps the
                  * object it is sent (a source never reads those two back:
-                 * include/podmux/pod.h).  A pod stamped before was stored
+                 * src/core/pod.h).  A pod stamped before was stored
                  * before and may sit in records sent out, so it gets a
                  * private copy instead: a pod never changes once a record
                  * may carry it.  A merge that fails after this leaves ref

@@ -1,9 +1,9 @@
-/* updates_pipe — FIFO of merged records (see include/podmux/updates_pipe.h).
+/* updates_pipe — FIFO of merged records (see src/core/updates_pipe.h).
  * A list threaded through the records' own link field: push and pop are
  * O(1) and never allocate, so a merged record can always be queued. */
 #include <stddef.h>
 
-#include "podmux/updates_pipe.h"
+#include "core/updates_pipe.h"
 
 void updates_pipe_init(struct updates_pipe *p)
 {

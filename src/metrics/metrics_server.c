@@ -1,6 +1,6 @@
 /*
  * metrics_server — GET /metrics over libmicrohttpd on our loop (see
- * include/podmux/metrics_server.h).
+ * src/metrics/metrics_server.h).
  *
  * We make the listening socket ourselves (a unix socket with the same safe
  * creation as the update stream, or a TCP socket checked to be loopback)
@@ -24,9 +24,9 @@
 
 #include <microhttpd.h>
 
-#include "podmux/log.h" /* ERRNO_STR only: this module never logs */
-#include "podmux/metrics_server.h"
-#include "podmux/unix_listen.h"
+#include "util/log.h" /* ERRNO_STR only: this module never logs */
+#include "metrics/metrics_server.h"
+#include "util/unix_listen.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 

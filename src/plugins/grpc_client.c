@@ -1,6 +1,6 @@
 /*
  * grpc_client — unary gRPC over libcurl HTTP/2 on a unix socket (see
- * include/podmux/grpc_client.h and doc/plugin-manager.md section 13).
+ * src/plugins/grpc_client.h and doc/plugin-manager.md section 13).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/buf.h"
-#include "podmux/grpc_client.h"
+#include "util/buf.h"
+#include "plugins/grpc_client.h"
 
 struct grpc_call {
         struct loop *loop;

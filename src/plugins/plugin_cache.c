@@ -1,11 +1,11 @@
 /* plugin_cache — DSW and ASW of the plugin manager (see
- * include/podmux/plugin_cache.h). */
+ * src/plugins/plugin_cache.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/plugin_cache.h"
-#include "podmux/strmap.h"
+#include "plugins/plugin_cache.h"
+#include "util/strmap.h"
 
 struct plugin_cache {
         struct strmap *dsw; /* path -> struct plugin_dsw_entry* */

@@ -1,13 +1,13 @@
 /* plugin_handlers — CSI, device and DRA plugin handlers (see
- * include/podmux/plugin_handlers.h). */
+ * src/plugins/plugin_handlers.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/plugin_handlers.h"
-#include "podmux/strmap.h"
-#include "podmux/version.h"
+#include "plugins/plugin_handlers.h"
+#include "util/strmap.h"
+#include "plugins/version.h"
 
 struct plugin_handlers {
         struct strmap *csi;    /* name -> its highest version as reported (char*) */

@@ -1,6 +1,6 @@
 /*
  * plugin_manager — registry watcher, reconciler, executor and registration
- * ops (see include/podmux/plugin_manager.h and doc/plugin-manager.md).
+ * ops (see src/plugins/plugin_manager.h and doc/plugin-manager.md).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -14,14 +14,14 @@
 #include <sys/stat.h>
 
 #include "pluginregistration.pb-c.h"
-#include "podmux/dir.h"
-#include "podmux/grpc_client.h"
-#include "podmux/log.h"
-#include "podmux/path.h"
-#include "podmux/plugin_cache.h"
-#include "podmux/plugin_handlers.h"
-#include "podmux/plugin_manager.h"
-#include "podmux/strmap.h"
+#include "util/dir.h"
+#include "plugins/grpc_client.h"
+#include "util/log.h"
+#include "util/path.h"
+#include "plugins/plugin_cache.h"
+#include "plugins/plugin_handlers.h"
+#include "plugins/plugin_manager.h"
+#include "util/strmap.h"
 
 /* IN_MOVED_FROM only tells that a watched directory left its name. */
 #define DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF)

@@ -1,6 +1,6 @@
 /*
  * api_decode — PodList pages and the watch stream into a pod store (see
- * include/podmux/api_decode.h and doc/api-source.md sections 4-6).
+ * src/sources/api_decode.h and doc/api-source.md sections 4-6).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -10,11 +10,11 @@
 
 #include <json-c/json.h>
 
-#include "podmux/api_decode.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/json_parse.h"
-#include "podmux/pod.h"
+#include "sources/api_decode.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/json_parse.h"
+#include "core/pod.h"
 
 /*
  * The syntax of one JSON value, checked a byte at a time as the bytes

@@ -1,6 +1,6 @@
 /*
  * api_source — list + watch of the node's pods (see
- * include/podmux/api_source.h and doc/api-source.md sections 2-10).
+ * src/sources/api_source.h and doc/api-source.md sections 2-10).
  *
  * One request at a time:
  *   LIST (paged from RV 0 or unset; unpaged from a known RV) -> replace the
@@ -33,16 +33,16 @@
 
 #include <json-c/json.h>
 
-#include "podmux/api_decode.h"
-#include "podmux/api_source.h"
-#include "podmux/checkpoint.h"
-#include "podmux/file.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/log.h"
-#include "podmux/mem.h"
-#include "podmux/str.h"
-#include "podmux/strmap.h"
+#include "sources/api_decode.h"
+#include "sources/api_source.h"
+#include "sources/checkpoint.h"
+#include "util/file.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/str.h"
+#include "util/strmap.h"
 
 enum phase { PHASE_IDLE, PHASE_LIST, PHASE_WATCH };
 
@@ -1050,7 +1050,7 @@ static int too_large_rv(const struct buf *body, long status)
 /* The pages gathered replace the store, and the list's version the last
  * one: both or neither.  A listed pod the same as the one stored under its
  * key (pod_same) gives way to that one, which the merger may store too
- * (include/podmux/pod.h): a relist that changed nothing leaves one copy of
+ * (src/core/pod.h): a relist that changed nothing leaves one copy of
  * each pod, not two.  0 or -ENOMEM.  O(n) in the listed pods: inherent, a
  * list is the whole state. */
 static int replace_store(struct api_source *as)

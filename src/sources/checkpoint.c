@@ -1,6 +1,6 @@
 /*
  * checkpoint — the API source's pod set on disk (see
- * include/podmux/checkpoint.h and doc/checkpoint.md).
+ * src/sources/checkpoint.h and doc/checkpoint.md).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -17,12 +17,12 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
-#include "podmux/checkpoint.h"
-#include "podmux/clock.h"
-#include "podmux/file.h"
-#include "podmux/json_get.h"
-#include "podmux/json_parse.h"
-#include "podmux/str.h"
+#include "sources/checkpoint.h"
+#include "util/clock.h"
+#include "util/file.h"
+#include "util/json_get.h"
+#include "util/json_parse.h"
+#include "util/str.h"
 
 #define SHA256_LEN 32u
 /* Bytes of the header the checksum covers (all but the checksum). */
@@ -175,7 +175,7 @@ static int encode_meta(const struct checkpoint_identity *id, const struct checkp
 
 /*
  * One pod's line: its text with config.mirror spliced back into the
- * annotations (include/podmux/pod.h: the text always holds an annotations
+ * annotations (src/core/pod.h: the text always holds an annotations
  * object, local ones left out).  config.source and config.seen are the
  * merger's stamp, not what was received: left out.  Reads only members a
  * pod never changes after it is built.

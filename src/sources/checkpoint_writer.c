@@ -1,6 +1,6 @@
 /*
  * checkpoint_writer — the checkpoint written off the loop, coalesced (see
- * include/podmux/checkpoint_writer.h and doc/checkpoint.md).
+ * src/sources/checkpoint_writer.h and doc/checkpoint.md).
  *
  * The loop side (every function but writer_main and run_job) and the
  * thread share the job under the mutex: the loop hands a snapshot over
@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "podmux/checkpoint_writer.h"
-#include "podmux/clock.h"
-#include "podmux/str.h"
+#include "sources/checkpoint_writer.h"
+#include "util/clock.h"
+#include "util/str.h"
 
 /* What the thread (or a flush) did with one snapshot. */
 struct job_result {

@@ -1,6 +1,6 @@
 /*
  * event_correlator — client-go's event aggregation, counting and spam
- * filter (see include/podmux/event_correlator.h and doc/events.md).
+ * filter (see src/sources/event_correlator.h and doc/events.md).
  *
  * One event goes through three caches, in client-go's order:
  *   1. aggregation, keyed by everything but the message: the group
@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/buf.h"
-#include "podmux/clock.h"
-#include "podmux/event_correlator.h"
-#include "podmux/json_canon.h"
-#include "podmux/strmap.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "sources/event_correlator.h"
+#include "util/json_canon.h"
+#include "util/strmap.h"
 
 /* The longest name an Event may have (a DNS subdomain). */
 #define EVENT_NAME_MAX 253

@@ -1,6 +1,6 @@
 /*
  * event_recorder — Events written to the API server (see
- * include/podmux/event_recorder.h and doc/events.md).
+ * src/sources/event_recorder.h and doc/events.md).
  *
  * record(): correlate at once (so a throttled event never takes a place
  * in the queue), queue the write, arm the pump.  pump(): when no write is
@@ -25,12 +25,12 @@
 
 #include <json-c/json.h>
 
-#include "podmux/buf.h"
-#include "podmux/event_recorder.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/ring.h"
-#include "podmux/str.h"
+#include "util/buf.h"
+#include "sources/event_recorder.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/ring.h"
+#include "util/str.h"
 
 /* Of an error answer, this much is kept to say why. */
 #define EVENT_ERROR_BODY_MAX (64u * 1024u)

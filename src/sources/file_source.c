@@ -1,6 +1,6 @@
 /*
  * file_source — static pods from a directory or a file (see
- * include/podmux/file_source.h and doc/pod-config.md section 6).
+ * src/sources/file_source.h and doc/pod-config.md section 6).
  *
  * State (struct state): store (namespace/name -> entry{pod, file}) and
  * files (path -> the key the file names), with two indexes; each name is
@@ -49,18 +49,18 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-#include "podmux/digest.h"
-#include "podmux/dir.h"
-#include "podmux/keymap.h"
-#include "podmux/file_source.h"
-#include "podmux/log.h"
-#include "podmux/manifest.h"
-#include "podmux/mem.h"
-#include "podmux/metrics.h"
-#include "podmux/path.h"
-#include "podmux/static_pod.h"
-#include "podmux/str.h"
-#include "podmux/strmap.h"
+#include "util/digest.h"
+#include "util/dir.h"
+#include "util/keymap.h"
+#include "sources/file_source.h"
+#include "util/log.h"
+#include "sources/manifest.h"
+#include "util/mem.h"
+#include "metrics/metrics.h"
+#include "util/path.h"
+#include "sources/static_pod.h"
+#include "util/str.h"
+#include "util/strmap.h"
 
 #define DIR_MASK (IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE | \
                   IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
@@ -615,7 +615,7 @@ static const struct entry *rec_entry(const struct state *st, const struct frec *
         return e && e->file == f ? e : NULL;
 }
 
-/* r as a view (include/podmux/file_record.h); pod is where its pod goes. */
+/* r as a view (src/core/file_record.h); pod is where its pod goes. */
 static void rec_view(const struct file_source *fs, const struct frec *r, struct file_record_view *v,
                      struct file_record_pod *pod)
 {
@@ -1047,7 +1047,7 @@ static int name_key(struct state *s, struct file_name *f, const char *key)
 /*
  * pod, just read from file, or the pod prev already stores for that file
  * under the same key if it is the same (pod_same): an unchanged re-read or
- * relist then keeps the object the merger stores too (include/podmux/pod.h)
+ * relist then keeps the object the merger stores too (src/core/pod.h)
  * rather than a second copy of its text.  Takes the caller's reference to
  * pod and returns one to what it keeps.  O(the pod's text).
  */
@@ -1477,7 +1477,7 @@ static void path_missing(struct file_source *fs)
         source_stats_error(fs->stats, false, "\"%s\": path does not exist", fs->path);
 }
 
-/* What status shows the source doing (include/podmux/metrics.h). */
+/* What status shows the source doing (src/metrics/metrics.h). */
 static void update_state(struct file_source *fs)
 {
         source_stats_state(fs->stats, fs->absent          ? "absent"

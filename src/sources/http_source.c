@@ -1,5 +1,5 @@
 /*
- * http_source — the manifest URL source (see include/podmux/http_source.h
+ * http_source — the manifest URL source (see src/sources/http_source.h
  * and doc/pod-config.md section 7).
  *
  * One poll: GET with the configured headers; transport error (a body cut
@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/digest.h"
-#include "podmux/http_source.h"
-#include "podmux/log.h"
-#include "podmux/manifest.h"
-#include "podmux/mux.h"
+#include "util/digest.h"
+#include "sources/http_source.h"
+#include "util/log.h"
+#include "sources/manifest.h"
+#include "core/mux.h"
 
 /* The URL's record: what the last body read was, and its fate. */
 struct url_record {

@@ -1,6 +1,6 @@
 /*
  * kubeconfig — kubeconfig and in-cluster settings (see
- * include/podmux/kubeconfig.h).
+ * src/sources/kubeconfig.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -15,12 +15,12 @@
 
 #include <json-c/json.h>
 
-#include "podmux/base64.h"
-#include "podmux/file.h"
-#include "podmux/json_get.h"
-#include "podmux/kubeconfig.h"
-#include "podmux/log.h"
-#include "podmux/yaml_json.h"
+#include "util/base64.h"
+#include "util/file.h"
+#include "util/json_get.h"
+#include "sources/kubeconfig.h"
+#include "util/log.h"
+#include "util/yaml_json.h"
 
 void kube_config_free(struct kube_config *c)
 {

@@ -1,6 +1,6 @@
 /*
  * manifest — static-pod manifests: read, decode, default, validate
- * (see include/podmux/manifest.h and doc/pod-config.md 5.1-5.5, 9.1).
+ * (see src/sources/manifest.h and doc/pod-config.md 5.1-5.5, 9.1).
  *
  * One manifest goes through these steps, in the kubelet's order:
  *   1. YAML/JSON text -> json-c tree (first document only; yaml_json);
@@ -37,12 +37,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/log.h"
-#include "podmux/manifest.h"
-#include "podmux/v1_normalize.h"
-#include "podmux/yaml_json.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "util/log.h"
+#include "sources/manifest.h"
+#include "sources/v1_normalize.h"
+#include "util/yaml_json.h"
 
 #define CONFIG_HASH_ANNOTATION "kubernetes.io/config.hash"
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -62,7 +62,7 @@ struct errs {
 
 /* Counts one more error; true when its text is to be written to e->b
  * next.  The first error replaces what b held (the convention of
- * podmux/buf.h: a failure's message is the only one in err). */
+ * util/buf.h: a failure's message is the only one in err). */
 static bool errs_next(struct errs *e)
 {
         e->n++;

@@ -1,6 +1,6 @@
 /*
  * static_pod — from a static-pod path to the pods the sources emit (see
- * include/podmux/static_pod.h).  The rules are the file source's
+ * src/sources/static_pod.h).  The rules are the file source's
  * (src/sources/file_source.c); this file holds them so that `podmux
  * validate` runs the same code.
  */
@@ -13,12 +13,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "podmux/file.h"
-#include "podmux/log.h"
-#include "podmux/manifest.h"
-#include "podmux/path.h"
-#include "podmux/static_pod.h"
-#include "podmux/yaml_json.h"
+#include "util/file.h"
+#include "util/log.h"
+#include "sources/manifest.h"
+#include "util/path.h"
+#include "sources/static_pod.h"
+#include "util/yaml_json.h"
 
 bool static_pod_resource_error(int r)
 {
@@ -103,14 +103,14 @@ int static_pod_load(const char *path, const char *node_name, struct pod **ret_po
                 r = digest_sha256(data, len, rd.digest);
                 rd.read = r == 0;
                 if (r < 0 && err)
-                        buf_reset(err); /* podmux/buf.h: -ENOMEM leaves it empty */
+                        buf_reset(err); /* util/buf.h: -ENOMEM leaves it empty */
         }
         if (r == 0)
                 r = manifest_decode_pod(data, len, &ctx, &obj, ret_unknown, err);
         if (r == 0 && ret_docs && (docs = count_documents(data, len)) < 0) {
                 r = docs;
                 if (err)
-                        buf_reset(err); /* podmux/buf.h: -ENOMEM leaves it empty */
+                        buf_reset(err); /* util/buf.h: -ENOMEM leaves it empty */
         }
         if (r == 0)
                 r = pod_from_json(obj, ret_pod, err);

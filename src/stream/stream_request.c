@@ -1,14 +1,14 @@
 /*
  * stream_request — the client's first line (see
- * include/podmux/stream_request.h).
+ * src/stream/stream_request.h).
  */
 #include <errno.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
-#include "podmux/json_parse.h"
-#include "podmux/stream_request.h"
+#include "util/json_parse.h"
+#include "stream/stream_request.h"
 
 int stream_request_parse(const char *line, size_t len, struct stream_request *ret_req,
                          const char **ret_why)

@@ -1,5 +1,5 @@
 /*
- * stream_server — the update stream (see include/podmux/stream_server.h and
+ * stream_server — the update stream (see src/stream/stream_server.h and
  * doc/protocol.md, protocol 1).
  *
  * Messages are built once, as one line of JSON text, into a reference
@@ -69,14 +69,14 @@
 
 #include <json-c/json.h>
 
-#include "podmux/arena.h"
-#include "podmux/str.h" /* ERRNO_STR */
-#include "podmux/stream_request.h"
-#include "podmux/ring.h"
-#include "podmux/search.h"
-#include "podmux/stream_server.h"
-#include "podmux/strmap.h"
-#include "podmux/unix_listen.h"
+#include "util/arena.h"
+#include "util/str.h" /* ERRNO_STR */
+#include "stream/stream_request.h"
+#include "util/ring.h"
+#include "util/search.h"
+#include "stream/stream_server.h"
+#include "util/strmap.h"
+#include "util/unix_listen.h"
 
 /* How long a consumer being closed (error queued) may take to read it. */
 #define CLOSE_TIMEOUT_USEC (2u * 1000u * 1000u)
@@ -105,7 +105,7 @@
 /* The arena's segments: large enough to be mapped apart from the heap. */
 #define MSG_SEGMENT (256u * 1024u)
 
-/* A block of the server's arena (podmux/arena.h): a backlog that drains
+/* A block of the server's arena (util/arena.h): a backlog that drains
  * gives its memory back instead of leaving holes among the pods. */
 struct msg {
         unsigned refs;

@@ -1,5 +1,5 @@
-/* arena — see include/podmux/arena.h. */
-#include "podmux/arena.h"
+/* arena — see src/util/arena.h. */
+#include "util/arena.h"
 
 #include <stdalign.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /*
- * base64 — decoding (see include/podmux/base64.h).  OpenSSL does the
+ * base64 — decoding (see src/util/base64.h).  OpenSSL does the
  * decoding; this module only checks first what Go accepts, which
  * EVP_DecodeBlock does not (it takes '=' anywhere and skips blanks only
  * at the ends).
@@ -11,7 +11,7 @@
 
 #include <openssl/evp.h>
 
-#include "podmux/base64.h"
+#include "util/base64.h"
 
 static bool in_alphabet(unsigned char c)
 {

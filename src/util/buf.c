@@ -1,4 +1,4 @@
-/* buf — growable NUL-terminated byte buffer (see include/podmux/buf.h). */
+/* buf — growable NUL-terminated byte buffer (see src/util/buf.h). */
 
 #include <errno.h>
 #include <stdio.h>
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/buf.h"
-#include "podmux/clock.h"
+#include "util/buf.h"
+#include "util/clock.h"
 
 /* What data points at while nothing is allocated (cap == 0): read-only,
  * so a write through it that skipped buf_reserve() faults at once. */

@@ -1,5 +1,5 @@
 /*
- * clock — the clocks and RFC 3339 text (see include/podmux/clock.h).
+ * clock — the clocks and RFC 3339 text (see src/util/clock.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* timegm() */
@@ -10,7 +10,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "podmux/clock.h"
+#include "util/clock.h"
 
 static uint64_t clock_usec(clockid_t id)
 {

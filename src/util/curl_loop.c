@@ -1,6 +1,6 @@
 /*
  * curl_loop — libcurl multi on the epoll loop (see
- * include/podmux/curl_loop.h).
+ * src/util/curl_loop.h).
  *
  * libcurl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION) and when
  * to call it back (CURLMOPT_TIMERFUNCTION); we answer with
@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "podmux/curl_loop.h"
+#include "util/curl_loop.h"
 
 struct transfer {
         CURL *easy;

@@ -1,5 +1,5 @@
 /*
- * digest — SHA-256 through libcrypto (see include/podmux/digest.h).
+ * digest — SHA-256 through libcrypto (see src/util/digest.h).
  */
 #include <errno.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
-#include "podmux/digest.h"
+#include "util/digest.h"
 
 int digest_sha256(const void *data, size_t len, uint8_t out[DIGEST_LEN])
 {

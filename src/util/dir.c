@@ -1,13 +1,13 @@
 /*
- * dir — directory listings (see include/podmux/dir.h).
+ * dir — directory listings (see src/util/dir.h).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/dir.h"
-#include "podmux/path.h"
+#include "util/dir.h"
+#include "util/path.h"
 
 void dir_list_free(char **names, size_t n)
 {

@@ -1,9 +1,9 @@
-/* duration — Go-style duration strings (see include/podmux/duration.h). */
+/* duration — Go-style duration strings (see src/util/duration.h). */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "podmux/duration.h"
+#include "util/duration.h"
 
 struct unit {
         const char *name;

@@ -1,5 +1,5 @@
 /*
- * file — whole-file reads within a limit (see include/podmux/file.h).
+ * file — whole-file reads within a limit (see src/util/file.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "podmux/file.h"
-#include "podmux/str.h"
+#include "util/file.h"
+#include "util/str.h"
 
 const char *file_kind(mode_t m)
 {

@@ -1,6 +1,6 @@
 /*
  * json_canon — canonical JSON text, FNV-1a-128 and a bounded JSON parser
- * (see include/podmux/json_canon.h).
+ * (see src/util/json_canon.h).
  */
 
 #include <errno.h>
@@ -11,8 +11,8 @@
 
 #include <json-c/linkhash.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/json_parse.h"
+#include "util/json_canon.h"
+#include "util/json_parse.h"
 
 static int cmp_str_ptr(const void *a, const void *b)
 {

@@ -1,7 +1,7 @@
 /*
- * json_get — member access (see include/podmux/json_get.h).
+ * json_get — member access (see src/util/json_get.h).
  */
-#include "podmux/json_get.h"
+#include "util/json_get.h"
 
 json_object *json_get(json_object *o, const char *key)
 {

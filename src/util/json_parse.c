@@ -1,6 +1,6 @@
 /*
  * json_parse — strict JSON into json-c values, every allocation checked
- * (see include/podmux/json_parse.h).
+ * (see src/util/json_parse.h).
  *
  * A recursive descent over the text; the recursion is bounded by
  * max_depth.  Strings without escapes are handed to json-c straight from
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/json_parse.h"
+#include "util/json_canon.h"
+#include "util/json_parse.h"
 
 struct parser {
         const char *s;

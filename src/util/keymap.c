@@ -1,5 +1,5 @@
 /* keymap — a hash index of items keyed by their own text (see
- * include/podmux/keymap.h).  Deletion leaves tombstones, cleared when the
+ * src/util/keymap.h).  Deletion leaves tombstones, cleared when the
  * table is rebuilt.  The table's size need not be a power of two: a hash
  * picks its first slot by multiplying down to the size, so a rebuild makes
  * the table exactly twice its items and the load stays between 1/2 and
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/keymap.h"
-#include "podmux/strmap.h"
+#include "util/keymap.h"
+#include "util/strmap.h"
 
 #define MIN_CAP 8
 

@@ -1,13 +1,13 @@
-/* log — leveled text/JSON log lines on stderr (see include/podmux/log.h). */
+/* log — leveled text/JSON log lines on stderr (see src/util/log.h). */
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "podmux/buf.h"
-#include "podmux/log.h"
-#include "podmux/clock.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/clock.h"
 
 /* Process-wide by nature: set once in main before any thread starts. */
 static enum log_level log_max = LOG_LEVEL_INFO;

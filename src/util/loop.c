@@ -1,6 +1,6 @@
 /*
  * loop — epoll event loop with one timerfd and a binary heap of timers
- * (see include/podmux/loop.h).
+ * (see src/util/loop.h).
  *
  * Handles are freed lazily: loop_io_free() inside a callback only marks the
  * handle dead; it is reaped after the current batch of events, so a later
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "podmux/loop.h"
+#include "util/loop.h"
 
 #define LOOP_MAX_EVENTS 64
 

@@ -1,5 +1,5 @@
-/* mem — see include/podmux/mem.h. */
-#include "podmux/mem.h"
+/* mem — see src/util/mem.h. */
+#include "util/mem.h"
 
 #include <stdlib.h> /* defines __GLIBC__ under glibc: test it after this */
 

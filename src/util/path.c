@@ -1,12 +1,12 @@
-/* path — lexical path cleaning and joining (see include/podmux/path.h). */
+/* path — lexical path cleaning and joining (see src/util/path.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "podmux/buf.h"
-#include "podmux/path.h"
+#include "util/buf.h"
+#include "util/path.h"
 
 /*
  * Lexical cleaning as Go's filepath.Clean: one '/' between elements, no

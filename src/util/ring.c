@@ -1,11 +1,11 @@
 /*
- * ring — circular FIFO (see include/podmux/ring.h).
+ * ring — circular FIFO (see src/util/ring.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/ring.h"
+#include "util/ring.h"
 
 void ring_free(struct ring *r)
 {

@@ -1,5 +1,5 @@
 /*
- * sd_notify — see include/podmux/sd_notify.h.
+ * sd_notify — see src/util/sd_notify.h.
  *
  * The protocol is systemd's sd_notify(3): the service manager binds a
  * datagram socket, passes its address in $NOTIFY_SOCKET, and reads one
@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "podmux/sd_notify.h"
+#include "util/sd_notify.h"
 
 /* Fills addr from address; 0 or -EINVAL. */
 static int parse_address(const char *address, struct sockaddr_un *addr, socklen_t *ret_len)

@@ -1,7 +1,7 @@
 /*
- * search — binary search (see include/podmux/search.h).
+ * search — binary search (see src/util/search.h).
  */
-#include "podmux/search.h"
+#include "util/search.h"
 
 size_t search_first(size_t n, search_before_fn before, const void *ctx)
 {

@@ -1,4 +1,4 @@
-/* str — string helpers (see include/podmux/str.h). */
+/* str — string helpers (see src/util/str.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* the GNU strerror_r */
 #endif
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/str.h"
+#include "util/str.h"
 
 int str_set(char **slot, const char *v)
 {

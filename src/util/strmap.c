@@ -1,12 +1,12 @@
 /* strmap — string-keyed open-addressing hash map (see
- * include/podmux/strmap.h).  Deletion uses tombstones, cleared on growth. */
+ * src/util/strmap.h).  Deletion uses tombstones, cleared on growth. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/strmap.h"
+#include "util/strmap.h"
 
 static char tombstone[1];
 

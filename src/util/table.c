@@ -1,5 +1,5 @@
 /*
- * table — columns fitted to a terminal's width (include/podmux/table.h).
+ * table — columns fitted to a terminal's width (src/util/table.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "podmux/table.h"
+#include "util/table.h"
 
 static const char *shown(const char *s)
 {

@@ -1,5 +1,5 @@
 /*
- * unix_listen — see include/podmux/unix_listen.h.
+ * unix_listen — see src/util/unix_listen.h.
  *
  * One daemon per path.  Two daemons started together used to race: each
  * probed the path with connect(), and a socket the other had bound but not
@@ -45,8 +45,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "podmux/log.h" /* ERRNO_STR only */
-#include "podmux/unix_listen.h"
+#include "util/log.h" /* ERRNO_STR only */
+#include "util/unix_listen.h"
 
 /* Attempts at taking the lock when the lock file is removed or replaced
  * under us each time (each one means another daemon just exited or just

@@ -1,6 +1,6 @@
 /*
  * watcher — the thread that owns libinotifytools (see
- * include/podmux/watcher.h).
+ * src/util/watcher.h).
  *
  * Threads: the watcher thread only reads events, blocked in
  * inotifytools_next_event(-1).  Watches are added and removed by the loop
@@ -36,8 +36,8 @@
 
 #include <inotifytools/inotifytools.h>
 
-#include "podmux/buf.h"
-#include "podmux/watcher.h"
+#include "util/buf.h"
+#include "util/watcher.h"
 
 /* Bytes read from the pipe ahead of what was dispatched. */
 #define WATCHER_BUFFER (64u * 1024u)

@@ -1,6 +1,6 @@
 /*
  * yaml_json — YAML (and JSON) text to a json-c tree through libyaml's event
- * parser (see include/podmux/yaml_json.h).
+ * parser (see src/util/yaml_json.h).
  *
  * The rules copy what the kubelet gets from sigs.k8s.io/yaml, which decodes
  * with Go's yaml.v2 into interface{} values and re-encodes them as JSON:
@@ -41,9 +41,9 @@
 #include <json-c/linkhash.h>
 #include <yaml.h>
 
-#include "podmux/base64.h"
-#include "podmux/json_canon.h"
-#include "podmux/yaml_json.h"
+#include "util/base64.h"
+#include "util/json_canon.h"
+#include "util/yaml_json.h"
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
 /* Plain scalars longer than this are strings without trying the number

@@ -15,11 +15,11 @@
 
 #include <json-c/json.h>
 
-#include "podmux/api_decode.h"
-#include "podmux/json_canon.h"
-#include "podmux/loop.h"
-#include "podmux/storage.h"
-#include "podmux/strmap.h"
+#include "sources/api_decode.h"
+#include "util/json_canon.h"
+#include "util/loop.h"
+#include "core/storage.h"
+#include "util/strmap.h"
 
 static size_t rendered;
 

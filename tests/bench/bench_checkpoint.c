@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/api_source.h"
-#include "podmux/checkpoint_writer.h"
-#include "podmux/loop.h"
+#include "sources/api_source.h"
+#include "sources/checkpoint_writer.h"
+#include "util/loop.h"
 
 #define TICK_USEC 1000u
 #define MAX_SAMPLES 200000u
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
         per_write = (double)b.write_usec / b.writes;
         printf("write pods=%zu bytes=%llu bytes_per_pod=%.0f writes=%u ms_per_write=%.2f\n", n,
                (unsigned long long)b.bytes, (double)b.bytes / n, b.writes, per_write / 1e3);
-        /* The pacing (include/podmux/checkpoint_writer.h): a status-only
+        /* The pacing (src/sources/checkpoint_writer.h): a status-only
          * change waits for the refresh; a change of what runs is written
          * within the interval, at most one write per interval. */
         printf("bytes_per_hour pods=%zu status_update_per_pod_per_minute writes=%.0f bytes=%.0f "

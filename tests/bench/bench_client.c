@@ -41,11 +41,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "podmux/buf.h"
+#include "util/buf.h"
 #include "podmux/client.h"
-#include "podmux/loop.h"
-#include "podmux/pod.h"
-#include "podmux/stream_server.h"
+#include "util/loop.h"
+#include "core/pod.h"
+#include "stream/stream_server.h"
 #include "../../src/client/client_msg.h"
 
 /* A pod of about 1.3 KB as the daemon sends it; the SET stream's pods

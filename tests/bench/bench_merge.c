@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/loop.h"
-#include "podmux/storage.h"
+#include "util/loop.h"
+#include "core/storage.h"
 
 static size_t emitted;
 

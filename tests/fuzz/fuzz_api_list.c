@@ -8,9 +8,9 @@
  */
 #include "fuzz.h"
 
-#include "podmux/api_decode.h"
-#include "podmux/buf.h"
-#include "podmux/pod.h"
+#include "sources/api_decode.h"
+#include "util/buf.h"
+#include "core/pod.h"
 
 /* The outcome of the bytes fed to a list decoder in reads of chunk. */
 static int in_reads(const uint8_t *data, size_t size, size_t chunk, struct strmap *store, char **rv, char **cont,

@@ -12,9 +12,9 @@
  */
 #include "fuzz.h"
 
-#include "podmux/api_decode.h"
-#include "podmux/buf.h"
-#include "podmux/pod.h"
+#include "sources/api_decode.h"
+#include "util/buf.h"
+#include "core/pod.h"
 
 #define HEADER 4
 

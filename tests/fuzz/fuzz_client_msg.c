@@ -8,7 +8,7 @@
  */
 #include "fuzz.h"
 
-#include "podmux/json_parse.h"
+#include "util/json_parse.h"
 #include "../../src/client/client_cache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -10,8 +10,8 @@
 
 #include <stdbool.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/json_parse.h"
+#include "util/json_canon.h"
+#include "util/json_parse.h"
 
 /* A run of more than 18 digits: json-c clamps such an integer where our
  * parser keeps its spelling, so the two trees differ on purpose. */

@@ -11,9 +11,9 @@
  */
 #include "fuzz.h"
 
-#include "podmux/base64.h"
-#include "podmux/buf.h"
-#include "podmux/kubeconfig.h"
+#include "util/base64.h"
+#include "util/buf.h"
+#include "sources/kubeconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,8 +7,8 @@
  */
 #include "fuzz.h"
 
-#include "podmux/buf.h"
-#include "podmux/options.h"
+#include "util/buf.h"
+#include "cmd/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -11,11 +11,11 @@
  */
 #include "fuzz.h"
 
-#include "podmux/buf.h"
-#include "podmux/json_canon.h"
-#include "podmux/manifest.h"
-#include "podmux/pod.h"
-#include "podmux/v1_normalize.h"
+#include "util/buf.h"
+#include "util/json_canon.h"
+#include "sources/manifest.h"
+#include "core/pod.h"
+#include "sources/v1_normalize.h"
 
 static void check_normal(json_object *obj)
 {

@@ -16,10 +16,10 @@
 #include "fuzz.h"
 
 #include "pluginregistration.pb-c.h"
-#include "podmux/buf.h"
-#include "podmux/grpc_client.h"
-#include "podmux/plugin_handlers.h"
-#include "podmux/plugin_manager.h"
+#include "util/buf.h"
+#include "plugins/grpc_client.h"
+#include "plugins/plugin_handlers.h"
+#include "plugins/plugin_manager.h"
 
 #define SOCKET "/var/lib/kubelet/plugins_registry/fuzz.sock"
 

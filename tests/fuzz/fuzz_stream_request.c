@@ -6,7 +6,7 @@
  */
 #include "fuzz.h"
 
-#include "podmux/stream_request.h"
+#include "stream/stream_request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -28,7 +28,7 @@
 
 #include <check.h>
 
-#include "podmux/buf.h"
+#include "util/buf.h"
 #include "podmux/client.h"
 #include "../../src/client/client_cache.h"
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/api_decode.h"
-#include "podmux/pod.h"
+#include "sources/api_decode.h"
+#include "core/pod.h"
 #include "unit.h"
 
 #define POD(ns, name, rv) \

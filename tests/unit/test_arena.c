@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "podmux/arena.h"
+#include "util/arena.h"
 #include "unit.h"
 
 #define SEG 4096

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/base64.h"
+#include "util/base64.h"
 #include "unit.h"
 
 static int dec(const char *in, const char *want)

@@ -1,7 +1,7 @@
 /* Unit tests: buf. */
 #include <string.h>
 
-#include "podmux/buf.h"
+#include "util/buf.h"
 #include "unit.h"
 
 START_TEST(test_buf_append_and_printf)

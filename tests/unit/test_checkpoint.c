@@ -34,10 +34,10 @@
 #include <openssl/evp.h>
 
 #include "failalloc.h"
-#include "podmux/checkpoint.h"
-#include "podmux/checkpoint_writer.h"
-#include "podmux/loop.h"
-#include "podmux/pod.h"
+#include "sources/checkpoint.h"
+#include "sources/checkpoint_writer.h"
+#include "util/loop.h"
+#include "core/pod.h"
 #include "unit.h"
 
 #define T0 1700000000000000ull /* a wall time, microseconds */

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "podmux/clock.h"
+#include "util/clock.h"
 #include "unit.h"
 
 /* 2006-01-02T15:04:05Z, Go's reference time, in microseconds. */

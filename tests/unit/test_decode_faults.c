@@ -32,11 +32,11 @@
 #include <json-c/json.h>
 
 #include "failalloc.h"
-#include "podmux/api_decode.h"
-#include "podmux/json_canon.h"
-#include "podmux/kubeconfig.h"
-#include "podmux/manifest.h"
-#include "podmux/pod.h"
+#include "sources/api_decode.h"
+#include "util/json_canon.h"
+#include "sources/kubeconfig.h"
+#include "sources/manifest.h"
+#include "core/pod.h"
 #include "unit.h"
 
 /* The test's own work is never failed: failalloc_hold() and

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "podmux/digest.h"
+#include "util/digest.h"
 #include "unit.h"
 
 /* The test vectors of FIPS 180-2 (appendix B). */

@@ -1,7 +1,7 @@
 /* Unit tests: Go-style durations. */
 #include <errno.h>
 
-#include "podmux/duration.h"
+#include "util/duration.h"
 #include "unit.h"
 
 static const struct {

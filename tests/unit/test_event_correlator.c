@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "podmux/event_correlator.h"
+#include "sources/event_correlator.h"
 #include "unit.h"
 
 #define SEC 1000000ull

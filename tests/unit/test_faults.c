@@ -40,14 +40,14 @@
 #include <json-c/json.h>
 
 #include "failalloc.h"
-#include "podmux/file_source.h"
-#include "podmux/loop.h"
-#include "podmux/mux.h"
-#include "podmux/storage.h"
-#include "podmux/stream_server.h"
-#include "podmux/strmap.h"
-#include "podmux/updates_pipe.h"
-#include "podmux/watcher.h"
+#include "sources/file_source.h"
+#include "util/loop.h"
+#include "core/mux.h"
+#include "core/storage.h"
+#include "stream/stream_server.h"
+#include "util/strmap.h"
+#include "core/updates_pipe.h"
+#include "util/watcher.h"
 #include "unit.h"
 
 #define N_CLIENTS 3

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "failalloc.h"
-#include "podmux/file.h"
+#include "util/file.h"
 #include "unit.h"
 
 static char dir[64];

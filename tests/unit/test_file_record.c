@@ -4,8 +4,8 @@
 
 #include <json-c/json.h>
 
-#include "podmux/digest.h"
-#include "podmux/file_record.h"
+#include "util/digest.h"
+#include "core/file_record.h"
 #include "unit.h"
 
 START_TEST(test_state_names)

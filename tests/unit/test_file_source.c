@@ -15,13 +15,13 @@
 #include <json-c/json.h>
 
 #include "failalloc.h"
-#include "podmux/digest.h"
-#include "podmux/file_source.h"
-#include "podmux/metrics.h"
-#include "podmux/mux.h"
-#include "podmux/static_pod.h"
-#include "podmux/str.h"
-#include "podmux/strmap.h"
+#include "util/digest.h"
+#include "sources/file_source.h"
+#include "metrics/metrics.h"
+#include "core/mux.h"
+#include "sources/static_pod.h"
+#include "util/str.h"
+#include "util/strmap.h"
 #include "unit.h"
 
 struct capture {
@@ -569,7 +569,7 @@ static struct pod *sent_pod(struct fixture *fx, const char *name)
 }
 
 /* A file read again unchanged, by an event or by a relist, keeps the pod
- * the source had (the one the merger stores: include/podmux/pod.h), so
+ * the source had (the one the merger stores: src/core/pod.h), so
  * the node holds one copy of it; an event on it sends nothing.  A change
  * brings the new pod. */
 START_TEST(test_unchanged_rereads_keep_the_pod)

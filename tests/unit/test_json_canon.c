@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/json_parse.h"
+#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "unit.h"
 
 static char *canon_of(const char *text)

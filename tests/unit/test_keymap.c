@@ -1,6 +1,6 @@
 /*
  * test_keymap — the index of items keyed by their own text
- * (include/podmux/keymap.h): put/get/replace/remove, tombstones, growth
+ * (src/util/keymap.h): put/get/replace/remove, tombstones, growth
  * and shrinking, iteration, reserve, and allocation failure.
  */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "podmux/keymap.h"
+#include "util/keymap.h"
 #include "unit.h"
 
 #define N_ITEMS 10000

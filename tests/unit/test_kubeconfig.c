@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "podmux/kubeconfig.h"
+#include "sources/kubeconfig.h"
 #include "unit.h"
 
 static char dir[64];

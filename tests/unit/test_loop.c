@@ -2,8 +2,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "podmux/clock.h"
-#include "podmux/loop.h"
+#include "util/clock.h"
+#include "util/loop.h"
 #include "unit.h"
 
 static int order[16];

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/file.h"
-#include "podmux/manifest.h"
-#include "podmux/pod.h"
-#include "podmux/yaml_json.h"
+#include "util/json_canon.h"
+#include "util/file.h"
+#include "sources/manifest.h"
+#include "core/pod.h"
+#include "util/yaml_json.h"
 #include "unit.h"
 
 #define NODE "random-test-hostname"

@@ -10,7 +10,7 @@
 #include <malloc.h>
 #endif
 
-#include "podmux/mem.h"
+#include "util/mem.h"
 #include "unit.h"
 
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)

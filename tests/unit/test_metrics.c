@@ -4,10 +4,10 @@
 
 #include <json-c/json.h>
 
-#include "podmux/clock.h"
-#include "podmux/json_canon.h"
-#include "podmux/json_get.h"
-#include "podmux/metrics.h"
+#include "util/clock.h"
+#include "util/json_canon.h"
+#include "util/json_get.h"
+#include "metrics/metrics.h"
 #include "unit.h"
 
 static struct pod_update *update(enum pod_op op, const char *source, size_t n_pods)

@@ -1,6 +1,6 @@
 /*
  * test_mux — channels per source and the order in which their records
- * reach the merger (include/podmux/mux.h, doc/pod-config.md 3.1).
+ * reach the merger (src/core/mux.h, doc/pod-config.md 3.1).
  */
 #include <errno.h>
 #include <signal.h>
@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "podmux/loop.h"
-#include "podmux/mux.h"
-#include "podmux/pod.h"
+#include "util/loop.h"
+#include "core/mux.h"
+#include "core/pod.h"
 #include "unit.h"
 
 /* ---- harness ---------------------------------------------------------------- */

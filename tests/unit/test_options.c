@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "failalloc.h"
-#include "podmux/options.h"
+#include "cmd/options.h"
 #include "unit.h"
 
 static int parse(struct options *o, struct buf *err, char **argv)

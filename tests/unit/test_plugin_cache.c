@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/plugin_cache.h"
+#include "plugins/plugin_cache.h"
 #include "unit.h"
 
 #define SOCK_A "/var/lib/kubelet/plugins_registry/a.sock"

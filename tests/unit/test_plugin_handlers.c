@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/plugin_handlers.h"
+#include "plugins/plugin_handlers.h"
 #include "unit.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

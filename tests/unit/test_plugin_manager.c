@@ -26,7 +26,7 @@
 
 #include "failalloc.h"
 #include "pluginregistration.pb-c.h"
-#include "podmux/plugin_manager.h"
+#include "plugins/plugin_manager.h"
 #include "unit.h"
 
 #define METHOD_GETINFO "/pluginregistration.Registration/GetInfo"

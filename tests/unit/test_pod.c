@@ -1,5 +1,5 @@
 /*
- * test_pod — struct pod and struct pod_update (include/podmux/pod.h):
+ * test_pod — struct pod and struct pod_update (src/core/pod.h):
  * parsing, rendering with the local annotations spliced back, the digests
  * the merge rules compare (doc/pod-config.md 3.4), the merger's copy rules
  * (3.3), names, the op string table and the config.seen format (1.3).
@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "podmux/buf.h"
-#include "podmux/json_canon.h"
-#include "podmux/pod.h"
+#include "util/buf.h"
+#include "util/json_canon.h"
+#include "core/pod.h"
 #include "unit.h"
 
 /* ---- helpers ------------------------------------------------------------ */

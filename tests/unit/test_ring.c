@@ -3,7 +3,7 @@
 #include <stdbool.h>
 
 #include "failalloc.h"
-#include "podmux/ring.h"
+#include "util/ring.h"
 #include "unit.h"
 
 /* The ring holds exactly first, first + 1, ..., first + n - 1. */

@@ -10,7 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "podmux/sd_notify.h"
+#include "util/sd_notify.h"
 #include "unit.h"
 
 /* A receiving socket, as systemd binds it. */

@@ -2,7 +2,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "podmux/search.h"
+#include "util/search.h"
 #include "unit.h"
 
 struct ints {

@@ -37,17 +37,17 @@
 #include <curl/curl.h>
 
 #include "failalloc.h"
-#include "podmux/api_source.h"
-#include "podmux/checkpoint.h"
-#include "podmux/file.h"
-#include "podmux/curl_loop.h"
-#include "podmux/digest.h"
-#include "podmux/http_source.h"
-#include "podmux/log.h"
-#include "podmux/loop.h"
-#include "podmux/metrics.h"
-#include "podmux/mux.h"
-#include "podmux/pod.h"
+#include "sources/api_source.h"
+#include "sources/checkpoint.h"
+#include "util/file.h"
+#include "util/curl_loop.h"
+#include "util/digest.h"
+#include "sources/http_source.h"
+#include "util/log.h"
+#include "util/loop.h"
+#include "metrics/metrics.h"
+#include "core/mux.h"
+#include "core/pod.h"
 #include "unit.h"
 
 /* The test's own work is never failed: failalloc_hold() and
@@ -909,7 +909,7 @@ static struct pod *state_pod(const struct world *w, const char *name)
 
 /* A relist (here after the watch is refused as too old) that finds a pod
  * as it was keeps the pod the source already had: the merger stores that
- * one (include/podmux/pod.h), so the node holds one copy of it, not two.
+ * one (src/core/pod.h), so the node holds one copy of it, not two.
  * A pod that changed is the new one. */
 START_TEST(test_api_relist_keeps_unchanged_pods)
 {

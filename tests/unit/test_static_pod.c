@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "failalloc.h"
-#include "podmux/dir.h"
-#include "podmux/manifest.h"
-#include "podmux/path.h"
-#include "podmux/static_pod.h"
+#include "util/dir.h"
+#include "sources/manifest.h"
+#include "util/path.h"
+#include "sources/static_pod.h"
 #include "unit.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -1,5 +1,5 @@
 /*
- * test_storage — the merger (include/podmux/storage.h) against
+ * test_storage — the merger (src/core/storage.h) against
  * doc/pod-config.md sections 1-4: the kubelet's own tests from
  * pkg/kubelet/config/config_test.go (classic era, three modes), rewritten
  * case by case, then the decision table 3.7 in every mode, the worked
@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/buf.h"
-#include "podmux/json_canon.h"
-#include "podmux/mux.h"
-#include "podmux/pod.h"
-#include "podmux/storage.h"
+#include "util/buf.h"
+#include "util/json_canon.h"
+#include "core/mux.h"
+#include "core/pod.h"
+#include "core/storage.h"
 #include "unit.h"
 
 #define TEST_SOURCE "test"

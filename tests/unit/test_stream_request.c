@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "podmux/stream_request.h"
+#include "stream/stream_request.h"
 #include "unit.h"
 
 START_TEST(test_good_lines)

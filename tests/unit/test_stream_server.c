@@ -24,9 +24,9 @@
 #include <json-c/json.h>
 
 #include "failalloc.h"
-#include "podmux/loop.h"
-#include "podmux/pod.h"
-#include "podmux/stream_server.h"
+#include "util/loop.h"
+#include "core/pod.h"
+#include "stream/stream_server.h"
 #include "unit.h"
 
 #define MAX_CLIENTS 80

@@ -1,5 +1,5 @@
 /*
- * test_strmap — the string-keyed hash map (include/podmux/strmap.h):
+ * test_strmap — the string-keyed hash map (src/util/strmap.h):
  * put/get/replace/remove, tombstones and growth, iteration.
  */
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/strmap.h"
+#include "util/strmap.h"
 #include "unit.h"
 
 #define N_KEYS 10000

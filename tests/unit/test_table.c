@@ -9,7 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "podmux/table.h"
+#include "util/table.h"
 #include "unit.h"
 
 /* The columns of podmux watch (src/cmd/watch.c). */

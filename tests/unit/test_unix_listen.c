@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "podmux/unix_listen.h"
+#include "util/unix_listen.h"
 #include "unit.h"
 
 /* ---- interposed system calls -------------------------------------------- */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podmux/version.h"
+#include "plugins/version.h"
 #include "unit.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -1,6 +1,6 @@
 /*
  * test_watcher — the watcher thread and the events it hands to the loop
- * (include/podmux/watcher.h): every event arrives, in order per file, and
+ * (src/util/watcher.h): every event arrives, in order per file, and
  * no loop turn hands over more than WATCHER_BATCH of them; a handle
  * belongs to its subscriber (a renamed directory's watch follows it, two
  * subscribers of one inode each keep theirs).
@@ -17,8 +17,8 @@
 #include <inotifytools/inotifytools.h>
 
 #include "failalloc.h"
-#include "podmux/loop.h"
-#include "podmux/watcher.h"
+#include "util/loop.h"
+#include "util/watcher.h"
 #include "unit.h"
 
 struct counts {

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "podmux/json_canon.h"
-#include "podmux/yaml_json.h"
+#include "util/json_canon.h"
+#include "util/yaml_json.h"
 #include "unit.h"
 
 /* Canonical JSON of the converted text, or "ERR <code>: <message>". */

@@ -1,0 +1,112 @@
+/*
+ * api_source — the API server source (source "api"): list and watch the
+ * pods bound to this node with client-go's reflector semantics, and hand
+ * the merger the complete set after every change
+ * (doc/api-source.md, doc/pod-config.md section 8).
+ *
+ * Owns: the node's pod store (namespace/name -> pod), the last resource
+ * version, the one request in flight, the backoff state, the cached token.
+ * Never: logs a token, a key or an Authorization header; merges.
+ *
+ * With a checkpoint directory (doc/checkpoint.md) it also keeps the last
+ * live state on disk (checkpoint_writer: changes of what runs within the
+ * interval, the rest with the hourly refresh), and at start, until a list
+ * succeeds, serves the checkpoint's pods as its SET (marked checkpoint:
+ * the merger does not count the source seen for it) once the grace has
+ * passed or a list failed.  A checkpoint that is refused is said once,
+ * and the source waits for the server as without one.
+ *
+ * Fail safe: a list is applied whole or not at all, a watch event too.
+ * Running out of memory is never taken for bad data: a list is tried
+ * again after the backoff, a watch resumes from the last resource version,
+ * and a SET that could not be built or queued is sent again after
+ * API_PUSH_RETRY_USEC (doubling), so the merger catches up with the store
+ * once memory is back, without waiting for another change.
+ */
+#ifndef PODMUX_API_SOURCE_H
+#define PODMUX_API_SOURCE_H
+
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "sources/checkpoint_writer.h"
+#include "util/curl_loop.h"
+#include "sources/kubeconfig.h"
+#include "util/loop.h"
+#include "metrics/metrics.h"
+#include "core/mux.h"
+
+/* client-go's figures. */
+#define API_PAGE_SIZE 500
+#define API_BACKOFF_INITIAL_USEC 800000ull
+#define API_BACKOFF_CAP_USEC 30000000ull
+#define API_BACKOFF_RESET_USEC 120000000ull
+#define API_WATCH_MIN_TIMEOUT_SEC 300
+#define API_MAX_RETRY_AFTER 10
+#define API_TOKEN_REFRESH_USEC 50000000ull
+/* A server that accepts and sends no response headers this long is
+ * treated as a dropped connection (the API server answers at once). */
+#define API_RESPONSE_TIMEOUT_USEC 30000000ull
+/* A SET that could not be sent for want of memory is sent again after
+ * this pause, doubling to API_BACKOFF_CAP_USEC. */
+#define API_PUSH_RETRY_USEC 1000000ull
+/* A list page larger than this is refused. */
+#define API_MAX_BODY (64u * 1024u * 1024u)
+
+/* The checkpoint's defaults (doc/checkpoint.md section 7). */
+#define API_CHECKPOINT_INTERVAL_USEC 60000000ull
+#define API_CHECKPOINT_GRACE_USEC 10000000ull
+#define API_CHECKPOINT_MAX_AGE_USEC (168ull * 3600000000ull)
+/* An unchanged state is written again this often (at most a quarter of
+ * the maximum age, at least the interval), so the age a later load
+ * measures is that of the server's last word. */
+#define API_CHECKPOINT_REFRESH_USEC 3600000000ull
+
+struct api_source;
+
+struct api_source_checkpoint {
+        const char *dir; /* NULL: no checkpoint */
+        uint64_t interval_usec, grace_usec, max_age_usec;
+        struct checkpoint_stats *stats; /* may be NULL; outlives the source */
+};
+
+struct api_source_config {
+        struct kube_config *kube; /* moved in: *kube is zeroed */
+        const char *node_name;
+        struct source_stats *stats; /* counted into when not NULL; outlives the source */
+        struct api_source_checkpoint checkpoint;
+};
+
+/* 0; -EINVAL for a server URL or tls-server-name that cannot be used, or a
+ * CA bundle that cannot be read for the checkpoint's fingerprint; the
+ * checkpoint writer's errors (checkpoint_writer_new: a directory that
+ * cannot be trusted or made, or is locked); each with the reason in err
+ * (may be NULL; util/buf.h: it replaces what err held, a success leaves
+ * err alone); -ENOMEM (err empty). */
+int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch, const struct api_source_config *cfg,
+                   struct api_source **ret_as, struct buf *err);
+int api_source_start(struct api_source *as);
+/* The first backoff pause (API_BACKOFF_INITIAL_USEC) and the first pause
+ * before a SET is sent again (API_PUSH_RETRY_USEC); tests make them
+ * short.  Before api_source_start(). */
+void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
+/* At a clean shutdown, with the loop no longer run: the live state, if
+ * newer than the checkpoint on disk, is written now (blocking).  0 (also
+ * without a checkpoint) or the write's error with the reason in err. */
+int api_source_flush_checkpoint(struct api_source *as, struct buf *err);
+void api_source_free(struct api_source *as); /* NULL-safe */
+
+/*
+ * Other requests to the same API server through the same client (the
+ * event recorder's): sets easy up for path (from "/api/...") exactly as
+ * the source's own requests are, URL, TLS, tls-server-name, user agent and
+ * the bearer token as the source holds it (the token file re-read on its
+ * schedule), and returns the header list easy uses in *ret_hdrs, for the
+ * caller to free once the transfer is over.  0 or -ENOMEM.
+ */
+int api_source_prepare_request(struct api_source *as, CURL *easy, const char *path, struct curl_slist **ret_hdrs);
+/* Such a request was answered 401: the token file is read again before
+ * the next request, as after a 401 of the source's own. */
+void api_source_unauthorized(struct api_source *as);
+
+#endif

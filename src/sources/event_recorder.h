@@ -1,0 +1,101 @@
+/*
+ * event_recorder — records core/v1 Events on the API server as the
+ * kubelet's recorder does (doc/events.md): each event is correlated at
+ * once (event_correlator.h: aggregated, counted, throttled per object),
+ * queued, and written by one request at a time (POST, or PATCH of a
+ * repeat's count), at most --event-qps requests a second after a burst of
+ * --event-burst.
+ *
+ * Owns: the correlator, the bounded queue of writes (EVENT_QUEUE_MAX) and
+ * the one request in flight.
+ * Never: blocks (a full queue drops the event, counted), logs (problems
+ * go to the config's report callback, once per distinct problem and once
+ * when writes succeed again), or knows how to reach the API server: the
+ * config's client sets up each request (URL, TLS, token), so events go
+ * out through the same client as the API source's own requests.
+ *
+ * A write the server refuses (any HTTP error, after client-go's
+ * Retry-After retries) is dropped; one that gets no answer (refused
+ * connection, reset, timeout) is tried again after a random part of
+ * EVENT_RETRY_USEC, then every EVENT_RETRY_USEC, EVENT_MAX_TRIES times in
+ * all, the later writes waiting behind it (client-go's recordToSink).
+ */
+#ifndef PODMUX_EVENT_RECORDER_H
+#define PODMUX_EVENT_RECORDER_H
+
+#include <stdint.h>
+
+#include "util/curl_loop.h"
+#include "sources/event_correlator.h"
+#include "util/loop.h"
+#include "metrics/metrics.h"
+
+/* client-go's figures (tools/record/event.go, the REST client). */
+#define EVENT_QUEUE_MAX 1000
+#define EVENT_MAX_TRIES 12
+#define EVENT_RETRY_USEC (10ull * 1000000ull)
+#define EVENT_MAX_RETRY_AFTER 10
+/* The kubelet's --event-qps and --event-burst defaults; a burst of 0
+ * with a limit is client-go's default burst. */
+#define EVENT_DEFAULT_QPS 50
+#define EVENT_DEFAULT_BURST 100
+#define EVENT_CLIENT_BURST 10
+/* A write with no complete answer this long counts as no answer. */
+#define EVENT_REQUEST_TIMEOUT_USEC (30ull * 1000000ull)
+/* What podmux names itself in source.component and reportingComponent. */
+#define EVENT_COMPONENT "podmux"
+
+/* How requests reach the API server. */
+struct event_client {
+        /* Sets easy up for a request to path (from "/api/...") with the
+         * API server's URL, TLS and credentials, and returns the header
+         * list it needs in *ret_hdrs (the recorder frees it once the
+         * transfer is over, and may append to it).  0 or -ENOMEM. */
+        int (*prepare)(void *data, CURL *easy, const char *path, struct curl_slist **ret_hdrs);
+        /* The server answered 401: credentials are read again. */
+        void (*unauthorized)(void *data);
+        void *data;
+};
+
+/* A problem writing events (problem non-NULL: a line to log, once per
+ * distinct problem), or writes succeeding again (problem NULL; lost: the
+ * events dropped since the problem began). */
+typedef void (*event_report_fn)(void *data, const char *problem, uint64_t lost);
+
+struct event_recorder_config {
+        const char *node_name; /* source.host, reportingInstance, the Node */
+        unsigned qps;          /* writes a second; 0: no limit */
+        unsigned burst;        /* 0: EVENT_CLIENT_BURST */
+        struct event_client client;
+        event_report_fn report; /* may be NULL */
+        void *report_data;
+        struct event_stats *stats; /* counted into when not NULL; outlives the recorder */
+        /* 0: EVENT_QUEUE_MAX and EVENT_RETRY_USEC (tests make them small). */
+        size_t queue_max;
+        uint64_t retry_usec;
+};
+
+struct event_recorder;
+
+/* 0, -EINVAL for an empty node name or no prepare function, -ENOMEM. */
+int event_recorder_new(struct loop *loop, struct curl_loop *cl, const struct event_recorder_config *cfg,
+                       struct event_recorder **ret_er);
+/* Drops what is queued and cancels the write in flight.  NULL-safe. */
+void event_recorder_free(struct event_recorder *er);
+
+/*
+ * Records an event about obj (type "Normal" or "Warning"); never waits.
+ * 0 queued, 1 throttled by the spam filter, -ENOBUFS dropped (the queue
+ * is full), -ENOMEM (nothing changed), -EINVAL (see event_correlate()).
+ * Every call counts as recorded, and queued, throttled and dropped events
+ * in their own counters too.
+ */
+int event_recorder_record(struct event_recorder *er, const struct event_ref *obj, const char *type, const char *reason,
+                          const char *message);
+/* The Node this recorder reports on (kind Node, name and uid the node
+ * name, as the kubelet refers to its node). */
+struct event_ref event_recorder_node(const struct event_recorder *er);
+/* Writes waiting, the one in flight included. */
+size_t event_recorder_queued(const struct event_recorder *er);
+
+#endif

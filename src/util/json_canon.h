@@ -1,0 +1,62 @@
+/*
+ * json_canon — canonical JSON text of a json-c value, and digests of it.
+ *
+ * Canonical: object keys sorted bytewise, no whitespace, strings escaped the
+ * same way everywhere, numbers in the spelling they were decoded with (json-c
+ * keeps a double's original text; integers print as integers).  Two values
+ * that differ only in key order, whitespace or quoting have equal canonical
+ * text; null, absent, {} and [] stay distinct.
+ * Never: allocates anything the caller must free except through struct buf.
+ */
+#ifndef PODMUX_JSON_CANON_H
+#define PODMUX_JSON_CANON_H
+
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "util/buf.h"
+
+/* Appends the canonical text of v (NULL prints as null).  0 or -ENOMEM. */
+int json_canon_append(struct buf *out, json_object *v);
+
+/* Appends v as compact JSON text in its own member order, as json-c's
+ * plain printer writes it but always valid UTF-8 (see buf_json_string)
+ * and with every allocation checked: 0 or -ENOMEM, never a text with
+ * pieces missing (json-c's printer can return one when memory runs out). */
+int json_write(struct buf *out, json_object *v);
+
+/* 128-bit FNV-1a, streaming. */
+struct fnv128 {
+        uint64_t hi, lo;
+};
+void fnv128_init(struct fnv128 *h);
+void fnv128_update(struct fnv128 *h, const void *p, size_t n);
+/* 16 bytes, big-endian. */
+void fnv128_final(const struct fnv128 *h, uint8_t out[16]);
+/* 32 lowercase hex digits + NUL. */
+void fnv128_hex(const uint8_t digest[16], char out[33]);
+
+/*
+ * Parses strict JSON text into a tree with a nesting limit (a value at
+ * most JSON_MAX_DEPTH - 1 levels below the top).  -EINVAL with a message
+ * naming the byte offset in err (if given; as util/buf.h says, it
+ * replaces what err held, and a success leaves err alone); -ENOMEM, err
+ * empty, when memory runs out,
+ * never a partial tree or a parse error (building the message in err
+ * counts).  Caller puts the tree.
+ */
+#define JSON_MAX_DEPTH 64
+int json_parse_text(const char *text, size_t len, json_object **ret_obj, struct buf *err);
+
+/* json_object_object_add that takes v (put on failure too) and returns 0
+ * or -ENOMEM, without the key json-c 0.16 leaks when its table cannot
+ * grow. */
+int json_put(json_object *o, const char *key, json_object *v);
+
+/* A deep copy with every allocation checked (json-c's leaks a key when
+ * memory runs out); numbers keep their spelling.  0 or -ENOMEM; *ret
+ * is NULL for a null. */
+int json_copy(json_object *src, json_object **ret);
+
+#endif
