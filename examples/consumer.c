@@ -1,7 +1,12 @@
 /* consumer — keeps the node's pods with libpodmux-client and prints each
  * change.  cc consumer.c $(pkg-config --cflags --libs podmux-client) */
 #include <stdio.h>
+#include <string.h>
 #include <podmux/client.h>
+
+/* The last error printed: while the daemon is away every retry fails
+ * alike, and one line says so. */
+static char last_error[256];
 
 static void on_pods(struct podmux_client *c, const struct podmux_update *u, void *data)
 {
@@ -14,13 +19,17 @@ static void on_pods(struct podmux_client *c, const struct podmux_update *u, void
 
 static void on_synced(struct podmux_client *c, bool resumed, void *data)
 {
+        last_error[0] = '\0';
         printf("synced %s: %zu pods\n", resumed ? "(resumed)" : "(full state)", podmux_client_pod_count(c));
         fflush(stdout);
 }
 
 static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
 {
-        fprintf(stderr, "consumer: %s\n", e->message); /* the library never logs by itself */
+        if (!e->fatal && strncmp(last_error, e->message, sizeof(last_error) - 1) == 0)
+                return; /* the same failure again: said already */
+        (void)snprintf(last_error, sizeof(last_error), "%s", e->message);
+        fprintf(stderr, "consumer: %s%s\n", e->message, e->fatal ? "" : " (retrying)"); /* the library never logs */
 }
 
 int main(int argc, char **argv)

@@ -186,6 +186,15 @@ def _(t):
     p.wait_line(lambda x: x.startswith("synced (full state): 1 pods"),
                 what="synced")
     d.stop()
+    # While the daemon is away every retry fails alike: one line says so
+    # (the first retries come within a second: 0.1 s, doubling).
+    harness.wait_for(lambda: any("cannot connect" in x for x in p.err_lines()),
+                     T_WAIT, "the consumer's line about the daemon gone")
+    harness.settle(3)
+    said = [x for x in p.err_lines() if x.startswith("consumer: ")]
+    if any(a == b for a, b in zip(said, said[1:])) or len(said) > 4:
+        raise AssertionError("one line per failure while the daemon is "
+                             "away: %s" % said[:5])
     write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
     d.start()
     p.wait_line(lambda x: x.startswith("ADD file default/" + pn("db")) and
