@@ -8,15 +8,20 @@
 #    or error, and no two words of its text run together;
 #  - every default of `podmux run --help` that podmux(8), README.md or
 #    doc/*.md states is the one --help gives;
-#  - README.md's Layout names every module under src/ in its directory,
-#    and no module that is not there.
+#  - doc/design.md's module map has a row for every src/DIR/*.c in the
+#    table of its layer (### src/DIR), and every file design.md names
+#    exists where it says;
+#  - every link between the documents (relative markdown links in
+#    README.md, doc/*.md and go/README.md, with their #anchors as GitHub
+#    makes them, and every doc/FILE path they mention) resolves;
+#  - README.md is at most 300 lines: a user's guide, the rest in doc/.
 # Needs man(1) and groff (Debian: man-db, groff-base).
 top=${PODMUX_SRCDIR:-$(dirname "$0")/..}
 bin=${PODMUX_BIN:-./podmux}
 py=${PYTHON3:-python3}
 man="$top/doc/podmux.8"
 pages=$(cd "$top" && ls doc/*.[1-8])
-echo "1..$((8 + $(echo "$pages" | wc -l)))"
+echo "1..$((11 + $(echo "$pages" | wc -l)))"
 n=0
 for cmd in run watch validate status wait; do
         n=$((n + 1))
@@ -84,7 +89,7 @@ else
         printf '%s\n' "$joined" | sed '/^$/d; s/^/# /'
 fi
 
-# ---- defaults and the Layout, against the code --------------------------
+# ---- defaults, against the code ------------------------------------------
 n=$((n + 1))
 "$bin" run --help >"$tmp"
 if out=$("$py" - "$top" "$tmp" <<'EOF' 2>&1
@@ -152,41 +157,139 @@ for doc in docs:
     for f in sorted(required.get(doc, set()) - seen):
         bad.append("%s: states no default for %s (as \"`%s` (default %s)\")" % (doc, f, f, defaults.get(f)))
 
-# README.md's Layout: a row "src/DIR/  a, b (what), c and d" names
-# modules of src/DIR (a.c); every module of src/DIR is named in its row.
-readme = open(os.path.join(top, "README.md")).read()
-layout = re.search(r"^## Layout\n+```\n(.*?)```", readme, re.S | re.M)
-rows, cur = {}, None
-for line in (layout.group(1).splitlines() if layout else []):
-    m = re.match(r"^(\S+)\s+(.*)", line)
-    if m:
-        cur = m.group(1) if re.match(r"^src/\w+/$", m.group(1)) else None
-        if cur:
-            rows[cur] = m.group(2)
-    elif cur:
-        rows[cur] += " " + line.strip()
-if not rows:
-    bad.append("README.md: no Layout rows for src/")
-for d, text in sorted(rows.items()):
-    while re.search(r"\([^()]*\)", text):
-        text = re.sub(r"\([^()]*\)", "", text)
-    named = set()
-    for piece in re.split(r",|;| and ", text):
-        piece = piece.strip()
-        m = re.match(r"^(?:[\w-]+: )?([a-z][a-z0-9_]*)$", piece)
-        if m:
-            named.add(m.group(1))
-    have = {f[:-2] for f in os.listdir(os.path.join(top, d)) if f.endswith(".c")}
-    for x in sorted(named - have):
-        bad.append("README.md Layout: %s names %s, which is not %s%s.c" % (d, x, d, x))
-    for x in sorted(have - named):
-        bad.append("README.md Layout: %s does not name %s (%s%s.c)" % (d, x, d, x))
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 EOF
 ); then
-        echo "ok $n - the defaults the documents state are run --help's; README's Layout is the tree's"
+        echo "ok $n - the defaults the documents state are run --help's"
 else
         echo "not ok $n - documents disagree with the code"
         printf '%s\n' "$out" | sed 's/^/# /'
+fi
+
+# ---- doc/design.md's module map, against the tree ----------------------
+n=$((n + 1))
+if out=$("$py" - "$top" <<'EOF' 2>&1
+import glob, os, re, sys
+
+top = sys.argv[1]
+design = open(os.path.join(top, "doc", "design.md")).read()
+bad = []
+m = re.search(r"^## Module map\n(.*?)^## ", design, re.S | re.M)
+if not m:
+    sys.exit("doc/design.md: no \"## Module map\" section")
+# Each "### src/DIR — ..." table names the files of src/DIR in its rows'
+# first cell; "### Outside src" names paths from the top of the tree.
+tables = {}
+for sec in re.split(r"^### ", m.group(1), flags=re.M)[1:]:
+    title, body = sec.split("\n", 1)
+    names = []
+    for row in re.findall(r"^\|([^|\n]*)\|", body, re.M):
+        names += re.findall(r"`([^`]+)`", row)
+    d = re.match(r"(src/\w+)\b", title)
+    key = d.group(1) if d else ("" if title.startswith("Outside src") else None)
+    if key is not None:
+        tables[key] = names
+for d in sorted(glob.glob(os.path.join(top, "src", "*", ""))):
+    rel = os.path.relpath(d, top)
+    have = {os.path.basename(f) for f in glob.glob(os.path.join(d, "*.c"))}
+    if rel not in tables:
+        bad.append("doc/design.md: no table \"### %s\" in the module map" % rel)
+        continue
+    for f in sorted(have - set(tables[rel])):
+        bad.append("doc/design.md: %s/%s has no row in the %s table" % (rel, f, rel))
+for key, names in sorted(tables.items()):
+    for name in names:
+        if any(c in name for c in "*<> "):
+            continue
+        if not os.path.exists(os.path.join(top, key, name)):
+            bad.append("doc/design.md names %s, which is not in the tree" % os.path.join(key, name))
+# Every other backticked path the page gives from the top of the tree.
+for path in sorted(set(re.findall(
+        r"`((?:src|include|tests|scripts|doc|python|go|examples|manifests)/[\w./-]+)`", design))):
+    if not os.path.exists(os.path.join(top, path)):
+        bad.append("doc/design.md names %s, which is not in the tree" % path)
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+); then
+        echo "ok $n - doc/design.md's module map has a row for every module, and names only files that exist"
+else
+        echo "not ok $n - doc/design.md's module map disagrees with the tree"
+        printf '%s\n' "$out" | sed 's/^/# /'
+fi
+
+# ---- links between the documents ----------------------------------------
+n=$((n + 1))
+if out=$("$py" - "$top" <<'EOF' 2>&1
+import glob, os, re, sys
+
+top = sys.argv[1]
+docs = ["README.md", "go/README.md"] + sorted(
+    os.path.relpath(f, top) for f in glob.glob(os.path.join(top, "doc", "*.md")))
+
+
+def prose(path):
+    """The file's text outside fenced code blocks."""
+    out, fence = [], False
+    for line in open(os.path.join(top, path)):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        elif not fence:
+            out.append(line)
+    return "".join(out)
+
+
+slugs_of = {}
+
+
+def slugs(path):
+    """The anchors GitHub makes for the headings of a markdown file."""
+    if path not in slugs_of:
+        seen, out = {}, set()
+        for h in re.findall(r"^#{1,6} +(.*?) *#*$", prose(path), re.M):
+            s = re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            k = seen.get(s, 0)
+            seen[s] = k + 1
+            out.add(s if k == 0 else "%s-%d" % (s, k))
+        slugs_of[path] = out
+    return slugs_of[path]
+
+
+bad = []
+for doc in docs:
+    if not os.path.exists(os.path.join(top, doc)):
+        continue
+    text = prose(doc)
+    here = os.path.dirname(doc)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue                        # http:, https:, mailto:
+        path, _, anchor = target.partition("#")
+        rel = os.path.normpath(os.path.join(here, path)) if path else doc
+        if not os.path.exists(os.path.join(top, rel)):
+            bad.append("%s: link to %s: no such file" % (doc, target))
+        elif anchor and rel.endswith(".md") and anchor not in slugs(rel):
+            bad.append("%s: link to %s: no heading makes #%s" % (doc, target, anchor))
+    # Paths named in the text: doc/FILE, from the top of the tree.
+    for path in sorted(set(re.findall(r"(?<![\w/.-])(doc/[\w.-]*\w\.(?:md|[1-8]))", text))):
+        if not os.path.exists(os.path.join(top, path)):
+            bad.append("%s: names %s: no such file" % (doc, path))
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+); then
+        echo "ok $n - every link between the documents resolves"
+else
+        echo "not ok $n - links between the documents do not resolve"
+        printf '%s\n' "$out" | sed 's/^/# /'
+fi
+
+# ---- the README stays a user's guide --------------------------------------
+n=$((n + 1))
+lines=$(wc -l <"$top/README.md")
+if [ "$lines" -le 300 ]; then
+        echo "ok $n - README.md is at most 300 lines ($lines)"
+else
+        echo "not ok $n - README.md has $lines lines, more than 300: move the detail to doc/"
 fi
