@@ -1540,3 +1540,81 @@ class Probe:
                        for p in s.by_name(self.pod_name()))
         c.wait_state(ok, "after a relist (probe round %s)" % want,
                      timeout or T_WAIT)
+
+
+# ---- helpers shared by the test files ---------------------------------------
+
+def quiet(c, secs=0.4):
+    """Reads whatever arrives on consumer c within secs (scaled: it shows
+    an absence); returns the messages."""
+    out = []
+    end = time.monotonic() + secs * SCALE
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return out
+        try:
+            out.append(c.recv(left))
+        except ConsumerClosed:
+            raise
+        except AssertionError as e:
+            if "no message within" in str(e):
+                return out
+            raise
+
+
+def open_for_a_second(srv, since=0):
+    """Waits for an open watch on the fake API server srv and until it has
+    been open for over a second (closing it then is not a "very short
+    watch", which would back off and relist); returns its log entry."""
+    w = srv.wait_watch(since)
+    # Not scaled: the daemon's rule is a second of wall-clock time.
+    rest = 1.2 - (time.time() - w["t"])
+    if rest > 0:
+        time.sleep(rest)   # the rest of that second
+    return w
+
+
+def expect_true(cond, what):
+    """Fails the test with what unless cond holds."""
+    if not cond:
+        raise AssertionError(what)
+
+
+def index_of(c, op, uid, since=0, last=False):
+    """The index in c.msgs (from since) of the first pods message op that
+    carries uid, or of the last with last; None if there is none."""
+    idx = [i for i, m in enumerate(c.msgs)
+           if i >= since and m.get("type") == "pods" and m["op"] == op and
+           uid in msg_uids(m)]
+    if not idx:
+        return None
+    return idx[-1] if last else idx[0]
+
+
+def check_sources(c, allowed, since=0):
+    """Every pods message of c (from since) is from a source in allowed."""
+    for m in c.pods_msgs(since):
+        if m.get("source") not in allowed:
+            raise AssertionError("unexpected source: %s" % summarize(m))
+
+
+def bare_daemon(t, extra=(), manifest_path=None, default_registry=False):
+    """A started `podmux run` with no file source unless manifest_path
+    (t.daemon() always has one).  The plugin manager is off; with
+    default_registry it runs with no --plugins-registry-dir (the default
+    rule, allowed for this test) and the daemon is returned once a
+    consumer is synced (the loop runs, the manager has made its
+    directory: src/cmd/run.c starts it before the loop)."""
+    if default_registry:
+        t.allow_default_registry()
+        d = Daemon(t, manifest_path, freq=None, plugins_dir=None,
+                   extra=list(extra))
+    else:
+        d = Daemon(t, manifest_path, freq=None,
+                   extra=list(extra) + ["--plugins-registry-dir", ""])
+    t.daemons.append(d)
+    d.start()
+    if default_registry:
+        d.connect().read_initial()
+    return d

@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import apitls  # noqa: E402
 import harness  # noqa: E402
+from harness import quiet, open_for_a_second, check_sources  # noqa: E402
 from fakeapi import FakeAPI, describe  # noqa: E402
 from harness import (NODE, SEEN_RE, T_SHORT, T_WAIT, msg_names,  # noqa: E402
                      msg_uids, pn, pod_ann, pod_labels, pod_name, pod_uid,
@@ -214,31 +215,6 @@ def check_annotations(c):
                 pod_name(p), pod_ann(p, SEEN_ANN)))
 
 
-def check_sources(c, allowed=("api",)):
-    for m in c.pods_msgs():
-        if m.get("source") not in allowed:
-            raise AssertionError("unexpected source: %s" % summarize(m))
-
-
-def quiet(c, secs):
-    """Reads whatever arrives within secs (scaled: it shows an absence);
-    returns the messages."""
-    out = []
-    deadline = time.monotonic() + secs * harness.SCALE
-    while True:
-        rem = deadline - time.monotonic()
-        if rem <= 0:
-            return out
-        try:
-            out.append(c.recv(rem))
-        except harness.ConsumerClosed:
-            raise
-        except AssertionError as e:
-            if "no message within" in str(e):
-                return out
-            raise
-
-
 def expect_whole_first_push(c, names):
     """The first api message holds exactly names: no partial list."""
     m = c.expect(lambda x: x.get("type") == "pods" and x.get("source") ==
@@ -343,17 +319,6 @@ def first_after(srv, since, pred, what, timeout=None):
 def next_pods_req(srv, since, what, timeout=None):
     """The first pods request (list, continue or watch) after since."""
     return first_after(srv, since, lambda r: True, what, timeout)
-
-
-def open_for_a_second(srv, since=0):
-    """Waits for an open watch and until it has been open for over a second
-    (so closing it is not a "very short watch")."""
-    w = srv.wait_watch(since)
-    # Not scaled: the daemon's rule is a second of wall-clock time.
-    rest = 1.2 - (time.time() - w["t"])
-    if rest > 0:
-        time.sleep(rest)   # the rest of that second
-    return w
 
 
 # ===========================================================================
@@ -805,7 +770,7 @@ def _(t):
     converge(c, srv)
     c.assert_never_named(["x1", "x2"])
     check_annotations(c)
-    check_sources(c)
+    check_sources(c, ("api",))
     for p in api_pods(c.state).values():
         anns = p["metadata"].get("annotations") or {}
         if "kubernetes.io/config.hash" in anns:
@@ -1645,7 +1610,7 @@ def _(t):
             srv.config(framing=rnd.choice(["normal", "split", "batch",
                                            "mixed"]))
         converge(c, srv, timeout=40)
-    check_sources(c)
+    check_sources(c, ("api",))
 
 
 @api_test("a server that accepts the watch and then sends nothing: the "

@@ -15,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from harness import index_of  # noqa: E402
 from harness import (BAD_FIXTURES, IS_ROOT, MIB10, MODES, NODE,  # noqa: E402
                      SEEN_RE, UID_RE, Probe, assert_reason,
                      garbage_bytes, msg_names, msg_uids, pn, pod_ann,
@@ -80,14 +81,6 @@ def expect_removed(c, mode, uids, all_names):
     if mode == INCR:
         return c.expect_pods("REMOVE", uids=uids)
     return c.expect_pods("SET", names=all_names)
-
-
-def index_of(c, op, uid, last=False):
-    idx = [i for i, m in enumerate(c.msgs)
-           if m.get("type") == "pods" and m["op"] == op and uid in msg_uids(m)]
-    if not idx:
-        return None
-    return idx[-1] if last else idx[0]
 
 
 def assert_replaced(c, mode, old_uid, new_uid):

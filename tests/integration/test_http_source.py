@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from harness import quiet, expect_true, index_of, check_sources  # noqa: E402
 from harness import (MIB10, NODE, SEEN_RE, T_LONG, T_SHORT, T_WAIT,  # noqa: E402
                      UID_RE, ConsumerClosed, msg_names, msg_uids, pn,
                      pod_ann, pod_image, pod_json, pod_labels, pod_name,
@@ -131,30 +132,6 @@ def wait_url_error(d, url, n=1, timeout=None, words=None):
     return line
 
 
-def expect_true(cond, what):
-    if not cond:
-        raise AssertionError(what)
-
-
-def quiet(c, secs=0.4):
-    """Reads whatever arrives within secs (scaled: it shows an absence);
-    returns the messages."""
-    out = []
-    end = time.monotonic() + secs * harness.SCALE
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return out
-        try:
-            out.append(c.recv(left))
-        except ConsumerClosed:
-            raise
-        except AssertionError as e:
-            if "no message within" in str(e):
-                return out
-            raise
-
-
 def pods_since(c, i):
     return [m for m in c.msgs[i:] if m.get("type") == "pods"]
 
@@ -164,20 +141,6 @@ def no_pods_since(c, i, why):
     if got:
         raise AssertionError("%s, but got: %s" %
                              (why, " | ".join(summarize(m) for m in got)))
-
-
-def index_of(c, op, uid, since=0):
-    for i, m in enumerate(c.msgs):
-        if i >= since and m.get("type") == "pods" and m["op"] == op and \
-                uid in msg_uids(m):
-            return i
-    return None
-
-
-def check_sources(c, since=0, allowed=("http",)):
-    for m in pods_since(c, since):
-        if m.get("source") not in allowed:
-            raise AssertionError("unexpected source: %s" % summarize(m))
 
 
 def tolerations(p):
@@ -336,7 +299,7 @@ def _(t):
                                  summarize(x))
     if pod_ann(c.state.one(pn("a")), HASH_ANN) != new:
         raise AssertionError("config.hash must follow the new uid")
-    check_sources(c)
+    check_sources(c, ("http",))
 
 
 @http_test("PodList with pinned uids: spec change -> UPDATE (uid and "
@@ -401,7 +364,7 @@ def _(t):
         if PINNED2 in msg_uids(x):
             raise AssertionError("the unchanged pod was touched: %s" %
                                  summarize(x))
-    check_sources(c)
+    check_sources(c, ("http",))
 
 
 @http_test("unchanged content: several polls (counted by the server) and no "
@@ -483,7 +446,7 @@ def _(t):
         raise AssertionError("same content must give the same uids: %s vs "
                              "%s" % (msg_uids(ad), uids))
     c.wait_until_state([pn("a"), pn("b")])
-    check_sources(c)
+    check_sources(c, ("http",))
 
 
 @http_test("empty body as the very first answer: zero-pod ADD marker from "
@@ -680,7 +643,7 @@ def _(t):
     c.assert_never_named([pn("evil")])
     d.wait_log(lambda x: "succeeded again" in x.msg.lower(),
                "a 'succeeded again' line")
-    check_sources(c)
+    check_sources(c, ("http",))
 
 
 @http_test("repeated failures: one error line for one reason however many "

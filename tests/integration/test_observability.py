@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import apitls  # noqa: E402
 import harness  # noqa: E402
+from harness import open_for_a_second, expect_true, bare_daemon  # noqa: E402
 from fakeapi import FakeAPI  # noqa: E402
 from harness import (BIN, IS_ROOT, T_LONG, T_SHORT, T_WAIT,  # noqa: E402
                      ConsumerClosed, pn, pod_yaml, summarize, test,
@@ -478,11 +479,6 @@ def expect_eq(got, want, what):
         raise AssertionError("%s: %r, want %r" % (what, got, want))
 
 
-def expect_true(cond, what):
-    if not cond:
-        raise AssertionError(what)
-
-
 # ===========================================================================
 # podmux status
 
@@ -594,14 +590,6 @@ def started(t, files, extra=(), **kw):
     c.read_initial()
     c.expect_type("sources_ready")
     return m, d, c
-
-
-def bare_daemon(t, extra):
-    """A `podmux run` with no file source (t.daemon() always has one)."""
-    d = harness.Daemon(t, None, freq=None, extra=list(extra) + NO_PLUGINS)
-    t.daemons.append(d)
-    d.start()
-    return d
 
 
 def with_servers(fn):
@@ -1183,17 +1171,6 @@ def _(t):
 
 # ===========================================================================
 # 5. API source
-
-def open_for_a_second(srv, since=0):
-    """An open watch, open for over a second (closing it then is not a
-    "very short watch", which would back off and relist)."""
-    w = srv.wait_watch(since)
-    # Not scaled: the daemon's rule is a second of wall-clock time.
-    rest = 1.2 - (time.time() - w["t"])
-    if rest > 0:
-        time.sleep(rest)   # the rest of that second
-    return w
-
 
 def api_counts(srv):
     """(lists started after the first, watches that ended) by the fake

@@ -18,6 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
+from harness import bare_daemon  # noqa: E402
 from harness import BIN, IS_ROOT, NODE, pod_yaml, test, write_file  # noqa
 
 REGISTRY = os.path.join("varlib", "kubelet", "plugins_registry")
@@ -36,26 +37,12 @@ def need_confinement(t):
                              "suite off /var/lib/kubelet: %s" % why)
 
 
-def bare_daemon(t, extra=(), manifest_path=None):
-    """podmux run without --plugins-registry-dir (and, unless given, no
-    source), allowed for this test."""
-    t.allow_default_registry()
-    d = harness.Daemon(t, manifest_path, freq=None, plugins_dir=None,
-                       extra=list(extra))
-    t.daemons.append(d)
-    d.start()
-    # synced means the loop runs: the plugin manager, if any, has started
-    # and created its directory (src/cmd/run.c starts it before the loop).
-    d.connect().read_initial()
-    return d
-
-
 @test("as root, podmux run with no source and no --plugins-registry-dir "
       "watches /var/lib/kubelet/plugins_registry, which the suite sees "
       "created in the test's own /var/lib and reports")
 def _(t):
     need_confinement(t)
-    d = bare_daemon(t)
+    d = bare_daemon(t, default_registry=True)
     reg = t.path(REGISTRY)
     if not os.path.isdir(reg):
         raise AssertionError("%s was not created: the default registry is "
@@ -143,7 +130,7 @@ def _source_test(flag, args):
           "no plugin manager and creates nothing under /var/lib" % flag)
     def _(t):
         need_confinement(t)
-        d = bare_daemon(t, extra=args(t))
+        d = bare_daemon(t, extra=args(t), default_registry=True)
         made = os.listdir(t.varlib())
         if made:
             raise AssertionError("created under /var/lib: %s" % made)
