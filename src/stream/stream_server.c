@@ -1656,12 +1656,12 @@ static void lose_broadcast(struct stream_server *srv)
         srv->floor = srv->seq + 1;
 }
 
-int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u)
+/* The end of a broadcast whose message make (r, m) built: kept in the
+ * history (with u, the record of a pods message) and queued to every
+ * consumer.  A message that could not be made for want of memory is a
+ * lost broadcast: consumers that missed it are cut (lose_broadcast). */
+static int send_made(struct stream_server *srv, int r, struct msg *m, const struct pod_update *u)
 {
-        struct msg *m = NULL;
-        int r;
-
-        r = msg_pods(srv, u, &m);
         if (r == -ENOMEM)
                 lose_broadcast(srv);
         if (r < 0)
@@ -1670,6 +1670,15 @@ int stream_server_broadcast(struct stream_server *srv, const struct pod_update *
         fan_out(srv, m);
         msg_unref(m);
         return 0;
+}
+
+int stream_server_broadcast(struct stream_server *srv, const struct pod_update *u)
+{
+        struct msg *m = NULL;
+        int r;
+
+        r = msg_pods(srv, u, &m);
+        return send_made(srv, r, m, u);
 }
 
 int stream_server_plugin(struct stream_server *srv, const char *op, const char *socket,
@@ -1692,15 +1701,9 @@ int stream_server_plugin(struct stream_server *srv, const char *op, const char *
                 free(strmap_remove(srv->plugins, socket));
         }
         r = msg_plugin(srv, op, plugin_json, error, &m);
-        if (r == -ENOMEM)
-                lose_broadcast(srv);
-        if (r < 0)
-                return r;
-        m->news = strcmp(op, "FAILED") == 0;
-        history_push(srv, m, NULL);
-        fan_out(srv, m);
-        msg_unref(m);
-        return 0;
+        if (r == 0)
+                m->news = strcmp(op, "FAILED") == 0;
+        return send_made(srv, r, m, NULL);
 }
 
 /* Keeps body as what source says (not live), or forgets it (live).  0
@@ -1742,14 +1745,7 @@ int stream_server_source_state(struct stream_server *srv, const char *source, co
         /* Kept: a consumer cut now resumes, or gets the state, with it. */
         r = msg_source(srv, body.data, &m);
         buf_free(&body);
-        if (r == -ENOMEM)
-                lose_broadcast(srv);
-        if (r < 0)
-                return r;
-        history_push(srv, m, NULL);
-        fan_out(srv, m);
-        msg_unref(m);
-        return 0;
+        return send_made(srv, r, m, NULL);
 }
 
 int stream_server_sources_ready(struct stream_server *srv,
