@@ -408,10 +408,16 @@ def _parse(line):
 class _Cache:
     """Pods by (source, uid), with what C's cache has: the pods in the
     daemon's order (a sorted list: an insert or removal is a search and a
-    memmove), and indexes by uid and by (namespace, name)."""
+    memmove), and indexes by uid and by (namespace, name).
+
+    Every pod that changes is reported to watch (when set) as (old, new),
+    None for an added or a removed pod, as it changes: the client's
+    indexes follow the cache inside each apply (go/store.go does the
+    same)."""
 
     def __init__(self):
         self.pods = {}       # (source, uid) -> Pod
+        self.watch = None    # fn(old, new)
         self.held = set()    # (source, uid) of the pods held over
         self.plugins = {}    # socket -> (plugin_json, type, name)
         self._keys = []      # Pod.key() of each pod, sorted
@@ -438,30 +444,36 @@ class _Cache:
         del self._order[i]
 
     def _put(self, p):
-        self.held.discard((p.source, p.uid))
-        old = self.pods.get((p.source, p.uid))
-        if old is not None:
-            if old.key() == p.key():
-                i = bisect.bisect_left(self._keys, p.key())
-                self._order[i] = p
-                self.pods[(p.source, p.uid)] = p
-                self._index(p)
-                return
-            self._unindex(old)
-        self.pods[(p.source, p.uid)] = p
-        self._index(p)
-        k = p.key()
-        i = bisect.bisect_left(self._keys, k)
-        self._keys.insert(i, k)
-        self._order.insert(i, p)
+        k = (p.source, p.uid)
+        self.held.discard(k)
+        old = self.pods.get(k)
+        if old is not None and old.key() == p.key():
+            i = bisect.bisect_left(self._keys, p.key())
+            self._order[i] = p
+            self.pods[k] = p
+            self._index(p)
+        else:
+            if old is not None:
+                self._unindex(old)
+            self.pods[k] = p
+            self._index(p)
+            pk = p.key()
+            i = bisect.bisect_left(self._keys, pk)
+            self._keys.insert(i, pk)
+            self._order.insert(i, p)
+        if self.watch is not None:
+            self.watch(old, p)
 
     def _drop(self, k):
         self.held.discard(k)
         old = self.pods.pop(k, None)
         if old is not None:
             self._unindex(old)
+            if self.watch is not None:
+                self.watch(old, None)
 
     def _set(self, pods):
+        before = self.pods
         self.held = set()
         self.pods = {(p.source, p.uid): p for p in pods}
         self._order = sorted(self.pods.values(), key=Pod.key)
@@ -469,6 +481,16 @@ class _Cache:
         self._by_uid, self._by_name = {}, {}
         for p in self._order:
             self._index(p)
+        if self.watch is not None:
+            _report(self.watch, before, self.pods)
+
+    def take_over(self, old):
+        """Takes the place of old (a full state built beside it): old's
+        watch is told the difference and watches this cache from now on.
+        O(old + this)."""
+        if old.watch is not None:
+            _report(old.watch, old.pods, self.pods)
+        self.watch = old.watch
 
     def apply_pods(self, m):
         if m.op == "SET":
@@ -529,6 +551,53 @@ class _Cache:
             return None
         return min(d.values(), key=Pod.key) if len(d) > 1 else \
             next(iter(d.values()))
+
+
+def _report(watch, before, after):
+    """Tells watch each pod that is not the same object in before and
+    after."""
+    for k, o in before.items():
+        n = after.get(k)
+        if n is not o:
+            watch(o, n)
+    for k, n in after.items():
+        if k not in before:
+            watch(None, n)
+
+
+class _Index:
+    """One index of Client.add_index(): the pods of each key, and each
+    pod's keys (so a pod is taken out without calling fn again).  pods is
+    None until the index is built (a built-in one by the first by_index
+    that reads it: a client that never reads it pays nothing)."""
+    __slots__ = ("fn", "pods", "keys")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.pods = None     # key -> {(source, uid): Pod}
+        self.keys = {}       # (source, uid) -> keys
+
+    def build(self, pods):
+        self.pods, self.keys = {}, {}
+        for p in pods:
+            self.put(p)
+
+    def put(self, p):
+        keys = list(self.fn(p))
+        if not keys:
+            return
+        k = (p.source, p.uid)
+        self.keys[k] = keys
+        for key in keys:
+            self.pods.setdefault(key, {})[k] = p
+
+    def drop(self, p):
+        k = (p.source, p.uid)
+        for key in self.keys.pop(k, ()):
+            d = self.pods[key]
+            del d[k]
+            if not d:
+                del self.pods[key]
 
 
 def _diff(old, new):
@@ -601,15 +670,15 @@ class Client:
         self._partial = resume_after is not None
         self._events = None       # events()'s queue while it runs
         self._handlers = []       # add_handler()
-        # (source, uid) -> Pod last handed on: built from the cache on
-        # first use (_ensure_seen), so a client without handlers or index
-        # reads pays nothing.
+        # (source, uid) -> Pod last given to the handlers of
+        # add_handler(): built from the cache by the first one, so a
+        # client without them pays nothing.
         self._seen = None
-        # add_index(): name -> (fn, {key: {(source, uid): Pod}},
-        # {(source, uid): keys})
-        self._indexes = {}
-        self.add_index(INDEX_NAMESPACE, lambda p: [p.namespace])
-        self.add_index(INDEX_SOURCE, lambda p: [p.source])
+        # add_index(): kept in step with the cache through its watch.
+        self._indexes = {
+            INDEX_NAMESPACE: _Index(lambda p: (p.namespace,)),
+            INDEX_SOURCE: _Index(lambda p: (p.source,)),
+        }
         self._ready = None
         self._sock = None
         self._next_attempt = 0.0
@@ -815,63 +884,54 @@ class Client:
 
     def add_index(self, name, fn):
         """Adds an index (client-go's AddIndexers): fn(pod) gives a pod's
-        keys, zero or more (an iterable of str).  Built at once from the
-        pods handed on, then kept in step with them pod by pod, before the
-        handlers of add_handler() are called for the pod: a handler that
-        reads an index sees the state after its change.  Cost: O(changed
-        pods x their keys) per update, from the first add_handler() or
-        by_index() on (which fills the indexes from the cache).  The built-in ones are
-        INDEX_NAMESPACE and INDEX_SOURCE.  ValueError if the name is
-        taken."""
+        keys, zero or more (an iterable of str).  Built from the cache at
+        once, then kept in step with it inside each apply, pod by pod,
+        before on_pods and the handlers of add_handler() are called: a
+        handler that reads an index sees the state after its change.
+        Cost: O(changed pods x their keys) per update.  The built-in ones
+        are INDEX_NAMESPACE and INDEX_SOURCE (built by the first by_index()
+        that reads them).  ValueError if the name is taken."""
         if name in self._indexes:
             raise ValueError("podmux: index %r: already added" % name)
-        x = (fn, {}, {})
+        x = _Index(fn)
+        x.build(self._cache.ordered())
         self._indexes[name] = x
-        for k, p in (self._seen or {}).items():
-            self._index_put(x, k, p)
-
-    def _ensure_seen(self):
-        if self._seen is None:
-            self._seen = {}
-            for p in self._cache.ordered():
-                self._seen_put(p.source_uid(), p)
+        self._cache.watch = self._index_watch
 
     def by_index(self, name, key):
-        """The pods whose keys in the index name include key, in the
-        daemon's order (namespace, name, uid, source): a new list.  The
-        pods are as last handed on (see add_handler).  KeyError if no
-        such index was added.  Cost: O(k log k) for k pods found."""
+        """The pods of the cache whose keys in the index name include key,
+        in the daemon's order (namespace, name, uid, source): a new list;
+        the pods are those pods() holds (after a daemon restart, say, each
+        with the new run's text even when nothing was handed on for it),
+        as the Go package's ByIndex gives them.  KeyError if no such index
+        was added.  Cost: O(k log k) for k pods found; the first read of a
+        built-in index builds it, O(cache)."""
         x = self._indexes.get(name)
         if x is None:
             raise KeyError("podmux: no index %r" % name)
-        self._ensure_seen()
-        return sorted(x[1].get(key, {}).values(), key=Pod.key)
+        if x.pods is None:
+            x.build(self._cache.ordered())
+            self._cache.watch = self._index_watch
+        return sorted(x.pods.get(key, {}).values(), key=Pod.key)
 
-    @staticmethod
-    def _index_put(x, k, p):
-        keys = list(x[0](p))
-        if keys:
-            x[2][k] = keys
-        for key in keys:
-            x[1].setdefault(key, {})[k] = p
+    def _index_watch(self, old, new):
+        """The cache's watch: each built index follows one pod."""
+        for x in self._indexes.values():
+            if x.pods is None:
+                continue
+            if old is not None:
+                x.drop(old)
+            if new is not None:
+                x.put(new)
 
-    @staticmethod
-    def _index_drop(x, k):
-        for key in x[2].pop(k, ()):
-            d = x[1][key]
-            del d[k]
-            if not d:
-                del x[1][key]
+    def _ensure_seen(self):
+        if self._seen is None:
+            self._seen = {p.source_uid(): p for p in self._cache.ordered()}
 
     def _seen_put(self, k, p):
-        for x in self._indexes.values():
-            self._index_drop(x, k)
-            self._index_put(x, k, p)
         self._seen[k] = p
 
     def _seen_drop(self, k):
-        for x in self._indexes.values():
-            self._index_drop(x, k)
         return self._seen.pop(k, None)
 
     def _upsert(self, p, quiet):
@@ -1202,6 +1262,7 @@ class Client:
         else:
             recs, plugs = _diff(self._cache, fresh)
             resync = self._synced_once
+        fresh.take_over(self._cache)
         self._cache = fresh
         self._partial = False
         if ready is not None:

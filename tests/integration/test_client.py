@@ -1261,10 +1261,17 @@ def gen_keys(p):
     return (["odd"] if n % 2 else []) + (["gen=%d" % n] if n < 4 else [])
 
 
+def seen_keys(p):
+    """The scenario table's custom index seen."""
+    v = harness.pod_ann(p.obj(), SEEN)
+    return [v] if v else []
+
+
 def run_scenario(t, sc):
     s = Script(t)
     c = podmux.Client(s.path)
     c.add_index("gen", gen_keys)
+    c.add_index("seen", seen_keys)
     log = []
     for step in sc["steps"]:
         where = "%s: step %r" % (sc["name"], step)
