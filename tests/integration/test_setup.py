@@ -289,6 +289,8 @@ def python_install(t, cmds, run):
     top = t.mkdir("checkout")
     shutil.copytree(os.path.join(SRCDIR, "python"),
                     os.path.join(top, "python"))
+    # Built from pyproject.toml alone (setuptools >= 61 reads [project]).
+    assert not os.path.exists(os.path.join(top, "python", "setup.py"))
     shutil.copytree(os.path.join(SRCDIR, "examples"),
                     os.path.join(top, "examples"))
     pybin = t.mkdir("pybin")
@@ -334,7 +336,8 @@ def python_install(t, cmds, run):
 
 
 @test("README's Python install into a venv with system site packages works "
-      "offline with Debian's python3 and runs examples/consumer.py")
+      "offline with Debian's python3, ships py.typed and runs "
+      "examples/consumer.py")
 def _(t):
     if SANITIZED:
         t.skip(ONCE)
@@ -343,16 +346,20 @@ def _(t):
         home, ".local", "share", "podmux-venv", "lib"))
         if "__init__.py" in files and dp.endswith(os.sep + "podmux")]
     assert found, "podmux is not installed in the venv"
+    assert os.path.exists(os.path.join(found[0], "py.typed")), found
 
 
 @test("README's Python install with pip --target works offline with "
-      "Debian's python3 and runs examples/consumer.py")
+      "Debian's python3 (pyproject.toml alone, no setup.py), ships py.typed "
+      "and runs examples/consumer.py")
 def _(t):
     if SANITIZED:
         t.skip(ONCE)
     home = python_install(t, TARGET_CMDS, TARGET_RUN)
-    assert os.path.exists(os.path.join(home, ".local", "lib", "podmux",
-                                       "podmux", "__init__.py"))
+    # py.typed is installed with it: type checkers read its hints.
+    for f in ("__init__.py", "py.typed"):
+        assert os.path.exists(os.path.join(home, ".local", "lib", "podmux",
+                                           "podmux", f)), f
 
 
 # ---- make install, make check -----------------------------------------------
