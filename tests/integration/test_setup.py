@@ -25,7 +25,7 @@ ONCE = "checked once, in the plain build (it does not depend on the binary)"
 # What only the suite or the fuzzer needs: never installed by scripts/demo.
 TEST_ONLY = {"check", "valgrind", "clang", "python3-grpcio",
              "python3-protobuf", "protobuf-compiler", "python3-venv",
-             "systemd", "golang-go"}
+             "systemd", "golang-go", "mypy"}
 
 
 def readme():
@@ -125,7 +125,7 @@ def _(t):
     assert not [p for p in build if p.startswith("libclang-rt")], build
     assert set(build) <= set(suite) and set(build) <= set(fuzz)
     for p in ("check", "valgrind", "python3-grpcio", "protobuf-compiler",
-              "python3-venv", "python3-pip", "systemd"):
+              "python3-venv", "python3-pip", "systemd", "mypy"):
         assert p in suite, (p, suite)
     assert "clang" not in suite, suite
     assert "clang" in fuzz, fuzz
