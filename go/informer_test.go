@@ -80,6 +80,25 @@ func genKeys(t *testing.T) IndexFunc {
 	}
 }
 
+// seenKeys is the scenario table's custom index seen: the pod's
+// kubernetes.io/config.seen annotation, if it has one.
+func seenKeys(t *testing.T) IndexFunc {
+	return func(p Pod) []string {
+		var v struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := p.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if s := v.Metadata.Annotations["kubernetes.io/config.seen"]; s != "" {
+			return []string{s}
+		}
+		return nil
+	}
+}
+
 // inSourceIndex: whether the source index holds p (the indexes are in
 // step with the cache when a handler is called).
 func inSourceIndex(t *testing.T, c *Client, p Pod) bool {
@@ -128,6 +147,9 @@ func runScenario(t *testing.T, sc scenario) {
 	l := &hlog{}
 	seq := uint64(100000)
 	if err := x.c.AddIndex("gen", genKeys(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.c.AddIndex("seen", seenKeys(t)); err != nil {
 		t.Fatal(err)
 	}
 	for i, st := range sc.Steps {

@@ -1,5 +1,6 @@
 """podmux — a consumer of podmux's update stream (protocol 1, see
-doc/protocol.md in the podmux repository), standard library only.
+doc/protocol.md in the podmux repository), standard library only, typed
+(py.typed: a type checker reads the hints here).
 
 The same semantics as the C library libpodmux-client
 (include/podmux/client.h): an always-consistent local cache of the node's
@@ -43,43 +44,117 @@ handed on whole: one SET of every pod (source "*", resync=True) and a
 REGISTERED for every plugin; replace what you hold with these.
 
     import podmux
-    c = podmux.Client("/run/podmux/podmux.sock")
-    for ev in c.events():
-        if ev.kind == "pods":
-            for p in ev.update.pods:
-                print(ev.update.op, p.namespace, p.name)
+    with podmux.Client("/run/podmux/podmux.sock") as c:
+        for ev in c.events():
+            if ev.kind == "pods":          # ev is an EventPods
+                for p in ev.update.pods:
+                    print(ev.update.op, p.namespace, p.name)
 
-A client is used by one thread at a time.  It never logs by itself: log
-lines go to on_log if set.
+The records (Pod, Update, PluginEvent, Reconnect and the events) are
+frozen dataclasses; ops and error kinds are enums whose members are their
+strings (Op.ADD == "ADD", printed as ADD).  A client is used by one thread
+at a time.  It never logs by itself: log lines go to on_log if set.
 """
+
+from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
+import enum
 import errno
 import json
 import re
 import selectors
 import socket
 import time
+from typing import (Any, Callable, ClassVar, DefaultDict, Deque, Dict,
+                    Final, Iterable, Iterator, List, Literal, Optional, Set,
+                    Tuple, Union)
 
 __all__ = ["Client", "Pod", "Update", "PluginEvent", "Error", "Reconnect",
-           "Event", "PROTOCOL", "DEFAULT_SOCKET", "OPS"]
+           "Op", "PluginOp", "ErrorKind", "LogLevel", "IndexFunc",
+           "Event", "EventPods", "EventSynced", "EventSourcesReady",
+           "EventPlugin", "EventError", "EventReconnect",
+           "PROTOCOL", "DEFAULT_SOCKET", "OPS", "INDEX_NAMESPACE",
+           "INDEX_SOURCE", "CONNECT", "PERMISSION", "PROTOCOL_MISMATCH",
+           "SERVER", "CLOSED", "BAD_MESSAGE", "NOMEM"]
 
-PROTOCOL = 1
-DEFAULT_SOCKET = "/run/podmux/podmux.sock"
-OPS = ("SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE")
+PROTOCOL: Final = 1
+DEFAULT_SOCKET: Final = "/run/podmux/podmux.sock"
+# Not Final: a test (or scripts/bench) may shorten the backoff.
 BACKOFF_MIN = 0.1
 BACKOFF_MAX = 5.0
-DEFAULT_MAX_LINE = 256 * 1024 * 1024
-READ_BUDGET = 4 * 1024 * 1024
-SOURCE_ANNOTATION = "kubernetes.io/config.source"
+DEFAULT_MAX_LINE: Final = 256 * 1024 * 1024
+READ_BUDGET: Final = 4 * 1024 * 1024
+SOURCE_ANNOTATION: Final = "kubernetes.io/config.source"
 
-# Error kinds, as in the C library.
-CONNECT, PERMISSION, PROTOCOL_MISMATCH, SERVER, CLOSED, BAD_MESSAGE, NOMEM = (
-    "connect", "permission", "protocol", "server", "closed", "bad_message",
-    "nomem")
 
-_SERVER_ERRORS = {
+class _StrEnum(str, enum.Enum):
+    """An enum whose members are their strings: equal to them, hashed as
+    them, and printed as them ("%s" and f-strings give "ADD", not
+    "Op.ADD")."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(str.__str__(self), format_spec)
+
+    __hash__ = str.__hash__
+
+
+class Op(_StrEnum):
+    """The op of a "pods" message or of a computed resync record
+    (doc/protocol.md)."""
+    SET = "SET"            # the whole merged state: replaces every pod
+    ADD = "ADD"            # pods new to the node
+    UPDATE = "UPDATE"      # pods that changed
+    DELETE = "DELETE"      # pods deleted gracefully (deletionTimestamp set)
+    REMOVE = "REMOVE"      # pods gone
+    RECONCILE = "RECONCILE"  # only the pod's status changed
+
+
+OPS: Final[Tuple[Op, ...]] = tuple(Op)
+_OP_BY_NAME: Final[Dict[str, Op]] = {o.value: o for o in Op}
+
+
+class PluginOp(_StrEnum):
+    """The op of a plugin message.  A newer daemon may send another: the
+    client hands that on as its plain string."""
+    REGISTERED = "REGISTERED"
+    DEREGISTERED = "DEREGISTERED"
+    FAILED = "FAILED"        # news, not state: the cache does not keep it
+
+
+_PLUGIN_OP_BY_NAME: Final[Dict[str, PluginOp]] = {o.value: o
+                                                  for o in PluginOp}
+
+
+class ErrorKind(_StrEnum):
+    """What went wrong (Error.kind), as in the C library."""
+    CONNECT = "connect"          # the socket cannot be reached
+    PERMISSION = "permission"    # not allowed: fatal
+    PROTOCOL_MISMATCH = "protocol"  # another protocol spoken: fatal
+    SERVER = "server"            # the daemon closed it, saying why (reason)
+    CLOSED = "closed"            # the connection ended
+    BAD_MESSAGE = "bad_message"  # a line that is not a protocol 1 message
+    NOMEM = "nomem"              # out of memory; resynchronizing
+
+
+# The kinds as module names too.
+CONNECT: Final = ErrorKind.CONNECT
+PERMISSION: Final = ErrorKind.PERMISSION
+PROTOCOL_MISMATCH: Final = ErrorKind.PROTOCOL_MISMATCH
+SERVER: Final = ErrorKind.SERVER
+CLOSED: Final = ErrorKind.CLOSED
+BAD_MESSAGE: Final = ErrorKind.BAD_MESSAGE
+NOMEM: Final = ErrorKind.NOMEM
+
+# The level of a line given to on_log.
+LogLevel = Literal["info", "warning", "error"]
+
+_SERVER_ERRORS: Final[Dict[str, Tuple[ErrorKind, int]]] = {
     "Forbidden": (PERMISSION, errno.EACCES),
     "SlowConsumer": (SERVER, errno.ENOBUFS),
     "ResourceExhausted": (SERVER, errno.ENOMEM),
@@ -89,53 +164,93 @@ _SERVER_ERRORS = {
 }
 
 
+# The records are frozen dataclasses with __slots__ written out (not
+# slots=True, which needs Python 3.10): as fast to read as the namedtuples
+# they replace, and cheap to make (scripts/bench --only client).
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class Pod:
     """One pod: its JSON text exactly as the daemon sent it, its identity,
-    and the decoded object on demand (obj())."""
+    and the decoded object on demand (obj()).  source is "file", "http" or
+    "api"."""
     __slots__ = ("json", "uid", "namespace", "name", "source")
+    json: str
+    uid: str
+    namespace: str
+    name: str
+    source: str
 
-    def __init__(self, text, uid, namespace, name, source):
-        self.json = text
-        self.uid = uid
-        self.namespace = namespace
-        self.name = name
-        self.source = source
-
-    def obj(self):
+    def obj(self) -> Any:
+        """The pod decoded (a dict): a new object each call."""
         return json.loads(self.json)
 
-    def key(self):
+    def key(self) -> Tuple[str, str, str, str]:
+        """What the daemon's order sorts by: (namespace, name, uid,
+        source)."""
         return (self.namespace, self.name, self.uid, self.source)
 
-    def source_uid(self):
+    def source_uid(self) -> Tuple[str, str]:
         """What identifies the pod: (source, uid)."""
         return (self.source, self.uid)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Pod(%s %s/%s %s)" % (self.source, self.namespace, self.name,
                                      self.uid)
 
 
-Update = collections.namedtuple("Update", "op source pods seq resync")
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """One change, given to on_pods after the cache holds it: a "pods"
+    message as the daemon sent it (live or replayed: resync False, seq its
+    number), or a record computed when a full state replaced the cache
+    (seq 0, resync True once the client had been synced before).  pods are
+    in the daemon's order; source is "file", "http", "api" or "*"."""
+    __slots__ = ("op", "source", "pods", "seq", "resync")
+    op: Op
+    source: str
+    pods: Tuple[Pod, ...]
+    seq: int
+    resync: bool
 
-# The built-in indexes of Client.by_index().
-INDEX_NAMESPACE = "namespace"
-INDEX_SOURCE = "source"
-PluginEvent = collections.namedtuple(
-    "PluginEvent", "op socket type name plugin_json error seq resync")
-Reconnect = collections.namedtuple("Reconnect",
-                                   "delay attempt resume resume_after")
-Event = collections.namedtuple("Event", "kind update resumed sources plugin "
-                               "error reconnect")
+
+@dataclasses.dataclass(frozen=True)
+class PluginEvent:
+    """A plugin message, given to on_plugin: op (a PluginOp, or the plain
+    string of an op newer than this module), the plugin's registration
+    socket (its key), type ("CSIPlugin", "DevicePlugin", "DRAPlugin"),
+    name, plugin_json (the "plugin" object's text), error (FAILED's
+    reason, else None), seq (0 for a computed one) and resync."""
+    __slots__ = ("op", "socket", "type", "name", "plugin_json", "error",
+                 "seq", "resync")
+    op: Union[PluginOp, str]
+    socket: str
+    type: str
+    name: str
+    plugin_json: str
+    error: Optional[str]
+    seq: int
+    resync: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Reconnect:
+    """Given to on_reconnect: a connection ended and another is due in
+    delay seconds; attempt is 1 for the first retry after a good
+    connection; resume says it will ask to resume after resume_after."""
+    __slots__ = ("delay", "attempt", "resume", "resume_after")
+    delay: float
+    attempt: int
+    resume: bool
+    resume_after: Optional[int]
 
 
 class Error(Exception):
-    """What went wrong: kind (CONNECT, PERMISSION, PROTOCOL_MISMATCH,
-    SERVER, CLOSED, BAD_MESSAGE, NOMEM), err (an errno value), reason (the
-    daemon's, for SERVER), message (one line naming the socket), fatal (the
-    client has stopped)."""
+    """What went wrong: kind (an ErrorKind), err (an errno value), reason
+    (the daemon's, for SERVER), message (one line naming the socket),
+    fatal (the client has stopped)."""
 
-    def __init__(self, kind, err, message, reason=None, fatal=False):
+    def __init__(self, kind: ErrorKind, err: int, message: str,
+                 reason: Optional[str] = None, fatal: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.err = err
@@ -144,21 +259,100 @@ class Error(Exception):
         self.fatal = fatal
 
 
+# ---- the events of Client.events() -----------------------------------------
+# One class per kind, each carrying only its own member: what the handler
+# on_<kind> is given.  kind tells them apart (a type checker narrows Event
+# on `ev.kind == "pods"`), and so do isinstance() and match.
+
+@dataclasses.dataclass(frozen=True)
+class EventPods:
+    """kind "pods": update is what on_pods is given."""
+    __slots__ = ("update",)
+    kind: ClassVar[Literal["pods"]] = "pods"
+    update: Update
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSynced:
+    """kind "synced": resumed is what on_synced is given."""
+    __slots__ = ("resumed",)
+    kind: ClassVar[Literal["synced"]] = "synced"
+    resumed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSourcesReady:
+    """kind "sources_ready": the sources on_sources_ready is given."""
+    __slots__ = ("sources",)
+    kind: ClassVar[Literal["sources_ready"]] = "sources_ready"
+    sources: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EventPlugin:
+    """kind "plugin": plugin is what on_plugin is given."""
+    __slots__ = ("plugin",)
+    kind: ClassVar[Literal["plugin"]] = "plugin"
+    plugin: PluginEvent
+
+
+@dataclasses.dataclass(frozen=True)
+class EventError:
+    """kind "error": error is what on_error is given."""
+    __slots__ = ("error",)
+    kind: ClassVar[Literal["error"]] = "error"
+    error: Error
+
+
+@dataclasses.dataclass(frozen=True)
+class EventReconnect:
+    """kind "reconnect": reconnect is what on_reconnect is given."""
+    __slots__ = ("reconnect",)
+    kind: ClassVar[Literal["reconnect"]] = "reconnect"
+    reconnect: Reconnect
+
+
+Event = Union[EventPods, EventSynced, EventSourcesReady, EventPlugin,
+              EventError, EventReconnect]
+
+# A custom index's function (Client.add_index): a pod's keys.
+IndexFunc = Callable[[Pod], Iterable[str]]
+
+# The built-in indexes of Client.by_index().
+INDEX_NAMESPACE: Final = "namespace"
+INDEX_SOURCE: Final = "source"
+
+
 class _Bad(Exception):
     pass
 
 
 class _Msg:
+    """One message as parsed; only the members of its type are set."""
     __slots__ = ("type", "seq", "protocol", "op", "source", "pods",
                  "resumed", "sources", "plugin_op", "plugin_json", "socket",
                  "plugin_type", "plugin_name", "error", "reason", "message")
 
-    def __init__(self):
-        for k in self.__slots__:
-            setattr(self, k, None)
+    def __init__(self, type_: str) -> None:
+        self.type = type_
+        self.seq = 0
+        self.protocol = 0
+        self.op = Op.SET
+        self.source = ""
+        self.pods: List[Pod] = []
+        self.resumed = False
+        self.sources: List[str] = []
+        self.plugin_op: Union[PluginOp, str] = ""
+        self.plugin_json = ""
+        self.socket = ""
+        self.plugin_type = ""
+        self.plugin_name = ""
+        self.error: Optional[str] = None
+        self.reason = ""
+        self.message = ""
 
 
-def _no_constant(name):
+def _no_constant(name: str) -> Any:
     raise ValueError("%s is not JSON" % name)
 
 
@@ -173,16 +367,16 @@ class _Num:
     the rule the protocol states."""
     __slots__ = ("text",)
 
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.text = text
 
-    def __eq__(self, other):
-        return type(other) is _Num and other.text == self.text
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Num) and other.text == self.text
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> bool:
         return not self == other
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.text)
 
 
@@ -198,7 +392,7 @@ _COMPARED_TOP = ("spec", "status")
 _ABSENT = object()
 
 
-def _compared(text):
+def _compared(text: str) -> List[Any]:
     """The parts of a pod's text the resync diff compares, as values: its
     name and namespace as the pod's identity reads them (a namespace that is
     missing or not a string is ""), then the members."""
@@ -207,8 +401,8 @@ def _compared(text):
     md = top.get("metadata")
     md = md if isinstance(md, dict) else {}
     name, ns = md.get("name"), md.get("namespace")
-    parts = [name if isinstance(name, str) else None,
-             ns if isinstance(ns, str) else ""]
+    parts: List[Any] = [name if isinstance(name, str) else None,
+                        ns if isinstance(ns, str) else ""]
     for k in _COMPARED_META:
         v = md.get(k, _ABSENT)
         if k == "annotations" and isinstance(v, dict):
@@ -223,7 +417,7 @@ _ANNOTATION = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
 _SEEN_KEY = "kubernetes.io/config.seen"
 
 
-def _seen_span(text):
+def _seen_span(text: str) -> Optional[Tuple[int, int]]:
     """(start, end) of the member "kubernetes.io/config.seen" (name and
     value) in metadata.annotations, for a text laid out as the daemon
     writes pods (compact, annotations first, each a string); else None."""
@@ -241,55 +435,64 @@ def _seen_span(text):
         i = m.end() + 1
 
 
-def _same_but_seen(a, b):
+def _same_but_seen(a: str, b: str) -> bool:
     sa, sb = _seen_span(a), _seen_span(b)
     return sa is not None and sb is not None and sa[0] == sb[0] and \
         a[:sa[0]] == b[:sb[0]] and a[sa[1]:] == b[sb[1]:]
 
 
-def _same(a, b):
+def _same(a: str, b: str) -> bool:
     """Whether two texts of one pod (same source and UID) are the same for
     the resync diff: equal, or the same name and namespace and equal in
-    every member the merger compares.  Cost: a comparison of the texts when they are equal
-    or differ only in config.seen as the daemon writes it (what a restart
-    gives every unchanged pod); else both decoded."""
+    every member the merger compares.  Cost: a comparison of the texts
+    when they are equal or differ only in config.seen as the daemon writes
+    it (what a restart gives every unchanged pod); else both decoded."""
     return a == b or _same_but_seen(a, b) or _compared(a) == _compared(b)
 
 
-def _skip(s, i):
+def _skip(s: str, i: int) -> int:
     while i < len(s) and s[i] in _WS:
         i += 1
     return i
 
 
-def _value(s, i):
+def _value(s: str, i: int) -> Tuple[Any, int]:
     try:
         return _DEC.raw_decode(s, i)
     except ValueError as e:
         raise _Bad("byte %d: %s" % (i, e)) from None
 
 
-def _pod(text, obj, msg_source):
+def _pod(text: str, obj: Any, msg_source: str, own_source: bool) -> Pod:
+    """The pod of one member of "pods": its source is the message's, or
+    (own_source: a SET, or source "*") its config.source annotation if it
+    has one."""
     md = obj.get("metadata") if isinstance(obj, dict) else None
     md = md if isinstance(md, dict) else {}
     uid, name, ns = md.get("uid"), md.get("name"), md.get("namespace", "")
     if not isinstance(uid, str) or not uid or not isinstance(name, str):
         raise _Bad("a pod without metadata.uid and metadata.name")
-    ann = md.get("annotations")
-    src = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
-    return Pod(text, uid, ns if isinstance(ns, str) else "", name,
-               src if isinstance(src, str) else "")
+    src = msg_source
+    if own_source:
+        ann = md.get("annotations")
+        a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
+        if isinstance(a, str) and a:
+            src = a
+    return Pod(text, uid, ns if isinstance(ns, str) else "", name, src)
 
 
-def _parse(line):
-    """One line into a _Msg; each pod keeps its exact text (the walk steps
-    over members itself and decodes each value with raw_decode)."""
-    s = line
+def _members(s: str) -> Tuple[Dict[str, Any],
+                              Optional[List[Tuple[str, Any]]],
+                              Optional[Tuple[str, Any]]]:
+    """Walks one line's object: its members decoded, but the pods and the
+    plugin each with its exact text ((text, decoded) pairs)."""
     i = _skip(s, 0)
     if i >= len(s) or s[i] != "{":
         raise _Bad("a line that is not a JSON object")
     i = _skip(s, i + 1)
-    members, pods, plugin = {}, None, None
+    members: Dict[str, Any] = {}
+    pods: Optional[List[Tuple[str, Any]]] = None
+    plugin: Optional[Tuple[str, Any]] = None
     if i < len(s) and s[i] == "}":
         i += 1
     else:
@@ -303,25 +506,7 @@ def _parse(line):
                 raise _Bad("expected ':'")
             i = _skip(s, i + 1)
             if key == "pods":
-                pods = []
-                if i >= len(s) or s[i] != "[":
-                    raise _Bad("pods is not an array")
-                i = _skip(s, i + 1)
-                if i < len(s) and s[i] == "]":
-                    i += 1
-                else:
-                    while True:
-                        i = _skip(s, i)
-                        start = i
-                        obj, i = _value(s, i)
-                        pods.append((s[start:i], obj))
-                        i = _skip(s, i)
-                        if i < len(s) and s[i] == "]":
-                            i += 1
-                            break
-                        if i >= len(s) or s[i] != ",":
-                            raise _Bad("expected ',' or ']' in pods")
-                        i += 1
+                pods, i = _pod_texts(s, i)
             elif key == "plugin":
                 start = i
                 obj, i = _value(s, i)
@@ -340,20 +525,47 @@ def _parse(line):
             i += 1
     if _skip(s, i) < len(s):
         raise _Bad("text after the JSON object")
-    m = _Msg()
-    m.type = members.get("type")
-    if not isinstance(m.type, str):
+    return members, pods, plugin
+
+
+def _pod_texts(s: str, i: int) -> Tuple[List[Tuple[str, Any]], int]:
+    """The array "pods" at i: each element's (text, decoded), and where
+    the array ends."""
+    pods: List[Tuple[str, Any]] = []
+    if i >= len(s) or s[i] != "[":
+        raise _Bad("pods is not an array")
+    i = _skip(s, i + 1)
+    if i < len(s) and s[i] == "]":
+        return pods, i + 1
+    while True:
+        i = _skip(s, i)
+        start = i
+        obj, i = _value(s, i)
+        pods.append((s[start:i], obj))
+        i = _skip(s, i)
+        if i < len(s) and s[i] == "]":
+            return pods, i + 1
+        if i >= len(s) or s[i] != ",":
+            raise _Bad("expected ',' or ']' in pods")
+        i += 1
+
+
+def _want(members: Dict[str, Any], key: str) -> str:
+    v = members.get(key)
+    if not isinstance(v, str):
+        raise _Bad('"%s" is missing or of the wrong type' % key)
+    return v
+
+
+def _parse(line: str) -> _Msg:
+    """One line into a _Msg; each pod keeps its exact text (the walk steps
+    over members itself and decodes each value with raw_decode)."""
+    members, pods, plugin = _members(line)
+    t = members.get("type")
+    if not isinstance(t, str):
         raise _Bad('a message without a string "type"')
-
-    def want(key, required=True, kind=str):
-        v = members.get(key)
-        if v is None and key not in members and not required:
-            return None
-        if not isinstance(v, kind) or isinstance(v, bool) != (kind is bool):
-            raise _Bad('"%s" is missing or of the wrong type' % key)
-        return v
-
-    if m.type == "hello":
+    m = _Msg(t)
+    if t == "hello":
         p = members.get("protocol")
         if not isinstance(p, int) or isinstance(p, bool):
             raise _Bad("a hello without an integer protocol")
@@ -364,104 +576,126 @@ def _parse(line):
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         raise _Bad('a message without a non-negative integer "seq"')
     m.seq = seq
-    if m.type == "pods":
-        m.op = want("op")
-        if m.op not in OPS:
-            raise _Bad('unknown op "%s"' % m.op)
-        m.source = want("source")
+    if t == "pods":
+        name = _want(members, "op")
+        op = _OP_BY_NAME.get(name)
+        if op is None:
+            raise _Bad('unknown op "%s"' % name)
+        m.op = op
+        m.source = _want(members, "source")
         if pods is None:
             raise _Bad("a pods message without pods")
-        m.pods = []
-        for text, obj in pods:
-            p = _pod(text, obj, m.source)
-            if not ((m.op == "SET" or m.source == "*") and p.source):
-                p.source = m.source
-            m.pods.append(p)
-    elif m.type == "synced":
+        own = op is Op.SET or m.source == "*"
+        m.pods = [_pod(text, obj, m.source, own) for text, obj in pods]
+    elif t == "synced":
         r = members.get("resumed", False)
         if not isinstance(r, bool):
             raise _Bad('"resumed" is not a boolean')
         m.resumed = r
-    elif m.type == "sources_ready":
+    elif t == "sources_ready":
         srcs = members.get("sources")
         if not isinstance(srcs, list) or \
                 not all(isinstance(x, str) for x in srcs):
             raise _Bad('"sources" is not an array of names')
         m.sources = list(srcs)
-    elif m.type == "plugin":
-        if plugin is None:
-            raise _Bad('a plugin message without "plugin"')
-        m.plugin_op = want("op")
-        m.error = want("error", required=False)
-        m.plugin_json, obj = plugin
-        m.socket = obj["socket"]
-        m.plugin_type = obj.get("type") if isinstance(obj.get("type"),
-                                                      str) else ""
-        m.plugin_name = obj.get("name") if isinstance(obj.get("name"),
-                                                      str) else ""
-    elif m.type == "error":
-        m.reason = want("reason")
-        m.message = want("message", required=False) or ""
+    elif t == "plugin":
+        _plugin(m, members, plugin)
+    elif t == "error":
+        m.reason = _want(members, "reason")
+        m.message = _want(members, "message") if "message" in members \
+            else ""
     return m
+
+
+def _plugin(m: _Msg, members: Dict[str, Any],
+            plugin: Optional[Tuple[str, Any]]) -> None:
+    if plugin is None:
+        raise _Bad('a plugin message without "plugin"')
+    op = _want(members, "op")
+    m.plugin_op = _PLUGIN_OP_BY_NAME.get(op, op)
+    m.error = _want(members, "error") if "error" in members else None
+    m.plugin_json, obj = plugin
+    m.socket = obj["socket"]
+    typ, name = obj.get("type"), obj.get("name")
+    m.plugin_type = typ if isinstance(typ, str) else ""
+    m.plugin_name = name if isinstance(name, str) else ""
+
+
+_Key = Tuple[str, str]                    # (source, uid)
+_PluginEntry = Tuple[str, str, str]       # (plugin_json, type, name)
+_Watch = Callable[[Optional[Pod], Optional[Pod]], None]
+_Record = Tuple[Op, str, List[Pod]]       # op, source, pods
 
 
 class _Cache:
     """Pods by (source, uid), with what C's cache has: the pods in the
     daemon's order (a sorted list: an insert or removal is a search and a
-    memmove), and indexes by uid and by (namespace, name)."""
+    memmove), and indexes by uid and by (namespace, name).
 
-    def __init__(self):
-        self.pods = {}       # (source, uid) -> Pod
-        self.held = set()    # (source, uid) of the pods held over
-        self.plugins = {}    # socket -> (plugin_json, type, name)
-        self._keys = []      # Pod.key() of each pod, sorted
-        self._order = []     # the pods in that order
-        self._by_uid = {}    # uid -> {source: Pod}
-        self._by_name = {}   # (namespace, name) -> {(source, uid): Pod}
+    Every pod that changes is reported to watch (when set) as (old, new),
+    None for an added or a removed pod, as it changes: the client's
+    indexes follow the cache inside each apply (go/store.go does the
+    same)."""
 
-    def _index(self, p):
+    def __init__(self) -> None:
+        self.pods: Dict[_Key, Pod] = {}
+        self.held: Set[_Key] = set()       # the pods held over
+        self.plugins: Dict[str, _PluginEntry] = {}   # by socket
+        self.watch: Optional[_Watch] = None
+        self._keys: List[Tuple[str, str, str, str]] = []  # Pod.key(), sorted
+        self._order: List[Pod] = []        # the pods in that order
+        self._by_uid: Dict[str, Dict[str, Pod]] = {}   # uid -> source -> Pod
+        self._by_name: Dict[Tuple[str, str], Dict[_Key, Pod]] = {}
+
+    def _index(self, p: Pod) -> None:
         self._by_uid.setdefault(p.uid, {})[p.source] = p
         self._by_name.setdefault((p.namespace, p.name), {})[
             (p.source, p.uid)] = p
 
-    def _unindex(self, p):
+    def _unindex(self, p: Pod) -> None:
         d = self._by_uid[p.uid]
         del d[p.source]
         if not d:
             del self._by_uid[p.uid]
-        d = self._by_name[(p.namespace, p.name)]
-        del d[(p.source, p.uid)]
-        if not d:
+        n = self._by_name[(p.namespace, p.name)]
+        del n[(p.source, p.uid)]
+        if not n:
             del self._by_name[(p.namespace, p.name)]
         i = bisect.bisect_left(self._keys, p.key())
         del self._keys[i]
         del self._order[i]
 
-    def _put(self, p):
-        self.held.discard((p.source, p.uid))
-        old = self.pods.get((p.source, p.uid))
-        if old is not None:
-            if old.key() == p.key():
-                i = bisect.bisect_left(self._keys, p.key())
-                self._order[i] = p
-                self.pods[(p.source, p.uid)] = p
-                self._index(p)
-                return
-            self._unindex(old)
-        self.pods[(p.source, p.uid)] = p
-        self._index(p)
-        k = p.key()
-        i = bisect.bisect_left(self._keys, k)
-        self._keys.insert(i, k)
-        self._order.insert(i, p)
+    def _put(self, p: Pod) -> None:
+        k = (p.source, p.uid)
+        self.held.discard(k)
+        old = self.pods.get(k)
+        if old is not None and old.key() == p.key():
+            i = bisect.bisect_left(self._keys, p.key())
+            self._order[i] = p
+            self.pods[k] = p
+            self._index(p)
+        else:
+            if old is not None:
+                self._unindex(old)
+            self.pods[k] = p
+            self._index(p)
+            pk = p.key()
+            i = bisect.bisect_left(self._keys, pk)
+            self._keys.insert(i, pk)
+            self._order.insert(i, p)
+        if self.watch is not None:
+            self.watch(old, p)
 
-    def _drop(self, k):
+    def _drop(self, k: _Key) -> None:
         self.held.discard(k)
         old = self.pods.pop(k, None)
         if old is not None:
             self._unindex(old)
+            if self.watch is not None:
+                self.watch(old, None)
 
-    def _set(self, pods):
+    def _set(self, pods: Iterable[Pod]) -> None:
+        before = self.pods
         self.held = set()
         self.pods = {(p.source, p.uid): p for p in pods}
         self._order = sorted(self.pods.values(), key=Pod.key)
@@ -469,18 +703,28 @@ class _Cache:
         self._by_uid, self._by_name = {}, {}
         for p in self._order:
             self._index(p)
+        if self.watch is not None:
+            _report(self.watch, before, self.pods)
 
-    def apply_pods(self, m):
-        if m.op == "SET":
+    def take_over(self, old: _Cache) -> None:
+        """Takes the place of old (a full state built beside it): old's
+        watch is told the difference and watches this cache from now on.
+        O(old + this)."""
+        if old.watch is not None:
+            _report(old.watch, old.pods, self.pods)
+        self.watch = old.watch
+
+    def apply_pods(self, m: _Msg) -> None:
+        if m.op is Op.SET:
             self._set(m.pods)
             return
         for p in m.pods:
-            if m.op == "REMOVE":
+            if m.op is Op.REMOVE:
                 self._drop((p.source, p.uid))
             else:
                 self._put(p)
 
-    def hold_over(self, old, delivered):
+    def hold_over(self, old: _Cache, delivered: Set[str]) -> None:
         """Puts in the pods of old whose source is not in delivered (a
         full state being built: it holds none of them), held over."""
         for k, p in old.pods.items():
@@ -488,42 +732,42 @@ class _Cache:
                 self._put(p)
                 self.held.add(k)
 
-    def set_keeping_held(self, pods):
+    def set_keeping_held(self, pods: Iterable[Pod]) -> None:
         """A SET that keeps the held pods it does not carry (of a source
         and uid, the SET's wins)."""
         held = {k: self.pods[k] for k in self.held}
         self._set(list(held.values()) + list(pods))
         self.held = {k for k, p in held.items() if self.pods.get(k) is p}
 
-    def drop_held(self):
+    def drop_held(self) -> List[_Record]:
         """Takes the held pods out: REMOVE records per source (sorted),
         pods in the daemon's order."""
-        gone = collections.defaultdict(list)
+        gone: DefaultDict[str, List[Pod]] = collections.defaultdict(list)
         for p in self._order:
             if (p.source, p.uid) in self.held:
                 gone[p.source].append(p)
         for k in list(self.held):
             self._drop(k)
-        return [("REMOVE", src, gone[src]) for src in sorted(gone)]
+        return [(Op.REMOVE, src, gone[src]) for src in sorted(gone)]
 
-    def apply_plugin(self, m):
-        if m.plugin_op == "REGISTERED":
+    def apply_plugin(self, m: _Msg) -> None:
+        if m.plugin_op == PluginOp.REGISTERED:
             self.plugins[m.socket] = (m.plugin_json, m.plugin_type,
                                       m.plugin_name)
-        elif m.plugin_op == "DEREGISTERED":
+        elif m.plugin_op == PluginOp.DEREGISTERED:
             self.plugins.pop(m.socket, None)
 
-    def ordered(self):
+    def ordered(self) -> List[Pod]:
         return self._order
 
-    def by_uid(self, uid):
+    def by_uid(self, uid: str) -> Optional[Pod]:
         d = self._by_uid.get(uid)
         if not d:
             return None
         return min(d.values(), key=Pod.key) if len(d) > 1 else \
             next(iter(d.values()))
 
-    def by_name(self, namespace, name):
+    def by_name(self, namespace: str, name: str) -> Optional[Pod]:
         d = self._by_name.get((namespace, name))
         if not d:
             return None
@@ -531,62 +775,123 @@ class _Cache:
             next(iter(d.values()))
 
 
-def _diff(old, new):
+def _report(watch: _Watch, before: Dict[_Key, Pod],
+            after: Dict[_Key, Pod]) -> None:
+    """Tells watch each pod that is not the same object in before and
+    after."""
+    for k, o in before.items():
+        n = after.get(k)
+        if n is not o:
+            watch(o, n)
+    for k, n in after.items():
+        if k not in before:
+            watch(None, n)
+
+
+def _diff(old: _Cache, new: _Cache) -> Tuple[
+        List[_Record], List[Tuple[PluginOp, str, _PluginEntry]]]:
     """The records from old to new: per source (sorted) REMOVE, ADD,
     UPDATE, pods in the daemon's order; then plugins.  Pods are matched by
     source and uid, and compared with _same() (a pod renamed with its uid
     kept is an UPDATE)."""
-    ch = collections.defaultdict(list)
+    ch: DefaultDict[Tuple[str, Op], List[Pod]] = \
+        collections.defaultdict(list)
     for k, p in old.pods.items():
         if k not in new.pods:
-            ch[(p.source, "REMOVE")].append(p)
+            ch[(p.source, Op.REMOVE)].append(p)
     for k, p in new.pods.items():
         o = old.pods.get(k)
         if o is None:
-            ch[(p.source, "ADD")].append(p)
+            ch[(p.source, Op.ADD)].append(p)
         elif not _same(o.json, p.json):
-            ch[(p.source, "UPDATE")].append(p)
-    recs = []
+            ch[(p.source, Op.UPDATE)].append(p)
+    recs: List[_Record] = []
     for src in sorted({s for s, _ in ch}):
-        for op in ("REMOVE", "ADD", "UPDATE"):
+        for op in (Op.REMOVE, Op.ADD, Op.UPDATE):
             if (src, op) in ch:
-                recs.append((op, src, sorted(ch[(src, op)],
-                                             key=Pod.key)))
-    plugins = []
+                recs.append((op, src, sorted(ch[(src, op)], key=Pod.key)))
+    plugins: List[Tuple[PluginOp, str, _PluginEntry]] = []
     for sock in sorted(set(old.plugins) | set(new.plugins)):
-        o, n = old.plugins.get(sock), new.plugins.get(sock)
-        if n is None:
-            plugins.append(("DEREGISTERED", sock, o))
-        elif o is None or o[0] != n[0]:
-            plugins.append(("REGISTERED", sock, n))
+        was, now = old.plugins.get(sock), new.plugins.get(sock)
+        if now is None and was is not None:
+            plugins.append((PluginOp.DEREGISTERED, sock, was))
+        elif now is not None and (was is None or was[0] != now[0]):
+            plugins.append((PluginOp.REGISTERED, sock, now))
     return recs, plugins
 
 
-_ONE_LINE = {c: "?" for c in list(range(0x20)) + [0x7f]}
+class _Index:
+    """One index of Client.add_index(): the pods of each key, and each
+    pod's keys (so a pod is taken out without calling fn again).  pods is
+    None until the index is built (a built-in one by the first by_index
+    that reads it: a client that never reads it pays nothing)."""
+    __slots__ = ("fn", "pods", "keys")
 
-# Event's member for each kind of event (the handler is on_<kind>).
-_EVENT_FIELD = {"pods": "update", "synced": "resumed",
-                "sources_ready": "sources", "plugin": "plugin",
-                "error": "error", "reconnect": "reconnect"}
-_NO_EVENT = dict.fromkeys(_EVENT_FIELD.values())
+    def __init__(self, fn: IndexFunc) -> None:
+        self.fn = fn
+        self.pods: Optional[Dict[str, Dict[_Key, Pod]]] = None
+        self.keys: Dict[_Key, List[str]] = {}
+
+    def build(self, pods: Iterable[Pod]) -> None:
+        self.pods, self.keys = {}, {}
+        for p in pods:
+            self.put(p)
+
+    def put(self, p: Pod) -> None:
+        assert self.pods is not None
+        keys = list(self.fn(p))
+        if not keys:
+            return
+        k = (p.source, p.uid)
+        self.keys[k] = keys
+        for key in keys:
+            self.pods.setdefault(key, {})[k] = p
+
+    def drop(self, p: Pod) -> None:
+        assert self.pods is not None
+        k = (p.source, p.uid)
+        for key in self.keys.pop(k, ()):
+            d = self.pods[key]
+            del d[k]
+            if not d:
+                del self.pods[key]
+
+
+_ONE_LINE: Final = {c: "?" for c in list(range(0x20)) + [0x7f]}
+
+# Why the client stopped: an Error (fatal), or "stopped" (stop(), close()).
+_Stopped = Union[None, Error, Literal["stopped"]]
 
 
 class Client:
-    """A client of the socket at path.  Handlers are attributes, each
-    called with one argument: on_pods(Update), on_synced(resumed),
-    on_sources_ready(list), on_plugin(PluginEvent), on_error(Error),
-    on_reconnect(Reconnect), on_log(level, line), on_line(line).
-    on_sources_ready is called when the list is first seen or changes;
-    pods held over after a daemon restart and not delivered again are
-    removed just before it (REMOVE updates, resync=True), list changed or
-    not.
+    """A client of the socket at path (default DEFAULT_SOCKET).  Handlers
+    are attributes, each called with one argument: on_pods(Update),
+    on_synced(resumed), on_sources_ready(list), on_plugin(PluginEvent),
+    on_error(Error), on_reconnect(Reconnect), on_log(level, line),
+    on_line(line).  on_sources_ready is called when the list is first seen
+    or changes; pods held over after a daemon restart and not delivered
+    again are removed just before it (REMOVE updates, resync=True), list
+    changed or not.
 
     resume_after: a point saved by an earlier run of the program (which
     keeps its state up to it): the first connection resumes after it, and
-    the cache then holds only what comes after it (see has_synced)."""
+    the cache then holds only what comes after it (see has_synced).
 
-    def __init__(self, path=None, resume_after=None, reconnect=True,
-                 max_line=DEFAULT_MAX_LINE):
+    A context manager: `with Client(path) as c:` closes the client (and
+    its connection) when the block ends."""
+
+    on_pods: Optional[Callable[[Update], None]]
+    on_synced: Optional[Callable[[bool], None]]
+    on_sources_ready: Optional[Callable[[List[str]], None]]
+    on_plugin: Optional[Callable[[PluginEvent], None]]
+    on_error: Optional[Callable[[Error], None]]
+    on_reconnect: Optional[Callable[[Reconnect], None]]
+    on_log: Optional[Callable[[LogLevel, str], None]]
+    on_line: Optional[Callable[[str], None]]
+
+    def __init__(self, path: Optional[str] = None,
+                 resume_after: Optional[int] = None, reconnect: bool = True,
+                 max_line: int = DEFAULT_MAX_LINE) -> None:
         self.path = path or DEFAULT_SOCKET
         self.reconnect = reconnect
         self.max_line = max_line
@@ -599,30 +904,36 @@ class Client:
         # The cache holds only what came after a saved point; cleared by a
         # full state.
         self._partial = resume_after is not None
-        self._events = None       # events()'s queue while it runs
-        self._handlers = []       # add_handler()
-        # (source, uid) -> Pod last handed on: built from the cache on
-        # first use (_ensure_seen), so a client without handlers or index
-        # reads pays nothing.
-        self._seen = None
-        # add_index(): name -> (fn, {key: {(source, uid): Pod}},
-        # {(source, uid): keys})
-        self._indexes = {}
-        self.add_index(INDEX_NAMESPACE, lambda p: [p.namespace])
-        self.add_index(INDEX_SOURCE, lambda p: [p.source])
-        self._ready = None
-        self._sock = None
+        self._events: Optional[Deque[Event]] = None  # events()'s queue
+        self._handlers: List[object] = []            # add_handler()
+        # (source, uid) -> Pod last given to the handlers of
+        # add_handler(): built from the cache by the first one, so a
+        # client without them pays nothing.
+        self._seen: Optional[Dict[_Key, Pod]] = None
+        # add_index(): kept in step with the cache through its watch.
+        self._indexes: Dict[str, _Index] = {
+            INDEX_NAMESPACE: _Index(lambda p: (p.namespace,)),
+            INDEX_SOURCE: _Index(lambda p: (p.source,)),
+        }
+        self._ready: Optional[List[str]] = None
+        self._sock: Optional[socket.socket] = None
         self._next_attempt = 0.0
         self._backoff = BACKOFF_MIN
         self._attempt = 0
-        self._stopped = None      # None while running, else the Error or
-        self._stop_requested = False  # "stopped"
+        self._stopped: _Stopped = None    # None while running
+        self._stop_requested = False
         self._sel = selectors.DefaultSelector()
         self._reset_conn()
 
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- the cache -----------------------------------------------------------
     @property
-    def has_synced(self):
+    def has_synced(self) -> bool:
         """True when the cache is the daemon's whole state: once a
         connection reached synced with a full state, and from then on (a
         resume keeps the cache, a replay adds to it).  After a daemon
@@ -635,57 +946,59 @@ class Client:
         return self._synced_once and not self._partial
 
     @property
-    def resume_point(self):
+    def resume_point(self) -> Optional[int]:
+        """The number of the last message applied (what resume_after= of
+        a later run takes), or None."""
         return self._point
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._cache.pods)
 
-    def pods(self):
+    def pods(self) -> List[Pod]:
         """The pods in the daemon's order (namespace, name, uid, source):
         a new list, kept sorted as changes come (no sort here)."""
         return list(self._cache.ordered())
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Pod]:
         return iter(self.pods())
 
-    def pod_by_uid(self, uid):
+    def pod_by_uid(self, uid: str) -> Optional[Pod]:
         """The pod with this uid (the first in the daemon's order if two
         sources hold it), or None.  O(1)."""
         return self._cache.by_uid(uid)
 
-    def pod_by_name(self, namespace, name):
+    def pod_by_name(self, namespace: str, name: str) -> Optional[Pod]:
         """The pod namespace/name (the first in the daemon's order if
         several sources hold one), or None.  O(1)."""
         return self._cache.by_name(namespace, name)
 
-    def plugins(self):
+    def plugins(self) -> Dict[str, str]:
         """{socket: plugin object text} of the registered plugins."""
         return {k: v[0] for k, v in self._cache.plugins.items()}
 
     @property
-    def sources_ready(self):
+    def sources_ready(self) -> Optional[List[str]]:
         return list(self._ready) if self._ready is not None else None
 
     # -- loop integration ----------------------------------------------------
-    def fileno(self):
+    def fileno(self) -> Optional[int]:
         """The current connection's descriptor, or None between
         connections (then timeout() says when to call process())."""
         return self._sock.fileno() if self._sock else None
 
-    def timeout(self):
+    def timeout(self) -> Optional[float]:
         """Seconds until process() must run without input; None if none."""
         if self._stopped is not None or self._sock is not None:
             return None
         return max(0.0, self._next_attempt - time.monotonic())
 
-    def stop(self):
+    def stop(self) -> None:
         self._stop_requested = True
 
-    def process(self):
+    def process(self) -> bool:
         """Connects when due, reads what is there, dispatches it.  Raises
         Error once the client has stopped on a fatal error; returns False
-        once stopped with stop(), else True."""
+        once stopped with stop() or close(), else True."""
         if self._stop_requested and self._stopped is None:
             self._halt("stopped")
         if self._stopped is None:
@@ -702,7 +1015,7 @@ class Client:
             raise self._stopped
         return self._stopped is None
 
-    def run(self, timeout=None):
+    def run(self, timeout: Optional[float] = None) -> None:
         """Blocks: processes until timeout seconds (None: no limit) or
         stop().  Raises Error on a fatal one."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -718,14 +1031,17 @@ class Client:
             elif wait:
                 time.sleep(wait)
 
-    def events(self, timeout=None):
-        """An iterator of Event(kind, ...) over run(): kind is "pods",
-        "synced", "sources_ready", "plugin", "error" or "reconnect".  The
-        on_* handlers set on the client are still called, each before its
-        event is queued."""
+    def events(self, timeout: Optional[float] = None) -> Iterator[Event]:
+        """An iterator of events over run(), one per handler call: an
+        EventPods (kind "pods", update), EventSynced ("synced", resumed),
+        EventSourcesReady ("sources_ready", sources), EventPlugin
+        ("plugin", plugin), EventError ("error", error) or EventReconnect
+        ("reconnect", reconnect).  The on_* handlers set on the client are
+        still called, each before its event is queued."""
         if self._events is not None:
             raise RuntimeError("events() is already running on this client")
-        queue = self._events = collections.deque()
+        queue: Deque[Event] = collections.deque()
+        self._events = queue
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
@@ -746,33 +1062,57 @@ class Client:
         finally:
             self._events = None
 
-    def close(self):
+    def close(self) -> None:
+        """Closes the connection and stops the client for good (process()
+        returns False from then on).  Idempotent."""
         self._close()
+        if self._stopped is None:
+            self._stopped = "stopped"
         self._sel.close()
 
     # -- internals -----------------------------------------------------------
-    def _log(self, level, text):
+    def _log(self, level: LogLevel, text: str) -> None:
         if self.on_log:
             self.on_log(level, text)
 
-    def _tell(self, kind, arg):
-        """Hands one event to its handler (on_<kind>) and to events()."""
-        if self._stop_requested and kind not in ("error", "reconnect"):
-            if kind == "pods" and self._seen is not None:
-                self._follow(arg)  # the map stays in step; no calls
+    def _tell_pods(self, u: Update) -> None:
+        """Hands one Update to on_pods, events() and the handlers of
+        add_handler() (whose map follows it even when stopping)."""
+        if not self._stop_requested:
+            if self.on_pods:
+                self.on_pods(u)
+            if self._events is not None:
+                self._events.append(EventPods(u))
+        if self._seen is not None:
+            self._follow(u)
+
+    def _tell(self, ev: Event) -> None:
+        """Hands one event of another kind to its handler (on_<kind>) and
+        to events(); once stop() was called, only errors and reconnects."""
+        if isinstance(ev, EventPods):
+            self._tell_pods(ev.update)
             return
-        fn = getattr(self, "on_" + kind)
-        if fn:
-            fn(arg)
+        if isinstance(ev, EventError):
+            if self.on_error:
+                self.on_error(ev.error)
+        elif isinstance(ev, EventReconnect):
+            if self.on_reconnect:
+                self.on_reconnect(ev.reconnect)
+        elif self._stop_requested:
+            return
+        elif isinstance(ev, EventSynced):
+            if self.on_synced:
+                self.on_synced(ev.resumed)
+        elif isinstance(ev, EventSourcesReady):
+            if self.on_sources_ready:
+                self.on_sources_ready(list(ev.sources))
+        elif self.on_plugin:
+            self.on_plugin(ev.plugin)
         if self._events is not None:
-            ev = dict(_NO_EVENT)
-            ev[_EVENT_FIELD[kind]] = arg
-            self._events.append(Event(kind, **ev))
-        if kind == "pods" and self._seen is not None:
-            self._follow(arg)
+            self._events.append(ev)
 
     # -- informer-style handlers ---------------------------------------------
-    def add_handler(self, handler):
+    def add_handler(self, handler: object) -> None:
         """Adds an informer-style handler (client-go's event handler): an
         object with any of on_add(pod, initial), on_update(old, new) and
         on_delete(old).  Any number per client; each is called for every
@@ -796,16 +1136,16 @@ class Client:
         (doc/protocol.md), or nothing.  The updates computed after a full
         state and for held-over pods map the same way.  Cost: O(pods in
         the update), a SET O(cache)."""
-        self._ensure_seen()
+        seen = self._ensure_seen()
         self._handlers.append(handler)
         fn = getattr(handler, "on_add", None)
         if fn:
             for p in self._cache.ordered():
                 if self._stop_requested:
                     break
-                fn(self._seen.get(p.source_uid(), p), True)
+                fn(seen.get(p.source_uid(), p), True)
 
-    def _call(self, name, *args):
+    def _call(self, name: str, *args: Any) -> None:
         for h in self._handlers:
             if self._stop_requested:
                 return
@@ -813,106 +1153,95 @@ class Client:
             if fn:
                 fn(*args)
 
-    def add_index(self, name, fn):
+    def add_index(self, name: str, fn: IndexFunc) -> None:
         """Adds an index (client-go's AddIndexers): fn(pod) gives a pod's
-        keys, zero or more (an iterable of str).  Built at once from the
-        pods handed on, then kept in step with them pod by pod, before the
-        handlers of add_handler() are called for the pod: a handler that
-        reads an index sees the state after its change.  Cost: O(changed
-        pods x their keys) per update, from the first add_handler() or
-        by_index() on (which fills the indexes from the cache).  The built-in ones are
-        INDEX_NAMESPACE and INDEX_SOURCE.  ValueError if the name is
-        taken."""
+        keys, zero or more (an iterable of str).  Built from the cache at
+        once, then kept in step with it inside each apply, pod by pod,
+        before on_pods and the handlers of add_handler() are called: a
+        handler that reads an index sees the state after its change.
+        Cost: O(changed pods x their keys) per update.  The built-in ones
+        are INDEX_NAMESPACE and INDEX_SOURCE (built by the first by_index()
+        that reads them).  ValueError if the name is taken."""
         if name in self._indexes:
             raise ValueError("podmux: index %r: already added" % name)
-        x = (fn, {}, {})
+        x = _Index(fn)
+        x.build(self._cache.ordered())
         self._indexes[name] = x
-        for k, p in (self._seen or {}).items():
-            self._index_put(x, k, p)
+        self._cache.watch = self._index_watch
 
-    def _ensure_seen(self):
-        if self._seen is None:
-            self._seen = {}
-            for p in self._cache.ordered():
-                self._seen_put(p.source_uid(), p)
-
-    def by_index(self, name, key):
-        """The pods whose keys in the index name include key, in the
-        daemon's order (namespace, name, uid, source): a new list.  The
-        pods are as last handed on (see add_handler).  KeyError if no
-        such index was added.  Cost: O(k log k) for k pods found."""
+    def by_index(self, name: str, key: str) -> List[Pod]:
+        """The pods of the cache whose keys in the index name include key,
+        in the daemon's order (namespace, name, uid, source): a new list;
+        the pods are those pods() holds (after a daemon restart, say, each
+        with the new run's text even when nothing was handed on for it),
+        as the Go package's ByIndex gives them.  KeyError if no such index
+        was added.  Cost: O(k log k) for k pods found; the first read of a
+        built-in index builds it, O(cache)."""
         x = self._indexes.get(name)
         if x is None:
             raise KeyError("podmux: no index %r" % name)
-        self._ensure_seen()
-        return sorted(x[1].get(key, {}).values(), key=Pod.key)
+        if x.pods is None:
+            x.build(self._cache.ordered())
+            self._cache.watch = self._index_watch
+            assert x.pods is not None
+        return sorted(x.pods.get(key, {}).values(), key=Pod.key)
 
-    @staticmethod
-    def _index_put(x, k, p):
-        keys = list(x[0](p))
-        if keys:
-            x[2][k] = keys
-        for key in keys:
-            x[1].setdefault(key, {})[k] = p
-
-    @staticmethod
-    def _index_drop(x, k):
-        for key in x[2].pop(k, ()):
-            d = x[1][key]
-            del d[k]
-            if not d:
-                del x[1][key]
-
-    def _seen_put(self, k, p):
+    def _index_watch(self, old: Optional[Pod], new: Optional[Pod]) -> None:
+        """The cache's watch: each built index follows one pod."""
         for x in self._indexes.values():
-            self._index_drop(x, k)
-            self._index_put(x, k, p)
-        self._seen[k] = p
+            if x.pods is None:
+                continue
+            if old is not None:
+                x.drop(old)
+            if new is not None:
+                x.put(new)
 
-    def _seen_drop(self, k):
-        for x in self._indexes.values():
-            self._index_drop(x, k)
-        return self._seen.pop(k, None)
+    def _ensure_seen(self) -> Dict[_Key, Pod]:
+        if self._seen is None:
+            self._seen = {p.source_uid(): p for p in self._cache.ordered()}
+        return self._seen
 
-    def _upsert(self, p, quiet):
-        old = self._seen.get(p.source_uid())
+    def _upsert(self, seen: Dict[_Key, Pod], p: Pod, quiet: bool) -> None:
+        k = p.source_uid()
+        old = seen.get(k)
         if old is p:
             return  # given already (the map was built after the cache took it)
-        self._seen_put(p.source_uid(), p)
+        seen[k] = p
         if old is None:
             self._call("on_add", p, False)
         elif not quiet or not _same(old.json, p.json):
             self._call("on_update", old, p)
 
-    def _follow(self, u):
+    def _follow(self, u: Update) -> None:
         """Turns one Update into the handlers' calls."""
-        if u.op == "SET":
+        seen = self._ensure_seen()
+        if u.op is Op.SET:
             now = {p.source_uid() for p in u.pods}
-            gone = sorted((p for k, p in self._seen.items() if k not in now),
+            gone = sorted((p for k, p in seen.items() if k not in now),
                           key=Pod.key)
             for p in gone:
-                self._seen_drop(p.source_uid())
+                del seen[p.source_uid()]
                 self._call("on_delete", p)
             for p in u.pods:
-                self._upsert(p, True)
+                self._upsert(seen, p, True)
             return
         for p in u.pods:
-            if u.op != "REMOVE":
-                self._upsert(p, False)
+            if u.op is not Op.REMOVE:
+                self._upsert(seen, p, False)
                 continue
-            old = self._seen_drop(p.source_uid())
+            old = seen.pop(p.source_uid(), None)
             if old is not None:
                 self._call("on_delete", old)
 
-    def _reset_conn(self):
+    def _reset_conn(self) -> None:
         self._buf = bytearray()
         self._scan = 0            # no newline in _buf before this
         self._hello = False
         self._live = False
-        self._held = []
-        self._end = None
+        self._held: List[_Msg] = []
+        self._end: Optional[Tuple[ErrorKind, int, str, Optional[str]]] = None
 
-    def _close(self):
+    def _close(self) -> None:
         if self._sock is not None:
             try:
                 self._sel.unregister(self._sock)
@@ -922,25 +1251,27 @@ class Client:
         self._sock = None
         self._reset_conn()
 
-    def _halt(self, why):
+    def _halt(self, why: Union[Error, Literal["stopped"]]) -> None:
         self._close()
         self._stopped = why
 
-    def _set_end(self, kind, err, message, reason=None):
+    def _set_end(self, kind: ErrorKind, err: int, message: str,
+                 reason: Optional[str] = None) -> None:
         if self._end is None:
             # One line whatever went into it (the daemon's own message, the
             # path): control characters become "?".
             message = message.translate(_ONE_LINE)
             self._end = (kind, err, message, reason)
 
-    def _end_connection(self):
+    def _end_connection(self) -> None:
+        assert self._end is not None
         kind, err, message, reason = self._end
         fatal = (not self.reconnect or kind in (PERMISSION, PROTOCOL_MISMATCH)
-                 or (kind == SERVER and reason == "BadRequest"))
+                 or (kind is SERVER and reason == "BadRequest"))
         self._close()
         e = Error(kind, err, message, reason, fatal)
         self._log("warning" if not fatal else "error", message)
-        self._tell("error", e)
+        self._tell(EventError(e))
         if fatal:
             self._halt(e)
             return
@@ -952,9 +1283,9 @@ class Client:
                        self._point)
         self._next_attempt = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
-        self._tell("reconnect", rc)
+        self._tell(EventReconnect(rc))
 
-    def _connect(self):
+    def _connect(self) -> None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(self.path)
@@ -982,13 +1313,13 @@ class Client:
         s.setblocking(False)
         self._sel.register(s, selectors.EVENT_READ)
 
-    def _read(self):
+    def _read(self) -> None:
         """Reads what is there (up to READ_BUDGET) and dispatches each whole
         line.  Linear in what arrives: new bytes are appended in place and
         only they are searched for a newline; a line is copied once."""
         total = 0
         while total < READ_BUDGET and self._end is None and \
-                not self._stop_requested:
+                not self._stop_requested and self._sock is not None:
             try:
                 data = self._sock.recv(1 << 18)
             except (BlockingIOError, InterruptedError):
@@ -1010,7 +1341,7 @@ class Client:
             self._buf.extend(data)
             self._dispatch()
 
-    def _dispatch(self):
+    def _dispatch(self) -> None:
         buf, start = self._buf, 0
         try:
             while self._end is None and not self._stop_requested:
@@ -1032,17 +1363,17 @@ class Client:
                 len(buf) > self.max_line:
             self._too_long()
 
-    def _too_long(self):
+    def _too_long(self) -> None:
         self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
                       '"%s" sent a line longer than %d bytes' % (
                           self.path, self.max_line))
 
-    def _bad(self, what):
+    def _bad(self, what: str) -> None:
         self._set_end(BAD_MESSAGE, errno.EBADMSG,
                       '"%s" sent a line that is not a protocol %d message '
                       "(%s)" % (self.path, PROTOCOL, what))
 
-    def _line(self, raw):
+    def _line(self, raw: bytearray) -> None:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -1086,13 +1417,14 @@ class Client:
         else:
             self._apply(m)
 
-    def _apply(self, m):
+    def _apply(self, m: _Msg) -> bool:
+        told: List[Update] = []
         try:
             if m.type == "pods" and self._cache.held:
                 told = self._apply_held(m)
             elif m.type == "pods":
                 self._cache.apply_pods(m)
-                told = [Update(m.op, m.source, list(m.pods), m.seq, False)]
+                told = [Update(m.op, m.source, tuple(m.pods), m.seq, False)]
             elif m.type == "plugin":
                 self._cache.apply_plugin(m)
             elif m.type == "sources_ready" and self._cache.held:
@@ -1100,27 +1432,24 @@ class Client:
                           "since the last full state were not delivered "
                           "again: removed" % (self.path,
                                               len(self._cache.held)))
-                told = [Update(op, src, pods, 0, True)
+                told = [Update(op, src, tuple(pods), 0, True)
                         for op, src, pods in self._cache.drop_held()]
-            else:
-                told = []
         except MemoryError:
             self._set_end(NOMEM, errno.ENOMEM, "out of memory applying "
                           "message %d; resynchronizing" % m.seq)
             return False
         self._point = m.seq
-        if m.type in ("pods", "sources_ready"):
-            for u in told:
-                self._tell("pods", u)
-        elif m.type == "plugin":
-            self._tell("plugin", PluginEvent(
+        for u in told:
+            self._tell_pods(u)
+        if m.type == "plugin":
+            self._tell(EventPlugin(PluginEvent(
                 m.plugin_op, m.socket, m.plugin_type, m.plugin_name,
-                m.plugin_json, m.error, m.seq, False))
-        if m.type == "sources_ready":
+                m.plugin_json, m.error, m.seq, False)))
+        elif m.type == "sources_ready":
             self._set_ready(m.sources)
         return True
 
-    def _apply_held(self, m):
+    def _apply_held(self, m: _Msg) -> List[Update]:
         """A pods message while pods are held over (doc/protocol.md, "A
         restarted daemon's late sources"): an ADD that carries a held pod
         again ends its hold-over, and the pod is told only if it changed,
@@ -1128,13 +1457,13 @@ class Client:
         pods; a SET keeps the held pods it does not carry and is told with
         the whole cache; other ops as live.  Returns the updates to tell."""
         cache = self._cache
-        if m.op == "SET":
+        if m.op is Op.SET:
             cache.set_keeping_held(m.pods)
-            return [Update("SET", m.source, list(cache.ordered()), m.seq,
+            return [Update(Op.SET, m.source, tuple(cache.ordered()), m.seq,
                            False)]
-        if m.op != "ADD":
+        if m.op is not Op.ADD:
             cache.apply_pods(m)
-            return [Update(m.op, m.source, list(m.pods), m.seq, False)]
+            return [Update(m.op, m.source, tuple(m.pods), m.seq, False)]
         keep, changed = [], []
         for p in m.pods:
             k = (p.source, p.uid)
@@ -1143,17 +1472,17 @@ class Client:
             elif not _same(cache.pods[k].json, p.json):
                 changed.append(p)
         cache.apply_pods(m)
-        told = [Update("ADD", m.source, keep, m.seq, False)]
+        told = [Update(Op.ADD, m.source, tuple(keep), m.seq, False)]
         if changed:
-            told.append(Update("UPDATE", m.source, changed, 0, True))
+            told.append(Update(Op.UPDATE, m.source, tuple(changed), 0, True))
         return told
 
-    def _set_ready(self, sources):
+    def _set_ready(self, sources: List[str]) -> None:
         if sources != self._ready:
             self._ready = list(sources)
-            self._tell("sources_ready", list(sources))
+            self._tell(EventSourcesReady(tuple(sources)))
 
-    def _synced(self, m):
+    def _synced(self, m: _Msg) -> None:
         if m.resumed:
             if self._point is None:
                 self._bad("a replay to a client that did not ask to resume")
@@ -1173,13 +1502,14 @@ class Client:
         self._synced_once = True
         self._backoff = BACKOFF_MIN
         self._attempt = 0
-        self._tell("synced", m.resumed)
+        self._tell(EventSynced(m.resumed))
 
-    def _full_state(self):
+    def _full_state(self) -> None:
         """The held messages are the whole state: they replace the cache,
         and the difference is told (or, after resume_after=, the state
         whole: what went away before that point is not known here)."""
-        fresh, ready = _Cache(), None
+        fresh = _Cache()
+        ready: Optional[List[str]] = None
         for h in self._held:
             if h.type == "pods":
                 fresh.apply_pods(h)
@@ -1194,20 +1524,22 @@ class Client:
             delivered = {h.source for h in self._held if h.type == "pods"}
             delivered |= {p.source for p in fresh.pods.values()}
             fresh.hold_over(self._cache, delivered)
+        plugs: List[Tuple[PluginOp, str, _PluginEntry]]
         if self._partial:
-            recs = [("SET", "*", list(fresh.ordered()))]
-            plugs = [("REGISTERED", sock, fresh.plugins[sock])
+            recs: List[_Record] = [(Op.SET, "*", list(fresh.ordered()))]
+            plugs = [(PluginOp.REGISTERED, sock, fresh.plugins[sock])
                      for sock in sorted(fresh.plugins)]
             resync = True
         else:
             recs, plugs = _diff(self._cache, fresh)
             resync = self._synced_once
+        fresh.take_over(self._cache)
         self._cache = fresh
         self._partial = False
         if ready is not None:
             self._set_ready(ready)
         for op, src, pods in recs:
-            self._tell("pods", Update(op, src, pods, 0, resync))
-        for op, sock, (text, typ, name) in plugs:
-            self._tell("plugin", PluginEvent(op, sock, typ, name, text, None,
-                                             0, resync))
+            self._tell_pods(Update(op, src, tuple(pods), 0, resync))
+        for pop, sock, (text, typ, name) in plugs:
+            self._tell(EventPlugin(PluginEvent(pop, sock, typ, name, text,
+                                               None, 0, resync)))

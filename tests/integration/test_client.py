@@ -753,7 +753,16 @@ def _(t):
            synced(7, False), pods(8, "UPDATE", "file", spod("a", "alpha", 2)))
     events = []
     for ev in c.events(timeout=T_WAIT):
-        events.append((ev.kind, ev.update.op if ev.update else ev.resumed))
+        # Each kind carries only its own member.
+        if ev.kind == "pods":
+            events.append((ev.kind, ev.update.op))
+            if hasattr(ev, "resumed") or not isinstance(ev, podmux.EventPods):
+                raise AssertionError("pods event %r" % (ev,))
+        else:
+            events.append((ev.kind, ev.resumed))
+            if hasattr(ev, "update") or \
+                    not isinstance(ev, podmux.EventSynced):
+                raise AssertionError("synced event %r" % (ev,))
         if ev.kind == "pods" and ev.update.op == "UPDATE":
             break
     want = [("pods", "ADD"), ("synced", False), ("pods", "UPDATE")]
@@ -770,6 +779,66 @@ def _(t):
     if seen[-1] != ("pods", "REMOVE"):
         raise AssertionError("handlers after a second events(): %r" % seen)
     c.close()
+
+
+@test("python: the records are frozen dataclasses and each event kind its "
+      "own class; ops, plugin ops and error kinds are enums equal to and "
+      "printed as their strings; `with Client() as c` closes the client")
+def _(t):
+    import dataclasses
+    s = Script(t)
+    with podmux.Client(s.path) as c:
+        got = []
+        c.on_pods = c.on_plugin = c.on_error = got.append
+        s.accept(c)
+        s.send(hello(5), synced(6, False),
+               pods(7, "ADD", "file", spod("a", "alpha")),
+               {"type": "plugin", "seq": 8, "op": "REGISTERED",
+                "plugin": {"socket": "/p/a.sock", "type": "CSIPlugin",
+                           "name": "a"}},
+               {"type": "plugin", "seq": 9, "op": "RETIRED",
+                "plugin": {"socket": "/p/a.sock"}},
+               {"type": "error", "seq": 10, "reason": "SlowConsumer",
+                "message": "slow"})
+        drain(c)
+        u, reg, new, err = got
+        if not (type(u) is podmux.Update and u.op is podmux.Op.ADD and
+                u.op == "ADD" and "%s %s" % (u.op, u.pods[0].source) ==
+                "ADD file" and "{}".format(u.op) == "ADD" and
+                isinstance(u.pods, tuple) and
+                type(u.pods[0]) is podmux.Pod):
+            raise AssertionError("update %r" % (u,))
+        if not (reg.op is podmux.PluginOp.REGISTERED and
+                reg.op == "REGISTERED" and type(new.op) is str and
+                new.op == "RETIRED"):
+            raise AssertionError("plugin ops %r %r" % (reg, new))
+        if not (err.kind is podmux.ErrorKind.SERVER and
+                err.kind is podmux.SERVER and err.kind == "server" and
+                "%s" % err.kind == "server" and
+                {"server": 1}.get(err.kind) == 1):
+            raise AssertionError("error kind %r" % (err.kind,))
+        for rec, field in ((u, "op"), (u.pods[0], "source"), (reg, "op")):
+            if not dataclasses.is_dataclass(rec):
+                raise AssertionError("%r is not a dataclass" % (rec,))
+            try:
+                setattr(rec, field, "x")
+                raise AssertionError("%r is not frozen" % (rec,))
+            except dataclasses.FrozenInstanceError:
+                pass
+        if [f.name for f in dataclasses.fields(podmux.EventPods)] != \
+                ["update"] or podmux.EventPods.kind != "pods" or \
+                podmux.EventReconnect(None).kind != "reconnect":
+            raise AssertionError("event classes")
+        wait_due(c)
+        s.accept(c)
+        if c.fileno() is None:
+            raise AssertionError("not connected")
+    # Out of the block: closed, and stopped for good.
+    s.conn.settimeout(T_WAIT)
+    if s.conn.recv(1) != b"" or c.fileno() is not None or c.process():
+        raise AssertionError("the with block did not close the client")
+    c.close()   # again: nothing
+    s.close()
 
 
 class Chunk(bytes):
@@ -1276,10 +1345,17 @@ def gen_keys(p):
     return (["odd"] if n % 2 else []) + (["gen=%d" % n] if n < 4 else [])
 
 
+def seen_keys(p):
+    """The scenario table's custom index seen."""
+    v = harness.pod_ann(p.obj(), SEEN)
+    return [v] if v else []
+
+
 def run_scenario(t, sc):
     s = Script(t)
     c = podmux.Client(s.path)
     c.add_index("gen", gen_keys)
+    c.add_index("seen", seen_keys)
     log = []
     for step in sc["steps"]:
         where = "%s: step %r" % (sc["name"], step)

@@ -25,7 +25,7 @@ ONCE = "checked once, in the plain build (it does not depend on the binary)"
 # What only the suite or the fuzzer needs: never installed by scripts/demo.
 TEST_ONLY = {"check", "valgrind", "clang", "python3-grpcio",
              "python3-protobuf", "protobuf-compiler", "python3-venv",
-             "systemd", "golang-go"}
+             "systemd", "golang-go", "mypy"}
 
 
 def readme():
@@ -125,7 +125,7 @@ def _(t):
     assert not [p for p in build if p.startswith("libclang-rt")], build
     assert set(build) <= set(suite) and set(build) <= set(fuzz)
     for p in ("check", "valgrind", "python3-grpcio", "protobuf-compiler",
-              "python3-venv", "python3-pip", "systemd"):
+              "python3-venv", "python3-pip", "systemd", "mypy"):
         assert p in suite, (p, suite)
     assert "clang" not in suite, suite
     assert "clang" in fuzz, fuzz
@@ -289,6 +289,8 @@ def python_install(t, cmds, run):
     top = t.mkdir("checkout")
     shutil.copytree(os.path.join(SRCDIR, "python"),
                     os.path.join(top, "python"))
+    # Built from pyproject.toml alone (setuptools >= 61 reads [project]).
+    assert not os.path.exists(os.path.join(top, "python", "setup.py"))
     shutil.copytree(os.path.join(SRCDIR, "examples"),
                     os.path.join(top, "examples"))
     pybin = t.mkdir("pybin")
@@ -334,7 +336,8 @@ def python_install(t, cmds, run):
 
 
 @test("README's Python install into a venv with system site packages works "
-      "offline with Debian's python3 and runs examples/consumer.py")
+      "offline with Debian's python3, ships py.typed and runs "
+      "examples/consumer.py")
 def _(t):
     if SANITIZED:
         t.skip(ONCE)
@@ -343,16 +346,20 @@ def _(t):
         home, ".local", "share", "podmux-venv", "lib"))
         if "__init__.py" in files and dp.endswith(os.sep + "podmux")]
     assert found, "podmux is not installed in the venv"
+    assert os.path.exists(os.path.join(found[0], "py.typed")), found
 
 
 @test("README's Python install with pip --target works offline with "
-      "Debian's python3 and runs examples/consumer.py")
+      "Debian's python3 (pyproject.toml alone, no setup.py), ships py.typed "
+      "and runs examples/consumer.py")
 def _(t):
     if SANITIZED:
         t.skip(ONCE)
     home = python_install(t, TARGET_CMDS, TARGET_RUN)
-    assert os.path.exists(os.path.join(home, ".local", "lib", "podmux",
-                                       "podmux", "__init__.py"))
+    # py.typed is installed with it: type checkers read its hints.
+    for f in ("__init__.py", "py.typed"):
+        assert os.path.exists(os.path.join(home, ".local", "lib", "podmux",
+                                           "podmux", f)), f
 
 
 # ---- make install, make check -----------------------------------------------
