@@ -457,6 +457,26 @@ static __attribute__((unused)) int index_gen(const struct podmux_pod *p, struct 
         return r;
 }
 
+/* The custom index "seen" of tests/fixtures/informer-scenarios.json: the
+ * pod's kubernetes.io/config.seen annotation, if it has one. */
+static __attribute__((unused)) int index_seen(const struct podmux_pod *p, struct podmux_index_keys *keys, void *data)
+{
+        static const char tag[] = "\"kubernetes.io/config.seen\":\"";
+        const char *s = strstr(podmux_pod_json(p, NULL), tag), *e;
+        char key[64];
+
+        (void)data;
+        if (!s)
+                return 0;
+        s += sizeof(tag) - 1;
+        e = strchr(s, '"');
+        if (!e || (size_t)(e - s) >= sizeof(key))
+                return 0;
+        memcpy(key, s, (size_t)(e - s));
+        key[e - s] = '\0';
+        return podmux_index_keys_add(keys, key);
+}
+
 /* Whether key is among p's keys in the index name (the built-ins and gen). */
 static __attribute__((unused)) bool pod_has_key(const struct podmux_pod *p, const char *name, const char *key)
 {

@@ -1511,6 +1511,7 @@ START_TEST(test_informer_scenarios)
 
                 t_init(&t);
                 ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
+                ck_assert_int_eq(podmux_client_add_index(t.c, "seen", index_seen, NULL), 0);
                 for (size_t k = 0; k < json_object_array_length(steps); k++)
                         run_step(&t, json_object_array_get_idx(steps, k), &log, hs, &n_hs, name);
                 ck_assert_msg(log.len == 0, "%s: records not expected: %s", name, log.data);
