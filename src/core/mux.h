@@ -25,8 +25,9 @@
 struct mux;
 struct mux_channel;
 
-/* First and last pause before a record whose merge ran out of memory is
- * merged again (doubling in between). */
+/* The pause before a record whose merge ran out of memory is merged
+ * again, a backoff (util/backoff.h): base MUX_RETRY_MIN_USEC, doubling,
+ * cap MUX_RETRY_MAX_USEC, no jitter; reset by a merge that goes through. */
 #define MUX_RETRY_MIN_USEC 1000u
 #define MUX_RETRY_MAX_USEC (1000u * 1000u)
 
