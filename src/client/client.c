@@ -42,6 +42,7 @@
 
 #include "podmux/client.h"
 #include "util/backoff.h"
+#include "util/grow.h"
 #include "util/json_parse.h"
 #include "client_cache.h"
 #include "client_index.h"
@@ -964,15 +965,8 @@ static int on_synced(struct podmux_client *c, const struct client_msg *m)
 
 static int hold(struct podmux_client *c, struct client_msg *m)
 {
-        if (c->n_held == c->held_cap) {
-                size_t n = c->held_cap ? c->held_cap * 2 : 16;
-                struct client_msg *v = realloc(c->held, n * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                c->held = v;
-                c->held_cap = n;
-        }
+        if (GROW(c->held, c->held_cap, c->n_held + 1, 16) < 0)
+                return -ENOMEM;
         c->held[c->n_held++] = *m; /* moved: m is not cleared by the caller */
         memset(m, 0, sizeof(*m));
         return 0;

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "sources/api_decode.h"
+#include "util/grow.h"
 #include "util/json_canon.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
@@ -148,18 +149,11 @@ static int expect(const char *s, size_t len, size_t *pos, char c)
 /* Grows the decoded items by one slot.  0 or -ENOMEM. */
 static int items_grow(struct item **items, size_t n, size_t *cap)
 {
-        struct item *t;
-        size_t c;
+        size_t old = *cap;
 
-        if (n < *cap)
-                return 0;
-        c = *cap ? *cap * 2 : 64;
-        t = realloc(*items, c * sizeof(*t));
-        if (!t)
+        if (GROW(*items, *cap, n + 1, 64) < 0)
                 return -ENOMEM;
-        memset(t + *cap, 0, (c - *cap) * sizeof(*t));
-        *items = t;
-        *cap = c;
+        memset(*items + old, 0, (*cap - old) * sizeof(**items));
         return 0;
 }
 

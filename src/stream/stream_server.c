@@ -70,6 +70,7 @@
 #include <json-c/json.h>
 
 #include "util/arena.h"
+#include "util/grow.h"
 #include "util/str.h" /* ERRNO_STR */
 #include "stream/stream_request.h"
 #include "util/ring.h"
@@ -634,15 +635,8 @@ static void news_drop(struct consumer *c)
  * the grace period, so it stays small. */
 static int news_keep(struct consumer *c, struct msg *m)
 {
-        if (c->n_news == c->cap_news) {
-                size_t cap = c->cap_news ? c->cap_news * 2 : 4;
-                struct msg **v = realloc(c->news, cap * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                c->news = v;
-                c->cap_news = cap;
-        }
+        if (GROW(c->news, c->cap_news, c->n_news + 1, 4) < 0)
+                return -ENOMEM;
         m->refs++;
         c->news[c->n_news++] = m;
         return 0;
