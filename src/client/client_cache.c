@@ -201,13 +201,6 @@ void cache_free(struct cache *c)
         c->n_plugins = c->plugins_cap = 0;
 }
 
-void cache_move(struct cache *dst, struct cache *src)
-{
-        cache_free(dst);
-        *dst = *src;
-        memset(src, 0, sizeof(*src));
-}
-
 /* ---- applying a pods message ------------------------------------------------- */
 
 struct sort_ent {

@@ -790,11 +790,6 @@ int pod_update_add_gone(struct pod_update *u, struct pod *p)
         return 0;
 }
 
-bool pod_update_empty(const struct pod_update *u)
-{
-        return u->n_pods == 0 && u->n_gone == 0;
-}
-
 bool pod_update_foldable(const struct pod_update *u)
 {
         return u->op == POD_OP_SET;

@@ -283,8 +283,6 @@ int pod_update_share(const struct pod_update *u, struct pod_update **ret_copy);
 struct pod_update *pod_update_new_delta(const char *source);
 /* Delta: p's UID is gone (a new reference to p).  0 or -ENOMEM. */
 int pod_update_add_gone(struct pod_update *u, struct pod *p);
-/* Whether a delta carries no change. */
-bool pod_update_empty(const struct pod_update *u);
 /* Whether a record can be folded (a SET or a delta; the plain ops ADD,
  * UPDATE, DELETE and REMOVE cannot). */
 bool pod_update_foldable(const struct pod_update *u);
