@@ -49,6 +49,7 @@ void mux_free(struct mux *m);
  * configured source).  Same name, same channel.  -EINVAL for an empty
  * name, -ENOMEM. */
 int mux_channel(struct mux *m, const char *source, struct mux_channel **ret_ch);
+/* The channel's source name (tests only). */
 const char *mux_channel_name(const struct mux_channel *ch);
 /* Records a channel holds before it folds (see mux_channel_send). */
 #define MUX_FOLD_BACKLOG 64

@@ -160,7 +160,7 @@ void pod_unref(struct pod *p);
  * (a source's name is not copied: see struct pod). */
 int pod_clone(const struct pod *p, struct pod **ret_pod);
 /* Set a local annotation on a pod no record has carried to a consumer.
- * value NULL removes it.  Return 0 or -ENOMEM (p unchanged). */
+ * value NULL removes it.  Return 0 or -ENOMEM (p unchanged).  Tests only. */
 int pod_set_source(struct pod *p, const char *value);
 int pod_set_seen(struct pod *p, const char *value);
 /* The merger's stamp on a pod it stores for the first time: config.source
@@ -225,7 +225,7 @@ enum pod_op {
 };
 
 const char *pod_op_to_string(enum pod_op op); /* NULL if out of range */
-/* -EINVAL for an unknown name (exact, upper case). */
+/* -EINVAL for an unknown name (exact, upper case).  Tests only. */
 enum pod_op pod_op_from_string(const char *s);
 
 #define POD_SOURCE_FILE "file"

@@ -98,7 +98,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
 int api_source_start(struct api_source *as);
 /* The first backoff pause (API_BACKOFF_INITIAL_USEC) and the first pause
  * before a SET is sent again (API_PUSH_RETRY_USEC); tests make them
- * short.  Before api_source_start(). */
+ * short.  Before api_source_start().  Tests only. */
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
 /* At a clean shutdown, with the loop no longer run: the live state, if
  * newer than the checkpoint on disk, is written now (blocking).  0 (also

@@ -116,6 +116,7 @@ void file_source_carried(struct file_source *fs, const struct pod_update *u, uin
  * -ENOMEM.  O(n log n) for n records.
  */
 int file_source_records(struct file_source *fs, int (*fn)(void *data, const struct file_record_view *v), void *data);
+/* How many records there are (tests only). */
 size_t file_source_record_count(const struct file_source *fs);
 
 #endif

@@ -28,7 +28,7 @@ typedef const char *keymap_key_fn(const void *item);
 struct keymap *keymap_new(keymap_key_fn *key_of);              /* NULL on ENOMEM */
 void keymap_free(struct keymap *m, void (*free_item)(void *)); /* NULL-safe */
 size_t keymap_size(const struct keymap *m);
-size_t keymap_slots(const struct keymap *m);               /* the table's size */
+size_t keymap_slots(const struct keymap *m);               /* the table's size (tests only) */
 void *keymap_get(const struct keymap *m, const char *key); /* NULL if absent */
 /* Puts item under its key, in place of the item there (given in *ret_old
  * if asked, else NULL).  Replacing never allocates.  0 or -ENOMEM (the map
