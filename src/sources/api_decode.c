@@ -640,7 +640,7 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                 if (jr == JV_MORE || d->ev.len) {
                         /* Kept until the event is whole. */
                         if (buf_append(&d->ev, data + off, end - off) < 0)
-                                goto oom;
+                                goto nomem;
                 }
                 off = end;
                 if (jr == JV_MORE)
@@ -656,12 +656,12 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                         r = apply_event(ev, store, rv_slot, on_event, arg, ret_code, err);
                 json_object_put(ev);
                 if (r == -ENOMEM)
-                        goto oom;
+                        goto nomem;
                 if (r < 0)
                         return r;
         }
         return 0;
-oom:
+nomem:
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
         return -ENOMEM;

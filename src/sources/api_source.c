@@ -165,14 +165,14 @@ static char *pct_encode(const char *s)
 
                 if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
                         if (buf_putc(&b, (char)c) < 0)
-                                goto oom;
+                                goto nomem;
                 } else if (buf_putc(&b, '%') < 0 || buf_putc(&b, hex[c >> 4]) < 0 ||
                            buf_putc(&b, hex[c & 15]) < 0) {
-                        goto oom;
+                        goto nomem;
                 }
         }
         return buf_steal(&b, NULL);
-oom:
+nomem:
         buf_free(&b);
         return NULL;
 }

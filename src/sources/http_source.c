@@ -557,7 +557,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                 return buf_set_err(err, -EINVAL, "the manifest URL is empty");
         u = curl_url();
         if (!u)
-                goto oom;
+                goto nomem;
         {
                 char *scheme = NULL;
                 CURLUcode uc = curl_url_set(u, CURLUPART_URL, cfg->url, 0);
@@ -566,7 +566,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                         uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
                 if (uc == CURLUE_OUT_OF_MEMORY) {
                         curl_url_cleanup(u);
-                        goto oom;
+                        goto nomem;
                 }
                 if (uc != CURLUE_OK || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
                         r = buf_set_err(err, -EINVAL, "--manifest-url: \"%s\" is not an http:// or https:// URL",
@@ -580,7 +580,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         }
         hs = calloc(1, sizeof(*hs));
         if (!hs)
-                goto oom;
+                goto nomem;
         hs->loop = loop;
         buf_init(&hs->body);
         hs->cl = cl;
@@ -629,7 +629,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         return 0;
 fail:
         http_source_free(hs);
-oom:
+nomem:
         /* Every failure past the URL checks is for want of memory. */
         if (err)
                 buf_reset(err); /* a failure replaces what err held */

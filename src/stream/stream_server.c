@@ -1490,7 +1490,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv = calloc(1, sizeof(*srv));
         if (!srv) {
                 r = -ENOMEM;
-                goto oom;
+                goto nomem;
         }
         srv->lis.fd = -1;
         srv->reserve_fd = -1;
@@ -1498,13 +1498,13 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->msgs = arena_new(MSG_SEGMENT);
         r = srv->msgs ? copy_config(srv, cfg) : -ENOMEM;
         if (r < 0)
-                goto oom;
+                goto nomem;
         r = loop_timer_new(loop, flush_all, srv, &srv->flush_timer);
         if (r < 0)
-                goto oom;
+                goto nomem;
         r = loop_timer_new(loop, accept_retry, srv, &srv->accept_timer);
         if (r < 0)
-                goto oom;
+                goto nomem;
         r = reserve_take(srv);
         if (r < 0) {
                 r = buf_set_err(err, r, "cannot open %s for the spare descriptor: %s", RESERVE_PATH, ERRNO_STR(r));
@@ -1521,7 +1521,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         }
         *ret_srv = srv;
         return 0;
-oom:
+nomem:
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
 fail:
