@@ -1274,9 +1274,7 @@ static void on_header_timeout(struct loop_timer *t, void *data)
 
         if (!as->easy)
                 return;
-        curl_loop_remove(as->cl, as->easy);
-        curl_easy_cleanup(as->easy);
-        as->easy = NULL;
+        curl_loop_cancel(as->cl, &as->easy);
         report(as, true, false, "%s: no response from the server within %llu s",
                as->phase == PHASE_LIST ? "list" : "watch", API_RESPONSE_TIMEOUT_USEC / 1000000ull);
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
@@ -1483,10 +1481,7 @@ void api_source_free(struct api_source *as)
 {
         if (!as)
                 return;
-        if (as->easy) {
-                curl_loop_remove(as->cl, as->easy);
-                curl_easy_cleanup(as->easy);
-        }
+        curl_loop_cancel(as->cl, &as->easy);
         checkpoint_writer_free(as->writer);
         checkpoint_free(&as->ckpt);
         loop_timer_free(as->grace_timer);

@@ -685,10 +685,7 @@ void http_source_free(struct http_source *hs)
 {
         if (!hs)
                 return;
-        if (hs->easy) {
-                curl_loop_remove(hs->cl, hs->easy);
-                curl_easy_cleanup(hs->easy);
-        }
+        curl_loop_cancel(hs->cl, &hs->easy);
         if (hs->ch)
                 mux_channel_on_merged(hs->ch, NULL, NULL);
         loop_timer_free(hs->timer);
