@@ -41,6 +41,8 @@
 #include <json-c/json.h>
 
 #include "podmux/client.h"
+#include "util/backoff.h"
+#include "util/grow.h"
 #include "util/json_parse.h"
 #include "client_cache.h"
 #include "client_index.h"
@@ -89,9 +91,9 @@ struct podmux_client {
         int stop_err;
         bool stop_requested;
 
-        /* backoff */
+        /* the reconnection's backoff (client_msg.h) */
         uint64_t next_attempt; /* monotonic usec */
-        uint64_t backoff, backoff_min, backoff_max;
+        struct backoff backoff;
         unsigned attempt;
 
         /* the connection */
@@ -209,8 +211,7 @@ int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c
         buf_init(&c->in);
         c->data = data;
         c->max_line = PODMUX_CLIENT_DEFAULT_MAX_LINE;
-        c->backoff = c->backoff_min = PODMUX_CLIENT_BACKOFF_MIN_USEC;
-        c->backoff_max = PODMUX_CLIENT_BACKOFF_MAX_USEC;
+        c->backoff = BACKOFF_INIT(PODMUX_CLIENT_BACKOFF_MIN_USEC, PODMUX_CLIENT_BACKOFF_MAX_USEC);
         c->path = strdup(path);
         if (!c->path) {
                 free(c);
@@ -317,8 +318,7 @@ void podmux_client_set_max_line(struct podmux_client *c, size_t bytes)
 
 void client_set_backoff(struct podmux_client *c, uint64_t min_usec, uint64_t max_usec)
 {
-        c->backoff = c->backoff_min = min_usec;
-        c->backoff_max = max_usec;
+        c->backoff = BACKOFF_INIT(min_usec, max_usec);
 }
 
 void podmux_client_set_resume(struct podmux_client *c, uint64_t seq)
@@ -395,12 +395,11 @@ static void end_connection(struct podmux_client *c)
                 stop_now(c, -ECANCELED);
                 return;
         }
-        rc.delay_usec = c->backoff;
+        rc.delay_usec = backoff_next(&c->backoff, 0);
         rc.attempt = ++c->attempt;
         rc.resume = c->have_point;
         rc.resume_after = c->point;
-        c->next_attempt = now_usec() + c->backoff;
-        c->backoff = c->backoff * 2 > c->backoff_max ? c->backoff_max : c->backoff * 2;
+        c->next_attempt = now_usec() + rc.delay_usec;
         c->st = ST_IDLE;
         logf_(c, PODMUX_LOG_INFO, "reconnecting to \"%s\" in %" PRIu64 " ms (attempt %u)", c->path,
               rc.delay_usec / 1000, rc.attempt);
@@ -957,7 +956,7 @@ static int on_synced(struct podmux_client *c, const struct client_msg *m)
         held_clear(c);
         c->live = true;
         c->synced_once = true;
-        c->backoff = c->backoff_min;
+        backoff_reset(&c->backoff);
         c->attempt = 0;
         if (c->on_synced && !c->stop_requested)
                 c->on_synced(c, m->resumed, c->data);
@@ -966,15 +965,8 @@ static int on_synced(struct podmux_client *c, const struct client_msg *m)
 
 static int hold(struct podmux_client *c, struct client_msg *m)
 {
-        if (c->n_held == c->held_cap) {
-                size_t n = c->held_cap ? c->held_cap * 2 : 16;
-                struct client_msg *v = realloc(c->held, n * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                c->held = v;
-                c->held_cap = n;
-        }
+        if (GROW(c->held, c->held_cap, c->n_held + 1, 16) < 0)
+                return -ENOMEM;
         c->held[c->n_held++] = *m; /* moved: m is not cleared by the caller */
         memset(m, 0, sizeof(*m));
         return 0;

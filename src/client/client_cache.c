@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "client_cache.h"
+#include "util/grow.h"
 #include "util/json_canon.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
@@ -165,21 +166,10 @@ const struct podmux_pod *cache_by_name(const struct cache *c, const char *ns, co
         return pos < c->n && name_compare(c->v[pos], ns, name) == 0 ? c->v[pos] : NULL;
 }
 
+/* Even an empty cache gets its first block, as it always did. */
 static int array_reserve(struct cache *c, size_t total)
 {
-        size_t cap = c->cap ? c->cap : 16;
-        struct podmux_pod **v;
-
-        while (cap < total)
-                cap *= 2;
-        if (cap == c->cap)
-                return 0;
-        v = realloc(c->v, cap * sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        c->v = v;
-        c->cap = cap;
-        return 0;
+        return GROW(c->v, c->cap, total ? total : 1, 16);
 }
 
 static void pods_free(struct cache *c)
@@ -209,13 +199,6 @@ void cache_free(struct cache *c)
         free(c->plugins);
         c->plugins = NULL;
         c->n_plugins = c->plugins_cap = 0;
-}
-
-void cache_move(struct cache *dst, struct cache *src)
-{
-        cache_free(dst);
-        *dst = *src;
-        memset(src, 0, sizeof(*src));
 }
 
 /* ---- applying a pods message ------------------------------------------------- */
@@ -434,15 +417,8 @@ int cache_plugin_apply(struct cache *c, const struct client_msg *m)
                 c->plugins[pos] = e;
                 return 0;
         }
-        if (c->n_plugins == c->plugins_cap) {
-                size_t cap = c->plugins_cap ? c->plugins_cap * 2 : 8;
-                struct plugin_ent *v = realloc(c->plugins, cap * sizeof(*v));
-
-                if (!v)
-                        goto nomem;
-                c->plugins = v;
-                c->plugins_cap = cap;
-        }
+        if (GROW(c->plugins, c->plugins_cap, c->n_plugins + 1, 8) < 0)
+                goto nomem;
         memmove(c->plugins + pos + 1, c->plugins + pos, (c->n_plugins - pos) * sizeof(*c->plugins));
         c->plugins[pos] = e;
         c->n_plugins++;

@@ -49,8 +49,6 @@ struct cache {
  */
 
 void cache_free(struct cache *c);
-/* Moves src into dst (dst freed first); src is left empty. */
-void cache_move(struct cache *dst, struct cache *src);
 
 /* Position of a pod equal to p under client_pod_compare(), or where it
  * would go (false). */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
 #include "util/keymap.h"
 
 #include "client_index.h"
@@ -75,15 +76,8 @@ int podmux_index_keys_add(struct podmux_index_keys *k, const char *key)
 
         if (!k || !key)
                 return -EINVAL;
-        if (k->n == k->cap) {
-                size_t cap = k->cap ? 2 * k->cap : 4;
-                char **v = realloc(k->v, cap * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                k->v = v;
-                k->cap = cap;
-        }
+        if (GROW(k->v, k->cap, k->n + 1, 4) < 0)
+                return -ENOMEM;
         copy = strdup(key);
         if (!copy)
                 return -ENOMEM;

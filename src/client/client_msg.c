@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include "util/grow.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
 #include "client_msg.h"
@@ -140,15 +141,8 @@ static int value(struct walk *w, json_object **ret)
 
 static int add_pod(struct client_msg *m, struct podmux_pod *p, size_t *cap)
 {
-        if (m->n_pods == *cap) {
-                size_t n = *cap ? *cap * 2 : 8;
-                struct podmux_pod **v = realloc(m->pods, n * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                m->pods = v;
-                *cap = n;
-        }
+        if (GROW(m->pods, *cap, m->n_pods + 1, 8) < 0)
+                return -ENOMEM;
         m->pods[m->n_pods++] = p;
         return 0;
 }
@@ -232,19 +226,11 @@ static void members_free(struct member_list *l)
 
 static int members_add(struct member_list *l, char *key, json_object *v)
 {
-        if (l->n == l->cap) {
-                size_t n = l->cap ? l->cap * 2 : 8;
-                char **k = realloc(l->keys, n * sizeof(*k));
+        size_t keys_cap = l->cap;
 
-                if (!k)
-                        return -ENOMEM;
-                l->keys = k;
-                json_object **vv = realloc(l->vals, n * sizeof(*vv));
-                if (!vv)
-                        return -ENOMEM;
-                l->vals = vv;
-                l->cap = n;
-        }
+        /* Two arrays, one capacity: l->cap moves only once both grew. */
+        if (GROW(l->keys, keys_cap, l->n + 1, 8) < 0 || GROW(l->vals, l->cap, l->n + 1, 8) < 0)
+                return -ENOMEM;
         l->keys[l->n] = key;
         l->vals[l->n] = v;
         l->n++;

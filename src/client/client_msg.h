@@ -89,7 +89,12 @@ void client_pod_unref(struct podmux_pod *p);
  * source. */
 int client_pod_compare(const struct podmux_pod *a, const struct podmux_pod *b);
 
-/* For the library's tests only (not exported by the shared library): the
+/* The reconnection's backoff (util/backoff.h): base
+ * PODMUX_CLIENT_BACKOFF_MIN_USEC, doubling, cap
+ * PODMUX_CLIENT_BACKOFF_MAX_USEC, no jitter; reset when a connection
+ * reaches "synced".
+ *
+ * For the library's tests only (not exported by the shared library): the
  * reconnection backoff's start and cap, so a test need not wait 100 ms
  * per reconnection.  Defined in src/client/client.c. */
 void client_set_backoff(struct podmux_client *c, uint64_t min_usec, uint64_t max_usec);

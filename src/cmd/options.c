@@ -18,6 +18,7 @@
 #include "util/duration.h"
 #include "sources/event_recorder.h"
 #include "util/file.h"
+#include "util/log.h"
 #include "metrics/metrics_server.h"
 #include "cmd/options.h"
 #include "util/path.h"
@@ -433,12 +434,11 @@ static int parse_verbosity(const char *v, int *ret, struct buf *err)
 /* --log-format: text (0) or json (1). */
 static int parse_log_format(const char *v, int *ret, struct buf *err)
 {
-        if (strcmp(v, "text") == 0)
-                *ret = 0;
-        else if (strcmp(v, "json") == 0)
-                *ret = 1;
-        else
+        enum log_format f;
+
+        if (log_format_from_string(v, &f) < 0)
                 return buf_set_err(err, -EINVAL, "--log-format: unknown format \"%s\" (text or json)", v);
+        *ret = f == LOG_FORMAT_JSON;
         return 0;
 }
 

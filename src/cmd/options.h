@@ -116,7 +116,7 @@ void options_free(struct options *o); /* NULL-safe */
 /* The --help text. */
 const char *options_usage(void);
 /* The long flags podmux run takes (ends with a zeroed entry), so tests
- * can check that --help documents each. */
+ * can check that --help documents each (tests only). */
 const struct option *options_flags(void);
 
 /* Why getopt_long() refused a flag, for every subcommand alike: c is what

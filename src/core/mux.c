@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/mux.h"
+#include "util/backoff.h"
 
 struct mux_entry {
         uint64_t ticket;
@@ -45,7 +46,7 @@ struct mux {
         /* Armed when a merge ran out of memory (the record waits at the
          * head of its channel) or a drain could not be deferred. */
         struct loop_timer *retry_timer;
-        uint64_t retry_delay;
+        struct backoff retry; /* mux.h */
         struct mux_channel **channels; /* sorted by name */
         const char **names;            /* parallel to channels */
         size_t n;
@@ -69,6 +70,7 @@ int mux_new(struct loop *loop, mux_merge_fn merge, void *data,
         m->merge = merge;
         m->data = data;
         m->fold_after = MUX_FOLD_BACKLOG;
+        m->retry = BACKOFF_INIT(MUX_RETRY_MIN_USEC, MUX_RETRY_MAX_USEC);
         if (loop && (r = loop_timer_new(loop, retry_fired, m, &m->retry_timer)) < 0) {
                 free(m);
                 return r;
@@ -269,14 +271,13 @@ size_t mux_drain(struct mux *m)
                         /* Nothing of it was applied: it stays first in line
                          * (FIFO holds; later changes may fold into it) and
                          * is merged again after a pause. */
-                        m->retry_delay = m->retry_delay ? m->retry_delay * 2 : MUX_RETRY_MIN_USEC;
-                        if (m->retry_delay > MUX_RETRY_MAX_USEC)
-                                m->retry_delay = MUX_RETRY_MAX_USEC;
+                        uint64_t pause = backoff_next(&m->retry, 0);
+
                         if (m->retry_timer)
-                                loop_timer_arm(m->retry_timer, m->retry_delay);
+                                loop_timer_arm(m->retry_timer, pause);
                         return done;
                 }
-                m->retry_delay = 0;
+                backoff_reset(&m->retry);
                 best->head = e->next;
                 if (!best->head)
                         best->tail = NULL;

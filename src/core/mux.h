@@ -25,8 +25,9 @@
 struct mux;
 struct mux_channel;
 
-/* First and last pause before a record whose merge ran out of memory is
- * merged again (doubling in between). */
+/* The pause before a record whose merge ran out of memory is merged
+ * again, a backoff (util/backoff.h): base MUX_RETRY_MIN_USEC, doubling,
+ * cap MUX_RETRY_MAX_USEC, no jitter; reset by a merge that goes through. */
 #define MUX_RETRY_MIN_USEC 1000u
 #define MUX_RETRY_MAX_USEC (1000u * 1000u)
 
@@ -48,6 +49,7 @@ void mux_free(struct mux *m);
  * configured source).  Same name, same channel.  -EINVAL for an empty
  * name, -ENOMEM. */
 int mux_channel(struct mux *m, const char *source, struct mux_channel **ret_ch);
+/* The channel's source name (tests only). */
 const char *mux_channel_name(const struct mux_channel *ch);
 /* Records a channel holds before it folds (see mux_channel_send). */
 #define MUX_FOLD_BACKLOG 64

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "util/clock.h"
+#include "util/grow.h"
 #include "util/json_canon.h"
 #include "util/json_get.h"
 #include "core/pod.h"
@@ -727,19 +728,7 @@ struct pod_update *pod_update_new(enum pod_op op, const char *source)
 /* Room for n more pointers in *arr.  0 or -ENOMEM (nothing changed). */
 static int reserve_pods(struct pod ***arr, size_t *cap, size_t len, size_t n)
 {
-        size_t c = *cap ? *cap : 8;
-        struct pod **np;
-
-        if (len + n <= *cap)
-                return 0;
-        while (c < len + n)
-                c *= 2;
-        np = realloc(*arr, c * sizeof(*np));
-        if (!np)
-                return -ENOMEM;
-        *arr = np;
-        *cap = c;
-        return 0;
+        return GROW(*arr, *cap, len + n, 8);
 }
 
 int pod_update_add(struct pod_update *u, struct pod *p)
@@ -799,11 +788,6 @@ int pod_update_add_gone(struct pod_update *u, struct pod *p)
                 return -ENOMEM;
         u->gone[u->n_gone++] = pod_ref(p);
         return 0;
-}
-
-bool pod_update_empty(const struct pod_update *u)
-{
-        return u->n_pods == 0 && u->n_gone == 0;
 }
 
 bool pod_update_foldable(const struct pod_update *u)

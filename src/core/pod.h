@@ -54,6 +54,49 @@ struct strmap;
 
 #define POD_DIGEST_LEN 16
 
+/*
+ * The layout, once.  A pod is two blocks: struct pod (104 bytes, one
+ * 112-byte malloc block on 64-bit glibc; pod.c asserts the size), private
+ * to its holder, and the body, shared by clones and counted apart.
+ *
+ *   struct pod (64-bit)
+ *     0  refs, ns_len                   4 + 4
+ *     8  source                         8   pointer or POD_SOURCE_* constant
+ *    16  seen (text | usec)             8   union: stamped says which
+ *    24  mirror                         8   pointer
+ *    32  body                           8   pointer to the shared block
+ *    40  semantic digest               16
+ *    56  status digest                 16
+ *    72  text_len                       4
+ *    76  splice .. status_off          20   five offsets into the text
+ *    96  uid_len                        4
+ *   100  deleting, has_annotations,     3   + 1 byte of padding = 104
+ *        stamped
+ *
+ *   the body:  refs | text (text_len) NUL | UID (uid_len) NUL |
+ *              namespace (ns_len) NUL | "namespace/name" NUL
+ *   (the key is the name alone without a namespace; the name is the
+ *   key's tail, so it is not stored twice)
+ *
+ * Why it is shaped so (each trick is explained at its member below):
+ * - The identity strings live in the body, after the text, each with
+ *   its NUL, and are found from the three lengths: no pointer per string,
+ *   one allocation for all, and clones share them.  The maps keyed by
+ *   them borrow them rather than copy: storage's per-source keymap by
+ *   pod_uid(), the file source's store and UID index by pod_key() and
+ *   pod_uid() (util/keymap.h reads the key through the item, so a slot is
+ *   one pointer).  A key is valid while its pod is referenced, so an
+ *   index entry always goes before, or with, its pod's last reference.
+ * - Offsets and lengths are 32-bit: inputs are megabytes at most, and
+ *   pod_from_json() refuses a text of 4 GiB (-EFBIG).
+ * - config.source usually points at a POD_SOURCE_* constant, not a copy;
+ *   config.seen is a text until pod_stamp() turns it into a time (stamped
+ *   says which member of the union is live).
+ * - Only what the merge rules compare is kept beyond the text, as two
+ *   digests; everything else is read from the text when it is needed.
+ * Do not shave more bytes unless a benchmark line of a real workload
+ * needs it: the target (512 B a pod beyond the text) is met.
+ */
 struct pod {
         unsigned refs;
         uint32_t ns_len; /* strlen of metadata.namespace */
@@ -160,7 +203,7 @@ void pod_unref(struct pod *p);
  * (a source's name is not copied: see struct pod). */
 int pod_clone(const struct pod *p, struct pod **ret_pod);
 /* Set a local annotation on a pod no record has carried to a consumer.
- * value NULL removes it.  Return 0 or -ENOMEM (p unchanged). */
+ * value NULL removes it.  Return 0 or -ENOMEM (p unchanged).  Tests only. */
 int pod_set_source(struct pod *p, const char *value);
 int pod_set_seen(struct pod *p, const char *value);
 /* The merger's stamp on a pod it stores for the first time: config.source
@@ -225,7 +268,7 @@ enum pod_op {
 };
 
 const char *pod_op_to_string(enum pod_op op); /* NULL if out of range */
-/* -EINVAL for an unknown name (exact, upper case). */
+/* -EINVAL for an unknown name (exact, upper case).  Tests only. */
 enum pod_op pod_op_from_string(const char *s);
 
 #define POD_SOURCE_FILE "file"
@@ -283,8 +326,6 @@ int pod_update_share(const struct pod_update *u, struct pod_update **ret_copy);
 struct pod_update *pod_update_new_delta(const char *source);
 /* Delta: p's UID is gone (a new reference to p).  0 or -ENOMEM. */
 int pod_update_add_gone(struct pod_update *u, struct pod *p);
-/* Whether a delta carries no change. */
-bool pod_update_empty(const struct pod_update *u);
 /* Whether a record can be folded (a SET or a delta; the plain ops ADD,
  * UPDATE, DELETE and REMOVE cannot). */
 bool pod_update_foldable(const struct pod_update *u);

@@ -59,10 +59,12 @@ void storage_free(struct storage *s); /* NULL-safe */
  * consumers were told never diverge.
  */
 int storage_apply(struct storage *s, const char *source, const struct pod_update *u);
-/* storage_apply(), then frees u (ownership passes, also on error). */
+/* storage_apply(), then frees u (ownership passes, also on error).
+ * Tests and benchmarks only. */
 int storage_merge(struct storage *s, const char *source, struct pod_update *u);
 
-/* Emits one SET of the merged state with source "*" (the classic Sync). */
+/* Emits one SET of the merged state with source "*" (the classic Sync).
+ * Tests only. */
 int storage_sync(struct storage *s);
 
 /* True once a SET from source has been merged. */
@@ -72,7 +74,7 @@ bool storage_source_seen(const struct storage *s, const char *source);
 bool storage_seen_all(const struct storage *s, const char *const *sources, size_t n);
 
 /* The merged state: one SET (source "*") with every pod of every source,
- * sorted.  Caller frees. */
+ * sorted.  Caller frees.  Tests only. */
 int storage_merged(const struct storage *s, struct pod_update **ret_u);
 /* The current state per source that has delivered, as the mode presents
  * it to a new consumer, sorted by source name: in incremental mode an ADD
@@ -80,7 +82,7 @@ int storage_merged(const struct storage *s, struct pod_update **ret_u);
  * the merged state labelled with that source (a SET always carries every
  * pod).  Caller frees the records and the array. */
 int storage_state(const struct storage *s, struct pod_update ***ret_updates, size_t *ret_n);
-/* Pods stored for one source (0 if unknown), and in all. */
+/* Pods stored for one source (0 if unknown), and in all (tests only). */
 size_t storage_count(const struct storage *s, const char *source);
 size_t storage_total(const struct storage *s);
 

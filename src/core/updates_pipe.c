@@ -8,7 +8,6 @@
 void updates_pipe_init(struct updates_pipe *p)
 {
         p->head = p->tail = NULL;
-        p->len = 0;
 }
 
 void updates_pipe_push(struct updates_pipe *p, struct pod_update *u)
@@ -19,7 +18,6 @@ void updates_pipe_push(struct updates_pipe *p, struct pod_update *u)
         else
                 p->head = u;
         p->tail = u;
-        p->len++;
 }
 
 struct pod_update *updates_pipe_pop(struct updates_pipe *p)
@@ -32,13 +30,7 @@ struct pod_update *updates_pipe_pop(struct updates_pipe *p)
         if (!p->head)
                 p->tail = NULL;
         u->next = NULL;
-        p->len--;
         return u;
-}
-
-size_t updates_pipe_len(const struct updates_pipe *p)
-{
-        return p->len;
 }
 
 void updates_pipe_free(struct updates_pipe *p)

@@ -15,7 +15,6 @@
 
 struct updates_pipe {
         struct pod_update *head, *tail; /* linked through pod_update.next */
-        size_t len;
 };
 
 void updates_pipe_init(struct updates_pipe *p);
@@ -24,7 +23,6 @@ void updates_pipe_init(struct updates_pipe *p);
 void updates_pipe_push(struct updates_pipe *p, struct pod_update *u);
 /* Oldest record, or NULL when empty; the caller owns it. */
 struct pod_update *updates_pipe_pop(struct updates_pipe *p);
-size_t updates_pipe_len(const struct updates_pipe *p);
 /* Frees queued records.  NULL-safe. */
 void updates_pipe_free(struct updates_pipe *p);
 

@@ -34,10 +34,7 @@ struct grpc_call {
 
 static void call_free(struct grpc_call *c)
 {
-        if (c->easy) {
-                curl_loop_remove(c->cl, c->easy);
-                curl_easy_cleanup(c->easy);
-        }
+        curl_loop_cancel(c->cl, &c->easy);
         curl_slist_free_all(c->hdrs);
         loop_timer_free(c->timer);
         buf_free(&c->reply);

@@ -140,18 +140,18 @@ int plugin_asw_add(struct plugin_cache *c, const struct plugin_asw_entry *src)
         e->endpoint = strdup(src->endpoint ? src->endpoint : "");
         e->versions = calloc(src->n_versions ? src->n_versions : 1, sizeof(char *));
         if (!e->path || !e->type || !e->name || !e->endpoint || !e->versions)
-                goto oom;
+                goto nomem;
         for (size_t i = 0; i < src->n_versions; i++) {
                 e->versions[i] = strdup(src->versions[i]);
                 if (!e->versions[i])
-                        goto oom;
+                        goto nomem;
                 e->n_versions++;
         }
         if (strmap_put(c->asw, e->path, e, (void **)&old) < 0)
-                goto oom;
+                goto nomem;
         asw_free(old);
         return 0;
-oom:
+nomem:
         asw_free(e);
         return -ENOMEM;
 }

@@ -48,6 +48,7 @@ int plugin_dsw_list(const struct plugin_cache *c, const struct plugin_dsw_entry 
 /* ASW.  add copies e; -EINVAL for an empty path. */
 int plugin_asw_add(struct plugin_cache *c, const struct plugin_asw_entry *e);
 void plugin_asw_remove(struct plugin_cache *c, const char *path);
+/* The entry of path, or NULL (tests only). */
 const struct plugin_asw_entry *plugin_asw_get(const struct plugin_cache *c, const char *path);
 int plugin_asw_list(const struct plugin_cache *c, const struct plugin_asw_entry ***ret, size_t *ret_n);
 /* True iff path is in the ASW with the DSW entry's generation. */

@@ -205,10 +205,10 @@ int plugin_handlers_register(struct plugin_handlers *h, const char *type, const 
                         return r;
                 v = strdup(versions[i]);
                 if (!v)
-                        goto oom;
+                        goto nomem;
                 if (strmap_put(h->csi, name, v, (void **)&old) < 0) {
                         free(v);
-                        goto oom;
+                        goto nomem;
                 }
                 free(old);
                 return 0;
@@ -218,7 +218,7 @@ int plugin_handlers_register(struct plugin_handlers *h, const char *type, const 
                 char *k = pair_key(name, endpoint);
 
                 if (!k)
-                        goto oom;
+                        goto nomem;
                 if (m == h->dra && strmap_get(m, k)) {
                         free(k);
                         return buf_set_err(err, -EEXIST, "DRA driver \"%s\" already has endpoint \"%s\" registered",
@@ -227,11 +227,11 @@ int plugin_handlers_register(struct plugin_handlers *h, const char *type, const 
                 r = strmap_put(m, k, (void *)1, NULL);
                 free(k);
                 if (r < 0)
-                        goto oom;
+                        goto nomem;
                 return 0;
         }
         return buf_set_err(err, -EINVAL, "no handler for plugin type \"%s\"", type);
-oom:
+nomem:
         if (err)
                 buf_reset(err);
         return -ENOMEM;

@@ -39,7 +39,7 @@ void plugin_handlers_deregister(struct plugin_handlers *h, const char *type, con
 /* A version as the kubelet's CSI handler reads it (Go's ParseGeneric,
  * src/plugins/version.h): 0 and the first three numbers in ret (a
  * missing one is 0), or -EINVAL.  The CSI check itself compares every
- * number. */
+ * number.  Tests only. */
 int plugin_parse_version(const char *s, unsigned long ret[3]);
 
 #endif

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "pluginregistration.pb-c.h"
+#include "util/backoff.h"
 #include "util/dir.h"
 #include "plugins/grpc_client.h"
 #include "util/log.h"
@@ -34,8 +35,7 @@ struct reg_op;
 struct op_state {
         char *path;
         int pending;
-        uint64_t last_error;  /* monotonic µs */
-        uint64_t duration;    /* backoff; 0 = no failure record */
+        struct backoff backoff; /* .at: the last failure; .delay 0: none (plugin_manager.h) */
         struct reg_op *op;
         uint64_t failed_generation; /* FAILED published for this ... */
         char *failed_text;          /* ... and this text */
@@ -156,9 +156,9 @@ static int executor_try(struct plugin_manager *pm, const char *path, struct op_s
 
         if (st && st->pending)
                 return -EALREADY;
-        if (st && st->duration && mono_usec() - st->last_error <= st->duration) {
+        if (st && backoff_waiting(&st->backoff, mono_usec())) {
                 /* Come back once strictly more than the backoff elapsed. */
-                schedule_reconcile(pm, st->duration - (mono_usec() - st->last_error) + 1000);
+                schedule_reconcile(pm, st->backoff.delay - (mono_usec() - st->backoff.at) + 1000);
                 return -EAGAIN;
         }
         if (!st) {
@@ -167,6 +167,7 @@ static int executor_try(struct plugin_manager *pm, const char *path, struct op_s
                         op_state_free(st);
                         return -ENOMEM;
                 }
+                st->backoff = BACKOFF_INIT(PLUGIN_BACKOFF_INITIAL_USEC, PLUGIN_BACKOFF_CAP_USEC);
         }
         st->pending = 1;
         *ret = st;
@@ -196,11 +197,7 @@ static void executor_failure(struct plugin_manager *pm, struct op_state *st)
 {
         st->pending = 0;
         st->op = NULL;
-        st->duration = st->duration ? st->duration * 2 : PLUGIN_BACKOFF_INITIAL_USEC;
-        if (st->duration > PLUGIN_BACKOFF_CAP_USEC)
-                st->duration = PLUGIN_BACKOFF_CAP_USEC;
-        st->last_error = mono_usec();
-        schedule_reconcile(pm, st->duration + 1000);
+        schedule_reconcile(pm, backoff_next(&st->backoff, mono_usec()) + 1000);
 }
 
 /* ---- registration op ---------------------------------------------------------------- */

@@ -27,6 +27,11 @@
 #define PLUGIN_DIAL_USEC 10000000ull
 #define PLUGIN_GETINFO_USEC 1000000ull
 #define PLUGIN_NOTIFY_USEC 5000000ull
+/* The kubelet's exponential backoff per operation, one per socket path
+ * (util/backoff.h): base PLUGIN_BACKOFF_INITIAL_USEC, doubling, cap
+ * PLUGIN_BACKOFF_CAP_USEC, no jitter; a path is tried again only once
+ * strictly more than the pause has passed since its last failure, and a
+ * success forgets the path's state. */
 #define PLUGIN_BACKOFF_INITIAL_USEC 500000ull
 #define PLUGIN_BACKOFF_CAP_USEC 122000000ull /* 2 min 2 s */
 /* After the registry could not be read in full: read again this soon. */

@@ -178,18 +178,18 @@ int version_highest_supported(char *const *versions, size_t n, struct version *r
                         return -EINVAL;
                 buf_reset(err);
                 if (buf_puts(err, "could not find a supported version (1.x) among") < 0)
-                        goto oom;
+                        goto nomem;
                 for (size_t k = 0; k < n; k++)
                         if (buf_puts(err, k ? ", " : " ") < 0 ||
                             buf_json_string(err, versions[k], strlen(versions[k])) < 0)
-                                goto oom;
+                                goto nomem;
                 return -EINVAL;
         }
         *ret = best;
         if (ret_index)
                 *ret_index = best_i;
         return 0;
-oom:
+nomem:
         buf_reset(err);
         return -ENOMEM;
 }

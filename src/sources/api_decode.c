@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "sources/api_decode.h"
+#include "util/grow.h"
 #include "util/json_canon.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
@@ -148,18 +149,11 @@ static int expect(const char *s, size_t len, size_t *pos, char c)
 /* Grows the decoded items by one slot.  0 or -ENOMEM. */
 static int items_grow(struct item **items, size_t n, size_t *cap)
 {
-        struct item *t;
-        size_t c;
+        size_t old = *cap;
 
-        if (n < *cap)
-                return 0;
-        c = *cap ? *cap * 2 : 64;
-        t = realloc(*items, c * sizeof(*t));
-        if (!t)
+        if (GROW(*items, *cap, n + 1, 64) < 0)
                 return -ENOMEM;
-        memset(t + *cap, 0, (c - *cap) * sizeof(*t));
-        *items = t;
-        *cap = c;
+        memset(*items + old, 0, (*cap - old) * sizeof(**items));
         return 0;
 }
 
@@ -646,7 +640,7 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                 if (jr == JV_MORE || d->ev.len) {
                         /* Kept until the event is whole. */
                         if (buf_append(&d->ev, data + off, end - off) < 0)
-                                goto oom;
+                                goto nomem;
                 }
                 off = end;
                 if (jr == JV_MORE)
@@ -662,12 +656,12 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t len, st
                         r = apply_event(ev, store, rv_slot, on_event, arg, ret_code, err);
                 json_object_put(ev);
                 if (r == -ENOMEM)
-                        goto oom;
+                        goto nomem;
                 if (r < 0)
                         return r;
         }
         return 0;
-oom:
+nomem:
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
         return -ENOMEM;

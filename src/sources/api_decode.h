@@ -66,7 +66,7 @@ void list_decoder_free(struct list_decoder *d); /* NULL-safe */
 void list_decoder_reset(struct list_decoder *d);
 int list_decoder_feed(struct list_decoder *d, const char *data, size_t len, struct buf *err);
 int list_decoder_finish(struct list_decoder *d, struct strmap *pages, char **ret_rv, char **ret_cont, struct buf *err);
-/* Items made pods so far (of the last "items" member). */
+/* Items made pods so far (of the last "items" member); tests only. */
 size_t list_decoder_items(const struct list_decoder *d);
 
 enum watch_event_type {

@@ -15,7 +15,7 @@
  * apply one for want of memory ends and resumes from the last resource
  * version (exact, since each applied event moved it).  A SET that cannot
  * be built or queued leaves push_pending set: the whole store is sent
- * again after retry_delay (1 s doubling to API_BACKOFF_CAP_USEC), or with
+ * again after the push backoff (1 s doubling to API_BACKOFF_CAP_USEC), or with
  * the next change, whichever comes first, so the merger always catches
  * up with the store without waiting for another event.
  */
@@ -36,6 +36,7 @@
 #include "sources/api_decode.h"
 #include "sources/api_source.h"
 #include "sources/checkpoint.h"
+#include "util/backoff.h"
 #include "util/file.h"
 #include "util/json_canon.h"
 #include "util/json_get.h"
@@ -112,24 +113,21 @@ struct api_source {
         struct loop_timer *hdr_timer;
         int got_headers;
 
-        /* backoff */
+        /* the reflector's backoff (api_source.h) */
         struct loop_timer *timer;
         enum next next;
-        uint64_t backoff;
-        uint64_t backoff_at;
+        struct backoff backoff;
 
         struct source_stats *stats; /* may be NULL */
         /* What say() logged last since the list and watch last worked:
          * the same again is logged at debug only.  NULL if nothing. */
         char *last_said;
         bool listed;                /* a list was started before */
-        uint64_t backoff_initial;
 
         /* the store not yet sent (out of memory) */
         bool push_pending;
         struct loop_timer *push_timer;
-        uint64_t push_retry_base;
-        uint64_t push_retry_delay;
+        struct backoff push_retry; /* api_source.h */
 
         /* token */
         char *token;
@@ -167,14 +165,14 @@ static char *pct_encode(const char *s)
 
                 if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
                         if (buf_putc(&b, (char)c) < 0)
-                                goto oom;
+                                goto nomem;
                 } else if (buf_putc(&b, '%') < 0 || buf_putc(&b, hex[c >> 4]) < 0 ||
                            buf_putc(&b, hex[c & 15]) < 0) {
-                        goto oom;
+                        goto nomem;
                 }
         }
         return buf_steal(&b, NULL);
-oom:
+nomem:
         buf_free(&b);
         return NULL;
 }
@@ -260,23 +258,21 @@ static void push(struct api_source *as)
         int r = send_store(as);
 
         if (r < 0) {
-                as->push_retry_delay = as->push_retry_delay ? as->push_retry_delay * 2 : as->push_retry_base;
-                if (as->push_retry_delay > API_BACKOFF_CAP_USEC)
-                        as->push_retry_delay = API_BACKOFF_CAP_USEC;
+                (void)backoff_next(&as->push_retry, 0);
                 if (!as->push_pending)
                         report(as, false, false, "cannot send the %zu pod(s) of the node: %s: trying again in %.1f s",
-                               strmap_size(as->store), ERRNO_STR(r), (double)as->push_retry_delay / 1e6);
+                               strmap_size(as->store), ERRNO_STR(r), (double)as->push_retry.delay / 1e6);
                 else
                         log_debug("api source: the pods still cannot be sent: trying again in %.1f s",
-                                  (double)as->push_retry_delay / 1e6);
+                                  (double)as->push_retry.delay / 1e6);
                 as->push_pending = true;
-                loop_timer_arm(as->push_timer, as->push_retry_delay);
+                loop_timer_arm(as->push_timer, as->push_retry.delay);
                 return;
         }
         if (as->push_pending)
                 log_info("api source: the %zu pod(s) of the node sent again", strmap_size(as->store));
         as->push_pending = false;
-        as->push_retry_delay = 0;
+        backoff_reset(&as->push_retry);
         loop_timer_stop(as->push_timer);
 }
 
@@ -970,14 +966,8 @@ static void start_watch(struct api_source *as)
  * d + rand*d, and d resets after 2 minutes without a backoff. */
 static void back_off(struct api_source *as, enum next next)
 {
-        uint64_t now = mono_usec(), wait;
+        uint64_t wait = backoff_next(&as->backoff, mono_usec());
 
-        if (!as->backoff || now - as->backoff_at > API_BACKOFF_RESET_USEC)
-                as->backoff = as->backoff_initial;
-        else if (as->backoff < API_BACKOFF_CAP_USEC)
-                as->backoff = as->backoff * 2 > API_BACKOFF_CAP_USEC ? API_BACKOFF_CAP_USEC : as->backoff * 2;
-        as->backoff_at = now;
-        wait = as->backoff + clock_jitter(as->backoff);
         as->next = next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
@@ -1284,9 +1274,7 @@ static void on_header_timeout(struct loop_timer *t, void *data)
 
         if (!as->easy)
                 return;
-        curl_loop_remove(as->cl, as->easy);
-        curl_easy_cleanup(as->easy);
-        as->easy = NULL;
+        curl_loop_cancel(as->cl, &as->easy);
         report(as, true, false, "%s: no response from the server within %llu s",
                as->phase == PHASE_LIST ? "list" : "watch", API_RESPONSE_TIMEOUT_USEC / 1000000ull);
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
@@ -1420,8 +1408,11 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->kube = *cfg->kube;
         as->stats = cfg->stats;
         memset(cfg->kube, 0, sizeof(*cfg->kube));
-        as->backoff_initial = API_BACKOFF_INITIAL_USEC;
-        as->push_retry_base = API_PUSH_RETRY_USEC;
+        as->backoff = BACKOFF_INIT(API_BACKOFF_INITIAL_USEC, API_BACKOFF_CAP_USEC);
+        as->backoff.reset_after = API_BACKOFF_RESET_USEC;
+        as->backoff.jitter = 1;
+        as->backoff.rand = clock_jitter;
+        as->push_retry = BACKOFF_INIT(API_PUSH_RETRY_USEC, API_BACKOFF_CAP_USEC);
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new_borrowed();
         as->pages = strmap_new_borrowed();
@@ -1470,8 +1461,8 @@ fail:
 
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec)
 {
-        as->backoff_initial = backoff_usec;
-        as->push_retry_base = push_retry_usec;
+        as->backoff.base = backoff_usec;
+        as->push_retry.base = push_retry_usec;
 }
 
 int api_source_start(struct api_source *as)
@@ -1490,10 +1481,7 @@ void api_source_free(struct api_source *as)
 {
         if (!as)
                 return;
-        if (as->easy) {
-                curl_loop_remove(as->cl, as->easy);
-                curl_easy_cleanup(as->easy);
-        }
+        curl_loop_cancel(as->cl, &as->easy);
         checkpoint_writer_free(as->writer);
         checkpoint_free(&as->ckpt);
         loop_timer_free(as->grace_timer);

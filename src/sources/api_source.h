@@ -22,6 +22,16 @@
  * and a SET that could not be built or queued is sent again after
  * API_PUSH_RETRY_USEC (doubling), so the merger catches up with the store
  * once memory is back, without waiting for another change.
+ *
+ * Its two backoffs (util/backoff.h):
+ * - the reflector's, before a list or watch is tried again (client-go's
+ *   backoff manager): base API_BACKOFF_INITIAL_USEC, doubling, cap
+ *   API_BACKOFF_CAP_USEC, jitter 1 (each wait is d + rand * d), and
+ *   started over by a failure more than API_BACKOFF_RESET_USEC after the
+ *   previous one (a success never resets it);
+ * - the push's, before a SET that could not be sent is sent again: base
+ *   API_PUSH_RETRY_USEC, doubling, cap API_BACKOFF_CAP_USEC, no jitter,
+ *   reset when a SET is sent.
  */
 #ifndef PODMUX_API_SOURCE_H
 #define PODMUX_API_SOURCE_H
@@ -88,7 +98,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
 int api_source_start(struct api_source *as);
 /* The first backoff pause (API_BACKOFF_INITIAL_USEC) and the first pause
  * before a SET is sent again (API_PUSH_RETRY_USEC); tests make them
- * short.  Before api_source_start(). */
+ * short.  Before api_source_start().  Tests only. */
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
 /* At a clean shutdown, with the loop no longer run: the live state, if
  * newer than the checkpoint on disk, is written now (blocking).  0 (also

@@ -394,10 +394,7 @@ void event_recorder_free(struct event_recorder *er)
 {
         if (!er)
                 return;
-        if (er->easy) {
-                curl_loop_remove(er->cl, er->easy);
-                curl_easy_cleanup(er->easy);
-        }
+        curl_loop_cancel(er->cl, &er->easy);
         curl_slist_free_all(er->hdrs);
         while (er->queue.len) {
                 write_free(head(er));

@@ -95,7 +95,7 @@ int event_recorder_record(struct event_recorder *er, const struct event_ref *obj
 /* The Node this recorder reports on (kind Node, name and uid the node
  * name, as the kubelet refers to its node). */
 struct event_ref event_recorder_node(const struct event_recorder *er);
-/* Writes waiting, the one in flight included. */
+/* Writes waiting, the one in flight included (tests only). */
 size_t event_recorder_queued(const struct event_recorder *er);
 
 #endif

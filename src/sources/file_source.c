@@ -49,6 +49,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
+#include "util/backoff.h"
 #include "util/digest.h"
 #include "util/dir.h"
 #include "util/keymap.h"
@@ -214,13 +215,12 @@ struct file_source {
         int watch_is_dir;
         struct loop_timer *relist_timer;
         struct loop_timer *retry_timer;
-        uint64_t retry_delay;
+        struct backoff retry; /* of the watch (file_source.h) */
         /* A relist or an event that failed for want of a resource (memory,
          * descriptors, a directory read error): the last good state stays
-         * and a relist is tried again after relist_delay. */
+         * and a relist is tried again after the relist backoff. */
         struct loop_timer *relist_retry_timer;
-        uint64_t relist_retry_base;
-        uint64_t relist_delay;
+        struct backoff relist; /* file_source.h */
         char *failure; /* the failure being retried, logged once */
         /* An event failed half way: the store may differ from what was
          * sent, so no delta goes out until a relist has sent it whole. */
@@ -1551,19 +1551,17 @@ static void relist_failed(struct file_source *fs, const char *what, int r)
         char text[512];
 
         (void)snprintf(text, sizeof(text), "%s \"%s\": %s", what, fs->path, ERRNO_STR(r));
-        fs->relist_delay = fs->relist_delay ? fs->relist_delay * 2 : fs->relist_retry_base;
-        if (fs->relist_delay > fs->period)
-                fs->relist_delay = fs->period;
+        (void)backoff_next(&fs->relist, 0);
         if (!fs->failure || strcmp(fs->failure, text) != 0) {
                 log_error("file source: %s: keeping the last good state, trying again in %.1f s",
-                          text, (double)fs->relist_delay / 1e6);
+                          text, (double)fs->relist.delay / 1e6);
                 source_stats_error(fs->stats, false, "%s", text);
                 (void)str_set(&fs->failure, text);
         } else {
                 log_debug("file source: %s: trying again in %.1f s", text,
-                          (double)fs->relist_delay / 1e6);
+                          (double)fs->relist.delay / 1e6);
         }
-        loop_timer_arm(fs->relist_retry_timer, fs->relist_delay);
+        loop_timer_arm(fs->relist_retry_timer, fs->relist.delay);
 }
 
 /* The oldest dirty file, taken off the queue (the caller frees it). */
@@ -1603,7 +1601,7 @@ static void relist_done(struct file_source *fs, const char *what, int r)
                 relist_failed(fs, what, r);
         } else {
                 loop_timer_stop(fs->relist_retry_timer);
-                fs->relist_delay = 0;
+                backoff_reset(&fs->relist);
                 if (fs->failure) {
                         log_info("file source: \"%s\" listed again", fs->path);
                         free(fs->failure);
@@ -1704,15 +1702,11 @@ static void arm_watch(struct file_source *fs);
 
 static void schedule_retry(struct file_source *fs, int missing)
 {
-        if (missing) {
-                /* A missing path is polled every second without backoff. */
-                fs->retry_delay = FILE_SOURCE_RETRY_USEC;
-        } else {
-                fs->retry_delay = fs->retry_delay ? fs->retry_delay * 2 : FILE_SOURCE_RETRY_USEC;
-                if (fs->retry_delay > FILE_SOURCE_RETRY_MAX_USEC)
-                        fs->retry_delay = FILE_SOURCE_RETRY_MAX_USEC;
-        }
-        loop_timer_arm(fs->retry_timer, fs->retry_delay);
+        /* A missing path is polled every second without backoff (and a
+         * failure to watch it afterwards doubles from there). */
+        if (missing)
+                backoff_reset(&fs->retry);
+        loop_timer_arm(fs->retry_timer, backoff_next(&fs->retry, 0));
 }
 
 /*
@@ -2235,7 +2229,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
                         /* The relist says whether the path is gone. */
                         log_debug("file source: \"%s\" was removed or moved: watching for it to come back", fs->path);
                         file_source_relist(fs);
-                        fs->retry_delay = 0;
+                        backoff_reset(&fs->retry);
                         schedule_retry(fs, 1);
                 }
                 return;
@@ -2298,7 +2292,7 @@ static void arm_watch(struct file_source *fs)
                 schedule_retry(fs, r == -ENOENT);
                 return;
         }
-        fs->retry_delay = 0;
+        backoff_reset(&fs->retry);
         if (fs->watch_failure) {
                 log_info("file source: watching \"%s\" again", fs->path);
                 free(fs->watch_failure);
@@ -2476,7 +2470,8 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
             !fs->docs || !fs->dups || !fs->recs)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
-        fs->relist_retry_base = cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC;
+        fs->retry = BACKOFF_INIT(FILE_SOURCE_RETRY_USEC, FILE_SOURCE_RETRY_MAX_USEC);
+        fs->relist = BACKOFF_INIT(cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC, fs->period);
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
             (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
             (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0 ||

@@ -35,7 +35,14 @@
 #include "util/watcher.h"
 
 #define FILE_SOURCE_DEFAULT_PERIOD_USEC (20u * 1000u * 1000u)
-/* Retry of a missing path or a failed watch: 1 s doubling to 20 s. */
+/* Its two backoffs (util/backoff.h), neither with jitter:
+ * - the watch's: a missing path is looked for every FILE_SOURCE_RETRY_USEC
+ *   (reset, then one step); a watch that cannot be armed is tried again
+ *   after FILE_SOURCE_RETRY_USEC doubling to FILE_SOURCE_RETRY_MAX_USEC;
+ *   reset when the watch is armed or the path goes away;
+ * - the relist's, after a relist or event that failed for want of a
+ *   resource: base the config's retry_usec (FILE_SOURCE_RETRY_USEC),
+ *   doubling, cap the period; reset by a relist that succeeds. */
 #define FILE_SOURCE_RETRY_USEC (1000u * 1000u)
 #define FILE_SOURCE_RETRY_MAX_USEC (20u * 1000u * 1000u)
 
@@ -109,6 +116,7 @@ void file_source_carried(struct file_source *fs, const struct pod_update *u, uin
  * -ENOMEM.  O(n log n) for n records.
  */
 int file_source_records(struct file_source *fs, int (*fn)(void *data, const struct file_record_view *v), void *data);
+/* How many records there are (tests only). */
 size_t file_source_record_count(const struct file_source *fs);
 
 #endif

@@ -14,7 +14,7 @@
  *
  * Running out of memory (or libcurl saying so) is never the body's fault:
  * it is logged and counted, nothing is sent, nothing is remembered, and
- * the poll is tried again after retry_delay (1 s doubling to the period).
+ * the poll is tried again after the retry backoff (1 s doubling to the period).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/backoff.h"
 #include "util/digest.h"
 #include "sources/http_source.h"
 #include "util/log.h"
@@ -73,8 +74,7 @@ struct http_source {
         unsigned failures;     /* consecutive */
         char *last_failure;    /* the reason last logged while failing, NULL if none */
         bool empty_warned;     /* the body is empty, and that was said */
-        uint64_t retry_base;   /* first pause after a resource failure */
-        uint64_t retry_delay;  /* the last pause before a retry, 0 if none */
+        struct backoff retry;  /* after a resource failure (http_source.h) */
         int resource_failed;   /* this poll failed for want of a resource */
         void (*rejected)(void *data, const char *source, const char *where, const char *reason);
         void *rejected_data;
@@ -153,12 +153,10 @@ static void resource_failure(struct http_source *hs, const char *what, int r)
 {
         char detail[256];
 
-        hs->retry_delay = hs->retry_delay ? hs->retry_delay * 2 : hs->retry_base;
-        if (hs->retry_delay > hs->period)
-                hs->retry_delay = hs->period;
+        (void)backoff_next(&hs->retry, 0);
         hs->resource_failed = 1;
         (void)snprintf(detail, sizeof(detail), "%s: %s", what, ERRNO_STR(r));
-        report_failure(hs, detail, false, hs->retry_delay);
+        report_failure(hs, detail, false, hs->retry.delay);
 }
 
 /* ---- the URL's record ---------------------------------------------------- */
@@ -355,9 +353,9 @@ out:
 static void schedule_next(struct http_source *hs)
 {
         if (!hs->resource_failed)
-                hs->retry_delay = 0;
+                backoff_reset(&hs->retry);
         hs->resource_failed = 0;
-        loop_timer_arm(hs->timer, hs->retry_delay ? hs->retry_delay : hs->period);
+        loop_timer_arm(hs->timer, hs->retry.delay ? hs->retry.delay : hs->period);
 }
 
 static void handle_body(struct http_source *hs)
@@ -559,7 +557,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                 return buf_set_err(err, -EINVAL, "the manifest URL is empty");
         u = curl_url();
         if (!u)
-                goto oom;
+                goto nomem;
         {
                 char *scheme = NULL;
                 CURLUcode uc = curl_url_set(u, CURLUPART_URL, cfg->url, 0);
@@ -568,7 +566,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
                         uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
                 if (uc == CURLUE_OUT_OF_MEMORY) {
                         curl_url_cleanup(u);
-                        goto oom;
+                        goto nomem;
                 }
                 if (uc != CURLUE_OK || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
                         r = buf_set_err(err, -EINVAL, "--manifest-url: \"%s\" is not an http:// or https:// URL",
@@ -582,13 +580,13 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         }
         hs = calloc(1, sizeof(*hs));
         if (!hs)
-                goto oom;
+                goto nomem;
         hs->loop = loop;
         buf_init(&hs->body);
         hs->cl = cl;
         hs->ch = ch;
         hs->period = cfg->period_usec ? cfg->period_usec : HTTP_SOURCE_DEFAULT_PERIOD_USEC;
-        hs->retry_base = cfg->retry_usec ? cfg->retry_usec : HTTP_SOURCE_RETRY_USEC;
+        hs->retry = BACKOFF_INIT(cfg->retry_usec ? cfg->retry_usec : HTTP_SOURCE_RETRY_USEC, hs->period);
         hs->timeout = cfg->timeout_usec ? cfg->timeout_usec : HTTP_SOURCE_TIMEOUT_USEC;
         /* A request never outlives the period it belongs to. */
         if (hs->timeout > hs->period)
@@ -631,7 +629,7 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         return 0;
 fail:
         http_source_free(hs);
-oom:
+nomem:
         /* Every failure past the URL checks is for want of memory. */
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
@@ -687,10 +685,7 @@ void http_source_free(struct http_source *hs)
 {
         if (!hs)
                 return;
-        if (hs->easy) {
-                curl_loop_remove(hs->cl, hs->easy);
-                curl_easy_cleanup(hs->easy);
-        }
+        curl_loop_cancel(hs->cl, &hs->easy);
         if (hs->ch)
                 mux_channel_on_merged(hs->ch, NULL, NULL);
         loop_timer_free(hs->timer);

@@ -16,8 +16,10 @@
  * Fail safe: a body is applied whole or not at all (a transfer cut short,
  * an oversized or bad body sends nothing, so the merger keeps the last
  * pods).  Running out of memory is never reported as a bad body: it is
- * logged, counted as an error, and the poll is tried again after
- * HTTP_SOURCE_RETRY_USEC doubling to the period.
+ * logged, counted as an error, and the poll is tried again after a
+ * backoff (util/backoff.h): base HTTP_SOURCE_RETRY_USEC (or the config's
+ * retry_usec), doubling, cap the period, no jitter; reset by any other
+ * outcome of a poll.
  *
  * Also owns the URL's record (src/core/file_record.h): the digest
  * and size of the last body read, its verdict (pending until merged,

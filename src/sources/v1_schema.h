@@ -67,6 +67,7 @@ struct v1_type {
 #define V1_TYPE_POD_LIST 1u
 
 extern const struct v1_type v1_types[];
+/* The table's sizes (tests only). */
 extern const unsigned v1_n_types;
 extern const unsigned v1_n_fields;
 /* The Kubernetes minor version ("1.37") and the k8s.io/api commit the

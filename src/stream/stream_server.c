@@ -70,6 +70,7 @@
 #include <json-c/json.h>
 
 #include "util/arena.h"
+#include "util/grow.h"
 #include "util/str.h" /* ERRNO_STR */
 #include "stream/stream_request.h"
 #include "util/ring.h"
@@ -634,15 +635,8 @@ static void news_drop(struct consumer *c)
  * the grace period, so it stays small. */
 static int news_keep(struct consumer *c, struct msg *m)
 {
-        if (c->n_news == c->cap_news) {
-                size_t cap = c->cap_news ? c->cap_news * 2 : 4;
-                struct msg **v = realloc(c->news, cap * sizeof(*v));
-
-                if (!v)
-                        return -ENOMEM;
-                c->news = v;
-                c->cap_news = cap;
-        }
+        if (GROW(c->news, c->cap_news, c->n_news + 1, 4) < 0)
+                return -ENOMEM;
         m->refs++;
         c->news[c->n_news++] = m;
         return 0;
@@ -1496,7 +1490,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv = calloc(1, sizeof(*srv));
         if (!srv) {
                 r = -ENOMEM;
-                goto oom;
+                goto nomem;
         }
         srv->lis.fd = -1;
         srv->reserve_fd = -1;
@@ -1504,13 +1498,13 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         srv->msgs = arena_new(MSG_SEGMENT);
         r = srv->msgs ? copy_config(srv, cfg) : -ENOMEM;
         if (r < 0)
-                goto oom;
+                goto nomem;
         r = loop_timer_new(loop, flush_all, srv, &srv->flush_timer);
         if (r < 0)
-                goto oom;
+                goto nomem;
         r = loop_timer_new(loop, accept_retry, srv, &srv->accept_timer);
         if (r < 0)
-                goto oom;
+                goto nomem;
         r = reserve_take(srv);
         if (r < 0) {
                 r = buf_set_err(err, r, "cannot open %s for the spare descriptor: %s", RESERVE_PATH, ERRNO_STR(r));
@@ -1527,7 +1521,7 @@ int stream_server_new(struct loop *loop, const struct stream_server_config *cfg,
         }
         *ret_srv = srv;
         return 0;
-oom:
+nomem:
         if (err)
                 buf_reset(err); /* a failure replaces what err held */
 fail:

@@ -147,27 +147,6 @@ size_t utf8_len(const unsigned char *s, size_t n)
         return len;
 }
 
-int buf_json_text(struct buf *b, const char *s, size_t n)
-{
-        size_t i, start = 0;
-
-        for (i = 0; i < n; i++) {
-                size_t len;
-
-                if ((unsigned char)s[i] < 0x80)
-                        continue;
-                len = utf8_len((const unsigned char *)s + i, n - i);
-                if (len) {
-                        i += len - 1;
-                        continue;
-                }
-                if (buf_append(b, s + start, i - start) < 0 || buf_append(b, "\\ufffd", 6) < 0)
-                        return -ENOMEM;
-                start = i + 1;
-        }
-        return buf_append(b, s + start, n - start);
-}
-
 int buf_json_string(struct buf *b, const char *s, size_t n)
 {
         static const char hex[] = "0123456789abcdef";

@@ -62,9 +62,6 @@ int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((forma
  * literal is always valid UTF-8: a byte of s that is not part of a
  * well-formed sequence is written as \ufffd (as Go's encoding/json does). */
 int buf_json_string(struct buf *b, const char *s, size_t n);
-/* Appends JSON text s (n bytes) as json-c writes it — bytes >= 0x80 only
- * inside strings — with the same replacement, so it is valid UTF-8 too. */
-int buf_json_text(struct buf *b, const char *s, size_t n);
 
 /* Length of the well-formed UTF-8 sequence at s[0..n), whose first byte is
  * 0x80 or above, or 0 when it is not one (RFC 3629: no overlong forms, no

@@ -346,6 +346,15 @@ int curl_loop_add(struct curl_loop *cl, CURL *easy, curl_loop_done_fn fn, void *
         return 0;
 }
 
+void curl_loop_cancel(struct curl_loop *cl, CURL **easy)
+{
+        if (!*easy)
+                return;
+        curl_loop_remove(cl, *easy);
+        curl_easy_cleanup(*easy);
+        *easy = NULL;
+}
+
 void curl_loop_remove(struct curl_loop *cl, CURL *easy)
 {
         if (!cl || !easy)

@@ -3,8 +3,8 @@
  *
  * Owns: one CURLM handle, the loop watches of the sockets libcurl opens and
  * the one timer libcurl asks for.
- * Never: configures or frees an easy handle (the caller does both), blocks,
- * or logs.  Every HTTP user of the daemon (the HTTP source, the API server
+ * Never: configures or frees an easy handle (the caller does both; only
+ * curl_loop_cancel() frees one, for the caller), blocks, or logs.  Every HTTP user of the daemon (the HTTP source, the API server
  * client, gRPC calls to plugins) shares it, so all transfers make progress
  * in the one loop with no thread of their own.
  *
@@ -35,6 +35,9 @@ int curl_loop_add(struct curl_loop *cl, CURL *easy, curl_loop_done_fn fn, void *
 /* Cancels a running transfer: no callback.  Safe with a handle that is not
  * running.  NULL-safe. */
 void curl_loop_remove(struct curl_loop *cl, CURL *easy);
+/* The owner's teardown of its transfer: curl_loop_remove(), then the easy
+ * handle freed and *easy set to NULL.  Nothing when *easy is NULL. */
+void curl_loop_cancel(struct curl_loop *cl, CURL **easy);
 
 /*
  * libcurl (7.88, and the versions around it) ignores a failure to copy

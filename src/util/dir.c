@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/dir.h"
+#include "util/grow.h"
 #include "util/path.h"
 
 void dir_list_free(char **names, size_t n)
@@ -23,7 +24,7 @@ static int cmp_str(const void *a, const void *b)
 
 int dir_list(const char *dir, unsigned flags, char ***ret_names, size_t *ret_n, const char **ret_what)
 {
-        char **names = NULL, **tmp;
+        char **names = NULL;
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d;
@@ -48,15 +49,10 @@ int dir_list(const char *dir, unsigned flags, char ***ret_names, size_t *ret_n, 
                 if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
                     ((flags & DIR_LIST_NO_HIDDEN) && name[0] == '.'))
                         continue;
-                if (n == cap) {
-                        cap = cap ? cap * 2 : 32;
-                        tmp = realloc(names, cap * sizeof(*names));
-                        if (!tmp) {
-                                r = -ENOMEM;
-                                *ret_what = "cannot list directory";
-                                break;
-                        }
-                        names = tmp;
+                if (GROW(names, cap, n + 1, 32) < 0) {
+                        r = -ENOMEM;
+                        *ret_what = "cannot list directory";
+                        break;
                 }
                 names[n] = (flags & DIR_LIST_PATHS) ? path_join(dir, name) : strdup(name);
                 if (!names[n]) {

@@ -11,6 +11,11 @@
  * Owns: the slots.  Never: the items (the caller frees them, or passes a
  * destructor to keymap_free()).  An item's key must not change while the
  * item is in the map.
+ * Its users share their names instead of copying them: a pod's UID and
+ * key are read from the pod's body (src/core/pod.h explains that layout),
+ * a file's path from its record, a keyref's key from the keyref itself.
+ * The map is only as valid as those items: take an item out before its
+ * key's memory goes.
  * Cost: O(1) expected per operation, plus key_of and a string compare per
  * probe.  The table is rebuilt at twice its items when it is three
  * quarters full, so it takes 10.7 to 16 bytes per item, and smaller when
@@ -28,7 +33,7 @@ typedef const char *keymap_key_fn(const void *item);
 struct keymap *keymap_new(keymap_key_fn *key_of);              /* NULL on ENOMEM */
 void keymap_free(struct keymap *m, void (*free_item)(void *)); /* NULL-safe */
 size_t keymap_size(const struct keymap *m);
-size_t keymap_slots(const struct keymap *m);               /* the table's size */
+size_t keymap_slots(const struct keymap *m);               /* the table's size (tests only) */
 void *keymap_get(const struct keymap *m, const char *key); /* NULL if absent */
 /* Puts item under its key, in place of the item there (given in *ret_old
  * if asked, else NULL).  Replacing never allocates.  0 or -ENOMEM (the map

@@ -1,5 +1,6 @@
 /* log — leveled text/JSON log lines on stderr (see src/util/log.h). */
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +30,7 @@ int log_format_from_string(const char *s, enum log_format *ret)
         else if (strcmp(s, "json") == 0)
                 *ret = LOG_FORMAT_JSON;
         else
-                return -1;
+                return -EINVAL;
         return 0;
 }
 

@@ -27,6 +27,7 @@ enum log_format {
 };
 
 void log_setup(enum log_level max_level, enum log_format format);
+/* "text" or "json" (the --log-format names).  0 or -EINVAL. */
 int log_format_from_string(const char *s, enum log_format *ret);
 int log_enabled(enum log_level level);
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

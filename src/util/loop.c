@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/loop.h"
+#include "util/grow.h"
 
 #define LOOP_MAX_EVENTS 64
 
@@ -279,15 +280,8 @@ int loop_timer_new(struct loop *l, loop_timer_fn fn, void *data,
         struct loop_timer *t;
 
         /* The heap gets its slot now: arming a timer cannot fail. */
-        if (l->heap_cap < l->n_timers + 1) {
-                size_t cap = l->heap_cap ? l->heap_cap * 2 : 16;
-                struct loop_timer **h = realloc(l->heap, cap * sizeof(*h));
-
-                if (!h)
-                        return -ENOMEM;
-                l->heap = h;
-                l->heap_cap = cap;
-        }
+        if (GROW(l->heap, l->heap_cap, l->n_timers + 1, 16) < 0)
+                return -ENOMEM;
         t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;

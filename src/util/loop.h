@@ -36,6 +36,7 @@ int loop_run(struct loop *l);
  * Returns the number of callbacks run, or -errno. */
 int loop_run_once(struct loop *l, int64_t timeout_usec);
 void loop_stop(struct loop *l);
+/* Whether loop_stop() was called (tests only). */
 bool loop_stopped(const struct loop *l);
 
 /* Watches fd; the loop does not own fd.  The handle is owned by the loop

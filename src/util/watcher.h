@@ -45,10 +45,11 @@ struct watcher_watch;
 typedef void (*watcher_event_fn)(void *data, const char *path, const char *name, uint32_t mask);
 
 int watcher_new(struct loop *loop, struct watcher **ret_w);
-/* Bytes allocated for events read ahead and not yet handed over. */
+/* Bytes allocated for events read ahead and not yet handed over (tests
+ * only). */
 size_t watcher_buffer_bytes(const struct watcher *w);
 /* Events the thread has passed on to the loop so far, handed over or not
- * (any thread may ask: a test waits on it). */
+ * (any thread may ask: a test waits on it).  Tests only. */
 unsigned long watcher_forwarded(const struct watcher *w);
 /* Stops and joins the thread, frees every watch.  NULL-safe. */
 void watcher_free(struct watcher *w);

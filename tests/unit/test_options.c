@@ -11,6 +11,7 @@
 
 #include "failalloc.h"
 #include "cmd/options.h"
+#include "util/log.h"
 #include "unit.h"
 
 static int parse(struct options *o, struct buf *err, char **argv)
@@ -109,6 +110,22 @@ START_TEST(test_bad_flags_name_the_flag)
                               "%s: message \"%s\" does not name the flag", bad[i].flag, err.data);
         }
         buf_free(&err);
+}
+END_TEST
+
+/* --log-format's names are util/log's, the one parser of them: an
+ * unknown name (case counts) is -EINVAL, as every parser here returns. */
+START_TEST(test_log_format_names)
+{
+        enum log_format f = LOG_FORMAT_JSON;
+
+        ck_assert_int_eq(log_format_from_string("text", &f), 0);
+        ck_assert_int_eq(f, LOG_FORMAT_TEXT);
+        ck_assert_int_eq(log_format_from_string("json", &f), 0);
+        ck_assert_int_eq(f, LOG_FORMAT_JSON);
+        ck_assert_int_eq(log_format_from_string("xml", &f), -EINVAL);
+        ck_assert_int_eq(log_format_from_string("JSON", &f), -EINVAL);
+        ck_assert_int_eq(f, LOG_FORMAT_JSON); /* untouched on error */
 }
 END_TEST
 
@@ -1048,7 +1065,8 @@ START_TEST(test_file_patterns)
 }
 END_TEST
 
-UNIT_MAIN(test_file_patterns, test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
+UNIT_MAIN(test_log_format_names, test_file_patterns,
+          test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
           test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
           test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
           test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
