@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -63,11 +64,23 @@ type Client struct {
 	point     uint64
 	ready     []string
 	haveReady bool
+	// Sources said not to be live ("source" messages); "live" drops one.
+	srcs map[string]*srcState
 
 	// Run's goroutine only.
 	ctx                             context.Context
 	backoff, backoffMin, backoffMax time.Duration
 	attempt                         int
+	// confirming: from a synced to the first message after it that is
+	// not a "source" message, during which the daemon says again every
+	// state that is not live (doc/protocol.md, "source").
+	confirming bool
+}
+
+// srcState is a source's state kept.
+type srcState struct {
+	SourceState
+	confirmed bool // said since the last synced
 }
 
 // conn is one connection's protocol state.
@@ -359,6 +372,9 @@ func (c *Client) dispatch(cs *conn, line []byte) *Error {
 	case m.seq <= c.point:
 		return c.bad(fmt.Sprintf("sent message %d after %d (numbers must grow)", m.seq, c.point))
 	default:
+		if c.confirming && m.typ != msgSource {
+			c.confirmEnd()
+		}
 		c.applyOne(m)
 	}
 	return nil
@@ -416,6 +432,8 @@ func (c *Client) applyOne(m *message) {
 			c.deliverPods(Update{Op: r.op, Source: r.source, Pods: r.pods, Resync: true})
 		}
 		c.applyReady(m.sources)
+	case msgSource:
+		c.applySource(m)
 	default:
 		c.mu.Lock()
 		c.setPoint(m.seq)
@@ -486,6 +504,84 @@ func (c *Client) applyReady(sources []string) {
 	}
 }
 
+// applySource keeps (or, for "live", drops) a source's state, and tells
+// it when it changed.
+func (c *Client) applySource(m *message) {
+	st := SourceState{Source: m.source, Serving: servingOf(m.state), State: m.state,
+		CheckpointTime: m.cpTime, CheckpointResourceVersion: m.cpRV, Seq: m.seq}
+	c.mu.Lock()
+	old := c.srcs[m.source]
+	same := old != nil && old.State == st.State && old.CheckpointTime == st.CheckpointTime &&
+		old.CheckpointResourceVersion == st.CheckpointResourceVersion
+	tell := false
+	switch {
+	case same:
+		old.confirmed = true
+	case st.Serving == ServingLive:
+		tell = old != nil
+		delete(c.srcs, m.source)
+	default:
+		if c.srcs == nil {
+			c.srcs = map[string]*srcState{}
+		}
+		c.srcs[m.source] = &srcState{SourceState: st, confirmed: true}
+		tell = true
+	}
+	c.setPoint(m.seq)
+	c.mu.Unlock()
+	if tell {
+		c.deliverSource(st)
+	}
+}
+
+// confirmEnd: the first message after synced that is not a "source"
+// message.  A state not said again is live now (told, Resync).
+func (c *Client) confirmEnd() {
+	c.confirming = false
+	var gone []string
+	c.mu.Lock()
+	for name, s := range c.srcs {
+		if !s.confirmed {
+			gone = append(gone, name)
+			delete(c.srcs, name)
+		}
+	}
+	c.mu.Unlock()
+	sort.Strings(gone)
+	for _, name := range gone {
+		c.deliverSource(SourceState{Source: name, Serving: ServingLive, State: "live", Resync: true})
+	}
+}
+
+func servingOf(state string) Serving {
+	switch state {
+	case "live":
+		return ServingLive
+	case "checkpoint":
+		return ServingCheckpoint
+	}
+	return ServingUnknown
+}
+
+func (c *Client) deliverSource(st SourceState) {
+	how := st.State
+	if st.CheckpointTime != "" {
+		how += " of " + st.CheckpointTime
+	}
+	if st.CheckpointResourceVersion != "" {
+		how += " at resourceVersion " + st.CheckpointResourceVersion
+	}
+	if st.Resync {
+		how += " (not said again after synced)"
+	}
+	c.logf(LogInfo, "source %s on \"%s\": %s", st.Source, c.path, how)
+	for _, h := range c.handlers {
+		if h.Source != nil && !c.stopping() {
+			h.Source(st)
+		}
+	}
+}
+
 func (c *Client) deliverPods(u Update) {
 	for _, h := range c.handlers {
 		if h.Pods != nil && !c.stopping() {
@@ -527,6 +623,12 @@ func (c *Client) synced(cs *conn, m *message) *Error {
 	cs.live = true
 	c.mu.Lock()
 	c.syncedOnce = true
+	// The daemon says again, right after synced, every state that is
+	// not live.
+	for _, s := range c.srcs {
+		s.confirmed = false
+	}
+	c.confirming = len(c.srcs) > 0
 	c.mu.Unlock()
 	c.backoff = c.backoffMin
 	c.attempt = 0
@@ -711,4 +813,17 @@ func (c *Client) SourcesReady() ([]string, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return append([]string(nil), c.ready...), c.haveReady
+}
+
+// SourceState returns what source serves now: true when it is not live
+// (the state says what it serves), false when it is live as far as the
+// client knows (no state said, or "live" said since; the state then says
+// live).
+func (c *Client) SourceState(source string) (SourceState, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if s, ok := c.srcs[source]; ok {
+		return s.SourceState, true
+	}
+	return SourceState{Source: source, Serving: ServingLive, State: "live"}, false
 }

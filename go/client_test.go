@@ -1285,3 +1285,168 @@ func TestConstantsAsInC(t *testing.T) {
 		t.Errorf("default socket %s in C", got)
 	}
 }
+
+func cpMsg(seq uint64, time, rv string) string {
+	return fmt.Sprintf(`{"type":"source","seq":%d,"source":"api","state":"checkpoint",`+
+		`"checkpoint":{"time":"%s","resource_version":"%s"}}`, seq, time, rv)
+}
+
+func liveMsg(seq uint64) string {
+	return fmt.Sprintf(`{"type":"source","seq":%d,"source":"api","state":"live"}`, seq)
+}
+
+// The "source" message: a state kept and told when it changes, "live"
+// ends it, a state not known is passed on as such (doc/protocol.md); as
+// tests/unit/test_client.c test_source_state.
+func TestSourceState(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	begin(t, f)
+	x.r.expect(t, "pods ADD api c", "pods ADD file a b", "synced state")
+	if st, ok := x.c.SourceState("api"); ok || st.Serving != ServingLive || st.State != "live" || st.Source != "api" {
+		t.Fatalf("never said: %+v %v", st, ok)
+	}
+	f.send("%s", cpMsg(11, "2026-11-24T09:58:00Z", "48213"))
+	f.pods(12, "ADD", "api", podText("k", "default", "kappa", "api", 1))
+	// Said again, the same: nothing to tell.
+	f.send("%s", cpMsg(13, "2026-11-24T09:58:00Z", "48213"))
+	f.barrier(x.r, 14)
+	x.r.expect(t, "source api checkpoint 2026-11-24T09:58:00Z 48213 11", "pods ADD api k")
+	x.r.none(t)
+	st, ok := x.c.SourceState("api")
+	if !ok || st.Serving != ServingCheckpoint || st.CheckpointTime != "2026-11-24T09:58:00Z" ||
+		st.CheckpointResourceVersion != "48213" || st.Seq != 11 || st.Resync {
+		t.Fatalf("checkpoint: %+v %v", st, ok)
+	}
+	if _, ok := x.c.SourceState("file"); ok {
+		t.Fatal("file not live")
+	}
+	f.send("%s", cpMsg(20, "2026-11-24T10:00:00Z", "48300"))
+	f.send("%s", liveMsg(21))
+	f.pods(22, "REMOVE", "api", podText("k", "default", "kappa", "api", 1))
+	f.send("%s", liveMsg(23))
+	f.send(`{"type":"source","seq":24,"source":"http","state":"stale","checkpoint":null,"extra":1}`)
+	f.barrier(x.r, 25)
+	x.r.expect(t, "source api checkpoint 2026-11-24T10:00:00Z 48300 20", "source api live 21", "pods REMOVE api k",
+		"source http stale 24")
+	x.r.none(t)
+	if st, ok := x.c.SourceState("api"); ok || st.Serving != ServingLive {
+		t.Fatalf("live: %+v %v", st, ok)
+	}
+	if st, ok := x.c.SourceState("http"); !ok || st.Serving != ServingUnknown || st.State != "stale" ||
+		st.CheckpointTime != "" {
+		t.Fatalf("unknown: %+v %v", st, ok)
+	}
+	if ServingCheckpoint.String() != "checkpoint" || ServingLive.String() != "live" ||
+		ServingUnknown.String() != "unknown" || Serving(9).String() != "Serving(9)" {
+		t.Fatal("serving names")
+	}
+	x.r.checkModel(t, x.c)
+}
+
+// cutAndFullState: cut, then a full state of another daemon run.
+func cutAndFullState(f *fake, hello uint64) {
+	f.close()
+	f.accept()
+	f.hello(hello)
+	f.pods(hello+1, "ADD", "file", podText("a", "default", "alpha", "file", 1), podText("b", "kube-system", "beta", "file", 1))
+	f.pods(hello+2, "ADD", "api", podText("c", "default", "gamma", "api", 1))
+	f.synced(hello+3, false)
+}
+
+// Source states across reconnections (test_source_state_reconnect).
+func TestSourceStateReconnect(t *testing.T) {
+	f := newFake(t)
+	x := start(t, Config{Path: f.path})
+	begin(t, f)
+	f.send("%s", cpMsg(11, "2026-11-24T09:58:00Z", "48213"))
+	x.r.expect(t, "pods ADD api c", "pods ADD file a b", "synced state", "source api checkpoint 2026-11-24T09:58:00Z 48213 11")
+	// Resumed, still serving it: said again after synced, not told.
+	f.close()
+	x.r.expect(t, "error closed", "reconnect after 11")
+	f.accept()
+	if f.first != `{"resume_after":11}` {
+		t.Fatalf("first line %q", f.first)
+	}
+	f.hello(40)
+	f.synced(41, true)
+	f.send("%s", cpMsg(42, "2026-11-24T09:58:00Z", "48213"))
+	f.pods(43, "UPDATE", "file", podText("a", "default", "alpha", "file", 2))
+	x.r.expect(t, "synced resumed", "pods UPDATE file a")
+	if st, ok := x.c.SourceState("api"); !ok || st.Seq != 11 {
+		t.Fatalf("kept: %+v %v", st, ok)
+	}
+	// Resumed; it went live meanwhile: the replay says so.
+	f.close()
+	x.r.expect(t, "error closed", "reconnect after 43")
+	f.accept()
+	f.hello(60)
+	f.send("%s", liveMsg(50))
+	f.synced(61, true)
+	x.r.expect(t, "source api live 50", "synced resumed")
+	// A checkpoint again, then a new daemon run whose api source is live:
+	// nothing said after synced, so live at the next message.
+	f.send("%s", cpMsg(62, "2026-11-24T09:58:00Z", "48213"))
+	x.r.expect(t, "source api checkpoint 2026-11-24T09:58:00Z 48213 62")
+	cutAndFullState(f, 9000000)
+	x.r.expect(t, "error closed", "reconnect after 62", "pods UPDATE file resync a", "synced state")
+	if _, ok := x.c.SourceState("api"); !ok {
+		t.Fatal("not kept until the next message")
+	}
+	f.send(`{"type":"sources_ready","seq":9000004,"sources":["api","file"]}`)
+	x.r.expect(t, "source api live 0 resync", "ready api file")
+	if _, ok := x.c.SourceState("api"); ok {
+		t.Fatal("not live")
+	}
+	// A new run serving its checkpoint: said after synced.
+	cutAndFullState(f, 9100000)
+	f.send("%s", cpMsg(9100004, "2026-11-24T09:50:00Z", "48000"))
+	x.r.expect(t, "error closed", "reconnect after 9000004", "synced state",
+		"source api checkpoint 2026-11-24T09:50:00Z 48000 9100004")
+	// Another run serving the same: not told again, and kept past the
+	// message after it.
+	cutAndFullState(f, 9200000)
+	f.send("%s", cpMsg(9200004, "2026-11-24T09:50:00Z", "48000"))
+	f.pods(9200005, "ADD", "file", podText("e", "default", "eps", "file", 1))
+	x.r.expect(t, "error closed", "reconnect after 9100004", "synced state", "pods ADD file e")
+	if st, ok := x.c.SourceState("api"); !ok || st.Seq != 9100004 {
+		t.Fatalf("kept: %+v %v", st, ok)
+	}
+	// An unknown message type after synced ends the window too.
+	cutAndFullState(f, 9300000)
+	f.send(`{"type":"novel","seq":9300004}`)
+	x.r.expect(t, "error closed", "reconnect after 9200005", "pods REMOVE file resync e", "synced state",
+		"source api live 0 resync")
+	if _, ok := x.c.SourceState("api"); ok {
+		t.Fatal("not live")
+	}
+	x.r.none(t)
+	x.r.checkModel(t, x.c)
+}
+
+// A bad source message says what is wrong with it (test_source_bad_message).
+func TestSourceBadMessage(t *testing.T) {
+	for _, c := range [][2]string{
+		{`{"type":"source","seq":20,"source":"api"}`, `no "state"`},
+		{`{"type":"source","seq":20,"state":"live"}`, `no "source"`},
+		{`{"type":"source","seq":20,"source":"api","state":1}`, `"state" is not a string`},
+		{`{"type":"source","seq":20,"source":"api","state":"checkpoint","checkpoint":1}`, `"checkpoint" is not an object`},
+		{`{"type":"source","seq":20,"source":"api","state":"checkpoint","checkpoint":{"time":1}}`,
+			`a member of "checkpoint" is not a string`},
+		{`{"type":"source","seq":20,"source":"api","state":"checkpoint","checkpoint":{"resource_version":[]}}`,
+			`a member of "checkpoint" is not a string`},
+	} {
+		f := newFake(t)
+		x := start(t, Config{Path: f.path})
+		begin(t, f)
+		x.r.expect(t, "pods ADD api c", "pods ADD file a b", "synced state")
+		f.send("%s", c[0])
+		x.r.expect(t, "error bad message", "reconnect after 10")
+		if e := x.r.lastErr(); !strings.Contains(e.Message, c[1]) {
+			t.Fatalf("%s: %s", c[0], e.Message)
+		}
+		if _, ok := x.c.SourceState("api"); ok {
+			t.Fatal("applied")
+		}
+	}
+}

@@ -13,6 +13,11 @@ package podmux
 //	hlog            the event handlers' records since the last hlog
 //	handler NAME    adds an event handler NAME (no answer)
 //	index NAME KEY  ["source/uid", ...] of ByIndex(NAME, KEY)
+//	source NAME     SourceState(NAME) as {"not_live", "serving", "state",
+//	                "time", "resource_version", "seq"} (time and
+//	                resource_version null when none), as chaos_client's
+//	slog            the Source handler's records since the last slog:
+//	                "source NAME STATE[ resync]"
 //	stall MS        the next Pods handler call blocks until "stall 0" (or
 //	                quit), so the client stops reading; no answer
 //	quit            Run's context ends
@@ -83,7 +88,7 @@ func TestScenarioConsumer(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var stall chan struct{} // closed by "stall 0"
-	l := &hlog{}
+	l, sl := &hlog{}, &hlog{}
 	c := NewClient(Config{Path: sock, Handlers: Handlers{Pods: func(Update) {
 		mu.Lock()
 		ch := stall
@@ -91,6 +96,12 @@ func TestScenarioConsumer(t *testing.T) {
 		if ch != nil {
 			<-ch // the daemon cuts a consumer that does not read
 		}
+	}, Source: func(s SourceState) {
+		resync := ""
+		if s.Resync {
+			resync = " resync"
+		}
+		sl.add("source %s %s%s", s.Source, s.State, resync)
 	}}})
 	if err := c.AddIndex("gen", labelGenKeys); err != nil {
 		t.Fatal(err)
@@ -118,6 +129,23 @@ func TestScenarioConsumer(t *testing.T) {
 			err = out.Encode(map[string]any{"synced": c.HasSynced(), "pods": pods})
 		case "hlog":
 			v := l.take()
+			if v == nil {
+				v = []string{}
+			}
+			err = out.Encode(v)
+		case "source":
+			st, notLive := c.SourceState(w[1])
+			var tm, rv any
+			if st.CheckpointTime != "" {
+				tm = st.CheckpointTime
+			}
+			if st.CheckpointResourceVersion != "" {
+				rv = st.CheckpointResourceVersion
+			}
+			err = out.Encode(map[string]any{"not_live": notLive, "serving": st.Serving.String(), "state": st.State,
+				"time": tm, "resource_version": rv, "seq": st.Seq})
+		case "slog":
+			v := sl.take()
 			if v == nil {
 				v = []string{}
 			}

@@ -29,6 +29,14 @@
 //     handed on, a changed one is an UPDATE) or sources_ready removes
 //     the rest, as the kubelet deletes nothing before it has seen all its
 //     sources (doc/protocol.md, "A restarted daemon's late sources").
+//   - A source may serve something other than what it reads now: the api
+//     source serves its checkpoint while the API server has not answered
+//     since the daemon started (doc/checkpoint.md).  Handlers.Source is
+//     told when a source's state changes, before the records it applies
+//     to, and Client.SourceState answers it (see SourceState): states
+//     hold across reconnections, and one the daemon does not say again
+//     after a synced (the source went live meanwhile, or the daemon
+//     restarted) ends as live.
 //   - The client reconnects by itself after the daemon exits, restarts, or
 //     cuts it (SlowConsumer, ResourceExhausted, a cut inside a line, whose
 //     partial line is dropped), waiting BackoffMin (100 ms) doubling up to
@@ -59,7 +67,7 @@
 //
 // Handlers run on Run's goroutine, one at a time, in the stream's order,
 // after the cache holds the change.  The cache (Pods, PodByUID, PodByName,
-// PodsByNamespace, Plugins, HasSynced, ResumePoint) can be read from any
+// PodsByNamespace, Plugins, HasSynced, ResumePoint, SourceState) can be read from any
 // goroutine at any time.  A Pod keeps its JSON text exactly as the daemon
 // sent it; Pod.Decode decodes it into your type, for instance a
 // k8s.io/api/core/v1 Pod, without this package importing it.

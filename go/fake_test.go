@@ -237,6 +237,17 @@ func (r *rec) handlers() Handlers {
 			}
 		},
 		SourcesReady: func(s []string) { r.add("ready " + strings.Join(s, " ")) },
+		Source: func(s SourceState) {
+			line := "source " + s.Source + " " + s.State
+			if s.CheckpointTime != "" || s.CheckpointResourceVersion != "" {
+				line += " " + s.CheckpointTime + " " + s.CheckpointResourceVersion
+			}
+			line += " " + strconv.FormatUint(s.Seq, 10)
+			if s.Resync {
+				line += " resync"
+			}
+			r.add(line)
+		},
 		Plugin: func(e PluginEvent) {
 			s := "plugin " + e.Op + " " + e.Socket
 			if e.Resync {

@@ -21,11 +21,13 @@ const (
 	msgSourcesReady
 	msgPlugin
 	msgError
+	msgSource
 )
 
 var msgTypes = map[string]msgType{
 	"hello": msgHello, "pods": msgPods, "synced": msgSynced,
 	"sources_ready": msgSourcesReady, "plugin": msgPlugin, "error": msgError,
+	"source": msgSource,
 }
 
 type message struct {
@@ -49,6 +51,9 @@ type message struct {
 	errorText string
 	// error
 	reason, text string
+	// source: source is the source's name; state its word; the
+	// checkpoint's time and resource_version ("" when absent)
+	state, cpTime, cpRV string
 }
 
 // errProtocolVersion: a hello with a protocol number other than Protocol.
@@ -350,6 +355,8 @@ func (p *lineParser) finish() error {
 		err = p.finishPlugin()
 	case msgError:
 		err = p.finishError()
+	case msgSource:
+		err = p.finishSource()
 	}
 	if err != nil {
 		return err
@@ -475,4 +482,56 @@ func (p *lineParser) finishError() error {
 	}
 	p.m.text, _, err = p.wantStr("message", false)
 	return err
+}
+
+// finishSource: its source, state and, when there, the checkpoint's time
+// and resource_version (an absent or null "checkpoint" is none; a null
+// member is absent).  The last of a repeated member counts, as in json-c.
+func (p *lineParser) finishSource() error {
+	var err error
+	if p.m.source, _, err = p.wantStr("source", true); err != nil {
+		return err
+	}
+	if p.m.state, _, err = p.wantStr("state", true); err != nil {
+		return err
+	}
+	v, have := p.get("checkpoint")
+	if !have || p.kind(v) == 'n' {
+		return nil
+	}
+	if p.kind(v) != '{' {
+		return badLine("\"checkpoint\" is not an object")
+	}
+	var tm, rv member
+	w := walker{s: p.s, pos: v.a}
+	if _, err := w.objectValue(0, func(key []byte, d int) error {
+		w.ws()
+		m := member{key: key, a: w.pos}
+		if err := w.value(d); err != nil {
+			return err
+		}
+		m.b = w.pos
+		switch string(key) {
+		case "time":
+			tm = m
+		case "resource_version":
+			rv = m
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		m   member
+		dst *string
+	}{{tm, &p.m.cpTime}, {rv, &p.m.cpRV}} {
+		if f.m.key == nil || p.kind(f.m) == 'n' {
+			continue
+		}
+		if p.kind(f.m) != '"' {
+			return badLine("a member of \"checkpoint\" is not a string")
+		}
+		*f.dst = p.strOf(f.m)
+	}
+	return nil
 }

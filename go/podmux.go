@@ -128,6 +128,52 @@ type PluginEvent struct {
 	Resync bool
 }
 
+// Serving says what a source serves (the "source" message,
+// doc/protocol.md).  A source never said to be anything else is live.
+type Serving uint8
+
+// What a source serves.
+const (
+	// ServingLive: the source reads its origin.
+	ServingLive Serving = iota
+	// ServingCheckpoint: the source serves its checkpoint
+	// (doc/checkpoint.md): the pods the daemon kept from before it
+	// started, because the API server has not answered since.
+	ServingCheckpoint
+	// ServingUnknown: a state this package does not know (see
+	// SourceState.State).
+	ServingUnknown
+)
+
+var servingNames = [...]string{"live", "checkpoint", "unknown"}
+
+// String returns "live", "checkpoint" or "unknown".
+func (s Serving) String() string {
+	if int(s) < len(servingNames) {
+		return servingNames[s]
+	}
+	return "Serving(" + strconv.Itoa(int(s)) + ")"
+}
+
+// SourceState is what a source serves, given to Handlers.Source when it
+// changes and by Client.SourceState.  The states hold across
+// reconnections: after every "synced" the daemon says again each state
+// that is not live, so a state kept from before that is not said again
+// (the source went live while the client was away, or the daemon
+// restarted) ends as live: told with Resync and Seq 0 when the first
+// message after synced that is not a "source" message comes.
+type SourceState struct {
+	Source  string // "api"
+	Serving Serving
+	State   string // the daemon's word: "live", "checkpoint", ...
+	// ServingCheckpoint: when the server last confirmed its pods (RFC
+	// 3339 UTC) and their resourceVersion; else "".
+	CheckpointTime            string
+	CheckpointResourceVersion string
+	Seq                       uint64 // the source message's number; 0 for a computed state
+	Resync                    bool
+}
+
 // Reconnect tells Handlers.Reconnect that a connection ended and another
 // is scheduled.
 type Reconnect struct {
@@ -180,6 +226,9 @@ type Handlers struct {
 	SourcesReady func(sources []string)
 	// Plugin gets every plugin event (see PluginEvent).
 	Plugin func(e PluginEvent)
+	// Source gets a source's state when it changes (see SourceState),
+	// before the Pods records that state applies to.
+	Source func(s SourceState)
 	// Error gets every error: recovered ones (the client reconnects) and
 	// the fatal one that ends Run.
 	Error func(err *Error)

@@ -134,6 +134,44 @@ struct podmux_plugin_event {
         bool resync;
 };
 
+/*
+ * What a source serves (the "source" message, doc/protocol.md): a source
+ * never said to be anything else is live.  Today only "api" is said to
+ * serve its checkpoint (doc/checkpoint.md): the pods the daemon kept from
+ * before it started, because the API server has not answered since.
+ */
+enum podmux_serving {
+        PODMUX_SERVING_LIVE,       /* the source reads its origin */
+        PODMUX_SERVING_CHECKPOINT, /* the source serves its checkpoint */
+        PODMUX_SERVING_UNKNOWN,    /* a state this library does not know: see state */
+};
+/* "live", "checkpoint"; NULL for a value out of range. */
+const char *podmux_serving_name(enum podmux_serving s);
+
+/*
+ * A source's state, given to the source handler when it changes, and by
+ * podmux_client_source_state().  The states hold across reconnections:
+ * after every "synced" the daemon says again each state that is not live,
+ * so a state kept from before that is not said again (the source went
+ * live while the client was away, or the daemon restarted) ends as live:
+ * told with resync true and seq 0 when the first message after synced
+ * that is not a "source" message comes.  Strings are valid during the
+ * call (for the query: until the next podmux_client_process()).
+ */
+struct podmux_source_state {
+        const char *source; /* "api" */
+        enum podmux_serving serving;
+        /* The daemon's word: "live", "checkpoint", ... */
+        const char *state;
+        /* CHECKPOINT: when the server last confirmed its pods (RFC 3339
+         * UTC) and their resourceVersion; else NULL. */
+        const char *checkpoint_time;
+        const char *checkpoint_resource_version;
+        /* The source message's number; 0 for a computed state (resync). */
+        uint64_t seq;
+        bool resync;
+};
+
 enum podmux_error_kind {
         /* connect() failed: no daemon (-ENOENT, -ECONNREFUSED), a path
          * that is no socket (-ENOTSOCK) or too long (-ENAMETOOLONG). */
@@ -196,6 +234,8 @@ typedef void (*podmux_sources_ready_fn)(struct podmux_client *c, const char *con
                                         size_t n, void *data);
 typedef void (*podmux_plugin_fn)(struct podmux_client *c, const struct podmux_plugin_event *e,
                                  void *data);
+/* A source's state changed (struct podmux_source_state). */
+typedef void (*podmux_source_fn)(struct podmux_client *c, const struct podmux_source_state *s, void *data);
 typedef void (*podmux_error_fn)(struct podmux_client *c, const struct podmux_error *e, void *data);
 typedef void (*podmux_reconnect_fn)(struct podmux_client *c, const struct podmux_reconnect *r,
                                     void *data);
@@ -229,6 +269,9 @@ void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn);
 void podmux_client_on_synced(struct podmux_client *c, podmux_synced_fn fn);
 void podmux_client_on_sources_ready(struct podmux_client *c, podmux_sources_ready_fn fn);
 void podmux_client_on_plugin(struct podmux_client *c, podmux_plugin_fn fn);
+/* Called when a source's state changes (see struct podmux_source_state):
+ * before the pods records that the new state applies to. */
+void podmux_client_on_source(struct podmux_client *c, podmux_source_fn fn);
 void podmux_client_on_error(struct podmux_client *c, podmux_error_fn fn);
 void podmux_client_on_reconnect(struct podmux_client *c, podmux_reconnect_fn fn);
 void podmux_client_on_log(struct podmux_client *c, podmux_log_fn fn);
@@ -431,6 +474,14 @@ bool podmux_client_plugin_next(const struct podmux_client *c, size_t *it, const 
 /* The sources of the last sources_ready (false if none was seen). */
 bool podmux_client_sources_ready(const struct podmux_client *c, const char *const **ret_sources,
                                  size_t *ret_n);
+
+/* What source serves now: true when it is not live (*ret_state says
+ * what it serves), false when it is live as far as the client knows (no
+ * state said, or "live" said since; *ret_state then says live).
+ * ret_state may be NULL; its strings stay valid until the next
+ * podmux_client_process() or _run(). */
+bool podmux_client_source_state(const struct podmux_client *c, const char *source,
+                                struct podmux_source_state *ret_state);
 
 /* ---- pods ------------------------------------------------------------------ */
 

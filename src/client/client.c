@@ -71,6 +71,12 @@ struct end {
         char message[TEXT_MAX];
 };
 
+struct src_state {
+        char *source, *state, *cp_time, *cp_rv;
+        uint64_t seq;
+        bool confirmed; /* said since the last synced */
+};
+
 struct podmux_client {
         char *path;
         void *data;
@@ -80,6 +86,7 @@ struct podmux_client {
         podmux_synced_fn on_synced;
         podmux_sources_ready_fn on_ready;
         podmux_plugin_fn on_plugin;
+        podmux_source_fn on_source;
         podmux_error_fn on_error;
         podmux_reconnect_fn on_reconnect;
         podmux_log_fn on_log;
@@ -120,6 +127,13 @@ struct podmux_client {
         char **ready;
         size_t n_ready;
         bool have_ready;
+        /* Sources said not to be live ("source" messages); "live" drops
+         * one.  confirming: from a synced to the first message after it
+         * that is not a "source" message, during which the daemon says
+         * again every state that is not live (doc/protocol.md, "source"). */
+        struct src_state *srcs;
+        size_t n_srcs;
+        bool confirming;
 };
 
 /* ---- small helpers ------------------------------------------------------------- */
@@ -235,6 +249,14 @@ static void held_clear(struct podmux_client *c)
         c->n_held = 0;
 }
 
+static void src_state_free(struct src_state *s)
+{
+        free(s->source);
+        free(s->state);
+        free(s->cp_time);
+        free(s->cp_rv);
+}
+
 static void ready_free(struct podmux_client *c)
 {
         for (size_t i = 0; i < c->n_ready; i++)
@@ -272,6 +294,9 @@ void podmux_client_free(struct podmux_client *c)
         indexes_free(&c->ix);
         cache_free(&c->cache);
         ready_free(c);
+        for (size_t i = 0; i < c->n_srcs; i++)
+                src_state_free(&c->srcs[i]);
+        free(c->srcs);
         free(c->path);
         free(c);
 }
@@ -303,6 +328,10 @@ int podmux_client_by_index(struct podmux_client *c, const char *name, const char
 }
 void podmux_client_on_synced(struct podmux_client *c, podmux_synced_fn fn) { c->on_synced = fn; }
 void podmux_client_on_sources_ready(struct podmux_client *c, podmux_sources_ready_fn fn) { c->on_ready = fn; }
+void podmux_client_on_source(struct podmux_client *c, podmux_source_fn fn)
+{
+        c->on_source = fn;
+}
 void podmux_client_on_plugin(struct podmux_client *c, podmux_plugin_fn fn) { c->on_plugin = fn; }
 void podmux_client_on_error(struct podmux_client *c, podmux_error_fn fn) { c->on_error = fn; }
 void podmux_client_on_reconnect(struct podmux_client *c, podmux_reconnect_fn fn) { c->on_reconnect = fn; }
@@ -607,6 +636,156 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
         return 0;
 }
 
+/* ---- source states (doc/protocol.md, "source") ------------------------------- */
+
+const char *podmux_serving_name(enum podmux_serving s)
+{
+        static const char *const names[] = {"live", "checkpoint", "unknown"};
+
+        if ((int)s < 0 || (size_t)s >= sizeof(names) / sizeof(names[0]))
+                return NULL;
+        return names[s];
+}
+
+static enum podmux_serving serving_of(const char *state)
+{
+        if (strcmp(state, "live") == 0)
+                return PODMUX_SERVING_LIVE;
+        if (strcmp(state, "checkpoint") == 0)
+                return PODMUX_SERVING_CHECKPOINT;
+        return PODMUX_SERVING_UNKNOWN;
+}
+
+static struct src_state *src_find(const struct podmux_client *c, const char *source)
+{
+        for (size_t i = 0; i < c->n_srcs; i++)
+                if (strcmp(c->srcs[i].source, source) == 0)
+                        return &c->srcs[i];
+        return NULL;
+}
+
+/* s (NULL: live) as the public view of source. */
+static void src_view(const struct src_state *s, const char *source, struct podmux_source_state *v)
+{
+        memset(v, 0, sizeof(*v));
+        v->source = source;
+        v->serving = s ? serving_of(s->state) : PODMUX_SERVING_LIVE;
+        v->state = s ? s->state : "live";
+        if (s) {
+                v->checkpoint_time = s->cp_time;
+                v->checkpoint_resource_version = s->cp_rv;
+                v->seq = s->seq;
+        }
+}
+
+static void tell_source(struct podmux_client *c, const struct podmux_source_state *v)
+{
+        logf_(c, PODMUX_LOG_INFO, "source %s on \"%s\": %s%s%s%s%s%s", v->source, c->path, v->state,
+              v->checkpoint_time ? " of " : "", v->checkpoint_time ? v->checkpoint_time : "",
+              v->checkpoint_resource_version ? " at resourceVersion " : "",
+              v->checkpoint_resource_version ? v->checkpoint_resource_version : "",
+              v->resync ? " (not said again after synced)" : "");
+        if (c->on_source && !c->stop_requested)
+                c->on_source(c, v, c->data);
+}
+
+static bool str_same(const char *a, const char *b)
+{
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The source dropped (it is live), and told. */
+static void src_drop(struct podmux_client *c, struct src_state *s, uint64_t seq, bool resync)
+{
+        struct src_state gone = *s;
+        struct podmux_source_state v;
+
+        *s = c->srcs[--c->n_srcs];
+        src_view(NULL, gone.source, &v);
+        v.seq = seq;
+        v.resync = resync;
+        tell_source(c, &v);
+        src_state_free(&gone);
+}
+
+/* A "source" message: the state kept (dropped for "live"), told when it
+ * changed.  0 or -ENOMEM (nothing changed). */
+static int apply_source(struct podmux_client *c, const struct client_msg *m)
+{
+        struct src_state *old = src_find(c, m->source), n = {0};
+        struct podmux_source_state v;
+
+        if (old && strcmp(old->state, m->state) == 0 && str_same(old->cp_time, m->cp_time) &&
+            str_same(old->cp_rv, m->cp_rv)) {
+                old->confirmed = true; /* said again: unchanged */
+        } else if (strcmp(m->state, "live") == 0) {
+                if (old)
+                        src_drop(c, old, m->seq, false);
+        } else {
+                n.source = strdup(m->source);
+                n.state = strdup(m->state);
+                n.cp_time = m->cp_time ? strdup(m->cp_time) : NULL;
+                n.cp_rv = m->cp_rv ? strdup(m->cp_rv) : NULL;
+                if (!n.source || !n.state || (m->cp_time && !n.cp_time) || (m->cp_rv && !n.cp_rv))
+                        goto nomem;
+                if (!old) {
+                        struct src_state *grown = realloc(c->srcs, (c->n_srcs + 1) * sizeof(*grown));
+
+                        if (!grown)
+                                goto nomem;
+                        c->srcs = grown;
+                        old = &c->srcs[c->n_srcs++];
+                } else {
+                        src_state_free(old);
+                }
+                n.seq = m->seq;
+                n.confirmed = true;
+                *old = n;
+                src_view(old, old->source, &v);
+                tell_source(c, &v);
+        }
+        c->point = m->seq;
+        c->have_point = true;
+        return 0;
+nomem:
+        src_state_free(&n);
+        return -ENOMEM;
+}
+
+/* A synced: the daemon says again, right after it, every state that is
+ * not live. */
+static void confirm_begin(struct podmux_client *c)
+{
+        for (size_t i = 0; i < c->n_srcs; i++)
+                c->srcs[i].confirmed = false;
+        c->confirming = c->n_srcs > 0;
+}
+
+/* The first message after synced that is not a "source" message: a state
+ * not said again is live now (told, resync). */
+static void confirm_end(struct podmux_client *c)
+{
+        size_t i = 0;
+
+        c->confirming = false;
+        while (i < c->n_srcs) {
+                if (c->srcs[i].confirmed)
+                        i++;
+                else
+                        src_drop(c, &c->srcs[i], 0, true);
+        }
+}
+
+bool podmux_client_source_state(const struct podmux_client *c, const char *source,
+                                struct podmux_source_state *ret_state)
+{
+        const struct src_state *s = source ? src_find(c, source) : NULL;
+
+        if (ret_state)
+                src_view(s, source, ret_state);
+        return s != NULL;
+}
+
 /* A pods message prepared for the cache and the indexes: 0, or -ENOMEM
  * (or an index function's error) with nothing changed. */
 static int pods_prepare(struct podmux_client *c, const struct client_msg *m, struct cache_prep *prep,
@@ -794,6 +973,12 @@ static int apply_one(struct podmux_client *c, const struct client_msg *m)
                         return -1;
                 }
                 return 0;
+        case CLIENT_MSG_SOURCE:
+                if (apply_source(c, m) < 0) {
+                        end_nomem(c, m->seq);
+                        return -1;
+                }
+                return 0;
         default:
                 break;
         }
@@ -954,6 +1139,7 @@ static int on_synced(struct podmux_client *c, const struct client_msg *m)
                 return -1;
         }
         held_clear(c);
+        confirm_begin(c);
         c->live = true;
         c->synced_once = true;
         backoff_reset(&c->backoff);
@@ -1084,6 +1270,8 @@ static int handle_line(struct podmux_client *c, const char *line, size_t len)
                         c->point);
                 r = -1;
         } else {
+                if (c->confirming && m.type != CLIENT_MSG_SOURCE)
+                        confirm_end(c);
                 r = apply_one(c, &m);
         }
         client_msg_clear(&m);

@@ -275,9 +275,10 @@ static const struct {
         const char *name;
         enum client_msg_type type;
 } types[] = {
-        {"hello", CLIENT_MSG_HELLO},     {"pods", CLIENT_MSG_PODS},
-        {"synced", CLIENT_MSG_SYNCED},   {"sources_ready", CLIENT_MSG_SOURCES_READY},
-        {"plugin", CLIENT_MSG_PLUGIN},   {"error", CLIENT_MSG_ERROR},
+        {"hello", CLIENT_MSG_HELLO},   {"pods", CLIENT_MSG_PODS},
+        {"synced", CLIENT_MSG_SYNCED}, {"sources_ready", CLIENT_MSG_SOURCES_READY},
+        {"plugin", CLIENT_MSG_PLUGIN}, {"error", CLIENT_MSG_ERROR},
+        {"source", CLIENT_MSG_SOURCE},
 };
 
 static int parse_op(const char *s, enum podmux_op *ret)
@@ -397,6 +398,41 @@ static int finish_error(struct client_msg *m, const struct member_list *l, struc
         return 0;
 }
 
+/* A source message: its source, state and, when there, the checkpoint's
+ * time and resource_version (an absent or null "checkpoint" is none). */
+static int finish_source(struct client_msg *m, const struct member_list *l, struct buf *why)
+{
+        json_object *cp, *v;
+        int r;
+
+        if ((r = want_str(l, "source", true, &m->source, why)) < 0 ||
+            (r = want_str(l, "state", true, &m->state, why)) < 0)
+                return r;
+        cp = members_get(l, "checkpoint", NULL);
+        if (!cp)
+                return 0;
+        if (!json_object_is_type(cp, json_type_object)) {
+                (void)buf_puts(why, "\"checkpoint\" is not an object");
+                return -EINVAL;
+        }
+        if (json_object_object_get_ex(cp, "time", &v) && v) {
+                if (!json_object_is_type(v, json_type_string))
+                        goto bad;
+                if ((r = dup_str(v, &m->cp_time)) < 0)
+                        return r;
+        }
+        if (json_object_object_get_ex(cp, "resource_version", &v) && v) {
+                if (!json_object_is_type(v, json_type_string))
+                        goto bad;
+                if ((r = dup_str(v, &m->cp_rv)) < 0)
+                        return r;
+        }
+        return 0;
+bad:
+        (void)buf_puts(why, "a member of \"checkpoint\" is not a string");
+        return -EINVAL;
+}
+
 /* Members of one type, from the list (pods and plugin already walked). */
 static int finish(struct client_msg *m, const struct member_list *l, struct buf *why)
 {
@@ -413,6 +449,8 @@ static int finish(struct client_msg *m, const struct member_list *l, struct buf 
                 return finish_plugin(m, l, why);
         case CLIENT_MSG_ERROR:
                 return finish_error(m, l, why);
+        case CLIENT_MSG_SOURCE:
+                return finish_source(m, l, why);
         case CLIENT_MSG_OTHER:
                 break;
         }
@@ -647,6 +685,9 @@ void client_msg_clear(struct client_msg *m)
         free(m->error);
         free(m->reason);
         free(m->message);
+        free(m->state);
+        free(m->cp_time);
+        free(m->cp_rv);
         memset(m, 0, sizeof(*m));
         m->protocol = protocol;
 }

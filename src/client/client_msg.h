@@ -47,6 +47,7 @@ enum client_msg_type {
         CLIENT_MSG_SOURCES_READY,
         CLIENT_MSG_PLUGIN,
         CLIENT_MSG_ERROR,
+        CLIENT_MSG_SOURCE,
 };
 
 struct client_msg {
@@ -65,6 +66,9 @@ struct client_msg {
         /* sources_ready */
         char **sources;
         size_t n_sources;
+        /* source: source is the source's name; state its word; the
+         * checkpoint's time and resource_version (each NULL when absent) */
+        char *state, *cp_time, *cp_rv;
         /* plugin: op is plugin_op; json is the "plugin" member's text */
         char *plugin_op, *plugin_json, *socket, *plugin_type, *plugin_name, *error;
         /* error */

@@ -23,7 +23,11 @@
  *   log       one JSON line: every handler call since the last "log", in
  *             order: "OP source name,name...[ resync]" for a pods record
  *             (names without their namespace), "synced state|resumed",
- *             "ready source,source..."
+ *             "ready source,source...", "source NAME STATE[ resync]"
+ *   source NAME  one JSON line: podmux_client_source_state() of NAME,
+ *             {"not_live", "serving", "state", "time",
+ *             "resource_version", "seq"} (time and resource_version null
+ *             when none)
  *   stall MS  stop reading the stream for MS milliseconds (so the daemon
  *             cuts this consumer as slow and it must resume)
  *   handler NAME  adds an informer-style handler NAME (as h1 above)
@@ -126,6 +130,35 @@ static void on_ready(struct podmux_client *c, const char *const *sources, size_t
         for (size_t i = 0; i < n; i++)
                 snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%s", i ? "," : "", sources[i]);
         json_object_array_add(s->log, json_object_new_string(line));
+}
+
+static void on_source(struct podmux_client *c, const struct podmux_source_state *st, void *data)
+{
+        struct st *s = data;
+        char line[512];
+
+        snprintf(line, sizeof(line), "source %s %s%s", st->source, st->state, st->resync ? " resync" : "");
+        json_object_array_add(s->log, json_object_new_string(line));
+}
+
+/* The answer to "source NAME". */
+static void source_answer(struct podmux_client *c, const char *name)
+{
+        struct podmux_source_state st;
+        json_object *o = json_object_new_object();
+        bool not_live = podmux_client_source_state(c, name, &st);
+
+        json_object_object_add(o, "not_live", json_object_new_boolean(not_live));
+        json_object_object_add(o, "serving", json_object_new_string(podmux_serving_name(st.serving)));
+        json_object_object_add(o, "state", json_object_new_string(st.state));
+        json_object_object_add(o, "time", st.checkpoint_time ? json_object_new_string(st.checkpoint_time) : NULL);
+        json_object_object_add(o, "resource_version",
+                               st.checkpoint_resource_version ? json_object_new_string(st.checkpoint_resource_version)
+                                                              : NULL);
+        json_object_object_add(o, "seq", json_object_new_uint64(st.seq));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        fflush(stdout);
+        json_object_put(o);
 }
 
 static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
@@ -359,6 +392,7 @@ int main(int argc, char **argv)
         podmux_client_on_synced(c, on_synced);
         podmux_client_on_sources_ready(c, on_ready);
         podmux_client_on_plugin(c, on_plugin);
+        podmux_client_on_source(c, on_source);
         podmux_client_on_error(c, on_error);
         podmux_client_on_reconnect(c, on_reconnect);
         for (;;) {
@@ -391,6 +425,8 @@ int main(int argc, char **argv)
                                         take(&s.hlog);
                                 else if (strncmp(line, "handler ", 8) == 0)
                                         add_handler(c, &s, line + 8);
+                                else if (strncmp(line, "source ", 7) == 0)
+                                        source_answer(c, line + 7);
                                 else if (strncmp(line, "index ", 6) == 0)
                                         index_answer(c, line + 6);
                                 else if (strncmp(line, "stall ", 6) == 0)

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Chaos with ground truth, briefly: runs scripts/chaos (every source at
 once, random file/URL/API/plugin churn, stalling and reconnecting
-consumers) in each --mode, for 40 s in incremental mode and 20 s in each
-snapshot mode, with a fixed seed and op cap, and requires exit 0:
-every consumer's rebuilt state equals the truth, nothing duplicated, no fd
-leak, RSS bounded (the RSS bound is not applied under PODMUX_SANITIZED=1,
-where the op rate is also lower).  A longer run: scripts/chaos --duration
-240 --seed N --mode all."""
+consumers, then two API-server outages with a daemon restart in each,
+by SIGTERM and by SIGKILL, served from the checkpoint) in each --mode,
+with 24 s of churn in incremental mode and 10 s in each snapshot mode (the
+outages take the rest of the time the churn had), with a fixed seed and
+op cap, and requires exit 0: every consumer's rebuilt state equals the
+truth (during an outage: the checkpoint, which after SIGTERM is the last
+live state), nothing duplicated, no fd leak, RSS bounded (the RSS bound
+is not applied under PODMUX_SANITIZED=1, where the op rate is also
+lower).  A longer run: scripts/chaos --duration 240 --seed N --mode all
+--outages 6."""
 
 import os
 import subprocess
@@ -26,7 +30,9 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
 
 @test("chaos: random churn on every source with stalling and "
       "reconnecting consumers; each ends with exactly the true state, no "
-      "duplicate op, no op the mode does not send, no fd leak, bounded RSS",
+      "duplicate op, no op the mode does not send, no fd leak, bounded RSS; "
+      "then API-server outages with daemon restarts, the consumers holding "
+      "the checkpoint, then the truth",
       params=("incremental", "snapshot-and-updates", "snapshot"))
 def _(t):
     if subprocess.run([plugin_harness.PLUGIN_PYTHON, "-c", "import grpc"],
@@ -34,7 +40,7 @@ def _(t):
         t.skip("python3-grpcio is not installed (the fake plugins need it)")
     short = t.param != "incremental"
     argv = [PYTHON, CHAOS, "--binary", BIN, "--mode", t.param,
-            "--duration", "20" if short else "40",
+            "--duration", "10" if short else "24", "--outages", "2",
             "--seed", "4242", "--converge-timeout",
             "100" if SANITIZED else "60"]
     if SANITIZED:
@@ -54,7 +60,8 @@ def _(t):
     for line in lines:
         if line.startswith(("chaos: ops", "chaos: consumers total",
                             "chaos: RSS", "chaos: fds", "chaos: fake API",
-                            "chaos: converged", "chaos: wall")):
+                            "chaos: converged", "chaos: wall",
+                            "chaos: outage")):
             t.note(line)
     if r.returncode != 0:
         raise AssertionError(

@@ -12,7 +12,10 @@ what runs is written within the interval; a checkpoint that is not
 provably ours and whole is refused with one error line and a status
 entry, and the source waits for the server, serving nothing; a directory
 that cannot be trusted stops the daemon at start.  Status and metrics
-show whose pods the source serves and the checkpoint's counters.
+show whose pods the source serves and the checkpoint's counters.  The C
+and Go client libraries (and the Python module once it has
+Client.source_state) say the source serves its checkpoint across a daemon
+restart, with its time and resourceVersion, then that it is live.
 
 Timing: nothing asserts speed.  The waits for the server to be listed
 again follow the API source's backoff (0.8 s doubling), so they are
@@ -22,10 +25,14 @@ generous.
 import hashlib
 import json
 import os
+import queue
+import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,7 +41,11 @@ import harness  # noqa: E402
 from fakeapi import FakeAPI  # noqa: E402
 from harness import NODE, T_SHORT, T_WAIT, msg_names, pod_ann, pod_labels, summarize, test  # noqa: E402
 
+sys.path.insert(0, os.path.join(harness.SRCDIR, "python"))
+import podmux  # noqa: E402
+
 HEADER = 56
+BUILDDIR = os.environ.get("PODMUX_BUILDDIR") or os.path.dirname(harness.BIN)
 T_RELIST = 60 * harness.SCALE   # the backoff after a few failures, and more
 
 
@@ -503,6 +514,157 @@ def _(t):
     d2.start(wait=False)
     if d2.wait_exit() != 1 or env.dir not in d2.stderr_text():
         raise AssertionError("a file as --checkpoint-dir: %s" % d2.stderr_text()[-600:])
+    env.close()
+
+
+# ---------------------------------------------------------------------------
+# What the client libraries say
+
+def go_consumer():
+    """go/'s test binary, whose TestScenarioConsumer answers commands as
+    chaos_client does (go/consumer_test.go), built offline as
+    tests/go-test.sh builds it; None when go is not installed."""
+    go = os.environ.get("GO") or shutil.which("go")
+    if not go:
+        return None
+    exe = os.path.join(BUILDDIR, "go-consumer.test")
+    env = dict(os.environ, GOPROXY="off", GOFLAGS="-mod=mod", GOTOOLCHAIN="local", GOENV="off",
+               GOCACHE=os.path.join(BUILDDIR, "go-cache"),
+               GOPATH=os.path.join(BUILDDIR, "go-path"))
+    r = subprocess.run([go, "test", "-c", "-o", exe, "."], cwd=os.path.join(harness.SRCDIR, "go"), env=env,
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        raise AssertionError("go test -c: %s" % r.stderr[-2000:])
+    return exe
+
+
+class LibConsumer:
+    """tests/client/chaos_client (libpodmux-client) or the Go consumer,
+    driven on its standard input; stopped by its PID when the test ends."""
+
+    def __init__(self, t, argv, env=None):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        t.procs.append(self.proc)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        try:
+            return json.loads(self.lines.get(timeout=T_WAIT))
+        except queue.Empty:
+            raise AssertionError("the consumer did not answer %r (%s)" % (cmd, self.proc.poll()))
+
+    def api_pods(self):
+        d = self.ask("dump")
+        return sorted(harness.pod_name(x["pod"]) for x in d["pods"] if x["source"] == "api") \
+            if d["synced"] else None
+
+    def source(self):
+        return self.ask("source api")
+
+
+class PyLib:
+    """The Python module, once it has Client.source_state (the same API as
+    the Go package's SourceState: (state, not_live), the state with
+    .state, .checkpoint_time, .checkpoint_resource_version)."""
+
+    def __init__(self, sock):
+        self.c = podmux.Client(sock)
+        self.c.on_source = lambda st: self.log.append(
+            "source %s %s%s" % (st.source, st.state, " resync" if st.resync else ""))
+        self.log = []
+
+    def _drain(self):
+        import select
+        for _ in range(50):
+            self.c.process()
+            if not self.c.fileno() or not select.select([self.c.fileno()], [], [], 0.05)[0]:
+                return
+
+    def api_pods(self):
+        self._drain()
+        return sorted(p.name for p in self.c.pods() if p.source == "api") if self.c.has_synced else None
+
+    def source(self):
+        self._drain()
+        st, not_live = self.c.source_state("api")
+        return {"not_live": not_live, "state": st.state, "time": st.checkpoint_time,
+                "resource_version": st.checkpoint_resource_version}
+
+    def source_log(self):
+        self._drain()
+        x, self.log = self.log, []
+        return x
+
+
+def wait_sources(cs, want, what):
+    """Waits until every consumer says of api what want (a dict of the
+    members of a "source" answer) says."""
+    for name, x in cs.items():
+        harness.wait_for(lambda: all(x.source().get(k) == v for k, v in want.items()), T_RELIST,
+                         "%s: the %s consumer's source state %s" % (what, name, want), interval=0.2)
+
+
+@test("the client libraries say what api serves: live, then its checkpoint (time, resourceVersion) "
+      "after a daemon restarted offline, then live when the server answers")
+def _(t):
+    env = Env(t, pods=("a", "b"))
+    d = env.daemon()
+    c = d.connect()
+    wait_api_names(c, ["a", "b"])
+    harness.wait_for(lambda: os.path.exists(env.file), T_WAIT, "the first checkpoint")
+    cs = {"C": LibConsumer(t, [os.path.join(BUILDDIR, "tests", "client", "chaos_client"), d.sock])}
+    go = go_consumer()
+    if go:
+        cs["Go"] = LibConsumer(t, [go, "-test.run=^TestScenarioConsumer$", "-test.count=1"],
+                               env=dict(os.environ, PODMUX_CONSUMER_SOCKET=d.sock))
+    else:
+        t.note("go is not installed: the Go client is not checked")
+    if hasattr(podmux.Client, "source_state"):
+        cs["Python"] = PyLib(d.sock)
+    else:
+        t.note("the Python module has no Client.source_state yet: not checked")
+    for name, x in cs.items():
+        harness.wait_for(lambda: x.api_pods() == ["a", "b"], T_WAIT, "the %s consumer's api pods" % name,
+                         interval=0.2)
+    wait_sources(cs, {"not_live": False, "state": "live"}, "never said otherwise")
+
+    # Restarted while the server is down: the new run serves the
+    # checkpoint, and the consumers, which reconnect by themselves, say so.
+    d.stop()
+    env.srv.stop()
+    d.start()
+    said = d.connect().expect(lambda x: x.get("type") == "source", "the source message", T_SHORT)
+    ck = said.get("checkpoint") or {}
+    wait_sources(cs, {"not_live": True, "state": "checkpoint", "time": ck.get("time"),
+                      "resource_version": ck.get("resource_version")}, "serving the checkpoint")
+    for name, x in cs.items():
+        if x.api_pods() != ["a", "b"]:
+            raise AssertionError("the %s consumer's api pods while the checkpoint is served: %s" % (
+                name, x.api_pods()))
+    if cs["C"].source()["serving"] != "checkpoint" or ("Go" in cs and cs["Go"].source()["serving"] != "checkpoint"):
+        raise AssertionError("serving: %s" % {n: x.source() for n, x in cs.items() if n != "Python"})
+
+    # The server answers, with b deleted: live, and the server's pods.
+    env.srv.delete("b")
+    env.srv.start()
+    wait_sources(cs, {"not_live": False, "state": "live", "time": None}, "the server answered")
+    for name, x in cs.items():
+        harness.wait_for(lambda: x.api_pods() == ["a"], T_WAIT, "the %s consumer's live pods" % name, interval=0.2)
+    logs = {"C": [e for e in cs["C"].ask("log") if e.startswith("source ")]}
+    if "Go" in cs:
+        logs["Go"] = cs["Go"].ask("slog")
+    if "Python" in cs:
+        logs["Python"] = cs["Python"].source_log()
+    for name, log in logs.items():
+        if log != ["source api checkpoint", "source api live"]:
+            raise AssertionError("the %s consumer was told %s, want checkpoint then live" % (name, log))
     env.close()
 
 

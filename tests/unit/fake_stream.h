@@ -317,6 +317,24 @@ static __attribute__((unused)) void on_ready(struct podmux_client *c, const char
         HOOK_OUT();
 }
 
+static __attribute__((unused)) void on_source(struct podmux_client *c, const struct podmux_source_state *st, void *data)
+{
+        struct rec *r = data;
+        struct podmux_source_state q;
+
+        HOOK_IN();
+
+        (void)buf_printf(&r->log, "source %s %s", st->source, st->state);
+        if (st->checkpoint_time || st->checkpoint_resource_version)
+                (void)buf_printf(&r->log, " %s %s", st->checkpoint_time ? st->checkpoint_time : "-",
+                                 st->checkpoint_resource_version ? st->checkpoint_resource_version : "-");
+        (void)buf_printf(&r->log, " %" PRIu64 "%s\n", st->seq, st->resync ? " resync" : "");
+        /* The query says the same as the handler, from inside it. */
+        ck_assert_int_eq(podmux_client_source_state(c, st->source, &q), st->serving != PODMUX_SERVING_LIVE);
+        ck_assert_str_eq(q.state, st->state);
+        HOOK_OUT();
+}
+
 static __attribute__((unused)) void on_plugin(struct podmux_client *c, const struct podmux_plugin_event *e, void *data)
 {
         struct rec *r = data;
@@ -367,6 +385,7 @@ static __attribute__((unused)) void rec_attach(struct rec *r, struct podmux_clie
         podmux_client_on_synced(c, on_synced);
         podmux_client_on_sources_ready(c, on_ready);
         podmux_client_on_plugin(c, on_plugin);
+        podmux_client_on_source(c, on_source);
         podmux_client_on_error(c, on_error);
         podmux_client_on_reconnect(c, on_reconnect);
 }

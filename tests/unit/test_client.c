@@ -798,7 +798,7 @@ START_TEST(test_malformed_lines)
         static const char *const bad[] = {
                 "not json",
                 "[1,2]",
-                "{\"type\":\"pods\",\"seq\":20}",                                      /* no op */
+                "{\"type\":\"pods\",\"seq\":20}",                                                 /* no op */
                 "{\"type\":\"pods\",\"seq\":20,\"op\":\"MOVE\",\"source\":\"file\",\"pods\":[]}", /* unknown op */
                 "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"metadata\":{}}]}",
                 "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":{}}",
@@ -810,8 +810,17 @@ START_TEST(test_malformed_lines)
                 "{\"type\":\"plugin\",\"seq\":20,\"op\":\"REGISTERED\",\"plugin\":[]}",
                 "{\"type\":\"sources_ready\",\"seq\":20,\"sources\":[1]}",
                 "{\"type\":\"error\",\"seq\":20}",
+                "{\"type\":\"source\",\"seq\":20,\"state\":\"live\"}", /* no source */
+                "{\"type\":\"source\",\"seq\":20,\"source\":\"api\"}", /* no state */
+                "{\"type\":\"source\",\"seq\":20,\"source\":\"api\",\"state\":1}",
+                "{\"type\":\"source\",\"seq\":20,\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":\"x\"}",
+                "{\"type\":\"source\",\"seq\":20,\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":{\"time\":"
+                "5}}",
+                "{\"type\":\"source\",\"seq\":20,\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":"
+                "{\"resource_version\":[]}}",
                 "{\"type\":\"hello\",\"protocol\":1,\"seq\":21}", /* a second hello */
-                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"metadata\":{\"uid\":\"\xff\"}",
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"metadata\":{\"uid\":"
+                "\"\xff\"}",
         };
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1522,6 +1531,198 @@ START_TEST(test_informer_scenarios)
 }
 END_TEST
 
+#define CP(seq, time, rv)                                                                                              \
+        "{\"type\":\"source\",\"seq\":" #seq                                                                           \
+        ",\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":{\"time\":\"" time                                \
+        "\",\"resource_version\":\"" rv "\"}}"
+#define LIVE(seq) "{\"type\":\"source\",\"seq\":" #seq ",\"source\":\"api\",\"state\":\"live\"}"
+
+/* The "source" message: a state kept and told when it changes, "live"
+ * ends it, a state not known is passed on as such (doc/protocol.md). */
+START_TEST(test_source_state)
+{
+        struct t t;
+        struct podmux_source_state st;
+        uint64_t point = 0;
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        /* Never said: live. */
+        ck_assert(!podmux_client_source_state(t.c, "api", &st));
+        ck_assert_int_eq(st.serving, PODMUX_SERVING_LIVE);
+        ck_assert_str_eq(st.state, "live");
+        ck_assert_str_eq(st.source, "api");
+        ck_assert_ptr_null(st.checkpoint_time);
+        ck_assert(!podmux_client_source_state(t.c, NULL, NULL));
+        fake_send(&t.f, CP(11, "2026-11-24T09:58:00Z", "48213"));
+        fake_pods(&t.f, 12, "ADD", "api", 1, pod_text("k", "default", "kappa", "api", 1));
+        /* Said again, the same: nothing to tell. */
+        fake_send(&t.f, CP(13, "2026-11-24T09:58:00Z", "48213"));
+        pump(t.c);
+        expect_log(&t, "source api checkpoint 2026-11-24T09:58:00Z 48213 11\npods ADD api k\n");
+        ck_assert(podmux_client_source_state(t.c, "api", &st));
+        ck_assert_int_eq(st.serving, PODMUX_SERVING_CHECKPOINT);
+        ck_assert_str_eq(st.checkpoint_time, "2026-11-24T09:58:00Z");
+        ck_assert_str_eq(st.checkpoint_resource_version, "48213");
+        ck_assert_uint_eq(st.seq, 11);
+        ck_assert(!st.resync);
+        ck_assert(!podmux_client_source_state(t.c, "file", NULL));
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 13);
+        /* Another checkpoint (other time): told. */
+        fake_send(&t.f, CP(14, "2026-11-24T10:00:00Z", "48300"));
+        /* live: told, then its records. */
+        fake_send(&t.f, LIVE(15));
+        fake_pods(&t.f, 16, "REMOVE", "api", 1, pod_text("k", "default", "kappa", "api", 1));
+        /* live said of a live source: nothing. */
+        fake_send(&t.f, LIVE(17));
+        /* A state this library does not know, without a checkpoint, and
+         * a checkpoint of null. */
+        fake_send(&t.f, "{\"type\":\"source\",\"seq\":18,\"source\":\"http\",\"state\":\"stale\",\"checkpoint\":null,"
+                        "\"extra\":1}");
+        pump(t.c);
+        expect_log(&t, "source api checkpoint 2026-11-24T10:00:00Z 48300 14\nsource api live 15\npods REMOVE api k\n"
+                       "source http stale 18\n");
+        ck_assert(!podmux_client_source_state(t.c, "api", &st));
+        ck_assert_int_eq(st.serving, PODMUX_SERVING_LIVE);
+        ck_assert(podmux_client_source_state(t.c, "http", &st));
+        ck_assert_int_eq(st.serving, PODMUX_SERVING_UNKNOWN);
+        ck_assert_str_eq(st.state, "stale");
+        ck_assert_ptr_null(st.checkpoint_time);
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 18);
+        ck_assert_str_eq(podmux_serving_name(PODMUX_SERVING_CHECKPOINT), "checkpoint");
+        ck_assert_str_eq(podmux_serving_name(PODMUX_SERVING_LIVE), "live");
+        ck_assert_str_eq(podmux_serving_name(PODMUX_SERVING_UNKNOWN), "unknown");
+        ck_assert_ptr_null(podmux_serving_name((enum podmux_serving)9));
+        check_model(&t.r, t.c);
+        ck_assert_int_eq(t.r.errors, 0);
+        t_free(&t);
+}
+END_TEST
+
+/* Cut, then answered with a full state (hello of another run): the
+ * daemon's state replaces the client's; a state not said again after
+ * synced is live, told when the next message comes. */
+static void cut_and_full_state(struct t *t, uint64_t hello)
+{
+        fake_close(&t->f);
+        pump(t->c);
+        fake_accept(&t->f, t->c);
+        fake_hello(&t->f, hello);
+        fake_pods(&t->f, hello + 1, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "kube-system", "beta", "file", 1));
+        fake_pods(&t->f, hello + 2, "ADD", "api", 1, pod_text("c", "default", "gamma", "api", 1));
+        fake_synced(&t->f, hello + 3, false);
+}
+
+/* Source states across reconnections: a resume keeps them, and the
+ * daemon says again after synced what is not live; a full state (a new
+ * daemon run) replaces them with what it says after synced. */
+START_TEST(test_source_state_reconnect)
+{
+        struct t t;
+        struct podmux_source_state st;
+
+        t_init(&t);
+        start(&t);
+        fake_send(&t.f, CP(11, "2026-11-24T09:58:00Z", "48213"));
+        pump(t.c);
+        free(rec_take(&t.r));
+        /* Resumed, still serving it: said again after synced, not told. */
+        fake_close(&t.f);
+        pump(t.c);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":11}");
+        fake_hello(&t.f, 40);
+        fake_synced(&t.f, 41, true);
+        fake_send(&t.f, CP(42, "2026-11-24T09:58:00Z", "48213"));
+        fake_pods(&t.f, 43, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 2));
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 11\nsynced resumed\npods UPDATE file a\n");
+        ck_assert(podmux_client_source_state(t.c, "api", &st));
+        ck_assert_uint_eq(st.seq, 11);
+        /* Resumed; it went live meanwhile: the replay says so. */
+        fake_close(&t.f);
+        pump(t.c);
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":43}");
+        fake_hello(&t.f, 60);
+        fake_send(&t.f, LIVE(50));
+        fake_synced(&t.f, 61, true);
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 43\nsource api live 50\nsynced resumed\n");
+        ck_assert(!podmux_client_source_state(t.c, "api", NULL));
+        /* A checkpoint again, then a new daemon run whose api source is
+         * live: nothing said after synced, so live at the next message. */
+        fake_send(&t.f, CP(62, "2026-11-24T09:58:00Z", "48213"));
+        pump(t.c);
+        free(rec_take(&t.r));
+        cut_and_full_state(&t, 9000000);
+        pump(t.c);
+        /* Until then the state is kept. */
+        ck_assert(podmux_client_source_state(t.c, "api", NULL));
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":9000004,\"sources\":[\"api\",\"file\"]}");
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 62\npods UPDATE file resync a\nsynced state\nsource api live 0 "
+                       "resync\nready api file\n");
+        ck_assert(!podmux_client_source_state(t.c, "api", &st));
+        ck_assert_int_eq(st.serving, PODMUX_SERVING_LIVE);
+        /* A new run serving its checkpoint: said after synced. */
+        cut_and_full_state(&t, 9100000);
+        fake_send(&t.f, CP(9100004, "2026-11-24T09:50:00Z", "48000"));
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 9000004\nsynced state\n"
+                       "source api checkpoint 2026-11-24T09:50:00Z 48000 9100004\n");
+        /* Another run, serving the same checkpoint: not told again, and
+         * kept past the message after it. */
+        cut_and_full_state(&t, 9200000);
+        fake_send(&t.f, CP(9200004, "2026-11-24T09:50:00Z", "48000"));
+        fake_pods(&t.f, 9200005, "ADD", "file", 1, pod_text("e", "default", "eps", "file", 1));
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 9100004\nsynced state\npods ADD file e\n");
+        ck_assert(podmux_client_source_state(t.c, "api", &st));
+        ck_assert_uint_eq(st.seq, 9100004);
+        /* An unknown message type after synced ends the window too. */
+        cut_and_full_state(&t, 9300000);
+        fake_send(&t.f, "{\"type\":\"novel\",\"seq\":9300004}");
+        pump(t.c);
+        expect_log(&t, "error 4 -\nreconnect after 9200005\npods REMOVE file resync e\nsynced state\n"
+                       "source api live 0 resync\n");
+        ck_assert(!podmux_client_source_state(t.c, "api", NULL));
+        check_model(&t.r, t.c);
+        t_free(&t);
+}
+END_TEST
+
+/* A bad source message says what is wrong with it. */
+START_TEST(test_source_bad_message)
+{
+        static const char *const bad[][2] = {
+                {"{\"type\":\"source\",\"seq\":20,\"source\":\"api\"}", "no \"state\""},
+                {"{\"type\":\"source\",\"seq\":20,\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":1}",
+                 "\"checkpoint\" is not an object"},
+                {"{\"type\":\"source\",\"seq\":20,\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":{\"time\":"
+                 "1}}",
+                 "a member of \"checkpoint\" is not a string"},
+        };
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct t t;
+
+                t_init(&t);
+                start(&t);
+                fake_send(&t.f, "%s", bad[i][0]);
+                pump(t.c);
+                ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_BAD_MESSAGE);
+                ck_assert_msg(strstr(t.r.last_message, bad[i][1]), "%s: %s", bad[i][0], t.r.last_message);
+                ck_assert(!podmux_client_source_state(t.c, "api", NULL));
+                t_free(&t);
+        }
+}
+END_TEST
+
 START_TEST(test_op_names)
 {
         ck_assert_str_eq(podmux_op_name(PODMUX_OP_RECONCILE), "RECONCILE");
@@ -1537,4 +1738,4 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
           test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
           test_handlers_ops, test_handlers_snapshot, test_informer_scenarios, test_index_add_and_errors,
-          test_index_fn_error)
+          test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message)

@@ -4,7 +4,8 @@
  * the daemon.
  *
  * A fake daemon (tests/unit/fake_stream.h) holds a fixed world: an
- * initial state, six live messages after it (pods and plugins), and the
+ * initial state, seven live messages after it (pods, plugins, and the api
+ * source serving its checkpoint, said again after every synced), and the
  * final state they lead to.  The first connection gets the initial
  * state, synced and the live messages, then is cut; later connections
  * are answered as the daemon would: a replay of what came after the
@@ -40,7 +41,17 @@
 
 /* Final state: a (gen 2), c, d; plugins p1 (changed) and p3. */
 #define FIRST_SYNCED 10
-#define LAST_LIVE 16
+#define LAST_LIVE 17
+/* The api source serves its checkpoint from message 17 on: said again
+ * after every synced (doc/protocol.md, "source"). */
+#define CHECKPOINT_MEMBERS                                                                                             \
+        "\"source\":\"api\",\"state\":\"checkpoint\",\"checkpoint\":{\"time\":\"2026-11-24T09:58:00Z\",\"resource_"    \
+        "version\":\"48213\"}"
+
+static void source_message(struct fake *f, uint64_t seq)
+{
+        fake_send(f, "{\"type\":\"source\",\"seq\":%" PRIu64 "," CHECKPOINT_MEMBERS "}", seq);
+}
 
 static void live_message(struct fake *f, uint64_t seq)
 {
@@ -65,6 +76,9 @@ static void live_message(struct fake *f, uint64_t seq)
         case 16:
                 fake_send(f, "{\"type\":\"plugin\",\"seq\":16,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p3\","
                              "\"type\":\"DRAPlugin\",\"name\":\"p3\"}}");
+                break;
+        case 17:
+                source_message(f, 17);
                 break;
         }
 }
@@ -93,6 +107,7 @@ static void final_state(struct fake *f)
         fake_send(f, "{\"type\":\"plugin\",\"seq\":105,\"op\":\"REGISTERED\",\"plugin\":{\"socket\":\"/p3\","
                      "\"type\":\"DRAPlugin\",\"name\":\"p3\"}}");
         fake_synced(f, 106, false);
+        source_message(f, 107);
 }
 
 /* The restart world (restart below). */
@@ -214,11 +229,13 @@ static void serve(struct fake *f, bool first)
                 for (uint64_t s = n + 1; s <= LAST_LIVE; s++)
                         live_message(f, s);
                 fake_synced(f, 201, true);
+                source_message(f, 202);
                 return;
         }
         if (sscanf(f->first, "{\"resume_after\":%llu}", &n) == 1 && n >= 100) {
                 fake_hello(f, 300);
                 fake_synced(f, 301, true);
+                source_message(f, 302);
                 return;
         }
         final_state(f);
@@ -362,6 +379,7 @@ static long run_once(long n, bool persist)
                 dump = cache_dump(c);
                 done = podmux_client_timeout(c) < 0 && podmux_client_has_synced(c) &&
                        podmux_client_resume_point(c, &point) && point > LAST_LIVE &&
+                       (restart || late || podmux_client_source_state(c, "api", NULL)) &&
                        strcmp(dump, restart ? want_restart_cache
                                     : late  ? want_late_cache
                                             : want_cache) == 0;
@@ -405,6 +423,17 @@ static long run_once(long n, bool persist)
                 ck_assert(podmux_client_plugin_next(c, &it, &sock, NULL));
                 ck_assert_str_eq(sock, "/p3");
                 ck_assert(!podmux_client_plugin_next(c, &it, &sock, NULL));
+                {
+                        struct podmux_source_state st;
+
+                        ck_assert(podmux_client_source_state(c, "api", &st));
+                        ck_assert_int_eq(st.serving, PODMUX_SERVING_CHECKPOINT);
+                        ck_assert_str_eq(st.checkpoint_time, "2026-11-24T09:58:00Z");
+                        ck_assert_str_eq(st.checkpoint_resource_version, "48213");
+                        /* Told once, whatever failed: never live in between. */
+                        ck_assert_msg(!strstr(r.log.data, "source api live"), "fault %ld: handlers saw %s", n,
+                                      r.log.data);
+                }
         }
         ck_assert_msg(r.errors == 0 || r.last_kind == PODMUX_ERROR_NOMEM || r.last_kind == PODMUX_ERROR_CLOSED ||
                               r.last_kind == PODMUX_ERROR_CONNECT,
