@@ -74,8 +74,9 @@ from typing import (Any, Callable, ClassVar, DefaultDict, Deque, Dict,
 
 __all__ = ["Client", "Pod", "Update", "PluginEvent", "Error", "Reconnect",
            "Op", "PluginOp", "ErrorKind", "LogLevel", "IndexFunc",
+           "Serving", "SourceState",
            "Event", "EventPods", "EventSynced", "EventSourcesReady",
-           "EventPlugin", "EventError", "EventReconnect",
+           "EventPlugin", "EventSource", "EventError", "EventReconnect",
            "PROTOCOL", "DEFAULT_SOCKET", "OPS", "INDEX_NAMESPACE",
            "INDEX_SOURCE", "CONNECT", "PERMISSION", "PROTOCOL_MISMATCH",
            "SERVER", "CLOSED", "BAD_MESSAGE", "NOMEM"]
@@ -129,6 +130,15 @@ class PluginOp(_StrEnum):
 
 _PLUGIN_OP_BY_NAME: Final[Dict[str, PluginOp]] = {o.value: o
                                                   for o in PluginOp}
+
+
+class Serving(_StrEnum):
+    """What a source serves (SourceState.serving): its origin, or the
+    checkpoint the daemon kept (doc/checkpoint.md); UNKNOWN for a state
+    this module does not know (SourceState.state says it)."""
+    LIVE = "live"
+    CHECKPOINT = "checkpoint"
+    UNKNOWN = "unknown"
 
 
 class ErrorKind(_StrEnum):
@@ -233,6 +243,32 @@ class PluginEvent:
 
 
 @dataclasses.dataclass(frozen=True)
+class SourceState:
+    """What a source serves, from the stream's "source" messages
+    (doc/protocol.md): given to on_source when it changes, and by
+    Client.source_state().  state is the daemon's word ("live",
+    "checkpoint", ...); for CHECKPOINT, checkpoint_time (RFC 3339 UTC)
+    and checkpoint_resource_version say when the server last confirmed
+    its pods, else None.  seq is the message's number, 0 for a state
+    computed by the client: after every synced the daemon says again each
+    state that is not live, and a state kept from before that is not said
+    again ends as live, told with resync=True."""
+    __slots__ = ("source", "serving", "state", "checkpoint_time",
+                 "checkpoint_resource_version", "seq", "resync")
+    source: str
+    serving: Serving
+    state: str
+    checkpoint_time: Optional[str]
+    checkpoint_resource_version: Optional[str]
+    seq: int
+    resync: bool
+
+
+def _live(source: str, seq: int = 0, resync: bool = False) -> SourceState:
+    return SourceState(source, Serving.LIVE, "live", None, None, seq, resync)
+
+
+@dataclasses.dataclass(frozen=True)
 class Reconnect:
     """Given to on_reconnect: a connection ended and another is due in
     delay seconds; attempt is 1 for the first retry after a good
@@ -297,6 +333,14 @@ class EventPlugin:
 
 
 @dataclasses.dataclass(frozen=True)
+class EventSource:
+    """kind "source": state is what on_source is given."""
+    __slots__ = ("state",)
+    kind: ClassVar[Literal["source"]] = "source"
+    state: SourceState
+
+
+@dataclasses.dataclass(frozen=True)
 class EventError:
     """kind "error": error is what on_error is given."""
     __slots__ = ("error",)
@@ -313,7 +357,7 @@ class EventReconnect:
 
 
 Event = Union[EventPods, EventSynced, EventSourcesReady, EventPlugin,
-              EventError, EventReconnect]
+              EventSource, EventError, EventReconnect]
 
 # A custom index's function (Client.add_index): a pod's keys.
 IndexFunc = Callable[[Pod], Iterable[str]]
@@ -331,7 +375,8 @@ class _Msg:
     """One message as parsed; only the members of its type are set."""
     __slots__ = ("type", "seq", "protocol", "op", "source", "pods",
                  "resumed", "sources", "plugin_op", "plugin_json", "socket",
-                 "plugin_type", "plugin_name", "error", "reason", "message")
+                 "plugin_type", "plugin_name", "error", "reason", "message",
+                 "state", "cp_time", "cp_rv")
 
     def __init__(self, type_: str) -> None:
         self.type = type_
@@ -347,6 +392,9 @@ class _Msg:
         self.socket = ""
         self.plugin_type = ""
         self.plugin_name = ""
+        self.state = ""
+        self.cp_time: Optional[str] = None
+        self.cp_rv: Optional[str] = None
         self.error: Optional[str] = None
         self.reason = ""
         self.message = ""
@@ -600,11 +648,30 @@ def _parse(line: str) -> _Msg:
         m.sources = list(srcs)
     elif t == "plugin":
         _plugin(m, members, plugin)
+    elif t == "source":
+        _source(m, members)
     elif t == "error":
         m.reason = _want(members, "reason")
         m.message = _want(members, "message") if "message" in members \
             else ""
     return m
+
+
+def _source(m: _Msg, members: Dict[str, Any]) -> None:
+    """A "source" message: source, state, and checkpoint (an object whose
+    time and resource_version are strings or null; absent or null)."""
+    m.source = _want(members, "source")
+    m.state = _want(members, "state")
+    cp = members.get("checkpoint")
+    if cp is None:
+        return
+    if not isinstance(cp, dict):
+        raise _Bad('"checkpoint" is not an object')
+    tm, rv = cp.get("time"), cp.get("resource_version")
+    if not isinstance(tm, (str, type(None))) or \
+            not isinstance(rv, (str, type(None))):
+        raise _Bad('a member of "checkpoint" is not a string')
+    m.cp_time, m.cp_rv = tm, rv
 
 
 def _plugin(m: _Msg, members: Dict[str, Any],
@@ -867,7 +934,8 @@ class Client:
     """A client of the socket at path (default DEFAULT_SOCKET).  Handlers
     are attributes, each called with one argument: on_pods(Update),
     on_synced(resumed), on_sources_ready(list), on_plugin(PluginEvent),
-    on_error(Error), on_reconnect(Reconnect), on_log(level, line),
+    on_source(SourceState), on_error(Error), on_reconnect(Reconnect),
+    on_log(level, line),
     on_line(line).  on_sources_ready is called when the list is first seen
     or changes; pods held over after a daemon restart and not delivered
     again are removed just before it (REMOVE updates, resync=True), list
@@ -884,6 +952,7 @@ class Client:
     on_synced: Optional[Callable[[bool], None]]
     on_sources_ready: Optional[Callable[[List[str]], None]]
     on_plugin: Optional[Callable[[PluginEvent], None]]
+    on_source: Optional[Callable[[SourceState], None]]
     on_error: Optional[Callable[[Error], None]]
     on_reconnect: Optional[Callable[[Reconnect], None]]
     on_log: Optional[Callable[[LogLevel, str], None]]
@@ -897,6 +966,7 @@ class Client:
         self.max_line = max_line
         self.on_pods = self.on_synced = self.on_sources_ready = None
         self.on_plugin = self.on_error = self.on_reconnect = None
+        self.on_source = None
         self.on_log = self.on_line = None
         self._cache = _Cache()
         self._point = resume_after
@@ -916,6 +986,11 @@ class Client:
             INDEX_SOURCE: _Index(lambda p: (p.source,)),
         }
         self._ready: Optional[List[str]] = None
+        # The sources not live: source -> (state, said again since the
+        # last synced); _confirming until the first message after synced
+        # that is not a "source" message.
+        self._srcs: Dict[str, Tuple[SourceState, bool]] = {}
+        self._confirming = False
         self._sock: Optional[socket.socket] = None
         self._next_attempt = 0.0
         self._backoff = BACKOFF_MIN
@@ -979,6 +1054,16 @@ class Client:
     @property
     def sources_ready(self) -> Optional[List[str]]:
         return list(self._ready) if self._ready is not None else None
+
+    def source_state(self, source: str) -> Tuple[SourceState, bool]:
+        """What source serves now, and whether that is not live: (its
+        state, True) while the daemon says it serves something else (its
+        checkpoint); (a live state, False) when no state was said or
+        "live" was said since.  Cost: O(1)."""
+        kept = self._srcs.get(source)
+        if kept is None:
+            return _live(source), False
+        return kept[0], True
 
     # -- loop integration ----------------------------------------------------
     def fileno(self) -> Optional[int]:
@@ -1106,6 +1191,9 @@ class Client:
         elif isinstance(ev, EventSourcesReady):
             if self.on_sources_ready:
                 self.on_sources_ready(list(ev.sources))
+        elif isinstance(ev, EventSource):
+            if self.on_source:
+                self.on_source(ev.state)
         elif self.on_plugin:
             self.on_plugin(ev.plugin)
         if self._events is not None:
@@ -1409,12 +1497,14 @@ class Client:
         elif not self._live:
             if m.type == "synced":
                 self._synced(m)
-            elif m.type in ("pods", "plugin", "sources_ready"):
+            elif m.type in ("pods", "plugin", "sources_ready", "source"):
                 self._held.append(m)
         elif self._point is not None and m.seq <= self._point:
             self._bad("message %d after %d (numbers must grow)" % (
                 m.seq, self._point))
         else:
+            if self._confirming and m.type != "source":
+                self._confirm_end()
             self._apply(m)
 
     def _apply(self, m: _Msg) -> bool:
@@ -1447,7 +1537,47 @@ class Client:
                 m.plugin_json, m.error, m.seq, False)))
         elif m.type == "sources_ready":
             self._set_ready(m.sources)
+        elif m.type == "source":
+            self._apply_source(m)
         return True
+
+    def _apply_source(self, m: _Msg) -> None:
+        """A "source" message: the state kept (dropped for "live"), told
+        when it changed."""
+        kept = self._srcs.get(m.source)
+        if kept is not None and kept[0].state == m.state and \
+                kept[0].checkpoint_time == m.cp_time and \
+                kept[0].checkpoint_resource_version == m.cp_rv:
+            self._srcs[m.source] = (kept[0], True)   # said again
+        elif m.state == "live":
+            if kept is not None:
+                del self._srcs[m.source]
+                self._tell_source(_live(m.source, m.seq))
+        else:
+            serving = Serving.CHECKPOINT if m.state == "checkpoint" \
+                else Serving.UNKNOWN
+            st = SourceState(m.source, serving, m.state, m.cp_time, m.cp_rv,
+                             m.seq, False)
+            self._srcs[m.source] = (st, True)
+            self._tell_source(st)
+
+    def _confirm_end(self) -> None:
+        """The first message after synced that is not a "source" message:
+        a state not said again is live now (told, resync)."""
+        self._confirming = False
+        for name, (st, said) in list(self._srcs.items()):
+            if not said:
+                del self._srcs[name]
+                self._tell_source(_live(name, 0, True))
+
+    def _tell_source(self, st: SourceState) -> None:
+        self._log("info", 'source %s on "%s": %s%s%s%s' % (
+            st.source, self.path, st.state,
+            " of " + st.checkpoint_time if st.checkpoint_time else "",
+            " at resourceVersion " + st.checkpoint_resource_version
+            if st.checkpoint_resource_version else "",
+            " (not said again after synced)" if st.resync else ""))
+        self._tell(EventSource(st))
 
     def _apply_held(self, m: _Msg) -> List[Update]:
         """A pods message while pods are held over (doc/protocol.md, "A
@@ -1498,6 +1628,10 @@ class Client:
             self._full_state()
         self._point = m.seq
         self._held = []
+        # The daemon says again, right after synced, every state that is
+        # not live.
+        self._srcs = {k: (v[0], False) for k, v in self._srcs.items()}
+        self._confirming = bool(self._srcs)
         self._live = True
         self._synced_once = True
         self._backoff = BACKOFF_MIN

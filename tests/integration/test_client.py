@@ -516,6 +516,103 @@ def _(t):
     c.close()
 
 
+def src_msg(seq, state, time=None, rv=None):
+    m = {"type": "source", "seq": seq, "source": "api", "state": state}
+    if time or rv:
+        m["checkpoint"] = {"time": time, "resource_version": rv}
+    return m
+
+
+@test("python: a source's state (the \"source\" message): checkpoint "
+      "then live, kept across a resume and said again, a state not said "
+      "again after synced ends as live (resync), bad source messages "
+      "refused by name (tests/unit/test_client.c test_source_state)")
+def test_python_source_state(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    told = []
+    c.on_source = told.append
+    st, not_live = c.source_state("api")
+    if not_live or st.serving != podmux.Serving.LIVE or st.state != "live":
+        raise AssertionError("before any message: %r %r" % (st, not_live))
+    s.accept(c)
+    s.send(hello(5), pods(6, "ADD", "api", spod("a", "alpha", "api")),
+           synced(7, False), src_msg(8, "checkpoint", "2026-11-27T10:00:00Z",
+                                     "42"))
+    drain(c)
+    st, not_live = c.source_state("api")
+    if not not_live or st.serving != "checkpoint" or \
+            st.checkpoint_time != "2026-11-27T10:00:00Z" or \
+            st.checkpoint_resource_version != "42" or st.seq != 8 or \
+            st.resync or [x.state for x in told] != ["checkpoint"]:
+        raise AssertionError("checkpoint: %r %r %r" % (st, not_live, told))
+    # Cut, resumed: the daemon says the state again; unchanged, not told.
+    s.close()
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    s.send(hello(5), synced(9, True), src_msg(10, "checkpoint",
+                                             "2026-11-27T10:00:00Z", "42"),
+           pods(11, "UPDATE", "api", spod("a", "alpha", "api", gen=2)))
+    drain(c)
+    if len(told) != 1 or not c.source_state("api")[1]:
+        raise AssertionError("said again: %r" % told)
+    s.send(src_msg(12, "live"))
+    drain(c)
+    if c.source_state("api")[1] or told[-1].state != "live" or \
+            told[-1].seq != 12 or told[-1].resync:
+        raise AssertionError("live: %r" % told)
+    # A checkpoint again, then a new daemon run that does not say it:
+    # live, told with resync at the first message after synced.
+    s.send(src_msg(13, "checkpoint", "2026-11-27T11:00:00Z", "43"))
+    drain(c)
+    s.close()
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    s.send(hello(900), pods(901, "ADD", "api", spod("a", "alpha", "api",
+                                                    gen=2)),
+           synced(902, False))
+    drain(c)
+    if not c.source_state("api")[1]:
+        raise AssertionError("ended before the first message after synced")
+    s.send(pods(903, "ADD", "api", spod("b", "beta", "api")))
+    drain(c)
+    st, not_live = c.source_state("api")
+    if not_live or not told[-1].resync or told[-1].seq != 0 or \
+            [x.state for x in told] != ["checkpoint", "live", "checkpoint",
+                                        "live"]:
+        raise AssertionError("not said again: %r" % told)
+    rec.check(c)
+    c.close()
+    # Bad source messages: refused, naming what is wrong.
+    for bad, why in ((b'{"type":"source","seq":20,"state":"live"}',
+                      '"source" is missing'),
+                     (b'{"type":"source","seq":20,"source":"api"}',
+                      '"state" is missing'),
+                     (b'{"type":"source","seq":20,"source":"api",'
+                      b'"state":"checkpoint","checkpoint":1}',
+                      '"checkpoint" is not an object'),
+                     (b'{"type":"source","seq":20,"source":"api",'
+                      b'"state":"checkpoint","checkpoint":{"time":5}}',
+                      'a member of "checkpoint" is not a string')):
+        c = podmux.Client(s.path, reconnect=False)
+        errs = []
+        c.on_error = errs.append
+        s.accept(c)
+        s.send(hello(5), synced(6, False), bad + b"\n")
+        try:
+            drain(c)
+        except podmux.Error:
+            pass            # reconnect=False: process() raises the end
+        if not errs or errs[0].kind != podmux.BAD_MESSAGE or \
+                why not in errs[0].message or c.source_state("api")[1]:
+            raise AssertionError("%r: %r" % (bad, [e.message for e in errs]))
+        c.close()
+        s.close()
+
+
 def start_three_sources(t, mode="incremental"):
     """A client that held file a, b; api c, d, e, x; http h, and the
     daemon's ShuttingDown: (script, client, recorder) after the cut."""
