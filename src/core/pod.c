@@ -15,6 +15,7 @@
 
 #include "util/clock.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "core/pod.h"
 #include "util/strmap.h"

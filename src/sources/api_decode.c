@@ -11,7 +11,6 @@
 #include <json-c/json.h>
 
 #include "sources/api_decode.h"
-#include "util/json_canon.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
 #include "core/pod.h"

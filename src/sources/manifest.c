@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/log.h"
 #include "sources/manifest.h"

@@ -37,23 +37,6 @@ void fnv128_final(const struct fnv128 *h, uint8_t out[16]);
 /* 32 lowercase hex digits + NUL. */
 void fnv128_hex(const uint8_t digest[16], char out[33]);
 
-/*
- * Parses strict JSON text into a tree with a nesting limit (a value at
- * most JSON_MAX_DEPTH - 1 levels below the top).  -EINVAL with a message
- * naming the byte offset in err (if given; as util/buf.h says, it
- * replaces what err held, and a success leaves err alone); -ENOMEM, err
- * empty, when memory runs out,
- * never a partial tree or a parse error (building the message in err
- * counts).  Caller puts the tree.
- */
-#define JSON_MAX_DEPTH 64
-int json_parse_text(const char *text, size_t len, json_object **ret_obj, struct buf *err);
-
-/* json_object_object_add that takes v (put on failure too) and returns 0
- * or -ENOMEM, without the key json-c 0.16 leaks when its table cannot
- * grow. */
-int json_put(json_object *o, const char *key, json_object *v);
-
 /* A deep copy with every allocation checked (json-c's leaks a key when
  * memory runs out); numbers keep their spelling.  0 or -ENOMEM; *ret
  * is NULL for a null. */
