@@ -10,14 +10,15 @@
 # Reads the libraries of the build tree (PODMUX_BUILDDIR).  Prints TAP.
 b=${PODMUX_BUILDDIR:-.}
 nm=${NM:-nm}
-# layer, its archive, the layers it may use.
+# layer, its archive, the layers it may use (doc/design.md; plugins may
+# use core, though today it calls only util).
 layers="util-base src/util/.libs/libutil-base.a -
 util src/util/libutil.a util-base
 core src/core/libcore.a util util-base
 metrics src/metrics/libmetrics.a core util util-base
 sources src/sources/libsources.a metrics core util util-base
 stream src/stream/libstream.a core util util-base
-plugins src/plugins/libplugins.a util util-base
+plugins src/plugins/libplugins.a core util util-base
 client .libs/libpodmux-client.a util-base"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
