@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "util/clock.h"
+#include "util/digest.h"
 #include "util/json_canon.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/digest.h"
 #include "util/json_canon.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"
