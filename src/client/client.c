@@ -35,7 +35,6 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -43,7 +42,9 @@
 #include "podmux/client.h"
 #include "util/backoff.h"
 #include "util/grow.h"
+#include "util/clock.h"
 #include "util/json_parse.h"
+#include "util/str.h"
 #include "client_cache.h"
 #include "client_index.h"
 #include "client_informer.h"
@@ -137,19 +138,6 @@ struct podmux_client {
 };
 
 /* ---- small helpers ------------------------------------------------------------- */
-
-static uint64_t now_usec(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static const char *err_text(int err, char *buf, size_t size)
-{
-        return strerror_r(err < 0 ? -err : err, buf, size);
-}
 
 /* A message stays one line whatever went into it (a bad line, the
  * daemon's own message, the path): control characters become '?'. */
@@ -368,7 +356,7 @@ int podmux_client_timeout(const struct podmux_client *c)
 
         if (c->st != ST_IDLE)
                 return -1;
-        now = now_usec();
+        now = mono_usec();
         if (now >= c->next_attempt)
                 return 0;
         return (int)((c->next_attempt - now + 999) / 1000);
@@ -428,7 +416,7 @@ static void end_connection(struct podmux_client *c)
         rc.attempt = ++c->attempt;
         rc.resume = c->have_point;
         rc.resume_after = c->point;
-        c->next_attempt = now_usec() + rc.delay_usec;
+        c->next_attempt = mono_usec() + rc.delay_usec;
         c->st = ST_IDLE;
         logf_(c, PODMUX_LOG_INFO, "reconnecting to \"%s\" in %" PRIu64 " ms (attempt %u)", c->path,
               rc.delay_usec / 1000, rc.attempt);
@@ -496,8 +484,7 @@ static void do_connect(struct podmux_client *c)
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
                 r = -errno;
-                set_end(c, PODMUX_ERROR_CONNECT, r, NULL, "cannot make a socket: %s",
-                        err_text(r, eb, sizeof(eb)));
+                set_end(c, PODMUX_ERROR_CONNECT, r, NULL, "cannot make a socket: %s", errno_str(r, eb, sizeof(eb)));
                 return;
         }
         /* A unix connect completes at once or fails; EAGAIN is a full
@@ -511,11 +498,11 @@ static void do_connect(struct podmux_client *c)
                         set_end(c, PODMUX_ERROR_PERMISSION, r, NULL,
                                 "cannot connect to \"%s\": %s (the socket's mode and group decide "
                                 "who may read the stream)",
-                                c->path, err_text(r, eb, sizeof(eb)));
+                                c->path, errno_str(r, eb, sizeof(eb)));
                 else
                         set_end(c, PODMUX_ERROR_CONNECT, r, NULL,
                                 "cannot connect to \"%s\": %s (is podmux run serving this path?)", c->path,
-                                err_text(r, eb, sizeof(eb)));
+                                errno_str(r, eb, sizeof(eb)));
                 return;
         }
         c->fd = fd;
@@ -530,8 +517,8 @@ static void do_connect(struct podmux_client *c)
         flush_out(c);
         r = update_events(c);
         if (r < 0)
-                set_end(c, PODMUX_ERROR_CONNECT, r, NULL, "cannot watch the connection to \"%s\": %s",
-                        c->path, err_text(r, eb, sizeof(eb)));
+                set_end(c, PODMUX_ERROR_CONNECT, r, NULL, "cannot watch the connection to \"%s\": %s", c->path,
+                        errno_str(r, eb, sizeof(eb)));
         else
                 logf_(c, PODMUX_LOG_DEBUG, "connected to \"%s\"; asked for %s", c->path,
                       c->have_point ? "a resume" : "the full state");
@@ -1327,7 +1314,7 @@ static void do_read(struct podmux_client *c)
                         if (r == -EAGAIN || r == -EWOULDBLOCK)
                                 return;
                         set_end(c, PODMUX_ERROR_CLOSED, r, NULL, "the connection to \"%s\" failed: %s", c->path,
-                                err_text(r, eb, sizeof(eb)));
+                                errno_str(r, eb, sizeof(eb)));
                         return;
                 }
                 if (n == 0) {
@@ -1360,7 +1347,7 @@ int podmux_client_process(struct podmux_client *c)
                 stop_now(c, -ECANCELED);
         if (c->st == ST_STOPPED)
                 return c->stop_err;
-        if (c->st == ST_IDLE && now_usec() >= c->next_attempt)
+        if (c->st == ST_IDLE && mono_usec() >= c->next_attempt)
                 do_connect(c);
         if (c->st == ST_CONNECTED && !c->end.pending) {
                 flush_out(c);
@@ -1386,7 +1373,7 @@ int podmux_client_process(struct podmux_client *c)
 
 int podmux_client_run(struct podmux_client *c, int timeout_ms)
 {
-        uint64_t deadline = timeout_ms >= 0 ? now_usec() + (uint64_t)timeout_ms * 1000u : 0;
+        uint64_t deadline = timeout_ms >= 0 ? mono_usec() + (uint64_t)timeout_ms * 1000u : 0;
 
         for (;;) {
                 struct pollfd pfd = {.fd = c->epfd, .events = POLLIN};
@@ -1396,7 +1383,7 @@ int podmux_client_run(struct podmux_client *c, int timeout_ms)
                         return r;
                 wait = podmux_client_timeout(c);
                 if (timeout_ms >= 0) {
-                        uint64_t now = now_usec();
+                        uint64_t now = mono_usec();
                         int left;
 
                         if (now >= deadline)

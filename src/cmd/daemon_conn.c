@@ -12,7 +12,7 @@
 
 #include "daemon_conn.h"
 #include "util/clock.h"
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/str.h"
 

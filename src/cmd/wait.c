@@ -30,7 +30,7 @@
 #include "util/digest.h"
 #include "util/duration.h"
 #include "util/file.h"
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "sources/manifest.h"
 #include "cmd/options.h"

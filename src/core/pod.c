@@ -15,7 +15,9 @@
 
 #include "util/clock.h"
 #include "util/grow.h"
+#include "util/digest.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "core/pod.h"
 #include "util/strmap.h"

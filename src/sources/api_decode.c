@@ -12,7 +12,6 @@
 
 #include "sources/api_decode.h"
 #include "util/grow.h"
-#include "util/json_canon.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
 #include "core/pod.h"

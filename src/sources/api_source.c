@@ -38,7 +38,7 @@
 #include "sources/checkpoint.h"
 #include "util/backoff.h"
 #include "util/file.h"
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/log.h"
 #include "util/mem.h"

@@ -31,7 +31,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "sources/event_correlator.h"
-#include "util/json_canon.h"
+#include "util/digest.h"
 #include "util/strmap.h"
 
 /* The longest name an Event may have (a DNS subdomain). */

@@ -27,7 +27,7 @@
 
 #include "util/buf.h"
 #include "sources/event_recorder.h"
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/ring.h"
 #include "util/str.h"

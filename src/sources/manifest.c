@@ -37,7 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/digest.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/log.h"
 #include "sources/manifest.h"

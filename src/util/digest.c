@@ -1,5 +1,6 @@
 /*
- * digest — SHA-256 through libcrypto (see src/util/digest.h).
+ * digest — SHA-256 through libcrypto, and FNV-1a-128 (see
+ * src/util/digest.h).
  */
 #include <errno.h>
 #include <string.h>
@@ -58,4 +59,48 @@ int digest_parse(const char *text, uint8_t out[DIGEST_LEN])
         }
         memcpy(out, d, DIGEST_LEN);
         return 0;
+}
+
+/* FNV-1a 128: offset basis 0x6c62272e07bb014262b821756295c58d, prime
+ * 2^88 + 0x13b.  Multiplication done in 64-bit halves. */
+void fnv128_init(struct fnv128 *h)
+{
+        h->hi = 0x6c62272e07bb0142ULL;
+        h->lo = 0x62b821756295c58dULL;
+}
+
+void fnv128_update(struct fnv128 *h, const void *p, size_t n)
+{
+        const unsigned char *s = p;
+        uint64_t hi = h->hi, lo = h->lo;
+
+        for (size_t i = 0; i < n; i++) {
+                unsigned __int128 x, prod;
+
+                lo ^= s[i];
+                x = ((unsigned __int128)hi << 64) | lo;
+                /* x * (2^88 + 0x13b) mod 2^128 */
+                prod = x * 0x13bu + (x << 88);
+                hi = (uint64_t)(prod >> 64);
+                lo = (uint64_t)prod;
+        }
+        h->hi = hi;
+        h->lo = lo;
+}
+
+void fnv128_final(const struct fnv128 *h, uint8_t out[16])
+{
+        for (int i = 0; i < 8; i++) {
+                out[i] = (uint8_t)(h->hi >> (56 - 8 * i));
+                out[8 + i] = (uint8_t)(h->lo >> (56 - 8 * i));
+        }
+}
+
+void fnv128_hex(const uint8_t digest[16], char out[33])
+{
+        for (int i = 0; i < 16; i++) {
+                out[2 * i] = hex[digest[i] >> 4];
+                out[2 * i + 1] = hex[digest[i] & 15];
+        }
+        out[32] = '\0';
 }

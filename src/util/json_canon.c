@@ -1,6 +1,6 @@
 /*
- * json_canon — canonical JSON text, FNV-1a-128 and a bounded JSON parser
- * (see src/util/json_canon.h).
+ * json_canon — canonical JSON text, compact JSON text and a checked deep
+ * copy (see src/util/json_canon.h).
  */
 
 #include <errno.h>
@@ -8,8 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <json-c/linkhash.h>
 
 #include "util/json_canon.h"
 #include "util/json_parse.h"
@@ -145,72 +143,7 @@ int json_write(struct buf *out, json_object *v)
         }
 }
 
-/* FNV-1a 128: offset basis 0x6c62272e07bb014262b821756295c58d, prime
- * 2^88 + 0x13b.  Multiplication done in 64-bit halves. */
-void fnv128_init(struct fnv128 *h)
-{
-        h->hi = 0x6c62272e07bb0142ULL;
-        h->lo = 0x62b821756295c58dULL;
-}
-
-void fnv128_update(struct fnv128 *h, const void *p, size_t n)
-{
-        const unsigned char *s = p;
-        uint64_t hi = h->hi, lo = h->lo;
-
-        for (size_t i = 0; i < n; i++) {
-                unsigned __int128 x, prod;
-
-                lo ^= s[i];
-                x = ((unsigned __int128)hi << 64) | lo;
-                /* x * (2^88 + 0x13b) mod 2^128 */
-                prod = x * 0x13bu + (x << 88);
-                hi = (uint64_t)(prod >> 64);
-                lo = (uint64_t)prod;
-        }
-        h->hi = hi;
-        h->lo = lo;
-}
-
-void fnv128_final(const struct fnv128 *h, uint8_t out[16])
-{
-        for (int i = 0; i < 8; i++) {
-                out[i] = (uint8_t)(h->hi >> (56 - 8 * i));
-                out[8 + i] = (uint8_t)(h->lo >> (56 - 8 * i));
-        }
-}
-
-void fnv128_hex(const uint8_t digest[16], char out[33])
-{
-        static const char hex[] = "0123456789abcdef";
-
-        for (int i = 0; i < 16; i++) {
-                out[2 * i] = hex[digest[i] >> 4];
-                out[2 * i + 1] = hex[digest[i] & 15];
-        }
-        out[32] = '\0';
-}
-
 /* ---- checked building ---------------------------------------------------- */
-
-int json_put(json_object *o, const char *key, json_object *v)
-{
-        struct lh_table *t = json_object_get_object(o);
-
-        /* json-c 0.16 leaks its copy of a new key when the table cannot
-         * grow, so the table is grown here first, where a failure costs
-         * nothing; then the add cannot need memory but for the key. */
-        if (t && !json_object_object_get_ex(o, key, NULL) && t->count >= t->size * LH_LOAD_FACTOR &&
-            (t->size > INT32_MAX / 2 || lh_table_resize(t, t->size * 2) != 0)) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        if (json_object_object_add(o, key, v) != 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 int json_copy(json_object *src, json_object **ret)
 {
@@ -280,10 +213,4 @@ int json_copy(json_object *src, json_object **ret)
         }
         *ret = dst;
         return 0;
-}
-
-int json_parse_text(const char *text, size_t len, json_object **ret_obj,
-                    struct buf *err)
-{
-        return json_parse(text, len, JSON_MAX_DEPTH, ret_obj, err);
 }

@@ -1,5 +1,5 @@
 /*
- * json_canon — canonical JSON text of a json-c value, and digests of it.
+ * json_canon — canonical JSON text of a json-c value (what digests hash).
  *
  * Canonical: object keys sorted bytewise, no whitespace, strings escaped the
  * same way everywhere, numbers in the spelling they were decoded with (json-c
@@ -25,34 +25,6 @@ int json_canon_append(struct buf *out, json_object *v);
  * and with every allocation checked: 0 or -ENOMEM, never a text with
  * pieces missing (json-c's printer can return one when memory runs out). */
 int json_write(struct buf *out, json_object *v);
-
-/* 128-bit FNV-1a, streaming. */
-struct fnv128 {
-        uint64_t hi, lo;
-};
-void fnv128_init(struct fnv128 *h);
-void fnv128_update(struct fnv128 *h, const void *p, size_t n);
-/* 16 bytes, big-endian. */
-void fnv128_final(const struct fnv128 *h, uint8_t out[16]);
-/* 32 lowercase hex digits + NUL. */
-void fnv128_hex(const uint8_t digest[16], char out[33]);
-
-/*
- * Parses strict JSON text into a tree with a nesting limit (a value at
- * most JSON_MAX_DEPTH - 1 levels below the top).  -EINVAL with a message
- * naming the byte offset in err (if given; as util/buf.h says, it
- * replaces what err held, and a success leaves err alone); -ENOMEM, err
- * empty, when memory runs out,
- * never a partial tree or a parse error (building the message in err
- * counts).  Caller puts the tree.
- */
-#define JSON_MAX_DEPTH 64
-int json_parse_text(const char *text, size_t len, json_object **ret_obj, struct buf *err);
-
-/* json_object_object_add that takes v (put on failure too) and returns 0
- * or -ENOMEM, without the key json-c 0.16 leaks when its table cannot
- * grow. */
-int json_put(json_object *o, const char *key, json_object *v);
 
 /* A deep copy with every allocation checked (json-c's leaks a key when
  * memory runs out); numbers keep their spelling.  0 or -ENOMEM; *ret

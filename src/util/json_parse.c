@@ -14,8 +14,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/json_canon.h"
+#include <json-c/linkhash.h>
+
 #include "util/json_parse.h"
+
+/* ---- checked building ---------------------------------------------------- */
+
+int json_put(json_object *o, const char *key, json_object *v)
+{
+        struct lh_table *t = json_object_get_object(o);
+
+        /* json-c 0.16 leaks its copy of a new key when the table cannot
+         * grow, so the table is grown here first, where a failure costs
+         * nothing; then the add cannot need memory but for the key. */
+        if (t && !json_object_object_get_ex(o, key, NULL) && t->count >= t->size * LH_LOAD_FACTOR &&
+            (t->size > INT32_MAX / 2 || lh_table_resize(t, t->size * 2) != 0)) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        if (json_object_object_add(o, key, v) != 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* ---- the parser ---------------------------------------------------------- */
 
 struct parser {
         const char *s;
@@ -575,4 +599,9 @@ int json_parse(const char *text, size_t len, unsigned max_depth, json_object **r
         }
         *ret_obj = o;
         return 0;
+}
+
+int json_parse_text(const char *text, size_t len, json_object **ret_obj, struct buf *err)
+{
+        return json_parse(text, len, JSON_MAX_DEPTH, ret_obj, err);
 }

@@ -52,4 +52,21 @@ int json_parse(const char *text, size_t len, unsigned max_depth, json_object **r
 int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_depth, json_object **ret_obj,
                     struct buf *err);
 
+/*
+ * Parses strict JSON text into a tree with a nesting limit (a value at
+ * most JSON_MAX_DEPTH - 1 levels below the top).  -EINVAL with a message
+ * naming the byte offset in err (if given; as util/buf.h says, it
+ * replaces what err held, and a success leaves err alone); -ENOMEM, err
+ * empty, when memory runs out,
+ * never a partial tree or a parse error (building the message in err
+ * counts).  Caller puts the tree.
+ */
+#define JSON_MAX_DEPTH 64
+int json_parse_text(const char *text, size_t len, json_object **ret_obj, struct buf *err);
+
+/* json_object_object_add that takes v (put on failure too) and returns 0
+ * or -ENOMEM, without the key json-c 0.16 leaks when its table cannot
+ * grow. */
+int json_put(json_object *o, const char *key, json_object *v);
+
 #endif

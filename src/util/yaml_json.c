@@ -43,6 +43,7 @@
 
 #include "util/base64.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/yaml_json.h"
 
 #define TAG_PREFIX "tag:yaml.org,2002:"

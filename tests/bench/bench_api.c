@@ -16,7 +16,7 @@
 #include <json-c/json.h>
 
 #include "sources/api_decode.h"
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/loop.h"
 #include "core/storage.h"
 #include "util/strmap.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "sources/manifest.h"
 #include "core/pod.h"
 #include "sources/v1_normalize.h"

@@ -134,10 +134,64 @@ def find(root, name):
     return None
 
 
+# Names libpodmux-client uses inside (src/util/buf.c, src/client/
+# client_cache.c), defined again by the consumer program: the installed
+# static archive must not clash with them.
+CLASHING_NAMES = """\
+int buf_append(const char *s);
+void cache_free(void *p);
+int buf_append(const char *s) { return s != 0; }
+void cache_free(void *p) { (void)p; }
+"""
+
+
+def static_consumer(t, dest, cc, pkgconf, env, sock):
+    """The installed libpodmux-client.a holds only podmux_* as global
+    symbols, and examples/consumer.c linked statically with it and with
+    a file defining buf_append and cache_free prints the pods of sock."""
+    a = find(dest, "libpodmux-client.a")
+    if not a:
+        raise AssertionError("libpodmux-client.a is not installed")
+    nm = subprocess.run(["nm", "-g", "--defined-only", a],
+                        capture_output=True, text=True, check=True).stdout
+    syms = [x.split()[-1] for x in nm.splitlines()
+            if len(x.split()) == 3]
+    other = [s for s in syms if not s.startswith("podmux_")]
+    if other or "podmux_client_new" not in syms:
+        raise AssertionError("global symbols of libpodmux-client.a beyond "
+                             "podmux_*: %s" % other[:10])
+    cflags = subprocess.run([pkgconf, "--cflags", "podmux-client"],
+                            capture_output=True, text=True, env=env,
+                            check=True).stdout.split()
+    libs = subprocess.run([pkgconf, "--libs", "json-c"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    clash = t.path("clash.c")
+    write_file(clash, CLASHING_NAMES)
+    exe = t.path("consumer-static")
+    extra = ["-fsanitize=address,undefined"] if SANITIZED else []
+    r = subprocess.run([cc, "-std=gnu11", "-Wall", "-Werror"] + extra +
+                       cflags + ["-o", exe, os.path.join(SRCDIR, "examples",
+                                                         "consumer.c"),
+                                 clash, a] + libs,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError("linking the static consumer: %s" %
+                             r.stderr[-2000:])
+    p = harness.Spawned([exe, sock])
+    t.procs.append(p)
+    p.wait_line(lambda x: x.startswith("ADD file default/" + pn("web")),
+                what="web's ADD (static consumer)")
+    p.wait_line(lambda x: x.startswith("synced (full state): 1 pods"),
+                what="synced (static consumer)")
+    p.stop()
+
+
 @test("libpodmux-client is installed with a versioned soname, its header, "
       "podmux-client.pc and man pages, exports only podmux_* symbols, and "
       "examples/consumer.c built against it with pkg-config keeps the "
-      "cache across a daemon restart")
+      "cache across a daemon restart; its static archive holds only "
+      "podmux_* as global and links with a consumer defining buf_append "
+      "and cache_free")
 def _(t):
     cc = os.environ.get("CC") or "cc"
     pkgconf = os.environ.get("PKG_CONFIG") or "pkg-config"
@@ -185,6 +239,7 @@ def _(t):
                 what="web's ADD")
     p.wait_line(lambda x: x.startswith("synced (full state): 1 pods"),
                 what="synced")
+    static_consumer(t, dest, cc, pkgconf, env, d.sock)
     d.stop()
     # While the daemon is away every retry fails alike: one line says so
     # (the first retries come within a second: 0.1 s, doubling).

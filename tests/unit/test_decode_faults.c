@@ -34,6 +34,7 @@
 #include "failalloc.h"
 #include "sources/api_decode.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "sources/kubeconfig.h"
 #include "sources/manifest.h"
 #include "core/pod.h"

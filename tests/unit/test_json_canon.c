@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "util/digest.h"
 #include "util/json_canon.h"
 #include "util/json_parse.h"
 #include "unit.h"

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/digest.h"
 #include "util/json_canon.h"
 #include "util/file.h"
 #include "sources/manifest.h"

@@ -5,7 +5,7 @@
 #include <json-c/json.h>
 
 #include "util/clock.h"
-#include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/json_get.h"
 #include "metrics/metrics.h"
 #include "unit.h"

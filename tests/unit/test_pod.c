@@ -14,6 +14,7 @@
 #include "failalloc.h"
 #include "util/buf.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "core/pod.h"
 #include "unit.h"
 

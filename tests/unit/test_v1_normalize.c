@@ -11,6 +11,7 @@
 
 #include "util/buf.h"
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "sources/v1_normalize.h"
 #include "unit.h"
 

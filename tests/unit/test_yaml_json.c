@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "util/json_canon.h"
+#include "util/json_parse.h"
 #include "util/yaml_json.h"
 #include "unit.h"
 

@@ -1,0 +1,75 @@
+#!/bin/sh
+# Layer check run by `make check`: each layer's library (Makefile.am, "one
+# library per layer"; doc/design.md, "Libraries") calls only into itself
+# and the layers below it.  For each library, every symbol it leaves
+# undefined that one of the project's libraries defines must be defined
+# by the library itself or by a layer it may use; what no project library
+# defines comes from the system (libc, json-c, curl ...).  So an upward
+# call is caught here by name even where a program that links both layers
+# would resolve it, as a link with only the layers below would not.
+# Reads the libraries of the build tree (PODMUX_BUILDDIR).  Prints TAP.
+b=${PODMUX_BUILDDIR:-.}
+nm=${NM:-nm}
+# layer, its archive, the layers it may use (doc/design.md; plugins may
+# use core, though today it calls only util).
+layers="util-base src/util/.libs/libutil-base.a -
+util src/util/libutil.a util-base
+core src/core/libcore.a util util-base
+metrics src/metrics/libmetrics.a core util util-base
+sources src/sources/libsources.a metrics core util util-base
+stream src/stream/libstream.a core util util-base
+plugins src/plugins/libplugins.a core util util-base
+client .libs/libpodmux-client.a util-base"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# One "symbol" per line: what the archive defines (.def), leaves undefined
+# (.und).  nm -P: "name type [value size]" lines under "archive[member]:".
+symbols() {
+        $nm -P -g "$b/$2" >"$tmp/$1.nm" 2>"$tmp/$1.err" || return 1
+        awk 'NF >= 2 && $1 !~ /\]:$/ && $2 !~ /^[Uwv]$/ { print $1 }' "$tmp/$1.nm" | sort -u >"$tmp/$1.def"
+        awk 'NF >= 2 && $1 !~ /\]:$/ && $2 ~ /^[Uwv]$/ { print $1 }' "$tmp/$1.nm" | sort -u |
+                comm -23 - "$tmp/$1.def" >"$tmp/$1.und"
+}
+count=$(echo "$layers" | wc -l)
+echo "1..$count"
+unread=""
+while read -r name lib below; do
+        symbols "$name" "$lib" || unread="$unread
+$lib: $(head -n 1 "$tmp/$name.err")"
+done <<EOF
+$layers
+EOF
+if [ -n "$unread" ]; then
+        echo "not ok 1 - cannot read the libraries (is the tree built?):"
+        echo "$unread" | sed '/^$/d; s/^/# /'
+        exit 1
+fi
+cat "$tmp"/*.def | sort -u >"$tmp/project"
+n=0
+fail=0
+while read -r name lib below; do
+        n=$((n + 1))
+        : >"$tmp/allowed"
+        for l in $below; do
+                [ "$l" = - ] || cat "$tmp/$l.def" >>"$tmp/allowed"
+        done
+        sort -u -o "$tmp/allowed" "$tmp/allowed"
+        # Undefined here, defined by a project library, not by one below.
+        wrong=$(comm -12 "$tmp/$name.und" "$tmp/project" | comm -23 - "$tmp/allowed")
+        if [ -z "$wrong" ]; then
+                case $below in
+                -) echo "ok $n - $name ($lib) calls only itself" ;;
+                *) echo "ok $n - $name ($lib) calls only itself and $below" ;;
+                esac
+                continue
+        fi
+        echo "not ok $n - $name ($lib) uses symbols of a layer it may not call:"
+        for s in $wrong; do
+                where=$(grep -l -x -F -e "$s" "$tmp"/*.def | sed 's|.*/||; s|\.def$||' | tr '\n' ' ')
+                echo "# $s (defined in: $where)"
+        done
+        fail=1
+done <<EOF
+$layers
+EOF
+exit $fail
