@@ -340,7 +340,7 @@ def tls_server(t, **kw):
 
 @api_test("fake-apiserver against kubectl: get pods -A (token over TLS, "
           "then a client certificate), get -w sees create/status/delete")
-def _(t):
+def test_fake_apiserver_against_kubectl_get_pods(t):
     kubectl = find_kubectl()
     if not kubectl:
         t.skip("no kubectl (scripts/deps-test-tools installs Debian's "
@@ -456,7 +456,7 @@ print(json.dumps({"done": True}), flush=True)
           "list_pod_for_all_namespaces(field_selector) and "
           "watch.Watch().stream(), with a client certificate",
           params=("client-cert", "token"))
-def _(t):
+def test_fake_apiserver_against_python3_kubernetes_list(t):
     probe = subprocess.run([SYS_PYTHON, "-c", "import kubernetes"],
                            capture_output=True)
     if probe.returncode != 0:
@@ -581,7 +581,7 @@ def _complete(data):
 
 @api_test("fake-apiserver wire self-check: selectors, paging, RV rules, "
           "410 after compaction, framing modes, faults, auth")
-def _(t):
+def test_fake_apiserver_wire_self_check_selectors(t):
     srv = server(t, tokens=["tk-secret-xyz"])
     auth = {"Authorization": "Bearer tk-secret-xyz"}
     for i in range(5):
@@ -679,7 +679,7 @@ def _(t):
 @api_test("first list is GET /api/v1/pods?fieldSelector=spec.nodeName%3D"
           "<node>&limit=500&resourceVersion=0; the watch carries watch, "
           "allowWatchBookmarks, the list RV and timeoutSeconds in [300, 600)")
-def _(t):
+def test_first_list_get_api_v1_pods(t):
     node = "node-1.example"
     srv, d, c = setup(t, pods=["web"], other=["db"], node=node)
     converge(c, srv, node=node)
@@ -720,7 +720,7 @@ def _(t):
 
 @api_test("empty initial list: an ADD with zero pods from source api, "
           "synced, sources_ready [\"api\"]")
-def _(t):
+def test_empty_initial_list_add_zero_pods(t):
     srv, d, c = setup(t, other=["elsewhere"])
     m = c.expect_type("sources_ready")
     if m.get("sources") != ["api"]:
@@ -750,7 +750,7 @@ def _(t):
 @api_test("create/update/delete converge to the server's set of this "
           "node's pods; other nodes' pods are ignored; same name in two "
           "namespaces are two pods; pods pass through untouched")
-def _(t):
+def test_create_update_delete_converge_server_s(t):
     srv, d, c = setup(t, pods=["a", "b"], other=["x1"])
     c.expect_pods("ADD", names=["a", "b"])
     converge(c, srv)
@@ -782,7 +782,7 @@ def _(t):
 
 @api_test("label or image change gives UPDATE; a status-only change gives "
           "RECONCILE (not UPDATE)")
-def _(t):
+def test_label_image_change_gives_update_status(t):
     srv, d, c = setup(t, pods=["web", "db"])
     converge(c, srv)
     start = len(c.msgs)
@@ -809,7 +809,7 @@ def _(t):
 
 @api_test("graceful delete: DELETE (deletionTimestamp set) while the pod "
           "terminates, then REMOVE when it is gone")
-def _(t):
+def test_graceful_delete_delete_deletiontimestamp_set_while(t):
     srv, d, c = setup(t, pods=["web", "keep"])
     converge(c, srv)
     uid = pod_uid(c.state.one("web"))
@@ -831,7 +831,7 @@ def _(t):
 
 @api_test("same name re-created with a new uid: REMOVE(old uid) then "
           "ADD(new uid), both when the events come together and apart")
-def _(t):
+def test_same_name_re_created_new_uid(t):
     srv, d, c = setup(t, pods=["web"])
     converge(c, srv)
     old = pod_uid(c.state.one("web"))
@@ -860,7 +860,7 @@ def _(t):
 @api_test("paging: the client follows continue to the end with the same "
           "selector and limit and no resourceVersion; one push with every "
           "pod; the watch starts at the first page's RV")
-def _(t):
+def test_paging_client_follows_continue_end_same(t):
     srv = server(t)
     srv.config(page_size=2)
     names = ["p%d" % i for i in range(5)]
@@ -902,7 +902,7 @@ def _(t):
 
 @api_test("a continue token that expires mid-list: one full non-paged list "
           "(no limit, no continue, the RV first asked for)")
-def _(t):
+def test_continue_token_expires_mid_list_one(t):
     srv = server(t)
     srv.config(page_size=2)
     names = ["p%d" % i for i in range(5)]
@@ -933,7 +933,7 @@ def _(t):
 
 @api_test("an error on a continuation page abandons the whole list: no "
           "partial push; after backoff the list starts again")
-def _(t):
+def test_error_continuation_page_abandons_whole_list(t):
     srv = server(t)
     srv.config(page_size=2)
     names = ["p%d" % i for i in range(5)]
@@ -956,7 +956,7 @@ def _(t):
           "the fault are dropped, the error is logged, and the list after "
           "the backoff brings every pod",
           params=("cut", "garbage"))
-def _(t):
+def test_list_answered_200_cut_half_way(t):
     srv = server(t)
     names = ["p%02d" % i for i in range(40)]
     for n in names:
@@ -978,7 +978,7 @@ def _(t):
           "trickled byte by byte or cut at random give the same store, with "
           "no relist and no re-watch",
           params=("split", "batch", "trickle", "mixed"))
-def _(t):
+def test_watch_events_split_across_chunks_batched(t):
     srv = server(t)
     srv.config(framing=t.param)
     srv.create("seed", annotations={"example.com/pad": "y" * 1500})
@@ -1017,7 +1017,7 @@ def _(t):
 @api_test("410 ERROR on the watch: relist with RV=lastRV first (not "
           "paged); a second 410 gives a list with no RV; no watch is ever "
           "retried from the expired RV; an unchanged relist sends nothing")
-def _(t):
+def test_410_error_watch_relist_rv_lastrv(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     srv.wait_watch()
@@ -1064,7 +1064,7 @@ def _(t):
 @api_test("every watch answered with a 410 ERROR: each list+watch cycle "
           "waits for the backoff (0.8 s, doubling, jittered) before the "
           "next list, as client-go's reflector does; no storm")
-def _(t):
+def test_every_watch_answered_410_error_each(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     srv.wait_watch()
@@ -1096,7 +1096,7 @@ def _(t):
 @api_test("once a resourceVersion=0 list came back in pages, later lists "
           "keep asking for pages (limit=500) even from a known "
           "resourceVersion, as client-go's reflector does")
-def _(t):
+def test_once_resourceversion_0_list_came_back(t):
     srv = server(t)
     srv.config(page_size=2)
     for n in ("a", "b", "c", "d", "e"):
@@ -1127,7 +1127,7 @@ def _(t):
           "from lastRV gets a 410 ERROR, the relist uses RV=lastRV (not "
           "paged), the watch follows the new list; never again the expired "
           "RV")
-def _(t):
+def test_changes_compacted_away_while_client_backs(t):
     srv, d, c = setup(t, pods=["a", "b"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1168,7 +1168,7 @@ def _(t):
 
 @api_test("server restart without compaction: the client watches again "
           "from lastRV, with no relist, and gets what changed while down")
-def _(t):
+def test_server_restart_without_compaction_client_watches(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)      # not a "very short watch"
@@ -1194,7 +1194,7 @@ def _(t):
 
 @api_test("a clean end of the watch (as at timeoutSeconds) gives an "
           "immediate re-watch from lastRV and no relist")
-def _(t):
+def test_clean_end_watch_timeoutseconds_gives_immediate(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1216,7 +1216,7 @@ def _(t):
 @api_test("a connection reset or a truncated chunk mid-event: re-watch from "
           "lastRV, no relist; the partial event is dropped and the event "
           "arrives again", params=("reset", "truncate"))
-def _(t):
+def test_connection_reset_truncated_chunk_mid_event(t):
     srv, d, c = setup(t, pods=["a", "b"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1249,7 +1249,7 @@ def _(t):
 @api_test("garbage in the stream ends the watch; nothing after it is "
           "applied; after a backoff the client relists from the lastRV it "
           "had before the garbage")
-def _(t):
+def test_garbage_stream_ends_watch_nothing_after(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1285,7 +1285,7 @@ def _(t):
 
 @api_test("a watch that closes at once with no events is an error: backoff, "
           "then a relist from lastRV (no hot loop)")
-def _(t):
+def test_watch_closes_once_no_events_error(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1315,7 +1315,7 @@ def _(t):
 @api_test("an ERROR event with code 500 (or a watch refused with 500/403) "
           "ends the cycle: backoff, relist from lastRV, watch again",
           params=("error-event", "watch-500", "watch-403"))
-def _(t):
+def test_error_event_code_500_watch_refused(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1341,7 +1341,7 @@ def _(t):
 @api_test("list failures at start (500 with a Status, 503 with an HTML "
           "page, 403): backoff and retry the same list; no sources_ready "
           "before the list succeeds")
-def _(t):
+def test_list_failures_start_500_status_503(t):
     srv = server(t)
     srv.create("a")
     srv.fail(match="list", status=500, count=1)
@@ -1367,7 +1367,7 @@ def _(t):
 @api_test("a list that fails again and again for one reason: one error "
           "line, not one per backoff (each counted in status); when a list "
           "works again, one info line; at the default level")
-def _(t):
+def test_list_fails_again_again_one_reason(t):
     srv = server(t)
     srv.create("a")
     srv.fail(match="list", status=500, count=3)
@@ -1396,7 +1396,7 @@ def _(t):
 @api_test("429/503 with Retry-After: N on the list: the same request again "
           "after at least N s (rest-client retry)",
           params=("429", "503"))
-def _(t):
+def test_429_503_retry_after_n_list(t):
     srv = server(t)
     srv.create("a")
     srv.fail(match="list", status=int(t.param), retry_after=1, count=2)
@@ -1425,7 +1425,7 @@ def _(t):
 @api_test("429 on opening the watch: with Retry-After the same watch after "
           "N s, without it a backoff and the watch again from lastRV; no "
           "relist either way", params=("retry-after", "no-retry-after"))
-def _(t):
+def test_429_opening_watch_retry_after_same(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1455,7 +1455,7 @@ def _(t):
 @api_test("a request answered with a connection reset and no response is "
           "retried as the same request (doc/api-source.md 7.2: as if Retry-After: 1); "
           "a watch is not turned into a relist", params=("list", "watch"))
-def _(t):
+def test_request_answered_connection_reset_no_response(t):
     srv = server(t)
     srv.create("a")
     if t.param == "list":
@@ -1489,7 +1489,7 @@ def _(t):
 @api_test("the server's resourceVersion went backwards (restored etcd): "
           "watch ERROR 'too large', list at lastRV 504 too large, then a "
           "list with no RV; the consumer converges")
-def _(t):
+def test_server_s_resourceversion_went_backwards_restored(t):
     srv, d, c = setup(t, pods=["a"])
     srv.config(too_large_wait=0.3)
     converge(c, srv)
@@ -1518,7 +1518,7 @@ def _(t):
 @api_test("bookmarks advance lastRV with no consumer message; the next "
           "watch (after a close, and after a server restart) starts from "
           "the bookmark's RV")
-def _(t):
+def test_bookmarks_advance_lastrv_no_consumer_message(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     w = open_for_a_second(srv)
@@ -1569,7 +1569,7 @@ def _(t):
 @api_test("randomized changes with faults interleaved (dropped streams, "
           "410s, garbage, closes, framing changes): the consumer always "
           "converges to the server's true set")
-def _(t):
+def test_randomized_changes_faults_interleaved_dropped_streams(t):
     seed = int(os.environ.get("PODMUX_TEST_SEED") or time.time())
     t.note("seed %d (PODMUX_TEST_SEED to repeat)" % seed)
     rnd = random.Random(seed)
@@ -1616,7 +1616,7 @@ def _(t):
 @api_test("a server that accepts the watch and then sends nothing: the "
           "client gives up on it and recovers (slow: about 30 s, bound "
           "120 s)")
-def _(t):
+def test_server_accepts_watch_sends_nothing_client(t):
     srv, d, c = setup(t, pods=["a"])
     converge(c, srv)
     open_for_a_second(srv)
@@ -1636,7 +1636,7 @@ def _(t):
 
 @api_test("token file rotation: a 401 makes the client re-read the token "
           "file; the new token is used and the consumer converges")
-def _(t):
+def test_token_file_rotation_401_makes_client(t):
     srv, pki = tls_server(t, tokens=["tok-one"])
     kdir = t.mkdir("kube")
     shutil.copyfile(pki["ca.crt"], os.path.join(kdir, "ca.crt"))
@@ -1674,7 +1674,7 @@ def _(t):
 
 @api_test("a rotated token file is picked up within about a minute even "
           "without a 401 [known-slow]")
-def _(t):
+def test_rotated_token_file_picked_up_within(t):
     if not SLOW:
         t.skip("known-slow (about 60 s); run with PODMUX_SLOW_TESTS=1")
     srv = server(t, tokens=["tok-one", "tok-two"])
@@ -1704,7 +1704,7 @@ def _(t):
 
 @api_test("the token never appears in the daemon's output at -v 4 (inline "
           "token and token file; the file wins over the inline token)")
-def _(t):
+def test_token_never_appears_daemon_s_output(t):
     inline, in_file = "inline-SECRET-a1b2c3d4", "file-SECRET-e5f6a7b8"
     srv = server(t, tokens=[in_file])
     write_file(t.path("tok"), in_file + "\n")
@@ -1743,7 +1743,7 @@ def _(t):
           "server without scheme",
           params=("ca-relative", "ca-absolute", "ca-data", "localhost",
                   "no-scheme"))
-def _(t):
+def test_tls_bearer_token_ca_file_absolute(t):
     srv, pki = tls_server(t, tokens=["tls-tok"])
     kdir = t.mkdir("conf", "kube")
     shutil.copytree(t.path("pki"), os.path.join(kdir, "pki"))
@@ -1775,7 +1775,7 @@ def _(t):
 @api_test("TLS: client certificate authentication (inline data, relative "
           "files, and together with a token)",
           params=("cert-data", "cert-files", "cert-and-token"))
-def _(t):
+def test_tls_client_certificate_authentication_inline_data(t):
     tokens = ["both-tok"] if t.param == "cert-and-token" else None
     srv, pki = tls_server(t, client_ca=True, tokens=tokens)
     kdir = t.mkdir("kube")
@@ -1811,7 +1811,7 @@ def _(t):
           "against that name while the connection goes to the server URL's "
           "host, which the Host header keeps; without it the same server "
           "is refused")
-def _(t):
+def test_tls_tls_server_name_certificate_sni(t):
     pki = apitls.copy_pki(t.path("pki"))
     srv = server(t, tls=True, pki=pki, tokens=["tk"],
                  server_cert=(pki["named-server.crt"],
@@ -1848,7 +1848,7 @@ def _(t):
 @api_test("TLS: a watch reset during the TLS handshake (a restarting "
           "server or load balancer) is opened again from the last "
           "resourceVersion, with no relist")
-def _(t):
+def test_tls_watch_reset_during_tls_handshake(t):
     pki = apitls.copy_pki(t.path("pki"))
     srv = server(t, tls=True, pki=pki, tokens=["tk"])
     srv.create("a")
@@ -1881,7 +1881,7 @@ def _(t):
 
 @api_test("TLS: insecure-skip-tls-verify without a CA talks to a server "
           "whose certificate no trusted CA signed")
-def _(t):
+def test_tls_insecure_skip_tls_verify_without(t):
     pki = apitls.copy_pki(t.path("pki"))
     srv = server(t, tls=True, pki=pki, tokens=["tk"],
                  server_cert=(pki["other-server.crt"],
@@ -1897,7 +1897,7 @@ def _(t):
 
 @api_test("TLS: a server certificate from an unknown CA is refused: no pods, "
           "no sources_ready, the daemon keeps running and logs the error")
-def _(t):
+def test_tls_server_certificate_unknown_ca_refused(t):
     pki = apitls.copy_pki(t.path("pki"))
     srv = server(t, tls=True, pki=pki, tokens=["tk"],
                  server_cert=(pki["other-server.crt"],
@@ -1927,7 +1927,7 @@ def _(t):
 @api_test("kubeconfig: current-context selects the cluster and the user "
           "among several; JSON kubeconfig; server with a path prefix and a "
           "trailing slash")
-def _(t):
+def test_kubeconfig_current_context_selects_cluster_user(t):
     srv = server(t, tokens=["good"], prefix="/k8s")
     dead = server(t, tokens=["good"])
     dead.stop()                       # a closed port
@@ -2044,7 +2044,7 @@ def run_refused(t, args, words, env=None):
 
 @api_test("kubeconfig error: podmux run exits non-zero naming the field",
           params=sorted(KUBECONFIG_ERRORS))
-def _(t):
+def test_kubeconfig_error_podmux_run_exits_non(t):
     clusters, users, contexts, current, words = KUBECONFIG_ERRORS[t.param]
     kc = apitls.write_kubeconfig(t.path("kubeconfig"), clusters, users,
                                  contexts, current=current)
@@ -2055,7 +2055,7 @@ def _(t):
 
 @api_test("kubeconfig error: a missing file, and a file that is not YAML",
           params=("missing", "not-yaml"))
-def _(t):
+def test_kubeconfig_error_missing_file_file_yaml(t):
     kc = t.path("kubeconfig")
     if t.param == "not-yaml":
         write_file(kc, "clusters: [unclosed\n  - {{{\n")
@@ -2075,7 +2075,7 @@ def in_cluster_env(srv, sa_dir):
 
 @api_test("in-cluster: KUBERNETES_SERVICE_HOST/PORT and the service account "
           "folder from PODMUX_SERVICE_ACCOUNT_DIR (token + ca.crt)")
-def _(t):
+def test_cluster_kubernetes_service_host_port_service(t):
     srv, pki = tls_server(t, tokens=["sa-token"])
     sa = t.mkdir("serviceaccount")
     shutil.copyfile(pki["ca.crt"], os.path.join(sa, "ca.crt"))
@@ -2093,7 +2093,7 @@ def _(t):
 
 @api_test("in-cluster without KUBERNETES_SERVICE_HOST: exit non-zero naming "
           "it")
-def _(t):
+def test_cluster_without_kubernetes_service_host_exit(t):
     env = dict(os.environ)
     env.pop("KUBERNETES_SERVICE_HOST", None)
     env["KUBERNETES_SERVICE_PORT"] = "443"
@@ -2107,7 +2107,7 @@ def _(t):
 @api_test("file + http + api together: the consumer holds the union, each "
           "pod once with its source; sources_ready [api, file, http]; "
           "changes stay within their source")
-def _(t):
+def test_file_http_api_together_consumer_holds(t):
     from manifest_server import ManifestServer
     ms = ManifestServer()
     try:
@@ -2178,7 +2178,7 @@ def _(t):
 
 
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
-def _(t):
+def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)
     srv.create("small")
     d = api_daemon(t, plain_kubeconfig(t, srv))

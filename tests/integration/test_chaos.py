@@ -34,7 +34,7 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
       "then API-server outages with daemon restarts, the consumers holding "
       "the checkpoint, then the truth",
       params=("incremental", "snapshot-and-updates", "snapshot"))
-def _(t):
+def test_chaos_random_churn_every_source_stalling(t):
     if subprocess.run([plugin_harness.PLUGIN_PYTHON, "-c", "import grpc"],
                       capture_output=True).returncode != 0:
         t.skip("python3-grpcio is not installed (the fake plugins need it)")

@@ -191,7 +191,7 @@ def first_run(env, extra=()):
 
 @test("offline restart: the checkpoint's pods at once from source api, no sources_ready; "
       "when the server answers, only the differences, then sources_ready")
-def _(t):
+def test_offline_restart_checkpoint_s_pods_once(t):
     env = Env(t)
     msock = t.path("metrics.sock")
     d = env.daemon(["--metrics-address", msock])
@@ -285,7 +285,7 @@ def _(t):
 
 
 @test("a server that refuses the list (403) has the checkpoint served at once, not after the grace")
-def _(t):
+def test_server_refuses_list_403_has_checkpoint(t):
     env = Env(t, pods=("a", "b"))
     first_run(env)
     env.srv.start()
@@ -307,7 +307,7 @@ def _(t):
 
 @test("a server that does not answer in time: the checkpoint after --checkpoint-grace, "
       "then the live list with no record for unchanged pods")
-def _(t):
+def test_server_does_answer_time_checkpoint_after(t):
     env = Env(t, pods=("a",))
     first_run(env)
     env.srv.start()
@@ -327,7 +327,7 @@ def _(t):
 
 
 @test("a server that answers within the grace: the checkpoint is not served")
-def _(t):
+def test_server_answers_within_grace_checkpoint_served(t):
     env = Env(t, pods=("a",))
     first_run(env)
     env.srv.start()
@@ -343,7 +343,7 @@ def _(t):
 
 @test("once a list succeeded, a 410, SIGHUP and an outage behave as without a checkpoint: "
       "the pods are kept, the checkpoint is never served")
-def _(t):
+def test_once_list_succeeded_410_sighup_outage(t):
     env = Env(t, pods=("a", "b"))
     d = env.daemon()
     c = d.connect()
@@ -369,7 +369,7 @@ def _(t):
 # What is written when
 
 @test("a status-only change waits for the refresh; a change of what runs is written within the interval")
-def _(t):
+def test_status_only_change_waits_refresh_change(t):
     env = Env(t, pods=("a",))
     d = env.daemon(["--checkpoint-interval", "1s"])
     c = d.connect()
@@ -442,7 +442,7 @@ REFUSALS = {"corrupt": corrupt, "truncated": truncated, "version": version, "nod
 
 @test("a checkpoint not provably ours and whole is refused with one error line and a status entry; "
       "the source waits for the server and serves nothing", params=sorted(REFUSALS))
-def _(t):
+def test_checkpoint_provably_ours_whole_refused_one(t):
     if t.param == "owner" and os.geteuid() != 0:
         t.note("skipped: only root can give the file another owner")
         return
@@ -479,7 +479,7 @@ def _(t):
 
 
 @test("no checkpoint yet: an info line, the source waits as without one")
-def _(t):
+def test_no_checkpoint_yet_info_line_source(t):
     env = Env(t, pods=("a",))
     env.srv.stop()
     d = env.daemon()
@@ -496,7 +496,7 @@ def _(t):
 
 
 @test("a checkpoint directory others may write, or not a directory: podmux stops at start, saying why")
-def _(t):
+def test_checkpoint_directory_others_may_write_directory(t):
     env = Env(t, pods=())
     os.mkdir(env.dir, 0o700)
     os.chmod(env.dir, 0o775)
@@ -613,7 +613,7 @@ def wait_sources(cs, want, what):
 
 @test("the client libraries say what api serves: live, then its checkpoint (time, resourceVersion) "
       "after a daemon restarted offline, then live when the server answers")
-def _(t):
+def test_client_libraries_say_what_api_serves(t):
     env = Env(t, pods=("a", "b"))
     d = env.daemon()
     c = d.connect()

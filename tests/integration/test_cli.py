@@ -81,14 +81,14 @@ def check_bad_output(r, path, words):
 # ---------------------------------------------------------------------------
 
 @test("podmux version prints a version and exits 0")
-def _(t):
+def test_podmux_version_prints_version_exits_0(t):
     r = t.run_cmd(["version"])
     if r.returncode != 0 or not re.search(r"\d+\.\d+", r.stdout):
         raise AssertionError("exit %d, stdout %r" % (r.returncode, r.stdout))
 
 
 @test("podmux version names the core/v1 schema it decodes manifests with")
-def _(t):
+def test_podmux_version_names_core_v1_schema(t):
     r = t.run_cmd(["version"])
     if r.returncode != 0 or not re.search(
             r"^core/v1 schema: Kubernetes 1\.\d+\b", r.stdout, re.M):
@@ -97,7 +97,7 @@ def _(t):
 
 @test("podmux validate lists the fields core/v1 does not define (exit 0) "
       "and prints the pod without them")
-def _(t):
+def test_podmux_validate_lists_fields_core_v1(t):
     path = write_file(t.path("typo.yaml"),
                       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\n"
                       "  labelz: {a: b}\nspec:\n  containers:\n  - name: c\n"
@@ -125,7 +125,7 @@ def _(t):
 
 @test("podmux validate on each good fixture: exit 0, the defaulted pod "
       "JSON on stdout")
-def _(t):
+def test_podmux_validate_each_good_fixture_exit(t):
     for f, name in GOOD.items():
         r = t.run_cmd(["validate", "-o", "json", fixture("good", f)])
         if r.returncode != 0:
@@ -140,7 +140,7 @@ def _(t):
 
 @test("podmux validate on each bad fixture: exit 1, stderr "
       "'\"<path>\": <reason>'")
-def _(t):
+def test_podmux_validate_each_bad_fixture_exit(t):
     for f, (desc, words) in BAD_FIXTURES.items():
         path = fixture("bad", f)
         check_bad_output(t.run_cmd(["validate", path]), path, words)
@@ -149,7 +149,7 @@ def _(t):
 @test("podmux validate on generated bad inputs (binary garbage, exactly "
       "10 MiB, a FIFO, a dangling symlink, a missing path): "
       "exit 1 with the path and a reason")
-def _(t):
+def test_podmux_validate_generated_bad_inputs_binary(t):
     d = t.mkdir("in")
     cases = []
     p = write_file(os.path.join(d, "garbage.yaml"), garbage_bytes())
@@ -171,7 +171,7 @@ def _(t):
 
 
 @test("podmux validate with several good paths prints every pod, exit 0")
-def _(t):
+def test_podmux_validate_several_good_paths_prints(t):
     paths = [fixture("good", f) for f in GOOD]
     r = t.run_cmd(["validate", "-o", "json"] + paths)
     if r.returncode != 0:
@@ -189,7 +189,7 @@ def _(t):
 
 @test("podmux validate with good and bad paths: exit 1, each bad path "
       "named with its reason, good paths not reported as errors")
-def _(t):
+def test_podmux_validate_good_bad_paths_exit(t):
     good = [fixture("good", "nginx.yaml"), fixture("good", "pod.json")]
     bad = ["podlist.yaml", "invalid-name.yaml", "syntax-error.yaml"]
     paths = [good[0], fixture("bad", bad[0]), good[1], fixture("bad", bad[1]),
@@ -213,7 +213,7 @@ def strip_local(p):
 @test("podmux validate --node-name N DIR prints exactly the pods the daemon "
       "delivers for that directory (same uids, same JSON apart from "
       "config.source/config.seen)")
-def _(t):
+def test_podmux_validate_node_name_n_dir(t):
     m = t.mkdir("manifests")
     for f in GOOD:
         write_file(os.path.join(m, f), harness.read_fixture("good", f))
@@ -332,7 +332,7 @@ def validate_verdicts(stderr):
       "kind of input agree exactly: the same pods (JSON with -o json, "
       "identity lines by default), the same files refused with the same "
       "reasons, the same duplicates ignored, the same unknown fields")
-def _(t):
+def test_podmux_validate_dir_daemon_same_directory(t):
     m = every_kind_of_input(t)
     rj = t.run_cmd(["validate", "-o", "json", "--node-name", NODE, m])
     rt = t.run_cmd(["validate", "--node-name", NODE, m])
@@ -390,7 +390,7 @@ def _(t):
 @test("podmux validate output: one identity line per pod by default, "
       "the whole pod with -o json / --output=json, an array per file with "
       "--manifest-url-mode -o json; an unknown format is a usage error")
-def _(t):
+def test_podmux_validate_output_one_identity_line(t):
     path = fixture("good", "nginx.yaml")
     r = t.run_cmd(["validate", "--node-name", NODE, path])
     mm = LINE_RE.match(r.stdout.strip())
@@ -423,7 +423,7 @@ def _(t):
 
 @test("podmux validate DIR with good and bad files: exit 1, good pods on "
       "stdout, each bad file named on stderr, hidden files ignored")
-def _(t):
+def test_podmux_validate_dir_good_bad_files(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "nginx.yaml"),
                harness.read_fixture("good", "nginx.yaml"))
@@ -442,7 +442,7 @@ def _(t):
 
 @test("podmux watch -o json against a running daemon prints one JSON "
       "message per line: hello, state, synced, then live updates")
-def _(t):
+def test_podmux_watch_o_json_against_running(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m)
@@ -473,7 +473,7 @@ def _(t):
 
 @test("podmux watch (table) shows the pod names as pods are added and "
       "removed")
-def _(t):
+def test_podmux_watch_table_shows_pod_names(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m)
@@ -526,7 +526,7 @@ def check_table(lines, width):
 @test("podmux watch fits the table to $COLUMNS: with COLUMNS=80 and long "
       "names no line is wider than 80, every row lines up under the "
       "header, a long name shows its start and end; '1 pod', '2 pods'")
-def _(t):
+def test_podmux_watch_fits_table_columns_columns(t):
     m = t.mkdir("manifests")
     long_name = "a-static-pod-with-a-name-much-longer-than-any-column-" \
                 "could-hold"
@@ -559,7 +559,7 @@ def _(t):
 
 @test("podmux watch with no daemon exits 1 with a message naming the "
       "socket")
-def _(t):
+def test_podmux_watch_no_daemon_exits_1(t):
     sock = t.path("nobody.sock")
     r = t.run_cmd(["watch", "--socket", sock], timeout=T_SHORT)
     if r.returncode != 1:
@@ -586,7 +586,7 @@ def check_usage_error(r, words):
 
 
 @test("podmux run with an unknown flag: exit 2, the message names the flag")
-def _(t):
+def test_podmux_run_unknown_flag_exit_2(t):
     r = t.run_cmd(run_args(t) + ["--no-such-flag"], timeout=T_SHORT)
     check_usage_error(r, ["--no-such-flag", "no-such-flag"])
 
@@ -607,7 +607,7 @@ def check_one_line(r, cmd, first):
       "'podmux CMD: FLAG: unknown flag' and where the help is, exit 2; so "
       "do a missing value, an ambiguous abbreviation, a value for a flag "
       "that takes none and an unknown command")
-def _(t):
+def test_mistyped_flag_gets_same_two_lines(t):
     for cmd in ("run", "watch", "validate", "status"):
         pre = run_args(t) if cmd == "run" else [cmd]
         t.soft(check_one_line, t.run_cmd(pre + ["--sockt"]), cmd,
@@ -638,7 +638,7 @@ def _(t):
 
 @test("podmux run --file-check-frequency 5x (bad duration): exit 2, the "
       "message names the flag")
-def _(t):
+def test_podmux_run_file_check_frequency_5x(t):
     r = t.run_cmd(run_args(t) + ["--file-check-frequency", "5x"],
                   timeout=T_SHORT)
     check_usage_error(r, ["file-check-frequency"])
@@ -646,21 +646,21 @@ def _(t):
 
 @test("podmux run --mode fastest (bad mode): exit 2, the message names "
       "the flag")
-def _(t):
+def test_podmux_run_mode_fastest_bad_mode(t):
     r = t.run_cmd(run_args(t) + ["--mode", "fastest"], timeout=T_SHORT)
     check_usage_error(r, ["--mode", "mode"])
 
 
 @test("podmux run --log-format xml (bad format): exit 2, the message "
       "names the flag")
-def _(t):
+def test_podmux_run_log_format_xml_bad(t):
     r = t.run_cmd(run_args(t) + ["--log-format", "xml"], timeout=T_SHORT)
     check_usage_error(r, ["log-format"])
 
 
 @test("podmux run --file-check-frequency without a value: exit 2, the "
       "message names the flag")
-def _(t):
+def test_podmux_run_file_check_frequency_without(t):
     r = t.run_cmd(run_args(t) + ["--file-check-frequency"], timeout=T_SHORT)
     check_usage_error(r, ["file-check-frequency"])
 
@@ -710,7 +710,7 @@ def conflicting_pairs(t):
 
 @test("every pair of conflicting podmux run flags, in either order: exit 2 "
       "naming both, with the usage hint, before anything is created")
-def _(t):
+def test_every_pair_conflicting_podmux_run_flags(t):
     t.varlib()  # the harness's, made before the runs (as root)
     for names, a, b in conflicting_pairs(t):
         for order in (a + b, b + a):
@@ -737,7 +737,7 @@ def _(t):
 
 
 @test("podmux run --help lists the flags and exits 0")
-def _(t):
+def test_podmux_run_help_lists_flags_exits(t):
     r = t.run_cmd(["run", "--help"], timeout=T_SHORT)
     if r.returncode != 0:
         raise AssertionError("exit %d" % r.returncode)
@@ -753,7 +753,7 @@ def _(t):
 
 @test("podmux with an unknown subcommand exits non-zero with a usage "
       "message")
-def _(t):
+def test_podmux_unknown_subcommand_exits_non_zero(t):
     r = t.run_cmd(["frobnicate"], timeout=T_SHORT)
     if r.returncode == 0 or not r.stderr.strip():
         raise AssertionError("exit %d, stderr %r" % (r.returncode, r.stderr))
@@ -761,7 +761,7 @@ def _(t):
 
 @test("Go-style durations are accepted by --file-check-frequency "
       "(1m30s, 1.5s, 300ms)")
-def _(t):
+def test_go_style_durations_accepted_file_check(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     for dur in ("1m30s", "1.5s", "300ms"):
@@ -777,7 +777,7 @@ def _(t):
 @test("--log-format json: every stderr line is a JSON object with time, "
       "level and msg; a bad manifest gives an error line with "
       "file \"<path>\"")
-def _(t):
+def test_log_format_json_every_stderr_line(t):
     m = t.mkdir("manifests")
     bad = write_file(os.path.join(m, "bad.yaml"), "kind: Pod\n")
     d = t.daemon(m, log_format="json")
@@ -795,7 +795,7 @@ def _(t):
 
 @test("--log-format text: a bad manifest gives one text line at level "
       "error with file \"<path>\" and a reason")
-def _(t):
+def test_log_format_text_bad_manifest_gives(t):
     m = t.mkdir("manifests")
     bad = write_file(os.path.join(m, "bad.yaml"), "kind: Pod\n")
     d = t.daemon(m, log_format="text")
@@ -807,7 +807,7 @@ def _(t):
 
 @test("--log-format json: stderr holds only JSON log lines even when the "
       "watched directory is deleted and re-created and the daemon stops")
-def _(t):
+def test_log_format_json_stderr_holds_only(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m, log_format="json")
@@ -843,7 +843,7 @@ BUILDDIR = os.environ.get("PODMUX_BUILDDIR") or os.path.dirname(harness.BIN)
 @test("make install: each alias page (podmux-run(8), podmux_client_fd(3), "
       "...) is '.so' of its page and `man -M` shows the whole page with no "
       "warning")
-def _(t):
+def test_make_install_each_alias_page_podmux(t):
     dest = t.path("dest")
     env = {k: v for k, v in os.environ.items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TESTS")}

@@ -39,7 +39,7 @@ def read(path):
 @test("podmux watch --exec runs the command once per pod change, in order, "
       "with the pod's JSON on stdin and PODMUX_* in its environment; a "
       "failing command is logged and the stream goes on")
-def _(t):
+def test_podmux_watch_exec_runs_command_once(t):
     m = t.mkdir("manifests")
     out = t.mkdir("out")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
@@ -94,7 +94,7 @@ def _(t):
 
 @test("podmux watch --reconnect follows a daemon restart: the pods "
       "changed meanwhile come as resync rows")
-def _(t):
+def test_podmux_watch_reconnect_follows_daemon_restart(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m)
@@ -192,7 +192,7 @@ def static_consumer(t, dest, cc, pkgconf, env, sock):
       "cache across a daemon restart; its static archive holds only "
       "podmux_* as global and links with a consumer defining buf_append "
       "and cache_free")
-def _(t):
+def test_libpodmux_client_installed_versioned_soname_header(t):
     cc = os.environ.get("CC") or "cc"
     pkgconf = os.environ.get("PKG_CONFIG") or "pkg-config"
     dest = make_install(t)
@@ -263,7 +263,7 @@ def _(t):
 
 @test("the Python module installs offline with pip from python/, and "
       "examples/consumer.py keeps the cache across a daemon restart")
-def _(t):
+def test_python_module_installs_offline_pip_python(t):
     venv = t.path("venv")
     subprocess.run([PY, "-m", "venv", "--system-site-packages", venv],
                    check=True, capture_output=True, timeout=300)
@@ -411,7 +411,7 @@ def wait_due(c):
 @test("python: full state, live ops with seq gaps, replay after a cut with "
       "a partial line, failed resume as a resync diff, unknown types, "
       "protocol mismatch")
-def _(t):
+def test_python_full_state_live_ops_seq(t):
     s = Script(t)
     c = podmux.Client(s.path)
     rec = Rec(c)
@@ -495,7 +495,7 @@ def pods_line(seq, op, src, texts):
       "changed the way the merger counts changes "
       "(tests/fixtures/resync-diff.json): not for a new config.seen or an "
       "API pod's resourceVersion; the cache takes every new text")
-def _(t):
+def test_python_after_daemon_restart_resync_diff(t):
     cases = resync_cases()
     s = Script(t)
     c = podmux.Client(s.path)
@@ -537,7 +537,7 @@ def _(t):
 @test("python: a pod is its source and uid: a live UPDATE carrying it "
       "under another name replaces it (no second entry), a REMOVE finds it "
       "whatever name it carries, a SET holds one pod per source and uid")
-def _(t):
+def test_python_pod_source_uid_live_update(t):
     s = Script(t)
     c = podmux.Client(s.path)
     rec = Rec(c)
@@ -701,7 +701,7 @@ def ready(seq, *sources):
       "one an UPDATE resync after the ADD of the new one, another op as "
       "sent; sources_ready removes the one not delivered again "
       "(doc/protocol.md, \"A restarted daemon's late sources\")")
-def _(t):
+def test_python_restarted_daemon_whose_api_source(t):
     s, c, rec = start_three_sources(t)
     s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
                             spod("b", "beta", gen=2)),
@@ -737,7 +737,7 @@ def _(t):
 
 @test("python: a pod held over whose source is not in the new run's "
       "sources_ready (no longer configured) is removed then")
-def _(t):
+def test_python_pod_held_over_whose_source(t):
     s, c, rec = start_three_sources(t)
     s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha"),
                             spod("b", "beta")),
@@ -755,7 +755,7 @@ def _(t):
 @test("python: the hold-over lasts across connections: a replay applies "
       "as live, a further full state holds again what its sources did not "
       "deliver and compares what they did")
-def _(t):
+def test_python_hold_over_lasts_across_connections(t):
     s, c, rec = start_three_sources(t)
     slow = {"type": "error", "seq": 0, "reason": "SlowConsumer",
             "message": "slow"}
@@ -802,7 +802,7 @@ def _(t):
 @test("python: the snapshot modes: a live SET of the late source replaces "
       "the pods it carries, keeps the held ones it does not, and is handed "
       "on with the whole cache; sources_ready removes those")
-def _(t):
+def test_python_snapshot_modes_live_set_late(t):
     for mode in ("snapshot", "snapshot-and-updates"):
         s, c, rec = start_three_sources(t, mode)
         merged = [spod("a", "alpha"), spod("b", "beta"),
@@ -833,7 +833,7 @@ def _(t):
       "False (the cache holds only the replayed pods); a full state is "
       "handed on whole as one SET and every plugin REGISTERED; then "
       "has_synced is True and later full states are compared")
-def _(t):
+def test_python_resume_after_saved_point_after(t):
     s = Script(t)
     c = podmux.Client(s.path, resume_after=77)
     rec = Rec(c)
@@ -889,7 +889,7 @@ def _(t):
 
 @test("python: events() leaves the on_* handlers set on the client: each "
       "is still called, and stays set afterwards")
-def _(t):
+def test_python_events_leaves_handlers_set_client(t):
     s = Script(t)
     c = podmux.Client(s.path)
     seen = []
@@ -936,7 +936,7 @@ def _(t):
 @test("python: the records are frozen dataclasses and each event kind its "
       "own class; ops, plugin ops and error kinds are enums equal to and "
       "printed as their strings; `with Client() as c` closes the client")
-def _(t):
+def test_python_records_frozen_dataclasses_each_event(t):
     import dataclasses
     s = Script(t)
     with podmux.Client(s.path) as c:
@@ -1033,7 +1033,7 @@ class ChunkedSock:
 @test("python: the read path is linear: a 4 MiB SET line arriving in "
       "small pieces is never copied whole per piece, and lines split "
       "across pieces (or many in one) come out whole")
-def _(t):
+def test_python_read_path_linear_4_mib(t):
     s = Script(t)
     c = podmux.Client(s.path)
     rec = Rec(c)
@@ -1085,7 +1085,7 @@ def traced(fn, *args):
 
 @test("python: pod_by_uid and pod_by_name are index look-ups, and pods() "
       "does not sort: their work does not grow with the pods held")
-def _(t):
+def test_python_pod_uid_pod_name_index(t):
     work = {}
     for n in (10, 3000):
         s = Script(t)
@@ -1236,7 +1236,7 @@ class Restarts:
       "50, as resync UPDATEs, and their caches the new run's config.seen",
       params=["%s %s" % (m, sig) for m in MODES
               for sig in ("SIGTERM", "SIGKILL")])
-def _(t):
+def test_daemon_restart_change_500_file_pods(t):
     mode, sig = t.param.split()
     m = t.mkdir("manifests")
     names = ["p%03d" % i for i in range(500)]
@@ -1278,7 +1278,7 @@ def _(t):
       "relabelled during the last run (which kept the resourceVersion it "
       "first stored) is not handed on again; one relabelled while the "
       "daemon was down is, as a resync UPDATE", params=MODES)
-def _(t):
+def test_daemon_restart_change_api_pods_either(t):
     from fakeapi import FakeAPI
     import apitls
     srv = FakeAPI(t)
@@ -1346,7 +1346,7 @@ def changes(log):
       "answers; then exactly what changed while the daemon was away "
       "(doc/protocol.md, \"A restarted daemon's late sources\")",
       params=MODES)
-def _(t):
+def test_daemon_restart_while_manifest_url_down(t):
     from manifest_server import ManifestServer
     srv = ManifestServer()
     try:
@@ -1552,7 +1552,7 @@ def run_scenario(t, sc):
 @test("python: informer-style handlers hand on the records of "
       "tests/fixtures/informer-scenarios.json (the table the C and Go "
       "clients run too)")
-def _(t):
+def test_python_informer_style_handlers_hand_records(t):
     with open(os.path.join(SRCDIR, "tests", "fixtures",
                            "informer-scenarios.json")) as f:
         table = json.load(f)
@@ -1778,7 +1778,7 @@ class Three:
       "custom one by a label): the first state, live changes, a handler "
       "added late, a restart with changes made while the daemon was down, "
       "a slow-consumer cut whose resume fails (--history 1)", params=MODES)
-def _(t):
+def test_c_go_python_clients_against_real(t):
     go_exe = go_consumer()
     if go_exe is None:
         t.skip("go is not installed (scripts/deps installs golang-go)")

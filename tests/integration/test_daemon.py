@@ -27,7 +27,7 @@ class ValgrindDaemon(Daemon):
 
 
 @test("valgrind: a daemon that served files and consumers exits 0 on SIGTERM with no leak and no memory error")
-def _(t):
+def test_valgrind_daemon_served_files_consumers_exits(t):
     if SANITIZED:
         t.skip("the sanitizer build is checked by ASan/LSan instead")
     if not shutil.which("valgrind"):
@@ -70,7 +70,7 @@ def ctxt_switches(pid):
 
 
 @test("an idle daemon does not wake up: no thread is scheduled while nothing happens and no timer is due")
-def _(t):
+def test_idle_daemon_does_wake_up_no(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "a.yaml"), pod_yaml("alpha"))
     d = t.daemon(m, freq="1h")
@@ -90,7 +90,7 @@ def _(t):
 
 
 @test("README command 1 (scripts/demo): serves manifests/, the consumer shows the example pods, Ctrl-C stops both and removes the socket")
-def _(t):
+def test_readme_command_1_scripts_demo_serves(t):
     if SANITIZED:
         t.skip("scripts/demo builds its own plain binary; run once, in the plain suite")
     if not os.access(SRCDIR, os.W_OK):

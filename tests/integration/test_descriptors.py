@@ -111,7 +111,7 @@ def expect(got, want, what):
 
 @test("the soft descriptor limit is raised to the hard one, and both are "
       "logged at debug level")
-def _(t):
+def test_soft_descriptor_limit_raised_hard_one(t):
     m = manifests(t, ["a"])
     d = limited(t, m, 200, 400, extra=["-v", "1"])
     d.wait_log(lambda x: x.level == "debug" and x.msg ==
@@ -123,7 +123,7 @@ def _(t):
 
 @test("--max-consumers is lowered to what the descriptor limit allows, "
       "with a log line; the lowered bound is enforced")
-def _(t):
+def test_max_consumers_lowered_what_descriptor_limit(t):
     m = manifests(t, ["a"])
     d = limited(t, m, 4096, 4096, extra=["--max-consumers", "1000"])
     d.connect().wait_until_state([pn("a")])
@@ -161,7 +161,7 @@ def _(t):
       "(SIGHUP) keeps the 5 static pods, an early consumer never sees a "
       "REMOVE, one log line per episode, and a new consumer is served "
       "once the connections close")
-def _(t):
+def test_descriptors_run_out_refused_clients_get(t):
     if any("valgrind" in x for x in harness.RUN_PREFIX):
         t.skip("valgrind keeps descriptors of its own")
     m = manifests(t)

@@ -213,7 +213,7 @@ def find_kubectl():
 
 @test("events: a rejected static pod manifest is a Warning on the Node; "
       "the POST body is exactly the kubelet's shape")
-def _(t):
+def test_events_rejected_static_pod_manifest_warning(t):
     e = Env(t)
     path = e.bad("bad.yaml")
     why = e.reason(path)
@@ -239,7 +239,7 @@ def _(t):
 
 @test("events: the same rejection again is a PATCH of the first event's "
       "count, lastTimestamp and message")
-def _(t):
+def test_events_same_rejection_again_patch_first(t):
     e = Env(t)
     path = e.bad("web.yaml", "kind: [web\n")
     why = e.reason(path)
@@ -261,7 +261,7 @@ def _(t):
 
 @test("events: a PATCH that finds its event gone writes it again with its "
       "count (client-go)")
-def _(t):
+def test_events_patch_finds_event_gone_writes(t):
     e = Env(t)
     e.bad("web.yaml", "kind: [web\n")
     name = event_name(e.wait_writes(1)[0]["body"])
@@ -285,7 +285,7 @@ def _(t):
 @test("events: a duplicate pod name from the manifest URL is a "
       "FailedValidation Warning on the dropped pod; a bad body a Warning "
       "on the Node")
-def _(t):
+def test_events_duplicate_pod_name_manifest_url(t):
     ms = ManifestServer()
     try:
         web1 = pod_obj("web", uid="11111111-1111-4111-8111-111111111111")
@@ -330,7 +330,7 @@ def _(t):
 
 @test("events: the tenth distinct rejection within 10 minutes is the "
       "combined event; later ones PATCH its count")
-def _(t):
+def test_events_tenth_distinct_rejection_within_10(t):
     e = Env(t, connect=False)
     paths = [e.bad("bad-%02d.yaml" % i) for i in range(1, 13)]
     w = e.wait_writes(12)
@@ -352,7 +352,7 @@ def _(t):
 
 @test("events: client-go's spam filter: 25 writes about the node, the rest "
       "counted as dropped")
-def _(t):
+def test_events_client_go_s_spam_filter(t):
     e = Env(t, connect=False)
     for i in range(40):
         e.bad("bad-%02d.yaml" % i)
@@ -367,7 +367,7 @@ def _(t):
 
 @test("events: --event-qps 2 --event-burst 1: the k-th write no sooner "
       "than k/2 s after the first event")
-def _(t):
+def test_events_event_qps_2_event_burst(t):
     e = Env(t, extra=["--event-qps", "2", "--event-burst", "1"],
             connect=False)
     start = time.time()
@@ -385,7 +385,7 @@ def _(t):
 
 
 @test("events: --events=false records nothing (no recorder, no metrics)")
-def _(t):
+def test_events_events_false_records_nothing_no(t):
     e = Env(t, extra=["--events=false"])
     path = e.bad("bad.yaml")
     e.reason(path)
@@ -403,7 +403,7 @@ def _(t):
 
 @test("events: a server refusing events (403, 404, 500, reset): one line "
       "per reason, pods flow, one line when writes work again")
-def _(t):
+def test_events_server_refusing_events_403_404(t):
     e = Env(t)
     n = [0]
 
@@ -451,7 +451,7 @@ def _(t):
 
 @test("events: a 401 to an event makes the API source's client read its "
       "token file again, as after a 401 of its own")
-def _(t):
+def test_events_401_event_makes_api_source(t):
     srv = FakeAPI(t, tokens=["tok-1"])
     tok = t.path("token")
     write_file(tok, "tok-1\n")
@@ -473,7 +473,7 @@ def _(t):
 
 
 @test("events: 429 and 503 with Retry-After are written again after it")
-def _(t):
+def test_events_429_503_retry_after_written(t):
     e = Env(t, connect=False)
     e.srv.fail(match="event_create", status=503, count=1, retry_after=1)
     e.bad("bad.yaml")
@@ -493,7 +493,7 @@ def _(t):
 
 @test("events: a burst of 1,000 bad files: the loop answers all along, "
       "pods still flow, the queue stays small")
-def _(t):
+def test_events_burst_1_000_bad_files(t):
     e = Env(t)
     answered = 0
     for i in range(1000):
@@ -525,7 +525,7 @@ def _(t):
 
 @test("events: kubectl get events shows them (TLS and a token, as the API "
       "source's own requests)")
-def _(t):
+def test_events_kubectl_get_events_shows_them(t):
     kubectl = find_kubectl()
     if not kubectl:
         t.skip("no kubectl (scripts/deps-test-tools installs Debian's "

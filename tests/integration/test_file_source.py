@@ -135,7 +135,7 @@ def check_initial(d, mode, names):
 
 @test("manifests present at start: one pods message (ADD/SET) with every "
       "pod, then synced, then sources_ready [file]", params=MODES)
-def _(t):
+def test_manifests_present_start_one_pods_message(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "api.json": pod_json("api", image="busybox")})
     c.expect_type("sources_ready")
@@ -146,7 +146,7 @@ def _(t):
 
 @test("empty directory at start: a pods message with zero pods (the "
       "source-seen marker), synced, sources_ready [file]", params=MODES)
-def _(t):
+def test_empty_directory_start_pods_message_zero(t):
     m, d, c, _ = setup(t, {})
     c.expect_type("sources_ready")
     if c.state.names():
@@ -158,7 +158,7 @@ def _(t):
 @test("manifest directory absent at start: zero-pod marker and "
       "sources_ready, then creating it with a manifest adds the pod",
       params=MODES)
-def _(t):
+def test_manifest_directory_absent_start_zero_pod(t):
     m = t.path("manifests")  # not created
     d = t.daemon(m)
     c = d.connect()
@@ -174,7 +174,7 @@ def _(t):
 
 @test("new manifest file: ADD of its pod (snapshot modes: SET of all)",
       params=MODES)
-def _(t):
+def test_new_manifest_file_add_pod_snapshot(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web")})
     c.wait_until_state([pn("web")])
     web = pod_uid(c.state.one(pn("web")))
@@ -187,7 +187,7 @@ def _(t):
 
 @test("deleted manifest file: REMOVE of its stored pod (snapshot modes: "
       "SET without it)", params=MODES)
-def _(t):
+def test_deleted_manifest_file_remove_stored_pod(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db", image="redis:7")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -204,7 +204,7 @@ def _(t):
 
 @test("manifest without pinned uid edited in place: REMOVE(old uid) + "
       "ADD(new uid), never UPDATE", params=MODES)
-def _(t):
+def test_manifest_without_pinned_uid_edited_place(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web", image="nginx:1.25"),
                            "db.yaml": pod_yaml("db", image="redis:7")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -222,7 +222,7 @@ def _(t):
 
 @test("manifest with pinned uid, spec and labels changed: UPDATE keeping "
       "uid and config.seen (snapshot: SET)", params=MODES)
-def _(t):
+def test_manifest_pinned_uid_spec_labels_changed(t):
     m, d, c, _ = setup(t, {
         "web.yaml": pod_yaml("web", uid=PINNED, labels={"app": "web"}),
         "db.yaml": pod_yaml("db", image="redis:7")})
@@ -259,7 +259,7 @@ def _(t):
 @test("manifest with pinned uid, status-only change: RECONCILE in "
       "incremental mode, silent in snapshot modes (status still stored)",
       params=MODES)
-def _(t):
+def test_manifest_pinned_uid_status_only_change(t):
     m, d, c, _ = setup(t, {
         "web.yaml": pod_yaml("web", uid=PINNED, status={"message": "first"})})
     c.wait_until_state([pn("web")])
@@ -299,7 +299,7 @@ def _(t):
 
 @test("manifest with pinned uid gets a deletionTimestamp: DELETE (snapshot: "
       "SET), pod kept until the file is removed (REMOVE)", params=MODES)
-def _(t):
+def test_manifest_pinned_uid_gets_deletiontimestamp_delete(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web", uid=PINNED),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -348,7 +348,7 @@ def msgs_naming(c, uids, since):
 @test("equality is Go's: re-spelled quantities, explicit zero values of "
       "plain fields and unknown fields give no UPDATE (and keep a generated "
       "uid); pointers at zero, empty slices and other spellings do")
-def _(t):
+def test_equality_go_s_re_spelled_quantities(t):
     m, d, c, pr = setup(t, {
         "web.yaml": typed_manifest("web", uid=PINNED),
         "plain.yaml": typed_manifest("plain")}, probe=True)
@@ -409,7 +409,7 @@ def _(t):
 
 @test("fields core/v1 does not define never reach consumers and are "
       "warned about once per file, again only when the list changes")
-def _(t):
+def test_fields_core_v1_does_define_never(t):
     bad = typed_manifest("web", spec="  bogusField: 1\n",
                          container="    imagePullPolicyy: Never\n")
     m, d, c, pr = setup(t, {"web.yaml": bad,
@@ -460,7 +460,7 @@ def _(t):
 
 @test("atomic replace through a hidden temp name (write .x.tmp, rename "
       "over x.yaml): pod replaced once, temp file never read", params=MODES)
-def _(t):
+def test_atomic_replace_through_hidden_temp_name(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -483,7 +483,7 @@ def _(t):
 
 @test("rename a.yaml -> b.yaml: REMOVE of a's pod, ADD of b's (new uid: "
       "the path is part of it)", params=MODES)
-def _(t):
+def test_rename_yaml_b_yaml_remove_s(t):
     m, d, c, _ = setup(t, {"a.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -501,7 +501,7 @@ def _(t):
 @test("manifest directory deleted (rm -rf): all pods removed; re-created "
       "with manifests: pods added again, same uids, no restart",
       params=MODES)
-def _(t):
+def test_manifest_directory_deleted_rm_rf_all(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -529,7 +529,7 @@ def _(t):
 @test("ConfigMap-style layout: swapping the ..data symlink (rename "
       "..data_tmp over ..data) replaces the pod (seen by the relist)",
       params=MODES)
-def _(t):
+def test_configmap_style_layout_swapping_data_symlink(t):
     m = t.mkdir("manifests")
     v1 = os.path.join(m, "..2024_01_01_00_00_00.000000001")
     os.mkdir(v1)
@@ -557,7 +557,7 @@ def _(t):
 
 @test("bad manifest added, then fixed: error logged, then its pod is added",
       params=MODES)
-def _(t):
+def test_bad_manifest_added_fixed_error_logged(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web")})
     c.wait_until_state([pn("web")])
     web = pod_uid(c.state.one(pn("web")))
@@ -575,7 +575,7 @@ def _(t):
 @test("bad manifests present at start are each logged once with a reason "
       "and skipped; the good pods are delivered and kept across relists",
       params=MODES)
-def _(t):
+def test_bad_manifests_present_start_each_logged(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     bad = {}
@@ -616,7 +616,7 @@ def _(t):
 @test("good fixtures: pods carry source annotations, generated uid = "
       "config.hash, name-node suffix, namespace default, nodeName, Pending, "
       "NoExecute toleration and API defaults")
-def _(t):
+def test_good_fixtures_pods_carry_source_annotations(t):
     m = t.mkdir("manifests")
     for name in os.listdir(harness.fixture("good")):
         write_file(os.path.join(m, name), read_fixture("good", name))
@@ -707,7 +707,7 @@ def _(t):
 
 @test("node name with upper case: pod name suffix is lower-cased, "
       "spec.nodeName is kept as given")
-def _(t):
+def test_node_name_upper_case_pod_name(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web")}, node="Worker-1")
     c.wait_until_state(["web-worker-1"])
     p = c.state.one("web-worker-1")
@@ -719,7 +719,7 @@ def _(t):
 
 @test("hidden files (leading '.') are ignored at start and at runtime; "
       "renames to/from hidden names look like delete/create")
-def _(t):
+def test_hidden_files_leading_ignored_start_runtime(t):
     m, d, c, pr = setup(t, {"web.yaml": pod_yaml("web"),
                             ".hidden.yaml": pod_yaml("hidden"),
                             "db.yaml": pod_yaml("db")}, probe=True)
@@ -744,7 +744,7 @@ def _(t):
 
 
 @test("subdirectories are skipped (no recursion), at start and at runtime")
-def _(t):
+def test_subdirectories_skipped_no_recursion_start_runtime(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     os.mkdir(os.path.join(m, "sub"))
@@ -766,7 +766,7 @@ def _(t):
 
 @test("a FIFO in the directory is skipped with a log line naming it and "
       "never blocks the daemon (at start and at runtime)")
-def _(t):
+def test_fifo_directory_skipped_log_line_naming(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     fifo = os.path.join(m, "pipe.yaml")
@@ -791,7 +791,7 @@ def _(t):
 
 @test("a dangling symlink is skipped with a log line naming it; the pod "
       "appears once the target exists (relist)")
-def _(t):
+def test_dangling_symlink_skipped_log_line_naming(t):
     m = t.mkdir("manifests")
     out = t.mkdir("outside")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
@@ -812,7 +812,7 @@ def _(t):
 
 @test("a symlinked manifest is read through the link; a change of the "
       "target outside the directory is picked up by the relist")
-def _(t):
+def test_symlinked_manifest_read_through_link_change(t):
     m = t.mkdir("manifests")
     out = t.mkdir("outside")
     write_file(os.path.join(out, "web.yaml"), pod_yaml("web"))
@@ -835,7 +835,7 @@ def _(t):
       "directory is followed; a link to a directory outside is not recursed "
       "into; links to a device or a FIFO outside are skipped with a log line "
       "and never block or exhaust the daemon; a link loop is reported")
-def _(t):
+def test_symlink_policy_kubelet_s_link_file(t):
     m = t.mkdir("manifests")
     out = t.mkdir("outside")
     write_file(os.path.join(out, "far.yaml"), pod_yaml("far"))
@@ -865,7 +865,7 @@ def _(t):
 
 @test("manifest moved out of the directory: REMOVE; moved back in: ADD "
       "with the same uid (same node, path and content)")
-def _(t):
+def test_manifest_moved_out_directory_remove_moved(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     out = t.mkdir("outside")
@@ -883,7 +883,7 @@ def _(t):
 
 @test("manifest directory moved away: pods removed; moved back: pods "
       "return with the same uids and later edits are still seen")
-def _(t):
+def test_manifest_directory_moved_away_pods_removed(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -901,7 +901,7 @@ def _(t):
 
 @test("duplicate pod in two files: the first file in sorted order wins, "
       "a log line names both files, relists and edits of the loser keep it")
-def _(t):
+def test_duplicate_pod_two_files_first_file(t):
     m = t.mkdir("manifests")
     a = os.path.join(m, "web.yaml")
     b = os.path.join(m, "web.yaml.bak")
@@ -930,7 +930,7 @@ def _(t):
 
 @test("duplicate pod in two files: deleting the winning file hands the pod "
       "to the other file")
-def _(t):
+def test_duplicate_pod_two_files_deleting_winning(t):
     m = t.mkdir("manifests")
     a = os.path.join(m, "a-web.yaml")
     b = os.path.join(m, "b-web.yaml")
@@ -950,7 +950,7 @@ def _(t):
       "pod to the first remaining file in sorted order, and the next "
       "relists keep it there (its uid changed exactly once); three such "
       "groups at once")
-def _(t):
+def test_x_yaml_six_backups_define_one(t):
     m = t.mkdir("manifests")
     backups = (".yaml~", ".yaml.save", ".yaml.orig", ".yaml.old",
                ".yaml.bak", ".yaml.0")
@@ -1008,7 +1008,7 @@ def _(t):
 
 @test("uid is stable across restarts for the same node, path and content, "
       "and changes with the node name")
-def _(t):
+def test_uid_stable_across_restarts_same_node(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web")})
     c.wait_until_state([pn("web")])
     u1 = pod_uid(c.state.one(pn("web")))
@@ -1030,7 +1030,7 @@ def _(t):
 
 @test("reformatting a manifest (YAML->JSON, key order, comments, quoting, "
       "an ignored extra document) keeps the uid: nothing emitted")
-def _(t):
+def test_reformatting_manifest_yaml_json_key_order(t):
     obj = pod_obj("web", labels={"app": "web", "tier": "front"})
     obj["spec"]["containers"][0]["args"] = ["-g", "daemon off;"]
     m, d, c, pr = setup(t, {"web.yaml": to_yaml(obj, "original")},
@@ -1069,7 +1069,7 @@ def _(t):
 
 @test("pod renamed inside its file: the new pod is added and the old one "
       "removed (at the latest by the relist)")
-def _(t):
+def test_pod_renamed_inside_file_new_pod(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -1081,7 +1081,7 @@ def _(t):
 
 @test("manifest edited into an invalid state: error logged, its pod removed "
       "by the relist, others kept; fixed again: the same pod returns")
-def _(t):
+def test_manifest_edited_invalid_state_error_logged(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web"),
                            "db.yaml": pod_yaml("db")})
     c.wait_until_state([pn("db"), pn("web")])
@@ -1100,7 +1100,7 @@ def _(t):
 
 @test("pod-manifest-path is a single file: its pod is delivered, edits "
       "are picked up, deleting it removes the pod")
-def _(t):
+def test_pod_manifest_path_single_file_pod(t):
     out = t.mkdir("etc")
     path = os.path.join(out, "web.yaml")
     write_file(path, pod_yaml("web"))
@@ -1116,7 +1116,7 @@ def _(t):
 
 
 @test("a manifest of 10 MiB - 1 byte is accepted (size limit boundary)")
-def _(t):
+def test_manifest_10_mib_1_byte_accepted(t):
     m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web")})
     c.wait_until_state([pn("web")])
     write_file(os.path.join(m, "big.yaml"), sized_manifest("big", MIB10 - 1))
@@ -1149,7 +1149,7 @@ def file_lines(d, path):
       "and once more only when the error text changes; a write in "
       "progress is logged at trace only, a repeat of the same reason never "
       "above debug")
-def _(t):
+def test_one_error_one_line_bad_manifest(t):
     m = t.mkdir("manifests")
     pr = Probe(t, m)
     d = t.daemon(m, freq="1h", extra=["-v", "4"])
@@ -1262,20 +1262,20 @@ for _name, (_desc, _words) in BAD_FIXTURES.items():
 
 @test("bad input at runtime, binary garbage: error logged once naming the "
       "file with a reason, other pods kept, daemon alive")
-def _(t):
+def test_bad_input_runtime_binary_garbage_error(t):
     bad_runtime(t, "garbage.yaml", garbage_bytes(), harness.GARBAGE_WORDS)
 
 
 @test("bad input at runtime, too large (exactly 10 MiB): error logged once "
       "naming the file with a reason, other pods kept, daemon alive")
-def _(t):
+def test_bad_input_runtime_too_large_exactly(t):
     bad_runtime(t, "huge.yaml", sized_manifest("huge", MIB10),
                 harness.TOO_LARGE_WORDS)
 
 
 @test("bad input at runtime, unreadable (chmod 000): error logged once "
       "naming the file with a reason, other pods kept, daemon alive")
-def _(t):
+def test_bad_input_runtime_unreadable_chmod_000(t):
     if IS_ROOT:
         t.skip("running as root, which reads a chmod 000 file; the FIFO "
                "and dangling-symlink tests cover unreadable entries")
@@ -1286,7 +1286,7 @@ def _(t):
 @test("a burst of 5,000 manifests: during it, status requests are answered, "
       "a new consumer is brought in sync and SIGHUP is taken; every pod "
       "arrives, then every deletion; SIGTERM ends the daemon cleanly")
-def _(t):
+def test_burst_5_000_manifests_during_status(t):
     n = 5000
     m, d, c, _ = setup(t, {}, freq="1h")
     c.read_initial()
@@ -1324,7 +1324,7 @@ def _(t):
 
 @test("a bad manifest deleted or moved away is forgotten without a line "
       "(no 'valid again'); written bad again, its error is logged again")
-def _(t):
+def test_bad_manifest_deleted_moved_away_forgotten(t):
     m = t.mkdir("manifests")
     pr = Probe(t, m)
     d = t.daemon(m, freq="1h")

@@ -133,7 +133,7 @@ def carried_by(c, seq):
       "in, the rejection in podmux validate's words, the duplicate naming "
       "the file that holds the pod, what is ignored and why; the applied "
       "record's digest, UID and the seq of the message that carried it")
-def _(t):
+def test_status_files_status_message_every_state(t):
     m = t.mkdir("m")
     web = write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     bad = write_file(os.path.join(m, "bad.yaml"),
@@ -187,7 +187,7 @@ def _(t):
       "applied record is the pods message that carried that version of "
       "the pod; bytes that make the same pod are applied at once with "
       "the same seq; a file removed is pending, then gone", params=MODES)
-def _(t):
+def test_files_request_streams_each_change_record(t):
     m = t.mkdir("m")
     d = t.daemon(m)
     c = d.connect(threaded=True)
@@ -233,7 +233,7 @@ def _(t):
 
 @test("the status message holds at most 200 records, those not applied "
       "first, with the counts of all; status --files lists every one")
-def _(t):
+def test_status_message_holds_most_200_records(t):
     m = t.mkdir("m")
     for i in range(200):
         write_file(os.path.join(m, "p%03d.yaml" % i), pod_yaml("p%03d" % i))
@@ -263,7 +263,7 @@ def _(t):
 @test("podmux wait right after each of 20 writes returns the outcome of "
       "the bytes written (their UID) with a growing seq; a wait that "
       "begins after the outcome returns at once")
-def _(t):
+def test_podmux_wait_right_after_each_20(t):
     m = t.mkdir("m")
     d = t.daemon(m, freq="1h")
     web = os.path.join(m, "web.yaml")
@@ -283,7 +283,7 @@ def _(t):
 
 @test("podmux wait started before the file is written returns once it is "
       "applied; two files at once")
-def _(t):
+def test_podmux_wait_started_before_file_written(t):
     m = t.mkdir("m")
     d = t.daemon(m, freq="1h")
     a, b = os.path.join(m, "a.yaml"), os.path.join(m, "b.json")
@@ -298,7 +298,7 @@ def _(t):
 @test("podmux wait on a rejected file exits 1 with podmux validate's "
       "reason; on a duplicate, naming the file holding the pod; the "
       "holder exits 0")
-def _(t):
+def test_podmux_wait_rejected_file_exits_1(t):
     m = t.mkdir("m")
     d = t.daemon(m)
     bad = write_file(os.path.join(m, "bad.yaml"),
@@ -322,7 +322,7 @@ def _(t):
 @test("podmux wait and rapid rewrites: after a burst, the last version's "
       "outcome; during one, a version written after the wait began, and "
       "the daemon then holds the last")
-def _(t):
+def test_podmux_wait_rapid_rewrites_after_burst(t):
     m = t.mkdir("m")
     d = t.daemon(m, freq="1h")
     c = d.connect()
@@ -348,7 +348,7 @@ def _(t):
 
 @test("podmux wait outlives a daemon restart: it reconnects and returns "
       "the new daemon's outcome")
-def _(t):
+def test_podmux_wait_outlives_daemon_restart_reconnects(t):
     m = t.mkdir("m")
     d = t.daemon(m)
     x = os.path.join(m, "x.yaml")
@@ -364,7 +364,7 @@ def _(t):
 @test("podmux wait --gone returns once the file's pod is removed, with a "
       "seq after the message that removed it; at once for a file the "
       "daemon does not have")
-def _(t):
+def test_podmux_wait_gone_returns_once_file(t):
     m = t.mkdir("m")
     d = t.daemon(m, freq="1h")
     c = d.connect(threaded=True)
@@ -387,7 +387,7 @@ def _(t):
 
 @test("podmux wait times out with exit 3 saying what it knows: a file "
       "never written, a daemon that does not answer")
-def _(t):
+def test_podmux_wait_times_out_exit_3(t):
     m = t.mkdir("m")
     d = t.daemon(m)
     n = os.path.join(m, "never.yaml")
@@ -403,7 +403,7 @@ def _(t):
 @test("podmux wait exits 4 when the daemon cannot answer (a file outside "
       "its static pod path, no static pod path) and 2 on bad flags; "
       "--help gives the exit statuses")
-def _(t):
+def test_podmux_wait_exits_4_daemon_cannot(t):
     m = t.mkdir("m")
     d = t.daemon(m)
     r = wait_cmd(t, d, "/etc/hostname")
@@ -432,7 +432,7 @@ def _(t):
       "a read file's pod left out is a duplicate, any other name left out "
       "is ignored, in status --files, podmux wait and podmux validate "
       "alike; without it every name not starting with '.' is read")
-def _(t):
+def test_static_pod_file_pattern_only_matching(t):
     m = t.mkdir("m")
     x = write_file(os.path.join(m, "x.yaml"), pod_yaml("x"))
     xs = write_file(os.path.join(m, "x.yaml~"), pod_yaml("x"))
@@ -489,7 +489,7 @@ def _(t):
 @test("--static-pod-file-pattern refuses what can match no name: empty, a "
       "'/', more than 64, longer than 255 bytes (exit 2, naming the flag), "
       "in podmux run and podmux validate")
-def _(t):
+def test_static_pod_file_pattern_refuses_what(t):
     m = t.mkdir("m")
     cases = [([""], "must not be empty"), (["a/*.yaml"], "holds no '/'"),
              (["*.yaml"] * 65, "at most 64"), (["x" * 256], "longer than 255")]

@@ -171,7 +171,7 @@ def start_with(t, body, path="/pods", **kw):
 @http_test("single pod: ADD from source http, name <name>-<node>, "
            "config.source=http, config.hash=uid, no NoExecute toleration; "
            "sources_ready [http]")
-def _(t):
+def test_single_pod_add_source_http_name(t):
     srv, d, c, url = start_with(t, pod_yaml("web", labels={"app": "web"}))
     m = c.expect_pods("ADD", names=[pn("web")])
     if m.get("source") != "http":
@@ -244,7 +244,7 @@ def _(t):
 
 @http_test("SIGHUP fetches the manifest URL at once: with an hour's "
            "period, the new body's pod arrives after the signal")
-def _(t):
+def test_sighup_fetches_manifest_url_once_hour(t):
     srv, d, c, url = start_with(t, pod_yaml("web"), period="1h")
     c.wait_until_state([pn("web")])
     harness.wait_for(lambda: srv.count() >= 1, T_SHORT, "the first poll")
@@ -259,7 +259,7 @@ def _(t):
 @http_test("PodList of 3 then 2: ADD of the 3 in one message, then only "
            "REMOVE of the dropped pod; an unpinned pod edited: REMOVE(old "
            "uid) then ADD(new uid), never UPDATE")
-def _(t):
+def test_podlist_3_2_add_3_one(t):
     a, b, cc = pod_obj("a"), pod_obj("b", image="redis:7"), pod_obj("c")
     srv, d, c, url = start_with(t, pod_list(a, b, cc), period="500ms")
     m = c.expect_pods("ADD", names=[pn("a"), pn("b"), pn("c")])
@@ -305,7 +305,7 @@ def _(t):
 @http_test("PodList with pinned uids: spec change -> UPDATE (uid and "
            "config.seen kept), status-only change -> RECONCILE, "
            "deletionTimestamp -> DELETE, dropped -> REMOVE")
-def _(t):
+def test_podlist_pinned_uids_spec_change_update(t):
     def p(**kw):
         kw.setdefault("uid", PINNED)
         return pod_obj("web", **kw)
@@ -369,7 +369,7 @@ def _(t):
 
 @http_test("unchanged content: several polls (counted by the server) and no "
            "pods message between them")
-def _(t):
+def test_unchanged_content_several_polls_counted_server(t):
     srv, d, c, url = start_with(t, pod_list(pod_obj("a"), pod_obj("b")),
                                 period="500ms")
     c.expect_pods("ADD", names=[pn("a"), pn("b")])
@@ -387,7 +387,7 @@ def _(t):
            "zero hostNetwork, an unknown field) gives no pods message; the "
            "unknown fields never reach consumers and are warned about once "
            "per URL, again only when the list changes")
-def _(t):
+def test_body_re_spelling_same_pods_quantity(t):
     def body(cpu, extra=""):
         return ("apiVersion: v1\nkind: PodList\nitems:\n"
                 "- metadata: {name: web}\n  spec:\n    containers:\n"
@@ -427,7 +427,7 @@ def _(t):
 
 @http_test("empty body: REMOVE of every http pod (and a warning); the same "
            "earlier content coming back is ADDed again (podmux deviation)")
-def _(t):
+def test_empty_body_remove_every_http_pod(t):
     body = pod_list(pod_obj("a"), pod_obj("b"))
     srv, d, c, url = start_with(t, body, period="500ms")
     m = c.expect_pods("ADD", names=[pn("a"), pn("b")])
@@ -451,7 +451,7 @@ def _(t):
 
 @http_test("empty body as the very first answer: zero-pod ADD marker from "
            "http and sources_ready [http]")
-def _(t):
+def test_empty_body_very_first_answer_zero(t):
     srv, d, c, url = start_with(t, b"")
     m = c.expect_type("pods")
     if m["op"] != "ADD" or m["pods"] != [] or m.get("source") != "http":
@@ -597,7 +597,7 @@ FAILURES = {
 @http_test("failure: error log line naming the redacted URL with a reason, "
            "last pods kept (no REMOVE), polling goes on; then good content "
            "updates the pods", params=list(FAILURES))
-def _(t):
+def test_failure_error_log_line_naming_redacted(t):
     setter, words, period, bad_body = FAILURES[t.param]
     srv, d, c, url = start_with(t, pod_yaml("web"), period=period)
     m = c.expect_pods("ADD", names=[pn("web")])
@@ -651,7 +651,7 @@ def _(t):
            "new reason is one more line; success logs 'succeeded again' once "
            "and the next failure is an error line again; at the default "
            "level too")
-def _(t):
+def test_repeated_failures_one_error_line_one(t):
     srv = t.server()
     srv.set(status=500, body="boom\n")
     url = srv.url("/pods")
@@ -699,7 +699,7 @@ def _(t):
 
 @http_test("an empty body that stays empty: one warning, not one per poll; "
            "content and then empty again, one more")
-def _(t):
+def test_empty_body_stays_empty_one_warning(t):
     srv, d, c, url = start_with(t, b"", period="500ms")
     c.expect_type("sources_ready")
     srv.wait_more(4, T_WAIT)
@@ -722,7 +722,7 @@ def _(t):
            "that returns the same good content as before): every one is "
            "logged at error level, none says it goes quiet, and each "
            "recovery logs 'succeeded again'")
-def _(t):
+def test_failures_consecutive_each_followed_poll_returns(t):
     body = pod_yaml("web")
     srv, d, c, url = start_with(t, body, period="500ms")
     c.expect_pods("ADD", names=[pn("web")])
@@ -800,7 +800,7 @@ def check_headers(req, d):
 @http_test("headers from --manifest-url-header (repeatable; a repeated "
            "name is sent twice), User-Agent podmux/..., Accept-Encoding "
            "gzip, gzip-encoded body decoded; header values never logged")
-def _(t):
+def test_headers_manifest_url_header_repeatable_repeated(t):
     srv = t.server()
     srv.set(body=pod_json("web"), gzip=True)
     url = srv.url("/pods")
@@ -832,7 +832,7 @@ def _(t):
 
 @http_test("headers from --config (staticPodURL, staticPodURLHeader, "
            "httpCheckFrequency)")
-def _(t):
+def test_headers_config_staticpodurl_staticpodurlheader_httpcheckfrequency(t):
     srv = t.server()
     srv.set(body=pod_yaml("web"))
     url = srv.url("/pods")
@@ -858,7 +858,7 @@ def _(t):
 
 @http_test("redirects: a chain of 3 is followed; 10 is still followed; 11 "
            "fails (error, pods kept); a redirect to file:// is refused")
-def _(t):
+def test_redirects_chain_3_followed_10_still(t):
     srv = t.server()
     srv.route("/final", body=pod_yaml("web"))
     srv.redirects("/start", 3, "/final")
@@ -915,7 +915,7 @@ def _(t):
 @http_test("no pile-up: period 3s, server delays each answer 2s: never two "
            "requests at once, next poll one period after the previous "
            "finished; identical answers give no update")
-def _(t):
+def test_no_pile_up_period_3s_server(t):
     srv = t.server()
     srv.set(body=pod_yaml("web"), delay=2)
     url = srv.url("/pods")
@@ -949,7 +949,7 @@ def _(t):
 
 @http_test("URL with user:password@ and ?token=secret: used for the request "
            "but neither appears in the log (even at -v 4) nor the stream")
-def _(t):
+def test_url_user_password_token_secret_used(t):
     srv = t.server()
     srv.set(status=500, body="boom\n")
     url = srv.url("/pods", userinfo="alice:password", query="token=secret")
@@ -986,7 +986,7 @@ def _(t):
 @http_test("HTTP and file sources together: pods keyed apart by source; "
            "sources_ready waits for both (none while the URL answers 500), "
            "then [file, http]")
-def _(t):
+def test_http_file_sources_together_pods_keyed(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     srv = t.server()
@@ -1044,7 +1044,7 @@ def _(t):
 
 @http_test("snapshot mode: a change gives a SET from source http carrying "
            "every pod (http and file)")
-def _(t):
+def test_snapshot_mode_change_gives_set_source(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "local.yaml"), pod_yaml("local"))
     srv = t.server()
@@ -1091,7 +1091,7 @@ def _bad_flag(t, args, codes, words, secrets=()):
 
 @http_test("bad flags: --manifest-url ftp://x, 'not a url' -> exit 1 or 2 "
            "with a message; --http-check-frequency 0s -> exit 2")
-def _(t):
+def test_bad_flags_manifest_url_ftp_x(t):
     t.soft(_bad_flag, t, ["--manifest-url", "ftp://x"], (1, 2),
            ("url", "http", "ftp", "scheme"))
     t.soft(_bad_flag, t, ["--manifest-url", "not a url"], (1, 2),
@@ -1111,7 +1111,7 @@ def _(t):
            "with the digest of the body, its pods and the seq of the message "
            "that carried them; a bad body is rejected with the reason while "
            "the last pods stay named; a good one again is applied")
-def _(t):
+def test_manifest_url_has_record_podmux_status(t):
     srv = t.server()
     body = pod_list(pod_obj("a"), pod_obj("b"))
     srv.set(body=body)

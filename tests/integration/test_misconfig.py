@@ -101,7 +101,7 @@ def unprivileged(t, manifest_path, **kw):
       "(\"path does not exist\") however many relists find it missing, "
       "status shows the path and \"absent\"; one info line when it "
       "appears (state ok); gone again, one more warning")
-def _(t):
+def test_pod_manifest_path_does_exist_one(t):
     m = t.path("manifests")
     d = t.daemon(m, freq="1s")
     d.wait_log(lambda x: x.level in ("warn", "warning") and m in x.msg and
@@ -147,7 +147,7 @@ def _(t):
       "m/../m/nginx.yaml and the absolute path, and it is the UID the "
       "daemon gives the pod (its path given relative, status shows it "
       "absolute)")
-def _(t):
+def test_relative_pod_manifest_path_podmux_validate(t):
     m = t.mkdir("m")
     f = os.path.join(m, "nginx.yaml")
     write_file(f, pod_yaml("nginx"))
@@ -196,7 +196,7 @@ def _(t):
       "directory, not the working directory; the fields KubeletConfiguration "
       "does not define are listed in one warning, those podmux merely "
       "ignores are not")
-def _(t):
+def test_config_relative_staticpodpath_taken_file_s(t):
     etc = t.mkdir("etc")
     m = t.mkdir("etc", "manifests")
     t.mkdir("manifests")     # where a path taken from the cwd would point
@@ -231,7 +231,7 @@ def _(t):
 
 @test("no pod source at all (none given, or every one turned off): one "
       "warning; with a source, none")
-def _(t):
+def test_no_pod_source_all_none_given(t):
     for extra in ([], ["--pod-manifest-path", "", "--manifest-url", ""]):
         d = Daemon(t, None, extra=extra)
         t.daemons.append(d)
@@ -249,7 +249,7 @@ def _(t):
 @test("--hostname-override is taken as the kubelet takes it, trimmed and "
       "lower-cased (the node in hello, the pods' names); blank, it is "
       "refused; run --help lists it")
-def _(t):
+def test_hostname_override_taken_kubelet_takes_trimmed(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m, node=None, extra=["--hostname-override", " Node1\t"])
@@ -275,7 +275,7 @@ def _(t):
 @test("a manifest with two YAML documents: one warning naming the file "
       "(only the first is used), not repeated by relists or rewrites; "
       "three documents, one more; one document, no more")
-def _(t):
+def test_manifest_two_yaml_documents_one_warning(t):
     m = t.mkdir("manifests")
     f = os.path.join(m, "two.yaml")
     first = pod_yaml("first")
@@ -307,7 +307,7 @@ def _(t):
 @test("a duplicate manifest (web.yaml and web.yaml.bak): one warning "
       "naming both over several relists and edits of the copy; when "
       "web.yaml goes, one info line: the copy defines the pod now")
-def _(t):
+def test_duplicate_manifest_web_yaml_web_yaml(t):
     m = t.mkdir("manifests")
     a, b = os.path.join(m, "web.yaml"), os.path.join(m, "web.yaml.bak")
     write_file(a, pod_yaml("web", image="nginx:1"))
@@ -340,7 +340,7 @@ def _(t):
 @test("cannot watch the static pod path (Permission denied, as an "
       "unprivileged daemon): one error line however many retries; when it "
       "can be read, one info line and the pods")
-def _(t):
+def test_cannot_watch_static_pod_path_permission(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     os.chmod(os.path.join(m, "web.yaml"), 0o644)
@@ -363,7 +363,7 @@ def _(t):
 @test("the plugin registry: a directory in it that cannot be watched "
       "(Permission denied, as an unprivileged daemon): one error line "
       "however many retries; one info line when it can")
-def _(t):
+def test_plugin_registry_directory_cannot_watched_permission(t):
     reg = t.mkdir("registry")
     os.chmod(reg, 0o755)
     locked = t.mkdir("registry", "locked")

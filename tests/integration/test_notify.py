@@ -109,7 +109,7 @@ class PidDaemon(harness.Daemon):
 @test("Type=notify: READY=1 (with a STATUS) first, once the stream socket "
       "answers; STATUS= lines as each source delivers; STOPPING=1 on "
       "SIGTERM, then exit 0", params=("path", "abstract"))
-def _(t):
+def test_type_notify_ready_1_status_first(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "a.yaml"), pod_yaml("alpha"))
     srv = ManifestServer()
@@ -146,7 +146,7 @@ def _(t):
 
 @test("WATCHDOG_USEC: WATCHDOG=1 pings at half the period when "
       "WATCHDOG_PID is the daemon's, none when it names another process")
-def _(t):
+def test_watchdog_usec_watchdog_1_pings_half(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "a.yaml"), pod_yaml("alpha"))
     # Another process's watchdog: started first, it runs the longer.
@@ -174,7 +174,7 @@ def _(t):
 
 @test("a NOTIFY_SOCKET that is not an address, or a WATCHDOG_USEC that is "
       "not a number, is logged once, naming it, and the daemon serves")
-def _(t):
+def test_notify_socket_address_watchdog_usec_number(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "a.yaml"), pod_yaml("alpha"))
     for bad in ("notify.sock", "vsock:2:1234"):
@@ -205,7 +205,7 @@ def _(t):
 
 @test("a notify socket nobody listens on: one warning however many sends "
       "fail, one line when sending works again, and the pings go on")
-def _(t):
+def test_notify_socket_nobody_listens_one_warning(t):
     m = t.mkdir("manifests")
     n = Notify(t, bind=False)
     d = harness.Daemon(t, m, env={"NOTIFY_SOCKET": n.address,
@@ -239,7 +239,7 @@ def unit_lines():
 @test("scripts/podmux.service: systemd-analyze verify finds nothing; "
       "Type=notify with a watchdog; it starts whether or not the plugin "
       "registry exists")
-def _(t):
+def test_scripts_podmux_service_systemd_analyze_verify(t):
     if SANITIZED:
         t.skip("checked once, in the plain build")
     lines = unit_lines()

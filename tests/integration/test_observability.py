@@ -621,7 +621,7 @@ def with_servers(fn):
       "file's error is the file source's last_error in `podmux status` "
       "(text and -o json); fixing it keeps the counters; every scrape is "
       "valid Prometheus text")
-def _(t):
+def test_metrics_unix_socket_socket_0660_default(t):
     selftest_parser()
     t0 = time.time()
     bad_text = "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n"
@@ -820,7 +820,7 @@ def _(t):
       "/metrics, 404 for /other, 405 for POST; non-loopback addresses and "
       "a relative unix path are refused with exit 2 naming the flag; "
       "without --metrics-address the daemon listens on no TCP socket")
-def _(t):
+def test_metrics_127_0_0_1_0(t):
     m, d, c = started(t, {"web.yaml": pod_yaml("web")},
                       extra=["--metrics-address", "127.0.0.1:0"])
     host, port = metrics_port(d)
@@ -934,7 +934,7 @@ def _(t):
 
 
 @test("metrics on [::1]:0 (IPv6 loopback) when the host has it")
-def _(t):
+def test_metrics_1_0_ipv6_loopback_host(t):
     try:
         probe = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
         probe.bind(("::1", 0))
@@ -980,7 +980,7 @@ def wait_printed(w, needle, start, timeout=None):
       "reads is dropped past --max-consumer-backlog (error SlowConsumer): "
       "podmux_consumers_dropped_total 1, podmux_consumers back to 2, "
       "status dropped_consumers 1")
-def _(t):
+def test_consumers_two_podmux_watch_count_podmux(t):
     msock = t.path("metrics.sock")
     m, d, c0 = started(t, {"web.yaml": pod_yaml("web")},
                        extra=["--metrics-address", "unix:" + msock,
@@ -1079,7 +1079,7 @@ def _(t):
       "last_success and source_pods; one HTTP 500 counts "
       "source_errors{http} but no parse error")
 @with_servers
-def _(t):
+def test_http_source_bad_body_counts_parse(t):
     t0 = time.time()
     srv = t.mserver()
     srv.set(body="apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
@@ -1187,7 +1187,7 @@ def api_counts(srv):
       "relists = lists after the first, watch_restarts = watches ended (by "
       "the server's log); status shows the api source's relists and watch "
       "restarts")
-def _(t):
+def test_api_source_dropped_watch_counts_podmux(t):
     srv = FakeAPI(t)
     try:
         srv.create("a")
@@ -1274,7 +1274,7 @@ def _(t):
       "registration_failures_total 1 (not more while retried); removing "
       "the good one's socket gives deregistrations_total 1 and "
       "plugins_registered 0")
-def _(t):
+def test_plugins_real_grpc_plugins_good_one(t):
     msock = t.path("metrics.sock")
     d = plugin_daemon(t, extra=["--metrics-address", "unix:" + msock])
     c = d.connect()
@@ -1353,7 +1353,7 @@ def _(t):
       "answers: exit 1 with a message naming the socket; refused by "
       "--allow-uids (another uid): exit 1 \"refused ... Forbidden\"; bad "
       "flags: exit 2")
-def _(t):
+def test_podmux_status_no_socket_stale_socket(t):
     missing = t.path("nobody.sock")
     r = run_status(t, missing)
     t.soft(expect_eq, r.returncode, 1, "status on a missing socket: exit")
@@ -1427,7 +1427,7 @@ def _(t):
       "URL's user info and query, even with errors recorded for both "
       "sources")
 @with_servers
-def _(t):
+def test_metrics_scrape_podmux_status_text_json(t):
     token = "apitok-SECRET-4f1d9b7e"
     hdr_a = "hdr-SECRET-b3c2"
     hdr_b = "key-SECRET-77aa"

@@ -61,7 +61,7 @@ def check_logged(d, levels, words, what):
 @test("a plugin present at start registers: REGISTERED with type, name, "
       "endpoint (defaulted to the socket path), versions, socket; the "
       "plugin is told registered=true; no re-registration on later passes")
-def _(t):
+def test_plugin_present_start_registers_registered_type(t):
     reg = t.mkdir("reg")
     p = FakePlugin(t, os.path.join(reg, "csi", "csi.example.com-reg.sock"),
                    type="CSIPlugin", name="csi.example.com",
@@ -89,7 +89,7 @@ def _(t):
 
 @test("a daemon restart registers every plugin again (each told "
       "registered=true a second time; a new consumer gets them all)")
-def _(t):
+def test_daemon_restart_registers_every_plugin_again(t):
     reg = t.mkdir("reg")
     ps = [FakePlugin(t, os.path.join(reg, "r%d.sock" % i),
                      name="r%d.csi.example.com" % i, wait=False)
@@ -112,7 +112,7 @@ def _(t):
 
 @test("a plugin added after start with an explicit endpoint registers "
       "with that endpoint")
-def _(t):
+def test_plugin_added_after_start_explicit_endpoint(t):
     d = plugin_daemon(t)
     c = d.connect()
     c.expect_type("synced")
@@ -132,7 +132,7 @@ def _(t):
       "2.0.0: highest usable is 1.2.0), DevicePlugin (v1beta1), DRAPlugin "
       "(v1beta1.DRAPlugin; and v2.DRAPlugin,v1.DRAPlugin on a second "
       "socket of the same driver)")
-def _(t):
+def test_valid_plugins_each_built_type_register(t):
     reg = t.mkdir("reg")
     ps = [
         FakePlugin(t, os.path.join(reg, "csi.sock"), type="CSIPlugin",
@@ -167,7 +167,7 @@ def _(t):
 @test("a plugin restarting on the same path: DEREGISTERED then REGISTERED "
       "(clean restart that removes its socket, and a crash leaving a stale "
       "socket that the new instance renames over)")
-def _(t):
+def test_plugin_restarting_same_path_deregistered_registered(t):
     reg = t.mkdir("reg")
     path = os.path.join(reg, "csi.example.com", "csi.sock")
     kw = dict(type="CSIPlugin", name="csi.example.com", versions=["1.0.0"])
@@ -213,7 +213,7 @@ def _(t):
 
 @test("socket deleted: DEREGISTERED (plugin not contacted); the other "
       "plugin stays; a new consumer does not get the removed one")
-def _(t):
+def test_socket_deleted_deregistered_plugin_contacted_other(t):
     reg = t.mkdir("reg")
     a = FakePlugin(t, os.path.join(reg, "a.sock"), type="DevicePlugin",
                    name="vendor.example/a", versions=["v1beta1"])
@@ -265,7 +265,7 @@ def started(t, reg=None):
 @test("GetInfo fails with a gRPC status: FAILED with the error, nothing "
       "sent to the plugin, retried with backoff (GetInfo count grows, not "
       "by hundreds), FAILED not repeated")
-def _(t):
+def test_getinfo_fails_grpc_status_failed_error(t):
     d, c = started(t)
     p = FakePlugin(t, os.path.join(d.reg, "sick.sock"),
                    getinfo_error="UNAVAILABLE:driver not ready (50% warm)")
@@ -294,7 +294,7 @@ def _(t):
 @test("unknown plugin type (GPUPlugin; csiplugin, case differs): FAILED; "
       "the plugin is told registered=false with an error naming the type; "
       "retried, FAILED not repeated")
-def _(t):
+def test_unknown_plugin_type_gpuplugin_csiplugin_case(t):
     d, c = started(t)
     ps = [FakePlugin(t, os.path.join(d.reg, "gpu.sock"), type="GPUPlugin",
                      name="gpu.example.com", wait=False),
@@ -349,7 +349,7 @@ UNSUPPORTED = [
 @test("unsupported versions / invalid names: FAILED, and the plugin is "
       "told registered=false with the validation error (" +
       "; ".join(x[4] for x in UNSUPPORTED) + ")")
-def _(t):
+def test_unsupported_versions_invalid_names_failed_plugin(t):
     d, c = started(t)
     ps = [FakePlugin(t, os.path.join(d.reg, s), type=ty, name=n, versions=v,
                      wait=False) for s, ty, n, v, _ in UNSUPPORTED]
@@ -385,7 +385,7 @@ def _(t):
 @test("CSI: a second socket with an already registered driver name needs a "
       "strictly higher version (same version: FAILED + registered=false; "
       "higher: REGISTERED)")
-def _(t):
+def test_csi_second_socket_already_registered_driver(t):
     reg = t.mkdir("reg")
     d = plugin_daemon(t, reg)
     c = d.connect()
@@ -409,7 +409,7 @@ def _(t):
 @test("handler register fails (DRA: endpoint already registered for the "
       "driver): FAILED, the plugin is told registered=false, and it is not "
       "retried (the kubelet keeps it in the actual state, quirk Q1)")
-def _(t):
+def test_handler_register_fails_dra_endpoint_already(t):
     d, c = started(t)
     ep = t.path("dra-service.sock")
     kw = dict(type="DRAPlugin", name="dup.dra.example.com", endpoint=ep,
@@ -442,7 +442,7 @@ def _(t):
 @test("NotifyRegistrationStatus(true) fails: the plugin still counts as "
       "registered (REGISTERED, not re-registered, DEREGISTERED when its "
       "socket goes; quirk Q2)")
-def _(t):
+def test_notifyregistrationstatus_true_fails_plugin_still_counts(t):
     d, c = started(t)
     p = FakePlugin(t, os.path.join(d.reg, "deaf.sock"),
                    name="deaf.csi.example.com",
@@ -465,7 +465,7 @@ def _(t):
 
 @test("a failing plugin restarted still failing is reported FAILED again "
       "(new generation); restarted fixed, it registers")
-def _(t):
+def test_failing_plugin_restarted_still_failing_reported(t):
     d, c = started(t)
     path = os.path.join(d.reg, "flaky.sock")
     p1 = FakePlugin(t, path, type="CSIPlugin", name="flaky.csi.example.com",
@@ -488,7 +488,7 @@ def _(t):
 
 @test("socket deleted while its GetInfo is held: never REGISTERED nor "
       "DEREGISTERED; a plugin later created on the path registers")
-def _(t):
+def test_socket_deleted_while_getinfo_held_never(t):
     d, c = started(t)
     path = os.path.join(d.reg, "slow.sock")
     p = FakePlugin(t, path, hang=True)
@@ -507,7 +507,7 @@ def _(t):
 
 @test("socket deleted while NotifyRegistrationStatus(true) is in flight: "
       "REGISTERED then DEREGISTERED; the plugin ends up not registered")
-def _(t):
+def test_socket_deleted_while_notifyregistrationstatus_true_flight(t):
     d, c = started(t)
     path = os.path.join(d.reg, "racy.sock")
     p = FakePlugin(t, path, name="racy.csi.example.com", notify_delay=2)
@@ -527,7 +527,7 @@ def _(t):
 
 @test("a symlink in the registry to a socket elsewhere is a plugin (stat "
       "follows symlinks); the socket field is the path in the registry")
-def _(t):
+def test_symlink_registry_socket_elsewhere_plugin_stat(t):
     d, c = started(t)
     real = FakePlugin(t, t.path("elsewhere", "real.sock"),
                       name="linked.csi.example.com")
@@ -542,7 +542,7 @@ def _(t):
 @test("a registry dir given as an unclean path (x/../reg/) reports "
       "lexically cleaned socket paths (as the kubelet's filepath.Join / "
       "fsnotify paths are, and as podmux names manifest files)")
-def _(t):
+def test_registry_dir_given_unclean_path_x(t):
     reg = t.mkdir("reg")
     t.mkdir("x")
     d = plugin_daemon(t, os.path.join(t.tmp, "x", "..", "reg") + "/")
@@ -557,7 +557,7 @@ def _(t):
 @test("plugins that accept and never answer (GetInfo held: --hang; raw "
       "socket never speaking HTTP/2: --hang-accept), started first, do not "
       "delay the others; they never register")
-def _(t):
+def test_plugins_accept_never_answer_getinfo_held(t):
     reg = t.mkdir("reg")
     hang = FakePlugin(t, many=4, dir=reg, prefix="a-hang-", hang=True)
     raw = FakePlugin(t, many=4, dir=reg, prefix="a-raw-", hang_accept=True)
@@ -601,7 +601,7 @@ def _(t):
 @test("ignored: a regular file, a FIFO, a dangling symlink, a hidden "
       "socket (.x.sock, served) at start and one created later, a hidden "
       "socket in a sub-directory: no message, no GetInfo")
-def _(t):
+def test_ignored_regular_file_fifo_dangling_symlink(t):
     reg = t.mkdir("reg")
     plain = os.path.join(reg, "plain.sock")
     with open(plain, "w") as f:
@@ -635,7 +635,7 @@ def _(t):
 @test("nested folders: a socket two directories deep at start; a directory "
       "tree created after start with a socket inside; a directory moved "
       "into the tree holding a socket")
-def _(t):
+def test_nested_folders_socket_two_directories_deep(t):
     reg = t.mkdir("reg")
     deep = FakePlugin(t, os.path.join(reg, "a", "b", "deep.sock"))
     d = plugin_daemon(t, reg)
@@ -671,7 +671,7 @@ def _(t):
 
 @test("20 plugins appearing at once all register; a consumer connecting "
       "afterwards gets all 20 REGISTERED in its initial state")
-def _(t):
+def test_20_plugins_appearing_once_all_register(t):
     reg = t.mkdir("reg")
     d = plugin_daemon(t, reg)
     c = d.connect()
@@ -703,7 +703,7 @@ def _(t):
 
 @test("a consumer connecting after registrations gets one REGISTERED per "
       "registered plugin before synced (not the removed, not the failing)")
-def _(t):
+def test_consumer_connecting_after_registrations_gets_one(t):
     reg = t.mkdir("reg")
     csi = FakePlugin(t, os.path.join(reg, "csi.sock"),
                      name="c.csi.example.com", versions=["1.0.0", "1.3.0"],
@@ -745,7 +745,7 @@ def _(t):
 
 @test("resume_after: a consumer resuming from before a registration gets "
       "the REGISTERED replayed")
-def _(t):
+def test_resume_after_consumer_resuming_before_registration(t):
     d = plugin_daemon(t)
     c = d.connect()
     c.expect_type("synced")
@@ -770,7 +770,7 @@ def _(t):
 @test("socket directory deleted: every plugin in it DEREGISTERED, the "
       "others stay; then the registry root itself deleted: all the rest "
       "DEREGISTERED; the daemon keeps running")
-def _(t):
+def test_socket_directory_deleted_every_plugin_deregistered(t):
     reg = t.mkdir("reg")
     sub = FakePlugin(t, many=3, dir=os.path.join(reg, "vendor", "sub"),
                      prefix="s-", wait=False)
@@ -805,7 +805,7 @@ def _(t):
 @test("plugin messages are the same in every notification mode "
       "(live REGISTERED, and in a new consumer's initial state)",
       params=harness.MODES)
-def _(t):
+def test_plugin_messages_same_every_notification_mode(t):
     d = plugin_daemon(t)     # t.daemon uses the param's mode
     c = d.connect()
     c.expect_type("synced")
@@ -820,7 +820,7 @@ def _(t):
 
 @test("a missing registry directory is created (with parents, mode 0755) "
       "and plugins put there register")
-def _(t):
+def test_missing_registry_directory_created_parents_mode(t):
     reg = t.path("var", "lib", "kubelet", "plugins_registry")
     d = plugin_daemon(t, reg)
     c = d.connect()
@@ -834,7 +834,7 @@ def _(t):
 
 @test("--plugins-registry-dir \"\" turns the plugin manager off: the daemon "
       "serves pods, no plugin message, the default directory is not created")
-def _(t):
+def test_plugins_registry_dir_turns_plugin_manager(t):
     default = "/var/lib/kubelet/plugins_registry"
     existed = os.path.exists(default)
     d = t.daemon(extra=["--plugins-registry-dir", ""])
@@ -852,7 +852,7 @@ def _(t):
 
 @test("a stale socket (nobody listening) does not hold up a live plugin; "
       "it is not registered")
-def _(t):
+def test_stale_socket_nobody_listening_does_hold(t):
     reg = t.mkdir("reg")
     stale = make_socket_file(os.path.join(reg, "a-stale.sock"))
     d = plugin_daemon(t, reg)
@@ -898,7 +898,7 @@ def barrier(t, c, reg, n):
       "registers), a new a/ made afterwards is watched and its plugin "
       "registers; the socket renamed away stays registered, as in the "
       "kubelet")
-def _(t):
+def test_mv_b_inside_registry_moved_plugin(t):
     reg = t.mkdir("reg")
     # Device plugins: one name may have several sockets (a CSI driver's
     # second socket of the same version would be refused, by the kubelet
@@ -934,7 +934,7 @@ def _(t):
 @test("SIGTERM after mv a b (and a new a/) inside the registry: podmux "
       "exits 0 at once, every watch ended once (no crash, no hang, no "
       "sanitizer report)")
-def _(t):
+def test_sigterm_after_mv_b_new_inside(t):
     reg = t.mkdir("reg")
     os.makedirs(os.path.join(reg, "a", "sub"))
     d = plugin_daemon(t, reg)

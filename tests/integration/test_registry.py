@@ -40,7 +40,7 @@ def need_confinement(t):
 @test("as root, podmux run with no source and no --plugins-registry-dir "
       "watches /var/lib/kubelet/plugins_registry, which the suite sees "
       "created in the test's own /var/lib and reports")
-def _(t):
+def test_root_podmux_run_no_source_no(t):
     need_confinement(t)
     d = bare_daemon(t, default_registry=True)
     reg = t.path(REGISTRY)
@@ -62,7 +62,7 @@ def _(t):
 
 @test("the suite refuses a podmux run without --plugins-registry-dir, "
       "however it is started, before the process exists")
-def _(t):
+def test_suite_refuses_podmux_run_without_plugins(t):
     sock = t.path("x.sock")
     starts = {
         "run_cmd": lambda: t.run_cmd(["run", "--socket", sock,
@@ -145,7 +145,7 @@ for _flag, _args in SOURCES.items():
 
 @test("as root, a static pod path with an explicit registry in the test's "
       "tree: the registry is created there, nothing under /var/lib")
-def _(t):
+def test_root_static_pod_path_explicit_registry(t):
     need_confinement(t)
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))

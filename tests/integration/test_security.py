@@ -57,7 +57,7 @@ def need_root(t):
 
 
 @test("--socket-group: the socket file gets that group (by name and by number), with the default mode 0660")
-def _(t):
+def test_socket_group_socket_file_gets_group(t):
     need_root(t)
     d = t.daemon(extra=["--socket-group", "daemon"])
     harness.wait_listening(d.sock, d.assert_alive)
@@ -71,7 +71,7 @@ def _(t):
 
 
 @test("--socket-group with an unknown group or bad --allow-uids/--allow-gids: exit 2 naming the flag")
-def _(t):
+def test_socket_group_unknown_group_bad_allow(t):
     for flags, needle in ((["--socket-group", "no-such-group-podmux"], "--socket-group"),
                           (["--allow-uids", "12a"], "--allow-uids"),
                           (["--allow-gids", ""], "--allow-gids"),
@@ -83,7 +83,7 @@ def _(t):
 
 
 @test("--allow-uids/--allow-gids: a listed user or group gets hello, another user gets error Forbidden, root always gets in")
-def _(t):
+def test_allow_uids_allow_gids_listed_user(t):
     need_root(t)
     d = t.daemon(extra=["--socket-mode", "0666", "--allow-uids", "1000", "--allow-gids", "4242"])
     line = connect_as(d.sock, 65534, 65534)
@@ -98,7 +98,7 @@ def _(t):
 
 
 @test("without allow lists the socket mode decides: 0660 root:root keeps other users out, 0666 lets them read")
-def _(t):
+def test_without_allow_lists_socket_mode_decides(t):
     need_root(t)
     d = t.daemon()
     line = connect_as(d.sock, 65534, 65534)
@@ -130,7 +130,7 @@ def proc_status(pid):
       "manifests it can read and its stream and metrics sockets in a "
       "directory it owns; a manifest it may not read is a clear error that "
       "costs nothing else; no plugin registry by default")
-def _(t):
+def test_unprivileged_uid_65534_no_capabilities_podmux(t):
     need_root(t)
     m = t.mkdir("manifests")
     os.chmod(m, 0o755)
@@ -175,7 +175,7 @@ def _(t):
 
 @test("unprivileged: a socket directory it may not write is a clear error "
       "(exit 1, naming the socket), not a crash")
-def _(t):
+def test_unprivileged_socket_directory_may_write_clear(t):
     need_root(t)
     m = t.mkdir("manifests")
     os.chmod(m, 0o755)

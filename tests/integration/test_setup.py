@@ -111,7 +111,7 @@ def listed(args, **kw):
 
 @test("scripts/deps --list: the build's packages hold no test or fuzz tool; "
       "--test adds the suite's, --fuzz clang and a compiler-rt package")
-def _(t):
+def test_scripts_deps_list_build_s_packages(t):
     if SANITIZED:
         t.skip(ONCE)
     build = listed([])
@@ -135,7 +135,7 @@ def _(t):
 
 @test("scripts/deps names the compiler-rt package of the release at hand: "
       "the metapackage, else the one matching clang's version, else none")
-def _(t):
+def test_scripts_deps_names_compiler_rt_package(t):
     if SANITIZED:
         t.skip(ONCE)
     for f in ("scripts/deps", "scripts/fuzz", "configure.ac"):
@@ -164,7 +164,7 @@ def _(t):
 
 @test("scripts/demo installs only what the build needs; scripts/test the "
       "suite's packages as well")
-def _(t):
+def test_scripts_demo_installs_only_what_build(t):
     if SANITIZED:
         t.skip(ONCE)
     top = copy_scripts(t, "demo", "deps", "build", "test",
@@ -194,7 +194,7 @@ def _(t):
 
 @test("without apt, scripts/deps prints the packages to install and exits "
       "1; PODMUX_SKIP_DEPS=1 then skips it")
-def _(t):
+def test_without_apt_scripts_deps_prints_packages(t):
     if SANITIZED:
         t.skip(ONCE)
     empty = t.mkdir("no-apt")       # a PATH with no apt-get (nor anything)
@@ -227,7 +227,7 @@ def configured_in_place(t):
 
 @test("scripts/demo in a tree configured in place (./configure && make run "
       "there) builds and runs that build instead of failing")
-def _(t):
+def test_scripts_demo_tree_configured_place_configure(t):
     top = configured_in_place(t)
     env = clean_env(PODMUX_SKIP_DEPS="1", PODMUX_NODE="demo-node")
     argv = ["/bin/sh", os.path.join(top, "scripts", "demo")]
@@ -243,7 +243,7 @@ def _(t):
 
 @test("scripts/build DIR in a tree configured in place stops, saying how "
       "to go on, and leaves that build alone")
-def _(t):
+def test_scripts_build_dir_tree_configured_place(t):
     if SANITIZED:
         t.skip(ONCE)
     top = configured_in_place(t)
@@ -338,7 +338,7 @@ def python_install(t, cmds, run):
 @test("README's Python install into a venv with system site packages works "
       "offline with Debian's python3, ships py.typed and runs "
       "examples/consumer.py")
-def _(t):
+def test_readme_s_python_install_venv_system(t):
     if SANITIZED:
         t.skip(ONCE)
     home = python_install(t, VENV_CMDS, VENV_RUN)
@@ -352,7 +352,7 @@ def _(t):
 @test("README's Python install with pip --target works offline with "
       "Debian's python3 (pyproject.toml alone, no setup.py), ships py.typed "
       "and runs examples/consumer.py")
-def _(t):
+def test_readme_s_python_install_pip_target(t):
     if SANITIZED:
         t.skip(ONCE)
     home = python_install(t, TARGET_CMDS, TARGET_RUN)
@@ -365,7 +365,7 @@ def _(t):
 # ---- make install, make check -----------------------------------------------
 
 @test("README: `make install` into /usr/local is followed by ldconfig")
-def _(t):
+def test_readme_make_install_usr_local_followed(t):
     if SANITIZED:
         t.skip(ONCE)
     text = readme()
@@ -376,7 +376,7 @@ def _(t):
 
 @test("make check without Check runs the rest of the suite and reports "
       "each unit test skipped, by name, with the reason")
-def _(t):
+def test_make_check_without_check_runs_rest(t):
     if SANITIZED:
         t.skip(ONCE)
     if os.path.exists(os.path.join(SRCDIR, "config.status")):

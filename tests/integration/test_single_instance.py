@@ -70,7 +70,7 @@ def harness_expect(got, want, what):
 @test("a daemon that holds the lock and has bound the socket but not yet "
       "listened: a second podmux exits 1 with \"another podmux (pid N) "
       "serves PATH\" and leaves the socket alone")
-def _(t):
+def test_daemon_holds_lock_has_bound_socket(t):
     m = manifests(t)
     sock = t.path("podmux.sock")
     lock = hold_lock(sock + ".lock", "%d\n" % os.getpid())
@@ -97,7 +97,7 @@ def _(t):
 @test("the metrics socket follows the same rule: a lock holder that has "
       "bound it but not listened makes podmux exit 1 naming its pid, and "
       "the metrics socket is left alone")
-def _(t):
+def test_metrics_socket_follows_same_rule_lock(t):
     m = manifests(t)
     msock = t.path("metrics.sock")
     lock = hold_lock(msock + ".lock", "%d\n" % os.getpid())
@@ -121,7 +121,7 @@ def _(t):
 @test("two daemons started at once, %d times: exactly one serves, the other "
       "exits 1 naming the first's pid; the winner removes the socket and "
       "the lock file at exit" % ROUNDS)
-def _(t):
+def test_two_daemons_started_once_d_times(t):
     m = manifests(t)
     for n in range(ROUNDS):
         sock = t.path("r%d.sock" % n)
@@ -158,7 +158,7 @@ def _(t):
 
 @test("a leftover socket and lock file (no holder) are taken over: the "
       "lock file, mode 0600, holds the serving pid")
-def _(t):
+def test_leftover_socket_lock_file_no_holder(t):
     m = manifests(t)
     sock = t.path("podmux.sock")
     bound_not_listening(sock).close()
@@ -181,7 +181,7 @@ def _(t):
 
 @test("a lock path that is a symbolic link is not followed: podmux exits 1 "
       "naming it, and the link's target is untouched")
-def _(t):
+def test_lock_path_symbolic_link_followed_podmux(t):
     m = manifests(t)
     sock = t.path("podmux.sock")
     target = t.path("precious")

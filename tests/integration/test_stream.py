@@ -69,7 +69,7 @@ TWO = {"web.yaml": pod_yaml("web"), "db.yaml": pod_yaml("db")}
 @test("hello comes first (protocol 1, mode, node, integer seq) and seq is "
       "strictly increasing over initial state and live updates",
       params=MODES)
-def _(t):
+def test_hello_comes_first_protocol_1_mode(t):
     m, d = start(t, TWO)
     c = d.connect()
     h = c.hello
@@ -86,7 +86,7 @@ def _(t):
 @test("initial state in order: pods (ADD/SET per mode) from source file, "
       "then synced, then sources_ready [\"file\"], then live messages",
       params=MODES)
-def _(t):
+def test_initial_state_order_pods_add_set(t):
     m, d = start(t, TWO)
     ready(d)
     c = d.connect()
@@ -118,7 +118,7 @@ def _(t):
 
 @test("a client that sends nothing gets the full state after the grace "
       "period (pods, synced, sources_ready)")
-def _(t):
+def test_client_sends_nothing_gets_full_state(t):
     m, d = start(t, TWO)
     ready(d)
     c = d.connect(first_line=None)
@@ -131,7 +131,7 @@ def _(t):
 
 @test("a client may send its first line before reading hello; hello still "
       "comes first")
-def _(t):
+def test_client_may_send_first_line_before(t):
     m, d = start(t, TWO)
     c = d.connect(read_hello=False, first_line="{}")
     h = c.recv(T_SHORT)
@@ -144,7 +144,7 @@ def _(t):
 
 @test("resume_after the seq of the last live message seen: exact replay of "
       "the messages missed while disconnected, no full state", params=MODES)
-def _(t):
+def test_resume_after_seq_last_live_message(t):
     m, d = start(t, TWO)
     b = ready(d, threaded=True)
     a = ready(d)
@@ -178,7 +178,7 @@ def _(t):
 
 @test("resume_after the last seq of a consumer that only saw the initial "
       "state (idle since): replay of what it missed")
-def _(t):
+def test_resume_after_last_seq_consumer_only(t):
     m, d = start(t, TWO)
     b = ready(d, threaded=True)
     a = ready(d)
@@ -218,18 +218,18 @@ def _full_state_after(t, resume):
 
 @test("resume_after older than the history (1): full state, synced, "
       "sources_ready")
-def _(t):
+def test_resume_after_older_history_1_full(t):
     _full_state_after(t, lambda last: 1)
 
 
 @test("resume_after a seq the server never sent (far in the future): full "
       "state")
-def _(t):
+def test_resume_after_seq_server_never_sent(t):
     _full_state_after(t, lambda last: last + 10 ** 12)
 
 
 @test("resume_after a seq from before a daemon restart: full state")
-def _(t):
+def test_resume_after_seq_before_daemon_restart(t):
     m, d = start(t, TWO)
     a = ready(d)
     last = a.last_seq
@@ -248,7 +248,7 @@ def _(t):
 
 @test("50 consumers connected at once all get the state and converge to "
       "the same state through the same messages")
-def _(t):
+def test_50_consumers_connected_once_all_get(t):
     m, d = start(t, TWO)
     cs = [d.connect(read_hello=False, first_line="{}") for _ in range(50)]
     for c in cs:
@@ -278,7 +278,7 @@ def _(t):
 @test("a consumer that never reads is sent error SlowConsumer and closed "
       "once its backlog passes --max-consumer-backlog, at a line boundary; "
       "a consumer that keeps reading gets everything")
-def _(t):
+def test_consumer_never_reads_sent_error_slowconsumer(t):
     m, d = start(t, extra=["--max-consumer-backlog", "262144"])
     fast = ready(d, threaded=True)
     slow = d.connect()   # reads hello, sends {}, then never reads
@@ -322,7 +322,7 @@ def _(t):
 
 @test("a consumer dropped as SlowConsumer reconnects with resume_after "
       "(its last seq) and gets exactly the messages it missed")
-def _(t):
+def test_consumer_dropped_slowconsumer_reconnects_resume_after(t):
     m, d = start(t, extra=["--max-consumer-backlog", "262144"])
     fast = ready(d, threaded=True)
     slow = d.connect()
@@ -359,7 +359,7 @@ def _(t):
 
 @test("consumers that disconnect early or with unread data do not hurt "
       "the daemon or other consumers")
-def _(t):
+def test_consumers_disconnect_early_unread_data_do(t):
     m, d = start(t)
     a = d.connect(read_hello=False, first_line=None)
     a.close()                                  # before hello
@@ -429,7 +429,7 @@ def test_socket_mode_whatever_the_umask(t):
 
 
 @test("--socket-mode 0600 is honored")
-def _(t):
+def test_socket_mode_0600_honored(t):
     m, d = start(t, extra=["--socket-mode", "0600"])
     mode = stat.S_IMODE(os.stat(d.sock).st_mode)
     if mode != 0o600:
@@ -438,7 +438,7 @@ def _(t):
 
 
 @test("a stale socket file (nobody listening) is replaced at start")
-def _(t):
+def test_stale_socket_file_nobody_listening_replaced(t):
     sock = t.path("podmux.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(sock)
@@ -453,7 +453,7 @@ def _(t):
 
 @test("a second podmux on a live socket exits non-zero saying \"another "
       "podmux\"; the first keeps serving")
-def _(t):
+def test_second_podmux_live_socket_exits_non(t):
     m, d = start(t)
     c = ready(d)
     m2 = t.mkdir("manifests2")
@@ -478,7 +478,7 @@ def _(t):
 
 @test("shutdown signal: consumers get error ShuttingDown then EOF, the "
       "socket is removed, exit status 0", params=("SIGTERM", "SIGINT"))
-def _(t):
+def test_shutdown_signal_consumers_get_error_shuttingdown(t):
     m, d = start(t)
     cs = [ready(d) for _ in range(3)]
     d.send_signal(getattr(signal, t.param))
@@ -508,7 +508,7 @@ BAD_LINES = {
 
 @test("bad first line from the client: error BadRequest, connection "
       "closed, daemon and other consumers unaffected", params=BAD_LINES)
-def _(t):
+def test_bad_first_line_client_error_badrequest(t):
     m, d = start(t)
     other = ready(d)
     c = d.connect(first_line=BAD_LINES[t.param])
@@ -530,7 +530,7 @@ def _(t):
 
 @test("resume_after of the wrong type (a string): BadRequest or the full "
       "state, and the daemon keeps serving")
-def _(t):
+def test_resume_after_wrong_type_string_badrequest(t):
     m, d = start(t)
     c = d.connect(first_line='{"resume_after": "yesterday"}')
     try:
@@ -550,7 +550,7 @@ def _(t):
       "line (the 100 ms grace) reaches it once, right after hello and "
       "before its state (pods, REGISTERED), every number growing; one "
       "published later arrives live")
-def _(t):
+def test_plugin_failed_published_while_consumer_waits(t):
     from plugin_harness import FakePlugin, is_plugin, norm, plugin_daemon
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
