@@ -204,10 +204,15 @@ for key, names in sorted(tables.items()):
             continue
         if not os.path.exists(os.path.join(top, key, name)):
             bad.append("doc/design.md names %s, which is not in the tree" % os.path.join(key, name))
-# Every other backticked path the page gives from the top of the tree.
+# Every other backticked path the page gives from the top of the tree;
+# a library (.a, .la) is a build product: Makefile.am must build it.
+makefile = open(os.path.join(top, "Makefile.am")).read()
 for path in sorted(set(re.findall(
         r"`((?:src|include|tests|scripts|doc|python|go|examples|manifests)/[\w./-]+)`", design))):
-    if not os.path.exists(os.path.join(top, path)):
+    if path.endswith((".a", ".la")):
+        if not re.search(r"(^|\s)%s(\s|$)" % re.escape(path), makefile, re.M):
+            bad.append("doc/design.md names %s, which Makefile.am does not build" % path)
+    elif not os.path.exists(os.path.join(top, path)):
         bad.append("doc/design.md names %s, which is not in the tree" % path)
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
