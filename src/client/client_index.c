@@ -116,19 +116,16 @@ static void bucket_free(void *item)
 static int ent_new(const struct cindex *x, struct podmux_pod *p, struct ix_ent **ret)
 {
         struct podmux_index_keys k = {0};
-        size_t ls = strlen(p->source), lu = strlen(p->uid);
         struct ix_ent *e = NULL;
         int r = x->fn(p, &k, x->data);
 
-        if (r >= 0 && !(e = malloc(sizeof(*e) + ls + lu + 2)))
+        if (r >= 0 && !(e = malloc(sizeof(*e) + client_pod_id_size(p))))
                 r = -ENOMEM;
         if (r < 0) {
                 keys_free(k.v, k.n);
                 return r;
         }
-        memcpy(e->id, p->source, ls);
-        e->id[ls] = '/';
-        memcpy(e->id + ls + 1, p->uid, lu + 1);
+        client_pod_id_write(p, e->id);
         e->pod = client_pod_ref(p);
         e->keys = k.v;
         e->n_keys = k.n;
@@ -140,18 +137,11 @@ static int ent_new(const struct cindex *x, struct podmux_pod *p, struct ix_ent *
  * -ENOMEM. */
 static int ent_get(const struct keymap *by_id, const struct podmux_pod *p, struct ix_ent **ret)
 {
-        char stack[256], *id = stack;
-        size_t ls = strlen(p->source), lu = strlen(p->uid);
+        void *e;
+        int r = client_pod_id_get(by_id, p, &e);
 
-        if (ls + lu + 2 > sizeof(stack) && !(id = malloc(ls + lu + 2)))
-                return -ENOMEM;
-        memcpy(id, p->source, ls);
-        id[ls] = '/';
-        memcpy(id + ls + 1, p->uid, lu + 1);
-        *ret = keymap_get(by_id, id);
-        if (id != stack)
-                free(id);
-        return 0;
+        *ret = e;
+        return r;
 }
 
 /* The bucket of key, made (empty) if there is none.  NULL on ENOMEM. */

@@ -39,14 +39,11 @@ void informer_free(struct informer *inf)
 /* "source/uid" into a new entry holding a reference to p, or NULL. */
 static struct seen_ent *ent_new(struct podmux_pod *p)
 {
-        size_t ls = strlen(p->source), lu = strlen(p->uid);
-        struct seen_ent *e = malloc(sizeof(*e) + ls + lu + 2);
+        struct seen_ent *e = malloc(sizeof(*e) + client_pod_id_size(p));
 
         if (!e)
                 return NULL;
-        memcpy(e->key, p->source, ls);
-        e->key[ls] = '/';
-        memcpy(e->key + ls + 1, p->uid, lu + 1);
+        client_pod_id_write(p, e->key);
         e->pod = (struct podmux_pod *)podmux_pod_ref(p);
         return e;
 }
@@ -54,21 +51,11 @@ static struct seen_ent *ent_new(struct podmux_pod *p)
 /* The entry of p's source and UID (*ret NULL if none).  0 or -ENOMEM. */
 static int seen_get(const struct informer *inf, const struct podmux_pod *p, struct seen_ent **ret)
 {
-        char stack[256], *key = stack;
-        size_t ls = strlen(p->source), lu = strlen(p->uid);
+        void *e;
+        int r = client_pod_id_get(inf->seen, p, &e);
 
-        if (ls + lu + 2 > sizeof(stack)) {
-                key = malloc(ls + lu + 2);
-                if (!key)
-                        return -ENOMEM;
-        }
-        memcpy(key, p->source, ls);
-        key[ls] = '/';
-        memcpy(key + ls + 1, p->uid, lu + 1);
-        *ret = keymap_get(inf->seen, key);
-        if (key != stack)
-                free(key);
-        return 0;
+        *ret = e;
+        return r;
 }
 
 static void call_add(struct podmux_client *c, struct informer *inf, const struct podmux_pod *p, bool initial)

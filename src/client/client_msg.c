@@ -30,6 +30,34 @@ struct podmux_pod *client_pod_ref(struct podmux_pod *p)
         return p;
 }
 
+size_t client_pod_id_size(const struct podmux_pod *p)
+{
+        return strlen(p->source) + strlen(p->uid) + 2;
+}
+
+void client_pod_id_write(const struct podmux_pod *p, char *out)
+{
+        size_t ls = strlen(p->source);
+
+        memcpy(out, p->source, ls);
+        out[ls] = '/';
+        memcpy(out + ls + 1, p->uid, strlen(p->uid) + 1);
+}
+
+int client_pod_id_get(const struct keymap *m, const struct podmux_pod *p, void **ret)
+{
+        char stack[256], *id = stack;
+        size_t n = client_pod_id_size(p);
+
+        if (n > sizeof(stack) && !(id = malloc(n)))
+                return -ENOMEM;
+        client_pod_id_write(p, id);
+        *ret = keymap_get(m, id);
+        if (id != stack)
+                free(id);
+        return 0;
+}
+
 void client_pod_unref(struct podmux_pod *p)
 {
         if (!p || --p->refs > 0)

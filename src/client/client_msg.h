@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "util/buf.h"
+#include "util/keymap.h"
 #include "podmux/client.h"
 
 /* Nesting a message may have (the line, a pod, and a pod's own 64). */
@@ -92,6 +93,14 @@ void client_pod_unref(struct podmux_pod *p);
 /* The order of the cache and of a merged SET: namespace, name, uid, then
  * source. */
 int client_pod_compare(const struct podmux_pod *a, const struct podmux_pod *b);
+/* A pod's identity "source/uid" (the key of the informer's and the
+ * indexes' keymaps): the bytes it takes with its NUL, and written to out,
+ * which has that many. */
+size_t client_pod_id_size(const struct podmux_pod *p);
+void client_pod_id_write(const struct podmux_pod *p, char *out);
+/* The item of keymap m whose key is p's identity (*ret NULL if none).  0
+ * or -ENOMEM (a long identity is written to the heap). */
+int client_pod_id_get(const struct keymap *m, const struct podmux_pod *p, void **ret);
 
 /* The reconnection's backoff (util/backoff.h): base
  * PODMUX_CLIENT_BACKOFF_MIN_USEC, doubling, cap
