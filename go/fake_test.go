@@ -408,7 +408,12 @@ type running struct {
 
 func start(t testing.TB, cfg Config) *running {
 	r := newRec()
+	user := cfg.Handlers.Source
 	cfg.Handlers = r.handlers()
+	if user != nil { // the caller's too, after the record's
+		rec := cfg.Handlers.Source
+		cfg.Handlers.Source = func(s SourceState) { rec(s); user(s) }
+	}
 	c := NewClient(cfg)
 	c.setBackoff(time.Millisecond, 8*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())

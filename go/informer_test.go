@@ -24,6 +24,7 @@ type scenario struct {
 		Cache      *[]string `json:"cache"`
 		HasSynced  bool      `json:"has_synced"`
 		Index      [][]any   `json:"index"`
+		Source     []*string `json:"source"`
 	} `json:"steps"`
 }
 
@@ -51,6 +52,22 @@ func (l *hlog) take() []string {
 	v := l.v
 	l.v = nil
 	return v
+}
+
+// checkSourceState checks the table's [name, state, time, rv] against
+// what the client says of the source now.
+func checkSourceState(t *testing.T, where string, c *Client, want []*string) {
+	str := func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	}
+	st, notLive := c.SourceState(str(want[0]))
+	if st.State != str(want[1]) || st.CheckpointTime != str(want[2]) ||
+		st.CheckpointResourceVersion != str(want[3]) || notLive != (st.State != "live") {
+		t.Fatalf("%s: source %+v, not live %v", where, st, notLive)
+	}
 }
 
 func podGen(t *testing.T, p Pod) int {
@@ -143,8 +160,14 @@ func eventHandler(t *testing.T, c *Client, name string, l *hlog) EventHandler {
 
 func runScenario(t *testing.T, sc scenario) {
 	f := newFake(t)
-	x := start(t, Config{Path: f.path})
 	l := &hlog{}
+	x := start(t, Config{Path: f.path, Handlers: Handlers{Source: func(s SourceState) {
+		resync := ""
+		if s.Resync {
+			resync = " resync"
+		}
+		l.add("source %s %s %d%s", s.Source, s.State, s.Seq, resync)
+	}}})
 	seq := uint64(100000)
 	if err := x.c.AddIndex("gen", genKeys(t)); err != nil {
 		t.Fatal(err)
@@ -188,6 +211,9 @@ func runScenario(t *testing.T, sc scenario) {
 			if !reflect.DeepEqual(have, *st.Cache) || x.c.HasSynced() != st.HasSynced {
 				t.Fatalf("%s: cache %q, has synced %v", where, have, x.c.HasSynced())
 			}
+		}
+		if st.Source != nil {
+			checkSourceState(t, where, x.c, st.Source)
 		}
 		for _, q := range st.Index {
 			v, err := x.c.ByIndex(q[0].(string), q[1].(string))

@@ -1509,6 +1509,8 @@ def run_scenario(t, sc):
     c.add_index("gen", gen_keys)
     c.add_index("seen", seen_keys)
     log = []
+    c.on_source = lambda st: log.append("source %s %s %d%s" % (
+        st.source, st.state, st.seq, " resync" if st.resync else ""))
     for step in sc["steps"]:
         where = "%s: step %r" % (sc["name"], step)
         if "add_handler" in step:
@@ -1537,6 +1539,13 @@ def run_scenario(t, sc):
             if have != step["cache"] or c.has_synced != step["has_synced"]:
                 raise AssertionError("%s: cache %r, has_synced %s" % (
                     where, have, c.has_synced))
+        if "source" in step:
+            name, state, tm, rv = step["source"]
+            st, not_live = c.source_state(name)
+            if [st.state, st.checkpoint_time, st.checkpoint_resource_version,
+                    not_live] != [state, tm, rv, state != "live"]:
+                raise AssertionError("%s: source %r %s" % (where, st,
+                                                          not_live))
         for name, key, want in step.get("index", []):
             have = ["%s/%s" % (p.source, p.uid) for p in c.by_index(name, key)]
             if have != want:

@@ -1461,6 +1461,37 @@ static void expect_index(struct podmux_client *c, json_object *qs, const char *w
         }
 }
 
+/* The scenario's record of a source's state change (the client's data is
+ * the struct rec of t_init, so the log is reached through this). */
+static struct buf *scenario_log;
+
+static void scenario_source(struct podmux_client *c, const struct podmux_source_state *s, void *data)
+{
+        ck_assert_int_eq(buf_printf(scenario_log, "source %s %s %" PRIu64 "%s\n", s->source, s->state, s->seq,
+                                    s->resync ? " resync" : ""),
+                         0);
+}
+
+/* A source step: [name, state, checkpoint time or null, resourceVersion
+ * or null], what the client says of the source now. */
+static void expect_source(struct podmux_client *c, json_object *want, const char *where)
+{
+        struct podmux_source_state st;
+        const char *state = json_object_get_string(json_object_array_get_idx(want, 1));
+        json_object *tm = json_object_array_get_idx(want, 2), *rv = json_object_array_get_idx(want, 3);
+        bool not_live = podmux_client_source_state(c, json_object_get_string(json_object_array_get_idx(want, 0)), &st);
+
+        ck_assert_msg(strcmp(st.state, state) == 0 && not_live == (strcmp(state, "live") != 0), "%s: source %s", where,
+                      st.state);
+        ck_assert_msg(tm ? st.checkpoint_time && strcmp(st.checkpoint_time, json_object_get_string(tm)) == 0
+                         : !st.checkpoint_time,
+                      "%s: checkpoint time", where);
+        ck_assert_msg(rv ? st.checkpoint_resource_version &&
+                                      strcmp(st.checkpoint_resource_version, json_object_get_string(rv)) == 0
+                         : !st.checkpoint_resource_version,
+                      "%s: checkpoint resourceVersion", where);
+}
+
 /* One step of a scenario (tests/fixtures/informer-scenarios.json says
  * what each does). */
 static void run_step(struct t *t, json_object *step, struct buf *log, struct hrec *hs, size_t *n_hs, const char *name)
@@ -1498,6 +1529,8 @@ static void run_step(struct t *t, json_object *step, struct buf *log, struct hre
         }
         if (json_object_object_get_ex(step, "index", &v))
                 expect_index(t->c, v, name);
+        if (json_object_object_get_ex(step, "source", &v))
+                expect_source(t->c, v, name);
 }
 
 START_TEST(test_informer_scenarios)
@@ -1521,6 +1554,8 @@ START_TEST(test_informer_scenarios)
                 t_init(&t);
                 ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
                 ck_assert_int_eq(podmux_client_add_index(t.c, "seen", index_seen, NULL), 0);
+                scenario_log = &log;
+                podmux_client_on_source(t.c, scenario_source);
                 for (size_t k = 0; k < json_object_array_length(steps); k++)
                         run_step(&t, json_object_array_get_idx(steps, k), &log, hs, &n_hs, name);
                 ck_assert_msg(log.len == 0, "%s: records not expected: %s", name, log.data);
