@@ -975,16 +975,23 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
         return consumer_synced(c, false);
 }
 
+/* A request other than the pods' (status, files): its first line is
+ * read, and the news kept for a pods consumer is not for it. */
+static void request_begin(struct consumer *c)
+{
+        loop_timer_stop(c->timer);
+        free(c->line);
+        c->line = NULL;
+        news_drop(c);
+}
+
 /* A status request: one status message, then the connection closes. */
 static int consumer_status(struct consumer *c)
 {
         struct msg *m = NULL;
         int r;
 
-        loop_timer_stop(c->timer);
-        free(c->line);
-        c->line = NULL;
-        news_drop(c);
+        request_begin(c);
         r = msg_status(c->srv, &m);
         r = consumer_push_built(c, r, m);
         if (r < 0)
@@ -1027,10 +1034,7 @@ static int consumer_files(struct consumer *c)
         struct msg *m = NULL;
         int r;
 
-        loop_timer_stop(c->timer);
-        free(c->line);
-        c->line = NULL;
-        news_drop(c);
+        request_begin(c);
         c->files = true;
         srv->n_files++;
         r = srv->files_fn(srv->files_data, files_emit, c);

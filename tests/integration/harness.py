@@ -1618,3 +1618,36 @@ def bare_daemon(t, extra=(), manifest_path=None, default_registry=False):
     if default_registry:
         d.connect().read_initial()
     return d
+
+
+class Driven:
+    """A program that answers commands on its standard input with one JSON
+    line each (tests/client/chaos_client, the Go consumer): stopped by its
+    PID when the test ends."""
+
+    def __init__(self, t, argv, env=None, what="the consumer"):
+        self.what = what
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True,
+                                     env=env)
+        t.procs.append(self.proc)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def tell(self, cmd):
+        """A command without an answer."""
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+
+    def ask(self, cmd):
+        """A command and its answer, decoded."""
+        self.tell(cmd)
+        try:
+            return json.loads(self.lines.get(timeout=T_WAIT))
+        except queue.Empty:
+            raise AssertionError("%s did not answer %r (%s)" % (
+                self.what, cmd, self.proc.poll())) from None

@@ -25,14 +25,12 @@ generous.
 import hashlib
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -538,27 +536,12 @@ def go_consumer():
     return exe
 
 
-class LibConsumer:
+class LibConsumer(harness.Driven):
     """tests/client/chaos_client (libpodmux-client) or the Go consumer,
     driven on its standard input; stopped by its PID when the test ends."""
 
     def __init__(self, t, argv, env=None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        t.procs.append(self.proc)
-        self.lines = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def ask(self, cmd):
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        try:
-            return json.loads(self.lines.get(timeout=T_WAIT))
-        except queue.Empty:
-            raise AssertionError("the consumer did not answer %r (%s)" % (cmd, self.proc.poll()))
+        super().__init__(t, argv, env)
 
     def api_pods(self):
         d = self.ask("dump")

@@ -7,7 +7,6 @@ scripted server for the protocol's corners (doc/protocol.md)."""
 
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -1125,36 +1124,15 @@ def test_python_pod_uid_pod_name_index(t):
 SEEN = "kubernetes.io/config.seen"
 
 
-class ChaosClient:
+class ChaosClient(harness.Driven):
     """tests/client/chaos_client (libpodmux-client) driven on its standard
     input; stopped by its PID when the test ends.  argv and env: another
     program answering the same commands (the Go consumer)."""
 
     def __init__(self, t, sock, args=(), argv=None, env=None):
-        self.proc = subprocess.Popen(
-            argv or [os.path.join(BUILDDIR, "tests", "client", "chaos_client"),
-                     sock] + list(args),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        t.procs.append(self.proc)
-        self.lines = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def tell(self, cmd):
-        """A command without an answer."""
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-
-    def ask(self, cmd):
-        self.tell(cmd)
-        try:
-            return json.loads(self.lines.get(timeout=T_WAIT))
-        except queue.Empty:
-            raise AssertionError("chaos_client did not answer %r (%s)" % (
-                cmd, self.proc.poll()))
+        super().__init__(t, argv or [os.path.join(
+            BUILDDIR, "tests", "client", "chaos_client"), sock] + list(args),
+            env, "chaos_client")
 
     def seen(self):
         """{uid: config.seen} of its cache, once synced."""
