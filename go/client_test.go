@@ -959,10 +959,12 @@ func TestCancelFromHandler(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	f.accept()
-	f.hello(5)
-	f.pods(6, "ADD", "file", podText("a", "default", "alpha", "file", 1))
-	f.synced(7, false)
-	f.pods(8, "ADD", "file", podText("b", "default", "beta", "file", 1))
+	// One write: the handler's cancel closes the connection, and a write
+	// after that would fail.
+	f.write([]byte(`{"type":"hello","protocol":1,"mode":"incremental","node":"n1","seq":5}` + "\n" +
+		`{"type":"pods","seq":6,"op":"ADD","source":"file","pods":[` + podText("a", "default", "alpha", "file", 1) + "]}\n" +
+		`{"type":"synced","seq":7,"resumed":false}` + "\n" +
+		`{"type":"pods","seq":8,"op":"ADD","source":"file","pods":[` + podText("b", "default", "beta", "file", 1) + "]}\n"))
 	// Run returns when a handler cancels its context; nothing after.
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("Run returned %v", err)
