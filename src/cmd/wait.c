@@ -33,6 +33,7 @@
 #include "util/file.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"
+#include "util/json_path.h"
 #include "sources/manifest.h"
 #include "cmd/options.h"
 #include "util/path.h"
@@ -171,13 +172,14 @@ static void judge(struct wait *w, struct target *t, json_object *rec)
                 set_obj(&t->outcome, rec);
 }
 
-/* The record rec of path judges every FILE of that name: the same file
- * given twice (or spelt twice, "web.yaml ./web.yaml") gets its outcome
- * once per argument.  O(FILEs) per record, as the lookup was. */
-static void judge_path(struct wait *w, const char *path, json_object *rec)
+/* The record rec judges every FILE it names, byte for byte (a name that
+ * is not UTF-8 too: src/util/json_path.h): the same file given twice (or
+ * spelt twice, "web.yaml ./web.yaml") gets its outcome once per
+ * argument.  O(FILEs) per record, as the lookup was. */
+static void judge_record(struct wait *w, json_object *rec)
 {
-        for (size_t i = 0; path && i < w->n; i++) {
-                if (strcmp(w->t[i].path, path) != 0)
+        for (size_t i = 0; i < w->n; i++) {
+                if (!json_path_is(rec, w->t[i].path, strlen(w->t[i].path)))
                         continue;
                 w->t[i].seen = true;
                 judge(w, &w->t[i], rec);
@@ -204,15 +206,16 @@ static int check_head(struct wait *w, json_object *head, struct buf *err)
         for (size_t i = 0; i < w->n; i++) {
                 const char *p = w->t[i].path, *slash = strrchr(p, '/');
                 size_t len = slash == p ? 1 : (size_t)(slash - p);
+                bool is_dir = json_path_is(head, p, strlen(p));
 
                 /* The directory itself has no record (the daemon reads
                  * the files in it): a wait on it could only time out. */
-                if (strcmp(p, dir) == 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                if (is_dir && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
                         return buf_set_err(err, -EISDIR,
                                            "\"%s\" is the daemon's static pod directory: wait on the manifests in "
                                            "it",
                                            p);
-                if (strcmp(p, dir) != 0 && !(strlen(dir) == len && strncmp(p, dir, len) == 0))
+                if (!is_dir && !json_path_is(head, p, len))
                         return buf_set_err(err, -ENOENT, "\"%s\" is not in the daemon's static pod path \"%s\"", p,
                                            dir);
         }
@@ -243,7 +246,7 @@ static int on_message(struct wait *w, json_object *m, bool *synced, struct buf *
                 if (check_head(w, m, err) < 0)
                         return SESSION_CANNOT;
         } else if (strcmp(type, "file") == 0 && (p = json_get_type(m, "file", json_type_object))) {
-                judge_path(w, json_get_str(p, "path", NULL), p);
+                judge_record(w, p);
         } else if (strcmp(type, "synced") == 0) {
                 *synced = true;
                 for (size_t i = 0; i < w->n; i++)

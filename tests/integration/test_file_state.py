@@ -473,6 +473,52 @@ def test_podmux_wait_on_directory_exits_4(t):
         validate_uid(t, one), (r.returncode, r.stdout, r.stderr)
 
 
+@test("a file whose name is not UTF-8 is named byte for byte: its record "
+      "carries path_hex, podmux wait returns its outcome, applied or "
+      "--gone; in a static pod directory whose own name is not UTF-8 too")
+def test_podmux_wait_name_not_utf8(t):
+    for dname in (b"m", b"m\xfe"):
+        m = os.fsdecode(os.path.join(os.fsencode(t.path("")), dname))
+        os.mkdir(m)
+        d = t.daemon(m, socket_path=t.path(os.fsdecode(dname[:1]) +
+                                           str(len(dname)) + ".sock"))
+        raw = os.path.join(os.fsencode(m), b"w\xffb.yaml")
+        web = write_file(os.fsdecode(raw), pod_yaml("web"))
+        ok = write_file(os.path.join(m, "ok.yaml"), pod_yaml("ok"))
+        r = wait_cmd(t, d, "--timeout", "10s", web, ok)
+        assert r.returncode == 0, (dname, r.returncode, r.stdout, r.stderr)
+        lines = r.stdout.splitlines()
+        assert len(lines) == 2, lines
+        for line, f, name in ((lines[0], web, "web"), (lines[1], ok, "ok")):
+            assert (" applied default/%s uid=%s " % (
+                pn(name), validate_uid(t, f))) in line + " ", (f, line)
+        # path_hex exactly when the name is not UTF-8; "path" shows it
+        # with U+FFFD, as every other string of the stream.
+        by_name = {}
+        for x in records(t, d).values():
+            b = bytes.fromhex(x["path_hex"]) if "path_hex" in x else \
+                x["path"].encode()
+            by_name[b] = x
+            assert x["path"] == b.decode("utf-8", "replace"), x
+            try:
+                b.decode()
+                assert "path_hex" not in x, x
+            except UnicodeDecodeError:
+                assert "path_hex" in x, x
+        assert by_name[raw]["state"] == "applied" and \
+            by_name[os.fsencode(ok)]["state"] == "applied", by_name
+        # podmux validate finds the daemon's record of it the same way.
+        v = t.run_cmd(["validate", "--node-name", NODE, "--socket", d.sock,
+                       web])
+        assert v.returncode == 0 and "note: the daemon: applied default/" \
+            in v.stderr, (v.returncode, v.stderr)
+        w = spawn_wait(t, d, "--timeout", "10s", "--gone", web)
+        os.unlink(raw)
+        assert w.wait() == 0, (w.lines(), w.err_lines())
+        assert len(w.lines()) == 1 and " gone seq=" in w.lines()[0], \
+            w.lines()
+
+
 # ---------------------------------------------------------------------------
 # --static-pod-file-pattern
 
