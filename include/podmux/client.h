@@ -501,6 +501,23 @@ int podmux_pod_object(const struct podmux_pod *p, struct json_object **ret_obj);
 const struct podmux_pod *podmux_pod_ref(const struct podmux_pod *p);
 void podmux_pod_unref(const struct podmux_pod *p);
 
+/* ---- per-file records ----------------------------------------------------- */
+
+/*
+ * The path a record of the files request names, byte for byte (doc/protocol.md
+ * "Files request", "Paths that are not UTF-8"): record is a "file" message's
+ * record or the "files" message, as json-c parsed it.  The path's bytes come
+ * from its "path_hex" member when there is one (a name that is not UTF-8,
+ * which "path" shows with U+FFFD), else from "path".  *ret_path
+ * (NUL-terminated; *ret_len bytes without the NUL, ret_len may be NULL) is
+ * the caller's, to free().  0; -ENOENT when record names no path (the
+ * manifest URL's record, a daemon without a static pod path); -EINVAL when
+ * a member is not a string, "path_hex" is not whole bytes of hex digits, or
+ * the path holds a zero byte; -ENOMEM.  *ret_path is written only on
+ * success.
+ */
+int podmux_record_path(struct json_object *record, char **ret_path, size_t *ret_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,7 +79,8 @@ __all__ = ["Client", "Pod", "Update", "PluginEvent", "Error", "Reconnect",
            "EventPlugin", "EventSource", "EventError", "EventReconnect",
            "PROTOCOL", "DEFAULT_SOCKET", "OPS", "INDEX_NAMESPACE",
            "INDEX_SOURCE", "CONNECT", "PERMISSION", "PROTOCOL_MISMATCH",
-           "SERVER", "CLOSED", "BAD_MESSAGE", "NOMEM"]
+           "SERVER", "CLOSED", "BAD_MESSAGE", "NOMEM",
+           "PATH_HEX", "record_path"]
 
 PROTOCOL: Final = 1
 DEFAULT_SOCKET: Final = "/run/podmux/podmux.sock"
@@ -89,6 +90,9 @@ BACKOFF_MAX = 5.0
 DEFAULT_MAX_LINE: Final = 256 * 1024 * 1024
 READ_BUDGET: Final = 4 * 1024 * 1024
 SOURCE_ANNOTATION: Final = "kubernetes.io/config.source"
+# The member carrying a path's bytes when it is not UTF-8 (doc/protocol.md
+# "Paths that are not UTF-8"): the one place the module names it.
+PATH_HEX: Final = "path_hex"
 
 
 class _StrEnum(str, enum.Enum):
@@ -1677,3 +1681,32 @@ class Client:
         for pop, sock, (text, typ, name) in plugs:
             self._tell(EventPlugin(PluginEvent(pop, sock, typ, name, text,
                                                None, 0, resync)))
+
+
+def record_path(record: Dict[str, Any]) -> Optional[bytes]:
+    """The path a record of the files request names, byte for byte
+    (doc/protocol.md "Files request", "Paths that are not UTF-8"): record
+    is a "file" message's record or the "files" message, decoded by json.
+    A name that is not UTF-8 shows with U+FFFD in "path" and comes whole in
+    "path_hex"; the bytes are returned either way (os.fsdecode() makes the
+    str os functions take).  None when the record names no path (the
+    manifest URL's, a daemon without a static pod path); ValueError when a
+    member is not a string, "path_hex" is not whole bytes of hex digits,
+    or the path holds a zero byte."""
+    path = record.get("path")
+    hexed = record.get(PATH_HEX)
+    if path is None:
+        return None
+    if not isinstance(path, str) or \
+            (hexed is not None and not isinstance(hexed, str)):
+        raise ValueError("path and %s must be strings" % PATH_HEX)
+    if hexed is None:
+        raw = path.encode("utf-8", "surrogatepass")
+    elif len(hexed) % 2 or not re.fullmatch(r"[0-9a-fA-F]*", hexed):
+        raise ValueError("%s %r: not whole bytes of hex digits" %
+                         (PATH_HEX, hexed))
+    else:
+        raw = bytes.fromhex(hexed)
+    if b"\0" in raw:
+        raise ValueError("path %r holds a zero byte" % raw)
+    return raw

@@ -44,6 +44,7 @@
 #include "util/grow.h"
 #include "util/clock.h"
 #include "util/json_parse.h"
+#include "util/json_path.h"
 #include "util/str.h"
 #include "client_cache.h"
 #include "client_index.h"
@@ -1500,4 +1501,16 @@ const struct podmux_pod *podmux_pod_ref(const struct podmux_pod *p)
 void podmux_pod_unref(const struct podmux_pod *p)
 {
         client_pod_unref((struct podmux_pod *)p);
+}
+
+/* ---- per-file records ------------------------------------------------------------------------ */
+
+int podmux_record_path(struct json_object *record, char **ret_path, size_t *ret_len)
+{
+        size_t len;
+        int r = json_path_get(record, ret_path, &len);
+
+        if (r == 0 && ret_len)
+                *ret_len = len;
+        return r;
 }

@@ -38,6 +38,7 @@
 #include "sources/file_source.h"
 #include "sources/http_source.h"
 #include "sources/kubeconfig.h"
+#include "util/json_path.h"
 #include "util/log.h"
 #include "util/loop.h"
 #include "util/mem.h"
@@ -477,9 +478,7 @@ static int files_head(struct daemon *d, struct buf *out)
         const struct options *o = &d->opts;
         const char *url = d->http ? metrics_source(&d->metrics, POD_SOURCE_HTTP)->target : NULL;
 
-        if (buf_puts(out, ",\"path\":") < 0 ||
-            (d->file ? buf_json_string(out, o->pod_manifest_path, strlen(o->pod_manifest_path))
-                     : buf_puts(out, "null")) < 0 ||
+        if (buf_putc(out, ',') < 0 || json_path_put(out, d->file ? o->pod_manifest_path : NULL) < 0 ||
             buf_puts(out, ",\"patterns\":[") < 0)
                 return -ENOMEM;
         for (size_t i = 0; i < o->n_file_patterns; i++)

@@ -42,6 +42,7 @@
 #include "util/dir.h"
 #include "util/file.h"
 #include "util/json_get.h"
+#include "util/json_path.h"
 #include "util/log.h"
 #include "sources/manifest.h"
 #include "cmd/options.h"
@@ -279,8 +280,7 @@ static json_object *daemon_record(const struct validate_opts *o, const char *pat
         for (size_t i = 0; i < n; i++) {
                 json_object *r = json_object_array_get_idx(o->daemon_records, i);
 
-                if (strcmp(json_get_str(r, "source", ""), "file") == 0 &&
-                    strcmp(json_get_str(r, "path", ""), path) == 0)
+                if (strcmp(json_get_str(r, "source", ""), "file") == 0 && json_path_is(r, path, strlen(path)))
                         return r;
         }
         return NULL;
@@ -292,8 +292,8 @@ static bool daemon_reads(const struct validate_opts *o, const char *path)
         const char *slash = strrchr(path, '/');
         size_t len = slash == path ? 1 : (size_t)(slash - path);
 
-        return o->daemon_path && (strcmp(path, o->daemon_path) == 0 ||
-                                  (strlen(o->daemon_path) == len && strncmp(path, o->daemon_path, len) == 0));
+        return o->daemon_path &&
+               (json_path_is(o->daemon_head, path, strlen(path)) || json_path_is(o->daemon_head, path, len));
 }
 
 /* Whether the record's digest names the bytes at path now (a record

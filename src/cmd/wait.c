@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include <json-c/json.h>
 
@@ -32,6 +33,7 @@
 #include "util/file.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"
+#include "util/json_path.h"
 #include "sources/manifest.h"
 #include "cmd/options.h"
 #include "util/path.h"
@@ -47,7 +49,7 @@ enum {
         WAIT_NOT_APPLIED = 1, /* some file rejected, a duplicate or ignored */
         WAIT_USAGE = 2,
         WAIT_TIMEOUT = 3,
-        WAIT_CANNOT = 4, /* the daemon cannot answer: refused, too old, the file is not its */
+        WAIT_CANNOT = 4, /* the daemon cannot answer: refused, too old, the file is not its, or is its directory */
 };
 
 /* What one connection ended with. */
@@ -94,7 +96,10 @@ static void usage(FILE *f)
               "Prints, for each applied FILE, on standard output:\n"
               "  \"FILE\": applied NAMESPACE/NAME uid=UID seq=SEQ\n"
               "(SEQ: the update stream message that carried the pod to consumers), and\n"
-              "for each other outcome, on standard error, the daemon's reason.\n"
+              "for each other outcome, on standard error, the daemon's reason.  --gone\n"
+              "prints \"FILE\": gone seq=SEQ, the message that removed the pod, or\n"
+              "seq=- when no message did: the daemon never had the file, or never sent\n"
+              "its pod (a rejected file), or the file went before the wait began.\n"
               "\n"
               "Flags:\n"
               "  --socket PATH    the stream socket (default $PODMUX_SOCKET, else\n"
@@ -106,7 +111,7 @@ static void usage(FILE *f)
               "Exit status: 0 every FILE applied (--gone: gone); 1 some FILE rejected, a\n"
               "duplicate or ignored; 2 bad flags; 3 timed out; 4 the daemon cannot\n"
               "answer (it refused, is older than podmux wait, has no static pod path, or\n"
-              "FILE is not in it).\n",
+              "FILE is not in it or is that directory itself).\n",
               f);
 }
 
@@ -167,12 +172,18 @@ static void judge(struct wait *w, struct target *t, json_object *rec)
                 set_obj(&t->outcome, rec);
 }
 
-static struct target *target_of(struct wait *w, const char *path)
+/* The record rec judges every FILE it names, byte for byte (a name that
+ * is not UTF-8 too: src/util/json_path.h): the same file given twice (or
+ * spelt twice, "web.yaml ./web.yaml") gets its outcome once per
+ * argument.  O(FILEs) per record, as the lookup was. */
+static void judge_record(struct wait *w, json_object *rec)
 {
-        for (size_t i = 0; path && i < w->n; i++)
-                if (strcmp(w->t[i].path, path) == 0)
-                        return &w->t[i];
-        return NULL;
+        for (size_t i = 0; i < w->n; i++) {
+                if (!json_path_is(rec, w->t[i].path, strlen(w->t[i].path)))
+                        continue;
+                w->t[i].seen = true;
+                judge(w, &w->t[i], rec);
+        }
 }
 
 static bool all_done(const struct wait *w)
@@ -184,18 +195,27 @@ static bool all_done(const struct wait *w)
 }
 
 /* The daemon's "files" message: each FILE must be in its static pod path
- * (the path itself, or a file in that directory). */
+ * (the path itself, a single file, or a file in that directory). */
 static int check_head(struct wait *w, json_object *head, struct buf *err)
 {
         const char *dir = json_get_str(head, "path", NULL);
+        struct stat st;
 
         if (!dir)
                 return buf_set_err(err, -ENOENT, "the daemon reads no static pod path (--pod-manifest-path)");
         for (size_t i = 0; i < w->n; i++) {
                 const char *p = w->t[i].path, *slash = strrchr(p, '/');
                 size_t len = slash == p ? 1 : (size_t)(slash - p);
+                bool is_dir = json_path_is(head, p, strlen(p));
 
-                if (strcmp(p, dir) != 0 && !(strlen(dir) == len && strncmp(p, dir, len) == 0))
+                /* The directory itself has no record (the daemon reads
+                 * the files in it): a wait on it could only time out. */
+                if (is_dir && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                        return buf_set_err(err, -EISDIR,
+                                           "\"%s\" is the daemon's static pod directory: wait on the manifests in "
+                                           "it",
+                                           p);
+                if (!is_dir && !json_path_is(head, p, len))
                         return buf_set_err(err, -ENOENT, "\"%s\" is not in the daemon's static pod path \"%s\"", p,
                                            dir);
         }
@@ -226,12 +246,7 @@ static int on_message(struct wait *w, json_object *m, bool *synced, struct buf *
                 if (check_head(w, m, err) < 0)
                         return SESSION_CANNOT;
         } else if (strcmp(type, "file") == 0 && (p = json_get_type(m, "file", json_type_object))) {
-                struct target *t = target_of(w, json_get_str(p, "path", NULL));
-
-                if (t) {
-                        t->seen = true;
-                        judge(w, t, p);
-                }
+                judge_record(w, p);
         } else if (strcmp(type, "synced") == 0) {
                 *synced = true;
                 for (size_t i = 0; i < w->n; i++)

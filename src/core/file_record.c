@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/digest.h"
+#include "util/json_path.h"
 #include "core/file_record.h"
 
 static const char *const state_names[_FILE_RECORD_STATE_MAX] = {
@@ -47,12 +48,15 @@ int file_record_render(const struct file_record_view *v, struct buf *out)
 
         if (v->digest)
                 digest_text(v->digest, digest);
-        if (buf_puts(out, "{\"source\":") < 0 || json_str_or_null(out, v->source) < 0 ||
-            buf_puts(out, strcmp(v->source, "http") == 0 ? ",\"url\":" : ",\"path\":") < 0 ||
-            json_str_or_null(out, v->path) < 0 || buf_puts(out, ",\"state\":") < 0 ||
-            json_str_or_null(out, state ? state : "unknown") < 0 || buf_puts(out, ",\"reason\":") < 0 ||
-            json_str_or_null(out, v->reason) < 0 || buf_puts(out, ",\"digest\":") < 0 ||
-            json_str_or_null(out, v->digest ? digest : NULL) < 0)
+        if (buf_puts(out, "{\"source\":") < 0 || json_str_or_null(out, v->source) < 0)
+                return -ENOMEM;
+        /* The manifest URL as logged; a file's path byte for byte. */
+        if (strcmp(v->source, "http") == 0 ? buf_puts(out, ",\"url\":") < 0 || json_str_or_null(out, v->path) < 0
+                                           : buf_putc(out, ',') < 0 || json_path_put(out, v->path) < 0)
+                return -ENOMEM;
+        if (buf_puts(out, ",\"state\":") < 0 || json_str_or_null(out, state ? state : "unknown") < 0 ||
+            buf_puts(out, ",\"reason\":") < 0 || json_str_or_null(out, v->reason) < 0 ||
+            buf_puts(out, ",\"digest\":") < 0 || json_str_or_null(out, v->digest ? digest : NULL) < 0)
                 return -ENOMEM;
         if ((v->size >= 0 ? buf_printf(out, ",\"size\":%" PRId64, v->size) : buf_puts(out, ",\"size\":null")) < 0 ||
             buf_puts(out, ",\"mtime\":") < 0 || buf_json_time(out, v->mtime_usec) < 0 ||

@@ -66,8 +66,9 @@ struct file_record_view {
  *   {"source":"file","path":P,"state":S,"reason":R|null,"digest":D|null,
  *    "size":N|null,"mtime":T|null,"pods":[{"namespace","name","uid"}],
  *    "seq":N|null}
- * ("url" instead of "path" for the http source).  0 or -ENOMEM (out may
- * hold part of it: the caller drops the buffer).
+ * ("url" instead of "path" for the http source; a path that is not
+ * UTF-8 has its bytes in "path_hex" too, src/util/json_path.h).  0 or
+ * -ENOMEM (out may hold part of it: the caller drops the buffer).
  */
 int file_record_render(const struct file_record_view *v, struct buf *out);
 

@@ -407,6 +407,42 @@ def wait_due(c):
         time.sleep(w)   # until the client's own timer is due: the condition
 
 
+@test("python: record_path names a file of the files request byte for "
+      "byte: path_hex when the name is not UTF-8, else path; the daemon's "
+      "records of such a file and of a plain one; bad members refused as "
+      "the C library and the Go package refuse them")
+def test_python_record_path(t):
+    for rec, want in (({"path": "/m/a.yaml"}, b"/m/a.yaml"),
+                      ({"path": "/m/w\ufffd.y", "path_hex": "2f6d2f77ff2e79"},
+                       b"/m/w\xff.y"),
+                      ({"path": "/m\ufffd", "path_hex": "2F6DFE"}, b"/m\xfe"),
+                      ({"path": "/m", "path_hex": None}, b"/m"),
+                      ({"url": "http://x/m"}, None), ({"path": None}, None)):
+        got = podmux.record_path(rec)
+        assert got == want, (rec, got, want)
+    for rec in ({"path": "/m", "path_hex": "2f6"}, {"path": "/m",
+                "path_hex": "2g"}, {"path": "/m", "path_hex": "2f00"},
+                {"path": "/m", "path_hex": " 2f"}, {"path": "/a\0b"},
+                {"path": []}, {"path": "/m", "path_hex": 7}):
+        try:
+            podmux.record_path(rec)
+        except ValueError:
+            continue
+        raise AssertionError("record_path(%r) did not refuse it" % (rec,))
+    m = t.mkdir("m")
+    d = t.daemon(m)
+    raw = os.path.join(os.fsencode(m), b"w\xffb.yaml")
+    write_file(os.fsdecode(raw), pod_yaml("web"))
+    write_file(os.path.join(m, "ok.yaml"), pod_yaml("ok"))
+
+    def names():
+        r = t.run_cmd(["status", "--socket", d.sock, "--files", "-o", "json"])
+        return sorted(podmux.record_path(x) for x in json.loads(r.stdout))
+    want = sorted([raw, os.path.join(os.fsencode(m), b"ok.yaml")])
+    harness.wait_for(lambda: names() == want, T_WAIT,
+                     "both records, named by their bytes")
+
+
 @test("python: full state, live ops with seq gaps, replay after a cut with "
       "a partial line, failed resume as a resync diff, unknown types, "
       "protocol mismatch")

@@ -381,8 +381,12 @@ def test_podmux_wait_gone_returns_once_file(t):
     removed = [mm["seq"] for mm in c.pods_msgs()
                if mm["op"] == "REMOVE" and uid in msg_uids(mm)]
     assert removed and int(g.group(2)) >= removed[0], (g.group(2), removed)
-    r = wait_cmd(t, d, "--gone", x, os.path.join(m, "never.yaml"))
+    never = os.path.join(m, "never.yaml")
+    r = wait_cmd(t, d, "--gone", x, never)
     assert r.returncode == 0 and r.stdout.count(" gone seq=") == 2, r.stdout
+    # No message removed a pod of a file the daemon never had (podmux(8)).
+    assert ("%s: gone seq=-" % json.dumps(never)) in r.stdout.splitlines(), \
+        r.stdout
 
 
 @test("podmux wait times out with exit 3 saying what it knows: a file "
@@ -423,6 +427,96 @@ def test_podmux_wait_exits_4_daemon_cannot(t):
     for s in ("Exit status: 0", "1 some FILE rejected", "3 timed out",
               "4 the daemon cannot"):
         assert s in h, (s, h)
+
+
+@test("podmux wait given one file twice (the same spelling, or another "
+      "that cleans to it) prints an outcome for each argument, applied or "
+      "with --gone, instead of timing out")
+def test_podmux_wait_same_file_twice_outcome_each(t):
+    m = t.mkdir("m")
+    d = t.daemon(m)
+    web = write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    uid = validate_uid(t, web)
+    for args, cwd in (([web, web], None), (["web.yaml", "./web.yaml"], m),
+                      ([web, "web.yaml", "./web.yaml"], m)):
+        r = t.run_cmd(["wait", "--socket", d.sock, "--timeout", "10s"] + args,
+                      cwd=cwd, timeout=T_WAIT + 10)
+        assert r.returncode == 0, (args, r.returncode, r.stdout, r.stderr)
+        lines = r.stdout.splitlines()
+        assert len(lines) == len(args), (args, lines)
+        for line in lines:
+            assert applied_in([line], web)["uid"] == uid, (args, line)
+    os.unlink(web)
+    r = wait_cmd(t, d, "--timeout", "10s", "--gone", web, web)
+    assert r.returncode == 0 and r.stdout.count(" gone seq=") == 2, \
+        (r.returncode, r.stdout, r.stderr)
+
+
+@test("podmux wait on the static pod directory itself exits 4 at once, "
+      "saying to wait on the manifests in it; with a single file as the "
+      "static pod path, the file itself is waited on")
+def test_podmux_wait_on_directory_exits_4(t):
+    m = t.mkdir("m")
+    write_file(os.path.join(m, "a.yaml"), pod_yaml("a"))
+    d = t.daemon(m)
+    for arg in (m, m + "/", m + "/."):
+        r = wait_cmd(t, d, "--timeout", "10s", arg)
+        assert r.returncode == 4 and "static pod directory" in r.stderr and \
+            "wait on the manifests in it" in r.stderr, \
+            (arg, r.returncode, r.stderr)
+    r = wait_cmd(t, d, "--timeout", "10s", m, os.path.join(m, "a.yaml"))
+    assert r.returncode == 4 and r.stdout == "", (r.returncode, r.stdout)
+    one = write_file(t.path("one.yaml"), pod_yaml("one"))
+    d2 = t.daemon(one, socket_path=t.path("one.sock"))
+    r = t.run_cmd(["wait", "--socket", d2.sock, "--timeout", "10s", one])
+    assert r.returncode == 0 and applied_line(r, one)["uid"] == \
+        validate_uid(t, one), (r.returncode, r.stdout, r.stderr)
+
+
+@test("a file whose name is not UTF-8 is named byte for byte: its record "
+      "carries path_hex, podmux wait returns its outcome, applied or "
+      "--gone; in a static pod directory whose own name is not UTF-8 too")
+def test_podmux_wait_name_not_utf8(t):
+    for dname in (b"m", b"m\xfe"):
+        m = os.fsdecode(os.path.join(os.fsencode(t.path("")), dname))
+        os.mkdir(m)
+        d = t.daemon(m, socket_path=t.path(os.fsdecode(dname[:1]) +
+                                           str(len(dname)) + ".sock"))
+        raw = os.path.join(os.fsencode(m), b"w\xffb.yaml")
+        web = write_file(os.fsdecode(raw), pod_yaml("web"))
+        ok = write_file(os.path.join(m, "ok.yaml"), pod_yaml("ok"))
+        r = wait_cmd(t, d, "--timeout", "10s", web, ok)
+        assert r.returncode == 0, (dname, r.returncode, r.stdout, r.stderr)
+        lines = r.stdout.splitlines()
+        assert len(lines) == 2, lines
+        for line, f, name in ((lines[0], web, "web"), (lines[1], ok, "ok")):
+            assert (" applied default/%s uid=%s " % (
+                pn(name), validate_uid(t, f))) in line + " ", (f, line)
+        # path_hex exactly when the name is not UTF-8; "path" shows it
+        # with U+FFFD, as every other string of the stream.
+        by_name = {}
+        for x in records(t, d).values():
+            b = bytes.fromhex(x["path_hex"]) if "path_hex" in x else \
+                x["path"].encode()
+            by_name[b] = x
+            assert x["path"] == b.decode("utf-8", "replace"), x
+            try:
+                b.decode()
+                assert "path_hex" not in x, x
+            except UnicodeDecodeError:
+                assert "path_hex" in x, x
+        assert by_name[raw]["state"] == "applied" and \
+            by_name[os.fsencode(ok)]["state"] == "applied", by_name
+        # podmux validate finds the daemon's record of it the same way.
+        v = t.run_cmd(["validate", "--node-name", NODE, "--socket", d.sock,
+                       web])
+        assert v.returncode == 0 and "note: the daemon: applied default/" \
+            in v.stderr, (v.returncode, v.stderr)
+        w = spawn_wait(t, d, "--timeout", "10s", "--gone", web)
+        os.unlink(raw)
+        assert w.wait() == 0, (w.lines(), w.err_lines())
+        assert len(w.lines()) == 1 and " gone seq=" in w.lines()[0], \
+            w.lines()
 
 
 # ---------------------------------------------------------------------------

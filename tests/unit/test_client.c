@@ -1765,6 +1765,51 @@ START_TEST(test_op_names)
 }
 END_TEST
 
+/* A record's path, byte for byte: path_hex when the name is not UTF-8
+ * (doc/protocol.md "Paths that are not UTF-8"), else path. */
+START_TEST(test_record_path)
+{
+        static const struct {
+                const char *json, *want;
+                size_t want_len;
+                int r;
+        } cases[] = {
+                {"{\"source\":\"file\",\"path\":\"/m/a.yaml\",\"state\":\"applied\"}", "/m/a.yaml", 9, 0},
+                {"{\"source\":\"file\",\"path\":\"/m/w\\ufffd.y\",\"path_hex\":\"2f6d2f77ff2e79\"}", "/m/w\xff.y", 7,
+                 0},
+                {"{\"type\":\"files\",\"path\":\"/m\\ufffd\",\"path_hex\":\"2f6dfe\",\"url\":null}", "/m\xfe", 3, 0},
+                {"{\"source\":\"http\",\"url\":\"http://x/m\"}", NULL, 0, -ENOENT},
+                {"{\"type\":\"files\",\"path\":null}", NULL, 0, -ENOENT},
+                {"{\"path\":\"/m\",\"path_hex\":\"2f6\"}", NULL, 0, -EINVAL},
+                {"{\"path\":\"/m\",\"path_hex\":\"2f00\"}", NULL, 0, -EINVAL},
+                {"{\"path\":[]}", NULL, 0, -EINVAL},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct json_object *o = json_tokener_parse(cases[i].json);
+                char *got = (char *)"untouched";
+                size_t len = 99;
+                int r;
+
+                ck_assert_ptr_nonnull(o);
+                r = podmux_record_path(o, &got, &len);
+                ck_assert_msg(r == cases[i].r, "%s: %d", cases[i].json, r);
+                if (r == 0) {
+                        ck_assert_uint_eq(len, cases[i].want_len);
+                        ck_assert_int_eq(memcmp(got, cases[i].want, len + 1), 0);
+                        free(got);
+                        ck_assert_int_eq(podmux_record_path(o, &got, NULL), 0);
+                        ck_assert_str_eq(got, cases[i].want);
+                        free(got);
+                } else {
+                        ck_assert_str_eq(got, "untouched");
+                        ck_assert_uint_eq(len, 99);
+                }
+                json_object_put(o);
+        }
+}
+END_TEST
+
 UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_failed_resume_full_state,
           test_partial_line_after_cut, test_unknown_type_ignored, test_protocol_mismatch, test_daemon_restart,
           test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
@@ -1773,4 +1818,5 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
           test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
           test_handlers_ops, test_handlers_snapshot, test_informer_scenarios, test_index_add_and_errors,
-          test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message)
+          test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message,
+          test_record_path)

@@ -37,6 +37,8 @@
 
 #include <limits.h>
 
+#include <json-c/json.h>
+
 #include "../../src/client/client_msg.h"
 
 /* Final state: a (gen 2), c, d; plugins p1 (changed) and p3. */
@@ -556,5 +558,41 @@ START_TEST(test_alloc_sweep_add_index)
 }
 END_TEST
 
+/* podmux_record_path out of memory: -ENOMEM, *ret_path untouched,
+ * nothing left allocated; then the path. */
+START_TEST(test_alloc_record_path)
+{
+        const char *texts[] = {"{\"path\":\"/m/a.yaml\"}", "{\"path\":\"/m/w?\",\"path_hex\":\"2f6d2f77ff\"}"};
+
+        for (size_t k = 0; k < 2; k++) {
+                struct json_object *o = json_tokener_parse(texts[k]);
+                long before;
+
+                ck_assert_ptr_nonnull(o);
+                before = failalloc_live();
+                for (long n = 1;; n++) {
+                        char *got = (char *)"untouched";
+                        bool failed;
+                        int r;
+
+                        failalloc_arm(failalloc_enabled() ? n : 0);
+                        r = podmux_record_path(o, &got, NULL);
+                        failed = failalloc_failed();
+                        failalloc_arm(0);
+                        if (!failed) {
+                                ck_assert_int_eq(r, 0);
+                                ck_assert_str_eq(got, k ? "/m/w\xff" : "/m/a.yaml");
+                                free(got);
+                                break;
+                        }
+                        ck_assert_int_eq(r, -ENOMEM);
+                        ck_assert_str_eq(got, "untouched");
+                        ck_assert_int_le(failalloc_live(), before);
+                }
+                json_object_put(o);
+        }
+}
+END_TEST
+
 UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart, test_alloc_sweep_late_source,
-          test_alloc_sweep_add_index)
+          test_alloc_sweep_add_index, test_alloc_record_path)

@@ -57,6 +57,14 @@ START_TEST(test_render)
                                  "\"reason\":\"line 1: bad \\\"x\\\"\",\"digest\":null,\"size\":null,\"mtime\":null,"
                                  "\"pods\":[{\"namespace\":\"kube-system\",\"name\":\"etcd-node1\",\"uid\":\"abc\"},"
                                  "{\"namespace\":\"\",\"name\":\"bare\",\"uid\":\"\"}],\"seq\":null}");
+        /* A name that is not UTF-8 has its bytes beside it
+         * (doc/protocol.md "Paths that are not UTF-8"). */
+        buf_reset(&b);
+        v = (struct file_record_view){.source = "file", .path = "/m/w\xff.y", .state = FILE_RECORD_IGNORED, .size = -1};
+        ck_assert_int_eq(file_record_render(&v, &b), 0);
+        ck_assert_str_eq(b.data, "{\"source\":\"file\",\"path\":\"/m/w\\ufffd.y\",\"path_hex\":\"2f6d2f77ff2e79\","
+                                 "\"state\":\"ignored\",\"reason\":null,\"digest\":null,\"size\":null,"
+                                 "\"mtime\":null,\"pods\":[],\"seq\":null}");
         buf_free(&b);
 }
 END_TEST
