@@ -5,8 +5,10 @@ version, validate, watch, and run's flag handling and logging."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -419,6 +421,77 @@ def test_podmux_validate_output_one_identity_line(t):
         if rb.returncode != 2 or "validate --help" not in rb.stderr:
             raise AssertionError("%s: exit %d, stderr %r" % (
                 flags, rb.returncode, rb.stderr))
+
+
+def one_shot_server(t, name, answer):
+    """A unix socket at t.path(name) that reads a request line, writes
+    answer (bytes) and closes, for every connection: a daemon that
+    refuses or says too little.  Returns the path and the listening
+    socket (the caller closes it)."""
+    path = t.path(name)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(4096)
+                conn.sendall(answer)
+    threading.Thread(target=serve, daemon=True).start()
+    return path, srv
+
+
+@test("podmux validate --socket S FILE without --node-name computes with "
+      "the daemon's node name: the UID printed is the one the daemon "
+      "holds; --node-name another name is said in a note; a daemon that "
+      "refuses or closes is a note and the host's name is used")
+def test_podmux_validate_socket_daemon_s_node(t):
+    m = t.mkdir("manifests")
+    web = os.path.join(m, "web.yaml")
+    write_file(web, pod_yaml("web"))
+    d = t.daemon(m, node="daemon-node-7")
+    c = d.connect()
+    c.wait_until_state(["web-daemon-node-7"])
+    held = list(c.state.pods)
+    r = t.run_cmd(["validate", "--socket", d.sock, web])
+    mm = LINE_RE.match(r.stdout.strip())
+    if r.returncode != 0 or not mm or [mm.group(4)] != held or \
+            mm.group(5) != "daemon-node-7":
+        raise AssertionError("validate printed %r (stderr %r); the daemon "
+                             "holds uid %s on node daemon-node-7" %
+                             (r.stdout, r.stderr, held))
+    rn = t.run_cmd(["validate", "--socket", d.sock, "--node-name", "other",
+                    web])
+    mn = LINE_RE.match(rn.stdout.strip())
+    if rn.returncode != 0 or not mn or mn.group(5) != "other" or \
+            mn.group(4) == held[0] or \
+            'the daemon\'s node is "daemon-node-7"' not in rn.stderr:
+        raise AssertionError("--node-name other: %r %r" % (rn.stdout,
+                                                           rn.stderr))
+    host = t.run_cmd(["validate", "--offline", web])
+    hm = LINE_RE.match(host.stdout.strip())
+    for name, answer in (
+            ("refuses.sock", b'{"type":"error","reason":"Forbidden",'
+                             b'"message":"uid 1 is not allowed"}\n'),
+            ("closes.sock", b'{"type":"hello","protocol":1}\n')):
+        sock, srv = one_shot_server(t, name, answer)
+        try:
+            rb = t.run_cmd(["validate", "--socket", sock, web])
+        finally:
+            srv.close()
+        mb = LINE_RE.match(rb.stdout.strip())
+        if rb.returncode != 0 or not mb or not hm or \
+                mb.group(4) != hm.group(4) or \
+                "note: cannot ask the daemon at" not in rb.stderr or \
+                ("Forbidden" in answer.decode()) != \
+                ("Forbidden" in rb.stderr):
+            raise AssertionError("%s: %r %r (offline: %r)" % (
+                name, rb.stdout, rb.stderr, host.stdout))
 
 
 @test("podmux validate DIR with good and bad files: exit 1, good pods on "
