@@ -23,7 +23,12 @@ void source_stats_success(struct source_stats *st, size_t pods)
 {
         if (!st)
                 return;
-        st->last_success = wall_usec();
+        /* A checkpoint's pods are handed on, but nothing succeeded: the
+         * checkpoint is served only before any list did, so a last
+         * success shown then would be a false one (its time is in the
+         * checkpoint's own member of the status). */
+        if (!st->serving || strcmp(st->serving, "checkpoint") != 0)
+                st->last_success = wall_usec();
         if (pods != METRICS_PODS_UNCHANGED)
                 st->pods = pods;
 }
