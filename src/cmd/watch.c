@@ -361,6 +361,27 @@ static void on_plugin(struct podmux_client *c, const struct podmux_plugin_event 
         print_row(w, seq, e->op, "plugin", e->type, e->name, "-", e->error);
 }
 
+/* What a source serves, when it changes (doc/protocol.md "source"): for
+ * an edge node the one fact that matters, so the table says it too. */
+static void on_source(struct podmux_client *c, const struct podmux_source_state *s, void *data)
+{
+        struct watch *w = data;
+        char text[512]; /* a note is cut to the line anyway */
+
+        (void)c;
+        if (w->json || w->exec)
+                return;
+        if (s->serving == PODMUX_SERVING_CHECKPOINT)
+                (void)snprintf(text, sizeof(text), "source %s: serving its checkpoint of %s (resourceVersion %s)",
+                               s->source, s->checkpoint_time ? s->checkpoint_time : "?",
+                               s->checkpoint_resource_version ? s->checkpoint_resource_version : "?");
+        else if (s->serving == PODMUX_SERVING_LIVE)
+                (void)snprintf(text, sizeof(text), "source %s: live", s->source);
+        else
+                (void)snprintf(text, sizeof(text), "source %s: %s", s->source, s->state);
+        print_note(w, text);
+}
+
 static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
 {
         struct watch *w = data;
@@ -528,6 +549,7 @@ int cmd_watch(int argc, char **argv)
         podmux_client_on_synced(c, on_synced);
         podmux_client_on_sources_ready(c, on_ready);
         podmux_client_on_plugin(c, on_plugin);
+        podmux_client_on_source(c, on_source);
         podmux_client_on_error(c, on_error);
         podmux_client_on_line(c, on_line);
         if (!w.reconnect)
