@@ -578,14 +578,14 @@ def table_starts(line):
     return [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
 
 
-def check_table(lines, width):
+def check_table(lines, width, wide=False):
     """No line wider than width; every row's cells start where the
-    header's titles do."""
-    header = [x for x in lines if x.startswith("SEQ ")]
+    header's titles do (-o wide: SEQ first)."""
+    header = [x for x in lines if x.startswith("SEQ " if wide else "OP ")]
     if len(header) != 1:
         raise AssertionError("want one header line: %r" % lines[:8])
     cols = table_starts(header[0])
-    if len(cols) != 7:
+    if len(cols) != (7 if wide else 6):
         raise AssertionError("header %r" % header[0])
     for line in lines:
         if len(line) > width:
@@ -628,6 +628,49 @@ def test_podmux_watch_fits_table_columns_columns(t):
     w2.stop()
     t.soft(check_table, w.lines(), 80)
     t.soft(check_table, w2.lines(), 100)
+
+
+@test("podmux watch's table at 80 columns shows a control-plane pod's "
+      "namespace and name whole, the UID cut first, and no SEQ; -o wide "
+      "has each row's SEQ; -o bogus is a usage error")
+def test_podmux_watch_80_columns_namespace_name(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "kube-apiserver.yaml"),
+               pod_yaml("kube-apiserver", namespace="kube-system"))
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state([pn("kube-apiserver")])
+    (uid,) = list(c.state.pods)
+    env = dict(os.environ, COLUMNS="80")
+    w = t.spawn(["watch", "--socket", d.sock], env=env)
+    ww = t.spawn(["watch", "--socket", d.sock, "-o", "wide"], env=env)
+    for p in (w, ww):
+        p.wait_line(lambda x: x.startswith("-- synced"),
+                    what="the synced note")
+    ww.stop()
+    w.stop()
+    rows = [x for x in w.lines() if x.startswith("ADD ")]
+    want = "  kube-system  %s  " % pn("kube-apiserver")
+    if len(rows) != 1 or want not in rows[0] or uid in rows[0] or \
+            uid[:4] not in rows[0]:
+        raise AssertionError("want one row with %r whole and the uid %s "
+                             "cut: %r" % (want, uid, w.lines()))
+    t.soft(check_table, w.lines(), 80)
+    t.soft(check_table, ww.lines(), 80, wide=True)
+    # The full state's rows say "state" in SEQ; a live change its number.
+    write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
+    ww = t.spawn(["watch", "--socket", d.sock, "-o", "wide"], env=env)
+    ww.wait_line(lambda x: x.startswith("-- synced"), what="the synced note")
+    write_file(os.path.join(m, "etcd.yaml"), pod_yaml("etcd"))
+    ww.wait_line(lambda x: pn("etcd") in x, what="etcd's row")
+    ww.stop()
+    seqs = [x.split()[0] for x in ww.lines() if " ADD " in x]
+    if seqs[:2] != ["state", "state"] or len(seqs) != 3 or \
+            not seqs[2].lstrip("\u2026.").isdigit():
+        raise AssertionError("-o wide: want a SEQ cell: %r" % ww.lines())
+    r = t.run_cmd(["watch", "--socket", d.sock, "-o", "bogus"])
+    if r.returncode != 2 or "want table, wide or json" not in r.stderr:
+        raise AssertionError("-o bogus: %d %r" % (r.returncode, r.stderr))
 
 
 @test("podmux watch with no daemon exits 1 with a message naming the "

@@ -92,12 +92,12 @@ def test_podmux_watch_exec_runs_command_once(t):
 
 
 @test("podmux watch --reconnect follows a daemon restart: the pods "
-      "changed meanwhile come as resync rows")
+      "changed meanwhile come as resync rows (-o wide)")
 def test_podmux_watch_reconnect_follows_daemon_restart(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m)
-    w = t.spawn(["watch", "--socket", d.sock, "--reconnect"])
+    w = t.spawn(["watch", "--socket", d.sock, "--reconnect", "-o", "wide"])
     w.wait_line(lambda x: pn("web") in x, what="web's row")
     d.stop()
     os.remove(os.path.join(m, "web.yaml"))
