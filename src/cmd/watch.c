@@ -89,6 +89,10 @@ struct watch {
         struct podmux_error last;  /* copied strings below */
         char last_message[512];
         bool have_last;
+        /* A failure to reach the daemon said, and not cleared since: the
+         * same one again is not said again (--reconnect retries it). */
+        bool failing;
+        char failing_message[512];
 };
 
 static void usage(FILE *f)
@@ -323,12 +327,22 @@ static void on_pods(struct podmux_client *c, const struct podmux_update *u, void
                 print_update(w, u);
 }
 
+/* A failure said clears when the stream is whole again: one line. */
+static void failure_cleared(struct watch *w, bool resumed)
+{
+        if (!w->failing)
+                return;
+        w->failing = false;
+        fprintf(stderr, "podmux watch: connected again to \"%s\" (%s)\n", w->path, resumed ? "resumed" : "full state");
+}
+
 static void on_synced(struct podmux_client *c, bool resumed, void *data)
 {
         struct watch *w = data;
         char text[96];
         size_t n;
 
+        failure_cleared(w, resumed);
         if (w->json || w->exec)
                 return;
         n = podmux_client_pod_count(c);
@@ -403,8 +417,14 @@ static void on_error(struct podmux_client *c, const struct podmux_error *e, void
         w->last.message = w->last_message;
         w->last.reason = NULL;
         w->have_last = true;
-        if (!e->fatal)
-                fprintf(stderr, "podmux watch: %s\n", e->message);
+        if (e->fatal)
+                return;
+        /* While the daemon is away every retry fails alike: said once. */
+        if (w->failing && strcmp(w->failing_message, w->last_message) == 0)
+                return;
+        w->failing = true;
+        (void)snprintf(w->failing_message, sizeof(w->failing_message), "%s", e->message);
+        fprintf(stderr, "podmux watch: %s\n", e->message);
 }
 
 static void on_line(struct podmux_client *c, const char *line, size_t len, void *data)
