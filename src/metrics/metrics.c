@@ -228,7 +228,7 @@ static int render_sources(const struct metrics *m, struct buf *out)
                                offsetof(struct source_stats, parse_errors), false);
         if (r >= 0)
                 r = help(out, "podmux_source_last_success_timestamp_seconds", "gauge",
-                         "When the source last delivered (0: never).");
+                         "When the source last succeeded (0: never; a checkpoint served is none).");
         for (int i = 0; i <= METRICS_SOURCE_API && r >= 0; i++) {
                 if (!m->sources[i].configured)
                         continue;

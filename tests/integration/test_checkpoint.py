@@ -311,7 +311,8 @@ def test_operator_s_view_checkpoint_then(t):
     meta, _ = first_run(env)
     env.srv.start()
     env.srv.fail(match="list", status=403, count=1000)
-    d = env.daemon(["--checkpoint-grace", "1h"])
+    msock = t.path("metrics.sock")
+    d = env.daemon(["--checkpoint-grace", "1h", "--metrics-address", msock])
     w = t.spawn(["watch", "--socket", d.sock], env=dict(os.environ, COLUMNS="200"))
     note = w.wait_line(lambda x: x.startswith("-- source api:"), T_SHORT, "a note on what api serves")
     served = api_status(d)["checkpoint"]["served"]
@@ -322,6 +323,9 @@ def test_operator_s_view_checkpoint_then(t):
     st = api_status(d)
     if st.get("last_success") is not None or st.get("serving") != "checkpoint":
         raise AssertionError("a last success while serving the checkpoint: %s" % st)
+    last = 'podmux_source_last_success_timestamp_seconds{source="api"}'
+    if metrics(msock).get(last) != 0:
+        raise AssertionError("metrics while serving the checkpoint: %s is %s" % (last, metrics(msock).get(last)))
     text = t.run_cmd(["status", "--socket", d.sock]).stdout.splitlines()
     row = [x for x in text if x.startswith("api ")]
     if len(row) != 1 or row[0].split()[3] != "never" or \
