@@ -426,21 +426,28 @@ def test_podmux_validate_output_one_identity_line(t):
 def one_shot_server(t, name, answer):
     """A unix socket at t.path(name) that reads a request line, writes
     answer (bytes) and closes, for every connection: a daemon that
-    refuses or says too little.  Returns the path and the listening
+    refuses or says too little (None: nothing, the connection kept open).  Returns the path and the listening
     socket (the caller closes it)."""
     path = t.path(name)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(8)
 
+    held = []
+
     def serve():
         while True:
             try:
                 conn, _ = srv.accept()
             except OSError:
+                for c in held:
+                    c.close()
                 return
+            conn.recv(4096)
+            if answer is None:
+                held.append(conn)   # a daemon that never answers
+                continue
             with conn:
-                conn.recv(4096)
                 conn.sendall(answer)
     threading.Thread(target=serve, daemon=True).start()
     return path, srv
@@ -449,7 +456,8 @@ def one_shot_server(t, name, answer):
 @test("podmux validate --socket S FILE without --node-name computes with "
       "the daemon's node name: the UID printed is the one the daemon "
       "holds; --node-name another name is said in a note; a daemon that "
-      "refuses or closes is a note and the host's name is used")
+      "refuses, closes or does not answer is a note and the host's name "
+      "is used")
 def test_podmux_validate_socket_daemon_s_node(t):
     m = t.mkdir("manifests")
     web = os.path.join(m, "web.yaml")
@@ -478,7 +486,8 @@ def test_podmux_validate_socket_daemon_s_node(t):
     for name, answer in (
             ("refuses.sock", b'{"type":"error","reason":"Forbidden",'
                              b'"message":"uid 1 is not allowed"}\n'),
-            ("closes.sock", b'{"type":"hello","protocol":1}\n')):
+            ("closes.sock", b'{"type":"hello","protocol":1}\n'),
+            ("silent.sock", None)):
         sock, srv = one_shot_server(t, name, answer)
         try:
             rb = t.run_cmd(["validate", "--socket", sock, web])
@@ -488,8 +497,9 @@ def test_podmux_validate_socket_daemon_s_node(t):
         if rb.returncode != 0 or not mb or not hm or \
                 mb.group(4) != hm.group(4) or \
                 "note: cannot ask the daemon at" not in rb.stderr or \
-                ("Forbidden" in answer.decode()) != \
-                ("Forbidden" in rb.stderr):
+                ("Forbidden" in (answer or b"").decode()) != \
+                ("Forbidden" in rb.stderr) or \
+                (answer is None) != ("no answer in time" in rb.stderr):
             raise AssertionError("%s: %r %r (offline: %r)" % (
                 name, rb.stdout, rb.stderr, host.stdout))
 
