@@ -397,8 +397,8 @@ static void on_source(struct podmux_client *c, const struct podmux_source_state 
         if (w->json || w->exec)
                 return;
         if (s->serving == PODMUX_SERVING_CHECKPOINT)
-                (void)snprintf(text, sizeof(text), "source %s: serving its checkpoint of %s (resourceVersion %s)",
-                               s->source, s->checkpoint_time ? s->checkpoint_time : "?",
+                (void)snprintf(text, sizeof(text), "source %s: checkpoint of %s (resourceVersion %s)", s->source,
+                               s->checkpoint_time ? s->checkpoint_time : "?",
                                s->checkpoint_resource_version ? s->checkpoint_resource_version : "?");
         else if (s->serving == PODMUX_SERVING_LIVE)
                 (void)snprintf(text, sizeof(text), "source %s: live", s->source);

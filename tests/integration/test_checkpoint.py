@@ -313,10 +313,11 @@ def test_operator_s_view_checkpoint_then(t):
     env.srv.fail(match="list", status=403, count=1000)
     msock = t.path("metrics.sock")
     d = env.daemon(["--checkpoint-grace", "1h", "--metrics-address", msock])
-    w = t.spawn(["watch", "--socket", d.sock], env=dict(os.environ, COLUMNS="200"))
+    # At 80 columns the line is whole.
+    w = t.spawn(["watch", "--socket", d.sock], env=dict(os.environ, COLUMNS="80"))
     note = w.wait_line(lambda x: x.startswith("-- source api:"), T_SHORT, "a note on what api serves")
     served = api_status(d)["checkpoint"]["served"]
-    want = "-- source api: serving its checkpoint of %s (resourceVersion %s)" % (
+    want = "-- source api: checkpoint of %s (resourceVersion %s)" % (
         served["time"], meta["resourceVersion"])
     if note != want:
         raise AssertionError("note %r, want %r" % (note, want))
