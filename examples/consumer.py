@@ -6,6 +6,10 @@ import sys
 
 import podmux
 
+# The last error printed: while the daemon is away every retry fails
+# alike, and one line says so; the next synced clears it.
+last_error = None
+
 try:
     with podmux.Client(sys.argv[1] if len(sys.argv) > 1 else None) as client:
         for ev in client.events():    # reconnects and resumes by itself
@@ -15,12 +19,18 @@ try:
                     print(u.op, p.source, "%s/%s" % (p.namespace, p.name),
                           p.uid, "(resync)" if u.resync else "", flush=True)
             elif ev.kind == "synced":
+                last_error = None
                 print("synced %s: %d pods" % (
                     "(resumed)" if ev.resumed else "(full state)",
                     len(client)), flush=True)
             elif ev.kind == "error":
-                print("consumer:", ev.error.message, file=sys.stderr,
-                      flush=True)
+                e = ev.error
+                if not e.fatal and e.message == last_error:
+                    continue          # the same failure again: said already
+                last_error = e.message
+                print("consumer: %s%s" % (e.message,
+                                          "" if e.fatal else " (retrying)"),
+                      file=sys.stderr, flush=True)
 except KeyboardInterrupt:
     pass
 except podmux.Error as e:

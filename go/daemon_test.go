@@ -556,6 +556,10 @@ func TestRealExampleConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -571,6 +575,21 @@ func TestRealExampleConsumer(t *testing.T) {
 		}
 		close(lines)
 	}()
+	var errMu sync.Mutex
+	var errLines []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			errMu.Lock()
+			errLines = append(errLines, sc.Text())
+			errMu.Unlock()
+		}
+	}()
+	said := func() []string {
+		errMu.Lock()
+		defer errMu.Unlock()
+		return append([]string(nil), errLines...)
+	}
 	want := func(what string, ok func(string) bool) {
 		t.Helper()
 		deadline := time.After(waitLimit)
@@ -591,6 +610,45 @@ func TestRealExampleConsumer(t *testing.T) {
 	want("web's ADD", func(l string) bool { return strings.HasPrefix(l, "ADD file default/"+pn("web")+" ") })
 	want("synced", func(l string) bool { return l == "synced (full state): 1 pods" })
 	d.stop(syscall.SIGTERM)
+	// While the daemon is away every retry fails alike: one line says
+	// so.  A listener that closes each connection stands in for it, so
+	// the retries are counted, not timed.
+	away, err := net.Listen("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted sync.WaitGroup
+	accepted.Add(5)
+	go func() {
+		for n := 0; ; n++ {
+			conn, err := away.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Read(make([]byte, 4096))
+			conn.Close()
+			if n < 5 {
+				accepted.Done()
+			}
+		}
+	}()
+	accepted.Wait() // the 5th comes after the 4th failed and was said
+	waitFor(t, "the line about the connection closed", func() bool {
+		for _, l := range said() {
+			if strings.Contains(l, "closed the connection before the state was complete") {
+				return true
+			}
+		}
+		return false
+	})
+	away.Close() // removes the socket file
+	seen := map[string]bool{}
+	for _, l := range said() {
+		if seen[l] {
+			t.Fatalf("a failure said twice while the daemon is away:\n%s", strings.Join(said(), "\n"))
+		}
+		seen[l] = true
+	}
 	d.manifest("db", "", "img:1", 0)
 	d.start()
 	want("db's resync ADD", func(l string) bool {

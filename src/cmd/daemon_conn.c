@@ -191,3 +191,36 @@ int daemon_files(const char *path, uint64_t deadline, json_object **ret_head, js
         *ret_records = records;
         return 0;
 }
+
+int daemon_status(const char *path, uint64_t deadline, json_object **ret_status, struct buf *err)
+{
+        struct daemon_conn c = DAEMON_CONN_INIT;
+        json_object *st = NULL;
+        char *line;
+        int r;
+
+        r = daemon_conn_open(&c, path, "{\"request\":\"status\"}", err);
+        while (r >= 0 && !st && (r = daemon_conn_line(&c, deadline, &line, err)) > 0) {
+                json_object *m = NULL;
+                const char *type;
+
+                if (json_parse_text(line, strlen(line), &m, NULL) < 0)
+                        continue;
+                type = json_get_str(m, "type", "");
+                if (strcmp(type, "error") == 0)
+                        r = buf_set_err(err, -EPROTO, "the daemon refused: %s: %s", json_get_str(m, "reason", "?"),
+                                        json_get_str(m, "message", ""));
+                else if (strcmp(type, "status") == 0)
+                        st = json_object_get(m);
+                json_object_put(m);
+        }
+        daemon_conn_close(&c);
+        if (r == 0)
+                r = buf_set_err(err, -EPROTO, "\"%s\" closed before its status", path);
+        if (r < 0) {
+                json_object_put(st);
+                return r == -ETIMEDOUT ? buf_set_err(err, r, "\"%s\": no answer in time", path) : r;
+        }
+        *ret_status = st;
+        return 0;
+}

@@ -58,4 +58,12 @@ void daemon_conn_close(struct daemon_conn *c); /* leaves c closed and empty */
 int daemon_files(const char *path, uint64_t deadline, json_object **ret_head, json_object **ret_records,
                  struct buf *err);
 
+/*
+ * A status request (doc/protocol.md "Status request") to the daemon at
+ * path, read up to its status message before deadline: *ret_status (the
+ * caller puts it).  0; -EPROTO when the daemon refused (err says) or
+ * closed first; -ETIMEDOUT; -errno of the connection.
+ */
+int daemon_status(const char *path, uint64_t deadline, json_object **ret_status, struct buf *err);
+
 #endif

@@ -160,11 +160,14 @@ static void print_checkpoint(json_object *s)
         if (!str(s, "serving"))
                 return;
         served = json_get_type(c, "served", json_type_object);
-        printf("       serving %s", str(s, "serving"));
-        if (served)
-                printf(" (the checkpoint of %s, resourceVersion %s)", str_or(served, "time", "?"),
-                       str_or(served, "resource_version", "?"));
-        putchar('\n');
+        if (strcmp(str(s, "serving"), "checkpoint") == 0)
+                /* No list has succeeded in this run (LAST SUCCESS says
+                 * never): the pods are those the server confirmed then. */
+                printf("       serving its checkpoint of %s (resourceVersion %s): the API server has not answered "
+                       "since the start\n",
+                       str_or(served, "time", "?"), str_or(served, "resource_version", "?"));
+        else
+                printf("       serving %s\n", str(s, "serving"));
         if (!c)
                 return;
         printf("       checkpoint %s: %s", str_or(c, "dir", "?"), str(c, "time") ? str(c, "time") : "none on disk");

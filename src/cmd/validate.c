@@ -16,7 +16,8 @@
  * entries are joined to that path.
  *
  * When a daemon answers on the stream socket (--socket, $PODMUX_SOCKET,
- * or the default socket when it exists; not with --offline), its record
+ * or the default socket when it exists; not with --offline), its node
+ * name is the default of --node-name, and its record
  * of each file is shown too (doc/protocol.md "Files request"): what it
  * made of the file, with the pod and seq when applied; a verdict against
  * the bytes on disk now that is a rejection or a duplicate fails the
@@ -66,6 +67,8 @@ struct validate_opts {
         json_object *daemon_records;
         const char *daemon_path;
         json_object *daemon_head;
+        /* The daemon's status message, or NULL; node_name may point in it. */
+        json_object *daemon_status;
 };
 
 static void usage(FILE *f)
@@ -85,8 +88,9 @@ static void usage(FILE *f)
               "file's UID is the daemon's, however the path is spelled.\n"
               "\n"
               "Options:\n"
-              "  --node-name NAME     the node name (default: this host's name, lower-cased,\n"
-              "                       as the kubelet derives it)\n"
+              "  --node-name NAME     the node name (default: the daemon's, when a daemon is\n"
+              "                       asked, else this host's name, lower-cased, as the\n"
+              "                       kubelet derives it)\n"
               "  --manifest-url-mode  decode each file as the HTTP source decodes a body:\n"
               "                       a Pod or a PodList, no toleration added, UID salted\n"
               "                       with url:PATH\n"
@@ -632,13 +636,31 @@ static int parse_args(struct validate_opts *o, int argc, char **argv)
         return -1;
 }
 
-/* Asks the daemon for its records: at the socket given, else at the
- * usual one when it is there.  A daemon that cannot be asked is said
- * (as a note) only when its socket was named. */
+/* A note that the daemon at path could not be asked, and why. */
+static void cannot_ask(const char *path, int r, const struct buf *err)
+{
+        struct buf q = BUF_INIT;
+
+        if (buf_json_string(&q, path, strlen(path)) == 0)
+                fprintf(stderr, "podmux validate: note: cannot ask the daemon at %s: %s\n", q.data,
+                        err->len ? err->data : ERRNO_STR(r));
+        buf_free(&q);
+}
+
+/*
+ * Asks the daemon at the socket given, else at the usual one when it is
+ * there: its node name (a status request), then its records (a files
+ * request).  A pod's UID hashes the node name, so without --node-name
+ * the daemon's name is the one to compute with; with it, a name that
+ * differs is said, since the UIDs printed will not be the daemon's.  A
+ * daemon that cannot be asked is said (as a note) only when its socket
+ * was named.
+ */
 static void ask_daemon(struct validate_opts *o)
 {
-        const char *env = getenv("PODMUX_SOCKET"), *path = o->socket;
-        struct buf err = BUF_INIT, q = BUF_INIT;
+        const char *env = getenv("PODMUX_SOCKET"), *path = o->socket, *node;
+        bool named = o->socket || (env && *env);
+        struct buf err = BUF_INIT;
         struct stat st;
         int r;
 
@@ -646,18 +668,31 @@ static void ask_daemon(struct validate_opts *o)
                 return;
         if (!path)
                 path = env && *env ? env : OPTIONS_DEFAULT_SOCKET;
-        if (!o->socket && !(env && *env) && (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode)))
+        if (!named && (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode)))
                 return;
-        r = daemon_files(path, mono_usec() + VALIDATE_DAEMON_TIMEOUT_USEC, &o->daemon_head, &o->daemon_records, &err);
-        if (r < 0 && (o->socket || (env && *env))) {
-                if (buf_json_string(&q, path, strlen(path)) == 0)
-                        fprintf(stderr, "podmux validate: note: cannot ask the daemon at %s: %s\n", q.data,
-                                err.len ? err.data : ERRNO_STR(r));
+        r = daemon_status(path, mono_usec() + VALIDATE_DAEMON_TIMEOUT_USEC, &o->daemon_status, &err);
+        if (r < 0) {
+                /* Its records would be no better: the same socket. */
+                if (named)
+                        cannot_ask(path, r, &err);
+                buf_free(&err);
+                return;
         }
+        node = json_get_str(o->daemon_status, "node", NULL);
+        if (node && *node && !o->node_name)
+                o->node_name = node;
+        else if (node && *node && strcmp(node, o->node_name) != 0)
+                fprintf(stderr,
+                        "podmux validate: note: the daemon's node is \"%s\": the UIDs below are for "
+                        "--node-name \"%s\", not the daemon's\n",
+                        node, o->node_name);
+        buf_reset(&err);
+        r = daemon_files(path, mono_usec() + VALIDATE_DAEMON_TIMEOUT_USEC, &o->daemon_head, &o->daemon_records, &err);
+        if (r < 0 && named)
+                cannot_ask(path, r, &err);
         if (r == 0)
                 o->daemon_path = json_get_str(o->daemon_head, "path", NULL);
         buf_free(&err);
-        buf_free(&q);
 }
 
 int cmd_validate(int argc, char **argv)
@@ -670,16 +705,17 @@ int cmd_validate(int argc, char **argv)
         if (r >= 0)
                 goto done;
         first = optind;
+        ask_daemon(&o);
         if (!o.node_name) {
                 r = options_default_node_name(host, sizeof(host));
                 if (r < 0) {
                         fprintf(stderr, "podmux validate: cannot get the host name: %s\n",
                                 ERRNO_STR(r));
-                        return 1;
+                        r = 1;
+                        goto done;
                 }
                 o.node_name = host;
         }
-        ask_daemon(&o);
         for (i = first; i < argc; i++) {
                 r = validate_path(&o, argv[i]);
                 if (r < 0) {
@@ -698,5 +734,6 @@ done:
         free(o.patterns);
         json_object_put(o.daemon_records);
         json_object_put(o.daemon_head);
+        json_object_put(o.daemon_status);
         return r;
 }

@@ -43,19 +43,25 @@
 #define WATCH_DEFAULT_SOCKET PODMUX_CLIENT_DEFAULT_SOCKET
 
 /* The table (util/table.h).  OP and SOURCE are never cut: OP is as wide
- * as RECONCILE (a plugin's DEREGISTERED takes room from NAMESPACE).  SEQ
- * is laid out for the 16 digits of the daemon's counter (microseconds
- * since the epoch, doc/protocol.md) and, cut, keeps its last digits, the
- * ones that tell rows apart.  NAMESPACE, NAME and UID are cut when the
- * line is short, the widest first, and take the room a wide line leaves
- * (an API server UID has 36 characters; a name or namespace is shown up
- * to 63). */
+ * as RECONCILE (a plugin's DEREGISTERED takes room from NAMESPACE).
+ * NAMESPACE, NAME and UID are cut when the line is short, UID first (a
+ * pod is told by its namespace and name; its UID is for telling two
+ * apart), then the widest, and take the room a wide line leaves (an API
+ * server UID has 36 characters; a name or namespace is shown up to 63).
+ * SEQ, only with -o wide (kubectl shows no resourceVersion either), is
+ * laid out for the 16 digits of the daemon's counter (microseconds since
+ * the epoch, doc/protocol.md) and, cut, keeps its last digits, the ones
+ * that tell rows apart.  The default table is the same without its
+ * first column. */
 enum { COL_SEQ, COL_OP, COL_SOURCE, COL_NAMESPACE, COL_NAME, COL_UID, COL_PHASE, N_COLS };
 static const struct table_column columns[N_COLS] = {
-        [COL_SEQ] = {"SEQ", 16, 7, 0, true},       [COL_OP] = {"OP", 9, 0, 0, false},
-        [COL_SOURCE] = {"SOURCE", 6, 0, 0, false}, [COL_NAMESPACE] = {"NAMESPACE", 9, 9, 63, false},
-        [COL_NAME] = {"NAME", 10, 16, 63, false},  [COL_UID] = {"UID", 8, 8, 36, false},
-        [COL_PHASE] = {"PHASE", 9, 0, 0, false},
+        [COL_SEQ] = {.title = "SEQ", .floor = 16, .least = 7, .tail = true},
+        [COL_OP] = {.title = "OP", .floor = 9},
+        [COL_SOURCE] = {.title = "SOURCE", .floor = 6},
+        [COL_NAMESPACE] = {.title = "NAMESPACE", .floor = 9, .least = 9, .most = 63},
+        [COL_NAME] = {.title = "NAME", .floor = 10, .least = 16, .most = 63},
+        [COL_UID] = {.title = "UID", .floor = 8, .least = 8, .most = 36, .first = true},
+        [COL_PHASE] = {.title = "PHASE", .floor = 9},
 };
 
 /* Set by the signal handler: the one piece of state a handler can touch. */
@@ -69,6 +75,8 @@ static void on_signal(int sig)
 struct watch {
         const char *path;
         bool json;
+        bool wide;        /* -o wide: the SEQ column too */
+        size_t first_col; /* the first of columns shown: COL_SEQ or COL_OP */
         bool reconnect;
         bool have_resume;
         uint64_t resume;
@@ -81,11 +89,15 @@ struct watch {
         struct podmux_error last;  /* copied strings below */
         char last_message[512];
         bool have_last;
+        /* A failure to reach the daemon said, and not cleared since: the
+         * same one again is not said again (--reconnect retries it). */
+        bool failing;
+        char failing_message[512];
 };
 
 static void usage(FILE *f)
 {
-        fputs("Usage: podmux watch [--socket PATH] [-o table|json] [--resume-after N]\n"
+        fputs("Usage: podmux watch [--socket PATH] [-o table|wide|json] [--resume-after N]\n"
               "                    [--reconnect] [--exec CMD]\n"
               "\n"
               "Connects to the update stream of `podmux run` and prints every\n"
@@ -96,14 +108,17 @@ static void usage(FILE *f)
               "Flags:\n"
               "  --socket PATH       the stream socket (default $PODMUX_SOCKET, else\n"
               "                      " WATCH_DEFAULT_SOCKET ")\n"
-              "  -o, --output FMT    table (default) or json; the table fits the\n"
-              "                      terminal's width ($COLUMNS, else 80), long\n"
-              "                      values elided\n"
+              "  -o, --output FMT    table (default), wide (the table with each row's\n"
+              "                      SEQ) or json; the table fits the terminal's\n"
+              "                      width ($COLUMNS, else 80), long values elided,\n"
+              "                      the UID first\n"
               "  --resume-after N    ask the server for every message after seq N; if\n"
               "                      N is no longer in its history it sends the full\n"
               "                      state instead\n"
               "  --reconnect         when the connection is lost, retry (after 100 ms,\n"
-              "                      doubling to 5 s) and resume after the last change\n"
+              "                      doubling to 5 s) and resume after the last change;\n"
+              "                      a failure is said once, however often it recurs,\n"
+              "                      and a line says when it clears\n"
               "  --exec CMD          run CMD with /bin/sh once per pod change, one at\n"
               "                      a time and in order: the pod's JSON on stdin;\n"
               "                      PODMUX_OP, PODMUX_SOURCE, PODMUX_UID,\n"
@@ -165,9 +180,9 @@ static void print_row(struct watch *w, const char *seq, const char *op, const ch
         const char *cells[N_COLS] = {seq, op, source, ns, name, uid, phase};
 
         if (w->measuring)
-                table_measure(&w->table, cells);
+                table_measure(&w->table, cells + w->first_col);
         else
-                table_print_row(&w->table, cells, stdout);
+                table_print_row(&w->table, cells + w->first_col, stdout);
 }
 
 /* "-- text" for what is not a row. */
@@ -312,12 +327,22 @@ static void on_pods(struct podmux_client *c, const struct podmux_update *u, void
                 print_update(w, u);
 }
 
+/* A failure said clears when the stream is whole again: one line. */
+static void failure_cleared(struct watch *w, bool resumed)
+{
+        if (!w->failing)
+                return;
+        w->failing = false;
+        fprintf(stderr, "podmux watch: connected again to \"%s\" (%s)\n", w->path, resumed ? "resumed" : "full state");
+}
+
 static void on_synced(struct podmux_client *c, bool resumed, void *data)
 {
         struct watch *w = data;
         char text[96];
         size_t n;
 
+        failure_cleared(w, resumed);
         if (w->json || w->exec)
                 return;
         n = podmux_client_pod_count(c);
@@ -361,6 +386,27 @@ static void on_plugin(struct podmux_client *c, const struct podmux_plugin_event 
         print_row(w, seq, e->op, "plugin", e->type, e->name, "-", e->error);
 }
 
+/* What a source serves, when it changes (doc/protocol.md "source"): for
+ * an edge node the one fact that matters, so the table says it too. */
+static void on_source(struct podmux_client *c, const struct podmux_source_state *s, void *data)
+{
+        struct watch *w = data;
+        char text[512]; /* a note is cut to the line anyway */
+
+        (void)c;
+        if (w->json || w->exec)
+                return;
+        if (s->serving == PODMUX_SERVING_CHECKPOINT)
+                (void)snprintf(text, sizeof(text), "source %s: checkpoint of %s (resourceVersion %s)", s->source,
+                               s->checkpoint_time ? s->checkpoint_time : "?",
+                               s->checkpoint_resource_version ? s->checkpoint_resource_version : "?");
+        else if (s->serving == PODMUX_SERVING_LIVE)
+                (void)snprintf(text, sizeof(text), "source %s: live", s->source);
+        else
+                (void)snprintf(text, sizeof(text), "source %s: %s", s->source, s->state);
+        print_note(w, text);
+}
+
 static void on_error(struct podmux_client *c, const struct podmux_error *e, void *data)
 {
         struct watch *w = data;
@@ -371,8 +417,14 @@ static void on_error(struct podmux_client *c, const struct podmux_error *e, void
         w->last.message = w->last_message;
         w->last.reason = NULL;
         w->have_last = true;
-        if (!e->fatal)
-                fprintf(stderr, "podmux watch: %s\n", e->message);
+        if (e->fatal)
+                return;
+        /* While the daemon is away every retry fails alike: said once. */
+        if (w->failing && strcmp(w->failing_message, w->last_message) == 0)
+                return;
+        w->failing = true;
+        (void)snprintf(w->failing_message, sizeof(w->failing_message), "%s", e->message);
+        fprintf(stderr, "podmux watch: %s\n", e->message);
 }
 
 static void on_line(struct podmux_client *c, const char *line, size_t len, void *data)
@@ -466,13 +518,10 @@ static int parse_args(struct watch *w, int argc, char **argv)
                         w->path = optarg;
                         break;
                 case 'o':
-                        if (strcmp(optarg, "json") == 0) {
-                                w->json = true;
-                        } else if (strcmp(optarg, "table") == 0) {
-                                w->json = false;
-                        } else {
-                                return cmd_usage_error("watch", "-o \"%s\": want table or json", optarg);
-                        }
+                        w->json = strcmp(optarg, "json") == 0;
+                        w->wide = strcmp(optarg, "wide") == 0;
+                        if (!w->json && !w->wide && strcmp(optarg, "table") != 0)
+                                return cmd_usage_error("watch", "-o \"%s\": want table, wide or json", optarg);
                         break;
                 case 'r':
                         if (parse_u64(optarg, &w->resume) < 0)
@@ -518,7 +567,9 @@ int cmd_watch(int argc, char **argv)
         status = parse_args(&w, argc, argv);
         if (status >= 0)
                 return status;
-        table_init(&w.table, columns, N_COLS, table_terminal_width(STDOUT_FILENO), utf8_locale());
+        w.first_col = w.wide ? COL_SEQ : COL_OP;
+        table_init(&w.table, columns + w.first_col, N_COLS - w.first_col, table_terminal_width(STDOUT_FILENO),
+                   utf8_locale());
         r = podmux_client_new(w.path, &w, &c);
         if (r < 0) {
                 fprintf(stderr, "podmux watch: %s\n", ERRNO_STR(r));
@@ -528,6 +579,7 @@ int cmd_watch(int argc, char **argv)
         podmux_client_on_synced(c, on_synced);
         podmux_client_on_sources_ready(c, on_ready);
         podmux_client_on_plugin(c, on_plugin);
+        podmux_client_on_source(c, on_source);
         podmux_client_on_error(c, on_error);
         podmux_client_on_line(c, on_line);
         if (!w.reconnect)

@@ -23,7 +23,12 @@ void source_stats_success(struct source_stats *st, size_t pods)
 {
         if (!st)
                 return;
-        st->last_success = wall_usec();
+        /* A checkpoint's pods are handed on, but nothing succeeded: the
+         * checkpoint is served only before any list did, so a last
+         * success shown then would be a false one (its time is in the
+         * checkpoint's own member of the status). */
+        if (!st->serving || strcmp(st->serving, "checkpoint") != 0)
+                st->last_success = wall_usec();
         if (pods != METRICS_PODS_UNCHANGED)
                 st->pods = pods;
 }
@@ -223,7 +228,7 @@ static int render_sources(const struct metrics *m, struct buf *out)
                                offsetof(struct source_stats, parse_errors), false);
         if (r >= 0)
                 r = help(out, "podmux_source_last_success_timestamp_seconds", "gauge",
-                         "When the source last delivered (0: never).");
+                         "When the source last succeeded (0: never; a checkpoint served is none).");
         for (int i = 0; i <= METRICS_SOURCE_API && r >= 0; i++) {
                 if (!m->sources[i].configured)
                         continue;

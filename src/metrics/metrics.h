@@ -50,7 +50,9 @@ struct source_stats {
 };
 
 /* NULL-safe: a source given no stats counts nothing.  pods is the number
- * delivered, or METRICS_PODS_UNCHANGED (a poll that found no change). */
+ * delivered, or METRICS_PODS_UNCHANGED (a poll that found no change).
+ * A delivery while serving "checkpoint" is no success: only the pods
+ * are counted. */
 #define METRICS_PODS_UNCHANGED ((size_t)-1)
 void source_stats_success(struct source_stats *st, size_t pods);
 /* Records an error (parse: also a parse error); the text is formatted

@@ -92,14 +92,19 @@ void table_measure(struct table *t, const char *const *cells)
 }
 
 /* The column to take one from: the widest that may still be cut (the
- * later of two as wide); t->n when none may. */
+ * later of two as wide), of those cut first while one of them may be;
+ * t->n when none may. */
 static size_t widest_cuttable(const struct table *t)
 {
         size_t w = t->n;
 
-        for (size_t i = 0; i < t->n; i++)
-                if (t->col[i].least > 0 && t->width[i] > t->col[i].least && (w == t->n || t->width[i] >= t->width[w]))
+        for (size_t i = 0; i < t->n; i++) {
+                if (t->col[i].least == 0 || t->width[i] <= t->col[i].least)
+                        continue;
+                if (w == t->n || (t->col[i].first && !t->col[w].first) ||
+                    (t->col[i].first == t->col[w].first && t->width[i] >= t->width[w]))
                         w = i;
+        }
         return w;
 }
 

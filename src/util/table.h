@@ -29,6 +29,7 @@ struct table_column {
         int most;  /* spare room widens it up to this; 0: not widened */
         bool tail; /* cut from the start, the end kept (a counter's last
                     * digits); else in the middle */
+        bool first; /* cut down to its least before any column without it */
 };
 
 struct table {
@@ -50,7 +51,7 @@ void table_init(struct table *t, const struct table_column *col, size_t n, int l
 void table_measure(struct table *t, const char *const *cells);
 /* Fixes the widths once: each column as wide as measured (its floor at
  * least); while the line is too long, the widest column that may be cut
- * loses one; spare room widens the columns that take it, last first. */
+ * (of those cut first, while one of them may be) loses one; spare room widens the columns that take it, last first. */
 void table_layout(struct table *t);
 void table_print_header(const struct table *t, FILE *f);
 /* One row: each cell padded or elided to its column (control characters

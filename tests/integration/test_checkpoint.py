@@ -303,6 +303,50 @@ def test_server_refuses_list_403_has_checkpoint(t):
     env.close()
 
 
+@test("the operator's view: podmux watch's table says when api serves its checkpoint (time, "
+      "resourceVersion), then when it is live; podmux status shows no last success for api until "
+      "a list succeeds, and says it serves the checkpoint of that time")
+def test_operator_s_view_checkpoint_then(t):
+    env = Env(t, pods=("a", "b"))
+    meta, _ = first_run(env)
+    env.srv.start()
+    env.srv.fail(match="list", status=403, count=1000)
+    msock = t.path("metrics.sock")
+    d = env.daemon(["--checkpoint-grace", "1h", "--metrics-address", msock])
+    # At 80 columns the line is whole.
+    w = t.spawn(["watch", "--socket", d.sock], env=dict(os.environ, COLUMNS="80"))
+    note = w.wait_line(lambda x: x.startswith("-- source api:"), T_SHORT, "a note on what api serves")
+    served = api_status(d)["checkpoint"]["served"]
+    want = "-- source api: checkpoint of %s (resourceVersion %s)" % (
+        served["time"], meta["resourceVersion"])
+    if note != want:
+        raise AssertionError("note %r, want %r" % (note, want))
+    st = api_status(d)
+    if st.get("last_success") is not None or st.get("serving") != "checkpoint":
+        raise AssertionError("a last success while serving the checkpoint: %s" % st)
+    last = 'podmux_source_last_success_timestamp_seconds{source="api"}'
+    if metrics(msock).get(last) != 0:
+        raise AssertionError("metrics while serving the checkpoint: %s is %s" % (last, metrics(msock).get(last)))
+    text = t.run_cmd(["status", "--socket", d.sock]).stdout.splitlines()
+    row = [x for x in text if x.startswith("api ")]
+    if len(row) != 1 or row[0].split()[3] != "never" or \
+            "       serving its checkpoint of %s (resourceVersion %s): the API server has not answered " \
+            "since the start" % (served["time"], meta["resourceVersion"]) not in text:
+        raise AssertionError("podmux status while serving the checkpoint:\n%s" % "\n".join(text))
+    env.srv.cmd("clear_faults")
+    w.wait_line(lambda x: x == "-- source api: live", T_RELIST, "the note that api is live")
+    notes = [x for x in w.lines() if x.startswith("-- source ")]
+    if notes != [want, "-- source api: live"]:
+        raise AssertionError("notes %s" % notes)
+    harness.wait_for(lambda: api_status(d).get("last_success"), T_WAIT, "a last success once live")
+    text = t.run_cmd(["status", "--socket", d.sock]).stdout.splitlines()
+    row = [x for x in text if x.startswith("api ")]
+    if len(row) != 1 or row[0].split()[3] == "never" or "       serving live" not in text:
+        raise AssertionError("podmux status once live:\n%s" % "\n".join(text))
+    w.stop()
+    env.close()
+
+
 @test("a server that does not answer in time: the checkpoint after --checkpoint-grace, "
       "then the live list with no record for unchanged pods")
 def test_server_does_answer_time_checkpoint_after(t):

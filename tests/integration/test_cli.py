@@ -5,8 +5,10 @@ version, validate, watch, and run's flag handling and logging."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -421,6 +423,87 @@ def test_podmux_validate_output_one_identity_line(t):
                 flags, rb.returncode, rb.stderr))
 
 
+def one_shot_server(t, name, answer):
+    """A unix socket at t.path(name) that reads a request line, writes
+    answer (bytes) and closes, for every connection: a daemon that
+    refuses or says too little (None: nothing, the connection kept open).  Returns the path and the listening
+    socket (the caller closes it)."""
+    path = t.path(name)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                for c in held:
+                    c.close()
+                return
+            conn.recv(4096)
+            if answer is None:
+                held.append(conn)   # a daemon that never answers
+                continue
+            with conn:
+                conn.sendall(answer)
+    threading.Thread(target=serve, daemon=True).start()
+    return path, srv
+
+
+@test("podmux validate --socket S FILE without --node-name computes with "
+      "the daemon's node name: the UID printed is the one the daemon "
+      "holds; --node-name another name is said in a note; a daemon that "
+      "refuses, closes or does not answer is a note and the host's name "
+      "is used")
+def test_podmux_validate_socket_daemon_s_node(t):
+    m = t.mkdir("manifests")
+    web = os.path.join(m, "web.yaml")
+    write_file(web, pod_yaml("web"))
+    d = t.daemon(m, node="daemon-node-7")
+    c = d.connect()
+    c.wait_until_state(["web-daemon-node-7"])
+    held = list(c.state.pods)
+    r = t.run_cmd(["validate", "--socket", d.sock, web])
+    mm = LINE_RE.match(r.stdout.strip())
+    if r.returncode != 0 or not mm or [mm.group(4)] != held or \
+            mm.group(5) != "daemon-node-7":
+        raise AssertionError("validate printed %r (stderr %r); the daemon "
+                             "holds uid %s on node daemon-node-7" %
+                             (r.stdout, r.stderr, held))
+    rn = t.run_cmd(["validate", "--socket", d.sock, "--node-name", "other",
+                    web])
+    mn = LINE_RE.match(rn.stdout.strip())
+    if rn.returncode != 0 or not mn or mn.group(5) != "other" or \
+            mn.group(4) == held[0] or \
+            'the daemon\'s node is "daemon-node-7"' not in rn.stderr:
+        raise AssertionError("--node-name other: %r %r" % (rn.stdout,
+                                                           rn.stderr))
+    host = t.run_cmd(["validate", "--offline", web])
+    hm = LINE_RE.match(host.stdout.strip())
+    for name, answer in (
+            ("refuses.sock", b'{"type":"error","reason":"Forbidden",'
+                             b'"message":"uid 1 is not allowed"}\n'),
+            ("closes.sock", b'{"type":"hello","protocol":1}\n'),
+            ("silent.sock", None)):
+        sock, srv = one_shot_server(t, name, answer)
+        try:
+            rb = t.run_cmd(["validate", "--socket", sock, web])
+        finally:
+            srv.close()
+        mb = LINE_RE.match(rb.stdout.strip())
+        if rb.returncode != 0 or not mb or not hm or \
+                mb.group(4) != hm.group(4) or \
+                "note: cannot ask the daemon at" not in rb.stderr or \
+                ("Forbidden" in (answer or b"").decode()) != \
+                ("Forbidden" in rb.stderr) or \
+                (answer is None) != ("no answer in time" in rb.stderr):
+            raise AssertionError("%s: %r %r (offline: %r)" % (
+                name, rb.stdout, rb.stderr, host.stdout))
+
+
 @test("podmux validate DIR with good and bad files: exit 1, good pods on "
       "stdout, each bad file named on stderr, hidden files ignored")
 def test_podmux_validate_dir_good_bad_files(t):
@@ -505,14 +588,14 @@ def table_starts(line):
     return [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
 
 
-def check_table(lines, width):
+def check_table(lines, width, wide=False):
     """No line wider than width; every row's cells start where the
-    header's titles do."""
-    header = [x for x in lines if x.startswith("SEQ ")]
+    header's titles do (-o wide: SEQ first)."""
+    header = [x for x in lines if x.startswith("SEQ " if wide else "OP ")]
     if len(header) != 1:
         raise AssertionError("want one header line: %r" % lines[:8])
     cols = table_starts(header[0])
-    if len(cols) != 7:
+    if len(cols) != (7 if wide else 6):
         raise AssertionError("header %r" % header[0])
     for line in lines:
         if len(line) > width:
@@ -555,6 +638,49 @@ def test_podmux_watch_fits_table_columns_columns(t):
     w2.stop()
     t.soft(check_table, w.lines(), 80)
     t.soft(check_table, w2.lines(), 100)
+
+
+@test("podmux watch's table at 80 columns shows a control-plane pod's "
+      "namespace and name whole, the UID cut first, and no SEQ; -o wide "
+      "has each row's SEQ; -o bogus is a usage error")
+def test_podmux_watch_80_columns_namespace_name(t):
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "kube-apiserver.yaml"),
+               pod_yaml("kube-apiserver", namespace="kube-system"))
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state([pn("kube-apiserver")])
+    (uid,) = list(c.state.pods)
+    env = dict(os.environ, COLUMNS="80")
+    w = t.spawn(["watch", "--socket", d.sock], env=env)
+    ww = t.spawn(["watch", "--socket", d.sock, "-o", "wide"], env=env)
+    for p in (w, ww):
+        p.wait_line(lambda x: x.startswith("-- synced"),
+                    what="the synced note")
+    ww.stop()
+    w.stop()
+    rows = [x for x in w.lines() if x.startswith("ADD ")]
+    want = "  kube-system  %s  " % pn("kube-apiserver")
+    if len(rows) != 1 or want not in rows[0] or uid in rows[0] or \
+            uid[:4] not in rows[0]:
+        raise AssertionError("want one row with %r whole and the uid %s "
+                             "cut: %r" % (want, uid, w.lines()))
+    t.soft(check_table, w.lines(), 80)
+    t.soft(check_table, ww.lines(), 80, wide=True)
+    # The full state's rows say "state" in SEQ; a live change its number.
+    write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
+    ww = t.spawn(["watch", "--socket", d.sock, "-o", "wide"], env=env)
+    ww.wait_line(lambda x: x.startswith("-- synced"), what="the synced note")
+    write_file(os.path.join(m, "etcd.yaml"), pod_yaml("etcd"))
+    ww.wait_line(lambda x: pn("etcd") in x, what="etcd's row")
+    ww.stop()
+    seqs = [x.split()[0] for x in ww.lines() if " ADD " in x]
+    if seqs[:2] != ["state", "state"] or len(seqs) != 3 or \
+            not seqs[2].lstrip("\u2026.").isdigit():
+        raise AssertionError("-o wide: want a SEQ cell: %r" % ww.lines())
+    r = t.run_cmd(["watch", "--socket", d.sock, "-o", "bogus"])
+    if r.returncode != 2 or "want table, wide or json" not in r.stderr:
+        raise AssertionError("-o bogus: %d %r" % (r.returncode, r.stderr))
 
 
 @test("podmux watch with no daemon exits 1 with a message naming the "

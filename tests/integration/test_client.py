@@ -35,6 +35,65 @@ def read(path):
         return ""
 
 
+class AwayDaemon:
+    """Stands in at path for a daemon that is away: accepts each
+    connection, reads the request and closes it.  Each connection is one
+    retry of the client, so a test sees retries happen without timing
+    them; every retry fails alike ("closed the connection")."""
+
+    def __init__(self, path):
+        self.path = path
+        self.accepted = 0
+        self.lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.lis.bind(path)
+        self.lis.listen(16)
+        self.th = threading.Thread(target=self._serve, daemon=True)
+        self.th.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.lis.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.settimeout(5)
+                    conn.recv(4096)
+                except OSError:
+                    pass
+            self.accepted += 1
+
+    def close(self):
+        self.lis.shutdown(socket.SHUT_RDWR)
+        self.lis.close()
+        self.th.join(5)
+        os.unlink(self.path)
+
+
+def retries_said_once(d, err_lines, prefix):
+    """With daemon d stopped: the consumer whose stderr is err_lines()
+    retries at least 4 times against an AwayDaemon, and says each
+    condition once (lines starting with prefix)."""
+    mark = len(err_lines())
+    away = AwayDaemon(d.sock)
+    try:
+        # The 5th connection comes after the 4th failed and was said.
+        harness.wait_for(lambda: away.accepted >= 5, T_WAIT,
+                         "5 connections of the retrying consumer")
+        harness.wait_for(lambda: any("closed the connection" in x and
+                                     "ShuttingDown" not in x
+                                     for x in err_lines()[mark:]),
+                         T_WAIT, "the line about the connection closed")
+    finally:
+        away.close()
+    said = [x for x in err_lines() if x.startswith(prefix)]
+    if len(said) != len(set(said)) or len(said) > 4:
+        raise AssertionError("one line per condition while the daemon is "
+                             "away, after %d retries: %s" % (away.accepted,
+                                                             said))
+
+
 @test("podmux watch --exec runs the command once per pod change, in order, "
       "with the pod's JSON on stdin and PODMUX_* in its environment; a "
       "failing command is logged and the stream goes on")
@@ -92,14 +151,15 @@ def test_podmux_watch_exec_runs_command_once(t):
 
 
 @test("podmux watch --reconnect follows a daemon restart: the pods "
-      "changed meanwhile come as resync rows")
+      "changed meanwhile come as resync rows (-o wide)")
 def test_podmux_watch_reconnect_follows_daemon_restart(t):
     m = t.mkdir("manifests")
     write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
     d = t.daemon(m)
-    w = t.spawn(["watch", "--socket", d.sock, "--reconnect"])
+    w = t.spawn(["watch", "--socket", d.sock, "--reconnect", "-o", "wide"])
     w.wait_line(lambda x: pn("web") in x, what="web's row")
     d.stop()
+    retries_said_once(d, w.err_lines, "podmux watch: ")
     os.remove(os.path.join(m, "web.yaml"))
     write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
     d.start()
@@ -107,6 +167,11 @@ def test_podmux_watch_reconnect_follows_daemon_restart(t):
                 pn("db") in x, what="db's resync ADD row")
     w.wait_line(lambda x: x.startswith("resync") and "REMOVE" in x and
                 pn("web") in x, what="web's resync REMOVE row")
+    again = [x for x in w.err_lines() if "connected again" in x]
+    if again != ['podmux watch: connected again to "%s" (full state)' %
+                 d.sock]:
+        raise AssertionError("want one line when the failure clears: %s" %
+                             w.err_lines())
     if w.poll() is not None:
         raise AssertionError("watch --reconnect exited")
     w.stop()
@@ -240,15 +305,7 @@ def test_libpodmux_client_installed_versioned_soname_header(t):
                 what="synced")
     static_consumer(t, dest, cc, pkgconf, env, d.sock)
     d.stop()
-    # While the daemon is away every retry fails alike: one line says so
-    # (the first retries come within a second: 0.1 s, doubling).
-    harness.wait_for(lambda: any("cannot connect" in x for x in p.err_lines()),
-                     T_WAIT, "the consumer's line about the daemon gone")
-    harness.settle(3)
-    said = [x for x in p.err_lines() if x.startswith("consumer: ")]
-    if any(a == b for a, b in zip(said, said[1:])) or len(said) > 4:
-        raise AssertionError("one line per failure while the daemon is "
-                             "away: %s" % said[:5])
+    retries_said_once(d, p.err_lines, "consumer: ")
     write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
     d.start()
     p.wait_line(lambda x: x.startswith("ADD file default/" + pn("db")) and
@@ -289,6 +346,7 @@ def test_python_module_installs_offline_pip_python(t):
     p.wait_line(lambda x: x.startswith("REMOVE file default/" + pn("web")),
                 what="web's REMOVE")
     d.stop()
+    retries_said_once(d, p.err_lines, "consumer: ")
     write_file(os.path.join(m, "db.yaml"), pod_yaml("db"))
     d.start()
     p.wait_line(lambda x: x.startswith("ADD file default/" + pn("db")) and

@@ -303,5 +303,27 @@ START_TEST(test_checkpoint_rendered)
 }
 END_TEST
 
+/* The api source hands on its checkpoint's pods before any list
+ * succeeded: the pods count, but no last success is recorded until the
+ * source is live. */
+START_TEST(test_checkpoint_is_no_success)
+{
+        struct metrics m;
+        struct source_stats *api;
+
+        metrics_init(&m);
+        api = metrics_source(&m, "api");
+        api->configured = true;
+        api->serving = "checkpoint";
+        source_stats_success(api, 3);
+        ck_assert_uint_eq(api->last_success, 0);
+        ck_assert_uint_eq(api->pods, 3);
+        api->serving = "live";
+        source_stats_success(api, 2);
+        ck_assert_uint_gt(api->last_success, 0);
+        ck_assert_uint_eq(api->pods, 2);
+}
+END_TEST
+
 UNIT_MAIN(test_render_counts_updates_sources_plugins, test_merge_histogram_is_cumulative, test_status_members_are_json,
-          test_event_families, test_checkpoint_rendered)
+          test_event_families, test_checkpoint_rendered, test_checkpoint_is_no_success)

@@ -12,11 +12,12 @@
 #include "util/table.h"
 #include "unit.h"
 
-/* The columns of podmux watch (src/cmd/watch.c). */
+/* The columns of podmux watch -o wide (src/cmd/watch.c), with UID cut
+ * like the others (test_cut_first has watch's). */
 static const struct table_column cols[] = {
-        {"SEQ", 16, 7, 0, true},        {"OP", 9, 0, 0, false},      {"SOURCE", 6, 0, 0, false},
-        {"NAMESPACE", 9, 9, 63, false}, {"NAME", 10, 16, 63, false}, {"UID", 8, 8, 36, false},
-        {"PHASE", 9, 0, 0, false},
+        {"SEQ", 16, 7, 0, true, false},        {"OP", 9, 0, 0, false, false},      {"SOURCE", 6, 0, 0, false, false},
+        {"NAMESPACE", 9, 9, 63, false, false}, {"NAME", 10, 16, 63, false, false}, {"UID", 8, 8, 36, false, false},
+        {"PHASE", 9, 0, 0, false, false},
 };
 #define N (sizeof(cols) / sizeof(cols[0]))
 
@@ -246,7 +247,7 @@ END_TEST
 /* UTF-8: a character is one column, never split. */
 START_TEST(test_utf8_width)
 {
-        static const struct table_column one[] = {{"A", 4, 4, 0, false}, {"B", 1, 0, 0, false}};
+        static const struct table_column one[] = {{"A", 4, 4, 0, false, false}, {"B", 1, 0, 0, false, false}};
         const char *const row[2] = {"\xc3\xa9t\xc3\xa9-\xc3\xa9t\xc3\xa9", "x"}; /* été-été */
         struct table t;
         struct out o;
@@ -303,4 +304,45 @@ START_TEST(test_terminal_width)
 }
 END_TEST
 
-UNIT_MAIN(test_fits_80_and_aligns, test_layout_widths, test_cells, test_utf8_width, test_terminal_width)
+/* A column cut first (watch's UID) gives up its room down to its least
+ * before any other is cut: at 80 columns the default table of podmux
+ * watch shows a namespace and a name of 17 characters whole. */
+START_TEST(test_cut_first)
+{
+        static const struct table_column watch[] = {
+                {"OP", 9, 0, 0, false, false},         {"SOURCE", 6, 0, 0, false, false},
+                {"NAMESPACE", 9, 9, 63, false, false}, {"NAME", 10, 16, 63, false, false},
+                {"UID", 8, 8, 36, false, true},        {"PHASE", 9, 0, 0, false, false},
+        };
+        const char *const row[6] = {
+                "ADD", "api", "kube-system", "kube-apiserver-vm", "0123456789abcdef0123456789abcdef", "Running"};
+        const char *const longer[6] = {"ADD",
+                                       "file",
+                                       "kube-system-and-more",
+                                       "a-very-long-static-pod-name-that-goes-on-and-on-node1",
+                                       "0123456789abcdef0123456789abcdef",
+                                       "Running"};
+        struct table t;
+        struct out o;
+        char *text;
+
+        table_init(&t, watch, 6, 80, true);
+        table_measure(&t, row);
+        table_layout(&t);
+        out_open(&o);
+        table_print_row(&t, row, o.f);
+        text = out_close(&o);
+        ck_assert_msg(strstr(text, "  kube-system  kube-apiserver-vm  "), "%s", text);
+        free(text);
+
+        /* Both cut first too long: UID at its least, then the widest. */
+        table_init(&t, watch, 6, 80, true);
+        table_measure(&t, longer);
+        table_layout(&t);
+        ck_assert_int_eq(t.width[4], 8);
+        ck_assert_int_le(abs(t.width[2] - t.width[3]), 1);
+        ck_assert_int_ge(t.width[3], 16);
+}
+END_TEST
+
+UNIT_MAIN(test_fits_80_and_aligns, test_layout_widths, test_cells, test_utf8_width, test_terminal_width, test_cut_first)

@@ -26,6 +26,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var c *podmux.Client
+	// The last error printed: while the daemon is away every retry fails
+	// alike, and one line says so; the next Synced clears it.  The
+	// handlers run one at a time, on Run's goroutine.
+	lastError := ""
 	c = podmux.NewClient(podmux.Config{
 		Path: path,
 		Handlers: podmux.Handlers{
@@ -40,6 +44,7 @@ func main() {
 				}
 			},
 			Synced: func(resumed bool) {
+				lastError = ""
 				how := "(full state)"
 				if resumed {
 					how = "(resumed)"
@@ -47,7 +52,17 @@ func main() {
 				fmt.Printf("synced %s: %d pods\n", how, c.Len())
 			},
 			// The package never logs by itself.
-			Error: func(err *podmux.Error) { fmt.Fprintf(os.Stderr, "consumer: %s\n", err.Message) },
+			Error: func(err *podmux.Error) {
+				if !err.Fatal && err.Message == lastError {
+					return // the same failure again: said already
+				}
+				lastError = err.Message
+				retrying := " (retrying)"
+				if err.Fatal {
+					retrying = ""
+				}
+				fmt.Fprintf(os.Stderr, "consumer: %s%s\n", err.Message, retrying)
+			},
 		},
 	})
 	err := c.Run(ctx) // reconnects and resumes by itself
