@@ -1,6 +1,6 @@
 /*
  * event_recorder — Events written to the API server (see
- * src/sources/event_recorder.h and doc/events.md).
+ * src/events/event_recorder.h and doc/events.md).
  *
  * record(): correlate at once (so a throttled event never takes a place
  * in the queue), queue the write, arm the pump.  pump(): when no write is
@@ -26,7 +26,7 @@
 #include <json-c/json.h>
 
 #include "util/buf.h"
-#include "sources/event_recorder.h"
+#include "events/event_recorder.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/ring.h"

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "util/curl_loop.h"
-#include "sources/event_correlator.h"
+#include "events/event_correlator.h"
 #include "util/loop.h"
 #include "metrics/metrics.h"
 

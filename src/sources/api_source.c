@@ -33,7 +33,7 @@
 
 #include <json-c/json.h>
 
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "sources/api_source.h"
 #include "sources/checkpoint.h"
 #include "util/backoff.h"

@@ -41,7 +41,7 @@
 #include "util/buf.h"
 #include "sources/checkpoint_writer.h"
 #include "util/curl_loop.h"
-#include "sources/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "util/loop.h"
 #include "metrics/metrics.h"
 #include "core/mux.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sources/event_recorder.h"
+#include "events/event_recorder.h"
 #include "unit.h"
 
 static const struct event_ref pod = {
