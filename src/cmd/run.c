@@ -37,6 +37,7 @@
 #include "core/file_record.h"
 #include "sources/file_source.h"
 #include "sources/http_source.h"
+#include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
 #include "util/log.h"
 #include "util/loop.h"
@@ -86,6 +87,7 @@ struct daemon {
         struct file_source *file;
         struct curl_loop *curl;
         struct http_source *http;
+        struct kube_client *kube; /* the API server's client, with the API source */
         struct api_source *api;
         struct event_recorder *events; /* --events with the API source; else NULL */
         struct plugin_manager *plugins;
@@ -230,21 +232,6 @@ static void on_emit(void *data, struct pod_update *u)
  * is refused (the kubelet has no such event). */
 #define EVENT_REASON_REJECTED "StaticPodRejected"
 
-/* The recorder's requests go out through the API source's client. */
-static int events_prepare(void *data, CURL *easy, const char *path, struct curl_slist **ret_hdrs)
-{
-        struct daemon *d = data;
-
-        return api_source_prepare_request(d->api, easy, path, ret_hdrs);
-}
-
-static void events_unauthorized(void *data)
-{
-        struct daemon *d = data;
-
-        api_source_unauthorized(d->api);
-}
-
 /* Writing events fails (one line per kind of failure), or works again. */
 static void events_report(void *data, const char *problem, uint64_t lost)
 {
@@ -306,14 +293,14 @@ static void on_storage_event(void *data, const char *source, const struct pod *p
         }
 }
 
-/* The event recorder, on the API source's client (--events). */
+/* The event recorder, on the API source's kube client (--events). */
 static int build_event_recorder(struct daemon *d)
 {
         struct event_recorder_config cfg = {
                 .node_name = d->opts.node_name,
                 .qps = d->opts.event_qps,
                 .burst = d->opts.event_burst,
-                .client = {.prepare = events_prepare, .unauthorized = events_unauthorized, .data = d},
+                .kube = d->kube,
                 .report = events_report,
                 .stats = &d->metrics.events,
         };
@@ -699,6 +686,7 @@ static void daemon_free(struct daemon *d)
         http_source_free(d->http);
         event_recorder_free(d->events);
         api_source_free(d->api);
+        kube_client_free(d->kube);
         curl_loop_free(d->curl);
         stream_server_free(d->stream);
         watcher_free(d->watcher);
@@ -805,12 +793,11 @@ static void http_config_from_options(struct daemon *d, struct http_source_config
         };
 }
 
-/* The API server source's config, with the credentials already loaded
- * into kc (moved into the source by api_source_new()). */
-static void api_config_from_options(struct daemon *d, struct kube_config *kc, struct api_source_config *cfg)
+/* The API server source's config, on the daemon's kube client. */
+static void api_config_from_options(struct daemon *d, struct api_source_config *cfg)
 {
         *cfg = (struct api_source_config){
-                .kube = kc,
+                .kube = d->kube,
                 .node_name = d->opts.node_name,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_API),
                 .checkpoint =
@@ -944,11 +931,13 @@ static int build_api_source(struct daemon *d, struct buf *err)
                                : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, err);
         if (r < 0)
                 return r;
-        api_config_from_options(d, &kc, &cfg);
-        if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_API, &ch)) < 0 ||
-            (r = api_source_new(d->loop, d->curl, ch, &cfg, &d->api, err)) < 0)
-                kube_config_free(&kc);
-        return r;
+        /* kc is moved into the client, which frees it on failure too. */
+        if ((r = kube_client_new(&kc, &d->kube, err)) < 0)
+                return r;
+        api_config_from_options(d, &cfg);
+        if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_API, &ch)) < 0)
+                return r;
+        return api_source_new(d->loop, d->curl, ch, &cfg, &d->api, err);
 }
 
 /* The plugin manager (--plugins-registry-dir). */
