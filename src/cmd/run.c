@@ -48,6 +48,7 @@
 #include "cmd/options.h"
 #include "plugins/plugin_manager.h"
 #include "util/sd_notify.h"
+#include "util/str.h"
 #include "core/storage.h"
 #include "stream/stream_server.h"
 #include "core/updates_pipe.h"
@@ -101,7 +102,10 @@ struct daemon {
         struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_every */
         uint64_t watchdog_every;     /* half of $WATCHDOG_USEC */
         unsigned sources_told;       /* bit i: STATUS has said mux source i is ready */
-        bool api_checkpoint;         /* consumers were told api serves its checkpoint */
+        bool api_provisional;        /* consumers were told api serves its checkpoint */
+        /* The checkpoint the API source said it serves (on_api_state). */
+        uint64_t api_ckpt_time;
+        char *api_ckpt_rv;
 };
 
 /* ---- the service manager (doc/design.md "Service manager") ---------------- */
@@ -342,32 +346,42 @@ static void drain_updates(struct daemon *d)
         }
 }
 
-/* The API source's SETs say whether they are its checkpoint's: when that
- * changes, consumers are told, before the merge's records go out
- * (doc/checkpoint.md section 9).  A message that cannot be built is
- * logged; the next change of state says it again. */
+/* The API source serves its checkpoint, or the server's pods: what it
+ * serves is kept for the merge of the SET that goes with it. */
+static void on_api_state(void *data, enum api_serving state, uint64_t time_usec, const char *rv)
+{
+        struct daemon *d = data;
+
+        if (state != API_SERVING_CHECKPOINT)
+                return;
+        d->api_ckpt_time = time_usec;
+        /* Out of memory: tell_api_state() says it cannot tell. */
+        (void)str_set(&d->api_ckpt_rv, rv);
+}
+
+/* The API source's SETs say whether they are provisional (its
+ * checkpoint's): when that changes, consumers are told, before the
+ * merge's records go out (doc/checkpoint.md section 9), so the message
+ * follows the records, not the source's state, which may be ahead of
+ * them.  A message that cannot be sent is logged; the next change of
+ * state says it again. */
 static void tell_api_state(struct daemon *d, const struct pod_update *u)
 {
-        const struct checkpoint_stats *c = &d->metrics.checkpoint;
-        struct buf m = BUF_INIT;
-        int r = 0;
+        int r;
 
-        if (u->op != POD_OP_SET || u->delta || u->checkpoint == d->api_checkpoint)
+        if (u->op != POD_OP_SET || u->delta || u->provisional == d->api_provisional)
                 return;
-        if (u->checkpoint &&
-            ((r = buf_puts(&m, ",\"checkpoint\":{\"time\":")) < 0 || (r = buf_json_time(&m, c->served_time)) < 0 ||
-             (r = buf_puts(&m, ",\"resource_version\":")) < 0 ||
-             (r = buf_json_string(&m, c->served_rv, strlen(c->served_rv))) < 0 || (r = buf_putc(&m, '}')) < 0))
+        if (!u->provisional)
+                r = stream_server_source_state(d->stream, POD_SOURCE_API, "live", NULL);
+        else if (d->api_ckpt_rv)
+                r = stream_server_source_checkpoint(d->stream, POD_SOURCE_API, d->api_ckpt_time, d->api_ckpt_rv);
+        else
                 r = -ENOMEM;
-        if (r == 0)
-                r = stream_server_source_state(d->stream, POD_SOURCE_API, u->checkpoint ? "checkpoint" : "live",
-                                               u->checkpoint ? m.data : NULL);
         if (r < 0)
                 log_error("stream: cannot tell consumers that source api serves %s: %s",
-                          u->checkpoint ? "its checkpoint" : "the API server's pods", ERRNO_STR(r));
+                          u->provisional ? "its checkpoint" : "the API server's pods", ERRNO_STR(r));
         else
-                d->api_checkpoint = u->checkpoint;
-        buf_free(&m);
+                d->api_provisional = u->provisional;
 }
 
 /* A record that ran out of memory is merged again by the mux (it stays
@@ -462,21 +476,28 @@ static int emit_record(void *data, const struct file_record_view *v)
 static int files_head(struct daemon *d, struct buf *out)
 {
         const struct options *o = &d->opts;
-        const char *url = d->http ? metrics_source(&d->metrics, POD_SOURCE_HTTP)->target : NULL;
+        /* As the http source names it (never its credentials). */
+        char *url = d->http ? http_redact_url(o->manifest_url) : NULL;
+        int r = -ENOMEM;
 
+        if (d->http && !url)
+                return -ENOMEM;
         if (buf_puts(out, ",\"path\":") < 0 ||
             (d->file ? buf_json_string(out, o->pod_manifest_path, strlen(o->pod_manifest_path))
                      : buf_puts(out, "null")) < 0 ||
             buf_puts(out, ",\"patterns\":[") < 0)
-                return -ENOMEM;
+                goto out;
         for (size_t i = 0; i < o->n_file_patterns; i++)
                 if ((i && buf_putc(out, ',') < 0) ||
                     buf_json_string(out, o->file_patterns[i], strlen(o->file_patterns[i])) < 0)
-                        return -ENOMEM;
+                        goto out;
         if (buf_puts(out, "],\"url\":") < 0 ||
             (url ? buf_json_string(out, url, strlen(url)) : buf_puts(out, "null")) < 0)
-                return -ENOMEM;
-        return 0;
+                goto out;
+        r = 0;
+out:
+        free(url);
+        return r;
 }
 
 /* A files request: the "files" message, then every record. */
@@ -687,6 +708,7 @@ static void daemon_free(struct daemon *d)
         event_recorder_free(d->events);
         api_source_free(d->api);
         kube_client_free(d->kube);
+        free(d->api_ckpt_rv);
         curl_loop_free(d->curl);
         stream_server_free(d->stream);
         watcher_free(d->watcher);
@@ -808,6 +830,8 @@ static void api_config_from_options(struct daemon *d, struct api_source_config *
                                 .max_age_usec = d->opts.checkpoint_max_age_usec,
                                 .stats = &d->metrics.checkpoint,
                         },
+                .state = on_api_state,
+                .state_data = d,
         };
 }
 

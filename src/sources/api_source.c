@@ -47,9 +47,6 @@
 
 enum phase { PHASE_IDLE, PHASE_LIST, PHASE_WATCH };
 
-/* Whose pods the store holds (doc/checkpoint.md section 7). */
-enum serving { SERVING_WAITING, SERVING_CHECKPOINT, SERVING_LIVE };
-
 /* What to do when the backoff timer fires. */
 enum next { NEXT_LIST, NEXT_WATCH, NEXT_RETRY };
 
@@ -112,6 +109,8 @@ struct api_source {
         struct backoff backoff;
 
         struct source_stats *stats; /* may be NULL */
+        api_state_fn state_fn;      /* may be NULL */
+        void *state_data;
         /* What say() logged last since the list and watch last worked:
          * the same again is logged at debug only.  NULL if nothing. */
         char *last_said;
@@ -133,7 +132,7 @@ struct api_source {
         struct checkpoint ckpt; /* loaded, not served yet */
         bool ckpt_loaded;
         struct loop_timer *grace_timer;
-        enum serving serving;
+        enum api_serving serving;
         /* Wall clock: the server's last word on the store (a list, an
          * event, a watch that ran its course). */
         uint64_t confirmed;
@@ -221,7 +220,7 @@ static int send_store(struct api_source *as)
 
         if (!u)
                 return -ENOMEM;
-        u->checkpoint = as->serving == SERVING_CHECKPOINT;
+        u->provisional = as->serving == API_SERVING_CHECKPOINT;
         while (strmap_next(as->store, &it, NULL, &v)) {
                 if (pod_update_add(u, v) < 0) {
                         pod_update_free(u);
@@ -277,11 +276,17 @@ static void on_push_timer(struct loop_timer *t, void *data)
 
 static const char *const serving_names[] = {"waiting", "checkpoint", "live"};
 
-static void set_serving(struct api_source *as, enum serving s)
+/* The state is counted, and told when it changes (with the checkpoint's
+ * time and resourceVersion when that is served). */
+static void set_serving(struct api_source *as, enum api_serving s, uint64_t time_usec, const char *rv)
 {
+        bool changed = as->serving != s;
+
         as->serving = s;
         if (as->stats)
                 as->stats->serving = serving_names[s];
+        if (changed && as->state_fn)
+                as->state_fn(as->state_data, s, time_usec, rv);
 }
 
 /* The checkpoint's pods become the store and go to the merger as a
@@ -292,7 +297,7 @@ static void serve_checkpoint(struct api_source *as, const char *why)
         struct strmap *store;
         char when[CLOCK_RFC3339_MAX];
 
-        if (!as->ckpt_loaded || as->serving != SERVING_WAITING)
+        if (!as->ckpt_loaded || as->serving != API_SERVING_WAITING)
                 return;
         store = strmap_new_borrowed();
         if (!store || strmap_reserve(store, as->ckpt.n_pods) < 0) {
@@ -319,10 +324,10 @@ static void serve_checkpoint(struct api_source *as, const char *why)
                 as->ckpt_stats->served_time = as->ckpt.time_usec;
                 metrics_text(as->ckpt_stats->served_rv, sizeof(as->ckpt_stats->served_rv), as->ckpt.rv);
         }
+        set_serving(as, API_SERVING_CHECKPOINT, as->ckpt.time_usec, as->ckpt.rv);
         checkpoint_free(&as->ckpt);
         as->ckpt_loaded = false;
         loop_timer_stop(as->grace_timer);
-        set_serving(as, SERVING_CHECKPOINT);
         push(as);
 }
 
@@ -340,13 +345,13 @@ static void on_grace(struct loop_timer *t, void *data)
  * and not served is dropped. */
 static void went_live(struct api_source *as)
 {
-        if (as->serving == SERVING_CHECKPOINT)
+        if (as->serving == API_SERVING_CHECKPOINT)
                 log_info("api source: the API server answered: its %zu pod(s) replace the checkpoint's",
                          strmap_size(as->store));
         checkpoint_free(&as->ckpt);
         as->ckpt_loaded = false;
         loop_timer_stop(as->grace_timer);
-        set_serving(as, SERVING_LIVE);
+        set_serving(as, API_SERVING_LIVE, 0, NULL);
         as->confirmed = wall_usec();
         checkpoint_writer_changed(as->writer);
 }
@@ -360,7 +365,7 @@ static int take_snapshot(void *data, struct checkpoint_snapshot *ret)
         size_t n = strmap_size(as->store), it = 0;
         void *v;
 
-        if (as->serving != SERVING_LIVE)
+        if (as->serving != API_SERVING_LIVE)
                 return 1;
         ret->pods = calloc(n ? n : 1, sizeof(*ret->pods));
         ret->rv = strdup(as->last_rv ? as->last_rv : "");
@@ -949,7 +954,7 @@ static void list_refused(struct api_source *as)
                 as->rv_unavailable = 1;
                 as->relisted_unset = 1;
                 start_list(as);
-        } else if (as->status == 404 && !as->ckpt_loaded && as->serving != SERVING_CHECKPOINT) {
+        } else if (as->status == 404 && !as->ckpt_loaded && as->serving != API_SERVING_CHECKPOINT) {
                 /* The reflector syncs an empty list, then backs off. */
                 struct strmap *empty = strmap_new_borrowed();
 
@@ -1154,7 +1159,11 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
             (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0)
                 goto fail;
-        set_serving(as, SERVING_WAITING);
+        as->state_fn = cfg->state;
+        as->state_data = cfg->state_data;
+        as->serving = API_SERVING_WAITING;
+        if (as->stats)
+                as->stats->serving = serving_names[API_SERVING_WAITING];
         if (cfg->checkpoint.dir && (r = checkpoint_setup(as, cfg, err)) < 0)
                 goto fail;
         *ret_as = as;

@@ -13,7 +13,7 @@
  * With a checkpoint directory (doc/checkpoint.md) it also keeps the last
  * live state on disk (checkpoint_writer: changes of what runs within the
  * interval, the rest with the hourly refresh), and at start, until a list
- * succeeds, serves the checkpoint's pods as its SET (marked checkpoint:
+ * succeeds, serves the checkpoint's pods as its SET (marked provisional:
  * the merger does not count the source seen for it) once the grace has
  * passed or a list failed.  A checkpoint that is refused is said once,
  * and the source waits for the server as without one.
@@ -75,6 +75,20 @@
 
 struct api_source;
 
+/* Whose pods the source serves (doc/checkpoint.md section 7). */
+enum api_serving { API_SERVING_WAITING, API_SERVING_CHECKPOINT, API_SERVING_LIVE };
+
+/*
+ * The source's serving state changed, said before the SET that goes with
+ * it is sent (that SET is provisional for API_SERVING_CHECKPOINT, see
+ * core/pod.h).  With API_SERVING_CHECKPOINT, time_usec (wall clock) and
+ * resource_version are the checkpoint's: when the server last confirmed
+ * it, and its resourceVersion (valid during the call only); else 0 and
+ * NULL.  Like the sources' record callbacks, it only reports: the
+ * receiver decides what to tell whom.
+ */
+typedef void (*api_state_fn)(void *data, enum api_serving state, uint64_t time_usec, const char *resource_version);
+
 struct api_source_checkpoint {
         const char *dir; /* NULL: no checkpoint */
         uint64_t interval_usec, grace_usec, max_age_usec;
@@ -86,6 +100,8 @@ struct api_source_config {
         const char *node_name;
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         struct api_source_checkpoint checkpoint;
+        api_state_fn state; /* may be NULL */
+        void *state_data;
 };
 
 /* 0; -EINVAL for a CA bundle that cannot be read for the checkpoint's

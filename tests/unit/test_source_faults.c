@@ -266,7 +266,7 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
                 }
                 if (w->n_sets < MAX_SETS) {
                         /* A SET was kept (*u taken); a delta was folded. */
-                        w->checkpoint[w->n_sets] = !*u && w->state->checkpoint;
+                        w->checkpoint[w->n_sets] = !*u && w->state->provisional;
                         w->sets[w->n_sets++] = pods_text(w->state);
                 }
         }
