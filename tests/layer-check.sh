@@ -16,7 +16,9 @@ layers="util-base src/util/.libs/libutil-base.a -
 util src/util/libutil.a util-base
 core src/core/libcore.a util util-base
 metrics src/metrics/libmetrics.a core util util-base
-sources src/sources/libsources.a metrics core util util-base
+kube src/kube/libkube.a core util util-base
+sources src/sources/libsources.a kube metrics core util util-base
+events src/events/libevents.a kube metrics core util util-base
 stream src/stream/libstream.a core util util-base
 plugins src/plugins/libplugins.a core util util-base
 client .libs/libpodmux-client.a util-base"

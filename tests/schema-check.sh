@@ -1,6 +1,6 @@
 #!/bin/sh
 # Schema check run by `make check`: the checked-in core/v1 table
-# (src/sources/v1_schema_table.c) is exactly what scripts/gen-v1-schema
+# (src/kube/v1_schema_table.c) is exactly what scripts/gen-v1-schema
 # writes from the core/v1 Go types of Kubernetes (k8s.io/api core/v1
 # types.go), path given by PODMUX_V1_TYPES.  That file is not part of the
 # tree; with PODMUX_V1_TYPES unset a fixed default path is tried (the
@@ -13,10 +13,10 @@ if [ ! -f "$ref" ]; then
         exit 0
 fi
 if out=$(${PYTHON3:-python3} "$top/scripts/gen-v1-schema" --check "$ref" \
-        "$top/src/sources/v1_schema_table.c" 2>&1); then
-        echo "ok 1 - src/sources/v1_schema_table.c is what scripts/gen-v1-schema writes"
+        "$top/src/kube/v1_schema_table.c" 2>&1); then
+        echo "ok 1 - src/kube/v1_schema_table.c is what scripts/gen-v1-schema writes"
         exit 0
 fi
-echo "not ok 1 - src/sources/v1_schema_table.c differs from scripts/gen-v1-schema's output"
+echo "not ok 1 - src/kube/v1_schema_table.c differs from scripts/gen-v1-schema's output"
 printf '%s\n' "$out" | head -40 | sed 's/^/# /'
 exit 1

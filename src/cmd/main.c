@@ -7,7 +7,7 @@
 #include "cmd/cmd.h"
 #include "util/log.h"
 #include "cmd/options.h"
-#include "sources/v1_schema.h"
+#include "kube/v1_schema.h"
 
 static void usage(FILE *f)
 {

@@ -16,7 +16,7 @@
 
 #include "sources/api_source.h"
 #include "util/duration.h"
-#include "sources/event_recorder.h"
+#include "events/event_recorder.h"
 #include "util/file.h"
 #include "util/log.h"
 #include "metrics/metrics_server.h"

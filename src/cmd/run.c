@@ -33,11 +33,12 @@
 #include "sources/api_source.h"
 #include "cmd/cmd.h"
 #include "util/curl_loop.h"
-#include "sources/event_recorder.h"
+#include "events/event_recorder.h"
 #include "core/file_record.h"
 #include "sources/file_source.h"
 #include "sources/http_source.h"
-#include "sources/kubeconfig.h"
+#include "kube/kube_client.h"
+#include "kube/kubeconfig.h"
 #include "util/json_path.h"
 #include "util/log.h"
 #include "util/loop.h"
@@ -48,6 +49,7 @@
 #include "cmd/options.h"
 #include "plugins/plugin_manager.h"
 #include "util/sd_notify.h"
+#include "util/str.h"
 #include "core/storage.h"
 #include "stream/stream_server.h"
 #include "core/updates_pipe.h"
@@ -87,6 +89,7 @@ struct daemon {
         struct file_source *file;
         struct curl_loop *curl;
         struct http_source *http;
+        struct kube_client *kube; /* the API server's client, with the API source */
         struct api_source *api;
         struct event_recorder *events; /* --events with the API source; else NULL */
         struct plugin_manager *plugins;
@@ -100,7 +103,10 @@ struct daemon {
         struct loop_timer *watchdog; /* WATCHDOG=1 every watchdog_every */
         uint64_t watchdog_every;     /* half of $WATCHDOG_USEC */
         unsigned sources_told;       /* bit i: STATUS has said mux source i is ready */
-        bool api_checkpoint;         /* consumers were told api serves its checkpoint */
+        bool api_provisional;        /* consumers were told api serves its checkpoint */
+        /* The checkpoint the API source said it serves (on_api_state). */
+        uint64_t api_ckpt_time;
+        char *api_ckpt_rv;
 };
 
 /* ---- the service manager (doc/design.md "Service manager") ---------------- */
@@ -231,21 +237,6 @@ static void on_emit(void *data, struct pod_update *u)
  * is refused (the kubelet has no such event). */
 #define EVENT_REASON_REJECTED "StaticPodRejected"
 
-/* The recorder's requests go out through the API source's client. */
-static int events_prepare(void *data, CURL *easy, const char *path, struct curl_slist **ret_hdrs)
-{
-        struct daemon *d = data;
-
-        return api_source_prepare_request(d->api, easy, path, ret_hdrs);
-}
-
-static void events_unauthorized(void *data)
-{
-        struct daemon *d = data;
-
-        api_source_unauthorized(d->api);
-}
-
 /* Writing events fails (one line per kind of failure), or works again. */
 static void events_report(void *data, const char *problem, uint64_t lost)
 {
@@ -307,14 +298,14 @@ static void on_storage_event(void *data, const char *source, const struct pod *p
         }
 }
 
-/* The event recorder, on the API source's client (--events). */
+/* The event recorder, on the API source's kube client (--events). */
 static int build_event_recorder(struct daemon *d)
 {
         struct event_recorder_config cfg = {
                 .node_name = d->opts.node_name,
                 .qps = d->opts.event_qps,
                 .burst = d->opts.event_burst,
-                .client = {.prepare = events_prepare, .unauthorized = events_unauthorized, .data = d},
+                .kube = d->kube,
                 .report = events_report,
                 .stats = &d->metrics.events,
         };
@@ -356,32 +347,42 @@ static void drain_updates(struct daemon *d)
         }
 }
 
-/* The API source's SETs say whether they are its checkpoint's: when that
- * changes, consumers are told, before the merge's records go out
- * (doc/checkpoint.md section 9).  A message that cannot be built is
- * logged; the next change of state says it again. */
+/* The API source serves its checkpoint, or the server's pods: what it
+ * serves is kept for the merge of the SET that goes with it. */
+static void on_api_state(void *data, enum api_serving state, uint64_t time_usec, const char *rv)
+{
+        struct daemon *d = data;
+
+        if (state != API_SERVING_CHECKPOINT)
+                return;
+        d->api_ckpt_time = time_usec;
+        /* Out of memory: tell_api_state() says it cannot tell. */
+        (void)str_set(&d->api_ckpt_rv, rv);
+}
+
+/* The API source's SETs say whether they are provisional (its
+ * checkpoint's): when that changes, consumers are told, before the
+ * merge's records go out (doc/checkpoint.md section 9), so the message
+ * follows the records, not the source's state, which may be ahead of
+ * them.  A message that cannot be sent is logged; the next change of
+ * state says it again. */
 static void tell_api_state(struct daemon *d, const struct pod_update *u)
 {
-        const struct checkpoint_stats *c = &d->metrics.checkpoint;
-        struct buf m = BUF_INIT;
-        int r = 0;
+        int r;
 
-        if (u->op != POD_OP_SET || u->delta || u->checkpoint == d->api_checkpoint)
+        if (u->op != POD_OP_SET || u->delta || u->provisional == d->api_provisional)
                 return;
-        if (u->checkpoint &&
-            ((r = buf_puts(&m, ",\"checkpoint\":{\"time\":")) < 0 || (r = buf_json_time(&m, c->served_time)) < 0 ||
-             (r = buf_puts(&m, ",\"resource_version\":")) < 0 ||
-             (r = buf_json_string(&m, c->served_rv, strlen(c->served_rv))) < 0 || (r = buf_putc(&m, '}')) < 0))
+        if (!u->provisional)
+                r = stream_server_source_state(d->stream, POD_SOURCE_API, "live", NULL);
+        else if (d->api_ckpt_rv)
+                r = stream_server_source_checkpoint(d->stream, POD_SOURCE_API, d->api_ckpt_time, d->api_ckpt_rv);
+        else
                 r = -ENOMEM;
-        if (r == 0)
-                r = stream_server_source_state(d->stream, POD_SOURCE_API, u->checkpoint ? "checkpoint" : "live",
-                                               u->checkpoint ? m.data : NULL);
         if (r < 0)
                 log_error("stream: cannot tell consumers that source api serves %s: %s",
-                          u->checkpoint ? "its checkpoint" : "the API server's pods", ERRNO_STR(r));
+                          u->provisional ? "its checkpoint" : "the API server's pods", ERRNO_STR(r));
         else
-                d->api_checkpoint = u->checkpoint;
-        buf_free(&m);
+                d->api_provisional = u->provisional;
 }
 
 /* A record that ran out of memory is merged again by the mux (it stays
@@ -476,19 +477,26 @@ static int emit_record(void *data, const struct file_record_view *v)
 static int files_head(struct daemon *d, struct buf *out)
 {
         const struct options *o = &d->opts;
-        const char *url = d->http ? metrics_source(&d->metrics, POD_SOURCE_HTTP)->target : NULL;
+        /* As the http source names it (never its credentials). */
+        char *url = d->http ? http_redact_url(o->manifest_url) : NULL;
+        int r = -ENOMEM;
 
+        if (d->http && !url)
+                return -ENOMEM;
         if (buf_putc(out, ',') < 0 || json_path_put(out, d->file ? o->pod_manifest_path : NULL) < 0 ||
             buf_puts(out, ",\"patterns\":[") < 0)
-                return -ENOMEM;
+                goto out;
         for (size_t i = 0; i < o->n_file_patterns; i++)
                 if ((i && buf_putc(out, ',') < 0) ||
                     buf_json_string(out, o->file_patterns[i], strlen(o->file_patterns[i])) < 0)
-                        return -ENOMEM;
+                        goto out;
         if (buf_puts(out, "],\"url\":") < 0 ||
             (url ? buf_json_string(out, url, strlen(url)) : buf_puts(out, "null")) < 0)
-                return -ENOMEM;
-        return 0;
+                goto out;
+        r = 0;
+out:
+        free(url);
+        return r;
 }
 
 /* A files request: the "files" message, then every record. */
@@ -698,6 +706,8 @@ static void daemon_free(struct daemon *d)
         http_source_free(d->http);
         event_recorder_free(d->events);
         api_source_free(d->api);
+        kube_client_free(d->kube);
+        free(d->api_ckpt_rv);
         curl_loop_free(d->curl);
         stream_server_free(d->stream);
         watcher_free(d->watcher);
@@ -804,12 +814,11 @@ static void http_config_from_options(struct daemon *d, struct http_source_config
         };
 }
 
-/* The API server source's config, with the credentials already loaded
- * into kc (moved into the source by api_source_new()). */
-static void api_config_from_options(struct daemon *d, struct kube_config *kc, struct api_source_config *cfg)
+/* The API server source's config, on the daemon's kube client. */
+static void api_config_from_options(struct daemon *d, struct api_source_config *cfg)
 {
         *cfg = (struct api_source_config){
-                .kube = kc,
+                .kube = d->kube,
                 .node_name = d->opts.node_name,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_API),
                 .checkpoint =
@@ -820,6 +829,8 @@ static void api_config_from_options(struct daemon *d, struct kube_config *kc, st
                                 .max_age_usec = d->opts.checkpoint_max_age_usec,
                                 .stats = &d->metrics.checkpoint,
                         },
+                .state = on_api_state,
+                .state_data = d,
         };
 }
 
@@ -943,11 +954,13 @@ static int build_api_source(struct daemon *d, struct buf *err)
                                : kubeconfig_in_cluster(getenv("PODMUX_SERVICE_ACCOUNT_DIR"), &kc, err);
         if (r < 0)
                 return r;
-        api_config_from_options(d, &kc, &cfg);
-        if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_API, &ch)) < 0 ||
-            (r = api_source_new(d->loop, d->curl, ch, &cfg, &d->api, err)) < 0)
-                kube_config_free(&kc);
-        return r;
+        /* kc is moved into the client, which frees it on failure too. */
+        if ((r = kube_client_new(&kc, &d->kube, err)) < 0)
+                return r;
+        api_config_from_options(d, &cfg);
+        if ((r = need_curl(d)) < 0 || (r = mux_channel(d->mux, POD_SOURCE_API, &ch)) < 0)
+                return r;
+        return api_source_new(d->loop, d->curl, ch, &cfg, &d->api, err);
 }
 
 /* The plugin manager (--plugins-registry-dir). */

@@ -767,7 +767,7 @@ int pod_update_share(const struct pod_update *u, struct pod_update **ret_copy)
         for (size_t i = 0; i < u->n_pods; i++)
                 c->pods[c->n_pods++] = pod_ref(u->pods[i]);
         c->sorted = u->sorted;
-        c->checkpoint = u->checkpoint;
+        c->provisional = u->provisional;
         *ret_copy = c;
         return 0;
 }
@@ -866,7 +866,7 @@ int pod_update_fold(struct pod_update *u, const struct pod_update *next)
                 u->n_pods = next->n_pods;
                 u->sorted = next->sorted;
                 u->delta = false;
-                u->checkpoint = next->checkpoint;
+                u->provisional = next->provisional;
                 return 0;
         }
         /* Everything that can fail comes first; then nothing can. */

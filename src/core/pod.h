@@ -294,12 +294,12 @@ struct pod_update {
         size_t n_pods;
         size_t cap_pods;
         bool delta;
-        /* A SET of what the source kept from before the daemon started
-         * (the API source's checkpoint, doc/checkpoint.md), not read from
-         * its origin: merged as any SET, but the source is not counted
-         * seen for it (doc/pod-config.md 4.3).  Copied by
+        /* A provisional SET: not read from the source's origin (the API
+         * source's checkpoint, kept from before the daemon started,
+         * doc/checkpoint.md).  Merged as any SET, but the source is not
+         * counted seen for it (doc/pod-config.md 4.3).  Copied by
          * pod_update_share(); a fold takes a full SET's. */
-        bool checkpoint;
+        bool provisional;
         /* pods are in pod_compare order (kept by pod_update_add; cleared
          * by a fold); pod_update_sort() restores it. */
         bool sorted;

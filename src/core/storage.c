@@ -653,12 +653,12 @@ int storage_apply(struct storage *s, const char *source, const struct pod_update
                         /* A checkpoint's SET is merged, but the source is
                          * not seen until it delivers from its origin
                          * (doc/pod-config.md 4.3): no marker for it. */
-                        first = !ss->seen && !u->checkpoint;
+                        first = !ss->seen && !u->provisional;
                         if (u->delta)
                                 r = merge_delta(s, ss, u, keep, n, &l, first, &e);
                         else
                                 r = merge_set(s, ss, keep, n, &l, first, &e);
-                        if (r == 0 && !u->checkpoint)
+                        if (r == 0 && !u->provisional)
                                 ss->seen = true;
                 } else if (r == 0) {
                         r = merge_upsert(s, ss, keep, n, &l, false, &e);

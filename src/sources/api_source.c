@@ -33,7 +33,7 @@
 
 #include <json-c/json.h>
 
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "sources/api_source.h"
 #include "sources/checkpoint.h"
 #include "util/backoff.h"
@@ -47,9 +47,6 @@
 
 enum phase { PHASE_IDLE, PHASE_LIST, PHASE_WATCH };
 
-/* Whose pods the store holds (doc/checkpoint.md section 7). */
-enum serving { SERVING_WAITING, SERVING_CHECKPOINT, SERVING_LIVE };
-
 /* What to do when the backoff timer fires. */
 enum next { NEXT_LIST, NEXT_WATCH, NEXT_RETRY };
 
@@ -57,16 +54,8 @@ struct api_source {
         struct loop *loop;
         struct curl_loop *cl;
         struct mux_channel *ch;
-        struct kube_config kube;
-        char *node_enc;    /* node name, percent-encoded */
-        char *host_log;    /* server URL as it may be logged */
-        /* What request URLs start with: the server URL, or with
-         * tls-server-name its host replaced by that name; then
-         * connect_to sends the connection to the real host, and
-         * host_header names it (see server_name_setup). */
-        char *base;
-        struct curl_slist *connect_to;
-        char *host_header;
+        struct kube_client *kube; /* borrowed */
+        char *node_enc;           /* node name, percent-encoded */
         struct strmap *store; /* namespace/name -> struct pod* */
         char *last_rv;
         int rv_unavailable;
@@ -75,7 +64,7 @@ struct api_source {
         CURL *easy;
         struct curl_guard guard; /* of the request in flight */
         struct curl_slist *hdrs;
-        char *url;         /* of the request in flight (for retries) */
+        char *url;         /* path of the request in flight (for retries) */
         struct buf body;   /* an error body */
         int body_oom;      /* it (or a list's pod) could not be kept */
         size_t body_bytes; /* of the response so far */
@@ -84,6 +73,7 @@ struct api_source {
         struct list_decoder *ldec;
         int list_bad;
         long status;       /* HTTP status of the request in flight */
+        struct buf failure; /* what went wrong when no answer came */
         long retry_after;  /* from the response, -1 if none */
         unsigned retries;  /* Retry-After retries of this request */
 
@@ -119,6 +109,8 @@ struct api_source {
         struct backoff backoff;
 
         struct source_stats *stats; /* may be NULL */
+        api_state_fn state_fn;      /* may be NULL */
+        void *state_data;
         /* What say() logged last since the list and watch last worked:
          * the same again is logged at debug only.  NULL if nothing. */
         char *last_said;
@@ -128,11 +120,6 @@ struct api_source {
         bool push_pending;
         struct loop_timer *push_timer;
         struct backoff push_retry; /* api_source.h */
-
-        /* token */
-        char *token;
-        uint64_t token_at;
-        int token_stale;
 
         /* The checkpoint (doc/checkpoint.md); writer NULL: none. */
         struct checkpoint_writer *writer;
@@ -145,7 +132,7 @@ struct api_source {
         struct checkpoint ckpt; /* loaded, not served yet */
         bool ckpt_loaded;
         struct loop_timer *grace_timer;
-        enum serving serving;
+        enum api_serving serving;
         /* Wall clock: the server's last word on the store (a list, an
          * event, a watch that ran its course). */
         uint64_t confirmed;
@@ -233,7 +220,7 @@ static int send_store(struct api_source *as)
 
         if (!u)
                 return -ENOMEM;
-        u->checkpoint = as->serving == SERVING_CHECKPOINT;
+        u->provisional = as->serving == API_SERVING_CHECKPOINT;
         while (strmap_next(as->store, &it, NULL, &v)) {
                 if (pod_update_add(u, v) < 0) {
                         pod_update_free(u);
@@ -289,11 +276,17 @@ static void on_push_timer(struct loop_timer *t, void *data)
 
 static const char *const serving_names[] = {"waiting", "checkpoint", "live"};
 
-static void set_serving(struct api_source *as, enum serving s)
+/* The state is counted, and told when it changes (with the checkpoint's
+ * time and resourceVersion when that is served). */
+static void set_serving(struct api_source *as, enum api_serving s, uint64_t time_usec, const char *rv)
 {
+        bool changed = as->serving != s;
+
         as->serving = s;
         if (as->stats)
                 as->stats->serving = serving_names[s];
+        if (changed && as->state_fn)
+                as->state_fn(as->state_data, s, time_usec, rv);
 }
 
 /* The checkpoint's pods become the store and go to the merger as a
@@ -304,7 +297,7 @@ static void serve_checkpoint(struct api_source *as, const char *why)
         struct strmap *store;
         char when[CLOCK_RFC3339_MAX];
 
-        if (!as->ckpt_loaded || as->serving != SERVING_WAITING)
+        if (!as->ckpt_loaded || as->serving != API_SERVING_WAITING)
                 return;
         store = strmap_new_borrowed();
         if (!store || strmap_reserve(store, as->ckpt.n_pods) < 0) {
@@ -331,10 +324,10 @@ static void serve_checkpoint(struct api_source *as, const char *why)
                 as->ckpt_stats->served_time = as->ckpt.time_usec;
                 metrics_text(as->ckpt_stats->served_rv, sizeof(as->ckpt_stats->served_rv), as->ckpt.rv);
         }
+        set_serving(as, API_SERVING_CHECKPOINT, as->ckpt.time_usec, as->ckpt.rv);
         checkpoint_free(&as->ckpt);
         as->ckpt_loaded = false;
         loop_timer_stop(as->grace_timer);
-        set_serving(as, SERVING_CHECKPOINT);
         push(as);
 }
 
@@ -352,13 +345,13 @@ static void on_grace(struct loop_timer *t, void *data)
  * and not served is dropped. */
 static void went_live(struct api_source *as)
 {
-        if (as->serving == SERVING_CHECKPOINT)
+        if (as->serving == API_SERVING_CHECKPOINT)
                 log_info("api source: the API server answered: its %zu pod(s) replace the checkpoint's",
                          strmap_size(as->store));
         checkpoint_free(&as->ckpt);
         as->ckpt_loaded = false;
         loop_timer_stop(as->grace_timer);
-        set_serving(as, SERVING_LIVE);
+        set_serving(as, API_SERVING_LIVE, 0, NULL);
         as->confirmed = wall_usec();
         checkpoint_writer_changed(as->writer);
 }
@@ -372,7 +365,7 @@ static int take_snapshot(void *data, struct checkpoint_snapshot *ret)
         size_t n = strmap_size(as->store), it = 0;
         void *v;
 
-        if (as->serving != SERVING_LIVE)
+        if (as->serving != API_SERVING_LIVE)
                 return 1;
         ret->pods = calloc(n ? n : 1, sizeof(*ret->pods));
         ret->rv = strdup(as->last_rv ? as->last_rv : "");
@@ -444,23 +437,24 @@ static void load_checkpoint(struct api_source *as)
  * file it names, or "" with neither. */
 static int ca_fingerprint(struct api_source *as, struct buf *err)
 {
+        const struct kube_config *kube = kube_client_config(as->kube);
         struct buf why = BUF_INIT;
         char *data = NULL;
         size_t len = 0;
         int r;
 
-        if (as->kube.ca_data.data)
-                return checkpoint_fingerprint(as->kube.ca_data.data, as->kube.ca_data.len, as->ckpt_ca);
-        if (!as->kube.ca_file)
+        if (kube->ca_data.data)
+                return checkpoint_fingerprint(kube->ca_data.data, kube->ca_data.len, as->ckpt_ca);
+        if (!kube->ca_file)
                 return 0;
-        r = file_read(as->kube.ca_file, KUBECONFIG_MAX_BYTES, &data, &len, &why);
+        r = file_read(kube->ca_file, KUBECONFIG_MAX_BYTES, &data, &len, &why);
         if (r == 0)
                 r = checkpoint_fingerprint(data, len, as->ckpt_ca);
         else if (r != -ENOMEM)
                 r = buf_set_err(err, -EINVAL,
                                 "certificate-authority \"%s\": %s (the checkpoint records its "
                                 "fingerprint)",
-                                as->kube.ca_file, why.len ? why.data : ERRNO_STR(r));
+                                kube->ca_file, why.len ? why.data : ERRNO_STR(r));
         free(data);
         buf_free(&why);
         return r;
@@ -478,8 +472,8 @@ static int checkpoint_setup(struct api_source *as, const struct api_source_confi
                 return -ENOMEM;
         if ((r = ca_fingerprint(as, err)) < 0)
                 return r;
-        as->ckpt_id =
-                (struct checkpoint_identity){.node = as->node_name, .server = as->host_log, .ca_sha256 = as->ckpt_ca};
+        as->ckpt_id = (struct checkpoint_identity){
+                .node = as->node_name, .server = kube_client_server(as->kube), .ca_sha256 = as->ckpt_ca};
         as->ckpt_interval = c->interval_usec;
         as->ckpt_grace = c->grace_usec;
         as->ckpt_max_age = c->max_age_usec;
@@ -513,63 +507,6 @@ int api_source_flush_checkpoint(struct api_source *as, struct buf *err)
         return as->writer ? checkpoint_writer_flush(as->writer, err) : 0;
 }
 
-/* ---- token ------------------------------------------------------------------------------ */
-
-/* The bearer token: from the token file (re-read about every 50 s and after
- * a 401, as client-go does), else the inline token.  NULL if none, and
- * *ret_oom set when the file's token could not be kept. */
-static const char *current_token(struct api_source *as, bool *ret_oom)
-{
-        uint64_t now = mono_usec();
-
-        if (!as->kube.token_file)
-                return as->kube.token;
-        if (!as->token || as->token_stale || now - as->token_at >= API_TOKEN_REFRESH_USEC) {
-                FILE *f = fopen(as->kube.token_file, "re");
-                char buf[16384];
-                size_t n = 0;
-
-                if (f) {
-                        n = fread(buf, 1, sizeof(buf) - 1, f);
-                        fclose(f);
-                }
-                buf[n] = '\0';
-                /* Surrounding whitespace is not part of the token. */
-                {
-                        char *s = buf, *e = buf + n;
-
-                        while (*s && isspace((unsigned char)*s))
-                                s++;
-                        while (e > s && isspace((unsigned char)e[-1]))
-                                *--e = '\0';
-                        if (!f || !*s) {
-                                report(as, false, false, "token file \"%s\": %s", as->kube.token_file,
-                                       f ? "empty" : "cannot be read");
-                                if (!as->token)
-                                        return as->kube.token;
-                        } else {
-                                char *copy = strdup(s);
-
-                                if (!copy) {
-                                        /* Not sent without it, nor with
-                                         * a stale one: tried again. */
-                                        memset(buf, 0, sizeof(buf));
-                                        *ret_oom = true;
-                                        return NULL;
-                                }
-                                if (as->token)
-                                        memset(as->token, 0, strlen(as->token));
-                                free(as->token);
-                                as->token = copy;
-                        }
-                }
-                memset(buf, 0, sizeof(buf));
-                as->token_at = now;
-                as->token_stale = 0;
-        }
-        return as->token ? as->token : as->kube.token;
-}
-
 /* ---- requests ---------------------------------------------------------------------------- */
 
 static void on_done(void *data, CURL *easy, CURLcode result);
@@ -593,16 +530,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
                 as->watch_open = as->phase == PHASE_WATCH && sp && (size_t)(sp - line) + 4 <= len &&
                                  strncmp(sp + 1, "200", 3) == 0;
         }
-        if (len > 12 && strncasecmp(line, "retry-after:", 12) == 0) {
-                char *end;
-                long v = strtol(line + 12, &end, 10);
-
-                /* Only the integer form counts (client-go). */
-                while (*end == ' ' || *end == '\t')
-                        end++;
-                if (end != line + 12 && (*end == '\r' || *end == '\n' || !*end) && v >= 0)
-                        as->retry_after = v;
-        }
+        (void)kube_retry_after(line, len, &as->retry_after);
         return len;
 }
 
@@ -612,17 +540,17 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
  * changes nothing the merger compares.  O(1) whatever the node's pods.
  * 0 or -ENOMEM (nothing sent).
  */
-static int send_change(struct api_source *as, struct pod *old, struct pod *new)
+static int send_change(struct api_source *as, struct pod *old, struct pod *now)
 {
         struct pod_update *u;
-        bool same_uid = old && new &&strcmp(pod_uid(old), pod_uid(new)) == 0;
+        bool same_uid = old && now && strcmp(pod_uid(old), pod_uid(now)) == 0;
 
-        if (same_uid && pod_semantic_equal(old, new) && pod_status_equal(old, new))
+        if (same_uid && pod_semantic_equal(old, now) && pod_status_equal(old, now))
                 return 0;
         u = pod_update_new_delta(POD_SOURCE_API);
         if (!u)
                 return -ENOMEM;
-        if ((new && pod_update_add(u, new) < 0) || (old && !same_uid && pod_update_add_gone(u, old) < 0)) {
+        if ((now && pod_update_add(u, now) < 0) || (old && !same_uid && pod_update_add_gone(u, old) < 0)) {
                 pod_update_free(u);
                 return -ENOMEM;
         }
@@ -635,7 +563,7 @@ static int send_change(struct api_source *as, struct pod *old, struct pod *new)
 /* A watch event was applied to the store: the merger is told what changed.
  * If that cannot be sent, or an earlier push is still owed, the whole
  * store goes instead (push() retries until it is sent). */
-static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct pod *new)
+static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct pod *now)
 {
         struct api_source *as = arg;
 
@@ -647,9 +575,9 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
                 return;
         /* A status-only change waits for the checkpoint's refresh
          * (doc/checkpoint.md section 6): what runs is what counts. */
-        if (!old || !new || strcmp(pod_uid(old), pod_uid(new)) != 0 || !pod_semantic_equal(old, new))
+        if (!old || !now || strcmp(pod_uid(old), pod_uid(now)) != 0 || !pod_semantic_equal(old, now))
                 checkpoint_writer_changed(as->writer);
-        if (as->push_pending || send_change(as, old, new) < 0)
+        if (as->push_pending || send_change(as, old, now) < 0)
                 push(as);
 }
 
@@ -713,119 +641,10 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
         return len;
 }
 
-/* libcurl copies strings and blobs, which may run out of memory. */
-static int set_copied(CURL *e, CURLoption opt, const void *v)
-{
-        return curl_easy_setopt(e, opt, v) == CURLE_OUT_OF_MEMORY ? -ENOMEM : 0;
-}
-
-/* One PEM item: in-memory bytes (a *-data field) win over a file path. */
-static int set_pem(CURL *e, CURLoption blob_opt, CURLoption file_opt, const struct kube_blob *data,
-                   const char *file)
-{
-        if (data->data) {
-                struct curl_blob blob = {data->data, data->len, CURL_BLOB_COPY};
-
-                return set_copied(e, blob_opt, &blob);
-        }
-        return file ? set_copied(e, file_opt, file) : 0;
-}
-
-static int set_tls(struct api_source *as, CURL *e)
-{
-        int r;
-
-        if ((r = set_pem(e, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &as->kube.ca_data, as->kube.ca_file)) < 0 ||
-            (r = set_pem(e, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, &as->kube.cert_data, as->kube.cert_file)) < 0 ||
-            (r = set_pem(e, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, &as->kube.key_data, as->kube.key_file)) < 0)
-                return r;
-        if ((as->kube.cert_data.data || as->kube.cert_file) && (r = set_copied(e, CURLOPT_SSLCERTTYPE, "PEM")) < 0)
-                return r;
-        if ((as->kube.key_data.data || as->kube.key_file) && (r = set_copied(e, CURLOPT_SSLKEYTYPE, "PEM")) < 0)
-                return r;
-        if (as->kube.insecure) {
-                curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-                curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-        }
-        return 0;
-}
-
-#define USER_AGENT "podmux/" PODMUX_VERSION " (linux) podmux"
-
-/*
- * Sets e up for a request to url on the API server: the headers (Accept,
- * Host for tls-server-name, the bearer token as it is now) into *hdrs
- * (appended to; the caller frees them after the transfer), TLS, the
- * user agent, and the connection's timeouts and keep-alive.  The same for
- * every request of the source and for the event recorder's.  0 or
- * -ENOMEM.
- */
-static int prepare(struct api_source *as, CURL *e, const char *url, struct curl_slist **hdrs)
-{
-        struct buf h = BUF_INIT;
-        const char *token;
-        struct curl_slist *n;
-        bool token_oom = false;
-        int r;
-
-        if (!(n = curl_slist_append(*hdrs, "Accept: application/json")))
-                return -ENOMEM;
-        *hdrs = n;
-        if (as->host_header && !(n = curl_slist_append(*hdrs, as->host_header)))
-                return -ENOMEM;
-        *hdrs = n;
-        token = current_token(as, &token_oom);
-        if (token_oom)
-                return -ENOMEM;
-        if (token) {
-                n = buf_printf(&h, "Authorization: Bearer %s", token) == 0 ? curl_slist_append(*hdrs, h.data) : NULL;
-                if (h.len)
-                        memset(h.data, 0, h.len);
-                buf_free(&h);
-                if (!n)
-                        return -ENOMEM;
-                *hdrs = n;
-        }
-        if ((r = set_copied(e, CURLOPT_URL, url)) < 0 || (r = set_copied(e, CURLOPT_USERAGENT, USER_AGENT)) < 0 ||
-            (r = set_copied(e, CURLOPT_PROTOCOLS_STR, "http,https")) < 0 ||
-            (r = set_copied(e, CURLOPT_ACCEPT_ENCODING, "")) < 0 || (r = set_tls(as, e)) < 0)
-                return r;
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, *hdrs);
-        if (as->connect_to)
-                curl_easy_setopt(e, CURLOPT_CONNECT_TO, as->connect_to);
-        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
-        return 0;
-}
-
-int api_source_prepare_request(struct api_source *as, CURL *easy, const char *path, struct curl_slist **ret_hdrs)
-{
-        struct buf url = BUF_INIT;
-        struct curl_slist *hdrs = NULL;
-        int r = buf_printf(&url, "%s%s", as->base, path);
-
-        if (r >= 0)
-                r = prepare(as, easy, url.data, &hdrs);
-        buf_free(&url);
-        if (r < 0) {
-                curl_slist_free_all(hdrs);
-                return r;
-        }
-        *ret_hdrs = hdrs;
-        return 0;
-}
-
-void api_source_unauthorized(struct api_source *as)
-{
-        as->token_stale = 1;
-}
-
 /* Starts a GET of as->url in the current phase; a failure backs off. */
 static void send_request(struct api_source *as)
 {
+        const char *token_problem = NULL;
         CURL *e = curl_easy_init();
         int r = -ENOMEM;
 
@@ -838,8 +657,11 @@ static void send_request(struct api_source *as)
         list_decoder_reset(as->ldec);
         as->status = 0;
         as->retry_after = -1;
-        if (!e || !as->url || (r = prepare(as, e, as->url, &as->hdrs)) < 0)
+        buf_reset(&as->failure);
+        if (!e || !as->url || (r = kube_client_prepare(as->kube, e, as->url, &as->hdrs, &token_problem)) < 0)
                 goto fail;
+        if (token_problem)
+                report(as, false, false, "%s", token_problem);
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, as);
         curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -876,7 +698,7 @@ static int build_list_url(struct api_source *as)
         char *c = NULL, *rv = NULL;
         int r;
 
-        r = buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->base, as->node_enc);
+        r = buf_printf(&u, "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", as->node_enc);
         if (r == 0 && as->cont) {
                 c = pct_encode(as->cont);
                 r = c ? buf_printf(&u, "&limit=%d&continue=%s", API_PAGE_SIZE, c) : -ENOMEM;
@@ -939,9 +761,10 @@ static void start_watch(struct api_source *as)
 
         as->phase = PHASE_WATCH;
         as->retries = 0;
-        r = rv ? buf_printf(&u, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
-                                "&resourceVersion=%s&timeoutSeconds=%u",
-                            as->base, as->node_enc, rv, timeout)
+        r = rv ? buf_printf(&u,
+                            "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
+                            "&resourceVersion=%s&timeoutSeconds=%u",
+                            as->node_enc, rv, timeout)
                : -ENOMEM;
         free(rv);
         free(as->url);
@@ -992,22 +815,6 @@ static void on_timer(struct loop_timer *t, void *data)
                 send_request(as);
                 break;
         }
-}
-
-/* The Status reason and message of an error body, for the log. */
-static void describe_status(const struct buf *body, long status, struct buf *out)
-{
-        json_object *o = NULL, *v;
-
-        buf_printf(out, "HTTP %ld", status);
-        if (body->len && json_parse_text(body->data, body->len, &o, NULL) == 0 &&
-            json_object_is_type(o, json_type_object)) {
-                if ((v = json_get(o, "reason")))
-                        buf_printf(out, " %s", json_object_get_string(v));
-                if ((v = json_get(o, "message")))
-                        buf_printf(out, ": %s", json_object_get_string(v));
-        }
-        json_object_put(o);
 }
 
 /* 429, or >= 500, with an integer Retry-After: the same request again after
@@ -1135,7 +942,7 @@ static void list_refused(struct api_source *as)
 
         if (maybe_retry_after(as))
                 return;
-        describe_status(&as->body, as->status, &why);
+        (void)kube_describe_status(as->body.data, as->body.len, as->status, &why);
         if (as->status == 410 && as->cont) {
                 /* The continue token expired: one unpaged list instead. */
                 log_warn("api source: list: continue token expired: listing again without paging");
@@ -1147,7 +954,7 @@ static void list_refused(struct api_source *as)
                 as->rv_unavailable = 1;
                 as->relisted_unset = 1;
                 start_list(as);
-        } else if (as->status == 404 && !as->ckpt_loaded && as->serving != SERVING_CHECKPOINT) {
+        } else if (as->status == 404 && !as->ckpt_loaded && as->serving != API_SERVING_CHECKPOINT) {
                 /* The reflector syncs an empty list, then backs off. */
                 struct strmap *empty = strmap_new_borrowed();
 
@@ -1160,11 +967,18 @@ static void list_refused(struct api_source *as)
                 back_off(as, NEXT_LIST);
         } else {
                 if (as->status == 401)
-                        as->token_stale = 1;
+                        kube_client_unauthorized(as->kube);
                 report(as, false, false, "list: %s", why.len ? why.data : "?");
                 back_off(as, NEXT_LIST);
         }
         buf_free(&why);
+}
+
+/* What went wrong with a request that got no answer: its kind first
+ * (kube_describe_failure, taken before the handle was cleaned up). */
+static const char *failure_text(const struct api_source *as, CURLcode result)
+{
+        return as->failure.len ? as->failure.data : curl_easy_strerror(result);
 }
 
 static void list_done(struct api_source *as, CURLcode result)
@@ -1178,8 +992,7 @@ static void list_done(struct api_source *as, CURLcode result)
                 /* Nothing of the list is applied: the store stays, and the
                  * pods of the part that came go now. */
                 list_decoder_reset(as->ldec);
-                report(as, false, false, "list failed: %s",
-                       as->body_oom ? "out of memory" : curl_easy_strerror(result));
+                report(as, false, false, "list failed: %s", as->body_oom ? "out of memory" : failure_text(as, result));
                 back_off(as, NEXT_LIST);
                 return;
         }
@@ -1219,7 +1032,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                 return;
         }
         if (as->status == 0 && result != CURLE_OK) {
-                report(as, true, false, "watch: %s", curl_easy_strerror(result));
+                report(as, true, false, "watch: %s", failure_text(as, result));
                 /* A reset or EOF before any answer, during the TLS
                  * handshake too (a server or load balancer restarting):
                  * the same request again as if the server had said
@@ -1240,11 +1053,11 @@ static void watch_done(struct api_source *as, CURLcode result)
         if (as->status != 200) {
                 if (maybe_retry_after(as))
                         return;
-                describe_status(&as->body, as->status, &why);
+                (void)kube_describe_status(as->body.data, as->body.len, as->status, &why);
                 report(as, false, false, "watch: %s", why.len ? why.data : "?");
                 buf_free(&why);
                 if (as->status == 401)
-                        as->token_stale = 1;
+                        kube_client_unauthorized(as->kube);
                 if (as->status == 410)
                         as->relisted_unset = 0;
                 back_off(as, as->status == 429 ? NEXT_WATCH : NEXT_LIST);
@@ -1289,6 +1102,10 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         as->watch_open = false;
         if (as->status == 0)
                 curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &as->status);
+        buf_reset(&as->failure);
+        /* Out of memory here: curl's own words are said instead. */
+        if (result != CURLE_OK && kube_describe_failure(easy, result, &as->failure) < 0)
+                buf_reset(&as->failure);
         curl_easy_cleanup(easy);
         if (as->guard.mangled) {
                 /* The server answered another request than the one meant
@@ -1306,89 +1123,6 @@ static void on_done(void *data, CURL *easy, CURLcode result)
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
-/*
- * With tls-server-name (https only): requests name that host, so SNI and
- * the certificate check use it, while CURLOPT_CONNECT_TO sends the
- * connection to the server's own host and port and the Host header names
- * them, as client-go's ServerName does.  Without it, requests start with
- * the server URL.  Sets base, connect_to and host_header.  0, -EINVAL
- * (err says why) or -ENOMEM.
- */
-static int server_name_setup(struct api_source *as, struct buf *err)
-{
-        CURLU *u = NULL;
-        char *scheme = NULL, *host = NULL, *port = NULL, *url = NULL;
-        struct buf b = BUF_INIT;
-        CURLUcode uc;
-        int r = -ENOMEM;
-
-        if (!as->kube.tls_server_name || !as->kube.tls_server_name[0] ||
-            strncasecmp(as->kube.server, "https://", 8) != 0) {
-                as->base = strdup(as->kube.server);
-                return as->base ? 0 : -ENOMEM;
-        }
-        u = curl_url();
-        if (!u)
-                return -ENOMEM;
-        uc = curl_url_set(u, CURLUPART_URL, as->kube.server, 0);
-        if (uc == CURLUE_OK)
-                uc = curl_url_get(u, CURLUPART_HOST, &host, 0);
-        if (uc == CURLUE_OK)
-                uc = curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
-        if (uc == CURLUE_OK)
-                uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
-        if (uc == CURLUE_OUT_OF_MEMORY)
-                goto out;
-        if (uc != CURLUE_OK) {
-                r = buf_set_err(err, -EINVAL, "API server URL \"%s\" cannot be parsed", as->kube.server);
-                goto out;
-        }
-        /* The Host header says what the URL says: the port only if given. */
-        {
-                char *given = NULL;
-
-                uc = curl_url_get(u, CURLUPART_PORT, &given, 0);
-                if (uc == CURLUE_OUT_OF_MEMORY)
-                        goto out;
-                r = given ? buf_printf(&b, "Host: %s:%s", host, given) : buf_printf(&b, "Host: %s", host);
-                curl_free(given);
-                if (r < 0 || !(as->host_header = buf_steal(&b, NULL)))
-                        goto nomem;
-        }
-        if (buf_printf(&b, "%s:%s:%s:%s", as->kube.tls_server_name, port, host, port) < 0 ||
-            !(as->connect_to = curl_slist_append(NULL, b.data)))
-                goto nomem;
-        uc = curl_url_set(u, CURLUPART_HOST, as->kube.tls_server_name, 0);
-        if (uc == CURLUE_OK)
-                uc = curl_url_get(u, CURLUPART_URL, &url, 0);
-        if (uc == CURLUE_OUT_OF_MEMORY)
-                goto nomem;
-        if (uc != CURLUE_OK) {
-                r = buf_set_err(err, -EINVAL, "tls-server-name \"%s\" is not a host name", as->kube.tls_server_name);
-                goto out;
-        }
-        /* The server URL's own path stays; requests add theirs after it. */
-        {
-                size_t n = strlen(url);
-
-                while (n > 8 && url[n - 1] == '/')
-                        url[--n] = '\0';
-                as->base = strdup(url);
-        }
-        r = as->base ? 0 : -ENOMEM;
-        goto out;
-nomem:
-        r = -ENOMEM;
-out:
-        buf_free(&b);
-        curl_free(scheme);
-        curl_free(host);
-        curl_free(port);
-        curl_free(url);
-        curl_url_cleanup(u);
-        return r;
-}
-
 int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch,
                    const struct api_source_config *cfg, struct api_source **ret_as,
                    struct buf *err)
@@ -1403,11 +1137,11 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         }
         as->loop = loop;
         buf_init(&as->body);
+        buf_init(&as->failure);
         as->cl = cl;
         as->ch = ch;
-        as->kube = *cfg->kube;
+        as->kube = cfg->kube;
         as->stats = cfg->stats;
-        memset(cfg->kube, 0, sizeof(*cfg->kube));
         as->backoff = BACKOFF_INIT(API_BACKOFF_INITIAL_USEC, API_BACKOFF_CAP_USEC);
         as->backoff.reset_after = API_BACKOFF_RESET_USEC;
         as->backoff.jitter = 1;
@@ -1418,36 +1152,18 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->pages = strmap_new_borrowed();
         as->dec = watch_decoder_new();
         as->ldec = list_decoder_new();
-        {
-                CURLU *u = curl_url();
-                char *s = NULL;
-                CURLUcode uc = u ? curl_url_set(u, CURLUPART_URL, as->kube.server, 0) : CURLUE_OUT_OF_MEMORY;
-
-                if (uc == CURLUE_OK) {
-                        curl_url_set(u, CURLUPART_USER, NULL, 0);
-                        curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
-                        curl_url_set(u, CURLUPART_QUERY, NULL, 0);
-                        if (curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
-                                as->host_log = strdup(s);
-                                curl_free(s);
-                        }
-                } else if (uc != CURLUE_OUT_OF_MEMORY) {
-                        r = buf_set_err(err, -EINVAL, "API server URL \"%s\" cannot be parsed", as->kube.server);
-                        curl_url_cleanup(u);
-                        goto fail;
-                }
-                curl_url_cleanup(u);
-        }
-        if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->ldec || !as->host_log)
+        if (!as->node_enc || !as->store || !as->pages || !as->dec || !as->ldec)
                 goto fail;
-        source_stats_target(as->stats, as->host_log);
-        if ((r = server_name_setup(as, err)) < 0)
-                goto fail;
+        source_stats_target(as->stats, kube_client_server(as->kube));
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
             (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0)
                 goto fail;
-        set_serving(as, SERVING_WAITING);
+        as->state_fn = cfg->state;
+        as->state_data = cfg->state_data;
+        as->serving = API_SERVING_WAITING;
+        if (as->stats)
+                as->stats->serving = serving_names[API_SERVING_WAITING];
         if (cfg->checkpoint.dir && (r = checkpoint_setup(as, cfg, err)) < 0)
                 goto fail;
         *ret_as = as;
@@ -1467,7 +1183,7 @@ void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_
 
 int api_source_start(struct api_source *as)
 {
-        log_info("api source: listing and watching the pods of this node on %s", as->host_log);
+        log_info("api source: listing and watching the pods of this node on %s", kube_client_server(as->kube));
         if (as->writer) {
                 load_checkpoint(as);
                 if (as->ckpt_loaded)
@@ -1497,20 +1213,13 @@ void api_source_free(struct api_source *as)
         watch_decoder_free(as->dec);
         list_decoder_free(as->ldec);
         buf_free(&as->body);
-        if (as->token)
-                memset(as->token, 0, strlen(as->token));
-        free(as->token);
+        buf_free(&as->failure);
         free(as->url);
         free(as->last_rv);
         free(as->list_rv_asked);
         free(as->list_rv);
         free(as->cont);
         free(as->node_enc);
-        free(as->host_log);
         free(as->last_said);
-        free(as->base);
-        free(as->host_header);
-        curl_slist_free_all(as->connect_to);
-        kube_config_free(&as->kube);
         free(as);
 }

@@ -5,13 +5,15 @@
  * (doc/api-source.md, doc/pod-config.md section 8).
  *
  * Owns: the node's pod store (namespace/name -> pod), the last resource
- * version, the one request in flight, the backoff state, the cached token.
- * Never: logs a token, a key or an Authorization header; merges.
+ * version, the one request in flight, the backoff state.
+ * Never: logs a token, a key or an Authorization header; merges; sets a
+ * request up itself (the kube client it is given does, for the Events
+ * recorder's requests too: src/kube/kube_client.h).
  *
  * With a checkpoint directory (doc/checkpoint.md) it also keeps the last
  * live state on disk (checkpoint_writer: changes of what runs within the
  * interval, the rest with the hourly refresh), and at start, until a list
- * succeeds, serves the checkpoint's pods as its SET (marked checkpoint:
+ * succeeds, serves the checkpoint's pods as its SET (marked provisional:
  * the merger does not count the source seen for it) once the grace has
  * passed or a list failed.  A checkpoint that is refused is said once,
  * and the source waits for the server as without one.
@@ -41,7 +43,7 @@
 #include "util/buf.h"
 #include "sources/checkpoint_writer.h"
 #include "util/curl_loop.h"
-#include "sources/kubeconfig.h"
+#include "kube/kube_client.h"
 #include "util/loop.h"
 #include "metrics/metrics.h"
 #include "core/mux.h"
@@ -53,7 +55,6 @@
 #define API_BACKOFF_RESET_USEC 120000000ull
 #define API_WATCH_MIN_TIMEOUT_SEC 300
 #define API_MAX_RETRY_AFTER 10
-#define API_TOKEN_REFRESH_USEC 50000000ull
 /* A server that accepts and sends no response headers this long is
  * treated as a dropped connection (the API server answers at once). */
 #define API_RESPONSE_TIMEOUT_USEC 30000000ull
@@ -74,6 +75,20 @@
 
 struct api_source;
 
+/* Whose pods the source serves (doc/checkpoint.md section 7). */
+enum api_serving { API_SERVING_WAITING, API_SERVING_CHECKPOINT, API_SERVING_LIVE };
+
+/*
+ * The source's serving state changed, said before the SET that goes with
+ * it is sent (that SET is provisional for API_SERVING_CHECKPOINT, see
+ * core/pod.h).  With API_SERVING_CHECKPOINT, time_usec (wall clock) and
+ * resource_version are the checkpoint's: when the server last confirmed
+ * it, and its resourceVersion (valid during the call only); else 0 and
+ * NULL.  Like the sources' record callbacks, it only reports: the
+ * receiver decides what to tell whom.
+ */
+typedef void (*api_state_fn)(void *data, enum api_serving state, uint64_t time_usec, const char *resource_version);
+
 struct api_source_checkpoint {
         const char *dir; /* NULL: no checkpoint */
         uint64_t interval_usec, grace_usec, max_age_usec;
@@ -81,16 +96,18 @@ struct api_source_checkpoint {
 };
 
 struct api_source_config {
-        struct kube_config *kube; /* moved in: *kube is zeroed */
+        struct kube_client *kube; /* borrowed: outlives the source */
         const char *node_name;
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         struct api_source_checkpoint checkpoint;
+        api_state_fn state; /* may be NULL */
+        void *state_data;
 };
 
-/* 0; -EINVAL for a server URL or tls-server-name that cannot be used, or a
- * CA bundle that cannot be read for the checkpoint's fingerprint; the
- * checkpoint writer's errors (checkpoint_writer_new: a directory that
- * cannot be trusted or made, or is locked); each with the reason in err
+/* 0; -EINVAL for a CA bundle that cannot be read for the checkpoint's
+ * fingerprint; the checkpoint writer's errors (checkpoint_writer_new: a
+ * directory that cannot be trusted or made, or is locked); each with the
+ * reason in err
  * (may be NULL; util/buf.h: it replaces what err held, a success leaves
  * err alone); -ENOMEM (err empty). */
 int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *ch, const struct api_source_config *cfg,
@@ -105,18 +122,5 @@ void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_
  * without a checkpoint) or the write's error with the reason in err. */
 int api_source_flush_checkpoint(struct api_source *as, struct buf *err);
 void api_source_free(struct api_source *as); /* NULL-safe */
-
-/*
- * Other requests to the same API server through the same client (the
- * event recorder's): sets easy up for path (from "/api/...") exactly as
- * the source's own requests are, URL, TLS, tls-server-name, user agent and
- * the bearer token as the source holds it (the token file re-read on its
- * schedule), and returns the header list easy uses in *ret_hdrs, for the
- * caller to free once the transfer is over.  0 or -ENOMEM.
- */
-int api_source_prepare_request(struct api_source *as, CURL *easy, const char *path, struct curl_slist **ret_hdrs);
-/* Such a request was answered 401: the token file is read again before
- * the next request, as after a 401 of the source's own. */
-void api_source_unauthorized(struct api_source *as);
 
 #endif

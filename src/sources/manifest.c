@@ -43,7 +43,7 @@
 #include "util/json_get.h"
 #include "util/log.h"
 #include "sources/manifest.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 #include "util/yaml_json.h"
 
 #define CONFIG_HASH_ANNOTATION "kubernetes.io/config.hash"

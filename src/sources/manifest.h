@@ -16,7 +16,7 @@
 #include <json-c/json.h>
 
 #include "util/buf.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 
 /* Inputs of this size or larger are rejected (the kubelet's limit). */
 #define MANIFEST_MAX_BYTES (10u * 1024u * 1024u)
@@ -34,7 +34,7 @@ struct manifest_ctx {
 
 /*
  * Decodes one Pod (YAML or JSON, first document only), normalizes it
- * through the core/v1 table (src/sources/v1_normalize.h), applies API
+ * through the core/v1 table (src/kube/v1_normalize.h), applies API
  * defaults (5.2), source defaults (5.3, UID per 9.1) and validation (5.5).
  * On success *ret_pod is the defaulted v1 Pod tree (caller puts it), and
  * *ret_unknown (NULL: not wanted; cleared first, left empty on failure)

@@ -21,7 +21,7 @@
 #include "util/buf.h"
 #include "util/digest.h"
 #include "core/pod.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 
 /*
  * Whether r says nothing about a file or a directory's content but that

@@ -1746,6 +1746,24 @@ int stream_server_source_state(struct stream_server *srv, const char *source, co
         return send_made(srv, r, m, NULL);
 }
 
+int stream_server_source_checkpoint(struct stream_server *srv, const char *source, uint64_t time_usec,
+                                    const char *resource_version)
+{
+        struct buf m = BUF_INIT;
+        int r;
+
+        if (!resource_version)
+                return -EINVAL;
+        if (buf_puts(&m, ",\"checkpoint\":{\"time\":") < 0 || buf_json_time(&m, time_usec) < 0 ||
+            buf_puts(&m, ",\"resource_version\":") < 0 ||
+            buf_json_string(&m, resource_version, strlen(resource_version)) < 0 || buf_putc(&m, '}') < 0)
+                r = -ENOMEM;
+        else
+                r = stream_server_source_state(srv, source, "checkpoint", m.data);
+        buf_free(&m);
+        return r;
+}
+
 int stream_server_sources_ready(struct stream_server *srv,
                                 const char *const *sources, size_t n)
 {

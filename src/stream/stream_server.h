@@ -183,6 +183,11 @@ int stream_server_sources_ready(struct stream_server *srv, const char *const *so
  * ResourceExhausted as for any broadcast).
  */
 int stream_server_source_state(struct stream_server *srv, const char *source, const char *state, const char *members);
+/* The "checkpoint" state of source, rendered here (doc/protocol.md, the
+ * "source" message): the checkpoint's time (wall clock, microseconds) and
+ * resourceVersion.  As stream_server_source_state(). */
+int stream_server_source_checkpoint(struct stream_server *srv, const char *source, uint64_t time_usec,
+                                    const char *resource_version);
 
 /*
  * Sends {"type":TYPE,"seq":N MEMBERS} (members as for stream_files_fn) to

@@ -15,7 +15,7 @@
 
 #include <json-c/json.h>
 
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "util/json_parse.h"
 #include "util/loop.h"
 #include "core/storage.h"

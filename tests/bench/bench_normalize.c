@@ -1,6 +1,6 @@
 /*
  * bench_normalize — what normalizing a pod through the core/v1 table
- * (src/sources/v1_normalize.c) costs next to json-c parsing the same bytes,
+ * (src/kube/v1_normalize.c) costs next to json-c parsing the same bytes,
  * for a typical static pod: clean, and with what normalization rewrites
  * (number quantities, zero plain fields, unknown fields).  Also the whole
  * manifest decode and pod build, for scale.  Prints figures; asserts
@@ -17,7 +17,7 @@
 #include "util/json_parse.h"
 #include "sources/manifest.h"
 #include "core/pod.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 
 /* The pod of tests/bench/bench_merge.c, as a manifest author writes it. */
 static const char clean[] =

@@ -8,7 +8,7 @@
  */
 #include "fuzz.h"
 
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "util/buf.h"
 #include "core/pod.h"
 

@@ -13,7 +13,7 @@
 
 #include "util/base64.h"
 #include "util/buf.h"
-#include "sources/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -15,7 +15,7 @@
 #include "util/json_canon.h"
 #include "sources/manifest.h"
 #include "core/pod.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 
 static void check_normal(json_object *obj)
 {

@@ -1845,6 +1845,37 @@ def test_tls_tls_server_name_certificate_sni(t):
         raise AssertionError("a certificate for another name was accepted")
 
 
+@api_test("a failure to reach the API server names its kind: refused, "
+          "DNS, TLS, HTTP status (not libcurl's words alone)")
+def test_failure_names_its_kind(t):
+    import socket
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+    pki = apitls.copy_pki(t.path("pki"))
+    tls = server(t, tls=True, pki=pki, tokens=["tk"])
+    plain = server(t, tokens=["tk"])
+    cases = [
+        ("refused", "http://127.0.0.1:%d" % closed.getsockname()[1], {},
+         {"token": "tk"}, "list failed: connection refused"),
+        ("dns", "http://nonexistent.invalid:6443", {}, {"token": "tk"},
+         'list failed: DNS: cannot resolve "nonexistent.invalid"'),
+        ("tls", tls.url, {"certificate-authority": pki["other-ca.crt"]},
+         {"token": "tk"}, "list failed: TLS: certificate verify failed"),
+        ("http", plain.url, {}, {"token": "wrong"}, "list: HTTP 401"),
+    ]
+    try:
+        for name, url, cluster, user, want in cases:
+            kc = apitls.simple_kubeconfig(t.path("kc-" + name), url,
+                                          cluster=cluster, user=user)
+            d = api_daemon(t, kc)
+            line = d.wait_log(lambda x: "api source" in x.msg and
+                              want in x.msg, want)
+            t.note("%s: %s" % (name, line.msg))
+            d.stop()
+    finally:
+        closed.close()
+
+
 @api_test("TLS: a watch reset during the TLS handshake (a restarting "
           "server or load balancer) is opened again from the last "
           "resourceVersion, with no relist")

@@ -1107,6 +1107,20 @@ def test_bad_flags_manifest_url_ftp_x(t):
            ("http-check-frequency", "duration"))
 
 
+@http_test("the files request's \"files\" message names the manifest URL as "
+           "the HTTP source does: without its credentials, and whole even "
+           "when longer than the metrics keep of it")
+def test_files_message_names_whole_url(t):
+    srv = t.server()
+    srv.set(body=pod_list(pod_obj("a")))
+    path = "/pods/" + "x" * 5000
+    d = http_daemon(t, srv.url(path, userinfo="user:secret"))
+    f = harness.Consumer(t, d.sock, first_line='{"request":"files"}')
+    head = f.expect_type("files")
+    assert head["url"] == redacted(srv, path), head["url"][:200]
+    assert "secret" not in json.dumps(head)
+
+
 @http_test("the manifest URL has a record (podmux status --files): applied "
            "with the digest of the body, its pods and the seq of the message "
            "that carried them; a bad body is rejected with the reason while "

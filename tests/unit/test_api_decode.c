@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "core/pod.h"
 #include "unit.h"
 

@@ -32,10 +32,10 @@
 #include <json-c/json.h>
 
 #include "failalloc.h"
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "util/json_canon.h"
 #include "util/json_parse.h"
-#include "sources/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "sources/manifest.h"
 #include "core/pod.h"
 #include "unit.h"

@@ -1,4 +1,4 @@
-/* Unit tests: client-go's event correlation (sources/event_correlator):
+/* Unit tests: client-go's event correlation (events/event_correlator):
  * the token bucket, counting, aggregation, the spam filter, the bodies
  * written, and failed allocations.  Time is passed in: nothing waits. */
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sources/event_correlator.h"
+#include "events/event_correlator.h"
 #include "unit.h"
 
 #define SEC 1000000ull

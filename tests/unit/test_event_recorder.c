@@ -1,4 +1,4 @@
-/* Unit tests: the event recorder's queue and retries (sources/
+/* Unit tests: the event recorder's queue and retries (events/
  * event_recorder), with a client that cannot reach any server.  What an
  * API server answers is tested against scripts/fake-apiserver by
  * tests/integration/test_events.py. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sources/event_recorder.h"
+#include "events/event_recorder.h"
 #include "unit.h"
 
 static const struct event_ref pod = {
@@ -18,26 +18,22 @@ struct fixture {
         struct loop *loop;
         struct curl_loop *cl;
         struct event_recorder *er;
+        struct kube_client *kube; /* to a port nobody listens on */
         struct event_stats stats;
-        int prepare_result; /* 0: a request to a port nobody listens on */
-        unsigned prepared;
         unsigned reports, clears;
         char last_report[512];
 };
 
-static int fake_prepare(void *data, CURL *easy, const char *path, struct curl_slist **ret_hdrs)
+/* A client of port 1 of the loopback: refused at once. */
+static struct kube_client *refused_client(void)
 {
-        struct fixture *f = data;
-        char url[256];
+        struct kube_config kc = {0};
+        struct kube_client *kube = NULL;
 
-        f->prepared++;
-        if (f->prepare_result < 0)
-                return f->prepare_result;
-        /* Port 1 of the loopback: refused at once. */
-        (void)snprintf(url, sizeof(url), "http://127.0.0.1:1%s", path);
-        curl_easy_setopt(easy, CURLOPT_URL, url);
-        *ret_hdrs = NULL;
-        return 0;
+        kc.server = strdup("http://127.0.0.1:1");
+        ck_assert_ptr_nonnull(kc.server);
+        ck_assert_int_eq(kube_client_new(&kc, &kube, NULL), 0);
+        return kube;
 }
 
 static void fake_report(void *data, const char *problem, uint64_t lost)
@@ -63,12 +59,11 @@ static void init_curl(void)
         done = true;
 }
 
-static void setup(struct fixture *f, size_t queue_max, int prepare_result)
+static void setup(struct fixture *f, size_t queue_max)
 {
         struct event_recorder_config cfg = {
                 .node_name = "node1",
                 .qps = 0,
-                .client = {.prepare = fake_prepare, .data = f},
                 .report = fake_report,
                 .report_data = f,
                 .stats = &f->stats,
@@ -78,7 +73,7 @@ static void setup(struct fixture *f, size_t queue_max, int prepare_result)
 
         init_curl();
         memset(f, 0, sizeof(*f));
-        f->prepare_result = prepare_result;
+        cfg.kube = f->kube = refused_client();
         ck_assert_int_eq(loop_new(&f->loop), 0);
         ck_assert_int_eq(curl_loop_new(f->loop, &f->cl), 0);
         ck_assert_int_eq(event_recorder_new(f->loop, f->cl, &cfg, &f->er), 0);
@@ -88,6 +83,7 @@ static void setup(struct fixture *f, size_t queue_max, int prepare_result)
 static void teardown(struct fixture *f)
 {
         event_recorder_free(f->er);
+        kube_client_free(f->kube);
         curl_loop_free(f->cl);
         loop_free(f->loop);
 }
@@ -112,7 +108,7 @@ START_TEST(test_full_queue_drops)
         struct fixture f;
         char msg[16];
 
-        setup(&f, 3, -ENOMEM);
+        setup(&f, 3);
         for (int i = 0; i < 3; i++) {
                 (void)snprintf(msg, sizeof(msg), "m%d", i);
                 ck_assert_int_eq(record(&f, msg), 0);
@@ -123,7 +119,7 @@ START_TEST(test_full_queue_drops)
         ck_assert_uint_eq(f.stats.queue_depth, 3);
         ck_assert_uint_eq(f.stats.queue_peak, 3);
         ck_assert_uint_eq(event_recorder_queued(f.er), 3);
-        ck_assert_uint_eq(f.prepared, 0); /* nothing runs before the loop does */
+        ck_assert_uint_eq(kube_client_prepared(f.kube), 0); /* nothing runs before the loop does */
         teardown(&f);
 }
 END_TEST
@@ -133,7 +129,7 @@ START_TEST(test_throttled_counted)
 {
         struct fixture f;
 
-        setup(&f, 100, -ENOMEM);
+        setup(&f, 100);
         for (int i = 0; i < EVENT_SPAM_BURST; i++)
                 ck_assert_int_eq(record(&f, "same"), 0);
         ck_assert_int_eq(record(&f, "same"), 1);
@@ -148,36 +144,27 @@ END_TEST
  * behind it waiting, then dropped and counted; the problem is reported
  * once while it lasts.
  */
-static void check_gives_up(int prepare_result)
+START_TEST(test_refused_connection_retried_then_dropped)
 {
         struct fixture f;
 
-        setup(&f, 10, prepare_result);
+        setup(&f, 10);
         ck_assert_int_eq(record(&f, "one"), 0);
         ck_assert_int_eq(record(&f, "two"), 0);
         run_until_given_up(&f, 1);
-        ck_assert_uint_eq(f.prepared, EVENT_MAX_TRIES);
+        ck_assert_uint_eq(kube_client_prepared(f.kube), EVENT_MAX_TRIES);
         ck_assert_uint_eq(event_recorder_queued(f.er), 1);
         ck_assert_uint_eq(f.reports, 1);
         ck_assert_ptr_nonnull(strstr(f.last_report, "no answer from the API server"));
+        /* The kind of failure, as the kube client names it. */
+        ck_assert_msg(strstr(f.last_report, "(connection refused)"), "%s", f.last_report);
         run_until_given_up(&f, 2);
-        ck_assert_uint_eq(f.prepared, 2 * EVENT_MAX_TRIES);
+        ck_assert_uint_eq(kube_client_prepared(f.kube), 2 * EVENT_MAX_TRIES);
         ck_assert_uint_eq(f.reports, 1); /* the same problem: not again */
         ck_assert_uint_eq(f.clears, 0);
         ck_assert_uint_eq(f.stats.sent, 0);
         ck_assert_uint_eq(f.stats.queue_depth, 0);
         teardown(&f);
-}
-
-START_TEST(test_no_memory_for_a_request_retried_then_dropped)
-{
-        check_gives_up(-ENOMEM);
-}
-END_TEST
-
-START_TEST(test_refused_connection_retried_then_dropped)
-{
-        check_gives_up(0);
 }
 END_TEST
 
@@ -188,11 +175,13 @@ START_TEST(test_new_refuses_bad_config)
         struct event_recorder *er = NULL;
         struct loop *l;
 
+        init_curl();
         ck_assert_int_eq(loop_new(&l), 0);
-        cfg.client.prepare = fake_prepare;
+        cfg.kube = refused_client();
         ck_assert_int_eq(event_recorder_new(l, NULL, &cfg, &er), -EINVAL);
+        kube_client_free(cfg.kube);
         cfg.node_name = "node1";
-        cfg.client.prepare = NULL;
+        cfg.kube = NULL;
         ck_assert_int_eq(event_recorder_new(l, NULL, &cfg, &er), -EINVAL);
         loop_free(l);
 }
@@ -213,7 +202,7 @@ START_TEST(test_record_fails_cleanly)
                 bool failed;
                 int r;
 
-                setup(&f, 10, -ENOMEM);
+                setup(&f, 10);
                 failalloc_arm(n);
                 r = record(&f, "m");
                 failed = failalloc_failed();
@@ -238,17 +227,19 @@ END_TEST
  * the loop has not run are freed with the loop: compared after it.) */
 START_TEST(test_new_fails_cleanly)
 {
+        struct kube_client *kube;
         struct loop *l;
         long live;
 
         if (!failalloc_enabled())
                 return;
+        init_curl();
+        kube = refused_client();
         live = failalloc_live();
         ck_assert_int_eq(loop_new(&l), 0);
         for (long n = 1;; n++) {
                 struct event_stats stats = {0};
-                struct event_recorder_config cfg = {
-                        .node_name = "node1", .client = {.prepare = fake_prepare}, .stats = &stats};
+                struct event_recorder_config cfg = {.node_name = "node1", .kube = kube, .stats = &stats};
                 struct event_recorder *er = NULL;
                 bool failed;
                 int r;
@@ -266,9 +257,9 @@ START_TEST(test_new_fails_cleanly)
         }
         loop_free(l);
         ck_assert_int_eq(failalloc_live(), live);
+        kube_client_free(kube);
 }
 END_TEST
 
-UNIT_MAIN(test_full_queue_drops, test_throttled_counted, test_no_memory_for_a_request_retried_then_dropped,
-          test_refused_connection_retried_then_dropped, test_new_refuses_bad_config, test_record_fails_cleanly,
-          test_new_fails_cleanly)
+UNIT_MAIN(test_full_queue_drops, test_throttled_counted, test_refused_connection_retried_then_dropped,
+          test_new_refuses_bad_config, test_record_fails_cleanly, test_new_fails_cleanly)

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sources/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "unit.h"
 
 static char dir[64];

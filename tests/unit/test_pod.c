@@ -1427,14 +1427,14 @@ START_TEST(test_fold_set_replaces_and_plain_ops_refused)
                 struct pod_update *live = pod_update_new(POD_OP_SET, "api"), *copy = NULL;
 
                 ck_assert_ptr_nonnull(live);
-                u->checkpoint = true;
+                u->provisional = true;
                 ck_assert_int_eq(pod_update_share(u, &copy), 0);
-                ck_assert(copy->checkpoint);
+                ck_assert(copy->provisional);
                 ck_assert_int_eq(pod_update_fold(u, live), 0);
-                ck_assert(!u->checkpoint);
-                live->checkpoint = true;
+                ck_assert(!u->provisional);
+                live->provisional = true;
                 ck_assert_int_eq(pod_update_fold(copy, live), 0);
-                ck_assert(copy->checkpoint);
+                ck_assert(copy->provisional);
                 pod_update_free(live);
                 pod_update_free(copy);
         }

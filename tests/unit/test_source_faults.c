@@ -217,6 +217,7 @@ struct world {
         struct mux_channel *ch;
         struct http_source *hs;
         struct api_source *as;
+        struct kube_client *kube;
         struct source_stats stats;
         /* The source's state as the merger sees it: its last full SET
          * with the deltas since folded in. */
@@ -265,7 +266,7 @@ static int on_merge(void *data, const char *source, struct pod_update **u)
                 }
                 if (w->n_sets < MAX_SETS) {
                         /* A SET was kept (*u taken); a delta was folded. */
-                        w->checkpoint[w->n_sets] = !*u && w->state->checkpoint;
+                        w->checkpoint[w->n_sets] = !*u && w->state->provisional;
                         w->sets[w->n_sets++] = pods_text(w->state);
                 }
         }
@@ -445,6 +446,7 @@ static void world_down(struct world *w)
 {
         http_source_free(w->hs);
         api_source_free(w->as);
+        kube_client_free(w->kube);
         mux_free(w->mux);
         curl_loop_free(w->cl);
         loop_free(w->loop);
@@ -744,7 +746,8 @@ static void api_world_up_dir(struct world *w, const char *dir)
         kc.server = strdup(url);
         kc.context = strdup("test");
         ck_assert_ptr_nonnull(kc.server);
-        cfg.kube = &kc;
+        ck_assert_int_eq(kube_client_new(&kc, &w->kube, &err), 0);
+        cfg.kube = w->kube;
         cfg.node_name = "node1";
         cfg.stats = &w->stats;
         cfg.checkpoint = (struct api_source_checkpoint){

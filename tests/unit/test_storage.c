@@ -1611,7 +1611,7 @@ static void send_checkpoint(struct h *h, struct pod *a, struct pod *b)
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_API);
 
         ck_assert_ptr_nonnull(u);
-        u->checkpoint = true;
+        u->provisional = true;
         for (struct pod *p = a; p; p = p == a ? b : NULL) {
                 ck_assert_int_eq(pod_update_add(u, p), 0);
                 pod_unref(p);

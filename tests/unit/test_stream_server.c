@@ -1589,6 +1589,29 @@ START_TEST(test_source_state_live_and_late)
 }
 END_TEST
 
+/* The "checkpoint" state rendered by the stream server from the
+ * checkpoint's time and resourceVersion (run.c renders nothing). */
+START_TEST(test_source_checkpoint_rendered)
+{
+        struct env e;
+        struct client *a;
+        char line[256];
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_synced(&e, "{}\n");
+        ck_assert_int_eq(stream_server_source_checkpoint(e.srv, "api", 0, NULL), -EINVAL);
+        ck_assert_int_eq(stream_server_source_checkpoint(e.srv, "api", 1767323045ull * 1000000u + 999, "4\"2"), 0);
+        DRIVE_UNTIL(&e, has_type(a, "source"));
+        (void)snprintf(line, sizeof(line),
+                       "{\"type\":\"source\",\"seq\":%" PRIu64 ",\"source\":\"api\",\"state\":\"checkpoint\","
+                       "\"checkpoint\":{\"time\":\"2026-01-02T03:04:05Z\",\"resource_version\":\"4\\\"2\"}}",
+                       stream_server_last_seq(e.srv));
+        ck_assert_str_eq(a->lines[a->n_lines - 1].text, line);
+        env_done(&e);
+}
+END_TEST
+
 /* "source" lines of c with state state. */
 static size_t count_state(const struct client *c, const char *state)
 {
@@ -2281,7 +2304,7 @@ START_TEST(test_descriptors_run_out)
 }
 END_TEST
 
-UNIT_MAIN(test_files_request, test_files_refused_failed_slow, test_files_out_of_memory,
+UNIT_MAIN(test_source_checkpoint_rendered, test_files_request, test_files_refused_failed_slow, test_files_out_of_memory,
           test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference,
           test_broadcast_out_of_memory_sweep, test_replay_is_fed_as_the_consumer_reads,
           test_replay_falls_behind_the_history, test_hello_fields, test_seq_strictly_increasing,

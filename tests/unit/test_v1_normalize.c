@@ -1,6 +1,6 @@
 /*
  * test_v1_normalize — the normalization that makes podmux's digests
- * follow Go's decoding (src/sources/v1_normalize.h), tested directly on
+ * follow Go's decoding (src/kube/v1_normalize.h), tested directly on
  * json-c trees.  The manifest-level consequences (UIDs, UPDATE or not) are
  * in test_manifest.c; the table itself in test_v1_schema.c.
  */
@@ -12,7 +12,7 @@
 #include "util/buf.h"
 #include "util/json_canon.h"
 #include "util/json_parse.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 #include "unit.h"
 
 /* ---- helpers ------------------------------------------------------------ */

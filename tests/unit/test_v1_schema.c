@@ -1,13 +1,13 @@
 /*
  * test_v1_schema — the generated core/v1 table (include/podmux/
- * v1_schema.h, src/sources/v1_schema_table.c): well formed for the binary
+ * v1_schema.h, src/kube/v1_schema_table.c): well formed for the binary
  * search, and saying what the Go types say about the fields the merge
  * rules hinge on.  That the table is what scripts/gen-v1-schema writes is
  * tests/schema-check.sh's job.
  */
 #include <string.h>
 
-#include "sources/v1_schema.h"
+#include "kube/v1_schema.h"
 #include "unit.h"
 
 static const struct v1_type *type_named(const char *name)

@@ -11,12 +11,13 @@
  * Never: blocks (a full queue drops the event, counted), logs (problems
  * go to the config's report callback, once per distinct problem and once
  * when writes succeed again), or knows how to reach the API server: the
- * config's client sets up each request (URL, TLS, token), so events go
- * out through the same client as the API source's own requests.
+ * kube client it is given sets up each request (URL, TLS, token), the
+ * same client as the API source's (src/kube/kube_client.h).
  *
  * A write the server refuses (any HTTP error, after client-go's
  * Retry-After retries) is dropped; one that gets no answer (refused
- * connection, reset, timeout) is tried again after a random part of
+ * connection, reset, timeout, DNS, TLS: named by kube_describe_failure)
+ * is tried again after a random part of
  * EVENT_RETRY_USEC, then every EVENT_RETRY_USEC, EVENT_MAX_TRIES times in
  * all, the later writes waiting behind it (client-go's recordToSink).
  */
@@ -25,8 +26,9 @@
 
 #include <stdint.h>
 
+#include "events/event_correlator.h"
+#include "kube/kube_client.h"
 #include "util/curl_loop.h"
-#include "sources/event_correlator.h"
 #include "util/loop.h"
 #include "metrics/metrics.h"
 
@@ -45,18 +47,6 @@
 /* What podmux names itself in source.component and reportingComponent. */
 #define EVENT_COMPONENT "podmux"
 
-/* How requests reach the API server. */
-struct event_client {
-        /* Sets easy up for a request to path (from "/api/...") with the
-         * API server's URL, TLS and credentials, and returns the header
-         * list it needs in *ret_hdrs (the recorder frees it once the
-         * transfer is over, and may append to it).  0 or -ENOMEM. */
-        int (*prepare)(void *data, CURL *easy, const char *path, struct curl_slist **ret_hdrs);
-        /* The server answered 401: credentials are read again. */
-        void (*unauthorized)(void *data);
-        void *data;
-};
-
 /* A problem writing events (problem non-NULL: a line to log, once per
  * distinct problem), or writes succeeding again (problem NULL; lost: the
  * events dropped since the problem began). */
@@ -66,7 +56,7 @@ struct event_recorder_config {
         const char *node_name; /* source.host, reportingInstance, the Node */
         unsigned qps;          /* writes a second; 0: no limit */
         unsigned burst;        /* 0: EVENT_CLIENT_BURST */
-        struct event_client client;
+        struct kube_client *kube; /* borrowed: outlives the recorder */
         event_report_fn report; /* may be NULL */
         void *report_data;
         struct event_stats *stats; /* counted into when not NULL; outlives the recorder */
@@ -77,7 +67,7 @@ struct event_recorder_config {
 
 struct event_recorder;
 
-/* 0, -EINVAL for an empty node name or no prepare function, -ENOMEM. */
+/* 0, -EINVAL for an empty node name or no kube client, -ENOMEM. */
 int event_recorder_new(struct loop *loop, struct curl_loop *cl, const struct event_recorder_config *cfg,
                        struct event_recorder **ret_er);
 /* Drops what is queued and cancels the write in flight.  NULL-safe. */

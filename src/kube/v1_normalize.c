@@ -1,6 +1,6 @@
 /*
  * v1_normalize — a decoded object rewritten the way Go's decoder would see
- * it (see src/sources/v1_normalize.h for the rules).
+ * it (see src/kube/v1_normalize.h for the rules).
  *
  * The walk follows the document, not the schema: each member of an object
  * is looked up in its struct's table (binary search), checked, possibly
@@ -25,7 +25,7 @@
 #include <json-c/linkhash.h>
 
 #include "util/json_get.h"
-#include "sources/v1_normalize.h"
+#include "kube/v1_normalize.h"
 
 #define QUANTITY_FORMAT_MSG                                                                                            \
         "quantities must match the regular expression "                                                                \

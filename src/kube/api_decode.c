@@ -1,6 +1,6 @@
 /*
  * api_decode — PodList pages and the watch stream into a pod store (see
- * src/sources/api_decode.h and doc/api-source.md sections 4-6).
+ * src/kube/api_decode.h and doc/api-source.md sections 4-6).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 
 #include <json-c/json.h>
 
-#include "sources/api_decode.h"
+#include "kube/api_decode.h"
 #include "util/grow.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"

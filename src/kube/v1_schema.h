@@ -6,7 +6,7 @@
  * slice or a map, and whether its tag says omitempty.
  *
  * Owns: the table, generated once by scripts/gen-v1-schema into
- * src/sources/v1_schema_table.c (checked in; the Kubernetes version and
+ * src/kube/v1_schema_table.c (checked in; the Kubernetes version and
  * commit are in that file), and member lookup.
  * Never: allocates, reads or changes JSON (v1_normalize does that).
  *

@@ -1,6 +1,6 @@
 /*
  * kubeconfig — kubeconfig and in-cluster settings (see
- * src/sources/kubeconfig.h).
+ * src/kube/kubeconfig.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -18,7 +18,7 @@
 #include "util/base64.h"
 #include "util/file.h"
 #include "util/json_get.h"
-#include "sources/kubeconfig.h"
+#include "kube/kubeconfig.h"
 #include "util/log.h"
 #include "util/yaml_json.h"
 

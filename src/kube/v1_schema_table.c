@@ -5,16 +5,16 @@
  * (k8s.io/api, directory core/v1, commit
  * 10b39a39bcee995dfe7cd5e8e7b922be5e46f1e2),
  * with the meta/v1 types they use.  For each struct: its JSON members,
- * sorted bytewise, embedded structs merged in; see src/sources/v1_schema.h.
+ * sorted bytewise, embedded structs merged in; see src/kube/v1_schema.h.
  *
  * Regenerate from the top of the checkout, with PODMUX_V1_TYPES naming the
  * core/v1 Go types of Kubernetes of that commit (k8s.io/api core/v1 types.go):
  *   scripts/gen-v1-schema "$PODMUX_V1_TYPES" \
- *           src/sources/v1_schema_table.c
+ *           src/kube/v1_schema_table.c
  * after changing KUBERNETES_VERSION and API_COMMIT in the script.  The
  * table is checked in because its source is not part of this tree.
  */
-#include "sources/v1_schema.h"
+#include "kube/v1_schema.h"
 
 const char v1_schema_kubernetes[] = "1.37";
 const char v1_schema_commit[] = "10b39a39bcee995dfe7cd5e8e7b922be5e46f1e2";

@@ -6,7 +6,7 @@
  * reflect.DeepEqual on the decoded v1 objects.
  *
  * Owns: the decoding rules of the core/v1 types, driven by the generated
- * table (src/sources/v1_schema.h):
+ * table (src/kube/v1_schema.h):
  *   - a member v1 does not define is removed and its path reported
  *     (Go's non-strict decoder drops it);
  *   - null, anywhere in a struct, is removed (Go leaves the field at its
@@ -38,7 +38,7 @@
 #include <json-c/json.h>
 
 #include "util/buf.h"
-#include "sources/v1_schema.h"
+#include "kube/v1_schema.h"
 
 /* Unknown-field paths kept per list (more are only counted) and errors
  * kept per call (more are summarized).  The walk goes no deeper than the

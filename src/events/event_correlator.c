@@ -1,6 +1,6 @@
 /*
  * event_correlator — client-go's event aggregation, counting and spam
- * filter (see src/sources/event_correlator.h and doc/events.md).
+ * filter (see src/events/event_correlator.h and doc/events.md).
  *
  * One event goes through three caches, in client-go's order:
  *   1. aggregation, keyed by everything but the message: the group
@@ -30,7 +30,7 @@
 
 #include "util/buf.h"
 #include "util/clock.h"
-#include "sources/event_correlator.h"
+#include "events/event_correlator.h"
 #include "util/digest.h"
 #include "util/strmap.h"
 

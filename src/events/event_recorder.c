@@ -1,6 +1,6 @@
 /*
  * event_recorder — Events written to the API server (see
- * src/sources/event_recorder.h and doc/events.md).
+ * src/events/event_recorder.h and doc/events.md).
  *
  * record(): correlate at once (so a throttled event never takes a place
  * in the queue), queue the write, arm the pump.  pump(): when no write is
@@ -21,14 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-#include <json-c/json.h>
 
 #include "util/buf.h"
-#include "sources/event_recorder.h"
-#include "util/json_parse.h"
-#include "util/json_get.h"
+#include "events/event_recorder.h"
 #include "util/ring.h"
 #include "util/str.h"
 
@@ -50,7 +45,7 @@ struct event_recorder {
         struct curl_loop *cl;
         struct event_correlator *corr;
         char *node;
-        struct event_client client;
+        struct kube_client *kube;
         event_report_fn report;
         void *report_data;
         struct event_stats *stats; /* may be NULL */
@@ -68,6 +63,7 @@ struct event_recorder {
         struct curl_slist *hdrs;
         struct buf body;
         long retry_after;
+        struct buf failure; /* no answer: what kind of failure */
 
         char *problem; /* what was last reported, NULL when writes work */
         uint64_t lost; /* events dropped since */
@@ -141,16 +137,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
         struct event_recorder *er = data;
         size_t len = size * n;
 
-        if (len > 12 && strncasecmp(line, "retry-after:", 12) == 0) {
-                char *end;
-                long v = strtol(line + 12, &end, 10);
-
-                /* Only the integer form counts (client-go). */
-                while (*end == ' ' || *end == '\t')
-                        end++;
-                if (end != line + 12 && (*end == '\r' || *end == '\n' || !*end) && v >= 0)
-                        er->retry_after = v;
-        }
+        (void)kube_retry_after(line, len, &er->retry_after);
         return len;
 }
 
@@ -184,11 +171,15 @@ static int write_path(const struct write *w, struct buf *out)
 static int setup(struct event_recorder *er, CURL *e, const struct write *w)
 {
         struct buf path = BUF_INIT;
+        const char *token_problem = NULL;
         struct curl_slist *n;
         int r;
 
-        if ((r = write_path(w, &path)) < 0 || (r = er->client.prepare(er->client.data, e, path.data, &er->hdrs)) < 0)
+        if ((r = write_path(w, &path)) < 0 ||
+            (r = kube_client_prepare(er->kube, e, path.data, &er->hdrs, &token_problem)) < 0)
                 goto out;
+        if (token_problem)
+                problem(er, token_problem, "%s", token_problem);
         r = -ENOMEM;
         n = curl_slist_append(er->hdrs, w->create ? "Content-Type: application/json"
                                                   : "Content-Type: application/strategic-merge-patch+json");
@@ -274,31 +265,15 @@ static void no_answer(struct event_recorder *er, struct write *w, const char *wh
         loop_timer_arm(er->timer, w->tries == 1 ? clock_jitter(er->retry) : er->retry);
 }
 
-/* The Status reason and message of an error answer, for the report. */
-static void describe(const struct buf *body, long status, struct buf *out)
-{
-        json_object *o = NULL, *v;
-
-        (void)buf_printf(out, "HTTP %ld", status);
-        if (body->len && json_parse_text(body->data, body->len, &o, NULL) == 0 &&
-            json_object_is_type(o, json_type_object)) {
-                if ((v = json_get(o, "reason")) && json_object_is_type(v, json_type_string))
-                        (void)buf_printf(out, " %s", json_object_get_string(v));
-                if ((v = json_get(o, "message")) && json_object_is_type(v, json_type_string))
-                        (void)buf_printf(out, ": %s", json_object_get_string(v));
-        }
-        json_object_put(o);
-}
-
 /* An answer other than 2xx that is final: the write is dropped. */
 static void refused(struct event_recorder *er, const struct write *w, long status)
 {
         struct buf why = BUF_INIT;
         char key[32];
 
-        if (status == 401 && er->client.unauthorized)
-                er->client.unauthorized(er->client.data);
-        describe(&er->body, status, &why);
+        if (status == 401)
+                kube_client_unauthorized(er->kube);
+        (void)kube_describe_status(er->body.data, er->body.len, status, &why);
         (void)snprintf(key, sizeof(key), "HTTP %ld", status);
         problem(er, key, "the API server refused an event (%s in namespace \"%s\": %s): it is dropped",
                 w->create ? "POST" : "PATCH", w->ns, why.len ? why.data : key);
@@ -328,6 +303,9 @@ static void on_done(void *data, CURL *easy, CURLcode result)
 
         er->easy = NULL;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        buf_reset(&er->failure);
+        if (result != CURLE_OK && kube_describe_failure(easy, result, &er->failure) < 0)
+                buf_reset(&er->failure); /* curl's own words instead */
         curl_easy_cleanup(easy);
         curl_slist_free_all(er->hdrs);
         er->hdrs = NULL;
@@ -335,7 +313,10 @@ static void on_done(void *data, CURL *easy, CURLcode result)
                 /* Written, even if the answer's body was cut short. */
                 written(er);
         } else if (status == 0 || result == CURLE_OUT_OF_MEMORY) {
-                no_answer(er, w, result == CURLE_OK ? "no status" : curl_easy_strerror(result));
+                no_answer(er, w,
+                          result == CURLE_OK ? "no status"
+                          : er->failure.len  ? er->failure.data
+                                             : curl_easy_strerror(result));
         } else if (status == 404 && !w->create) {
                 /* The event to count on is gone: written anew, as
                  * client-go does. */
@@ -359,14 +340,14 @@ int event_recorder_new(struct loop *loop, struct curl_loop *cl, const struct eve
         struct event_recorder *er;
         int r = -ENOMEM;
 
-        if (!cfg->node_name || !cfg->node_name[0] || !cfg->client.prepare)
+        if (!cfg->node_name || !cfg->node_name[0] || !cfg->kube)
                 return -EINVAL;
         er = calloc(1, sizeof(*er));
         if (!er)
                 return -ENOMEM;
         er->loop = loop;
         er->cl = cl;
-        er->client = cfg->client;
+        er->kube = cfg->kube;
         er->report = cfg->report;
         er->report_data = cfg->report_data;
         er->stats = cfg->stats ? cfg->stats : &er->own;
@@ -380,6 +361,7 @@ int event_recorder_new(struct loop *loop, struct curl_loop *cl, const struct eve
         event_bucket_init(&er->bucket, er->burst, er->period, mono_usec());
         er->queue = (struct ring)RING_INIT(struct write *);
         buf_init(&er->body);
+        buf_init(&er->failure);
         er->node = strdup(cfg->node_name);
         if (!er->node || (r = event_correlator_new(&cc, &er->corr)) < 0 ||
             (r = loop_timer_new(loop, on_pump, er, &er->timer)) < 0) {
@@ -404,6 +386,7 @@ void event_recorder_free(struct event_recorder *er)
         loop_timer_free(er->timer);
         event_correlator_free(er->corr);
         buf_free(&er->body);
+        buf_free(&er->failure);
         free(er->problem);
         free(er->node);
         free(er);

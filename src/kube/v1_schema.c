@@ -1,12 +1,12 @@
 /*
  * v1_schema — member lookup in the generated core/v1 table (see
- * src/sources/v1_schema.h; the table is src/sources/v1_schema_table.c).
+ * src/kube/v1_schema.h; the table is src/kube/v1_schema_table.c).
  */
 #include <stddef.h>
 #include <string.h>
 
 #include "util/search.h"
-#include "sources/v1_schema.h"
+#include "kube/v1_schema.h"
 
 struct field_key {
         const struct v1_type *type;
