@@ -231,7 +231,7 @@ def test_notify_socket_nobody_listens_one_warning(t):
 # ---- scripts/podmux.service --------------------------------------------------
 
 def unit_lines():
-    with open(os.path.join(SRCDIR, "scripts", "podmux.service")) as f:
+    with open(os.path.join(SRCDIR, "scripts", "podmux.service.in")) as f:
         return [x.strip() for x in f if x.strip() and not
                 x.lstrip().startswith("#")]
 
@@ -263,7 +263,7 @@ def test_scripts_podmux_service_systemd_analyze_verify(t):
     # The unit as installed, with ExecStart= on this build's binary and
     # Documentation=man:podmux(8) found in this tree's page.
     unit = t.path("podmux.service")
-    with open(os.path.join(SRCDIR, "scripts", "podmux.service")) as f:
+    with open(os.path.join(SRCDIR, "scripts", "podmux.service.in")) as f:
         text = f.read()
     assert "ExecStart=/usr/local/bin/podmux run" in text
     write_file(unit, text.replace("/usr/local/bin/podmux", BIN),
