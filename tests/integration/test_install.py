@@ -130,5 +130,54 @@ def test_unit_dir_default_and_no(t):
         raise AssertionError("--with-systemdsystemunitdir=no installed %s" % found)
 
 
+def readme_block_after(marker):
+    """The lines of the first ```sh block after marker in README.md."""
+    with open(os.path.join(SRCDIR, "README.md")) as f:
+        text = f.read()
+    if marker not in text:
+        raise AssertionError("README.md no longer says %r" % marker)
+    rest = text[text.index(marker):]
+    m = re.search(r"```sh\n(.*?)```", rest, re.S)
+    return [x for x in m.group(1).splitlines() if x.strip()]
+
+
+@test("README: examples/consumer.c builds with the README's commands against libpodmux-client "
+      "installed under another prefix (PKG_CONFIG_PATH, rpath) and runs")
+def test_consumer_under_non_default_prefix(t):
+    if SANITIZED:
+        t.skip(ONCE)
+    cmds = readme_block_after("Installed under another prefix")
+    if not any("PKG_CONFIG_PATH=/opt/podmux/" in c for c in cmds) or \
+            not any(c.startswith("cc consumer.c") for c in cmds):
+        raise AssertionError("README's commands for another prefix: %s" % cmds)
+    # The README's prefix, /opt/podmux, is the machine's: the test's own
+    # stands in for it, in the commands as written otherwise.
+    prefix = t.path("opt", "podmux")
+    tree = configure(t, "--prefix=" + prefix, "--with-systemdsystemunitdir=no")
+    make(tree, "install-libLTLIBRARIES", "install-pkgconfigDATA", "install-podmuxincludeHEADERS")
+    work = t.mkdir("work")
+    shutil.copy(os.path.join(SRCDIR, "examples", "consumer.c"), work)
+    script = "set -e\n" + "\n".join(c.replace("/opt/podmux", prefix) for c in cmds) + "\n"
+    env = {k: v for k, v in env_clean().items() if k not in ("PKG_CONFIG_PATH", "LD_LIBRARY_PATH")}
+    r = subprocess.run(["/bin/sh", "-c", script], cwd=work, capture_output=True, text=True, env=env,
+                       timeout=300)
+    if r.returncode != 0:
+        raise AssertionError("%s: exit %d\n%s" % (script, r.returncode, r.stderr[-2000:]))
+    m = t.mkdir("manifests")
+    write_file(os.path.join(m, "web.yaml"), pod_yaml("web"))
+    d = t.daemon(m)
+    saved = os.environ.pop("LD_LIBRARY_PATH", None)
+    try:
+        p = harness.Spawned([os.path.join(work, "a.out"), d.sock])
+    finally:
+        if saved is not None:
+            os.environ["LD_LIBRARY_PATH"] = saved
+    t.procs.append(p)
+    p.wait_line(lambda x: x.startswith("ADD file default/" + pn("web")), what="web's ADD")
+    p.wait_line(lambda x: x.startswith("synced (full state): 1 pods"), what="synced")
+    p.stop()
+    d.stop()
+
+
 if __name__ == "__main__":
     harness.main()
