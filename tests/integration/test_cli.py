@@ -569,6 +569,21 @@ def test_podmux_watch_no_daemon_exits_1(t):
                              (sock, r.stderr))
 
 
+@test("podmux status (and --files) with no daemon says what podmux watch says: the socket, "
+      "the error and the hint")
+def test_podmux_status_no_daemon_same_hint_as_watch(t):
+    sock = t.path("nobody.sock")
+    w = t.run_cmd(["watch", "--socket", sock], timeout=T_SHORT)
+    said = w.stderr.strip().split(": ", 1)[1]     # after "podmux watch: "
+    if "(is podmux run serving this path?)" not in said:
+        raise AssertionError("podmux watch's hint changed: %r" % said)
+    for args in (["status"], ["status", "--files"]):
+        r = t.run_cmd(args + ["--socket", sock], timeout=T_SHORT)
+        if r.returncode != 1 or r.stderr.strip() != "podmux status: " + said:
+            raise AssertionError("%s: exit %d, stderr %r; want %r" % (
+                " ".join(args), r.returncode, r.stderr, "podmux status: " + said))
+
+
 def run_args(t):
     m = t.mkdir("manifests")
     return ["run", "--pod-manifest-path", m, "--socket",
