@@ -12,9 +12,8 @@ and /var/lib/podmux are missing, as on a fresh node), and overlays over
 "Building by hand" says.  Long-running commands (podmux run, podmux watch,
 the consumers) start in the background and are stopped by PID.
 
-Left to other tests: the Python install lines (test_setup.py runs them
-word for word) and the lines for another prefix (test_install.py, with
-the test's prefix for /opt/podmux)."""
+Left to test_install.py: the lines for another prefix (with the test's
+prefix for /opt/podmux, which is the machine's)."""
 
 import os
 import re
@@ -142,7 +141,12 @@ class Node:
         return r
 
     def spawn(self, cmd):
-        p = harness.Spawned(self.argv(cmd), env=self.env())
+        argv = self.argv(cmd)
+        if re.match(r"^[A-Za-z_]\w*=", cmd):
+            # "exec VAR=x cmd" is no command: bash runs a lone command in
+            # place of itself, so the PID is still the command's.
+            argv = argv[:-3] + ["/bin/bash", "-c", cmd]
+        p = harness.Spawned(argv, env=self.env())
         self.t.procs.append(p)
         return p
 
@@ -169,7 +173,7 @@ def stop(p, what):
 # ---------------------------------------------------------------------------
 
 @test("README's commands, word for word, on a fresh node (a private mount namespace): "
-      "Using it, waiting for a static pod, Edge nodes, and building the C consumer")
+      "Using it, waiting for a static pod, Edge nodes, the C and Python consumers")
 def test_readme_commands_fresh_node(t):
     if SANITIZED:
         t.skip("checked once, in the plain build (a consumer is built with plain cc)")
@@ -186,6 +190,9 @@ def test_readme_commands_fresh_node(t):
                 and "/opt/podmux" not in c]
     if len(cc_lines) != 1:
         raise AssertionError("README's C consumer command: %s" % cc_lines)
+    py_lines = [c for b in consumer for c in commands(b) if "python" in c and "/opt/podmux" not in c]
+    if len(py_lines) != 5:
+        raise AssertionError("README's Python commands: %s" % py_lines)
 
     node = Node(t)
     # Installed as "Building by hand" says (make install; ldconfig).
@@ -240,6 +247,18 @@ def test_readme_commands_fresh_node(t):
     c = node.spawn("./a.out /run/podmux/podmux.sock")
     c.wait_line(lambda x: x.startswith("synced (full state): 3 pods"), what="the consumer's synced line")
     stop(c, "the consumer")
+    # The Python module, both ways, from the top of a checkout (its
+    # python/ and examples/ are enough), with Debian's python3.
+    for d in ("python", "examples"):
+        shutil.copytree(os.path.join(SRCDIR, d), os.path.join(node.work, d))
+    for cmd in py_lines:
+        if "examples/consumer.py" not in cmd:
+            node.must(cmd)
+            continue
+        p = node.spawn(cmd)
+        p.wait_line(lambda x: x.startswith("ADD file default/") and "kube-apiserver" in x,
+                    what="kube-apiserver's ADD from %r" % cmd)
+        stop(p, cmd)
     for cmd, p in reversed(bg):
         stop(p, cmd)
 
