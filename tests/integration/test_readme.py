@@ -5,15 +5,14 @@ them: "Using it" (with "Waiting for a static pod instead of sleeping"),
 commands are read from README.md itself, so the test follows it.
 
 They run as root in a private mount namespace that leaves the machine
-alone: a tmpfs over /run, /var/lib and /etc/kubernetes (so /run/podmux
+alone: a tmpfs over /run, /var/lib, /etc/kubernetes and /opt (so /run/podmux
 and /var/lib/podmux are missing, as on a fresh node), and overlays over
 /etc and /usr/local whose writes land in the test's directory.  podmux is installed in that
 /usr/local/bin, libpodmux-client in /usr/local/lib with ldconfig, as
 "Building by hand" says.  Long-running commands (podmux run, podmux watch,
 the consumers) start in the background and are stopped by PID.
 
-Left to test_install.py: the lines for another prefix (with the test's
-prefix for /opt/podmux, which is the machine's)."""
+The lines for another prefix install under /opt/podmux, a tmpfs there."""
 
 import os
 import re
@@ -108,8 +107,8 @@ class Node:
             up, wk = t.mkdir("ov" + d, "up"), t.mkdir("ov" + d, "work")
             mounts.append(["mount", "-t", "overlay", "overlay", "-o",
                            "lowerdir=%s,upperdir=%s,workdir=%s" % (d, up, wk), d])
-        # The manifest directory on a tmpfs of its own: inotify does not
-        # report to podmux what is written in an overlay's upper layer.
+        # /etc/kubernetes empty whatever the machine has there: a node
+        # whose manifests are the test's alone.
         mounts += [["mkdir", "-p", "/etc/kubernetes"],
                    ["mount", "-t", "tmpfs", "tmpfs", "/etc/kubernetes"]]
         for m in mounts:
@@ -128,8 +127,11 @@ class Node:
         pre = ["nsenter", "-t", str(self.holder.pid), "-m", "--wd=" + self.work, "--"]
         return pre + (["/bin/sh", "-c", "exec " + cmd if shell is True else cmd] if shell else cmd)
 
-    def run(self, cmd, shell=True, timeout=None, as_script=False):
-        return subprocess.run(self.argv(cmd, "script" if as_script else shell), cwd=self.work,
+    def run(self, cmd, shell=True, timeout=None, as_script=False, cwd=None):
+        argv = self.argv(cmd, "script" if as_script else shell)
+        if cwd:
+            argv[argv.index("--wd=" + self.work)] = "--wd=" + cwd
+        return subprocess.run(argv, cwd=cwd or self.work,
                               env=self.env(), capture_output=True, text=True,
                               timeout=timeout or 300, stdin=subprocess.DEVNULL)
 
@@ -173,7 +175,7 @@ def stop(p, what):
 # ---------------------------------------------------------------------------
 
 @test("README's commands, word for word, on a fresh node (a private mount namespace): "
-      "Using it, waiting for a static pod, Edge nodes, the C and Python consumers")
+      "Using it, waiting for a static pod, Edge nodes, the C consumer (also under /opt/podmux) and the Python one")
 def test_readme_commands_fresh_node(t):
     if SANITIZED:
         t.skip("checked once, in the plain build (a consumer is built with plain cc)")
@@ -247,6 +249,22 @@ def test_readme_commands_fresh_node(t):
     c = node.spawn("./a.out /run/podmux/podmux.sock")
     c.wait_line(lambda x: x.startswith("synced (full state): 3 pods"), what="the consumer's synced line")
     stop(c, "the consumer")
+    # Installed under /opt/podmux (a tmpfs here): the README's lines for
+    # another prefix, as one script (the export holds for the cc line).
+    prefix_lines = [c for b in consumer for c in commands(b) if "/opt/podmux" in c]
+    if len(prefix_lines) != 2:
+        raise AssertionError("README's commands for another prefix: %s" % prefix_lines)
+    node.must(["mount", "-t", "tmpfs", "tmpfs", "/opt"], shell=False)
+    tree = t.mkdir("tree")
+    node.must([os.path.join(SRCDIR, "configure"), "--quiet", "--prefix=/opt/podmux",
+               "--with-systemdsystemunitdir=no"], shell=False, cwd=tree)
+    node.must([os.environ.get("MAKE") or "make", "-s", "-C", tree, "install-libLTLIBRARIES",
+               "install-pkgconfigDATA", "install-podmuxincludeHEADERS"], shell=False)
+    os.remove(os.path.join(node.work, "a.out"))
+    node.must("\n".join(["set -e"] + prefix_lines), as_script=True)
+    c = node.spawn("./a.out /run/podmux/podmux.sock")
+    c.wait_line(lambda x: x.startswith("synced (full state): 3 pods"), what="the /opt/podmux consumer's synced line")
+    stop(c, "the /opt/podmux consumer")
     # The Python module, both ways, from the top of a checkout (its
     # python/ and examples/ are enough), with Debian's python3.
     for d in ("python", "examples"):
