@@ -1,5 +1,7 @@
 /* consumer — keeps the node's pods with libpodmux-client and prints each
- * change.  cc consumer.c $(pkg-config --cflags --libs podmux-client) */
+ * change.  cc consumer.c $(pkg-config --cflags --libs podmux-client)
+ * (installed under another prefix P: PKG_CONFIG_PATH=P/lib/pkgconfig, and
+ * -Wl,-rpath,P/lib or LD_LIBRARY_PATH=P/lib; README "Writing a consumer") */
 #include <stdio.h>
 #include <string.h>
 #include <podmux/client.h>

@@ -38,7 +38,7 @@ int daemon_conn_open(struct daemon_conn *c, const char *path, const char *line, 
         if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
                 daemon_conn_close(c);
-                return buf_set_err(err, r, "cannot connect to \"%s\": %s", path, ERRNO_STR(r));
+                return daemon_conn_connect_error(err, path, r);
         }
         if (buf_printf(&out, "%s\n", line) < 0) {
                 daemon_conn_close(c);
@@ -223,4 +223,15 @@ int daemon_status(const char *path, uint64_t deadline, json_object **ret_status,
         }
         *ret_status = st;
         return 0;
+}
+
+int daemon_conn_connect_error(struct buf *err, const char *path, int r)
+{
+        if (r == -EACCES || r == -EPERM)
+                return buf_set_err(err, r,
+                                   "cannot connect to \"%s\": %s (the socket's mode and group decide who may read "
+                                   "the stream)",
+                                   path, ERRNO_STR(r));
+        return buf_set_err(err, r, "cannot connect to \"%s\": %s (is podmux run serving this path?)", path,
+                           ERRNO_STR(r));
 }

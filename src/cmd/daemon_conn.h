@@ -47,6 +47,12 @@ int daemon_conn_line(struct daemon_conn *c, uint64_t deadline, char **ret_line, 
 
 void daemon_conn_close(struct daemon_conn *c); /* leaves c closed and empty */
 
+/* The message of a failed connect(2) to path, r its -errno, with the hint
+ * podmux watch gives (libpodmux-client's): who may connect for -EACCES and
+ * -EPERM, else whether podmux run serves that path.  Returns r, or
+ * -ENOMEM. */
+int daemon_conn_connect_error(struct buf *err, const char *path, int r);
+
 /*
  * A files request (doc/protocol.md "Files request") to the daemon at
  * path, read up to synced before deadline: *ret_head is the "files"

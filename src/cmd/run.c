@@ -185,7 +185,7 @@ static void notify_sources(struct daemon *d)
 }
 
 /* Fed from the loop: a loop that stalls stops feeding it, and the
- * manager restarts the daemon (WatchdogSec= in scripts/podmux.service). */
+ * manager restarts the daemon (WatchdogSec= in scripts/podmux.service.in). */
 static void on_watchdog(struct loop_timer *t, void *data)
 {
         struct daemon *d = data;

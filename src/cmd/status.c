@@ -86,7 +86,7 @@ static int fetch(const char *path, struct buf *out, struct buf *err)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
             connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
                 r = -errno;
-                r = buf_set_err(err, r, "cannot connect to \"%s\": %s", path, ERRNO_STR(r));
+                r = daemon_conn_connect_error(err, path, r);
                 goto done;
         }
         /* A daemon that refuses (Forbidden, TooManyConsumers) writes its

@@ -25,6 +25,7 @@
 
 #include "sources/checkpoint_writer.h"
 #include "util/clock.h"
+#include "util/dir.h"
 #include "util/str.h"
 
 /* What the thread (or a flush) did with one snapshot. */
@@ -333,20 +334,16 @@ int checkpoint_writer_flush(struct checkpoint_writer *w, struct buf *err)
 
 /* ---- life ------------------------------------------------------------------------ */
 
-/* The directory, created when missing (its parent must exist), opened,
- * checked and locked.  0 with w->dirfd, or the error. */
+/* The directory, created 0700 when missing with its missing parents
+ * (0755, as mkdir -p: /var/lib/podmux on a fresh node), opened, checked
+ * and locked.  0 with w->dirfd, or the error. */
 static int open_dir(struct checkpoint_writer *w, struct buf *err)
 {
         int r;
 
+        if ((r = dir_make(w->dir, 0700, err)) < 0)
+                return r;
         w->dirfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (w->dirfd < 0 && errno == ENOENT) {
-                if (mkdir(w->dir, 0700) < 0 && errno != EEXIST) {
-                        r = -errno;
-                        return buf_set_err(err, r, "cannot create directory \"%s\": %s", w->dir, ERRNO_STR(r));
-                }
-                w->dirfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        }
         if (w->dirfd < 0) {
                 r = -errno;
                 return buf_set_err(err, r, "directory \"%s\": %s", w->dir, ERRNO_STR(r));

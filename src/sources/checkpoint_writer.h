@@ -93,7 +93,8 @@ struct checkpoint_writer;
 
 /*
  * Opens and checks the directory (checkpoint_dir_check), creating it
- * (mode 0700) when it is missing and its parent exists, locks it, and
+ * (mode 0700, with its missing parents 0755, as mkdir -p: util/dir.h
+ * dir_make()) when it is missing, locks it, and
  * starts the thread.  0; -EPERM for a directory that cannot be trusted,
  * -EBUSY when another process holds the lock, -errno, each with the
  * reason in err; -ENOMEM (err empty).

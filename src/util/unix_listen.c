@@ -45,6 +45,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "util/dir.h"
 #include "util/log.h" /* ERRNO_STR only */
 #include "util/unix_listen.h"
 
@@ -53,10 +54,11 @@
  * started): more than this is not a race but someone playing with it. */
 #define LOCK_TRIES 16
 
-/* 0 when path's directory exists, else -errno with err set. */
-static int check_dir(const char *path, struct buf *err)
+/* path's directory, made as mkdir -p would when missing (a socket under
+ * /run/podmux on a node where no unit made /run/podmux); 0, else -errno
+ * with err set. */
+static int make_dir(const char *path, struct buf *err)
 {
-        struct stat st;
         char *dir = strdup(path), *slash;
         int r;
 
@@ -69,9 +71,9 @@ static int check_dir(const char *path, struct buf *err)
         } else {
                 slash[slash == dir ? 1 : 0] = '\0';
         }
-        r = stat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-        if (r < 0)
-                r = buf_set_err(err, r, "socket \"%s\": directory \"%s\": %s", path, dir, ERRNO_STR(r));
+        r = dir_make(dir, DIR_PARENT_MODE, err);
+        if (r < 0 && err && err->len)
+                r = buf_set_err(err, r, "socket \"%s\": %s", path, err->data);
         free(dir);
         return r;
 }
@@ -333,7 +335,7 @@ int unix_listen(const char *path, mode_t mode, gid_t gid, struct unix_listener *
                 return buf_set_err(err, -ENAMETOOLONG, "socket path \"%s\" is longer than %zu bytes", path,
                                    sizeof(sa.sun_path) - 1);
         memcpy(sa.sun_path, path, len + 1);
-        r = check_dir(path, err);
+        r = make_dir(path, err);
         if (r < 0)
                 goto fail;
         l.path = strdup(path);

@@ -42,7 +42,9 @@ struct unix_listener {
 };
 
 /*
- * Takes the lock, then creates, binds and listens on path.  gid (gid_t)-1
+ * Makes path's directory when missing, as mkdir -p does (util/dir.h
+ * dir_make(): parents 0755, an existing directory untouched), takes the
+ * lock, then creates, binds and listens on path.  gid (gid_t)-1
  * keeps the daemon's group.  On error returns -errno with a sentence
  * naming the path in err (may be NULL; util/buf.h: it replaces what err
  * held, and is empty after -ENOMEM; a success leaves err alone), and

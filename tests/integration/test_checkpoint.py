@@ -559,6 +559,64 @@ def test_checkpoint_directory_others_may_write_directory(t):
     env.close()
 
 
+@test("missing parents of the socket, the metrics socket and the checkpoint directory are made "
+      "as mkdir -p (parents 0755, the checkpoint directory 0700); existing ones keep their mode; "
+      "a parent that cannot be made stops the daemon with one line naming it")
+def test_missing_parents_made_mkdir_p(t):
+    env = Env(t, pods=("a",))
+    old = os.umask(0o022)
+    try:
+        os.mkdir(t.path("run"), 0o711)          # exists: left as it is
+        os.chmod(t.path("run"), 0o711)
+        sock = t.path("run", "podmux", "podmux.sock")
+        msock = t.path("run", "m", "metrics.sock")
+        ck = t.path("var", "lib", "podmux", "checkpoint")
+        d = harness.Daemon(t, None, socket_path=sock, node=NODE, freq=None,
+                           extra=["--kubeconfig", env.kc, "--checkpoint-dir", ck,
+                                  "--metrics-address", "unix:" + msock])
+        t.daemons.append(d)
+        d.start()
+        c = d.connect()
+        wait_api_names(c, ["a"])
+        modes = {p: os.stat(p).st_mode & 0o7777 for p in
+                 (t.path("run"), os.path.dirname(sock), os.path.dirname(msock),
+                  t.path("var"), t.path("var", "lib"), t.path("var", "lib", "podmux"), ck)}
+        want = {t.path("run"): 0o711, os.path.dirname(sock): 0o755, os.path.dirname(msock): 0o755,
+                t.path("var"): 0o755, t.path("var", "lib"): 0o755,
+                t.path("var", "lib", "podmux"): 0o755, ck: 0o700}
+        if modes != want:
+            raise AssertionError("modes %s, want %s" % (
+                {k: oct(v) for k, v in modes.items()}, {k: oct(v) for k, v in want.items()}))
+        if not os.path.exists(msock):
+            raise AssertionError("no metrics socket")
+        d.stop()
+        # A file where a parent should be: one line naming it, and exit 1.
+        with open(t.path("blocker"), "w") as f:
+            f.write("x")
+        blocked = t.path("blocker")
+        for sp, extra in (
+                (os.path.join(blocked, "s", "podmux.sock"), ["--checkpoint-dir", ck]),
+                (t.path("p2.sock"), ["--checkpoint-dir", ck,
+                                     "--metrics-address", "unix:" + os.path.join(blocked, "m", "metrics.sock")]),
+                (t.path("p3.sock"), ["--checkpoint-dir", os.path.join(blocked, "ck")])):
+            name = extra[-2] if sp.endswith("p2.sock") or sp.endswith("p3.sock") else "--socket"
+            d2 = harness.Daemon(t, None, socket_path=sp, node=NODE, freq=None, expect_exit=True,
+                                extra=["--kubeconfig", env.kc] + extra)
+            t.daemons.append(d2)
+            d2.start(wait=False)
+            if d2.wait_exit() != 1:
+                raise AssertionError("%s: exit status" % name)
+            errs = [x for x in d2.logs() if x.level == "error"]
+            want = 'cannot create directory "%s": File exists (not a directory)' % blocked
+            if len(errs) != 1 or want not in errs[0].msg:
+                raise AssertionError("%s: want one error line with %r, got %s" % (name, want, errs))
+        if os.stat(t.path("run")).st_mode & 0o7777 != 0o711:
+            raise AssertionError("an existing directory's mode changed")
+    finally:
+        os.umask(old)
+    env.close()
+
+
 # ---------------------------------------------------------------------------
 # What the client libraries say
 

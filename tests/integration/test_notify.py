@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """podmux run under a service manager (doc/design.md "Service manager"):
 the messages systemd's Type=notify protocol carries, read from a notify
-socket the test binds itself, as systemd does; and scripts/podmux.service
+socket the test binds itself, as systemd does; and scripts/podmux.service.in
 as systemd-analyze verify reads it."""
 
 import itertools
@@ -228,15 +228,15 @@ def test_notify_socket_nobody_listens_one_warning(t):
     assert d.wait_exit() == 0
 
 
-# ---- scripts/podmux.service --------------------------------------------------
+# ---- scripts/podmux.service.in (test_install.py: the unit as installed) ------
 
 def unit_lines():
-    with open(os.path.join(SRCDIR, "scripts", "podmux.service")) as f:
+    with open(os.path.join(SRCDIR, "scripts", "podmux.service.in")) as f:
         return [x.strip() for x in f if x.strip() and not
                 x.lstrip().startswith("#")]
 
 
-@test("scripts/podmux.service: systemd-analyze verify finds nothing; "
+@test("scripts/podmux.service.in: systemd-analyze verify finds nothing; "
       "Type=notify with a watchdog; it starts whether or not the plugin "
       "registry exists")
 def test_scripts_podmux_service_systemd_analyze_verify(t):
@@ -263,11 +263,10 @@ def test_scripts_podmux_service_systemd_analyze_verify(t):
     # The unit as installed, with ExecStart= on this build's binary and
     # Documentation=man:podmux(8) found in this tree's page.
     unit = t.path("podmux.service")
-    with open(os.path.join(SRCDIR, "scripts", "podmux.service")) as f:
+    with open(os.path.join(SRCDIR, "scripts", "podmux.service.in")) as f:
         text = f.read()
-    assert "ExecStart=/usr/local/bin/podmux run" in text
-    write_file(unit, text.replace("/usr/local/bin/podmux", BIN),
-               atomic=False)
+    assert "ExecStart=@bindir@/podmux run" in text
+    write_file(unit, text.replace("@bindir@/podmux", BIN), atomic=False)
     man8 = t.mkdir("man", "man8")
     shutil.copy(os.path.join(SRCDIR, "doc", "podmux.8"), man8)
     env = dict(os.environ, MANPATH=t.path("man"))

@@ -259,6 +259,7 @@ typedef int (*renameat_fn)(int, const char *, int, const char *);
 typedef int (*fchmod_fn)(int, mode_t);
 typedef int (*unlinkat_fn)(int, const char *, int);
 typedef int (*eventfd_fn)(unsigned, int);
+typedef int (*mkdir_fn)(const char *, mode_t);
 
 #define REAL(name)                                                        \
         static name##_fn real_##name;                                     \
@@ -396,6 +397,14 @@ int eventfd(unsigned count, int flags)
         if (sys_fault(FAILSYS_EVENTFD) < 0)
                 return -1;
         return real_eventfd(count, flags);
+}
+
+int mkdir(const char *path, mode_t mode)
+{
+        REAL(mkdir);
+        if (sys_fault(FAILSYS_MKDIR) < 0)
+                return -1;
+        return real_mkdir(path, mode);
 }
 
 #endif

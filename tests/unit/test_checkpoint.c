@@ -1165,14 +1165,16 @@ START_TEST(test_writer_directory)
         struct checkpoint_writer *w = NULL, *w2 = NULL;
         struct buf err = BUF_INIT;
         struct loop *l = NULL;
-        char *sub, *deep;
+        char *sub, *deep, *parent;
         struct stat st;
+        int fd;
 
         make_dir();
         ck_assert_int_eq(loop_new(&l), 0);
         /* Missing: made, 0700. */
         sub = path_in("ckpt");
         deep = path_in("no/such");
+        parent = path_in("no");
         cfg.dir = sub;
         ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), 0);
         ck_assert_int_eq(stat(sub, &st), 0);
@@ -1185,10 +1187,24 @@ START_TEST(test_writer_directory)
         ck_assert_int_eq(chmod(sub, 0775), 0);
         ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -EPERM);
         ck_assert_ptr_nonnull(strstr(err.data, "writable by its group or others (mode 0775)"));
+        /* Missing with its parent: both made (mkdir -p), the parent 0755. */
         cfg.dir = deep;
-        ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -ENOENT);
+        ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), 0);
+        checkpoint_writer_free(w);
+        ck_assert_int_eq(stat(deep, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0700);
+        ck_assert_int_eq(stat(parent, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        /* A parent that cannot be made: one sentence naming it. */
+        ck_assert_int_eq(rmdir(deep), 0);
+        ck_assert_int_eq(rmdir(parent), 0);
+        fd = open(parent, O_WRONLY | O_CREAT, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(close(fd), 0);
+        ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -ENOTDIR);
         ck_assert_ptr_nonnull(strstr(err.data, "cannot create directory"));
-        ck_assert_ptr_nonnull(strstr(err.data, "no/such"));
+        ck_assert_ptr_nonnull(strstr(err.data, "/no\": File exists (not a directory)"));
+        ck_assert_int_eq(unlink(parent), 0);
         /* System calls that fail. */
         if (failalloc_enabled()) {
                 ck_assert_int_eq(chmod(sub, 0700), 0);
@@ -1202,9 +1218,18 @@ START_TEST(test_writer_directory)
                 failsys_arm(FAILSYS_EVENTFD, 0, 0);
                 ck_assert_str_eq(err.data, "eventfd: Too many open files");
                 ck_assert_int_eq(loop_run_once(l, 0), 0);
+                /* mkdir(2) refused on the missing parent: named, nothing made. */
+                cfg.dir = deep;
+                failsys_arm(FAILSYS_MKDIR, 1, EACCES);
+                ck_assert_int_eq(checkpoint_writer_new(l, &cfg, &w, &err), -EACCES);
+                failsys_arm(FAILSYS_MKDIR, 0, 0);
+                ck_assert_ptr_nonnull(strstr(err.data, "cannot create directory \""));
+                ck_assert_ptr_nonnull(strstr(err.data, "/no\": Permission denied"));
+                ck_assert_int_eq(stat(parent, &st), -1);
         }
         free(sub);
         free(deep);
+        free(parent);
         buf_free(&err);
         loop_free(l);
         remove_dir();

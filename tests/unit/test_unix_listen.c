@@ -672,6 +672,42 @@ START_TEST(test_lock_calls_fail)
 }
 END_TEST
 
+/* ---- the directory ------------------------------------------------------------ */
+
+/* A socket under missing directories: they are made (0755) and it is
+ * served; a file where a directory should be stops it with one sentence
+ * naming the socket and that file. */
+START_TEST(test_missing_directories_made)
+{
+        char deep[200], a[180], ab[190], blocked[200], want[700];
+        struct stat st;
+        mode_t old = umask(022);
+        struct env e;
+
+        env_init(&e);
+        (void)snprintf(a, sizeof(a), "%s/a", e.dir);
+        (void)snprintf(ab, sizeof(ab), "%s/a/b", e.dir);
+        (void)snprintf(deep, sizeof(deep), "%s/a/b/podmux.sock", e.dir);
+        ck_assert_int_eq(unix_listen(deep, 0660, (gid_t)-1, &e.l, &e.err), 0);
+        ck_assert_int_eq(stat(ab, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0755);
+        ck_assert_int_eq(stat(deep, &st), 0);
+        ck_assert(S_ISSOCK(st.st_mode));
+        unix_listener_close(&e.l);
+        ck_assert_int_eq(rmdir(ab), 0);
+        ck_assert_int_eq(rmdir(a), 0);
+        put_file(a, "x");
+        (void)snprintf(blocked, sizeof(blocked), "%s/a/b/podmux.sock", e.dir);
+        ck_assert_int_eq(unix_listen(blocked, 0660, (gid_t)-1, &e.l, &e.err), -ENOTDIR);
+        (void)snprintf(want, sizeof(want),
+                       "socket \"%s\": cannot create directory \"%s\": File exists (not a directory)", blocked, a);
+        ck_assert_str_eq(err_text(&e), want);
+        ck_assert_int_eq(unlink(a), 0);
+        umask(old);
+        env_done(&e);
+}
+END_TEST
+
 /* ---- closing ---------------------------------------------------------------- */
 
 /* Files at the paths that are no longer ours are left to their owners. */
@@ -692,19 +728,9 @@ START_TEST(test_close_leaves_replaced_files)
 }
 END_TEST
 
-UNIT_MAIN(test_lock_taken_held_and_removed,
-          test_bound_not_listening_with_lock_holder,
-          test_lock_holder_pid_unknown,
-          test_lock_holder_finishes_removing,
-          test_leftover_socket_replaced,
-          test_foreign_listener_left_alone,
-          test_lock_path_symlink_not_followed,
-          test_lock_path_not_a_regular_file,
-          test_lock_file_with_other_links,
-          test_lock_dir_not_writable,
-          test_lock_file_removed_before_flock,
-          test_lock_file_replaced_before_flock,
-          test_lock_file_made_by_another_first,
-          test_lock_file_keeps_changing,
-          test_lock_calls_fail,
-          test_close_leaves_replaced_files)
+UNIT_MAIN(test_lock_taken_held_and_removed, test_missing_directories_made, test_bound_not_listening_with_lock_holder,
+          test_lock_holder_pid_unknown, test_lock_holder_finishes_removing, test_leftover_socket_replaced,
+          test_foreign_listener_left_alone, test_lock_path_symlink_not_followed, test_lock_path_not_a_regular_file,
+          test_lock_file_with_other_links, test_lock_dir_not_writable, test_lock_file_removed_before_flock,
+          test_lock_file_replaced_before_flock, test_lock_file_made_by_another_first, test_lock_file_keeps_changing,
+          test_lock_calls_fail, test_close_leaves_replaced_files)
