@@ -186,15 +186,6 @@ static void set_end(struct podmux_client *c, enum podmux_error_kind kind, int er
         one_line(c->end.message);
 }
 
-const char *podmux_op_name(enum podmux_op op)
-{
-        static const char *const names[] = {"SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"};
-
-        if ((int)op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
-                return NULL;
-        return names[op];
-}
-
 /* ---- life ------------------------------------------------------------------------- */
 
 int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c)
@@ -212,6 +203,7 @@ int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c
         c->fd = -1;
         buf_init(&c->in);
         c->data = data;
+        c->inf.stop = &c->stop_requested;
         c->max_line = PODMUX_CLIENT_DEFAULT_MAX_LINE;
         c->backoff = BACKOFF_INIT(PODMUX_CLIENT_BACKOFF_MIN_USEC, PODMUX_CLIENT_BACKOFF_MAX_USEC);
         c->path = strdup(path);
@@ -289,10 +281,9 @@ void podmux_client_free(struct podmux_client *c)
         free(c);
 }
 
-void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn) { c->on_pods = fn; }
-bool client_stopping(const struct podmux_client *c)
+void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn)
 {
-        return c->stop_requested;
+        c->on_pods = fn;
 }
 
 int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handler *h, void *data)

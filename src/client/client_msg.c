@@ -309,6 +309,17 @@ static const struct {
         {"source", CLIENT_MSG_SOURCE},
 };
 
+/* The op names live here, below client.c, which uses them too: the
+ * decoder must not call back into the module that includes it. */
+const char *podmux_op_name(enum podmux_op op)
+{
+        static const char *const names[] = {"SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"};
+
+        if ((int)op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
+                return NULL;
+        return names[op];
+}
+
 static int parse_op(const char *s, enum podmux_op *ret)
 {
         for (int i = PODMUX_OP_SET; i <= PODMUX_OP_RECONCILE; i++) {

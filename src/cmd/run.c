@@ -32,6 +32,7 @@
 
 #include "sources/api_source.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/curl_loop.h"
 #include "sources/event_recorder.h"
 #include "core/file_record.h"

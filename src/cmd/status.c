@@ -28,6 +28,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/log.h"
