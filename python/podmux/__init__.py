@@ -72,6 +72,8 @@ from typing import (Any, Callable, ClassVar, DefaultDict, Deque, Dict,
                     Final, Iterable, Iterator, List, Literal, Optional, Set,
                     Tuple, Union)
 
+from . import _words as _w
+
 __all__ = ["Client", "Pod", "Update", "PluginEvent", "Error", "Reconnect",
            "Op", "PluginOp", "ErrorKind", "LogLevel", "IndexFunc",
            "Serving", "SourceState",
@@ -88,7 +90,7 @@ BACKOFF_MIN = 0.1
 BACKOFF_MAX = 5.0
 DEFAULT_MAX_LINE: Final = 256 * 1024 * 1024
 READ_BUDGET: Final = 4 * 1024 * 1024
-SOURCE_ANNOTATION: Final = "kubernetes.io/config.source"
+SOURCE_ANNOTATION: Final = _w.ANNOTATION_SOURCE
 
 
 class _StrEnum(str, enum.Enum):
@@ -108,12 +110,12 @@ class _StrEnum(str, enum.Enum):
 class Op(_StrEnum):
     """The op of a "pods" message or of a computed resync record
     (doc/protocol.md)."""
-    SET = "SET"            # the whole merged state: replaces every pod
-    ADD = "ADD"            # pods new to the node
-    UPDATE = "UPDATE"      # pods that changed
-    DELETE = "DELETE"      # pods deleted gracefully (deletionTimestamp set)
-    REMOVE = "REMOVE"      # pods gone
-    RECONCILE = "RECONCILE"  # only the pod's status changed
+    SET = _w.OP_SET            # the whole merged state: replaces every pod
+    ADD = _w.OP_ADD            # pods new to the node
+    UPDATE = _w.OP_UPDATE      # pods that changed
+    DELETE = _w.OP_DELETE      # pods deleted gracefully (deletionTimestamp set)
+    REMOVE = _w.OP_REMOVE      # pods gone
+    RECONCILE = _w.OP_RECONCILE  # only the pod's status changed
 
 
 OPS: Final[Tuple[Op, ...]] = tuple(Op)
@@ -136,9 +138,9 @@ class Serving(_StrEnum):
     """What a source serves (SourceState.serving): its origin, or the
     checkpoint the daemon kept (doc/checkpoint.md); UNKNOWN for a state
     this module does not know (SourceState.state says it)."""
-    LIVE = "live"
-    CHECKPOINT = "checkpoint"
-    UNKNOWN = "unknown"
+    LIVE = _w.SERVING_LIVE
+    CHECKPOINT = _w.SERVING_CHECKPOINT
+    UNKNOWN = _w.SERVING_UNKNOWN
 
 
 class ErrorKind(_StrEnum):
@@ -165,13 +167,10 @@ NOMEM: Final = ErrorKind.NOMEM
 LogLevel = Literal["info", "warning", "error"]
 
 _SERVER_ERRORS: Final[Dict[str, Tuple[ErrorKind, int]]] = {
-    "Forbidden": (PERMISSION, errno.EACCES),
-    "SlowConsumer": (SERVER, errno.ENOBUFS),
-    "ResourceExhausted": (SERVER, errno.ENOMEM),
-    "TooManyConsumers": (SERVER, errno.EUSERS),
-    "ShuttingDown": (SERVER, errno.ESHUTDOWN),
-    "BadRequest": (SERVER, errno.EINVAL),
-}
+    reason: (ErrorKind(kind), err)
+    for reason, (kind, err) in _w.SERVER_ERRORS.items()}
+_OTHER_ERROR: Final[Tuple[ErrorKind, int]] = (ErrorKind(_w.OTHER_ERROR[0]),
+                                              _w.OTHER_ERROR[1])
 
 
 # The records are frozen dataclasses with __slots__ written out (not
@@ -265,7 +264,8 @@ class SourceState:
 
 
 def _live(source: str, seq: int = 0, resync: bool = False) -> SourceState:
-    return SourceState(source, Serving.LIVE, "live", None, None, seq, resync)
+    return SourceState(source, Serving.LIVE, _w.SERVING_LIVE, None, None, seq,
+                       resync)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,12 +431,9 @@ class _Num:
 _CMP_DEC = json.JSONDecoder(parse_int=_Num, parse_float=_Num,
                             parse_constant=_no_constant)
 # What a run of the daemon writes or keeps on its own, left out.
-_LOCAL_ANNOTATIONS = ("kubernetes.io/config.source",
-                      "kubernetes.io/config.seen",
-                      "kubernetes.io/config.mirror")
-_COMPARED_META = ("labels", "annotations", "deletionTimestamp",
-                  "deletionGracePeriodSeconds")
-_COMPARED_TOP = ("spec", "status")
+_LOCAL_ANNOTATIONS = _w.LOCAL_ANNOTATIONS
+_COMPARED_META = _w.COMPARED_META
+_COMPARED_TOP = _w.COMPARED_TOP
 _ABSENT = object()
 
 
@@ -462,7 +459,7 @@ def _compared(text: str) -> List[Any]:
 
 _TEXT_HEAD = '{"metadata":{"annotations":{'
 _ANNOTATION = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
-_SEEN_KEY = "kubernetes.io/config.seen"
+_SEEN_KEY = _w.ANNOTATION_SEEN
 
 
 def _seen_span(text: str) -> Optional[Tuple[int, int]]:
@@ -1355,7 +1352,7 @@ class Client:
         assert self._end is not None
         kind, err, message, reason = self._end
         fatal = (not self.reconnect or kind in (PERMISSION, PROTOCOL_MISMATCH)
-                 or (kind is SERVER and reason == "BadRequest"))
+                 or (kind is SERVER and reason == _w.REASON_BAD_REQUEST))
         self._close()
         e = Error(kind, err, message, reason, fatal)
         self._log("warning" if not fatal else "error", message)
@@ -1484,7 +1481,7 @@ class Client:
                           "protocol %d" % (self.path, m.protocol, PROTOCOL))
             return
         if m.type == "error":
-            kind, err = _SERVER_ERRORS.get(m.reason, (SERVER, errno.EIO))
+            kind, err = _SERVER_ERRORS.get(m.reason, _OTHER_ERROR)
             self._set_end(kind, err, '"%s" closed the connection: %s: %s' % (
                 self.path, m.reason, m.message), m.reason)
         elif not self._hello:
@@ -1549,12 +1546,13 @@ class Client:
                 kept[0].checkpoint_time == m.cp_time and \
                 kept[0].checkpoint_resource_version == m.cp_rv:
             self._srcs[m.source] = (kept[0], True)   # said again
-        elif m.state == "live":
+        elif m.state == _w.SERVING_LIVE:
             if kept is not None:
                 del self._srcs[m.source]
                 self._tell_source(_live(m.source, m.seq))
         else:
-            serving = Serving.CHECKPOINT if m.state == "checkpoint" \
+            serving = Serving.CHECKPOINT \
+                if m.state == _w.SERVING_CHECKPOINT \
                 else Serving.UNKNOWN
             st = SourceState(m.source, serving, m.state, m.cp_time, m.cp_rv,
                              m.seq, False)

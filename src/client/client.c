@@ -44,6 +44,7 @@
 #include "util/grow.h"
 #include "util/clock.h"
 #include "util/json_parse.h"
+#include "util/proto_words.h"
 #include "util/str.h"
 #include "client_cache.h"
 #include "client_index.h"
@@ -374,7 +375,7 @@ static bool is_fatal(const struct podmux_client *c, enum podmux_error_kind kind,
                 return true;
         if (kind == PODMUX_ERROR_PERMISSION || kind == PODMUX_ERROR_PROTOCOL)
                 return true;
-        return kind == PODMUX_ERROR_SERVER && reason && strcmp(reason, "BadRequest") == 0;
+        return kind == PODMUX_ERROR_SERVER && reason && strcmp(reason, PROTO_ERROR_BAD_REQUEST) == 0;
 }
 
 static void stop_now(struct podmux_client *c, int err)
@@ -618,7 +619,9 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
 
 const char *podmux_serving_name(enum podmux_serving s)
 {
-        static const char *const names[] = {"live", "checkpoint", "unknown"};
+#define NAME(n) n,
+        static const char *const names[] = {PROTO_CLIENT_SERVING(NAME)};
+#undef NAME
 
         if ((int)s < 0 || (size_t)s >= sizeof(names) / sizeof(names[0]))
                 return NULL;
@@ -627,9 +630,9 @@ const char *podmux_serving_name(enum podmux_serving s)
 
 static enum podmux_serving serving_of(const char *state)
 {
-        if (strcmp(state, "live") == 0)
+        if (strcmp(state, PROTO_SERVING_LIVE) == 0)
                 return PODMUX_SERVING_LIVE;
-        if (strcmp(state, "checkpoint") == 0)
+        if (strcmp(state, PROTO_SERVING_CHECKPOINT) == 0)
                 return PODMUX_SERVING_CHECKPOINT;
         return PODMUX_SERVING_UNKNOWN;
 }
@@ -648,7 +651,7 @@ static void src_view(const struct src_state *s, const char *source, struct podmu
         memset(v, 0, sizeof(*v));
         v->source = source;
         v->serving = s ? serving_of(s->state) : PODMUX_SERVING_LIVE;
-        v->state = s ? s->state : "live";
+        v->state = s ? s->state : PROTO_SERVING_LIVE;
         if (s) {
                 v->checkpoint_time = s->cp_time;
                 v->checkpoint_resource_version = s->cp_rv;
@@ -696,7 +699,7 @@ static int apply_source(struct podmux_client *c, const struct client_msg *m)
         if (old && strcmp(old->state, m->state) == 0 && str_same(old->cp_time, m->cp_time) &&
             str_same(old->cp_rv, m->cp_rv)) {
                 old->confirmed = true; /* said again: unchanged */
-        } else if (strcmp(m->state, "live") == 0) {
+        } else if (strcmp(m->state, PROTO_SERVING_LIVE) == 0) {
                 if (old)
                         src_drop(c, old, m->seq, false);
         } else {
@@ -1136,6 +1139,10 @@ static int hold(struct podmux_client *c, struct client_msg *m)
         return 0;
 }
 
+/* PODMUX_ERROR_ and a kind of util/proto_words.h, once it is expanded. */
+#define KIND_(k) PODMUX_ERROR_##k
+#define KIND(k) KIND_(k)
+
 static int server_error(struct podmux_client *c, const struct client_msg *m)
 {
         static const struct {
@@ -1143,15 +1150,12 @@ static int server_error(struct podmux_client *c, const struct client_msg *m)
                 enum podmux_error_kind kind;
                 int err;
         } map[] = {
-                {"Forbidden", PODMUX_ERROR_PERMISSION, -EACCES},
-                {"SlowConsumer", PODMUX_ERROR_SERVER, -ENOBUFS},
-                {"ResourceExhausted", PODMUX_ERROR_SERVER, -ENOMEM},
-                {"TooManyConsumers", PODMUX_ERROR_SERVER, -EUSERS},
-                {"ShuttingDown", PODMUX_ERROR_SERVER, -ESHUTDOWN},
-                {"BadRequest", PODMUX_ERROR_SERVER, -EINVAL},
+#define REASON(reason, kind, err) {reason, PODMUX_ERROR_##kind, -err},
+                PROTO_ERROR_REASONS(REASON)
+#undef REASON
         };
-        enum podmux_error_kind kind = PODMUX_ERROR_SERVER;
-        int err = -EIO;
+        enum podmux_error_kind kind = KIND(PROTO_ERROR_OTHER_KIND);
+        int err = -PROTO_ERROR_OTHER_ERRNO;
 
         for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
                 if (strcmp(m->reason, map[i].reason) == 0) {

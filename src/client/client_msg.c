@@ -17,9 +17,10 @@
 #include "util/grow.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
+#include "util/proto_words.h"
 #include "client_msg.h"
 
-#define SOURCE_ANNOTATION "kubernetes.io/config.source"
+#define SOURCE_ANNOTATION PROTO_ANNOTATION_SOURCE
 
 /* ---- pods ------------------------------------------------------------------ */
 
@@ -313,7 +314,9 @@ static const struct {
  * decoder must not call back into the module that includes it. */
 const char *podmux_op_name(enum podmux_op op)
 {
-        static const char *const names[] = {"SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"};
+#define NAME(n) n,
+        static const char *const names[] = {PROTO_OPS(NAME)};
+#undef NAME
 
         if ((int)op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
                 return NULL;

@@ -42,6 +42,7 @@
 #include "util/log.h"
 #include "util/loop.h"
 #include "util/mem.h"
+#include "util/proto_words.h"
 #include "metrics/metrics.h"
 #include "metrics/metrics_server.h"
 #include "core/mux.h"
@@ -374,7 +375,8 @@ static void tell_api_state(struct daemon *d, const struct pod_update *u)
              (r = buf_json_string(&m, c->served_rv, strlen(c->served_rv))) < 0 || (r = buf_putc(&m, '}')) < 0))
                 r = -ENOMEM;
         if (r == 0)
-                r = stream_server_source_state(d->stream, POD_SOURCE_API, u->checkpoint ? "checkpoint" : "live",
+                r = stream_server_source_state(d->stream, POD_SOURCE_API,
+                                               u->checkpoint ? PROTO_SERVING_CHECKPOINT : PROTO_SERVING_LIVE,
                                                u->checkpoint ? m.data : NULL);
         if (r < 0)
                 log_error("stream: cannot tell consumers that source api serves %s: %s",
