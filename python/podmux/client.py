@@ -1,924 +1,71 @@
-"""podmux — a consumer of podmux's update stream (protocol 1, see
-doc/protocol.md in the podmux repository), standard library only, typed
-(py.typed: a type checker reads the hints here).
-
-The same semantics as the C library libpodmux-client
-(include/podmux/client.h): an always-consistent local cache of the node's
-merged pods and registered plugins; handlers (or an iterator of events)
-that see each change once and in order, whether it came live, replayed
-after a resume, or as a full state replacing the cache (then as the
-computed difference, REMOVE / ADD / UPDATE records with resync=True);
-reconnection with backoff (0.1 s doubling to 5 s) resuming after the last
-message applied.
-
-The difference after a full state counts a pod as changed the way the
-daemon's merger does (doc/protocol.md, "Which pods changed"): pods are
-matched by source and UID (a pod is its source and UID: the cache holds one
-per source and UID), and a matched pod is an UPDATE only if its name,
-namespace, labels, annotations (leaving out kubernetes.io/config.source,
-.seen and .mirror), deletionTimestamp, deletionGracePeriodSeconds, spec or
-status differ as JSON values.  So a daemon restart is not a change: a pod
-whose only difference is the new run's config.seen (or, for an API pod,
-the resourceVersion and other metadata each run keeps from the version it
-first stored) is not handed on, but the cache takes its new text, so a
-lookup shows the current run's config.seen.
-
-A full state after a daemon restart lacks the sources the new run has not
-heard from yet (an unreachable API server, a slow manifest URL): their
-pods are held over, as the kubelet makes no deletion before it has seen
-all its sources (doc/protocol.md, "A restarted daemon's late sources").
-They stay in the cache and nothing is handed on for them.  When the source
-delivers, a held-over pod that a live ADD carries again is handed on only
-if it changed, as an UPDATE (resync=True, seq 0) after the ADD, which goes
-on with its other pods (maybe none); in the snapshot modes a live SET
-keeps the held-over pods it does not carry and is handed on with the whole
-cache; another op on a held-over pod goes as sent.  When sources_ready
-comes, the pods still held over are removed: REMOVE updates with
-resync=True, before on_sources_ready.
-
-A client given resume_after= (a point saved by an earlier run of the
-program, which keeps its own state up to it) holds in its cache only what
-comes after that point: has_synced stays False after the replay.  A full
-state then cannot be compared with state the client never saw, so it is
-handed on whole: one SET of every pod (source "*", resync=True) and a
-REGISTERED for every plugin; replace what you hold with these.
-
-    import podmux
-    with podmux.Client("/run/podmux/podmux.sock") as c:
-        for ev in c.events():
-            if ev.kind == "pods":          # ev is an EventPods
-                for p in ev.update.pods:
-                    print(ev.update.op, p.namespace, p.name)
-
-The records (Pod, Update, PluginEvent, Reconnect and the events) are
-frozen dataclasses; ops and error kinds are enums whose members are their
-strings (Op.ADD == "ADD", printed as ADD).  A client is used by one thread
-at a time.  It never logs by itself: log lines go to on_log if set.
-"""
+"""podmux.client — the Client: the connection, hello/replay/full state,
+resume and reconnection, handlers and events (see the package's
+docstring for what it promises)."""
 
 from __future__ import annotations
 
-import bisect
 import collections
 import dataclasses
-import enum
 import errno
 import json
-import re
 import selectors
 import socket
 import time
-from typing import (Any, Callable, ClassVar, DefaultDict, Deque, Dict,
-                    Final, Iterable, Iterator, List, Literal, Optional, Set,
-                    Tuple, Union)
+from typing import (Any, Callable, Deque, Dict, Final, Iterator, List, Literal,
+                    Optional, Protocol, Tuple, Union)
 
 from . import _words as _w
+from .cache import (INDEX_NAMESPACE, INDEX_SOURCE, IndexFunc, _Cache, _Index,
+                    _Key, _PluginEntry, _Record, _diff, _same)
+from .wire import (BAD_MESSAGE, CLOSED, CONNECT, Error, ErrorKind, Event,
+                   EventError, EventPlugin, EventPods, EventReconnect,
+                   EventSource, EventSourcesReady, EventSynced, LogLevel,
+                   NOMEM, Op, PERMISSION, PROTOCOL, PROTOCOL_MISMATCH,
+                   PluginEvent, PluginOp, Pod, Reconnect, SERVER, Serving,
+                   SourceState, Update, _Bad, _Msg, _OTHER_ERROR,
+                   _SERVER_ERRORS, _live, _parse)
 
-__all__ = ["Client", "Pod", "Update", "PluginEvent", "Error", "Reconnect",
-           "Op", "PluginOp", "ErrorKind", "LogLevel", "IndexFunc",
-           "Serving", "SourceState",
-           "Event", "EventPods", "EventSynced", "EventSourcesReady",
-           "EventPlugin", "EventSource", "EventError", "EventReconnect",
-           "PROTOCOL", "DEFAULT_SOCKET", "OPS", "INDEX_NAMESPACE",
-           "INDEX_SOURCE", "CONNECT", "PERMISSION", "PROTOCOL_MISMATCH",
-           "SERVER", "CLOSED", "BAD_MESSAGE", "NOMEM"]
 
-PROTOCOL: Final = 1
 DEFAULT_SOCKET: Final = "/run/podmux/podmux.sock"
-# Not Final: a test (or scripts/bench) may shorten the backoff.
+# Not Final: scripts/bench shortens the backoff (podmux.client.BACKOFF_MIN).
 BACKOFF_MIN = 0.1
 BACKOFF_MAX = 5.0
 DEFAULT_MAX_LINE: Final = 256 * 1024 * 1024
 READ_BUDGET: Final = 4 * 1024 * 1024
-SOURCE_ANNOTATION: Final = _w.ANNOTATION_SOURCE
 
 
-class _StrEnum(str, enum.Enum):
-    """An enum whose members are their strings: equal to them, hashed as
-    them, and printed as them ("%s" and f-strings give "ADD", not
-    "Op.ADD")."""
+class Handler(Protocol):
+    """An informer-style handler (Client.add_handler, client-go's event
+    handler).  A class that subclasses Handler gets a no-op for each
+    method it does not write; any object with the three methods will do
+    (a Protocol)."""
 
-    def __str__(self) -> str:
-        return str.__str__(self)
+    def on_add(self, pod: Pod, initial: bool) -> None:
+        """A pod new to the handlers; initial for the pods the cache held
+        when the handler was added."""
 
-    def __format__(self, format_spec: str) -> str:
-        return str.__format__(str.__str__(self), format_spec)
+    def on_update(self, old: Pod, new: Pod) -> None:
+        """A pod the handlers were given, changed (a graceful DELETE is an
+        update that sets deletionTimestamp)."""
 
-    __hash__ = str.__hash__
-
-
-class Op(_StrEnum):
-    """The op of a "pods" message or of a computed resync record
-    (doc/protocol.md)."""
-    SET = _w.OP_SET            # the whole merged state: replaces every pod
-    ADD = _w.OP_ADD            # pods new to the node
-    UPDATE = _w.OP_UPDATE      # pods that changed
-    DELETE = _w.OP_DELETE      # pods deleted gracefully (deletionTimestamp set)
-    REMOVE = _w.OP_REMOVE      # pods gone
-    RECONCILE = _w.OP_RECONCILE  # only the pod's status changed
-
-
-OPS: Final[Tuple[Op, ...]] = tuple(Op)
-_OP_BY_NAME: Final[Dict[str, Op]] = {o.value: o for o in Op}
-
-
-class PluginOp(_StrEnum):
-    """The op of a plugin message.  A newer daemon may send another: the
-    client hands that on as its plain string."""
-    REGISTERED = "REGISTERED"
-    DEREGISTERED = "DEREGISTERED"
-    FAILED = "FAILED"        # news, not state: the cache does not keep it
-
-
-_PLUGIN_OP_BY_NAME: Final[Dict[str, PluginOp]] = {o.value: o
-                                                  for o in PluginOp}
-
-
-class Serving(_StrEnum):
-    """What a source serves (SourceState.serving): its origin, or the
-    checkpoint the daemon kept (doc/checkpoint.md); UNKNOWN for a state
-    this module does not know (SourceState.state says it)."""
-    LIVE = _w.SERVING_LIVE
-    CHECKPOINT = _w.SERVING_CHECKPOINT
-    UNKNOWN = _w.SERVING_UNKNOWN
-
-
-class ErrorKind(_StrEnum):
-    """What went wrong (Error.kind), as in the C library."""
-    CONNECT = "connect"          # the socket cannot be reached
-    PERMISSION = "permission"    # not allowed: fatal
-    PROTOCOL_MISMATCH = "protocol"  # another protocol spoken: fatal
-    SERVER = "server"            # the daemon closed it, saying why (reason)
-    CLOSED = "closed"            # the connection ended
-    BAD_MESSAGE = "bad_message"  # a line that is not a protocol 1 message
-    NOMEM = "nomem"              # out of memory; resynchronizing
-
-
-# The kinds as module names too.
-CONNECT: Final = ErrorKind.CONNECT
-PERMISSION: Final = ErrorKind.PERMISSION
-PROTOCOL_MISMATCH: Final = ErrorKind.PROTOCOL_MISMATCH
-SERVER: Final = ErrorKind.SERVER
-CLOSED: Final = ErrorKind.CLOSED
-BAD_MESSAGE: Final = ErrorKind.BAD_MESSAGE
-NOMEM: Final = ErrorKind.NOMEM
-
-# The level of a line given to on_log.
-LogLevel = Literal["info", "warning", "error"]
-
-_SERVER_ERRORS: Final[Dict[str, Tuple[ErrorKind, int]]] = {
-    reason: (ErrorKind(kind), err)
-    for reason, (kind, err) in _w.SERVER_ERRORS.items()}
-_OTHER_ERROR: Final[Tuple[ErrorKind, int]] = (ErrorKind(_w.OTHER_ERROR[0]),
-                                              _w.OTHER_ERROR[1])
-
-
-# The records are frozen dataclasses with __slots__ written out (not
-# slots=True, which needs Python 3.10): as fast to read as the namedtuples
-# they replace, and cheap to make (scripts/bench --only client).
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class Pod:
-    """One pod: its JSON text exactly as the daemon sent it, its identity,
-    and the decoded object on demand (obj()).  source is "file", "http" or
-    "api"."""
-    __slots__ = ("json", "uid", "namespace", "name", "source")
-    json: str
-    uid: str
-    namespace: str
-    name: str
-    source: str
-
-    def obj(self) -> Any:
-        """The pod decoded (a dict): a new object each call."""
-        return json.loads(self.json)
-
-    def key(self) -> Tuple[str, str, str, str]:
-        """What the daemon's order sorts by: (namespace, name, uid,
-        source)."""
-        return (self.namespace, self.name, self.uid, self.source)
-
-    def source_uid(self) -> Tuple[str, str]:
-        """What identifies the pod: (source, uid)."""
-        return (self.source, self.uid)
-
-    def __repr__(self) -> str:
-        return "Pod(%s %s/%s %s)" % (self.source, self.namespace, self.name,
-                                     self.uid)
+    def on_delete(self, old: Pod) -> None:
+        """A pod the handlers were given, gone."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Update:
-    """One change, given to on_pods after the cache holds it: a "pods"
-    message as the daemon sent it (live or replayed: resync False, seq its
-    number), or a record computed when a full state replaced the cache
-    (seq 0, resync True once the client had been synced before).  pods are
-    in the daemon's order; source is "file", "http", "api" or "*"."""
-    __slots__ = ("op", "source", "pods", "seq", "resync")
-    op: Op
-    source: str
-    pods: Tuple[Pod, ...]
-    seq: int
-    resync: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class PluginEvent:
-    """A plugin message, given to on_plugin: op (a PluginOp, or the plain
-    string of an op newer than this module), the plugin's registration
-    socket (its key), type ("CSIPlugin", "DevicePlugin", "DRAPlugin"),
-    name, plugin_json (the "plugin" object's text), error (FAILED's
-    reason, else None), seq (0 for a computed one) and resync."""
-    __slots__ = ("op", "socket", "type", "name", "plugin_json", "error",
-                 "seq", "resync")
-    op: Union[PluginOp, str]
-    socket: str
-    type: str
-    name: str
-    plugin_json: str
-    error: Optional[str]
-    seq: int
-    resync: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class SourceState:
-    """What a source serves, from the stream's "source" messages
-    (doc/protocol.md): given to on_source when it changes, and by
-    Client.source_state().  state is the daemon's word ("live",
-    "checkpoint", ...); for CHECKPOINT, checkpoint_time (RFC 3339 UTC)
-    and checkpoint_resource_version say when the server last confirmed
-    its pods, else None.  seq is the message's number, 0 for a state
-    computed by the client: after every synced the daemon says again each
-    state that is not live, and a state kept from before that is not said
-    again ends as live, told with resync=True."""
-    __slots__ = ("source", "serving", "state", "checkpoint_time",
-                 "checkpoint_resource_version", "seq", "resync")
-    source: str
-    serving: Serving
-    state: str
-    checkpoint_time: Optional[str]
-    checkpoint_resource_version: Optional[str]
-    seq: int
-    resync: bool
-
-
-def _live(source: str, seq: int = 0, resync: bool = False) -> SourceState:
-    return SourceState(source, Serving.LIVE, _w.SERVING_LIVE, None, None, seq,
-                       resync)
-
-
-@dataclasses.dataclass(frozen=True)
-class Reconnect:
-    """Given to on_reconnect: a connection ended and another is due in
-    delay seconds; attempt is 1 for the first retry after a good
-    connection; resume says it will ask to resume after resume_after."""
-    __slots__ = ("delay", "attempt", "resume", "resume_after")
-    delay: float
-    attempt: int
-    resume: bool
-    resume_after: Optional[int]
-
-
-class Error(Exception):
-    """What went wrong: kind (an ErrorKind), err (an errno value), reason
-    (the daemon's, for SERVER), message (one line naming the socket),
-    fatal (the client has stopped)."""
-
-    def __init__(self, kind: ErrorKind, err: int, message: str,
-                 reason: Optional[str] = None, fatal: bool = False) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.err = err
-        self.reason = reason
-        self.message = message
-        self.fatal = fatal
-
-
-# ---- the events of Client.events() -----------------------------------------
-# One class per kind, each carrying only its own member: what the handler
-# on_<kind> is given.  kind tells them apart (a type checker narrows Event
-# on `ev.kind == "pods"`), and so do isinstance() and match.
-
-@dataclasses.dataclass(frozen=True)
-class EventPods:
-    """kind "pods": update is what on_pods is given."""
-    __slots__ = ("update",)
-    kind: ClassVar[Literal["pods"]] = "pods"
-    update: Update
-
-
-@dataclasses.dataclass(frozen=True)
-class EventSynced:
-    """kind "synced": resumed is what on_synced is given."""
-    __slots__ = ("resumed",)
-    kind: ClassVar[Literal["synced"]] = "synced"
-    resumed: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class EventSourcesReady:
-    """kind "sources_ready": the sources on_sources_ready is given."""
-    __slots__ = ("sources",)
-    kind: ClassVar[Literal["sources_ready"]] = "sources_ready"
-    sources: Tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class EventPlugin:
-    """kind "plugin": plugin is what on_plugin is given."""
-    __slots__ = ("plugin",)
-    kind: ClassVar[Literal["plugin"]] = "plugin"
-    plugin: PluginEvent
-
-
-@dataclasses.dataclass(frozen=True)
-class EventSource:
-    """kind "source": state is what on_source is given."""
-    __slots__ = ("state",)
-    kind: ClassVar[Literal["source"]] = "source"
+class SourceStatus:
+    """What Client.source_state() says of a source: what it serves
+    (state), and whether that is not live (not_live).  Unpacks as
+    (state, not_live), the pair it was before it had names."""
     state: SourceState
+    not_live: bool
 
+    def __iter__(self) -> Iterator[Union[SourceState, bool]]:
+        yield self.state
+        yield self.not_live
 
-@dataclasses.dataclass(frozen=True)
-class EventError:
-    """kind "error": error is what on_error is given."""
-    __slots__ = ("error",)
-    kind: ClassVar[Literal["error"]] = "error"
-    error: Error
-
-
-@dataclasses.dataclass(frozen=True)
-class EventReconnect:
-    """kind "reconnect": reconnect is what on_reconnect is given."""
-    __slots__ = ("reconnect",)
-    kind: ClassVar[Literal["reconnect"]] = "reconnect"
-    reconnect: Reconnect
-
-
-Event = Union[EventPods, EventSynced, EventSourcesReady, EventPlugin,
-              EventSource, EventError, EventReconnect]
-
-# A custom index's function (Client.add_index): a pod's keys.
-IndexFunc = Callable[[Pod], Iterable[str]]
-
-# The built-in indexes of Client.by_index().
-INDEX_NAMESPACE: Final = "namespace"
-INDEX_SOURCE: Final = "source"
-
-
-class _Bad(Exception):
-    pass
-
-
-class _Msg:
-    """One message as parsed; only the members of its type are set."""
-    __slots__ = ("type", "seq", "protocol", "op", "source", "pods",
-                 "resumed", "sources", "plugin_op", "plugin_json", "socket",
-                 "plugin_type", "plugin_name", "error", "reason", "message",
-                 "state", "cp_time", "cp_rv")
-
-    def __init__(self, type_: str) -> None:
-        self.type = type_
-        self.seq = 0
-        self.protocol = 0
-        self.op = Op.SET
-        self.source = ""
-        self.pods: List[Pod] = []
-        self.resumed = False
-        self.sources: List[str] = []
-        self.plugin_op: Union[PluginOp, str] = ""
-        self.plugin_json = ""
-        self.socket = ""
-        self.plugin_type = ""
-        self.plugin_name = ""
-        self.state = ""
-        self.cp_time: Optional[str] = None
-        self.cp_rv: Optional[str] = None
-        self.error: Optional[str] = None
-        self.reason = ""
-        self.message = ""
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError("%s is not JSON" % name)
-
-
-_DEC = json.JSONDecoder(parse_constant=_no_constant)
-_WS = " \t\r\n"
-
-
-# ---- the resync comparison (doc/protocol.md, "Which pods changed") ---------
-
-class _Num:
-    """A JSON number as written: 1 and 1.0 differ, as in the C library and
-    the rule the protocol states."""
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Num) and other.text == self.text
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return hash(self.text)
-
-
-_CMP_DEC = json.JSONDecoder(parse_int=_Num, parse_float=_Num,
-                            parse_constant=_no_constant)
-# What a run of the daemon writes or keeps on its own, left out.
-_LOCAL_ANNOTATIONS = _w.LOCAL_ANNOTATIONS
-_COMPARED_META = _w.COMPARED_META
-_COMPARED_TOP = _w.COMPARED_TOP
-_ABSENT = object()
-
-
-def _compared(text: str) -> List[Any]:
-    """The parts of a pod's text the resync diff compares, as values: its
-    name and namespace as the pod's identity reads them (a namespace that is
-    missing or not a string is ""), then the members."""
-    obj = _CMP_DEC.decode(text)
-    top = obj if isinstance(obj, dict) else {}
-    md = top.get("metadata")
-    md = md if isinstance(md, dict) else {}
-    name, ns = md.get("name"), md.get("namespace")
-    parts: List[Any] = [name if isinstance(name, str) else None,
-                        ns if isinstance(ns, str) else ""]
-    for k in _COMPARED_META:
-        v = md.get(k, _ABSENT)
-        if k == "annotations" and isinstance(v, dict):
-            v = {a: x for a, x in v.items() if a not in _LOCAL_ANNOTATIONS}
-            v = v or _ABSENT  # only local ones: as if none
-        parts.append(v)
-    return parts + [top.get(k, _ABSENT) for k in _COMPARED_TOP]
-
-
-_TEXT_HEAD = '{"metadata":{"annotations":{'
-_ANNOTATION = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
-_SEEN_KEY = _w.ANNOTATION_SEEN
-
-
-def _seen_span(text: str) -> Optional[Tuple[int, int]]:
-    """(start, end) of the member "kubernetes.io/config.seen" (name and
-    value) in metadata.annotations, for a text laid out as the daemon
-    writes pods (compact, annotations first, each a string); else None."""
-    if not text.startswith(_TEXT_HEAD):
-        return None
-    i = len(_TEXT_HEAD)
-    while True:
-        m = _ANNOTATION.match(text, i)
-        if m is None:
-            return None
-        if m.group(1) == _SEEN_KEY:
-            return m.span()
-        if text[m.end():m.end() + 1] != ",":
-            return None
-        i = m.end() + 1
-
-
-def _same_but_seen(a: str, b: str) -> bool:
-    sa, sb = _seen_span(a), _seen_span(b)
-    return sa is not None and sb is not None and sa[0] == sb[0] and \
-        a[:sa[0]] == b[:sb[0]] and a[sa[1]:] == b[sb[1]:]
-
-
-def _same(a: str, b: str) -> bool:
-    """Whether two texts of one pod (same source and UID) are the same for
-    the resync diff: equal, or the same name and namespace and equal in
-    every member the merger compares.  Cost: a comparison of the texts
-    when they are equal or differ only in config.seen as the daemon writes
-    it (what a restart gives every unchanged pod); else both decoded."""
-    return a == b or _same_but_seen(a, b) or _compared(a) == _compared(b)
-
-
-def _skip(s: str, i: int) -> int:
-    while i < len(s) and s[i] in _WS:
-        i += 1
-    return i
-
-
-def _value(s: str, i: int) -> Tuple[Any, int]:
-    try:
-        return _DEC.raw_decode(s, i)
-    except ValueError as e:
-        raise _Bad("byte %d: %s" % (i, e)) from None
-
-
-def _pod(text: str, obj: Any, msg_source: str, own_source: bool) -> Pod:
-    """The pod of one member of "pods": its source is the message's, or
-    (own_source: a SET, or source "*") its config.source annotation if it
-    has one."""
-    md = obj.get("metadata") if isinstance(obj, dict) else None
-    md = md if isinstance(md, dict) else {}
-    uid, name, ns = md.get("uid"), md.get("name"), md.get("namespace", "")
-    if not isinstance(uid, str) or not uid or not isinstance(name, str):
-        raise _Bad("a pod without metadata.uid and metadata.name")
-    src = msg_source
-    if own_source:
-        ann = md.get("annotations")
-        a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
-        if isinstance(a, str) and a:
-            src = a
-    return Pod(text, uid, ns if isinstance(ns, str) else "", name, src)
-
-
-def _members(s: str) -> Tuple[Dict[str, Any],
-                              Optional[List[Tuple[str, Any]]],
-                              Optional[Tuple[str, Any]]]:
-    """Walks one line's object: its members decoded, but the pods and the
-    plugin each with its exact text ((text, decoded) pairs)."""
-    i = _skip(s, 0)
-    if i >= len(s) or s[i] != "{":
-        raise _Bad("a line that is not a JSON object")
-    i = _skip(s, i + 1)
-    members: Dict[str, Any] = {}
-    pods: Optional[List[Tuple[str, Any]]] = None
-    plugin: Optional[Tuple[str, Any]] = None
-    if i < len(s) and s[i] == "}":
-        i += 1
-    else:
-        while True:
-            i = _skip(s, i)
-            if i >= len(s) or s[i] != '"':
-                raise _Bad("expected a member name")
-            key, i = _value(s, i)
-            i = _skip(s, i)
-            if i >= len(s) or s[i] != ":":
-                raise _Bad("expected ':'")
-            i = _skip(s, i + 1)
-            if key == "pods":
-                pods, i = _pod_texts(s, i)
-            elif key == "plugin":
-                start = i
-                obj, i = _value(s, i)
-                if not isinstance(obj, dict) or \
-                        not isinstance(obj.get("socket"), str):
-                    raise _Bad('"plugin" is not an object with a socket')
-                plugin = (s[start:i], obj)
-            else:
-                members[key], i = _value(s, i)
-            i = _skip(s, i)
-            if i < len(s) and s[i] == "}":
-                i += 1
-                break
-            if i >= len(s) or s[i] != ",":
-                raise _Bad("expected ',' or '}'")
-            i += 1
-    if _skip(s, i) < len(s):
-        raise _Bad("text after the JSON object")
-    return members, pods, plugin
-
-
-def _pod_texts(s: str, i: int) -> Tuple[List[Tuple[str, Any]], int]:
-    """The array "pods" at i: each element's (text, decoded), and where
-    the array ends."""
-    pods: List[Tuple[str, Any]] = []
-    if i >= len(s) or s[i] != "[":
-        raise _Bad("pods is not an array")
-    i = _skip(s, i + 1)
-    if i < len(s) and s[i] == "]":
-        return pods, i + 1
-    while True:
-        i = _skip(s, i)
-        start = i
-        obj, i = _value(s, i)
-        pods.append((s[start:i], obj))
-        i = _skip(s, i)
-        if i < len(s) and s[i] == "]":
-            return pods, i + 1
-        if i >= len(s) or s[i] != ",":
-            raise _Bad("expected ',' or ']' in pods")
-        i += 1
-
-
-def _want(members: Dict[str, Any], key: str) -> str:
-    v = members.get(key)
-    if not isinstance(v, str):
-        raise _Bad('"%s" is missing or of the wrong type' % key)
-    return v
-
-
-def _parse(line: str) -> _Msg:
-    """One line into a _Msg; each pod keeps its exact text (the walk steps
-    over members itself and decodes each value with raw_decode)."""
-    members, pods, plugin = _members(line)
-    t = members.get("type")
-    if not isinstance(t, str):
-        raise _Bad('a message without a string "type"')
-    m = _Msg(t)
-    if t == "hello":
-        p = members.get("protocol")
-        if not isinstance(p, int) or isinstance(p, bool):
-            raise _Bad("a hello without an integer protocol")
-        m.protocol = p
-        if p != PROTOCOL:
-            return m
-    seq = members.get("seq")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise _Bad('a message without a non-negative integer "seq"')
-    m.seq = seq
-    if t == "pods":
-        name = _want(members, "op")
-        op = _OP_BY_NAME.get(name)
-        if op is None:
-            raise _Bad('unknown op "%s"' % name)
-        m.op = op
-        m.source = _want(members, "source")
-        if pods is None:
-            raise _Bad("a pods message without pods")
-        own = op is Op.SET or m.source == "*"
-        m.pods = [_pod(text, obj, m.source, own) for text, obj in pods]
-    elif t == "synced":
-        r = members.get("resumed", False)
-        if not isinstance(r, bool):
-            raise _Bad('"resumed" is not a boolean')
-        m.resumed = r
-    elif t == "sources_ready":
-        srcs = members.get("sources")
-        if not isinstance(srcs, list) or \
-                not all(isinstance(x, str) for x in srcs):
-            raise _Bad('"sources" is not an array of names')
-        m.sources = list(srcs)
-    elif t == "plugin":
-        _plugin(m, members, plugin)
-    elif t == "source":
-        _source(m, members)
-    elif t == "error":
-        m.reason = _want(members, "reason")
-        m.message = _want(members, "message") if "message" in members \
-            else ""
-    return m
-
-
-def _source(m: _Msg, members: Dict[str, Any]) -> None:
-    """A "source" message: source, state, and checkpoint (an object whose
-    time and resource_version are strings or null; absent or null)."""
-    m.source = _want(members, "source")
-    m.state = _want(members, "state")
-    cp = members.get("checkpoint")
-    if cp is None:
-        return
-    if not isinstance(cp, dict):
-        raise _Bad('"checkpoint" is not an object')
-    tm, rv = cp.get("time"), cp.get("resource_version")
-    if not isinstance(tm, (str, type(None))) or \
-            not isinstance(rv, (str, type(None))):
-        raise _Bad('a member of "checkpoint" is not a string')
-    m.cp_time, m.cp_rv = tm, rv
-
-
-def _plugin(m: _Msg, members: Dict[str, Any],
-            plugin: Optional[Tuple[str, Any]]) -> None:
-    if plugin is None:
-        raise _Bad('a plugin message without "plugin"')
-    op = _want(members, "op")
-    m.plugin_op = _PLUGIN_OP_BY_NAME.get(op, op)
-    m.error = _want(members, "error") if "error" in members else None
-    m.plugin_json, obj = plugin
-    m.socket = obj["socket"]
-    typ, name = obj.get("type"), obj.get("name")
-    m.plugin_type = typ if isinstance(typ, str) else ""
-    m.plugin_name = name if isinstance(name, str) else ""
-
-
-_Key = Tuple[str, str]                    # (source, uid)
-_PluginEntry = Tuple[str, str, str]       # (plugin_json, type, name)
-_Watch = Callable[[Optional[Pod], Optional[Pod]], None]
-_Record = Tuple[Op, str, List[Pod]]       # op, source, pods
-
-
-class _Cache:
-    """Pods by (source, uid), with what C's cache has: the pods in the
-    daemon's order (a sorted list: an insert or removal is a search and a
-    memmove), and indexes by uid and by (namespace, name).
-
-    Every pod that changes is reported to watch (when set) as (old, new),
-    None for an added or a removed pod, as it changes: the client's
-    indexes follow the cache inside each apply (go/store.go does the
-    same)."""
-
-    def __init__(self) -> None:
-        self.pods: Dict[_Key, Pod] = {}
-        self.held: Set[_Key] = set()       # the pods held over
-        self.plugins: Dict[str, _PluginEntry] = {}   # by socket
-        self.watch: Optional[_Watch] = None
-        self._keys: List[Tuple[str, str, str, str]] = []  # Pod.key(), sorted
-        self._order: List[Pod] = []        # the pods in that order
-        self._by_uid: Dict[str, Dict[str, Pod]] = {}   # uid -> source -> Pod
-        self._by_name: Dict[Tuple[str, str], Dict[_Key, Pod]] = {}
-
-    def _index(self, p: Pod) -> None:
-        self._by_uid.setdefault(p.uid, {})[p.source] = p
-        self._by_name.setdefault((p.namespace, p.name), {})[
-            (p.source, p.uid)] = p
-
-    def _unindex(self, p: Pod) -> None:
-        d = self._by_uid[p.uid]
-        del d[p.source]
-        if not d:
-            del self._by_uid[p.uid]
-        n = self._by_name[(p.namespace, p.name)]
-        del n[(p.source, p.uid)]
-        if not n:
-            del self._by_name[(p.namespace, p.name)]
-        i = bisect.bisect_left(self._keys, p.key())
-        del self._keys[i]
-        del self._order[i]
-
-    def _put(self, p: Pod) -> None:
-        k = (p.source, p.uid)
-        self.held.discard(k)
-        old = self.pods.get(k)
-        if old is not None and old.key() == p.key():
-            i = bisect.bisect_left(self._keys, p.key())
-            self._order[i] = p
-            self.pods[k] = p
-            self._index(p)
-        else:
-            if old is not None:
-                self._unindex(old)
-            self.pods[k] = p
-            self._index(p)
-            pk = p.key()
-            i = bisect.bisect_left(self._keys, pk)
-            self._keys.insert(i, pk)
-            self._order.insert(i, p)
-        if self.watch is not None:
-            self.watch(old, p)
-
-    def _drop(self, k: _Key) -> None:
-        self.held.discard(k)
-        old = self.pods.pop(k, None)
-        if old is not None:
-            self._unindex(old)
-            if self.watch is not None:
-                self.watch(old, None)
-
-    def _set(self, pods: Iterable[Pod]) -> None:
-        before = self.pods
-        self.held = set()
-        self.pods = {(p.source, p.uid): p for p in pods}
-        self._order = sorted(self.pods.values(), key=Pod.key)
-        self._keys = [p.key() for p in self._order]
-        self._by_uid, self._by_name = {}, {}
-        for p in self._order:
-            self._index(p)
-        if self.watch is not None:
-            _report(self.watch, before, self.pods)
-
-    def take_over(self, old: _Cache) -> None:
-        """Takes the place of old (a full state built beside it): old's
-        watch is told the difference and watches this cache from now on.
-        O(old + this)."""
-        if old.watch is not None:
-            _report(old.watch, old.pods, self.pods)
-        self.watch = old.watch
-
-    def apply_pods(self, m: _Msg) -> None:
-        if m.op is Op.SET:
-            self._set(m.pods)
-            return
-        for p in m.pods:
-            if m.op is Op.REMOVE:
-                self._drop((p.source, p.uid))
-            else:
-                self._put(p)
-
-    def hold_over(self, old: _Cache, delivered: Set[str]) -> None:
-        """Puts in the pods of old whose source is not in delivered (a
-        full state being built: it holds none of them), held over."""
-        for k, p in old.pods.items():
-            if p.source not in delivered:
-                self._put(p)
-                self.held.add(k)
-
-    def set_keeping_held(self, pods: Iterable[Pod]) -> None:
-        """A SET that keeps the held pods it does not carry (of a source
-        and uid, the SET's wins)."""
-        held = {k: self.pods[k] for k in self.held}
-        self._set(list(held.values()) + list(pods))
-        self.held = {k for k, p in held.items() if self.pods.get(k) is p}
-
-    def drop_held(self) -> List[_Record]:
-        """Takes the held pods out: REMOVE records per source (sorted),
-        pods in the daemon's order."""
-        gone: DefaultDict[str, List[Pod]] = collections.defaultdict(list)
-        for p in self._order:
-            if (p.source, p.uid) in self.held:
-                gone[p.source].append(p)
-        for k in list(self.held):
-            self._drop(k)
-        return [(Op.REMOVE, src, gone[src]) for src in sorted(gone)]
-
-    def apply_plugin(self, m: _Msg) -> None:
-        if m.plugin_op == PluginOp.REGISTERED:
-            self.plugins[m.socket] = (m.plugin_json, m.plugin_type,
-                                      m.plugin_name)
-        elif m.plugin_op == PluginOp.DEREGISTERED:
-            self.plugins.pop(m.socket, None)
-
-    def ordered(self) -> List[Pod]:
-        return self._order
-
-    def by_uid(self, uid: str) -> Optional[Pod]:
-        d = self._by_uid.get(uid)
-        if not d:
-            return None
-        return min(d.values(), key=Pod.key) if len(d) > 1 else \
-            next(iter(d.values()))
-
-    def by_name(self, namespace: str, name: str) -> Optional[Pod]:
-        d = self._by_name.get((namespace, name))
-        if not d:
-            return None
-        return min(d.values(), key=Pod.key) if len(d) > 1 else \
-            next(iter(d.values()))
-
-
-def _report(watch: _Watch, before: Dict[_Key, Pod],
-            after: Dict[_Key, Pod]) -> None:
-    """Tells watch each pod that is not the same object in before and
-    after."""
-    for k, o in before.items():
-        n = after.get(k)
-        if n is not o:
-            watch(o, n)
-    for k, n in after.items():
-        if k not in before:
-            watch(None, n)
-
-
-def _diff(old: _Cache, new: _Cache) -> Tuple[
-        List[_Record], List[Tuple[PluginOp, str, _PluginEntry]]]:
-    """The records from old to new: per source (sorted) REMOVE, ADD,
-    UPDATE, pods in the daemon's order; then plugins.  Pods are matched by
-    source and uid, and compared with _same() (a pod renamed with its uid
-    kept is an UPDATE)."""
-    ch: DefaultDict[Tuple[str, Op], List[Pod]] = \
-        collections.defaultdict(list)
-    for k, p in old.pods.items():
-        if k not in new.pods:
-            ch[(p.source, Op.REMOVE)].append(p)
-    for k, p in new.pods.items():
-        o = old.pods.get(k)
-        if o is None:
-            ch[(p.source, Op.ADD)].append(p)
-        elif not _same(o.json, p.json):
-            ch[(p.source, Op.UPDATE)].append(p)
-    recs: List[_Record] = []
-    for src in sorted({s for s, _ in ch}):
-        for op in (Op.REMOVE, Op.ADD, Op.UPDATE):
-            if (src, op) in ch:
-                recs.append((op, src, sorted(ch[(src, op)], key=Pod.key)))
-    plugins: List[Tuple[PluginOp, str, _PluginEntry]] = []
-    for sock in sorted(set(old.plugins) | set(new.plugins)):
-        was, now = old.plugins.get(sock), new.plugins.get(sock)
-        if now is None and was is not None:
-            plugins.append((PluginOp.DEREGISTERED, sock, was))
-        elif now is not None and (was is None or was[0] != now[0]):
-            plugins.append((PluginOp.REGISTERED, sock, now))
-    return recs, plugins
-
-
-class _Index:
-    """One index of Client.add_index(): the pods of each key, and each
-    pod's keys (so a pod is taken out without calling fn again).  pods is
-    None until the index is built (a built-in one by the first by_index
-    that reads it: a client that never reads it pays nothing)."""
-    __slots__ = ("fn", "pods", "keys")
-
-    def __init__(self, fn: IndexFunc) -> None:
-        self.fn = fn
-        self.pods: Optional[Dict[str, Dict[_Key, Pod]]] = None
-        self.keys: Dict[_Key, List[str]] = {}
-
-    def build(self, pods: Iterable[Pod]) -> None:
-        self.pods, self.keys = {}, {}
-        for p in pods:
-            self.put(p)
-
-    def put(self, p: Pod) -> None:
-        assert self.pods is not None
-        keys = list(self.fn(p))
-        if not keys:
-            return
-        k = (p.source, p.uid)
-        self.keys[k] = keys
-        for key in keys:
-            self.pods.setdefault(key, {})[k] = p
-
-    def drop(self, p: Pod) -> None:
-        assert self.pods is not None
-        k = (p.source, p.uid)
-        for key in self.keys.pop(k, ()):
-            d = self.pods[key]
-            del d[k]
-            if not d:
-                del self.pods[key]
+    def __getitem__(self, i: int) -> Union[SourceState, bool]:
+        return (self.state, self.not_live)[i]
 
 
 _ONE_LINE: Final = {c: "?" for c in list(range(0x20)) + [0x7f]}
@@ -972,7 +119,7 @@ class Client:
         # full state.
         self._partial = resume_after is not None
         self._events: Optional[Deque[Event]] = None  # events()'s queue
-        self._handlers: List[object] = []            # add_handler()
+        self._handlers: List[Handler] = []           # add_handler()
         # (source, uid) -> Pod last given to the handlers of
         # add_handler(): built from the cache by the first one, so a
         # client without them pays nothing.
@@ -1052,15 +199,15 @@ class Client:
     def sources_ready(self) -> Optional[List[str]]:
         return list(self._ready) if self._ready is not None else None
 
-    def source_state(self, source: str) -> Tuple[SourceState, bool]:
-        """What source serves now, and whether that is not live: (its
-        state, True) while the daemon says it serves something else (its
-        checkpoint); (a live state, False) when no state was said or
-        "live" was said since.  Cost: O(1)."""
+    def source_state(self, source: str) -> SourceStatus:
+        """What source serves now (state), and whether that is not live
+        (not_live): its state and True while the daemon says it serves
+        something else (its checkpoint); a live state and False when no
+        state was said or "live" was said since.  Cost: O(1)."""
         kept = self._srcs.get(source)
         if kept is None:
-            return _live(source), False
-        return kept[0], True
+            return SourceStatus(_live(source), False)
+        return SourceStatus(kept[0], True)
 
     # -- loop integration ----------------------------------------------------
     def fileno(self) -> Optional[int]:
@@ -1197,10 +344,10 @@ class Client:
             self._events.append(ev)
 
     # -- informer-style handlers ---------------------------------------------
-    def add_handler(self, handler: object) -> None:
-        """Adds an informer-style handler (client-go's event handler): an
-        object with any of on_add(pod, initial), on_update(old, new) and
-        on_delete(old).  Any number per client; each is called for every
+    def add_handler(self, handler: Handler) -> None:
+        """Adds an informer-style handler (client-go's event handler): a
+        Handler, with on_add(pod, initial), on_update(old, new) and
+        on_delete(old) (subclass Handler for no-op ones).  Any number per client; each is called for every
         change, in the order the handlers were added, after on_pods, once
         the cache holds the change.  A handler added when the cache holds
         pods is first given each of them, in the cache's order, as
@@ -1223,20 +370,18 @@ class Client:
         the update), a SET O(cache)."""
         seen = self._ensure_seen()
         self._handlers.append(handler)
-        fn = getattr(handler, "on_add", None)
-        if fn:
-            for p in self._cache.ordered():
-                if self._stop_requested:
-                    break
-                fn(seen.get(p.source_uid(), p), True)
+        for p in self._cache.ordered():
+            if self._stop_requested:
+                break
+            handler.on_add(seen.get(p.source_uid(), p), True)
 
-    def _call(self, name: str, *args: Any) -> None:
+    def _handlers_now(self) -> Iterator[Handler]:
+        """The handlers in the order they were added, until one stops the
+        client."""
         for h in self._handlers:
             if self._stop_requested:
                 return
-            fn = getattr(h, name, None)
-            if fn:
-                fn(*args)
+            yield h
 
     def add_index(self, name: str, fn: IndexFunc) -> None:
         """Adds an index (client-go's AddIndexers): fn(pod) gives a pod's
@@ -1293,9 +438,11 @@ class Client:
             return  # given already (the map was built after the cache took it)
         seen[k] = p
         if old is None:
-            self._call("on_add", p, False)
+            for h in self._handlers_now():
+                h.on_add(p, False)
         elif not quiet or not _same(old.json, p.json):
-            self._call("on_update", old, p)
+            for h in self._handlers_now():
+                h.on_update(old, p)
 
     def _follow(self, u: Update) -> None:
         """Turns one Update into the handlers' calls."""
@@ -1306,7 +453,8 @@ class Client:
                           key=Pod.key)
             for p in gone:
                 del seen[p.source_uid()]
-                self._call("on_delete", p)
+                for h in self._handlers_now():
+                    h.on_delete(p)
             for p in u.pods:
                 self._upsert(seen, p, True)
             return
@@ -1316,7 +464,8 @@ class Client:
                 continue
             old = seen.pop(p.source_uid(), None)
             if old is not None:
-                self._call("on_delete", old)
+                for h in self._handlers_now():
+                    h.on_delete(old)
 
     def _reset_conn(self) -> None:
         self._buf = bytearray()
