@@ -450,28 +450,6 @@ START_TEST(test_kubelet_new_pod_added_snapshot)
 }
 END_TEST
 
-/* TestNewPodAddedUpdatedRemoved */
-START_TEST(test_kubelet_new_pod_added_updated_removed)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedUpdatedRemoved";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "new"));
-        EXPECT(&h, "ADD:foonew");
-        /* an ADD of a known UID with a new spec becomes UPDATE */
-        SEND(&h, POD_OP_ADD, valid_pod_spec("foo", "new", OTHER_SPEC));
-        EXPECT(&h, "UPDATE:foonew");
-        /* REMOVE carrying the old version removes by UID and emits the
-         * stored (updated) version */
-        SEND(&h, POD_OP_REMOVE, valid_pod("foo", "new"));
-        EXPECT(&h, "REMOVE:foonew");
-        ASSERT_FIELD(last_pod(&h, "foonew"), "\"bar\"", "spec", "containers", "0", "name");
-        ck_assert_uint_eq(storage_total(h.st), 0);
-        h_free(&h);
-}
-END_TEST
-
 /* TestNewPodAddedDelete */
 START_TEST(test_kubelet_new_pod_added_delete)
 {
@@ -880,7 +858,7 @@ END_TEST
  */
 
 #define SCRIPT_PODS 6
-#define SCRIPT_CHECKS 2
+#define SCRIPT_CHECKS 3
 #define SCRIPT_STEPS 6
 
 /* The value at a path of keys separated by spaces (annotation keys hold
@@ -896,6 +874,10 @@ struct script_step {
         struct pv pods[SCRIPT_PODS]; /* up to the first without a uid */
         const char *want;            /* as EXPECT; NULL ends the steps */
         struct script_check checks[SCRIPT_CHECKS];
+        struct {
+                bool on;
+                size_t n;
+        } total; /* pods stored afterwards, when on (TOTAL) */
 };
 
 struct script {
@@ -918,6 +900,7 @@ struct script {
         {                                                                                                              \
                 .uid = "foo2new", .name = "foo2", .ns = "new", .key = v, .spec = VALID_SPEC                            \
         }
+#define TOTAL(n) .total = {true, n}
 #define SYNCED(w)                                                                                                      \
         {                                                                                                              \
                 .sync = true, .want = w                                                                                \
@@ -1099,6 +1082,77 @@ static const struct script scripts[] = {
           {.op = POD_OP_SET,
            .pods = {{.uid = "c", .ns = "z", .dt = DT}, {.uid = "a", .dt = DT}, {.uid = "b", .image = "2"}},
            .want = "UPDATE:b;DELETE:c,a"}}},
+        {"TestNewPodAddedUpdatedRemoved",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "new")}, .want = "ADD:foonew"},
+          /* an ADD of a known UID with a new spec becomes UPDATE */
+          {.op = POD_OP_ADD, .pods = {VP_SPEC("foo", "new", OTHER_SPEC)}, .want = "UPDATE:foonew"},
+          /* REMOVE carrying the old version removes by UID and emits the
+           * stored (updated) version */
+          {.op = POD_OP_REMOVE,
+           .pods = {VP("foo", "new")},
+           .want = "REMOVE:foonew",
+           TOTAL(0),
+           .checks = {{"foonew", "spec containers 0 name", "\"bar\""}}}}},
+        /* 3.5: duplicate UIDs inside one record: the last one is
+         * authoritative. */
+        {"duplicate UIDs",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "u", .name = "n1", .image = "first"},
+                    {.uid = "v"},
+                    {.uid = "u", .name = "n2", .image = "last"}},
+           .want = "ADD:v,u",
+           TOTAL(2),
+           .checks = {{"u", "metadata name", "\"n2\""}, {"u", "spec containers 0 image", "\"last\""}}},
+          /* against a stored UID: one UPDATE with the last version */
+          {.op = POD_OP_ADD,
+           .pods = {{.uid = "u", .name = "n3", .image = "x"}, {.uid = "u", .name = "n4", .image = "y"}},
+           .want = "UPDATE:u",
+           .checks = {{"u", "spec containers 0 image", "\"y\""}}}}},
+        /* The same pod (same UID and same full name) twice in one record:
+         * the name rule keeps the first occurrence, so exactly one version
+         * must survive. */
+        {"same UID and name twice in one record",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "u", .image = "first"}, {.uid = "u", .image = "second"}},
+           .want = "ADD:u",
+           TOTAL(1),
+           .checks = {{"u", "spec containers 0 image", "\"first\""}}},
+          /* a stored pod sent twice in a SET must not be removed */
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "u", .image = "first"}, {.uid = "u", .image = "first"}},
+           .want = "",
+           TOTAL(1)}}},
+        /* The UID rule ("last one authoritative") must apply to the pods
+         * that survive the name rule: here the last pod with UID u repeats
+         * the name of an earlier pod and is dropped, so the first pod with
+         * UID u must be kept (the kubelet drops names first, then merges
+         * [u/a, v/b]). */
+        {"last UID occurrence dropped by the name rule",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "u", .name = "a"}, {.uid = "v", .name = "b"}, {.uid = "u", .name = "b"}},
+           .want = "ADD:u,v",
+           TOTAL(2),
+           .checks = {{"u", "metadata name", "\"a\""}}}}},
+        /* 3.6: in snapshot modes the SET carries all pods of all sources,
+         * with source = the merging source. */
+        {"snapshot merged state",
+         STORAGE_MODE_SNAPSHOT,
+         {{.source = POD_SOURCE_FILE, .op = POD_OP_SET, .pods = {{.uid = "f", .ns = "b"}}, .want = "SET@file:f"},
+          {.source = POD_SOURCE_API, .op = POD_OP_SET, .pods = {{.uid = "a", .ns = "c"}}, .want = "SET@api:f,a"},
+          /* status-only: silent */
+          {.source = POD_SOURCE_API, .op = POD_OP_SET, .pods = {{.uid = "a", .ns = "c", .phase = "R"}}, .want = ""},
+          /* the silent status change is in the next SET */
+          {.source = POD_SOURCE_FILE,
+           .op = POD_OP_SET,
+           .pods = {{.uid = "f", .ns = "b", .image = "2"}},
+           .want = "SET@file:f,a",
+           .checks = {{"a", "status", "{\"phase\":\"R\"}"},
+                      {"a", "metadata annotations " SOURCE_KEY, "\"api\""},
+                      {"f", "metadata annotations " SOURCE_KEY, "\"file\""}}}}},
 };
 
 static void script_check(struct h *h, const struct script_check *c)
@@ -1151,6 +1205,8 @@ static void script_run(const struct script *sc)
                 EXPECT(&h, s->want);
                 for (size_t j = 0; j < SCRIPT_CHECKS && s->checks[j].uid; j++)
                         script_check(&h, &s->checks[j]);
+                ck_assert_msg(!s->total.on || storage_total(h.st) == s->total.n, "%s: %zu pods stored, want %zu", ctx,
+                              storage_total(h.st), s->total.n);
         }
         h_free(&h);
         ctx = "";
@@ -1889,67 +1945,6 @@ START_TEST(test_duplicate_names)
 }
 END_TEST
 
-/* 3.5: duplicate UIDs inside one record: the last one is authoritative. */
-START_TEST(test_duplicate_uids_last_wins)
-{
-        struct h h;
-
-        ctx = "duplicate UIDs";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .name = "n1", .image = "first"), POD(.uid = "v"),
-             POD(.uid = "u", .name = "n2", .image = "last"));
-        EXPECT(&h, "ADD:v,u");
-        ck_assert_str_eq(pod_name(last_pod(&h, "u")), "n2");
-        ASSERT_FIELD(last_pod(&h, "u"), "\"last\"", "spec", "containers", "0", "image");
-        ck_assert_uint_eq(storage_total(h.st), 2);
-        /* against a stored UID: one UPDATE with the last version */
-        SEND(&h, POD_OP_ADD, POD(.uid = "u", .name = "n3", .image = "x"),
-             POD(.uid = "u", .name = "n4", .image = "y"));
-        EXPECT(&h, "UPDATE:u");
-        ASSERT_FIELD(last_pod(&h, "u"), "\"y\"", "spec", "containers", "0", "image");
-        h_free(&h);
-}
-END_TEST
-
-/* The same pod (same UID and same full name) twice in one record: the name
- * rule keeps the first occurrence, so exactly one version must survive. */
-START_TEST(test_duplicate_uid_and_name_in_one_record)
-{
-        struct h h;
-
-        ctx = "same UID and name twice in one record";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .image = "first"), POD(.uid = "u", .image = "second"));
-        EXPECT(&h, "ADD:u");
-        ASSERT_FIELD(last_pod(&h, "u"), "\"first\"", "spec", "containers", "0", "image");
-        ck_assert_uint_eq(storage_total(h.st), 1);
-        /* a stored pod sent twice in a SET must not be removed */
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .image = "first"), POD(.uid = "u", .image = "first"));
-        EXPECT_NONE(&h);
-        ck_assert_uint_eq(storage_total(h.st), 1);
-        h_free(&h);
-}
-END_TEST
-
-/* The UID rule ("last one authoritative") must apply to the pods that
- * survive the name rule: here the last pod with UID u repeats the name of
- * an earlier pod and is dropped, so the first pod with UID u must be kept
- * (the kubelet drops names first, then merges [u/a, v/b]). */
-START_TEST(test_duplicate_uid_last_occurrence_dropped_by_name)
-{
-        struct h h;
-
-        ctx = "last UID occurrence dropped by the name rule";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .name = "a"), POD(.uid = "v", .name = "b"),
-             POD(.uid = "u", .name = "b"));
-        EXPECT(&h, "ADD:u,v");
-        ck_assert_str_eq(pod_name(last_pod(&h, "u")), "a");
-        ck_assert_uint_eq(storage_total(h.st), 2);
-        h_free(&h);
-}
-END_TEST
-
 START_TEST(test_api_errors)
 {
         struct h h;
@@ -2018,32 +2013,6 @@ START_TEST(test_api_errors)
         ctx = "";
 }
 END_TEST
-
-/* 3.6: in snapshot modes the SET carries all pods of all sources, with
- * source = the merging source. */
-START_TEST(test_snapshot_merged_state_all_sources)
-{
-        struct h h;
-
-        ctx = "snapshot merged state";
-        h_init(&h, STORAGE_MODE_SNAPSHOT);
-        SEND_FROM(&h, POD_SOURCE_FILE, POD_OP_SET, POD(.uid = "f", .ns = "b"));
-        EXPECT(&h, "SET@file:f");
-        SEND_FROM(&h, POD_SOURCE_API, POD_OP_SET, POD(.uid = "a", .ns = "c"));
-        EXPECT(&h, "SET@api:f,a");
-        /* status-only: silent */
-        SEND_FROM(&h, POD_SOURCE_API, POD_OP_SET, POD(.uid = "a", .ns = "c", .phase = "R"));
-        EXPECT_NONE(&h);
-        /* the silent status change is in the next SET */
-        SEND_FROM(&h, POD_SOURCE_FILE, POD_OP_SET, POD(.uid = "f", .ns = "b", .image = "2"));
-        EXPECT(&h, "SET@file:f,a");
-        ASSERT_FIELD(last_pod(&h, "a"), "{\"phase\":\"R\"}", "status");
-        ASSERT_FIELD(last_pod(&h, "a"), "\"api\"", "metadata", "annotations", SOURCE_KEY);
-        ASSERT_FIELD(last_pod(&h, "f"), "\"file\"", "metadata", "annotations", SOURCE_KEY);
-        h_free(&h);
-}
-END_TEST
-
 
 /* ---- deltas decide exactly as the SETs they stand for -------------------- */
 
@@ -2213,14 +2182,12 @@ START_TEST(test_deltas_decide_as_sets)
 END_TEST
 
 UNIT_MAIN(test_deltas_decide_as_sets, test_scripts, test_kubelet_invalid_pod_filtered,
-          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_updated_removed,
-          test_kubelet_new_pod_added_delete, test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set,
-          test_kubelet_pod_config_race, test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental,
-          test_worked_example_snapshot, test_worked_example_snapshot_and_updates,
-          test_worked_example_annotated_all_modes, test_emitted_pods_independent, test_seen_never_changes,
-          test_seen_format, test_source_annotation_overwritten, test_annotations_rule_on_update, test_frozen_metadata,
-          test_deletion_timestamp_instant, test_sources_kept_apart, test_seen_all_sources, test_remove_by_uid,
-          test_inbound_delete_unknown_is_add, test_unknown_op_ignored, test_sync, test_storage_state,
-          test_duplicate_names, test_duplicate_uids_last_wins, test_duplicate_uid_and_name_in_one_record,
-          test_duplicate_uid_last_occurrence_dropped_by_name, test_api_errors, test_snapshot_merged_state_all_sources,
+          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_delete,
+          test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set, test_kubelet_pod_config_race,
+          test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental, test_worked_example_snapshot,
+          test_worked_example_snapshot_and_updates, test_worked_example_annotated_all_modes,
+          test_emitted_pods_independent, test_seen_never_changes, test_seen_format, test_source_annotation_overwritten,
+          test_annotations_rule_on_update, test_frozen_metadata, test_deletion_timestamp_instant,
+          test_sources_kept_apart, test_seen_all_sources, test_remove_by_uid, test_inbound_delete_unknown_is_add,
+          test_unknown_op_ignored, test_sync, test_storage_state, test_duplicate_names, test_api_errors,
           test_checkpoint_set_not_seen)
