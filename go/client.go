@@ -147,7 +147,7 @@ func (c *Client) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		e.Fatal = e.Fatal || c.noRetry || e.Kind == KindPermission || e.Kind == KindProtocol ||
-			(e.Kind == KindServer && e.Reason == "BadRequest")
+			(e.Kind == KindServer && e.Reason == reasonBadRequest)
 		c.report(e)
 		if e.Fatal {
 			return e
@@ -385,7 +385,7 @@ func (c *Client) bad(what string) *Error {
 }
 
 func (c *Client) serverError(m *message) *Error {
-	kind, errno := KindServer, syscall.EIO
+	kind, errno := otherError.kind, otherError.errno
 	if se, ok := serverErrors[m.reason]; ok {
 		kind, errno = se.kind, se.errno
 	}
@@ -549,15 +549,15 @@ func (c *Client) confirmEnd() {
 	c.mu.Unlock()
 	sort.Strings(gone)
 	for _, name := range gone {
-		c.deliverSource(SourceState{Source: name, Serving: ServingLive, State: "live", Resync: true})
+		c.deliverSource(SourceState{Source: name, Serving: ServingLive, State: servingLive, Resync: true})
 	}
 }
 
 func servingOf(state string) Serving {
 	switch state {
-	case "live":
+	case servingLive:
 		return ServingLive
-	case "checkpoint":
+	case servingCheckpoint:
 		return ServingCheckpoint
 	}
 	return ServingUnknown
@@ -825,5 +825,5 @@ func (c *Client) SourceState(source string) (SourceState, bool) {
 	if s, ok := c.srcs[source]; ok {
 		return s.SourceState, true
 	}
-	return SourceState{Source: source, Serving: ServingLive, State: "live"}, false
+	return SourceState{Source: source, Serving: ServingLive, State: servingLive}, false
 }

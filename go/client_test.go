@@ -797,44 +797,63 @@ func TestReplayGoingBack(t *testing.T) {
 	x.r.expect(t, "pods ADD file a", "error bad message", "reconnect after 51")
 }
 
+// TestServerErrors runs the server_errors of the shared scenario table:
+// the kind, errno and fatality each reason gives.
 func TestServerErrors(t *testing.T) {
-	cases := []struct {
-		reason string
-		kind   ErrorKind
-		errno  syscall.Errno
-		is     error
-		fatal  bool
-	}{
-		{"Forbidden", KindPermission, syscall.EACCES, ErrForbidden, true},
-		{"BadRequest", KindServer, syscall.EINVAL, ErrBadRequest, true},
-		{"TooManyConsumers", KindServer, syscall.EUSERS, ErrTooManyConsumers, false},
-		{"ResourceExhausted", KindServer, syscall.ENOMEM, ErrResourceExhausted, false},
-		{"ShuttingDown", KindServer, syscall.ESHUTDOWN, ErrShuttingDown, false},
-		{"InternalError", KindServer, syscall.EIO, ErrInternalError, false},
-		{"SomethingNew", KindServer, syscall.EIO, ErrServer, false},
+	b, err := os.ReadFile("../tests/fixtures/informer-scenarios.json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, k := range cases {
-		t.Run(k.reason, func(t *testing.T) {
+	var table struct {
+		ServerErrors []struct {
+			Reason string `json:"reason"`
+			Kind   string `json:"kind"`
+			Errno  string `json:"errno"`
+			Fatal  bool   `json:"fatal"`
+		} `json:"server_errors"`
+	}
+	if err := json.Unmarshal(b, &table); err != nil || len(table.ServerErrors) == 0 {
+		t.Fatalf("server_errors: %v", err)
+	}
+	errnos := map[string]syscall.Errno{"EACCES": syscall.EACCES, "EINVAL": syscall.EINVAL,
+		"ENOBUFS": syscall.ENOBUFS, "EUSERS": syscall.EUSERS, "ENOMEM": syscall.ENOMEM,
+		"ESHUTDOWN": syscall.ESHUTDOWN, "EIO": syscall.EIO}
+	// What else the error matches with errors.Is, by reason.
+	is := map[string]error{"Forbidden": ErrForbidden, "BadRequest": ErrBadRequest,
+		"SlowConsumer": ErrSlowConsumer, "TooManyConsumers": ErrTooManyConsumers,
+		"ResourceExhausted": ErrResourceExhausted, "ShuttingDown": ErrShuttingDown,
+		"InternalError": ErrInternalError}
+	for _, k := range table.ServerErrors {
+		k := k
+		t.Run(k.Reason, func(t *testing.T) {
+			errno, ok := errnos[k.Errno]
+			if !ok {
+				t.Fatalf("unknown errno %s", k.Errno)
+			}
+			want := is[k.Reason]
+			if want == nil {
+				want = ErrServer
+			}
 			f := newFake(t)
 			x := start(t, Config{Path: f.path})
 			f.accept()
 			// A refused connection gets the error without a hello.
-			f.send(`{"type":"error","seq":4,"reason":"%s","message":"m"}`, k.reason)
-			if k.fatal {
-				x.r.expect(t, "error "+k.kind.String()+" "+k.reason+" fatal")
+			f.send(`{"type":"error","seq":4,"reason":"%s","message":"m"}`, k.Reason)
+			if k.Fatal {
+				x.r.expect(t, "error "+k.Kind+" "+k.Reason+" fatal")
 				err := x.result(t)
-				if !errors.Is(err, k.is) || errors.Is(err, ErrSlowConsumer) {
+				if !errors.Is(err, want) || (k.Reason != "SlowConsumer" && errors.Is(err, ErrSlowConsumer)) {
 					t.Fatalf("Run returned %v", err)
 				}
 			} else {
-				x.r.expect(t, "error "+k.kind.String()+" "+k.reason, "reconnect full")
+				x.r.expect(t, "error "+k.Kind+" "+k.Reason, "reconnect full")
 			}
 			e := x.r.lastErr()
-			if e.Kind != k.kind || e.Errno != k.errno || e.Fatal != k.fatal || !errors.Is(e, k.is) ||
-				!errors.Is(e, k.errno) || e.Reason != k.reason {
+			if e.Kind.String() != k.Kind || e.Errno != errno || e.Fatal != k.Fatal || !errors.Is(e, want) ||
+				!errors.Is(e, errno) || e.Reason != k.Reason {
 				t.Fatalf("error %+v", e)
 			}
-			if k.reason == "Forbidden" && !errors.Is(e, ErrPermission) {
+			if k.Reason == "Forbidden" && !errors.Is(e, ErrPermission) {
 				t.Fatal("Forbidden is not ErrPermission")
 			}
 		})

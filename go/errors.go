@@ -107,30 +107,16 @@ var (
 // (doc/protocol.md, "error").  ErrForbidden is also ErrPermission; the
 // others are also ErrServer.
 var (
-	ErrForbidden         error = &reasonError{"Forbidden", "podmux: Forbidden"}
-	ErrSlowConsumer      error = &reasonError{"SlowConsumer", "podmux: SlowConsumer"}
-	ErrResourceExhausted error = &reasonError{"ResourceExhausted", "podmux: ResourceExhausted"}
-	ErrTooManyConsumers  error = &reasonError{"TooManyConsumers", "podmux: TooManyConsumers"}
-	ErrShuttingDown      error = &reasonError{"ShuttingDown", "podmux: ShuttingDown"}
-	ErrBadRequest        error = &reasonError{"BadRequest", "podmux: BadRequest"}
-	ErrInternalError     error = &reasonError{"InternalError", "podmux: InternalError"}
+	ErrForbidden         error = &reasonError{reasonForbidden, "podmux: " + reasonForbidden}
+	ErrSlowConsumer      error = &reasonError{reasonSlowConsumer, "podmux: " + reasonSlowConsumer}
+	ErrResourceExhausted error = &reasonError{reasonResourceExhausted, "podmux: " + reasonResourceExhausted}
+	ErrTooManyConsumers  error = &reasonError{reasonTooManyConsumers, "podmux: " + reasonTooManyConsumers}
+	ErrShuttingDown      error = &reasonError{reasonShuttingDown, "podmux: " + reasonShuttingDown}
+	ErrBadRequest        error = &reasonError{reasonBadRequest, "podmux: " + reasonBadRequest}
+	ErrInternalError     error = &reasonError{reasonInternalError, "podmux: " + reasonInternalError}
 )
 
 // ErrStopped is returned by Run when the client has already run: a
 // client runs once (make another to start again, with Config.Resume to
 // go on from the first one's ResumePoint).
 var ErrStopped = errors.New("podmux: the client has already run")
-
-// serverErrors maps a daemon's reason to the kind and errno the C
-// library gives it; another reason is KindServer, EIO.
-var serverErrors = map[string]struct {
-	kind  ErrorKind
-	errno syscall.Errno
-}{
-	"Forbidden":         {KindPermission, syscall.EACCES},
-	"SlowConsumer":      {KindServer, syscall.ENOBUFS},
-	"ResourceExhausted": {KindServer, syscall.ENOMEM},
-	"TooManyConsumers":  {KindServer, syscall.EUSERS},
-	"ShuttingDown":      {KindServer, syscall.ESHUTDOWN},
-	"BadRequest":        {KindServer, syscall.EINVAL},
-}

@@ -8,12 +8,12 @@ import (
 )
 
 // SourceAnnotation is the annotation that names a pod's source in a SET.
-const SourceAnnotation = "kubernetes.io/config.source"
+const SourceAnnotation = annotationSource
 
 // SeenAnnotation is the time the daemon first stored a pod.  A new run of
 // the daemon stamps its own, so it is not part of what a resync compares
 // (see Update).
-const SeenAnnotation = "kubernetes.io/config.seen"
+const SeenAnnotation = annotationSeen
 
 // Pod is one pod as the daemon sent it: its compact JSON text, exactly,
 // and its identity read from it.  A Pod is a small immutable handle (a
@@ -167,15 +167,8 @@ func (p *lineParser) walkPod() (Pod, error) {
 // same rule as the C library's (src/client/client_cache.c) and the
 // Python module's, checked against tests/fixtures/resync-diff.json.
 
-// localAnnotations are written or kept by each run of the daemon on its
-// own: left out of the comparison.
-var localAnnotations = [...]string{SourceAnnotation, SeenAnnotation, "kubernetes.io/config.mirror"}
-
-// The members compared, in metadata and at the top.
-var (
-	comparedMeta = [...]string{"labels", "annotations", "deletionTimestamp", "deletionGracePeriodSeconds"}
-	comparedTop  = [...]string{"spec", "status"}
-)
+// localAnnotations (left out of the comparison), comparedMeta and
+// comparedTop are in words.go.
 
 // absent stands for a member missing from a text (null is nil).
 type absent struct{}

@@ -40,8 +40,6 @@ const (
 	OpReconcile           // only the pod's status changed
 )
 
-var opNames = [...]string{"SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"}
-
 // String returns the op's name on the wire: "SET", "ADD", ...
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -144,8 +142,6 @@ const (
 	// SourceState.State).
 	ServingUnknown
 )
-
-var servingNames = [...]string{"live", "checkpoint", "unknown"}
 
 // String returns "live", "checkpoint" or "unknown".
 func (s Serving) String() string {

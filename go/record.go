@@ -14,9 +14,9 @@ import (
 )
 
 // PathHex is the member carrying a path's bytes, in hex, when the path is
-// not valid UTF-8 (doc/protocol.md "Paths that are not UTF-8"): the one
-// place the package names it.
-const PathHex = "path_hex"
+// not valid UTF-8 (doc/protocol.md "Paths that are not UTF-8"); its name
+// comes from scripts/protocol-words.json.
+const PathHex = memberPathHex
 
 // ErrNoPath is returned by RecordPath for a record that names no path:
 // the manifest URL's, or the files message of a daemon without a static

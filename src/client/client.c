@@ -45,6 +45,7 @@
 #include "util/clock.h"
 #include "util/json_parse.h"
 #include "util/json_path.h"
+#include "util/proto_words.h"
 #include "util/str.h"
 #include "client_cache.h"
 #include "client_index.h"
@@ -187,15 +188,6 @@ static void set_end(struct podmux_client *c, enum podmux_error_kind kind, int er
         one_line(c->end.message);
 }
 
-const char *podmux_op_name(enum podmux_op op)
-{
-        static const char *const names[] = {"SET", "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE"};
-
-        if ((int)op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
-                return NULL;
-        return names[op];
-}
-
 /* ---- life ------------------------------------------------------------------------- */
 
 int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c)
@@ -213,6 +205,7 @@ int podmux_client_new(const char *path, void *data, struct podmux_client **ret_c
         c->fd = -1;
         buf_init(&c->in);
         c->data = data;
+        c->inf.stop = &c->stop_requested;
         c->max_line = PODMUX_CLIENT_DEFAULT_MAX_LINE;
         c->backoff = BACKOFF_INIT(PODMUX_CLIENT_BACKOFF_MIN_USEC, PODMUX_CLIENT_BACKOFF_MAX_USEC);
         c->path = strdup(path);
@@ -290,10 +283,9 @@ void podmux_client_free(struct podmux_client *c)
         free(c);
 }
 
-void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn) { c->on_pods = fn; }
-bool client_stopping(const struct podmux_client *c)
+void podmux_client_on_pods(struct podmux_client *c, podmux_pods_fn fn)
 {
-        return c->stop_requested;
+        c->on_pods = fn;
 }
 
 int podmux_client_add_handler(struct podmux_client *c, const struct podmux_handler *h, void *data)
@@ -384,7 +376,7 @@ static bool is_fatal(const struct podmux_client *c, enum podmux_error_kind kind,
                 return true;
         if (kind == PODMUX_ERROR_PERMISSION || kind == PODMUX_ERROR_PROTOCOL)
                 return true;
-        return kind == PODMUX_ERROR_SERVER && reason && strcmp(reason, "BadRequest") == 0;
+        return kind == PODMUX_ERROR_SERVER && reason && strcmp(reason, PROTO_ERROR_BAD_REQUEST) == 0;
 }
 
 static void stop_now(struct podmux_client *c, int err)
@@ -628,7 +620,9 @@ static int apply_ready(struct podmux_client *c, const struct client_msg *m)
 
 const char *podmux_serving_name(enum podmux_serving s)
 {
-        static const char *const names[] = {"live", "checkpoint", "unknown"};
+#define NAME(n) n,
+        static const char *const names[] = {PROTO_CLIENT_SERVING(NAME)};
+#undef NAME
 
         if ((int)s < 0 || (size_t)s >= sizeof(names) / sizeof(names[0]))
                 return NULL;
@@ -637,9 +631,9 @@ const char *podmux_serving_name(enum podmux_serving s)
 
 static enum podmux_serving serving_of(const char *state)
 {
-        if (strcmp(state, "live") == 0)
+        if (strcmp(state, PROTO_SERVING_LIVE) == 0)
                 return PODMUX_SERVING_LIVE;
-        if (strcmp(state, "checkpoint") == 0)
+        if (strcmp(state, PROTO_SERVING_CHECKPOINT) == 0)
                 return PODMUX_SERVING_CHECKPOINT;
         return PODMUX_SERVING_UNKNOWN;
 }
@@ -658,7 +652,7 @@ static void src_view(const struct src_state *s, const char *source, struct podmu
         memset(v, 0, sizeof(*v));
         v->source = source;
         v->serving = s ? serving_of(s->state) : PODMUX_SERVING_LIVE;
-        v->state = s ? s->state : "live";
+        v->state = s ? s->state : PROTO_SERVING_LIVE;
         if (s) {
                 v->checkpoint_time = s->cp_time;
                 v->checkpoint_resource_version = s->cp_rv;
@@ -706,7 +700,7 @@ static int apply_source(struct podmux_client *c, const struct client_msg *m)
         if (old && strcmp(old->state, m->state) == 0 && str_same(old->cp_time, m->cp_time) &&
             str_same(old->cp_rv, m->cp_rv)) {
                 old->confirmed = true; /* said again: unchanged */
-        } else if (strcmp(m->state, "live") == 0) {
+        } else if (strcmp(m->state, PROTO_SERVING_LIVE) == 0) {
                 if (old)
                         src_drop(c, old, m->seq, false);
         } else {
@@ -1146,6 +1140,10 @@ static int hold(struct podmux_client *c, struct client_msg *m)
         return 0;
 }
 
+/* PODMUX_ERROR_ and a kind of util/proto_words.h, once it is expanded. */
+#define KIND_(k) PODMUX_ERROR_##k
+#define KIND(k) KIND_(k)
+
 static int server_error(struct podmux_client *c, const struct client_msg *m)
 {
         static const struct {
@@ -1153,15 +1151,12 @@ static int server_error(struct podmux_client *c, const struct client_msg *m)
                 enum podmux_error_kind kind;
                 int err;
         } map[] = {
-                {"Forbidden", PODMUX_ERROR_PERMISSION, -EACCES},
-                {"SlowConsumer", PODMUX_ERROR_SERVER, -ENOBUFS},
-                {"ResourceExhausted", PODMUX_ERROR_SERVER, -ENOMEM},
-                {"TooManyConsumers", PODMUX_ERROR_SERVER, -EUSERS},
-                {"ShuttingDown", PODMUX_ERROR_SERVER, -ESHUTDOWN},
-                {"BadRequest", PODMUX_ERROR_SERVER, -EINVAL},
+#define REASON(reason, kind, err) {reason, PODMUX_ERROR_##kind, -err},
+                PROTO_ERROR_REASONS(REASON)
+#undef REASON
         };
-        enum podmux_error_kind kind = PODMUX_ERROR_SERVER;
-        int err = -EIO;
+        enum podmux_error_kind kind = KIND(PROTO_ERROR_OTHER_KIND);
+        int err = -PROTO_ERROR_OTHER_ERRNO;
 
         for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
                 if (strcmp(m->reason, map[i].reason) == 0) {

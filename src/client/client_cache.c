@@ -15,6 +15,7 @@
 #include "util/json_get.h"
 #include "util/json_parse.h"
 #include "util/search.h"
+#include "util/proto_words.h"
 
 /* ---- the uid index ----------------------------------------------------------- */
 
@@ -445,19 +446,18 @@ void diff_free(struct diff *d)
 /* ---- the resync comparison (doc/protocol.md, "Which pods changed") ---------- */
 
 /* The annotations the merger writes or keeps per run of the daemon. */
-static const char *const local_annotations[] = {
-        "kubernetes.io/config.source",
-        "kubernetes.io/config.seen",
-        "kubernetes.io/config.mirror",
-};
+#define WORD(w) w,
+static const char *const local_annotations[] = {PROTO_LOCAL_ANNOTATIONS(WORD)};
+#undef WORD
 
 /* The members compared, in metadata (meta) or at the top. */
 static const struct {
         const char *key;
         bool meta;
 } compared[] = {
-        {"labels", true}, {"annotations", true}, {"deletionTimestamp", true}, {"deletionGracePeriodSeconds", true},
-        {"spec", false},  {"status", false},
+#define COMPARED(key, meta) {key, meta},
+        PROTO_COMPARED(COMPARED)
+#undef COMPARED
 };
 
 /* The compared parts of one pod's text into out: its name and namespace as
@@ -511,7 +511,7 @@ static size_t string_end(const char *s, size_t len, size_t i)
         return 0;
 }
 
-#define SEEN_KEY "\"kubernetes.io/config.seen\""
+#define SEEN_KEY "\"" PROTO_ANNOTATION_SEEN "\""
 #define TEXT_HEAD "{\"metadata\":{\"annotations\":{"
 
 /*

@@ -25,7 +25,7 @@ static void seen_ent_free(void *item)
 {
         struct seen_ent *e = item;
 
-        podmux_pod_unref(e->pod);
+        client_pod_unref(e->pod);
         free(e);
 }
 
@@ -44,7 +44,7 @@ static struct seen_ent *ent_new(struct podmux_pod *p)
         if (!e)
                 return NULL;
         client_pod_id_write(p, e->key);
-        e->pod = (struct podmux_pod *)podmux_pod_ref(p);
+        e->pod = client_pod_ref(p);
         return e;
 }
 
@@ -58,9 +58,14 @@ static int seen_get(const struct informer *inf, const struct podmux_pod *p, stru
         return r;
 }
 
+static bool stopping(const struct informer *inf)
+{
+        return inf->stop && *inf->stop;
+}
+
 static void call_add(struct podmux_client *c, struct informer *inf, const struct podmux_pod *p, bool initial)
 {
-        for (size_t i = 0; i < inf->n_hs && !client_stopping(c); i++)
+        for (size_t i = 0; i < inf->n_hs && !stopping(inf); i++)
                 if (inf->hs[i].h.on_add)
                         inf->hs[i].h.on_add(c, p, initial, inf->hs[i].data);
 }
@@ -68,14 +73,14 @@ static void call_add(struct podmux_client *c, struct informer *inf, const struct
 static void call_update(struct podmux_client *c, struct informer *inf, const struct podmux_pod *old,
                         const struct podmux_pod *new_)
 {
-        for (size_t i = 0; i < inf->n_hs && !client_stopping(c); i++)
+        for (size_t i = 0; i < inf->n_hs && !stopping(inf); i++)
                 if (inf->hs[i].h.on_update)
                         inf->hs[i].h.on_update(c, old, new_, inf->hs[i].data);
 }
 
 static void call_delete(struct podmux_client *c, struct informer *inf, const struct podmux_pod *old)
 {
-        for (size_t i = 0; i < inf->n_hs && !client_stopping(c); i++)
+        for (size_t i = 0; i < inf->n_hs && !stopping(inf); i++)
                 if (inf->hs[i].h.on_delete)
                         inf->hs[i].h.on_delete(c, old, inf->hs[i].data);
 }
@@ -229,7 +234,7 @@ int informer_add(struct podmux_client *c, struct informer *inf, const struct pod
         for (size_t i = 0; i < n; i++) {
                 struct seen_ent *e = NULL;
 
-                if (seen_get(inf, pods[i], &e) == 0 && e && !client_stopping(c))
+                if (seen_get(inf, pods[i], &e) == 0 && e && !stopping(inf))
                         h->on_add(c, e->pod, true, data);
         }
         return 0;

@@ -31,10 +31,11 @@ struct informer {
         struct informer_handler *hs;
         size_t n_hs;
         bool stale; /* a record could not be followed: informer_fix() due */
+        /* The client's "a handler stopped me" flag (set by client.c, which
+         * owns it): once true, no handler is called.  A pointer, so this
+         * module does not call back into client.c. */
+        const bool *stop;
 };
-
-/* Whether a handler stopped the client (client.c): nothing more is called. */
-bool client_stopping(const struct podmux_client *c);
 
 void informer_free(struct informer *inf);
 /* Adds a handler; the first one builds the map from pods[0..n) (the

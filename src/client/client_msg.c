@@ -17,9 +17,10 @@
 #include "util/grow.h"
 #include "util/json_get.h"
 #include "util/json_parse.h"
+#include "util/proto_words.h"
 #include "client_msg.h"
 
-#define SOURCE_ANNOTATION "kubernetes.io/config.source"
+#define SOURCE_ANNOTATION PROTO_ANNOTATION_SOURCE
 
 /* ---- pods ------------------------------------------------------------------ */
 
@@ -308,6 +309,19 @@ static const struct {
         {"plugin", CLIENT_MSG_PLUGIN}, {"error", CLIENT_MSG_ERROR},
         {"source", CLIENT_MSG_SOURCE},
 };
+
+/* The op names live here, below client.c, which uses them too: the
+ * decoder must not call back into the module that includes it. */
+const char *podmux_op_name(enum podmux_op op)
+{
+#define NAME(n) n,
+        static const char *const names[] = {PROTO_OPS(NAME)};
+#undef NAME
+
+        if ((int)op < 0 || (size_t)op >= sizeof(names) / sizeof(names[0]))
+                return NULL;
+        return names[op];
+}
 
 static int parse_op(const char *s, enum podmux_op *ret)
 {

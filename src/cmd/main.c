@@ -1,10 +1,9 @@
 /* podmux — the pod-source front end of a node agent.  Subcommand dispatch. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "util/buf.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/log.h"
 #include "cmd/options.h"
 #include "kube/v1_schema.h"
@@ -23,28 +22,6 @@ static void usage(FILE *f)
               "\n"
               "Run 'podmux COMMAND --help' for a command's flags.\n",
               f);
-}
-
-int cmd_usage_error(const char *cmd, const char *fmt, ...)
-{
-        va_list ap;
-
-        fprintf(stderr, "podmux%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "\nTry 'podmux%s%s --help' for more information.\n", cmd ? " " : "", cmd ? cmd : "");
-        return 2;
-}
-
-int cmd_bad_flag(const char *cmd, int c, int argc, char *const *argv, const struct option *opts)
-{
-        struct buf err = BUF_INIT;
-        int r = options_bad_flag(c, argc, argv, opts, &err);
-
-        r = cmd_usage_error(cmd, "%s", err.len ? err.data : ERRNO_STR(r));
-        buf_free(&err);
-        return r;
 }
 
 int main(int argc, char **argv)

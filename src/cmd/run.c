@@ -32,6 +32,7 @@
 
 #include "sources/api_source.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/curl_loop.h"
 #include "events/event_recorder.h"
 #include "core/file_record.h"
@@ -43,6 +44,7 @@
 #include "util/log.h"
 #include "util/loop.h"
 #include "util/mem.h"
+#include "util/proto_words.h"
 #include "metrics/metrics.h"
 #include "metrics/metrics_server.h"
 #include "core/mux.h"
@@ -373,7 +375,7 @@ static void tell_api_state(struct daemon *d, const struct pod_update *u)
         if (u->op != POD_OP_SET || u->delta || u->provisional == d->api_provisional)
                 return;
         if (!u->provisional)
-                r = stream_server_source_state(d->stream, POD_SOURCE_API, "live", NULL);
+                r = stream_server_source_state(d->stream, POD_SOURCE_API, PROTO_SERVING_LIVE, NULL);
         else if (d->api_ckpt_rv)
                 r = stream_server_source_checkpoint(d->stream, POD_SOURCE_API, d->api_ckpt_time, d->api_ckpt_rv);
         else

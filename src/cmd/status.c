@@ -28,9 +28,11 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/log.h"
+#include "util/proto_words.h"
 #include "cmd/options.h"
 
 #define STATUS_TIMEOUT_SEC 5
@@ -160,7 +162,7 @@ static void print_checkpoint(json_object *s)
         if (!str(s, "serving"))
                 return;
         served = json_get_type(c, "served", json_type_object);
-        if (strcmp(str(s, "serving"), "checkpoint") == 0)
+        if (strcmp(str(s, "serving"), PROTO_SERVING_CHECKPOINT) == 0)
                 /* No list has succeeded in this run (LAST SUCCESS says
                  * never): the pods are those the server confirmed then. */
                 printf("       serving its checkpoint of %s (resourceVersion %s): the API server has not answered "

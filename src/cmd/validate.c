@@ -39,6 +39,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/digest.h"
 #include "util/dir.h"
 #include "util/file.h"

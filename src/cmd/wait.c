@@ -28,6 +28,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/digest.h"
 #include "util/duration.h"
 #include "util/file.h"
@@ -37,6 +38,7 @@
 #include "sources/manifest.h"
 #include "cmd/options.h"
 #include "util/path.h"
+#include "util/proto_words.h"
 #include "util/str.h"
 
 #define WAIT_DEFAULT_TIMEOUT_USEC (30ull * 1000000u)
@@ -240,8 +242,9 @@ static int on_message(struct wait *w, json_object *m, bool *synced, struct buf *
                 const char *reason = json_get_str(m, "reason", "?");
 
                 buf_set_err(err, -EPROTO, "the daemon refused: %s: %s", reason, json_get_str(m, "message", ""));
-                return strcmp(reason, "BadRequest") == 0 || strcmp(reason, "Forbidden") == 0 ? SESSION_CANNOT
-                                                                                             : SESSION_RETRY;
+                return strcmp(reason, PROTO_ERROR_BAD_REQUEST) == 0 || strcmp(reason, PROTO_ERROR_FORBIDDEN) == 0
+                               ? SESSION_CANNOT
+                               : SESSION_RETRY;
         } else if (strcmp(type, "files") == 0) {
                 if (check_head(w, m, err) < 0)
                         return SESSION_CANNOT;

@@ -36,6 +36,7 @@
 #include "util/buf.h"
 #include "podmux/client.h"
 #include "cmd/cmd.h"
+#include "cmd/usage.h"
 #include "util/json_get.h"
 #include "util/log.h"
 #include "util/table.h"

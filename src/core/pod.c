@@ -691,9 +691,8 @@ int pod_compare_ptr(const void *a, const void *b)
 /* ---- ops and records ------------------------------------------------------------------- */
 
 static const char *const op_names[_POD_OP_MAX] = {
-        [POD_OP_SET] = "SET",       [POD_OP_ADD] = "ADD",
-        [POD_OP_DELETE] = "DELETE", [POD_OP_REMOVE] = "REMOVE",
-        [POD_OP_UPDATE] = "UPDATE", [POD_OP_RECONCILE] = "RECONCILE",
+        [POD_OP_SET] = PROTO_OP_SET,       [POD_OP_ADD] = PROTO_OP_ADD,       [POD_OP_DELETE] = PROTO_OP_DELETE,
+        [POD_OP_REMOVE] = PROTO_OP_REMOVE, [POD_OP_UPDATE] = PROTO_OP_UPDATE, [POD_OP_RECONCILE] = PROTO_OP_RECONCILE,
 };
 
 const char *pod_op_to_string(enum pod_op op)

@@ -44,13 +44,14 @@
 #include <json-c/json.h>
 
 #include "util/buf.h"
+#include "util/proto_words.h"
 
 struct strmap;
 
-#define POD_ANNOTATION_SOURCE "kubernetes.io/config.source"
-#define POD_ANNOTATION_SEEN "kubernetes.io/config.seen"
-#define POD_ANNOTATION_MIRROR "kubernetes.io/config.mirror"
-#define POD_ANNOTATION_HASH "kubernetes.io/config.hash"
+#define POD_ANNOTATION_SOURCE PROTO_ANNOTATION_SOURCE
+#define POD_ANNOTATION_SEEN PROTO_ANNOTATION_SEEN
+#define POD_ANNOTATION_MIRROR PROTO_ANNOTATION_MIRROR
+#define POD_ANNOTATION_HASH PROTO_ANNOTATION_HASH
 
 #define POD_DIGEST_LEN 16
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "util/loop.h"
+#include "util/proto_words.h"
 #include "metrics/metrics.h"
 
 static const uint64_t merge_bounds[METRICS_MERGE_BUCKETS] = {
@@ -27,7 +28,7 @@ void source_stats_success(struct source_stats *st, size_t pods)
          * checkpoint is served only before any list did, so a last
          * success shown then would be a false one (its time is in the
          * checkpoint's own member of the status). */
-        if (!st->serving || strcmp(st->serving, "checkpoint") != 0)
+        if (!st->serving || strcmp(st->serving, PROTO_SERVING_CHECKPOINT) != 0)
                 st->last_success = wall_usec();
         if (pods != METRICS_PODS_UNCHANGED)
                 st->pods = pods;
@@ -254,10 +255,10 @@ static int render_sources(const struct metrics *m, struct buf *out)
  * (doc/checkpoint.md). */
 static int render_checkpoint(const struct metrics *m, struct buf *out)
 {
-        static const char *const states[] = {"waiting", "checkpoint", "live"};
+        static const char *const states[] = {PROTO_SERVING_WAITING, PROTO_SERVING_CHECKPOINT, PROTO_SERVING_LIVE};
         const struct source_stats *api = &m->sources[METRICS_SOURCE_API];
         const struct checkpoint_stats *c = &m->checkpoint;
-        const char *serving = api->serving ? api->serving : "waiting";
+        const char *serving = api->serving ? api->serving : PROTO_SERVING_WAITING;
         uint64_t now = wall_usec();
         int r = 0;
 
@@ -421,7 +422,8 @@ static int status_checkpoint(const struct metrics *m, struct buf *out)
         uint64_t now = wall_usec();
         int r;
 
-        if ((r = buf_printf(out, ",\"serving\":\"%s\",\"checkpoint\":", api->serving ? api->serving : "waiting")) < 0)
+        if ((r = buf_printf(out, ",\"serving\":\"%s\",\"checkpoint\":",
+                            api->serving ? api->serving : PROTO_SERVING_WAITING)) < 0)
                 return r;
         if (!c->configured)
                 return buf_puts(out, "null");

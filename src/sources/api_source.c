@@ -42,6 +42,7 @@
 #include "util/json_get.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/proto_words.h"
 #include "util/str.h"
 #include "util/strmap.h"
 
@@ -274,7 +275,7 @@ static void on_push_timer(struct loop_timer *t, void *data)
 
 /* ---- the checkpoint (doc/checkpoint.md) ------------------------------------------- */
 
-static const char *const serving_names[] = {"waiting", "checkpoint", "live"};
+static const char *const serving_names[] = {PROTO_SERVING_WAITING, PROTO_SERVING_CHECKPOINT, PROTO_SERVING_LIVE};
 
 /* The state is counted, and told when it changes (with the checkpoint's
  * time and resourceVersion when that is served). */

@@ -42,11 +42,12 @@
 #include "util/json_parse.h"
 #include "util/json_get.h"
 #include "util/log.h"
+#include "util/proto_words.h"
 #include "sources/manifest.h"
 #include "kube/v1_normalize.h"
 #include "util/yaml_json.h"
 
-#define CONFIG_HASH_ANNOTATION "kubernetes.io/config.hash"
+#define CONFIG_HASH_ANNOTATION PROTO_ANNOTATION_HASH
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ANNOTATIONS_MAX_BYTES (256 * 1024)
 

@@ -78,6 +78,7 @@
 #include "stream/stream_server.h"
 #include "util/strmap.h"
 #include "util/unix_listen.h"
+#include "util/proto_words.h"
 
 /* How long a consumer being closed (error queued) may take to read it. */
 #define CLOSE_TIMEOUT_USEC (2u * 1000u * 1000u)
@@ -860,7 +861,7 @@ static int replay_fill(struct consumer *c)
 
         if (c->replay_ix < srv->hist_gone) {
                 srv->dropped++;
-                consumer_fail(c, "SlowConsumer",
+                consumer_fail(c, PROTO_ERROR_SLOW_CONSUMER,
                               "the replay fell behind the history; reconnect with resume_after");
                 return 0;
         }
@@ -891,7 +892,7 @@ static void consumer_pump(struct consumer *c)
         }
         if (c->state == CONSUMER_REPLAY && c->backlog < REPLAY_BUDGET / 4 && replay_fill(c) < 0) {
                 c->srv->dropped++;
-                consumer_fail(c, "ResourceExhausted", "out of memory replaying the history; reconnect");
+                consumer_fail(c, PROTO_ERROR_RESOURCE_EXHAUSTED, "out of memory replaying the history; reconnect");
         }
         if (c->state == CONSUMER_CLOSING && c->q.len == 0) {
                 consumer_free(c);
@@ -964,7 +965,7 @@ static int consumer_start(struct consumer *c, bool have_resume, uint64_t n)
 
                                 (void)snprintf(text, sizeof(text), "cannot build the current state: %s",
                                                ERRNO_STR(r));
-                                consumer_fail(c, "InternalError", text);
+                                consumer_fail(c, PROTO_ERROR_INTERNAL_ERROR, text);
                                 return 0;
                         }
                 }
@@ -1044,7 +1045,7 @@ static int consumer_files(struct consumer *c)
                 char text[160];
 
                 (void)snprintf(text, sizeof(text), "cannot list the files: %s", ERRNO_STR(r));
-                consumer_fail(c, "InternalError", text);
+                consumer_fail(c, PROTO_ERROR_INTERNAL_ERROR, text);
                 return 0;
         }
         r = msg_synced(srv, false, &m);
@@ -1065,7 +1066,7 @@ static int consumer_line(struct consumer *c, size_t len)
 
         r = stream_request_parse(c->line, len, &req, &why);
         if (r == -EINVAL) {
-                consumer_fail(c, "BadRequest", why);
+                consumer_fail(c, PROTO_ERROR_BAD_REQUEST, why);
                 return 0;
         }
         if (r < 0)
@@ -1075,7 +1076,7 @@ static int consumer_line(struct consumer *c, size_t len)
                 return consumer_status(c);
         }
         if (req.files && !c->srv->files_fn) {
-                consumer_fail(c, "BadRequest", "this daemon keeps no per-file records (no file source)");
+                consumer_fail(c, PROTO_ERROR_BAD_REQUEST, "this daemon keeps no per-file records (no file source)");
                 return 0;
         }
         if (req.files)
@@ -1126,7 +1127,7 @@ static int consumer_read_line(struct consumer *c)
                         (void)snprintf(text, sizeof(text),
                                        "the first line is longer than %d bytes",
                                        STREAM_MAX_CLIENT_LINE);
-                        consumer_fail(c, "BadRequest", text);
+                        consumer_fail(c, PROTO_ERROR_BAD_REQUEST, text);
                         return 0;
                 }
         }
@@ -1309,7 +1310,7 @@ static int refuse_with_reserve(struct stream_server *srv, int lfd, int err)
         r = cfd < 0 ? -errno : 1;
         if (cfd >= 0) {
                 srv->fd_refused++;
-                refuse(srv, cfd, "TooManyConsumers",
+                refuse(srv, cfd, PROTO_ERROR_TOO_MANY_CONSUMERS,
                        "the server has run out of file descriptors; try again later");
         }
         /* The number just freed is the lowest free one again, unless
@@ -1379,7 +1380,7 @@ static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
                 cred_len = sizeof(cred);
                 have_cred = getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0;
                 if (!peer_allowed(srv, have_cred ? &cred : NULL)) {
-                        refuse(srv, cfd, "Forbidden",
+                        refuse(srv, cfd, PROTO_ERROR_FORBIDDEN,
                                "this user may not read the pod stream (see --allow-uids/--allow-gids)");
                         continue;
                 }
@@ -1389,7 +1390,7 @@ static void listener_io(struct loop_io *io, int fd, uint32_t events, void *data)
                         (void)snprintf(text, sizeof(text),
                                        "the server has its maximum of %zu consumers",
                                        srv->max_consumers);
-                        refuse(srv, cfd, "TooManyConsumers", text);
+                        refuse(srv, cfd, PROTO_ERROR_TOO_MANY_CONSUMERS, text);
                         continue;
                 }
                 (void)consumer_new(srv, cfd, have_cred ? &cred : NULL); /* on ENOMEM cfd is closed */
@@ -1542,8 +1543,7 @@ void stream_server_free(struct stream_server *srv)
                 return;
         /* Best effort: one shared block, one write try, then close. */
         if (srv->consumers)
-                (void)msg_error(srv, "ShuttingDown", "the server is shutting down",
-                                &bye);
+                (void)msg_error(srv, PROTO_ERROR_SHUTTING_DOWN, "the server is shutting down", &bye);
         while (srv->consumers) {
                 struct consumer *c = srv->consumers;
 
@@ -1592,7 +1592,7 @@ static void fan_out(struct stream_server *srv, struct msg *m)
                 if (c->state == CONSUMER_GREETING && !c->status && m->news) {
                         if (news_keep(c, m) < 0) {
                                 srv->dropped++;
-                                consumer_fail(c, "ResourceExhausted",
+                                consumer_fail(c, PROTO_ERROR_RESOURCE_EXHAUSTED,
                                               "out of memory keeping a message for this consumer; reconnect");
                         }
                         continue;
@@ -1604,7 +1604,7 @@ static void fan_out(struct stream_server *srv, struct msg *m)
                          * let it believe it is in sync.  The message is in
                          * the history, so resuming gets it. */
                         srv->dropped++;
-                        consumer_fail(c, "ResourceExhausted",
+                        consumer_fail(c, PROTO_ERROR_RESOURCE_EXHAUSTED,
                                       "out of memory queueing a message; reconnect with resume_after");
                         continue;
                 }
@@ -1623,7 +1623,7 @@ static void fan_out(struct stream_server *srv, struct msg *m)
                                        "reconnect with resume_after",
                                        c->backlog, srv->max_backlog);
                         srv->dropped++;
-                        consumer_fail(c, "SlowConsumer", text);
+                        consumer_fail(c, PROTO_ERROR_SLOW_CONSUMER, text);
                 }
         }
 }
@@ -1647,7 +1647,7 @@ static void lose_broadcast(struct stream_server *srv)
                 if ((c->state != CONSUMER_LIVE && c->state != CONSUMER_REPLAY) || c->files)
                         continue;
                 srv->dropped++;
-                consumer_fail(c, "ResourceExhausted",
+                consumer_fail(c, PROTO_ERROR_RESOURCE_EXHAUSTED,
                               "out of memory building an update; reconnect with resume_after");
         }
         /* After the errors: a client resumes after its error's number. */
@@ -1736,7 +1736,7 @@ int stream_server_source_state(struct stream_server *srv, const char *source, co
         if (buf_puts(&body, "\"source\":") < 0 || buf_json_string(&body, source, strlen(source)) < 0 ||
             buf_puts(&body, ",\"state\":") < 0 || buf_json_string(&body, state, strlen(state)) < 0 ||
             (members && buf_puts(&body, members) < 0) ||
-            keep_source_state(srv, source, strcmp(state, "live") == 0, body.data) < 0) {
+            keep_source_state(srv, source, strcmp(state, PROTO_SERVING_LIVE) == 0, body.data) < 0) {
                 buf_free(&body);
                 return -ENOMEM;
         }
@@ -1759,7 +1759,7 @@ int stream_server_source_checkpoint(struct stream_server *srv, const char *sourc
             buf_json_string(&m, resource_version, strlen(resource_version)) < 0 || buf_putc(&m, '}') < 0)
                 r = -ENOMEM;
         else
-                r = stream_server_source_state(srv, source, "checkpoint", m.data);
+                r = stream_server_source_state(srv, source, PROTO_SERVING_CHECKPOINT, m.data);
         buf_free(&m);
         return r;
 }
@@ -1821,7 +1821,8 @@ static void files_fan_out(struct stream_server *srv, struct msg *m)
                         continue;
                 if (!m || consumer_push(c, m) < 0) {
                         srv->dropped++;
-                        consumer_fail(c, "ResourceExhausted", "out of memory queueing a file's record; ask again");
+                        consumer_fail(c, PROTO_ERROR_RESOURCE_EXHAUSTED,
+                                      "out of memory queueing a file's record; ask again");
                         continue;
                 }
                 if (c->backlog > srv->max_backlog && consumer_flush(c) < 0) {
@@ -1834,7 +1835,7 @@ static void files_fan_out(struct stream_server *srv, struct msg *m)
                         (void)snprintf(text, sizeof(text), "%zu unsent bytes passed the limit of %zu; ask again",
                                        c->backlog, srv->max_backlog);
                         srv->dropped++;
-                        consumer_fail(c, "SlowConsumer", text);
+                        consumer_fail(c, PROTO_ERROR_SLOW_CONSUMER, text);
                 }
         }
 }

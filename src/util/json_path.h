@@ -21,10 +21,11 @@
 #include <json-c/json.h>
 
 #include "util/buf.h"
+#include "util/proto_words.h"
 
-/* The member carrying the path's bytes, lower-case hex, two digits a byte:
- * the one place C names it. */
-#define JSON_PATH_HEX "path_hex"
+/* The member carrying the path's bytes, lower-case hex, two digits a byte
+ * (its name comes from scripts/protocol-words.json). */
+#define JSON_PATH_HEX PROTO_MEMBER_PATH_HEX
 
 /* Appends "path":P, and ,"path_hex":H when path is not valid UTF-8
  * ("path":null for NULL).  0 or -ENOMEM (out may hold part of it). */

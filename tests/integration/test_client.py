@@ -5,6 +5,7 @@
 with pip from python/ and driven both against the daemon and against a
 scripted server for the protocol's corners (doc/protocol.md)."""
 
+import errno
 import json
 import os
 import shutil
@@ -1650,6 +1651,44 @@ def test_python_informer_style_handlers_hand_records(t):
                 raise AssertionError("error %r" % e)
     if c.by_index(podmux.INDEX_SOURCE, "file") != []:
         raise AssertionError("empty index")
+
+
+@test("python: each reason of server_errors in "
+      "tests/fixtures/informer-scenarios.json gives its error kind, errno "
+      "and fatality (the table the C and Go clients run too)")
+def test_python_server_error_reasons(t):
+    with open(os.path.join(SRCDIR, "tests", "fixtures",
+                           "informer-scenarios.json")) as f:
+        cases = json.load(f)["server_errors"]
+    if not cases:
+        raise AssertionError("no server_errors")
+    for k in cases:
+        s = Script(t)
+        c = podmux.Client(s.path)
+        got = []
+        c.on_error = got.append
+        s.accept(c)
+        # A refused connection gets the error without a hello.
+        s.send({"type": "error", "seq": 4, "reason": k["reason"],
+                "message": "m"})
+        try:
+            drain(c)
+            stopped = None
+        except podmux.Error as e:   # a fatal error stops the client
+            stopped = e
+        if (stopped is not None) != k["fatal"] or \
+                (stopped is not None and stopped is not got[-1]):
+            raise AssertionError("%s: process() raised %r" % (k["reason"],
+                                                              stopped))
+        want = (k["kind"], getattr(errno, k["errno"]), k["reason"], k["fatal"])
+        if [(e.kind, e.err, e.reason, e.fatal) for e in got] != [want]:
+            raise AssertionError("%s: errors %r, want %r" % (
+                k["reason"], [(e.kind, e.err, e.reason, e.fatal)
+                              for e in got], want))
+        c.close()
+        s.close()
+        s.lis.close()
+        os.unlink(s.path)
 
 
 # ---- the three clients against the real daemon --------------------------------

@@ -533,17 +533,25 @@ struct restart_case {
         bool changed;
 };
 
-static json_object *load_restart_cases(struct restart_case **ret, size_t *ret_n)
+/* A table of tests/fixtures (name: its file name), read whole. */
+static json_object *fixture(const char *name)
 {
         const char *top = getenv("PODMUX_SRCDIR");
         char path[4096];
-        json_object *o, *cases;
+        json_object *o;
+
+        snprintf(path, sizeof(path), "%s/tests/fixtures/%s", top ? top : ".", name);
+        o = json_object_from_file(path);
+        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
+        return o;
+}
+
+static json_object *load_restart_cases(struct restart_case **ret, size_t *ret_n)
+{
+        json_object *o = fixture("resync-diff.json"), *cases;
         struct restart_case *v;
         size_t n;
 
-        snprintf(path, sizeof(path), "%s/tests/fixtures/resync-diff.json", top ? top : ".");
-        o = json_object_from_file(path);
-        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
         cases = json_object_object_get(o, "cases");
         n = json_object_array_length(cases);
         v = calloc(n, sizeof(*v));
@@ -860,36 +868,64 @@ START_TEST(test_bad_before_hello)
 }
 END_TEST
 
-START_TEST(test_server_errors)
+/* The names tests/fixtures/informer-scenarios.json ("server_errors") gives
+ * the error kinds (in enum podmux_error_kind's order) and errnos. */
+static int kind_named(const char *name)
+{
+        static const char *const kinds[] = {"connect", "permission",  "protocol", "server",
+                                            "closed",  "bad_message", "nomem"};
+
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+                if (strcmp(name, kinds[i]) == 0)
+                        return (int)i;
+        ck_abort_msg("unknown kind %s", name);
+        return -1;
+}
+
+static int errno_named(const char *name)
 {
         static const struct {
-                const char *reason;
-                int kind, err;
-                bool fatal;
-        } cases[] = {
-                {"Forbidden", PODMUX_ERROR_PERMISSION, -EACCES, true},
-                {"BadRequest", PODMUX_ERROR_SERVER, -EINVAL, true},
-                {"TooManyConsumers", PODMUX_ERROR_SERVER, -EUSERS, false},
-                {"ResourceExhausted", PODMUX_ERROR_SERVER, -ENOMEM, false},
-                {"InternalError", PODMUX_ERROR_SERVER, -EIO, false},
-                {"SomethingNew", PODMUX_ERROR_SERVER, -EIO, false},
+                const char *name;
+                int err;
+        } errs[] = {
+                {"EACCES", EACCES}, {"EINVAL", EINVAL},       {"ENOBUFS", ENOBUFS}, {"EUSERS", EUSERS},
+                {"ENOMEM", ENOMEM}, {"ESHUTDOWN", ESHUTDOWN}, {"EIO", EIO},
         };
 
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
+                if (strcmp(name, errs[i].name) == 0)
+                        return errs[i].err;
+        ck_abort_msg("unknown errno %s", name);
+        return 0;
+}
+
+START_TEST(test_server_errors)
+{
+        json_object *o = fixture("informer-scenarios.json"), *cases;
+
+        cases = json_object_object_get(o, "server_errors");
+        ck_assert_uint_gt(json_object_array_length(cases), 0);
+        for (size_t i = 0; i < json_object_array_length(cases); i++) {
+                json_object *k = json_object_array_get_idx(cases, i);
+                const char *reason = json_object_get_string(json_object_object_get(k, "reason"));
+                int kind = kind_named(json_object_get_string(json_object_object_get(k, "kind")));
+                int err = -errno_named(json_object_get_string(json_object_object_get(k, "errno")));
+                bool fatal = json_object_get_boolean(json_object_object_get(k, "fatal"));
                 struct t t;
 
                 t_init(&t);
                 fake_accept(&t.f, t.c);
                 /* A refused connection gets the error without a hello. */
-                fake_send(&t.f, "{\"type\":\"error\",\"seq\":4,\"reason\":\"%s\",\"message\":\"m\"}", cases[i].reason);
+                fake_send(&t.f, "{\"type\":\"error\",\"seq\":4,\"reason\":\"%s\",\"message\":\"m\"}", reason);
                 pump(t.c);
-                ck_assert_int_eq(t.r.last_kind, cases[i].kind);
-                ck_assert_int_eq(t.r.last_err, cases[i].err);
-                ck_assert(t.r.last_fatal == cases[i].fatal);
-                ck_assert_int_eq(podmux_client_process(t.c), cases[i].fatal ? cases[i].err : 0);
-                ck_assert_int_eq(t.r.reconnects, cases[i].fatal ? 0 : 1);
+                ck_assert_msg((int)t.r.last_kind == kind && t.r.last_err == err && t.r.last_fatal == fatal,
+                              "%s: kind %d errno %d fatal %d, want %d %d %d", reason, (int)t.r.last_kind, t.r.last_err,
+                              t.r.last_fatal, kind, err, fatal);
+                ck_assert_int_eq(podmux_client_process(t.c), fatal ? err : 0);
+                ck_assert_int_eq(t.r.reconnects, fatal ? 0 : 1);
                 t_free(&t);
         }
+        json_object_put(o);
 }
 END_TEST
 
@@ -1535,13 +1571,8 @@ static void run_step(struct t *t, json_object *step, struct buf *log, struct hre
 
 START_TEST(test_informer_scenarios)
 {
-        const char *top = getenv("PODMUX_SRCDIR");
-        char path[4096];
-        json_object *o, *scs;
+        json_object *o = fixture("informer-scenarios.json"), *scs;
 
-        snprintf(path, sizeof(path), "%s/tests/fixtures/informer-scenarios.json", top ? top : ".");
-        o = json_object_from_file(path);
-        ck_assert_msg(o != NULL, "cannot read %s (set PODMUX_SRCDIR)", path);
         scs = json_object_object_get(o, "scenarios");
         for (size_t i = 0; i < json_object_array_length(scs); i++) {
                 json_object *sc = json_object_array_get_idx(scs, i), *steps = json_object_object_get(sc, "steps");

@@ -206,16 +206,16 @@ static struct pod *pod_of(struct pv v)
 
 #define POD(...) pod_of((struct pv){__VA_ARGS__})
 
-/* Canonical JSON of the value at keys... (NULL-terminated) in the rendered
+/* Canonical JSON of the value at keys (NULL-terminated) in the rendered
  * pod, or "<absent>".  Caller frees. */
-static char *vfield(const struct pod *p, va_list ap)
+static char *field_at(const struct pod *p, const char *const *keys)
 {
         json_object *root = pod_to_json(p), *cur = root;
         struct buf b = BUF_INIT;
         const char *k;
 
         ck_assert_ptr_nonnull(root);
-        while ((k = va_arg(ap, const char *))) {
+        while ((k = *keys++)) {
                 if (cur && json_object_is_type(cur, json_type_array) && k[0] >= '0' &&
                     k[0] <= '9') {
                         size_t idx = strtoul(k, NULL, 10);
@@ -239,6 +239,18 @@ static char *vfield(const struct pod *p, va_list ap)
                 buf_puts(&b, "<absent>");
         json_object_put(root);
         return buf_steal(&b, NULL);
+}
+
+/* The same, keys as arguments (NULL-terminated). */
+static char *vfield(const struct pod *p, va_list ap)
+{
+        const char *keys[8];
+        size_t n = 0;
+
+        while (n < 7 && (keys[n] = va_arg(ap, const char *)))
+                n++;
+        keys[n] = NULL;
+        return field_at(p, keys);
 }
 
 static char *field(const struct pod *p, ...)
@@ -389,69 +401,6 @@ static struct pod *stored(struct h *h, const char *uid)
 
 /* ==== the kubelet's config_test.go, case by case ============================= */
 
-/* TestNewPodAdded */
-START_TEST(test_kubelet_new_pod_added)
-{
-        struct h h;
-
-        ctx = "TestNewPodAdded";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "new"));
-        EXPECT(&h, "ADD:foonew");
-        ck_assert_int_eq(storage_sync(h.st), 0);
-        EXPECT(&h, "SET@*:foonew");
-        h_free(&h);
-}
-END_TEST
-
-/* TestNewPodAddedInvalidNamespace: an empty namespace is not the merger's
- * business. */
-START_TEST(test_kubelet_new_pod_added_invalid_namespace)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedInvalidNamespace";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", ""));
-        EXPECT(&h, "ADD:foo");
-        ck_assert_int_eq(storage_sync(h.st), 0);
-        EXPECT(&h, "SET@*:foo");
-        h_free(&h);
-}
-END_TEST
-
-/* TestNewPodAddedDefaultNamespace */
-START_TEST(test_kubelet_new_pod_added_default_namespace)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedDefaultNamespace";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "default"));
-        EXPECT(&h, "ADD:foodefault");
-        ck_assert_int_eq(storage_sync(h.st), 0);
-        EXPECT(&h, "SET@*:foodefault");
-        h_free(&h);
-}
-END_TEST
-
-/* TestNewPodAddedDifferentNamespaces */
-START_TEST(test_kubelet_new_pod_added_different_namespaces)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedDifferentNamespaces";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "default"));
-        EXPECT(&h, "ADD:foodefault");
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "new"));
-        EXPECT(&h, "ADD:foonew");
-        ck_assert_int_eq(storage_sync(h.st), 0);
-        EXPECT(&h, "SET@*:foodefault,foonew");
-        h_free(&h);
-}
-END_TEST
-
 /* TestInvalidPodFiltered.  Newer form: the same pod again is no update.
  * Older form (2017): a pod without UID/namespace was dropped by validation
  * in the merger; that validation is gone (3.2.2, not kept), so it is
@@ -473,25 +422,6 @@ START_TEST(test_kubelet_invalid_pod_filtered)
         ck_assert_uint_eq(rec(&h, h.n - 1)->n_pods, 1);
         ck_assert_str_eq(pod_name(rec(&h, h.n - 1)->pods[0]), "foo");
         ck_assert_uint_eq(storage_count(h.st, TEST_SOURCE), 2);
-        h_free(&h);
-}
-END_TEST
-
-/* TestNewPodAddedSnapshotAndUpdates */
-START_TEST(test_kubelet_new_pod_added_snapshot_and_updates)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedSnapshotAndUpdates";
-        h_init(&h, STORAGE_MODE_SNAPSHOT_AND_UPDATES);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "new"));
-        EXPECT(&h, "SET:foonew");
-        ck_assert_int_eq(storage_sync(h.st), 0);
-        EXPECT(&h, "SET@*:foonew");
-        /* container updates are separated as UPDATE */
-        SEND(&h, POD_OP_ADD, valid_pod_spec("foo", "new", OTHER_SPEC));
-        EXPECT(&h, "UPDATE:foonew");
-        ASSERT_FIELD(last_pod(&h, "foonew"), "\"bar\"", "spec", "containers", "0", "name");
         h_free(&h);
 }
 END_TEST
@@ -520,28 +450,6 @@ START_TEST(test_kubelet_new_pod_added_snapshot)
 }
 END_TEST
 
-/* TestNewPodAddedUpdatedRemoved */
-START_TEST(test_kubelet_new_pod_added_updated_removed)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedUpdatedRemoved";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "new"));
-        EXPECT(&h, "ADD:foonew");
-        /* an ADD of a known UID with a new spec becomes UPDATE */
-        SEND(&h, POD_OP_ADD, valid_pod_spec("foo", "new", OTHER_SPEC));
-        EXPECT(&h, "UPDATE:foonew");
-        /* REMOVE carrying the old version removes by UID and emits the
-         * stored (updated) version */
-        SEND(&h, POD_OP_REMOVE, valid_pod("foo", "new"));
-        EXPECT(&h, "REMOVE:foonew");
-        ASSERT_FIELD(last_pod(&h, "foonew"), "\"bar\"", "spec", "containers", "0", "name");
-        ck_assert_uint_eq(storage_total(h.st), 0);
-        h_free(&h);
-}
-END_TEST
-
 /* TestNewPodAddedDelete */
 START_TEST(test_kubelet_new_pod_added_delete)
 {
@@ -560,24 +468,6 @@ START_TEST(test_kubelet_new_pod_added_delete)
         ck_assert(last_pod(&h, "foonew")->deleting);
         /* a graceful delete keeps the pod stored */
         ck_assert_uint_eq(storage_count(h.st, TEST_SOURCE), 1);
-        h_free(&h);
-}
-END_TEST
-
-/* TestNewPodAddedUpdatedSet */
-START_TEST(test_kubelet_new_pod_added_updated_set)
-{
-        struct h h;
-
-        ctx = "TestNewPodAddedUpdatedSet";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, valid_pod("foo", "new"), valid_pod("foo2", "new"),
-             valid_pod("foo3", "new"));
-        EXPECT(&h, "ADD:foonew,foo2new,foo3new");
-        EXPECT_NONE(&h);
-        SEND(&h, POD_OP_SET, valid_pod_spec("foo2", "new", OTHER_SPEC), valid_pod("foo3", "new"),
-             valid_pod("foo4", "new"));
-        EXPECT(&h, "REMOVE:foonew;ADD:foo4new;UPDATE:foo2new");
         h_free(&h);
 }
 END_TEST
@@ -656,63 +546,6 @@ START_TEST(test_kubelet_initial_empty_set)
                 EXPECT(&h, cases[i].then);
                 h_free(&h);
         }
-}
-END_TEST
-
-/* TestPodUpdateAnnotations */
-START_TEST(test_kubelet_pod_update_annotations)
-{
-        struct h h;
-        const char *foo2 = "{\"metadata\":{\"uid\":\"foo2new\",\"name\":\"foo2\",\"namespace\":\"new\","
-                           "\"annotations\":%s},\"spec\":" VALID_SPEC "}";
-
-        ctx = "TestPodUpdateAnnotations";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, valid_pod("foo1", "new"), podf(foo2, "{\"kubernetes.io/blah\":\"blah\"}"),
-             valid_pod("foo3", "new"));
-        EXPECT(&h, "ADD:foo1new,foo2new,foo3new");
-        ASSERT_FIELD(last_pod(&h, "foo2new"), "\"blah\"", "metadata", "annotations",
-                     "kubernetes.io/blah");
-
-        SEND(&h, POD_OP_SET, valid_pod("foo1", "new"),
-             podf(foo2, "{\"kubernetes.io/blah\":\"superblah\"}"), valid_pod("foo3", "new"));
-        EXPECT(&h, "UPDATE:foo2new");
-        ASSERT_FIELD(last_pod(&h, "foo2new"), "\"superblah\"", "metadata", "annotations",
-                     "kubernetes.io/blah");
-
-        SEND(&h, POD_OP_SET, valid_pod("foo1", "new"),
-             podf(foo2, "{\"kubernetes.io/blah\":\"superblah\",\"kubernetes.io/otherblah\":\"doh\"}"),
-             valid_pod("foo3", "new"));
-        EXPECT(&h, "UPDATE:foo2new");
-        ASSERT_FIELD(last_pod(&h, "foo2new"), "\"doh\"", "metadata", "annotations",
-                     "kubernetes.io/otherblah");
-
-        SEND(&h, POD_OP_SET, valid_pod("foo1", "new"),
-             podf(foo2, "{\"kubernetes.io/otherblah\":\"doh\"}"), valid_pod("foo3", "new"));
-        EXPECT(&h, "UPDATE:foo2new");
-        ASSERT_FIELD(last_pod(&h, "foo2new"), "<absent>", "metadata", "annotations",
-                     "kubernetes.io/blah");
-        ASSERT_FIELD(last_pod(&h, "foo2new"), "\"" TEST_SOURCE "\"", "metadata", "annotations",
-                     SOURCE_KEY);
-        h_free(&h);
-}
-END_TEST
-
-/* TestPodUpdateLabels */
-START_TEST(test_kubelet_pod_update_labels)
-{
-        struct h h;
-        const char *fmt = "{\"metadata\":{\"uid\":\"foo2new\",\"name\":\"foo2\",\"namespace\":\"new\","
-                          "\"labels\":{\"key\":\"%s\"}},\"spec\":" VALID_SPEC "}";
-
-        ctx = "TestPodUpdateLabels";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, podf(fmt, "value"));
-        EXPECT(&h, "ADD:foo2new");
-        SEND(&h, POD_OP_SET, podf(fmt, "newValue"));
-        EXPECT(&h, "UPDATE:foo2new");
-        ASSERT_FIELD(last_pod(&h, "foo2new"), "{\"key\":\"newValue\"}", "metadata", "labels");
-        h_free(&h);
 }
 END_TEST
 
@@ -1015,26 +848,374 @@ START_TEST(test_worked_example_annotated_all_modes)
 }
 END_TEST
 
-/* After an UPDATE or a RECONCILE, sending the same version again is
- * "nothing" (3.3), also for pods without annotations. */
-START_TEST(test_no_spurious_update_after_change)
+/* ==== scripted cases: records in, records out ================================ */
+
+/*
+ * Most cases are a fresh merger, records sent one by one, and after each
+ * the records it must emit; a table holds them (test_scripts runs it), so
+ * a case is its steps and nothing else.  Cases that look into the merger
+ * beyond its records (counts, events, seen) stay functions below.
+ */
+
+#define SCRIPT_PODS 6
+#define SCRIPT_CHECKS 3
+#define SCRIPT_STEPS 6
+
+/* The value at a path of keys separated by spaces (annotation keys hold
+ * '.' and '/') in the last emitted pod with this uid. */
+struct script_check {
+        const char *uid, *path, *want;
+};
+
+struct script_step {
+        bool sync;          /* storage_sync instead of a record */
+        const char *source; /* NULL: TEST_SOURCE */
+        enum pod_op op;
+        struct pv pods[SCRIPT_PODS]; /* up to the first without a uid */
+        const char *want;            /* as EXPECT; NULL ends the steps */
+        struct script_check checks[SCRIPT_CHECKS];
+        struct {
+                bool on;
+                size_t n;
+        } total; /* pods stored afterwards, when on (TOTAL) */
+};
+
+struct script {
+        const char *what;
+        enum storage_mode mode;
+        struct script_step steps[SCRIPT_STEPS];
+};
+
+/* The kubelet test's CreateValidPod(name, namespace): UID name+namespace,
+ * a fixed spec (VALID_SPEC). */
+#define VP(n, s)                                                                                                       \
+        {                                                                                                              \
+                .uid = n s, .name = n, .ns = s, .spec = VALID_SPEC                                                     \
+        }
+#define VP_SPEC(n, s, sp)                                                                                              \
+        {                                                                                                              \
+                .uid = n s, .name = n, .ns = s, .spec = sp                                                             \
+        }
+#define FOO2(key, v)                                                                                                   \
+        {                                                                                                              \
+                .uid = "foo2new", .name = "foo2", .ns = "new", .key = v, .spec = VALID_SPEC                            \
+        }
+#define TOTAL(n) .total = {true, n}
+#define SYNCED(w)                                                                                                      \
+        {                                                                                                              \
+                .sync = true, .want = w                                                                                \
+        }
+#define CPU_SPEC(q)                                                                                                    \
+        "{\"containers\":[{\"name\":\"c\",\"image\":\"i\","                                                            \
+        "\"resources\":{\"limits\":{\"cpu\":\"" q "\"}}}]}"
+
+static const struct script scripts[] = {
+        {"TestNewPodAdded",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "new")}, .want = "ADD:foonew"}, SYNCED("SET@*:foonew")}},
+        /* an empty namespace is not the merger's business */
+        {"TestNewPodAddedInvalidNamespace",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "")}, .want = "ADD:foo"}, SYNCED("SET@*:foo")}},
+        {"TestNewPodAddedDefaultNamespace",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "default")}, .want = "ADD:foodefault"}, SYNCED("SET@*:foodefault")}},
+        {"TestNewPodAddedDifferentNamespaces",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "default")}, .want = "ADD:foodefault"},
+          {.op = POD_OP_ADD, .pods = {VP("foo", "new")}, .want = "ADD:foonew"},
+          SYNCED("SET@*:foodefault,foonew")}},
+        /* container updates are separated as UPDATE */
+        {"TestNewPodAddedSnapshotAndUpdates",
+         STORAGE_MODE_SNAPSHOT_AND_UPDATES,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "new")}, .want = "SET:foonew"},
+          SYNCED("SET@*:foonew"),
+          {.op = POD_OP_ADD,
+           .pods = {VP_SPEC("foo", "new", OTHER_SPEC)},
+           .want = "UPDATE:foonew",
+           .checks = {{"foonew", "spec containers 0 name", "\"bar\""}}}}},
+        {"TestNewPodAddedUpdatedSet",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD,
+           .pods = {VP("foo", "new"), VP("foo2", "new"), VP("foo3", "new")},
+           .want = "ADD:foonew,foo2new,foo3new"},
+          {.op = POD_OP_SET,
+           .pods = {VP_SPEC("foo2", "new", OTHER_SPEC), VP("foo3", "new"), VP("foo4", "new")},
+           .want = "REMOVE:foonew;ADD:foo4new;UPDATE:foo2new"}}},
+        {"TestPodUpdateAnnotations",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {VP("foo1", "new"), FOO2(ann, "{\"kubernetes.io/blah\":\"blah\"}"), VP("foo3", "new")},
+           .want = "ADD:foo1new,foo2new,foo3new",
+           .checks = {{"foo2new", "metadata annotations kubernetes.io/blah", "\"blah\""}}},
+          {.op = POD_OP_SET,
+           .pods = {VP("foo1", "new"), FOO2(ann, "{\"kubernetes.io/blah\":\"superblah\"}"), VP("foo3", "new")},
+           .want = "UPDATE:foo2new",
+           .checks = {{"foo2new", "metadata annotations kubernetes.io/blah", "\"superblah\""}}},
+          {.op = POD_OP_SET,
+           .pods = {VP("foo1", "new"),
+                    FOO2(ann, "{\"kubernetes.io/blah\":\"superblah\",\"kubernetes.io/otherblah\":\"doh\"}"),
+                    VP("foo3", "new")},
+           .want = "UPDATE:foo2new",
+           .checks = {{"foo2new", "metadata annotations kubernetes.io/otherblah", "\"doh\""}}},
+          {.op = POD_OP_SET,
+           .pods = {VP("foo1", "new"), FOO2(ann, "{\"kubernetes.io/otherblah\":\"doh\"}"), VP("foo3", "new")},
+           .want = "UPDATE:foo2new",
+           .checks = {{"foo2new", "metadata annotations kubernetes.io/blah", "<absent>"},
+                      {"foo2new", "metadata annotations " SOURCE_KEY, "\"" TEST_SOURCE "\""}}}}},
+        {"TestPodUpdateLabels",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET, .pods = {FOO2(labels, "{\"key\":\"value\"}")}, .want = "ADD:foo2new"},
+          {.op = POD_OP_SET,
+           .pods = {FOO2(labels, "{\"key\":\"newValue\"}")},
+           .want = "UPDATE:foo2new",
+           .checks = {{"foo2new", "metadata labels", "{\"key\":\"newValue\"}"}}}}},
+        /* After an UPDATE or a RECONCILE, sending the same version again is
+         * "nothing" (3.3), also for pods without annotations. */
+        {"no spurious update (pods without annotations)",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "a", .phase = "Pending"}, {.uid = "b", .phase = "Pending"}},
+           .want = "ADD:a,b"},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "a", .phase = "Pending", .image = "v2"}, {.uid = "b", .phase = "Running"}},
+           .want = "UPDATE:a;RECONCILE:b"},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "a", .phase = "Pending", .image = "v2"}, {.uid = "b", .phase = "Running"}},
+           .want = ""},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "a", .phase = "Pending", .image = "v2"}, {.uid = "b", .phase = "Running"}},
+           .want = ""}}},
+        /* 3.4: absent and empty labels differ. */
+        {"labels absent vs empty",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET, .pods = {{.uid = "a", .ann = K}}, .want = "ADD:a"},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "a", .ann = K, .labels = "{}"}},
+           .want = "UPDATE:a",
+           .checks = {{"a", "metadata labels", "{}"}}},
+          {.op = POD_OP_SET, .pods = {{.uid = "a", .ann = K, .labels = "{}"}}, .want = ""},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "a", .ann = K}},
+           .want = "UPDATE:a",
+           .checks = {{"a", "metadata labels", "<absent>"}}},
+          /* the same for a list in the spec */
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "a",
+                     .ann = K,
+                     .spec = "{\"containers\":[{\"name\":\"c\",\"image\":\"img\"}],\"volumes\":[]}"}},
+           .want = "UPDATE:a"}}},
+        /* 3.4: quantities by spelling ("1" and "1000m" differ, as in Go). */
+        {"quantities by spelling",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET, .pods = {{.uid = "a", .ann = K, .spec = CPU_SPEC("1")}}, .want = "ADD:a"},
+          {.op = POD_OP_SET, .pods = {{.uid = "a", .ann = K, .spec = CPU_SPEC("1000m")}}, .want = "UPDATE:a"},
+          {.op = POD_OP_SET, .pods = {{.uid = "a", .ann = K, .spec = CPU_SPEC("1000m")}}, .want = ""}}},
+        /* 1.3 / 3.4: config.hash is not local; a hash change alone is
+         * semantic. */
+        {"config.hash change",
+         STORAGE_MODE_INCREMENTAL,
+         {{.source = POD_SOURCE_FILE,
+           .op = POD_OP_SET,
+           .pods = {{.uid = "a", .ann = "{\"kubernetes.io/config.hash\":\"h1\"}"}},
+           .want = "ADD@file:a"},
+          {.source = POD_SOURCE_FILE,
+           .op = POD_OP_SET,
+           .pods = {{.uid = "a", .ann = "{\"kubernetes.io/config.hash\":\"h2\"}"}},
+           .want = "UPDATE@file:a",
+           .checks = {{"a", "metadata annotations " POD_ANNOTATION_HASH, "\"h2\""}}}}},
+        /* 3.6 Incremental step 5: the empty ADD marks a source's first SET
+         * when A, U, D are empty, even if R or C are not; it comes before
+         * RECONCILE. */
+        {"ADD marker: pods delivered by ADD first, then a first SET without them",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x"}}, .want = "ADD:x"},
+          {.op = POD_OP_SET, .want = "REMOVE:x;ADD:"},
+          {.op = POD_OP_SET, .want = ""}}},
+        {"ADD marker: first SET with only a status change",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x", .phase = "P"}}, .want = "ADD:x"},
+          {.op = POD_OP_SET, .pods = {{.uid = "x", .phase = "Q"}}, .want = "ADD:;RECONCILE:x"}}},
+        {"ADD marker: first SET with an UPDATE: no marker",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x"}}, .want = "ADD:x"},
+          {.op = POD_OP_SET, .pods = {{.uid = "x", .image = "v2"}}, .want = "UPDATE:x"}}},
+        {"ADD marker: first SET with a DELETE: no marker",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x"}}, .want = "ADD:x"},
+          {.op = POD_OP_SET, .pods = {{.uid = "x", .dt = DT}}, .want = "DELETE:x"}}},
+        {"ADD marker: first SET equal to what ADD delivered: the marker alone",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x"}}, .want = "ADD:x"},
+          {.op = POD_OP_SET, .pods = {{.uid = "x"}}, .want = "ADD:"}}},
+        /* snapshot modes: the first SET always emits the state, status-only
+         * or not */
+        {"ADD marker: snapshot-and-updates",
+         STORAGE_MODE_SNAPSHOT_AND_UPDATES,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x", .ann = K, .phase = "P"}}, .want = "SET:x"},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "x", .ann = K, .phase = "Q"}},
+           .want = "SET:x",
+           .checks = {{"x", "status", "{\"phase\":\"Q\"}"}}},
+          {.op = POD_OP_SET, .pods = {{.uid = "x", .ann = K, .phase = "R"}}, .want = ""}}},
+        {"ADD marker: snapshot",
+         STORAGE_MODE_SNAPSHOT,
+         {{.op = POD_OP_ADD, .pods = {{.uid = "x", .ann = K}}, .want = "SET:x"},
+          {.op = POD_OP_SET, .pods = {{.uid = "x", .ann = K}}, .want = "SET:x"}}},
+        /* 3.5: lists keep the incoming order (except REMOVE from a SET,
+         * which podmux sorts); merged state is sorted. */
+        {"record order",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "c", .ns = "z"}, {.uid = "a"}, {.uid = "b"}, {.uid = "e"}, {.uid = "d", .ns = "a"}},
+           .want = "ADD:c,a,b,e,d"},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "e", .phase = "X"},
+                    {.uid = "c", .ns = "z", .image = "2"},
+                    {.uid = "b", .phase = "X"},
+                    {.uid = "a", .image = "2"}},
+           .want = "REMOVE:d;UPDATE:c,a;RECONCILE:e,b"},
+          {.op = POD_OP_SET, .pods = {{.uid = "q"}}, .want = "REMOVE:a,b,e,c;ADD:q"}}},
+        {"record order, snapshot-and-updates",
+         STORAGE_MODE_SNAPSHOT_AND_UPDATES,
+         {{.op = POD_OP_SET, .pods = {{.uid = "c", .ns = "z"}, {.uid = "a"}, {.uid = "b"}}, .want = "SET:a,b,c"},
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "c", .ns = "z", .dt = DT}, {.uid = "a", .dt = DT}, {.uid = "b", .image = "2"}},
+           .want = "UPDATE:b;DELETE:c,a"}}},
+        {"TestNewPodAddedUpdatedRemoved",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_ADD, .pods = {VP("foo", "new")}, .want = "ADD:foonew"},
+          /* an ADD of a known UID with a new spec becomes UPDATE */
+          {.op = POD_OP_ADD, .pods = {VP_SPEC("foo", "new", OTHER_SPEC)}, .want = "UPDATE:foonew"},
+          /* REMOVE carrying the old version removes by UID and emits the
+           * stored (updated) version */
+          {.op = POD_OP_REMOVE,
+           .pods = {VP("foo", "new")},
+           .want = "REMOVE:foonew",
+           TOTAL(0),
+           .checks = {{"foonew", "spec containers 0 name", "\"bar\""}}}}},
+        /* 3.5: duplicate UIDs inside one record: the last one is
+         * authoritative. */
+        {"duplicate UIDs",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "u", .name = "n1", .image = "first"},
+                    {.uid = "v"},
+                    {.uid = "u", .name = "n2", .image = "last"}},
+           .want = "ADD:v,u",
+           TOTAL(2),
+           .checks = {{"u", "metadata name", "\"n2\""}, {"u", "spec containers 0 image", "\"last\""}}},
+          /* against a stored UID: one UPDATE with the last version */
+          {.op = POD_OP_ADD,
+           .pods = {{.uid = "u", .name = "n3", .image = "x"}, {.uid = "u", .name = "n4", .image = "y"}},
+           .want = "UPDATE:u",
+           .checks = {{"u", "spec containers 0 image", "\"y\""}}}}},
+        /* The same pod (same UID and same full name) twice in one record:
+         * the name rule keeps the first occurrence, so exactly one version
+         * must survive. */
+        {"same UID and name twice in one record",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "u", .image = "first"}, {.uid = "u", .image = "second"}},
+           .want = "ADD:u",
+           TOTAL(1),
+           .checks = {{"u", "spec containers 0 image", "\"first\""}}},
+          /* a stored pod sent twice in a SET must not be removed */
+          {.op = POD_OP_SET,
+           .pods = {{.uid = "u", .image = "first"}, {.uid = "u", .image = "first"}},
+           .want = "",
+           TOTAL(1)}}},
+        /* The UID rule ("last one authoritative") must apply to the pods
+         * that survive the name rule: here the last pod with UID u repeats
+         * the name of an earlier pod and is dropped, so the first pod with
+         * UID u must be kept (the kubelet drops names first, then merges
+         * [u/a, v/b]). */
+        {"last UID occurrence dropped by the name rule",
+         STORAGE_MODE_INCREMENTAL,
+         {{.op = POD_OP_SET,
+           .pods = {{.uid = "u", .name = "a"}, {.uid = "v", .name = "b"}, {.uid = "u", .name = "b"}},
+           .want = "ADD:u,v",
+           TOTAL(2),
+           .checks = {{"u", "metadata name", "\"a\""}}}}},
+        /* 3.6: in snapshot modes the SET carries all pods of all sources,
+         * with source = the merging source. */
+        {"snapshot merged state",
+         STORAGE_MODE_SNAPSHOT,
+         {{.source = POD_SOURCE_FILE, .op = POD_OP_SET, .pods = {{.uid = "f", .ns = "b"}}, .want = "SET@file:f"},
+          {.source = POD_SOURCE_API, .op = POD_OP_SET, .pods = {{.uid = "a", .ns = "c"}}, .want = "SET@api:f,a"},
+          /* status-only: silent */
+          {.source = POD_SOURCE_API, .op = POD_OP_SET, .pods = {{.uid = "a", .ns = "c", .phase = "R"}}, .want = ""},
+          /* the silent status change is in the next SET */
+          {.source = POD_SOURCE_FILE,
+           .op = POD_OP_SET,
+           .pods = {{.uid = "f", .ns = "b", .image = "2"}},
+           .want = "SET@file:f,a",
+           .checks = {{"a", "status", "{\"phase\":\"R\"}"},
+                      {"a", "metadata annotations " SOURCE_KEY, "\"api\""},
+                      {"f", "metadata annotations " SOURCE_KEY, "\"file\""}}}}},
+};
+
+static void script_check(struct h *h, const struct script_check *c)
 {
+        const char *keys[8];
+        char path[256], *k = path;
+        size_t n = 0;
+        char *got;
+
+        snprintf(path, sizeof(path), "%s", c->path);
+        while (k && n < 7) {
+                keys[n++] = k;
+                k = strchr(k, ' ');
+                if (k)
+                        *k++ = '\0';
+        }
+        keys[n] = NULL;
+        got = field_at(last_pod(h, c->uid), keys);
+        ck_assert_msg(strcmp(got, c->want) == 0, "%s: field %s of pod %s = %s, want %s", ctx, c->path, c->uid, got,
+                      c->want);
+        free(got);
+}
+
+static void script_run(const struct script *sc)
+{
+        char where[192];
         struct h h;
 
-        ctx = "no spurious update (pods without annotations)";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .phase = "Pending"), POD(.uid = "b", .phase = "Pending"));
-        EXPECT(&h, "ADD:a,b");
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .phase = "Pending", .image = "v2"),
-             POD(.uid = "b", .phase = "Running"));
-        EXPECT(&h, "UPDATE:a;RECONCILE:b");
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .phase = "Pending", .image = "v2"),
-             POD(.uid = "b", .phase = "Running"));
-        EXPECT_NONE(&h);
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .phase = "Pending", .image = "v2"),
-             POD(.uid = "b", .phase = "Running"));
-        EXPECT_NONE(&h);
+        h_init(&h, sc->mode);
+        for (size_t i = 0; i < SCRIPT_STEPS && sc->steps[i].want; i++) {
+                const struct script_step *s = &sc->steps[i];
+                const char *source = s->source ? s->source : TEST_SOURCE;
+
+                snprintf(where, sizeof(where), "%s, step %zu", sc->what, i + 1);
+                ctx = where;
+                if (s->sync) {
+                        ck_assert_int_eq(storage_sync(h.st), 0);
+                } else {
+                        struct pod_update *u = pod_update_new(s->op, source);
+
+                        ck_assert_ptr_nonnull(u);
+                        for (size_t j = 0; j < SCRIPT_PODS && s->pods[j].uid; j++) {
+                                struct pod *p = pod_of(s->pods[j]);
+
+                                ck_assert_int_eq(pod_update_add(u, p), 0);
+                                pod_unref(p);
+                        }
+                        ck_assert_int_eq(storage_merge(h.st, source, u), 0);
+                }
+                EXPECT(&h, s->want);
+                for (size_t j = 0; j < SCRIPT_CHECKS && s->checks[j].uid; j++)
+                        script_check(&h, &s->checks[j]);
+                ck_assert_msg(!s->total.on || storage_total(h.st) == s->total.n, "%s: %zu pods stored, want %zu", ctx,
+                              storage_total(h.st), s->total.n);
+        }
         h_free(&h);
+        ctx = "";
+}
+
+START_TEST(test_scripts)
+{
+        for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++)
+                script_run(&scripts[i]);
 }
 END_TEST
 
@@ -1322,32 +1503,6 @@ START_TEST(test_frozen_metadata)
 }
 END_TEST
 
-/* 3.4: absent and empty labels differ. */
-START_TEST(test_labels_absent_vs_empty)
-{
-        struct h h;
-
-        ctx = "labels absent vs empty";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}"));
-        EXPECT(&h, "ADD:a");
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}", .labels = "{}"));
-        EXPECT(&h, "UPDATE:a");
-        ASSERT_FIELD(last_pod(&h, "a"), "{}", "metadata", "labels");
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}", .labels = "{}"));
-        EXPECT_NONE(&h);
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}"));
-        EXPECT(&h, "UPDATE:a");
-        ASSERT_FIELD(last_pod(&h, "a"), "<absent>", "metadata", "labels");
-        /* the same for a list in the spec */
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}",
-                                 .spec = "{\"containers\":[{\"name\":\"c\",\"image\":\"img\"}],"
-                                         "\"volumes\":[]}"));
-        EXPECT(&h, "UPDATE:a");
-        h_free(&h);
-}
-END_TEST
-
 /* 3.4: deletionTimestamp compared as an instant; 3.7: DELETE repeats on
  * every later semantic change. */
 START_TEST(test_deletion_timestamp_instant)
@@ -1384,46 +1539,6 @@ START_TEST(test_deletion_timestamp_instant)
         EXPECT(&h, "UPDATE:a");
         ASSERT_FIELD(last_pod(&h, "a"), "<absent>", "metadata", "deletionTimestamp");
         ck_assert(!last_pod(&h, "a")->deleting);
-        h_free(&h);
-}
-END_TEST
-
-/* 3.4: quantities by spelling ("1" and "1000m" differ, as in Go). */
-START_TEST(test_quantities_by_spelling)
-{
-        struct h h;
-        const char *fmt = "{\"containers\":[{\"name\":\"c\",\"image\":\"i\","
-                          "\"resources\":{\"limits\":{\"cpu\":\"%s\"}}}]}";
-        char s1[160], s2[160];
-
-        ctx = "quantities by spelling";
-        snprintf(s1, sizeof(s1), fmt, "1");
-        snprintf(s2, sizeof(s2), fmt, "1000m");
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}", .spec = s1));
-        EXPECT(&h, "ADD:a");
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}", .spec = s2));
-        EXPECT(&h, "UPDATE:a");
-        SEND(&h, POD_OP_SET, POD(.uid = "a", .ann = "{\"k\":\"v\"}", .spec = s2));
-        EXPECT_NONE(&h);
-        h_free(&h);
-}
-END_TEST
-
-/* 1.3 / 3.4: config.hash is not local; a hash change alone is semantic. */
-START_TEST(test_config_hash_change_is_semantic)
-{
-        struct h h;
-
-        ctx = "config.hash change";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND_FROM(&h, POD_SOURCE_FILE, POD_OP_SET,
-                  POD(.uid = "a", .ann = "{\"kubernetes.io/config.hash\":\"h1\"}"));
-        EXPECT(&h, "ADD@file:a");
-        SEND_FROM(&h, POD_SOURCE_FILE, POD_OP_SET,
-                  POD(.uid = "a", .ann = "{\"kubernetes.io/config.hash\":\"h2\"}"));
-        EXPECT(&h, "UPDATE@file:a");
-        ASSERT_FIELD(last_pod(&h, "a"), "\"h2\"", "metadata", "annotations", POD_ANNOTATION_HASH);
         h_free(&h);
 }
 END_TEST
@@ -1473,75 +1588,6 @@ START_TEST(test_sources_kept_apart)
                 h_free(&h);
         }
         ctx = "";
-}
-END_TEST
-
-/* 3.6 Incremental step 5: the empty ADD marks a source's first SET when A,
- * U, D are empty, even if R or C are not; it comes before RECONCILE. */
-START_TEST(test_add_marker)
-{
-        struct h h;
-
-        ctx = "ADD marker";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        /* pods delivered by ADD first, then a first SET without them */
-        SEND(&h, POD_OP_ADD, POD(.uid = "x"));
-        EXPECT(&h, "ADD:x");
-        SEND_EMPTY(&h, POD_OP_SET);
-        EXPECT(&h, "REMOVE:x;ADD:");
-        SEND_EMPTY(&h, POD_OP_SET);
-        EXPECT_NONE(&h);
-        h_free(&h);
-
-        /* first SET with only a status change */
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, POD(.uid = "x", .phase = "P"));
-        EXPECT(&h, "ADD:x");
-        SEND(&h, POD_OP_SET, POD(.uid = "x", .phase = "Q"));
-        EXPECT(&h, "ADD:;RECONCILE:x");
-        h_free(&h);
-
-        /* first SET with an UPDATE: no marker */
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, POD(.uid = "x"));
-        EXPECT(&h, "ADD:x");
-        SEND(&h, POD_OP_SET, POD(.uid = "x", .image = "v2"));
-        EXPECT(&h, "UPDATE:x");
-        h_free(&h);
-
-        /* first SET with a DELETE: no marker */
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, POD(.uid = "x"));
-        EXPECT(&h, "ADD:x");
-        SEND(&h, POD_OP_SET, POD(.uid = "x", .dt = DT));
-        EXPECT(&h, "DELETE:x");
-        h_free(&h);
-
-        /* first SET equal to what ADD delivered: the marker alone */
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_ADD, POD(.uid = "x"));
-        EXPECT(&h, "ADD:x");
-        SEND(&h, POD_OP_SET, POD(.uid = "x"));
-        EXPECT(&h, "ADD:");
-        h_free(&h);
-
-        /* snapshot modes: the first SET always emits the state, status-only
-         * or not */
-        h_init(&h, STORAGE_MODE_SNAPSHOT_AND_UPDATES);
-        SEND(&h, POD_OP_ADD, POD(.uid = "x", .ann = K, .phase = "P"));
-        EXPECT(&h, "SET:x");
-        SEND(&h, POD_OP_SET, POD(.uid = "x", .ann = K, .phase = "Q"));
-        EXPECT(&h, "SET:x");
-        ASSERT_FIELD(last_pod(&h, "x"), "{\"phase\":\"Q\"}", "status");
-        SEND(&h, POD_OP_SET, POD(.uid = "x", .ann = K, .phase = "R"));
-        EXPECT_NONE(&h);
-        h_free(&h);
-        h_init(&h, STORAGE_MODE_SNAPSHOT);
-        SEND(&h, POD_OP_ADD, POD(.uid = "x", .ann = K));
-        EXPECT(&h, "SET:x");
-        SEND(&h, POD_OP_SET, POD(.uid = "x", .ann = K));
-        EXPECT(&h, "SET:x");
-        h_free(&h);
 }
 END_TEST
 
@@ -1899,95 +1945,6 @@ START_TEST(test_duplicate_names)
 }
 END_TEST
 
-/* 3.5: duplicate UIDs inside one record: the last one is authoritative. */
-START_TEST(test_duplicate_uids_last_wins)
-{
-        struct h h;
-
-        ctx = "duplicate UIDs";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .name = "n1", .image = "first"), POD(.uid = "v"),
-             POD(.uid = "u", .name = "n2", .image = "last"));
-        EXPECT(&h, "ADD:v,u");
-        ck_assert_str_eq(pod_name(last_pod(&h, "u")), "n2");
-        ASSERT_FIELD(last_pod(&h, "u"), "\"last\"", "spec", "containers", "0", "image");
-        ck_assert_uint_eq(storage_total(h.st), 2);
-        /* against a stored UID: one UPDATE with the last version */
-        SEND(&h, POD_OP_ADD, POD(.uid = "u", .name = "n3", .image = "x"),
-             POD(.uid = "u", .name = "n4", .image = "y"));
-        EXPECT(&h, "UPDATE:u");
-        ASSERT_FIELD(last_pod(&h, "u"), "\"y\"", "spec", "containers", "0", "image");
-        h_free(&h);
-}
-END_TEST
-
-/* The same pod (same UID and same full name) twice in one record: the name
- * rule keeps the first occurrence, so exactly one version must survive. */
-START_TEST(test_duplicate_uid_and_name_in_one_record)
-{
-        struct h h;
-
-        ctx = "same UID and name twice in one record";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .image = "first"), POD(.uid = "u", .image = "second"));
-        EXPECT(&h, "ADD:u");
-        ASSERT_FIELD(last_pod(&h, "u"), "\"first\"", "spec", "containers", "0", "image");
-        ck_assert_uint_eq(storage_total(h.st), 1);
-        /* a stored pod sent twice in a SET must not be removed */
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .image = "first"), POD(.uid = "u", .image = "first"));
-        EXPECT_NONE(&h);
-        ck_assert_uint_eq(storage_total(h.st), 1);
-        h_free(&h);
-}
-END_TEST
-
-/* The UID rule ("last one authoritative") must apply to the pods that
- * survive the name rule: here the last pod with UID u repeats the name of
- * an earlier pod and is dropped, so the first pod with UID u must be kept
- * (the kubelet drops names first, then merges [u/a, v/b]). */
-START_TEST(test_duplicate_uid_last_occurrence_dropped_by_name)
-{
-        struct h h;
-
-        ctx = "last UID occurrence dropped by the name rule";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "u", .name = "a"), POD(.uid = "v", .name = "b"),
-             POD(.uid = "u", .name = "b"));
-        EXPECT(&h, "ADD:u,v");
-        ck_assert_str_eq(pod_name(last_pod(&h, "u")), "a");
-        ck_assert_uint_eq(storage_total(h.st), 2);
-        h_free(&h);
-}
-END_TEST
-
-/* 3.5: lists keep the incoming order (except REMOVE from a SET, which
- * podmux sorts); merged state is sorted. */
-START_TEST(test_record_order)
-{
-        struct h h;
-
-        ctx = "record order";
-        h_init(&h, STORAGE_MODE_INCREMENTAL);
-        SEND(&h, POD_OP_SET, POD(.uid = "c", .ns = "z"), POD(.uid = "a"), POD(.uid = "b"),
-             POD(.uid = "e"), POD(.uid = "d", .ns = "a"));
-        EXPECT(&h, "ADD:c,a,b,e,d");
-        SEND(&h, POD_OP_SET, POD(.uid = "e", .phase = "X"), POD(.uid = "c", .ns = "z", .image = "2"),
-             POD(.uid = "b", .phase = "X"), POD(.uid = "a", .image = "2"));
-        EXPECT(&h, "REMOVE:d;UPDATE:c,a;RECONCILE:e,b");
-        SEND(&h, POD_OP_SET, POD(.uid = "q"));
-        EXPECT(&h, "REMOVE:a,b,e,c;ADD:q");
-        h_free(&h);
-
-        h_init(&h, STORAGE_MODE_SNAPSHOT_AND_UPDATES);
-        SEND(&h, POD_OP_SET, POD(.uid = "c", .ns = "z"), POD(.uid = "a"), POD(.uid = "b"));
-        EXPECT(&h, "SET:a,b,c");
-        SEND(&h, POD_OP_SET, POD(.uid = "c", .ns = "z", .dt = DT), POD(.uid = "a", .dt = DT),
-             POD(.uid = "b", .image = "2"));
-        EXPECT(&h, "UPDATE:b;DELETE:c,a");
-        h_free(&h);
-}
-END_TEST
-
 START_TEST(test_api_errors)
 {
         struct h h;
@@ -2056,32 +2013,6 @@ START_TEST(test_api_errors)
         ctx = "";
 }
 END_TEST
-
-/* 3.6: in snapshot modes the SET carries all pods of all sources, with
- * source = the merging source. */
-START_TEST(test_snapshot_merged_state_all_sources)
-{
-        struct h h;
-
-        ctx = "snapshot merged state";
-        h_init(&h, STORAGE_MODE_SNAPSHOT);
-        SEND_FROM(&h, POD_SOURCE_FILE, POD_OP_SET, POD(.uid = "f", .ns = "b"));
-        EXPECT(&h, "SET@file:f");
-        SEND_FROM(&h, POD_SOURCE_API, POD_OP_SET, POD(.uid = "a", .ns = "c"));
-        EXPECT(&h, "SET@api:f,a");
-        /* status-only: silent */
-        SEND_FROM(&h, POD_SOURCE_API, POD_OP_SET, POD(.uid = "a", .ns = "c", .phase = "R"));
-        EXPECT_NONE(&h);
-        /* the silent status change is in the next SET */
-        SEND_FROM(&h, POD_SOURCE_FILE, POD_OP_SET, POD(.uid = "f", .ns = "b", .image = "2"));
-        EXPECT(&h, "SET@file:f,a");
-        ASSERT_FIELD(last_pod(&h, "a"), "{\"phase\":\"R\"}", "status");
-        ASSERT_FIELD(last_pod(&h, "a"), "\"api\"", "metadata", "annotations", SOURCE_KEY);
-        ASSERT_FIELD(last_pod(&h, "f"), "\"file\"", "metadata", "annotations", SOURCE_KEY);
-        h_free(&h);
-}
-END_TEST
-
 
 /* ---- deltas decide exactly as the SETs they stand for -------------------- */
 
@@ -2250,20 +2181,13 @@ START_TEST(test_deltas_decide_as_sets)
 }
 END_TEST
 
-UNIT_MAIN(test_deltas_decide_as_sets, test_kubelet_new_pod_added, test_kubelet_new_pod_added_invalid_namespace,
-          test_kubelet_new_pod_added_default_namespace, test_kubelet_new_pod_added_different_namespaces,
-          test_kubelet_invalid_pod_filtered, test_kubelet_new_pod_added_snapshot_and_updates,
-          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_updated_removed,
-          test_kubelet_new_pod_added_delete, test_kubelet_new_pod_added_updated_set,
-          test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set,
-          test_kubelet_pod_update_annotations, test_kubelet_pod_update_labels, test_kubelet_pod_config_race,
+UNIT_MAIN(test_deltas_decide_as_sets, test_scripts, test_kubelet_invalid_pod_filtered,
+          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_delete,
+          test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set, test_kubelet_pod_config_race,
           test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental, test_worked_example_snapshot,
           test_worked_example_snapshot_and_updates, test_worked_example_annotated_all_modes,
-          test_no_spurious_update_after_change, test_emitted_pods_independent, test_seen_never_changes,
-          test_seen_format, test_source_annotation_overwritten, test_annotations_rule_on_update, test_frozen_metadata,
-          test_labels_absent_vs_empty, test_deletion_timestamp_instant, test_quantities_by_spelling,
-          test_config_hash_change_is_semantic, test_sources_kept_apart, test_add_marker, test_seen_all_sources,
-          test_remove_by_uid, test_inbound_delete_unknown_is_add, test_unknown_op_ignored, test_sync,
-          test_storage_state, test_duplicate_names, test_duplicate_uids_last_wins,
-          test_duplicate_uid_and_name_in_one_record, test_duplicate_uid_last_occurrence_dropped_by_name,
-          test_record_order, test_api_errors, test_snapshot_merged_state_all_sources, test_checkpoint_set_not_seen)
+          test_emitted_pods_independent, test_seen_never_changes, test_seen_format, test_source_annotation_overwritten,
+          test_annotations_rule_on_update, test_frozen_metadata, test_deletion_timestamp_instant,
+          test_sources_kept_apart, test_seen_all_sources, test_remove_by_uid, test_inbound_delete_unknown_is_add,
+          test_unknown_op_ignored, test_sync, test_storage_state, test_duplicate_names, test_api_errors,
+          test_checkpoint_set_not_seen)

@@ -1,0 +1,549 @@
+"""podmux.wire — the stream protocol's words and records (doc/protocol.md):
+the ops, kinds and states as enums, the records a client hands on (Pod,
+Update, PluginEvent, SourceState, Error, the events), and one line of the
+stream parsed into a message.  No I/O, no state between calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import re
+from typing import (Any, ClassVar, Dict, Final, List, Literal, Optional, Tuple,
+                    Union)
+
+from . import _words as _w
+
+
+PROTOCOL: Final = 1
+SOURCE_ANNOTATION: Final = _w.ANNOTATION_SOURCE
+# The member carrying a path's bytes when it is not UTF-8 (doc/protocol.md
+# "Paths that are not UTF-8").
+PATH_HEX: Final = _w.MEMBER_PATH_HEX
+
+
+class _StrEnum(str, enum.Enum):
+    """An enum whose members are their strings: equal to them, hashed as
+    them, and printed as them ("%s" and f-strings give "ADD", not
+    "Op.ADD")."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(str.__str__(self), format_spec)
+
+    __hash__ = str.__hash__
+
+
+class Op(_StrEnum):
+    """The op of a "pods" message or of a computed resync record
+    (doc/protocol.md)."""
+    SET = _w.OP_SET            # the whole merged state: replaces every pod
+    ADD = _w.OP_ADD            # pods new to the node
+    UPDATE = _w.OP_UPDATE      # pods that changed
+    DELETE = _w.OP_DELETE      # pods deleted gracefully (deletionTimestamp set)
+    REMOVE = _w.OP_REMOVE      # pods gone
+    RECONCILE = _w.OP_RECONCILE  # only the pod's status changed
+
+
+OPS: Final[Tuple[Op, ...]] = tuple(Op)
+_OP_BY_NAME: Final[Dict[str, Op]] = {o.value: o for o in Op}
+
+
+class PluginOp(_StrEnum):
+    """The op of a plugin message.  A newer daemon may send another: the
+    client hands that on as its plain string."""
+    REGISTERED = "REGISTERED"
+    DEREGISTERED = "DEREGISTERED"
+    FAILED = "FAILED"        # news, not state: the cache does not keep it
+
+
+_PLUGIN_OP_BY_NAME: Final[Dict[str, PluginOp]] = {o.value: o
+                                                  for o in PluginOp}
+
+
+class Serving(_StrEnum):
+    """What a source serves (SourceState.serving): its origin, or the
+    checkpoint the daemon kept (doc/checkpoint.md); UNKNOWN for a state
+    this module does not know (SourceState.state says it)."""
+    LIVE = _w.SERVING_LIVE
+    CHECKPOINT = _w.SERVING_CHECKPOINT
+    UNKNOWN = _w.SERVING_UNKNOWN
+
+
+class ErrorKind(_StrEnum):
+    """What went wrong (Error.kind), as in the C library."""
+    CONNECT = "connect"          # the socket cannot be reached
+    PERMISSION = "permission"    # not allowed: fatal
+    PROTOCOL_MISMATCH = "protocol"  # another protocol spoken: fatal
+    SERVER = "server"            # the daemon closed it, saying why (reason)
+    CLOSED = "closed"            # the connection ended
+    BAD_MESSAGE = "bad_message"  # a line that is not a protocol 1 message
+    NOMEM = "nomem"              # out of memory; resynchronizing
+
+
+# The kinds as module names too.
+CONNECT: Final = ErrorKind.CONNECT
+PERMISSION: Final = ErrorKind.PERMISSION
+PROTOCOL_MISMATCH: Final = ErrorKind.PROTOCOL_MISMATCH
+SERVER: Final = ErrorKind.SERVER
+CLOSED: Final = ErrorKind.CLOSED
+BAD_MESSAGE: Final = ErrorKind.BAD_MESSAGE
+NOMEM: Final = ErrorKind.NOMEM
+
+# The level of a line given to on_log.
+LogLevel = Literal["info", "warning", "error"]
+
+_SERVER_ERRORS: Final[Dict[str, Tuple[ErrorKind, int]]] = {
+    reason: (ErrorKind(kind), err)
+    for reason, (kind, err) in _w.SERVER_ERRORS.items()}
+_OTHER_ERROR: Final[Tuple[ErrorKind, int]] = (ErrorKind(_w.OTHER_ERROR[0]),
+                                              _w.OTHER_ERROR[1])
+
+
+# The records are frozen dataclasses with __slots__ written out (not
+# slots=True, which needs Python 3.10): as fast to read as the namedtuples
+# they replace, and cheap to make (scripts/bench --only client).
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Pod:
+    """One pod: its JSON text exactly as the daemon sent it, its identity,
+    and the decoded object on demand (obj()).  source is "file", "http" or
+    "api"."""
+    __slots__ = ("json", "uid", "namespace", "name", "source")
+    json: str
+    uid: str
+    namespace: str
+    name: str
+    source: str
+
+    def obj(self) -> Any:
+        """The pod decoded (a dict): a new object each call."""
+        return json.loads(self.json)
+
+    def key(self) -> Tuple[str, str, str, str]:
+        """What the daemon's order sorts by: (namespace, name, uid,
+        source)."""
+        return (self.namespace, self.name, self.uid, self.source)
+
+    def source_uid(self) -> Tuple[str, str]:
+        """What identifies the pod: (source, uid)."""
+        return (self.source, self.uid)
+
+    def __repr__(self) -> str:
+        return "Pod(%s %s/%s %s)" % (self.source, self.namespace, self.name,
+                                     self.uid)
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """One change, given to on_pods after the cache holds it: a "pods"
+    message as the daemon sent it (live or replayed: resync False, seq its
+    number), or a record computed when a full state replaced the cache
+    (seq 0, resync True once the client had been synced before).  pods are
+    in the daemon's order; source is "file", "http", "api" or "*"."""
+    __slots__ = ("op", "source", "pods", "seq", "resync")
+    op: Op
+    source: str
+    pods: Tuple[Pod, ...]
+    seq: int
+    resync: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginEvent:
+    """A plugin message, given to on_plugin: op (a PluginOp, or the plain
+    string of an op newer than this module), the plugin's registration
+    socket (its key), type ("CSIPlugin", "DevicePlugin", "DRAPlugin"),
+    name, plugin_json (the "plugin" object's text), error (FAILED's
+    reason, else None), seq (0 for a computed one) and resync."""
+    __slots__ = ("op", "socket", "type", "name", "plugin_json", "error",
+                 "seq", "resync")
+    op: Union[PluginOp, str]
+    socket: str
+    type: str
+    name: str
+    plugin_json: str
+    error: Optional[str]
+    seq: int
+    resync: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceState:
+    """What a source serves, from the stream's "source" messages
+    (doc/protocol.md): given to on_source when it changes, and by
+    Client.source_state().  state is the daemon's word ("live",
+    "checkpoint", ...); for CHECKPOINT, checkpoint_time (RFC 3339 UTC)
+    and checkpoint_resource_version say when the server last confirmed
+    its pods, else None.  seq is the message's number, 0 for a state
+    computed by the client: after every synced the daemon says again each
+    state that is not live, and a state kept from before that is not said
+    again ends as live, told with resync=True."""
+    __slots__ = ("source", "serving", "state", "checkpoint_time",
+                 "checkpoint_resource_version", "seq", "resync")
+    source: str
+    serving: Serving
+    state: str
+    checkpoint_time: Optional[str]
+    checkpoint_resource_version: Optional[str]
+    seq: int
+    resync: bool
+
+
+def _live(source: str, seq: int = 0, resync: bool = False) -> SourceState:
+    return SourceState(source, Serving.LIVE, _w.SERVING_LIVE, None, None, seq,
+                       resync)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reconnect:
+    """Given to on_reconnect: a connection ended and another is due in
+    delay seconds; attempt is 1 for the first retry after a good
+    connection; resume says it will ask to resume after resume_after."""
+    __slots__ = ("delay", "attempt", "resume", "resume_after")
+    delay: float
+    attempt: int
+    resume: bool
+    resume_after: Optional[int]
+
+
+class Error(Exception):
+    """What went wrong: kind (an ErrorKind), err (an errno value), reason
+    (the daemon's, for SERVER), message (one line naming the socket),
+    fatal (the client has stopped)."""
+
+    def __init__(self, kind: ErrorKind, err: int, message: str,
+                 reason: Optional[str] = None, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.err = err
+        self.reason = reason
+        self.message = message
+        self.fatal = fatal
+
+
+# ---- the events of Client.events() -----------------------------------------
+# One class per kind, each carrying only its own member: what the handler
+# on_<kind> is given.  kind tells them apart (a type checker narrows Event
+# on `ev.kind == "pods"`), and so do isinstance() and match.
+
+@dataclasses.dataclass(frozen=True)
+class EventPods:
+    """kind "pods": update is what on_pods is given."""
+    __slots__ = ("update",)
+    kind: ClassVar[Literal["pods"]] = "pods"
+    update: Update
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSynced:
+    """kind "synced": resumed is what on_synced is given."""
+    __slots__ = ("resumed",)
+    kind: ClassVar[Literal["synced"]] = "synced"
+    resumed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSourcesReady:
+    """kind "sources_ready": the sources on_sources_ready is given."""
+    __slots__ = ("sources",)
+    kind: ClassVar[Literal["sources_ready"]] = "sources_ready"
+    sources: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EventPlugin:
+    """kind "plugin": plugin is what on_plugin is given."""
+    __slots__ = ("plugin",)
+    kind: ClassVar[Literal["plugin"]] = "plugin"
+    plugin: PluginEvent
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSource:
+    """kind "source": state is what on_source is given."""
+    __slots__ = ("state",)
+    kind: ClassVar[Literal["source"]] = "source"
+    state: SourceState
+
+
+@dataclasses.dataclass(frozen=True)
+class EventError:
+    """kind "error": error is what on_error is given."""
+    __slots__ = ("error",)
+    kind: ClassVar[Literal["error"]] = "error"
+    error: Error
+
+
+@dataclasses.dataclass(frozen=True)
+class EventReconnect:
+    """kind "reconnect": reconnect is what on_reconnect is given."""
+    __slots__ = ("reconnect",)
+    kind: ClassVar[Literal["reconnect"]] = "reconnect"
+    reconnect: Reconnect
+
+
+Event = Union[EventPods, EventSynced, EventSourcesReady, EventPlugin,
+              EventSource, EventError, EventReconnect]
+
+
+class _Bad(Exception):
+    pass
+
+
+class _Msg:
+    """One message as parsed; only the members of its type are set."""
+    __slots__ = ("type", "seq", "protocol", "op", "source", "pods",
+                 "resumed", "sources", "plugin_op", "plugin_json", "socket",
+                 "plugin_type", "plugin_name", "error", "reason", "message",
+                 "state", "cp_time", "cp_rv")
+
+    def __init__(self, type_: str) -> None:
+        self.type = type_
+        self.seq = 0
+        self.protocol = 0
+        self.op = Op.SET
+        self.source = ""
+        self.pods: List[Pod] = []
+        self.resumed = False
+        self.sources: List[str] = []
+        self.plugin_op: Union[PluginOp, str] = ""
+        self.plugin_json = ""
+        self.socket = ""
+        self.plugin_type = ""
+        self.plugin_name = ""
+        self.state = ""
+        self.cp_time: Optional[str] = None
+        self.cp_rv: Optional[str] = None
+        self.error: Optional[str] = None
+        self.reason = ""
+        self.message = ""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError("%s is not JSON" % name)
+
+
+_DEC = json.JSONDecoder(parse_constant=_no_constant)
+_WS = " \t\r\n"
+
+
+def _skip(s: str, i: int) -> int:
+    while i < len(s) and s[i] in _WS:
+        i += 1
+    return i
+
+
+def _value(s: str, i: int) -> Tuple[Any, int]:
+    try:
+        return _DEC.raw_decode(s, i)
+    except ValueError as e:
+        raise _Bad("byte %d: %s" % (i, e)) from None
+
+
+def _pod(text: str, obj: Any, msg_source: str, own_source: bool) -> Pod:
+    """The pod of one member of "pods": its source is the message's, or
+    (own_source: a SET, or source "*") its config.source annotation if it
+    has one."""
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    md = md if isinstance(md, dict) else {}
+    uid, name, ns = md.get("uid"), md.get("name"), md.get("namespace", "")
+    if not isinstance(uid, str) or not uid or not isinstance(name, str):
+        raise _Bad("a pod without metadata.uid and metadata.name")
+    src = msg_source
+    if own_source:
+        ann = md.get("annotations")
+        a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
+        if isinstance(a, str) and a:
+            src = a
+    return Pod(text, uid, ns if isinstance(ns, str) else "", name, src)
+
+
+def _members(s: str) -> Tuple[Dict[str, Any],
+                              Optional[List[Tuple[str, Any]]],
+                              Optional[Tuple[str, Any]]]:
+    """Walks one line's object: its members decoded, but the pods and the
+    plugin each with its exact text ((text, decoded) pairs)."""
+    i = _skip(s, 0)
+    if i >= len(s) or s[i] != "{":
+        raise _Bad("a line that is not a JSON object")
+    i = _skip(s, i + 1)
+    members: Dict[str, Any] = {}
+    pods: Optional[List[Tuple[str, Any]]] = None
+    plugin: Optional[Tuple[str, Any]] = None
+    if i < len(s) and s[i] == "}":
+        i += 1
+    else:
+        while True:
+            i = _skip(s, i)
+            if i >= len(s) or s[i] != '"':
+                raise _Bad("expected a member name")
+            key, i = _value(s, i)
+            i = _skip(s, i)
+            if i >= len(s) or s[i] != ":":
+                raise _Bad("expected ':'")
+            i = _skip(s, i + 1)
+            if key == "pods":
+                pods, i = _pod_texts(s, i)
+            elif key == "plugin":
+                start = i
+                obj, i = _value(s, i)
+                if not isinstance(obj, dict) or \
+                        not isinstance(obj.get("socket"), str):
+                    raise _Bad('"plugin" is not an object with a socket')
+                plugin = (s[start:i], obj)
+            else:
+                members[key], i = _value(s, i)
+            i = _skip(s, i)
+            if i < len(s) and s[i] == "}":
+                i += 1
+                break
+            if i >= len(s) or s[i] != ",":
+                raise _Bad("expected ',' or '}'")
+            i += 1
+    if _skip(s, i) < len(s):
+        raise _Bad("text after the JSON object")
+    return members, pods, plugin
+
+
+def _pod_texts(s: str, i: int) -> Tuple[List[Tuple[str, Any]], int]:
+    """The array "pods" at i: each element's (text, decoded), and where
+    the array ends."""
+    pods: List[Tuple[str, Any]] = []
+    if i >= len(s) or s[i] != "[":
+        raise _Bad("pods is not an array")
+    i = _skip(s, i + 1)
+    if i < len(s) and s[i] == "]":
+        return pods, i + 1
+    while True:
+        i = _skip(s, i)
+        start = i
+        obj, i = _value(s, i)
+        pods.append((s[start:i], obj))
+        i = _skip(s, i)
+        if i < len(s) and s[i] == "]":
+            return pods, i + 1
+        if i >= len(s) or s[i] != ",":
+            raise _Bad("expected ',' or ']' in pods")
+        i += 1
+
+
+def _want(members: Dict[str, Any], key: str) -> str:
+    v = members.get(key)
+    if not isinstance(v, str):
+        raise _Bad('"%s" is missing or of the wrong type' % key)
+    return v
+
+
+def _parse(line: str) -> _Msg:
+    """One line into a _Msg; each pod keeps its exact text (the walk steps
+    over members itself and decodes each value with raw_decode)."""
+    members, pods, plugin = _members(line)
+    t = members.get("type")
+    if not isinstance(t, str):
+        raise _Bad('a message without a string "type"')
+    m = _Msg(t)
+    if t == "hello":
+        p = members.get("protocol")
+        if not isinstance(p, int) or isinstance(p, bool):
+            raise _Bad("a hello without an integer protocol")
+        m.protocol = p
+        if p != PROTOCOL:
+            return m
+    seq = members.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise _Bad('a message without a non-negative integer "seq"')
+    m.seq = seq
+    if t == "pods":
+        name = _want(members, "op")
+        op = _OP_BY_NAME.get(name)
+        if op is None:
+            raise _Bad('unknown op "%s"' % name)
+        m.op = op
+        m.source = _want(members, "source")
+        if pods is None:
+            raise _Bad("a pods message without pods")
+        own = op is Op.SET or m.source == "*"
+        m.pods = [_pod(text, obj, m.source, own) for text, obj in pods]
+    elif t == "synced":
+        r = members.get("resumed", False)
+        if not isinstance(r, bool):
+            raise _Bad('"resumed" is not a boolean')
+        m.resumed = r
+    elif t == "sources_ready":
+        srcs = members.get("sources")
+        if not isinstance(srcs, list) or \
+                not all(isinstance(x, str) for x in srcs):
+            raise _Bad('"sources" is not an array of names')
+        m.sources = list(srcs)
+    elif t == "plugin":
+        _plugin(m, members, plugin)
+    elif t == "source":
+        _source(m, members)
+    elif t == "error":
+        m.reason = _want(members, "reason")
+        m.message = _want(members, "message") if "message" in members \
+            else ""
+    return m
+
+
+def _source(m: _Msg, members: Dict[str, Any]) -> None:
+    """A "source" message: source, state, and checkpoint (an object whose
+    time and resource_version are strings or null; absent or null)."""
+    m.source = _want(members, "source")
+    m.state = _want(members, "state")
+    cp = members.get("checkpoint")
+    if cp is None:
+        return
+    if not isinstance(cp, dict):
+        raise _Bad('"checkpoint" is not an object')
+    tm, rv = cp.get("time"), cp.get("resource_version")
+    if not isinstance(tm, (str, type(None))) or \
+            not isinstance(rv, (str, type(None))):
+        raise _Bad('a member of "checkpoint" is not a string')
+    m.cp_time, m.cp_rv = tm, rv
+
+
+def _plugin(m: _Msg, members: Dict[str, Any],
+            plugin: Optional[Tuple[str, Any]]) -> None:
+    if plugin is None:
+        raise _Bad('a plugin message without "plugin"')
+    op = _want(members, "op")
+    m.plugin_op = _PLUGIN_OP_BY_NAME.get(op, op)
+    m.error = _want(members, "error") if "error" in members else None
+    m.plugin_json, obj = plugin
+    m.socket = obj["socket"]
+    typ, name = obj.get("type"), obj.get("name")
+    m.plugin_type = typ if isinstance(typ, str) else ""
+    m.plugin_name = name if isinstance(name, str) else ""
+
+
+def record_path(record: Dict[str, Any]) -> Optional[bytes]:
+    """The path a record of the files request names, byte for byte
+    (doc/protocol.md "Files request", "Paths that are not UTF-8"): record
+    is a "file" message's record or the "files" message, decoded by json.
+    A name that is not UTF-8 shows with U+FFFD in "path" and comes whole in
+    "path_hex"; the bytes are returned either way (os.fsdecode() makes the
+    str os functions take).  None when the record names no path (the
+    manifest URL's, a daemon without a static pod path); ValueError when a
+    member is not a string, "path_hex" is not whole bytes of hex digits,
+    or the path holds a zero byte."""
+    path = record.get("path")
+    hexed = record.get(PATH_HEX)
+    if path is None:
+        return None
+    if not isinstance(path, str) or \
+            (hexed is not None and not isinstance(hexed, str)):
+        raise ValueError("path and %s must be strings" % PATH_HEX)
+    if hexed is None:
+        raw = path.encode("utf-8", "surrogatepass")
+    elif len(hexed) % 2 or not re.fullmatch(r"[0-9a-fA-F]*", hexed):
+        raise ValueError("%s %r: not whole bytes of hex digits" %
+                         (PATH_HEX, hexed))
+    else:
+        raw = bytes.fromhex(hexed)
+    if b"\0" in raw:
+        raise ValueError("path %r holds a zero byte" % raw)
+    return raw
