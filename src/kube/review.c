@@ -56,6 +56,7 @@ struct entry {
         bool listed; /* on the cache's list of decisions */
         enum review_outcome outcome;
         struct review_user *user; /* KIND_TOKEN and REVIEW_OK */
+        char *reason;             /* a cached refusal's, for later callers */
         uint64_t expires;
         struct entry *prev, *next; /* the list of decisions */
         struct review_wait *waits, *waits_last;
@@ -75,6 +76,7 @@ struct review {
         struct curl_loop *cl;
         struct kube_client *kube;
         size_t cache_max;
+        size_t answer_max;
         uint64_t token_ttl, token_denied_ttl, allowed_ttl, denied_ttl;
         uint64_t (*now)(void *data);
         void *now_data;
@@ -274,6 +276,7 @@ static void entry_free(struct entry *e)
                 free(w);
         }
         review_user_unref(e->user);
+        free(e->reason);
         free(e);
 }
 
@@ -302,6 +305,7 @@ int review_new(struct loop *loop, struct curl_loop *cl, const struct review_conf
         r->cl = cl;
         r->kube = cfg->kube;
         r->cache_max = cfg->cache_max ? cfg->cache_max : REVIEW_CACHE_MAX;
+        r->answer_max = cfg->answer_max ? cfg->answer_max : REVIEW_BODY_MAX;
         r->token_ttl = cfg->token_ttl ? cfg->token_ttl : REVIEW_TOKEN_TTL_USEC;
         r->token_denied_ttl = cfg->token_denied_ttl ? cfg->token_denied_ttl : REVIEW_TOKEN_DENIED_TTL_USEC;
         r->allowed_ttl = cfg->allowed_ttl ? cfg->allowed_ttl : REVIEW_ALLOWED_TTL_USEC;
@@ -473,6 +477,10 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         }
         if (!reason && e->outcome != REVIEW_OK)
                 reason = why.len ? why.data : "refused";
+        /* Later callers get the same words (a generic one if memory
+         * ran out: the decision stands either way). */
+        if (cached && e->outcome != REVIEW_OK)
+                e->reason = strdup(reason);
         dispatch(e, e->outcome == REVIEW_OK ? NULL : reason);
         buf_free(&why);
         if (cached)
@@ -488,7 +496,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *data)
         struct entry *e = data;
         size_t len = size * n;
 
-        if (e->answer.len + len > REVIEW_BODY_MAX) {
+        if (e->answer.len + len > e->r->answer_max) {
                 e->too_long = true;
                 return 0;
         }
@@ -597,7 +605,10 @@ static int ask(struct review *r, enum kind kind, const char key[DIGEST_TEXT_MAX]
                 free(body);
                 r->stats.hits++;
                 w = &(struct review_wait){.authn = authn, .authz = authz, .data = data};
-                call(w, e->outcome, e->user, e->outcome == REVIEW_OK ? NULL : "refused (cached decision)");
+                call(w, e->outcome, e->user,
+                     e->outcome == REVIEW_OK ? NULL
+                     : e->reason             ? e->reason
+                                             : "refused (a decision held)");
                 return 0;
         }
         if (e) {

@@ -48,7 +48,8 @@
 /* A review with no complete answer this long counts as no answer (the
  * API server's delegation options' request timeout). */
 #define REVIEW_TIMEOUT_USEC (10ull * 1000000ull)
-/* The longest token, and the longest answer, taken (bytes). */
+/* The longest token, and the longest answer, taken (bytes): a longer
+ * token is refused with no review, a longer answer is no answer. */
 #define REVIEW_TOKEN_MAX KUBE_TOKEN_MAX
 #define REVIEW_BODY_MAX (256u * 1024u)
 
@@ -105,6 +106,7 @@ struct review_config {
         struct kube_client *kube; /* borrowed: outlives the review */
         /* 0: the defaults above (tests make them small). */
         size_t cache_max;
+        size_t answer_max; /* REVIEW_BODY_MAX */
         uint64_t token_ttl, token_denied_ttl, allowed_ttl, denied_ttl;
         /* The clock of the caches' expiry (monotonic µs); NULL: mono_usec. */
         uint64_t (*now)(void *data);

@@ -76,29 +76,66 @@ static void conn_close(struct conn *c)
         c->fd = -1;
 }
 
+/* Tokens whose review gets an answer that decides nothing, or is
+ * broken, and the status it comes with. */
+static const struct {
+        const char *token;
+        long status;
+        const char *body;
+} odd_answers[] = {
+        {"answer-500", 500, "{\"kind\":\"Status\",\"reason\":\"InternalError\",\"message\":\"etcd down\"}"},
+        {"answer-401", 401, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\"}"},
+        {"answer-garbage", 201, "<html>proxy</html>"},
+        {"answer-no-status", 201, "{\"kind\":\"TokenReview\"}"},
+        {"answer-error", 201, "{\"status\":{\"authenticated\":false,\"error\":\"webhook backend down\"}}"},
+        {"answer-no-username", 201, "{\"status\":{\"authenticated\":true,\"user\":{\"uid\":\"x\"}}}"},
+        {"answer-bad-groups", 201,
+         "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"eve\",\"groups\":[1]}}}"},
+        {"answer-bad-extra", 201,
+         "{\"status\":{\"authenticated\":true,\"user\":{\"username\":\"eve\",\"extra\":{\"k\":\"v\"}}}}"},
+};
+
+/* What a TokenReview of tok is answered: the status, the body. */
+static long token_answer(const char *tok, struct buf *out)
+{
+        const char *user = NULL;
+
+        for (size_t i = 0; i < sizeof(odd_answers) / sizeof(odd_answers[0]); i++) {
+                if (strcmp(tok, odd_answers[i].token) == 0) {
+                        buf_puts(out, odd_answers[i].body);
+                        return odd_answers[i].status;
+                }
+        }
+        for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++)
+                if (strcmp(tok, tokens[i][0]) == 0)
+                        user = tokens[i][1];
+        if (user)
+                buf_printf(out,
+                           "{\"kind\":\"TokenReview\",\"status\":{\"authenticated\":true,\"user\":"
+                           "{\"username\":\"%s\",\"uid\":\"uid-%s\",\"groups\":[\"system:authenticated\","
+                           "\"team\"],\"extra\":{\"scopes\":[\"a\",\"b\"]}}}}",
+                           user, user);
+        else
+                buf_puts(out, "{\"kind\":\"TokenReview\",\"status\":{\"authenticated\":false}}");
+        return 201;
+}
+
 /* The answer to a complete request in c->in. */
 static void answer(struct fake *f, struct conn *c)
 {
         const char *body = strstr(c->in.data, "\r\n\r\n") + 4;
         json_object *o = json_tokener_parse(body), *spec = json_get(o, "spec");
         struct buf out = BUF_INIT, resp = BUF_INIT;
+        long status = 201;
 
         if (strstr(c->in.data, "POST /apis/authentication.k8s.io/v1/tokenreviews ")) {
-                const char *tok = json_get_str(spec, "token", "");
-                const char *user = NULL;
-
                 f->token_reviews++;
-                for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++)
-                        if (strcmp(tok, tokens[i][0]) == 0)
-                                user = tokens[i][1];
-                if (user)
-                        buf_printf(&out,
-                                   "{\"kind\":\"TokenReview\",\"status\":{\"authenticated\":true,\"user\":"
-                                   "{\"username\":\"%s\",\"uid\":\"uid-%s\",\"groups\":[\"system:authenticated\","
-                                   "\"team\"],\"extra\":{\"scopes\":[\"a\",\"b\"]}}}}",
-                                   user, user);
-                else
-                        buf_puts(&out, "{\"kind\":\"TokenReview\",\"status\":{\"authenticated\":false}}");
+                status = token_answer(json_get_str(spec, "token", ""), &out);
+        } else if (strstr(c->in.data, "POST /apis/authorization.k8s.io/v1/subjectaccessreviews ") &&
+                   strcmp(json_get_str(spec, "user", ""), "sar-500") == 0) {
+                f->access_reviews++;
+                status = 503;
+                buf_puts(&out, "{\"kind\":\"Status\",\"reason\":\"ServiceUnavailable\"}");
         } else if (strstr(c->in.data, "POST /apis/authorization.k8s.io/v1/subjectaccessreviews ")) {
                 json_object *ra = json_get(spec, "resourceAttributes");
                 bool ok = allowed(json_get_str(spec, "user", ""), json_get_str(ra, "verb", ""),
@@ -107,14 +144,18 @@ static void answer(struct fake *f, struct conn *c)
                 f->access_reviews++;
                 (void)snprintf(f->last_access, sizeof(f->last_access), "%s", body);
                 buf_printf(&out, "{\"kind\":\"SubjectAccessReview\",\"status\":{\"allowed\":%s%s}}",
-                           ok ? "true" : "false", ok ? "" : ",\"reason\":\"no RBAC rule\"");
+                           ok ? "true" : "false",
+                           ok ? ""
+                           : strcmp(json_get_str(spec, "user", ""), "sar-evaluation-error") == 0
+                                   ? ",\"evaluationError\":\"cannot list roles\""
+                                   : ",\"reason\":\"no RBAC rule\"");
         } else {
                 buf_puts(&out, "{\"kind\":\"Status\",\"code\":404}");
         }
         buf_printf(&resp,
-                   "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "HTTP/1.1 %ld Whatever\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                    "Connection: close\r\n\r\n%s",
-                   out.len, out.data);
+                   status, out.len, out.data);
         ck_assert_int_eq(write(c->fd, resp.data, resp.len), (ssize_t)resp.len);
         buf_free(&out);
         buf_free(&resp);
@@ -251,10 +292,10 @@ static uint64_t test_now(void *data)
         return *(uint64_t *)data;
 }
 
-static void setup_max(struct fixture *f, size_t cache_max)
+static void setup_cfg(struct fixture *f, size_t cache_max, size_t answer_max)
 {
         struct kube_config kc = {0};
-        struct review_config cfg = {.cache_max = cache_max, .now = test_now};
+        struct review_config cfg = {.cache_max = cache_max, .answer_max = answer_max, .now = test_now};
         char url[64];
 
         init_curl();
@@ -271,6 +312,11 @@ static void setup_max(struct fixture *f, size_t cache_max)
         ck_assert_int_eq(kube_client_new(&kc, &f->kube, NULL), 0);
         cfg.kube = f->kube;
         ck_assert_int_eq(review_new(f->loop, f->cl, &cfg, &f->r), 0);
+}
+
+static void setup_max(struct fixture *f, size_t cache_max)
+{
+        setup_cfg(f, cache_max, 0);
 }
 
 static void setup(struct fixture *f)
@@ -699,6 +745,146 @@ START_TEST(test_no_token_in_log)
 }
 END_TEST
 
+/* Answers that decide nothing refuse (closed), say why, are not kept
+ * (the next ask reviews again), and cost nothing else: a good token
+ * still authenticates. */
+START_TEST(test_odd_answers_refuse)
+{
+        static const char *const why[] = {
+                "HTTP 500 InternalError: etcd down",
+                "HTTP 401 Unauthorized",
+                "not a review",
+                "not a review",
+                "webhook backend down",
+                "not a review",
+                "not a review",
+                "not a review",
+        };
+        struct fixture f;
+        struct got g = {0};
+        unsigned n = 0;
+
+        setup(&f);
+        for (size_t i = 0; i < sizeof(odd_answers) / sizeof(odd_answers[0]); i++) {
+                for (int again = 0; again < 2; again++) {
+                        authenticate(&f, odd_answers[i].token, &g);
+                        ck_assert_int_eq(g.outcome, REVIEW_UNAUTHENTICATED);
+                        ck_assert_ptr_null(g.user);
+                        ck_assert_msg(strstr(g.reason, why[i]), "%s: %s", odd_answers[i].token, g.reason);
+                        ck_assert_uint_eq(f.fake.token_reviews, ++n);
+                }
+        }
+        authenticate(&f, "good-token-alice", &g);
+        ck_assert_int_eq(g.outcome, REVIEW_OK);
+        got_clear(&g);
+        teardown(&f);
+}
+END_TEST
+
+/* The same for an access: a 503 refuses and is not kept; a refusal
+ * with an evaluation error says so, and is kept with its words. */
+START_TEST(test_odd_access_answers)
+{
+        struct fixture f;
+        struct got z = {0};
+        struct review_user u = {.refs = 1, .username = (char *)"sar-500"};
+        struct review_user v = {.refs = 1, .username = (char *)"sar-evaluation-error"};
+
+        setup(&f);
+        for (unsigned n = 1; n <= 2; n++) {
+                authorize(&f, &u, "list", "default", NULL, &z);
+                ck_assert_int_eq(z.outcome, REVIEW_FORBIDDEN);
+                ck_assert_msg(strstr(z.reason, "HTTP 503 ServiceUnavailable"), "%s", z.reason);
+                ck_assert_uint_eq(f.fake.access_reviews, n);
+        }
+        authorize(&f, &v, "list", "default", NULL, &z);
+        ck_assert_int_eq(z.outcome, REVIEW_FORBIDDEN);
+        ck_assert_msg(strstr(z.reason, "cannot list roles"), "%s", z.reason);
+        authorize(&f, &v, "list", "default", NULL, &z);
+        ck_assert_msg(strstr(z.reason, "cannot list roles"), "%s", z.reason); /* the same words */
+        ck_assert_uint_eq(f.fake.access_reviews, 3);
+        teardown(&f);
+}
+END_TEST
+
+/* A token of REVIEW_TOKEN_MAX bytes is reviewed; one byte more is
+ * refused with no review. */
+START_TEST(test_token_limit)
+{
+        struct fixture f;
+        struct got g = {0};
+        char *tok = malloc(REVIEW_TOKEN_MAX + 2);
+
+        ck_assert_ptr_nonnull(tok);
+        memset(tok, 'x', REVIEW_TOKEN_MAX);
+        tok[REVIEW_TOKEN_MAX] = '\0';
+        setup(&f);
+        authenticate(&f, tok, &g);
+        ck_assert_int_eq(g.outcome, REVIEW_UNAUTHENTICATED);
+        ck_assert_msg(strstr(g.reason, "did not authenticate"), "%s", g.reason);
+        ck_assert_uint_eq(f.fake.token_reviews, 1);
+        tok[REVIEW_TOKEN_MAX] = 'x';
+        tok[REVIEW_TOKEN_MAX + 1] = '\0';
+        authenticate(&f, tok, &g);
+        ck_assert_int_eq(g.outcome, REVIEW_UNAUTHENTICATED);
+        ck_assert_str_eq(g.reason, "the token is too long");
+        ck_assert_uint_eq(f.fake.token_reviews, 1);
+        free(tok);
+        teardown(&f);
+}
+END_TEST
+
+/* An answer of answer_max bytes is read; one byte more is no answer. */
+START_TEST(test_answer_limit)
+{
+        struct fixture f;
+        struct got g = {0};
+        struct buf body = BUF_INIT;
+
+        token_answer("good-token-alice", &body);
+        setup_cfg(&f, 0, body.len);
+        authenticate(&f, "good-token-alice", &g);
+        ck_assert_int_eq(g.outcome, REVIEW_OK);
+        teardown(&f);
+        setup_cfg(&f, 0, body.len - 1);
+        authenticate(&f, "good-token-alice", &g);
+        ck_assert_int_eq(g.outcome, REVIEW_UNAUTHENTICATED);
+        ck_assert_msg(strstr(g.reason, "too long"), "%s", g.reason);
+        got_clear(&g);
+        buf_free(&body);
+        teardown(&f);
+}
+END_TEST
+
+/* The default bound: REVIEW_CACHE_MAX decisions are kept, and the next
+ * one evicts the oldest. */
+START_TEST(test_default_cache_bound)
+{
+        struct fixture f;
+        struct got g = {0};
+        struct review_stats st;
+        char tok[32];
+
+        setup(&f);
+        for (unsigned i = 0; i < REVIEW_CACHE_MAX; i++) {
+                (void)snprintf(tok, sizeof(tok), "unknown-%u", i);
+                authenticate(&f, tok, &g);
+        }
+        review_get_stats(f.r, &st);
+        ck_assert_uint_eq(st.tokens, REVIEW_CACHE_MAX);
+        ck_assert_uint_eq(st.evicted, 0);
+        authenticate(&f, "unknown-0", &g);
+        ck_assert_uint_eq(f.fake.token_reviews, REVIEW_CACHE_MAX);
+        authenticate(&f, "one-more", &g);
+        review_get_stats(f.r, &st);
+        ck_assert_uint_eq(st.tokens, REVIEW_CACHE_MAX);
+        ck_assert_uint_eq(st.evicted, 1);
+        authenticate(&f, "unknown-0", &g); /* the oldest went */
+        ck_assert_uint_eq(f.fake.token_reviews, REVIEW_CACHE_MAX + 2);
+        teardown(&f);
+}
+END_TEST
+
 /* Bad arguments: no kube client; an access with no verb. */
 START_TEST(test_bad_arguments)
 {
@@ -853,5 +1039,6 @@ START_TEST(test_new_fails_cleanly)
 END_TEST
 
 UNIT_MAIN(test_valid_token_authorized, test_valid_token_forbidden, test_bad_token, test_unreachable, test_ttl,
-          test_in_flight_shared, test_cache_bound, test_no_token_in_log, test_bad_arguments, test_alloc_sweep,
-          test_new_fails_cleanly)
+          test_in_flight_shared, test_cache_bound, test_default_cache_bound, test_odd_answers_refuse,
+          test_odd_access_answers, test_token_limit, test_answer_limit, test_no_token_in_log, test_bad_arguments,
+          test_alloc_sweep, test_new_fails_cleanly)
