@@ -249,7 +249,8 @@ static void list_last(struct entry *e)
         e->listed = true;
 }
 
-/* The transfer's belongings; the request body wiped (a token's). */
+/* The transfer's belongings; the request body and the answer wiped (a
+ * token's may hold it). */
 static void end_transfer(struct entry *e)
 {
         curl_loop_cancel(e->r->cl, &e->easy);
@@ -259,6 +260,9 @@ static void end_transfer(struct entry *e)
                 memset(e->body, 0, e->body_len);
         free(e->body);
         e->body = NULL;
+        /* An API server may echo the token in its answer. */
+        if (e->answer.len)
+                memset(e->answer.data, 0, e->answer.len);
         buf_free(&e->answer);
 }
 

@@ -143,7 +143,8 @@ int review_authenticate(struct review *r, const char *token, review_authn_fn cb,
 int review_authorize(struct review *r, const struct review_user *user, const struct review_access *access,
                      review_authz_fn cb, void *data, struct review_wait **ret_wait);
 /* Drops a wait: its callback is never called.  The review goes on for
- * others (and for the cache).  NULL-safe. */
+ * others (and for the cache).  A wait is over once its callback runs:
+ * it must not be cancelled then, nor from its own callback.  NULL-safe. */
 void review_cancel(struct review *r, struct review_wait *w);
 
 /* Counters (tests, metrics). */
