@@ -11,6 +11,10 @@
     srv.delete("web")                            # gone
     srv.fail(match="list", status=500, count=2)
     srv.requests(kind="list")                    # the request log
+    srv.set_reviews(tokens={"t": {"username": "alice"}},
+                    access=[{"user": "alice", "verb": "get",
+                             "allowed": True}])
+    srv.reviews()                                # review counts
     srv.truth()                                  # node1's pods, by the server
 
 The server is a separate process (/usr/bin/python3 scripts/fake-apiserver),
@@ -232,6 +236,25 @@ class FakeAPI:
 
     def set_tokens(self, *tokens):
         return self.cmd("set_token", tokens=list(tokens))
+
+    # -- reviews -------------------------------------------------------------
+    def set_reviews(self, tokens=None, access=None):
+        """What TokenReview ({token: user}) and SubjectAccessReview
+        ([{user, verb, namespace, name, allowed, reason}], first match)
+        answer; each table given replaces the one held."""
+        kw = {}
+        if tokens is not None:
+            kw["tokens"] = tokens
+        if access is not None:
+            kw["access"] = access
+        return self.cmd("set_reviews", **kw)
+
+    def reviews(self):
+        """{"tokenreviews": N, "subjectaccessreviews": N, "access": [spec]}"""
+        return self.cmd("reviews")
+
+    def clear_reviews(self):
+        return self.cmd("clear_reviews")
 
     def stop(self):
         return self.cmd("stop")
