@@ -42,7 +42,10 @@ def test_chaos_random_churn_every_source_stalling(t):
     argv = [PYTHON, CHAOS, "--binary", BIN, "--mode", t.param,
             "--duration", "10" if short else "24", "--outages", "2",
             "--seed", "4242", "--converge-timeout",
-            "100" if SANITIZED else "60"]
+            "100" if SANITIZED else "60",
+            # In the test's directory, kept when it fails: the source tree
+            # may be read-only (make distcheck).
+            "--log-dir", t.path("chaos-logs")]
     if SANITIZED:
         argv += ["--ops", "120" if short else "250", "--rate", "6"]
     else:
