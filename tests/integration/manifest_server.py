@@ -17,6 +17,7 @@ every request:
     srv.set(body=..., chunked=True)            # HTTP/1.1 chunked encoding
     srv.set(body=..., chunked=True, cut=100)   # no last chunk: cut short
     srv.set(body=..., content_length=False)    # body delimited by close
+    srv.set(body=..., content_length=False, linger=3)  # ... 3 s after it
     srv.script([{"status": 500}, {"body": b"..."}])  # one per request
     srv.redirects("/start", 3, "/final")       # /start -> ... -> /final
     srv.route("/final", body=...)              # a per-path response
@@ -46,7 +47,7 @@ class Response:
 
     def __init__(self, body=b"", status=200, delay=0.0, gzip=False,
                  headers=(), cut=None, content_length=True, location=None,
-                 reset=False, chunked=False):
+                 reset=False, chunked=False, linger=0.0):
         if isinstance(body, str):
             body = body.encode()
         self.body = body
@@ -56,6 +57,11 @@ class Response:
         self.headers = list(headers)
         self.cut = cut
         self.content_length = content_length
+        # Seconds the connection stays open after the whole body: with no
+        # Content-Length the client cannot tell the body is complete, so
+        # one whose timeout is shorter gives up on a response the server
+        # sent in full ("sent").
+        self.linger = linger
         self.location = location
         self.reset = reset
         self.chunked = chunked
@@ -158,6 +164,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         view = memoryview(body)
         for i in range(0, len(body), 1 << 16):
             self.wfile.write(view[i:i + (1 << 16)])
+        if resp.linger:
+            self.wfile.flush()
+            self._client_gone_during(resp.linger)
         return "sent"
 
     def _end_abruptly(self, reset):
