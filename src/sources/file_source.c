@@ -72,7 +72,7 @@
 #define SENT_NONE UINT64_MAX
 
 /*
- * What the source knows of one path it has seen (include/podmux/
+ * What the source knows of one path it has seen (src/core/
  * file_record.h): kept in recs, and referenced by each struct file_name
  * of the path, which borrows the path from here.  A record dropped from
  * recs (its file gone) lives on while a name still holds it; a path seen
