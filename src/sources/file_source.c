@@ -92,7 +92,7 @@ struct frec {
         int64_t size;             /* -1 unknown */
         uint64_t mtime;           /* wall usec, 0 unknown */
         uint8_t digest[DIGEST_LEN];
-        char *text; /* the reason (REJECTED, DUPLICATE, IGNORED), or NULL */
+        char *text; /* the reason (REJECTED, DUPLICATE, IGNORED, UNREADABLE), or NULL */
         /* The key and, after a NUL, the UID of the file's pod when the
          * source does not store it (a duplicate, a name left out by
          * --static-pod-file-pattern), or NULL. */
@@ -227,6 +227,13 @@ struct file_source {
         bool diverged;
         void (*rejected)(void *data, const char *source, const char *path, const char *reason);
         void *rejected_data;
+        /* Files whose bytes could not be read (doc/pod-config.md 6.8):
+         * path -> the reason logged (char*).  Each keeps what it had;
+         * read_retry_timer reads them all again after the read backoff,
+         * which starts over once none is left. */
+        struct strmap *unreadable;
+        struct loop_timer *read_retry_timer;
+        struct backoff read_retry;
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -721,6 +728,7 @@ static void forget_reports(struct file_source *fs, const char *file)
         free(strmap_remove(fs->unknown, file));
         free(strmap_remove(fs->docs, file));
         free(strmap_remove(fs->dups, file));
+        free(strmap_remove(fs->unreadable, file));
 }
 
 static int cmp_name(const void *key, const void *elem)
@@ -732,7 +740,7 @@ static int cmp_name(const void *key, const void *elem)
  * find are gone, whatever events were missed.  O(reports log n). */
 static void trim_reports(struct file_source *fs, char **names, size_t n)
 {
-        struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups};
+        struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups, fs->unreadable};
 
         for (size_t m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
                 size_t it = 0;
@@ -842,15 +850,81 @@ static void clear_dup(struct file_source *fs, const char *file, const char *key)
         }
 }
 
+/* load_file(): the bytes could not be read; nothing changes but the
+ * record (doc/pod-config.md 6.8). */
+#define LOAD_UNREADABLE 1
+
+/*
+ * rec's file could not be read (reason, from errno r): it keeps the pod
+ * it holds, if any, and its record says so.  Logged and counted once per
+ * distinct reason (unless filtered); every such file is read again after
+ * the read backoff.
+ */
+static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask);
+
+static void note_unreadable(struct file_source *fs, struct frec *rec, const char *reason, int r, bool filtered)
+{
+        const struct file_name *f = NULL;
+        const struct entry *e = rec_entry(&fs->st, rec, &f);
+        const char *prev = strmap_get(fs->unreadable, rec->path);
+        char text[FILE_RECORD_REASON_MAX];
+
+        (void)snprintf(text, sizeof(text), "cannot be read: %s", reason);
+        rec_set(fs, rec, FILE_RECORD_UNREADABLE, text);
+        if (!loop_timer_armed(fs->read_retry_timer))
+                loop_timer_arm(fs->read_retry_timer, backoff_next(&fs->read_retry, 0));
+        /* A name --static-pod-file-pattern leaves out is read only to
+         * tell a duplicate: nothing is said about it. */
+        if (filtered || (prev && strcmp(prev, text) == 0)) {
+                log_debug("file \"%s\": %s (errno %d): trying again in %.1f s", rec->path, text, -r,
+                          (double)fs->read_retry.delay / 1e6);
+                return;
+        }
+        if (e)
+                log_error("file \"%s\": %s (errno %d): keeping its pod \"%s\", trying again in %.1f s", rec->path, text,
+                          -r, pod_key(e->pod), (double)fs->read_retry.delay / 1e6);
+        else
+                log_error("file \"%s\": %s (errno %d): no pod to keep (never read), trying again in %.1f s", rec->path,
+                          text, -r, (double)fs->read_retry.delay / 1e6);
+        source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
+        remember(fs->unreadable, rec->path, text);
+}
+
+/* rec's file was read: if it could not be before, that is over. */
+static void readable_again(struct file_source *fs, const char *file)
+{
+        char *prev = strmap_remove(fs->unreadable, file);
+
+        if (prev) {
+                log_info("file \"%s\": readable again", file);
+                free(prev);
+        }
+        if (strmap_size(fs->unreadable) == 0)
+                backoff_reset(&fs->read_retry);
+}
+
+/* Every file that could not be read is read again, as an event would. */
+static void on_read_retry(struct loop_timer *t, void *data)
+{
+        struct file_source *fs = data;
+        size_t it = 0;
+        const char *k;
+
+        (void)t;
+        while (strmap_next(fs->unreadable, &it, &k, NULL))
+                mark_dirty(fs, k, IN_CLOSE_WRITE);
+}
+
 /*
  * Reads and decodes rec's file into a pod, and records what it read and,
  * for a file that fails, the verdict: rejected, or ignored for a name
  * --static-pod-file-pattern leaves out (filtered: read only to tell a
  * duplicate, and nothing is said about it).  A write in progress (quiet)
  * that fails changes nothing.  Returns -ENOENT quietly when the file
- * vanished, and a resource error (see static_pod_resource_error())
- * quietly for the caller to handle; other errors are the file's,
- * reported (once) unless quiet or filtered.
+ * vanished, a resource error (see static_pod_resource_error()) quietly
+ * for the caller to handle, and LOAD_UNREADABLE, without a pod, when
+ * the bytes could not be read (note_unreadable()); other errors are the
+ * file's, reported (once) unless quiet or filtered.
  */
 static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
 {
@@ -864,6 +938,15 @@ static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool f
         r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, &rd, &err);
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out; /* gone, or not the file's fault: the caller retries */
+        if (static_pod_unreadable(r, &rd)) {
+                /* Not a verdict on the file: what it gave stays. */
+                note_unreadable(fs, rec, err.len ? err.data : ERRNO_STR(r), r, filtered);
+                r = LOAD_UNREADABLE;
+                goto out;
+        }
+        readable_again(fs, file);
+        if (rec->state == FILE_RECORD_UNREADABLE)
+                rec_pending(fs, rec, SENT_NONE); /* read: judged below */
         if (r == 0 || !quiet)
                 rec_read(fs, rec, &rd);
         why = err.len ? err.data : "invalid manifest";
@@ -1162,6 +1245,9 @@ static void settle_file(struct file_source *fs, const struct state *st, const st
         struct frec *r = f->rec;
         char text[DUP_TEXT];
 
+        /* Only a read of the file ends that (load_file()). */
+        if (r->state == FILE_RECORD_UNREADABLE)
+                return;
         if (e && e->file == f) {
                 rec_ident(fs, r, NULL, NULL);
                 if (sent)
@@ -1257,6 +1343,32 @@ static void note_ident(struct file_source *fs, const struct state *st, struct fr
 }
 
 /*
+ * rec's file could not be read by a relist building st: it keeps there
+ * what it had in fs->st, the pod it held (if any) and the key it named,
+ * just as an event with the same error leaves them (doc/pod-config.md
+ * 6.8).  0 or -ENOMEM.
+ */
+static int keep_last(struct file_source *fs, struct state *st, struct frec *rec)
+{
+        const struct file_name *old = NULL;
+        const struct entry *e = rec_entry(&fs->st, rec, &old);
+        struct file_name *f;
+        int r;
+
+        if (e)
+                return store_put(fs, st, rec, e->pod) < 0 ? -ENOMEM : 0;
+        if (!old)
+                return 0;
+        f = keymap_get(st->files, rec->path);
+        if (!f && !(f = name_new(rec, old->filtered)))
+                return -ENOMEM;
+        f->refs++; /* ours until the end: a new name nothing took goes there */
+        r = name_key(st, f, old->key->key);
+        name_unref(f);
+        return r;
+}
+
+/*
  * The relist's look at one listed path: its record says what it is, and
  * a manifest's pod goes into st (a fresh state).  A file that vanished
  * is skipped; a file that is bad (unreadable, invalid, not a regular
@@ -1295,6 +1407,11 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out;
         rec->seen = fs->gen;
+        if (r == LOAD_UNREADABLE) {
+                *ret_what = "cannot keep a pod";
+                r = keep_last(fs, st, rec);
+                goto out;
+        }
         if (r < 0) {
                 r = 0;
                 goto out;
@@ -1451,9 +1568,9 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
         if (r == -ENOENT)
                 return 0; /* gone: no pods */
         rec->seen = fs->gen;
-        if (r < 0) {
-                /* A bad file keeps what was sent before; a resource
-                 * error is retried. */
+        if (r != 0) {
+                /* A bad or unreadable file keeps what was sent before; a
+                 * resource error is retried. */
                 *ret_what = "cannot load the file";
                 return static_pod_resource_error(r) ? r : 1;
         }
@@ -2082,6 +2199,8 @@ static void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask
         int r;
 
         r = load_file(fs, rec, quiet, name_filtered(fs, file), &pod);
+        if (r == LOAD_UNREADABLE)
+                return; /* what the file gave stays */
         if (r < 0) {
                 if (static_pod_resource_error(r))
                         event_failed(fs, file, r);
@@ -2465,18 +2584,21 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->unknown = strmap_new();
         fs->docs = strmap_new();
         fs->dups = strmap_new();
+        fs->unreadable = strmap_new();
         fs->recs = keymap_new(rec_path);
         if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
-            !fs->docs || !fs->dups || !fs->recs)
+            !fs->docs || !fs->dups || !fs->unreadable || !fs->recs)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
         fs->retry = BACKOFF_INIT(FILE_SOURCE_RETRY_USEC, FILE_SOURCE_RETRY_MAX_USEC);
         fs->relist = BACKOFF_INIT(cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC, fs->period);
+        fs->read_retry = fs->relist;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
             (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
             (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0 ||
             (r = loop_timer_new(loop, on_batch, fs, &fs->batch_timer)) < 0 ||
-            (r = loop_timer_new(loop, relist_step, fs, &fs->step_timer)) < 0)
+            (r = loop_timer_new(loop, relist_step, fs, &fs->step_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_read_retry, fs, &fs->read_retry_timer)) < 0)
                 goto fail;
         mux_channel_on_merged(ch, on_merged, fs);
         *ret_fs = fs;
@@ -2508,6 +2630,7 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->relist_retry_timer);
         loop_timer_free(fs->batch_timer);
         loop_timer_free(fs->step_timer);
+        loop_timer_free(fs->read_retry_timer);
         job_free(fs->job);
         free(fs->failure);
         state_free(&fs->st);
@@ -2533,6 +2656,7 @@ void file_source_free(struct file_source *fs)
         strmap_free(fs->unknown, free);
         strmap_free(fs->docs, free);
         strmap_free(fs->dups, free);
+        strmap_free(fs->unreadable, free);
         free(fs->watch_failure);
         free(fs->path);
         free(fs->node_name);
