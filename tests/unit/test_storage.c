@@ -1899,6 +1899,45 @@ START_TEST(test_duplicate_names)
 }
 END_TEST
 
+/* 3.2.1 through the mux, as a manifest URL's PodList comes: the first of
+ * two pods with one name in the list's order is kept, whatever their
+ * UIDs, and the event names the other; what is kept is merged sorted. */
+START_TEST(test_duplicate_names_in_list_order_through_the_mux)
+{
+        static const char *const orders[][3] = {{"u9", "u1", "ADD:u2,u9"}, {"u1", "u9", "ADD:u2,u1"}};
+
+        for (size_t i = 0; i < 2; i++) {
+                struct mux_channel *ch = NULL;
+                struct mux *m = NULL;
+                struct pod_update *u;
+                struct h h;
+
+                ctx = "duplicate names through the mux";
+                h_init(&h, STORAGE_MODE_INCREMENTAL);
+                ck_assert_int_eq(mux_new(NULL, race_merge, h.st, &m), 0);
+                ck_assert_int_eq(mux_channel(m, TEST_SOURCE, &ch), 0);
+                ck_assert_ptr_nonnull(u = pod_update_new(POD_OP_SET, TEST_SOURCE));
+                {
+                        struct pod *ps[] = {POD(.uid = orders[i][0], .name = "foo"), POD(.uid = "u2", .name = "bar"),
+                                            POD(.uid = orders[i][1], .name = "foo")};
+
+                        for (size_t k = 0; k < 3; k++) {
+                                ck_assert_int_eq(pod_update_add(u, ps[k]), 0);
+                                pod_unref(ps[k]);
+                        }
+                }
+                ck_assert_int_eq(mux_channel_send(ch, u), 0);
+                ck_assert_uint_eq(mux_drain(m), 1);
+                EXPECT(&h, orders[i][2]);
+                ck_assert_uint_eq(h.n_events, 1);
+                ck_assert_str_eq(h.events[0].reason, "FailedValidation");
+                ck_assert_str_eq(h.events[0].uid, orders[i][1]);
+                mux_free(m);
+                h_free(&h);
+        }
+}
+END_TEST
+
 /* 3.5: duplicate UIDs inside one record: the last one is authoritative. */
 START_TEST(test_duplicate_uids_last_wins)
 {
@@ -2250,20 +2289,21 @@ START_TEST(test_deltas_decide_as_sets)
 }
 END_TEST
 
-UNIT_MAIN(test_deltas_decide_as_sets, test_kubelet_new_pod_added, test_kubelet_new_pod_added_invalid_namespace,
-          test_kubelet_new_pod_added_default_namespace, test_kubelet_new_pod_added_different_namespaces,
-          test_kubelet_invalid_pod_filtered, test_kubelet_new_pod_added_snapshot_and_updates,
-          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_updated_removed,
-          test_kubelet_new_pod_added_delete, test_kubelet_new_pod_added_updated_set,
-          test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set,
-          test_kubelet_pod_update_annotations, test_kubelet_pod_update_labels, test_kubelet_pod_config_race,
-          test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental, test_worked_example_snapshot,
-          test_worked_example_snapshot_and_updates, test_worked_example_annotated_all_modes,
-          test_no_spurious_update_after_change, test_emitted_pods_independent, test_seen_never_changes,
-          test_seen_format, test_source_annotation_overwritten, test_annotations_rule_on_update, test_frozen_metadata,
-          test_labels_absent_vs_empty, test_deletion_timestamp_instant, test_quantities_by_spelling,
-          test_config_hash_change_is_semantic, test_sources_kept_apart, test_add_marker, test_seen_all_sources,
-          test_remove_by_uid, test_inbound_delete_unknown_is_add, test_unknown_op_ignored, test_sync,
-          test_storage_state, test_duplicate_names, test_duplicate_uids_last_wins,
-          test_duplicate_uid_and_name_in_one_record, test_duplicate_uid_last_occurrence_dropped_by_name,
-          test_record_order, test_api_errors, test_snapshot_merged_state_all_sources, test_checkpoint_set_not_seen)
+UNIT_MAIN(test_duplicate_names_in_list_order_through_the_mux, test_deltas_decide_as_sets, test_kubelet_new_pod_added,
+          test_kubelet_new_pod_added_invalid_namespace, test_kubelet_new_pod_added_default_namespace,
+          test_kubelet_new_pod_added_different_namespaces, test_kubelet_invalid_pod_filtered,
+          test_kubelet_new_pod_added_snapshot_and_updates, test_kubelet_new_pod_added_snapshot,
+          test_kubelet_new_pod_added_updated_removed, test_kubelet_new_pod_added_delete,
+          test_kubelet_new_pod_added_updated_set, test_kubelet_new_pod_added_set_reconciled,
+          test_kubelet_initial_empty_set, test_kubelet_pod_update_annotations, test_kubelet_pod_update_labels,
+          test_kubelet_pod_config_race, test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental,
+          test_worked_example_snapshot, test_worked_example_snapshot_and_updates,
+          test_worked_example_annotated_all_modes, test_no_spurious_update_after_change, test_emitted_pods_independent,
+          test_seen_never_changes, test_seen_format, test_source_annotation_overwritten,
+          test_annotations_rule_on_update, test_frozen_metadata, test_labels_absent_vs_empty,
+          test_deletion_timestamp_instant, test_quantities_by_spelling, test_config_hash_change_is_semantic,
+          test_sources_kept_apart, test_add_marker, test_seen_all_sources, test_remove_by_uid,
+          test_inbound_delete_unknown_is_add, test_unknown_op_ignored, test_sync, test_storage_state,
+          test_duplicate_names, test_duplicate_uids_last_wins, test_duplicate_uid_and_name_in_one_record,
+          test_duplicate_uid_last_occurrence_dropped_by_name, test_record_order, test_api_errors,
+          test_snapshot_merged_state_all_sources, test_checkpoint_set_not_seen)
