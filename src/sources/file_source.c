@@ -828,13 +828,51 @@ static void dup_text(char *text, size_t size, const char *key, const char *winne
                        key, winner);
 }
 
+/* Whether file's name is what an editor, a package manager or `sed -i`
+ * leaves beside a manifest (x.yaml~, x.yaml.bak, .swp, .orig,
+ * .dpkg-old/-dist/-new, sed's sedXXXXXX temp file): every visible name is
+ * read, so such a copy is the usual duplicate. */
+static bool looks_leftover(const char *file)
+{
+        static const char *const ends[] = {"~", ".bak", ".swp", ".orig"};
+        const char *slash = strrchr(file, '/'), *base = slash ? slash + 1 : file;
+        size_t n = strlen(base), alnum = 0;
+
+        for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+                if (n >= strlen(ends[i]) && strcmp(base + n - strlen(ends[i]), ends[i]) == 0)
+                        return true;
+        if (strstr(base, ".dpkg-"))
+                return true;
+        while (n == 9 && alnum < 6 &&
+               ((base[3 + alnum] >= 'a' && base[3 + alnum] <= 'z') ||
+                (base[3 + alnum] >= 'A' && base[3 + alnum] <= 'Z') ||
+                (base[3 + alnum] >= '0' && base[3 + alnum] <= '9')))
+                alnum++;
+        return n == 9 && strncmp(base, "sed", 3) == 0 && alnum == 6;
+}
+
+/* Room for a duplicate's warning: its text and the hint. */
+#define DUP_WARNING (DUP_TEXT + 128)
+
+/* The warning about file, a duplicate of key which winner keeps: its
+ * text, and for a leftover copy how to keep such names from being
+ * read. */
+static void dup_warning(char *text, size_t size, const char *file, const char *key, const char *winner)
+{
+        dup_text(text, size, key, winner);
+        if (looks_leftover(file))
+                (void)snprintf(text + strlen(text), size - strlen(text),
+                               "; it looks like a leftover copy: remove it, or read only manifest names with "
+                               "--static-pod-file-pattern '*.yaml'");
+}
+
 /* file defines key, which winner keeps: one warning while that stays so
  * (a relist finds it again every period). */
 static void note_dup(struct file_source *fs, const char *file, const char *key, const char *winner)
 {
-        char text[DUP_TEXT];
+        char text[DUP_WARNING];
 
-        dup_text(text, sizeof(text), key, winner);
+        dup_warning(text, sizeof(text), file, key, winner);
         warn_once(fs->dups, file, text);
 }
 
@@ -1149,14 +1187,14 @@ static struct pod *keep_stored(const struct state *prev, const char *file, struc
  * still there, is now a duplicate, which that warning said already. */
 static void take_from(struct file_source *fs, const char *file, const char *key, const char *other)
 {
-        char text[DUP_TEXT];
+        char text[DUP_WARNING];
         struct stat st;
 
         log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)", file,
                  key, other);
         if (stat(other, &st) < 0)
                 return;
-        dup_text(text, sizeof(text), key, file);
+        dup_warning(text, sizeof(text), other, key, file);
         remember(fs->dups, other, text);
 }
 

@@ -324,6 +324,9 @@ def test_duplicate_manifest_web_yaml_web_yaml(t):
     w = expect_lines(d, 1, "duplicate", b, a)[0]
     if w.level not in ("warn", "warning"):
         raise AssertionError("the duplicate is not a warning: %r" % w)
+    # A leftover copy: the warning points to the fix.
+    if "--static-pod-file-pattern" not in w.msg:
+        raise AssertionError("no hint for a leftover copy: %r" % w)
     os.remove(a)
     c.wait_state(lambda s: [harness.pod_image(p) for p in
                             s.by_name(pn("web"))] == ["nginx:3"],
@@ -335,6 +338,31 @@ def test_duplicate_manifest_web_yaml_web_yaml(t):
     # The copy is the pod's only file now: nothing more about it.
     if len(lines_with(d, b)) != 2:
         raise AssertionError("lines naming %s: %s" % (b, lines_with(d, b)))
+
+
+@test("duplicates: the warning suggests --static-pod-file-pattern for "
+      "leftover copies (~, .bak, .swp, .orig, .dpkg-*, sed's temp file), "
+      "not for another manifest")
+def test_duplicate_leftover_hint(t):
+    m = t.mkdir("manifests")
+    a = os.path.join(m, "a-web.yaml")
+    write_file(a, pod_yaml("web"))
+    copies = ["web.yaml~", "web.yaml.bak", ".web.yaml.swp", "web.yaml.swp",
+              "web.yaml.orig", "web.yaml.dpkg-old", "sedAb12Xy",
+              "web2.yaml"]
+    for name in copies:
+        write_file(os.path.join(m, name), pod_yaml("web"))
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state([pn("web")])
+    for name in copies:
+        if name.startswith("."):
+            continue    # a dot file is never read
+        path = os.path.join(m, name)
+        w = expect_lines(d, 1, "duplicate", path, a)[0]
+        hint = "--static-pod-file-pattern" in w.msg
+        if hint != (name != "web2.yaml"):
+            raise AssertionError("%s: hint %s: %r" % (name, hint, w))
 
 
 @test("cannot watch the static pod path (Permission denied, as an "
