@@ -1008,6 +1008,14 @@ out:
 
 /* ---- sending ---------------------------------------------------------------------- */
 
+/* One line per pod that goes out, comes back changed or goes (info, the
+ * default level): what an admin greps the journal for, as the kubelet's
+ * SyncLoop ADD/REMOVE lines.  A burst of n files logs n lines. */
+static void log_outcome(const char *what, const struct pod *p, const char *file)
+{
+        log_info("static pod \"%s\" %s: file \"%s\" (uid %s)", pod_key(p), what, file, pod_uid(p));
+}
+
 /* The store's whole content as one SET, sorted.  0 or -ENOMEM.  O(n) in
  * the source's pods: inherent while a source speaks in SETs. */
 static int store_update(struct keymap *store, struct pod_update **ret_u)
@@ -1487,6 +1495,8 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct state
  * before; a file it did not find is gone: pending until sent is merged
  * if it had a pod, else dropped.  O(records): a relist reads them all.
  */
+static bool pod_unchanged(const struct pod *before, const struct pod *after);
+
 static void settle_relist(struct file_source *fs, const struct state *st, uint64_t sent)
 {
         struct frec *drop = NULL, *r;
@@ -1500,6 +1510,8 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                 r = v;
                 eo = rec_entry(&fs->st, r, &fo);
                 if (r->seen != fs->gen) {
+                        if (eo)
+                                log_outcome("removed", eo->pod, r->path);
                         if (eo || r->gone) {
                                 rec_gone(fs, r, sent);
                         } else {
@@ -1510,6 +1522,10 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                         continue;
                 }
                 en = rec_entry(st, r, &f);
+                if (en && (!eo || !pod_unchanged(eo->pod, en->pod)))
+                        log_outcome(eo ? "replaced" : "applied", en->pod, r->path);
+                else if (eo && !en)
+                        log_outcome("removed", eo->pod, r->path);
                 if (f)
                         settle_file(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
                 else if (eo)
@@ -1932,6 +1948,23 @@ static bool change_is_local(const struct state *st, const struct change *c)
  * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
  * caller re-lists).
  */
+/* The outcomes c sent (log_outcome()): a pod applied, replaced or
+ * removed under each key it touched. */
+static void log_changes(struct file_source *fs, const struct change *c)
+{
+        for (size_t i = 0; i < c->n; i++) {
+                const struct pod *b = c->before[i], *a = c->after[i];
+                const struct entry *e = a ? keymap_get(fs->st.store, pod_key(a)) : NULL;
+
+                if (pod_unchanged(b, a))
+                        continue;
+                if (a && e)
+                        log_outcome(b ? "replaced" : "applied", a, NAME(e->file));
+                else if (b && c->held[i])
+                        log_outcome("removed", b, NAME(c->held[i]));
+        }
+}
+
 static int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent)
 {
         struct pod_update *u;
@@ -1943,8 +1976,12 @@ static int send_changes(struct file_source *fs, const struct change *c, uint64_t
                 any = any || !pod_unchanged(c->before[i], c->after[i]);
         if (!any || fs->diverged)
                 return 0; /* unchanged, or the relist due sends it all */
-        if (!change_is_local(&fs->st, c))
-                return send_state(fs, fs->st.store, ret_sent);
+        if (!change_is_local(&fs->st, c)) {
+                r = send_state(fs, fs->st.store, ret_sent);
+                if (r == 0)
+                        log_changes(fs, c);
+                return r;
+        }
         u = pod_update_new_delta(POD_SOURCE_FILE);
         if (!u)
                 return -ENOMEM;
@@ -1961,6 +1998,7 @@ static int send_changes(struct file_source *fs, const struct change *c, uint64_t
         if (r == 0) {
                 source_stats_success(fs->stats, keymap_size(fs->st.store));
                 *ret_sent = mux_channel_sent(fs->ch);
+                log_changes(fs, c);
         }
         return r;
 nomem:

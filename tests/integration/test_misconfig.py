@@ -335,9 +335,39 @@ def test_duplicate_manifest_web_yaml_web_yaml(t):
     relist_barrier(d, c, pr)
     expect_lines(d, 1, "no longer a duplicate", b, "no longer a duplicate",
                  levels=("info",))
-    # The copy is the pod's only file now: nothing more about it.
-    if len(lines_with(d, b)) != 2:
+    # The copy is the pod's only file now: nothing more about it but the
+    # outcome line of the pod it now gives.
+    expect_lines(d, 1, "outcome", "static pod", "replaced", b,
+                 levels=("info",))
+    if len(lines_with(d, b)) != 3:
         raise AssertionError("lines naming %s: %s" % (b, lines_with(d, b)))
+
+
+@test("one line per static pod outcome at the default log level: "
+      "applied, replaced, removed (info), rejected (error), each naming "
+      "the pod and the file")
+def test_static_pod_outcome_lines(t):
+    m = t.mkdir("manifests")
+    a, bad = os.path.join(m, "web.yaml"), os.path.join(m, "bad.yaml")
+    key = '"default/%s"' % pn("web")
+    write_file(a, pod_yaml("web", image="nginx:1"))
+    d = t.daemon(m)     # no -v: the default level
+    c = d.connect()
+    c.wait_until_state([pn("web")])
+
+    def one(what, level="info", *words):
+        d.wait_log(lambda x: len(lines_with(d, *words, levels=(level,)))
+                   >= 1, "the %s line" % what)
+        expect_lines(d, 1, what, *words, levels=(level,))
+
+    one("applied", "info", key, "applied", a)
+    write_file(a, pod_yaml("web", image="nginx:2"))
+    one("replaced", "info", key, "replaced", a)
+    write_file(bad, "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+    one("rejected", "error", bad)
+    os.remove(a)
+    c.wait_state(lambda s: not s.by_name(pn("web")), "web removed")
+    one("removed", "info", key, "removed", a)
 
 
 @test("duplicates: the warning suggests --static-pod-file-pattern for "
