@@ -12,8 +12,10 @@
 #include "core/file_record.h"
 
 static const char *const state_names[_FILE_RECORD_STATE_MAX] = {
-        [FILE_RECORD_PENDING] = "pending",     [FILE_RECORD_APPLIED] = "applied", [FILE_RECORD_REJECTED] = "rejected",
-        [FILE_RECORD_DUPLICATE] = "duplicate", [FILE_RECORD_IGNORED] = "ignored", [FILE_RECORD_GONE] = "gone",
+        [FILE_RECORD_PENDING] = "pending",   [FILE_RECORD_APPLIED] = "applied",
+        [FILE_RECORD_REJECTED] = "rejected", [FILE_RECORD_DUPLICATE] = "duplicate",
+        [FILE_RECORD_IGNORED] = "ignored",   [FILE_RECORD_UNREADABLE] = "unreadable",
+        [FILE_RECORD_GONE] = "gone",
 };
 
 const char *file_record_state_name(enum file_record_state s)

@@ -29,12 +29,13 @@
 #define FILE_RECORD_UID_MAX 256
 
 enum file_record_state {
-        FILE_RECORD_PENDING,   /* read (or gone), not yet merged */
-        FILE_RECORD_APPLIED,   /* merged: consumers have its pod */
-        FILE_RECORD_REJECTED,  /* the manifest is refused: reason says why */
-        FILE_RECORD_DUPLICATE, /* its pod is another file's: reason names it */
-        FILE_RECORD_IGNORED,   /* not read as a manifest: reason says why */
-        FILE_RECORD_GONE,      /* only in a change: the file and its pod are gone */
+        FILE_RECORD_PENDING,    /* read (or gone), not yet merged */
+        FILE_RECORD_APPLIED,    /* merged: consumers have its pod */
+        FILE_RECORD_REJECTED,   /* the manifest is refused: reason says why */
+        FILE_RECORD_DUPLICATE,  /* its pod is another file's: reason names it */
+        FILE_RECORD_IGNORED,    /* not read as a manifest: reason says why */
+        FILE_RECORD_UNREADABLE, /* not read (I/O error): reason says why; its pod stays */
+        FILE_RECORD_GONE,       /* only in a change: the file and its pod are gone */
         _FILE_RECORD_STATE_MAX,
 };
 

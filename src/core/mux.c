@@ -259,14 +259,18 @@ size_t mux_drain(struct mux *m)
                         return done;
                 e = best->head;
                 /* A folded record is merged in the order a SET of the
-                 * source would have (O(n log n) for its n pods). */
-                if (!e->u->sorted)
-                        pod_update_sort(e->u);
-                /* The merge may send more records (tests do); they queue
-                 * behind this one and are handed over in this same drain. */
-                e->merging = true;
-                r = m->merge(m->data, best->name, &e->u);
-                e->merging = false;
+                 * source would have (O(n log n) for its n pods); one
+                 * that names a pod twice (a manifest URL's list) keeps
+                 * their order, so the first in the list wins. */
+                r = pod_update_sort_listed(e->u);
+                if (r == 0) {
+                        /* The merge may send more records (tests do); they
+                         * queue behind this one and are handed over in
+                         * this same drain. */
+                        e->merging = true;
+                        r = m->merge(m->data, best->name, &e->u);
+                        e->merging = false;
+                }
                 if (r == -ENOMEM && e->u) {
                         /* Nothing of it was applied: it stays first in line
                          * (FIFO holds; later changes may fold into it) and

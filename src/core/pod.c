@@ -933,6 +933,45 @@ void pod_update_free(struct pod_update *u)
         free(u);
 }
 
+/* A pod and its place in the list, for pod_update_sort_listed(). */
+struct listed {
+        struct pod *p;
+        size_t at;
+};
+
+static int cmp_listed(const void *a, const void *b)
+{
+        const struct listed *x = a, *y = b;
+        int c = strcmp(pod_namespace(x->p), pod_namespace(y->p));
+
+        if (!c)
+                c = strcmp(pod_name(x->p), pod_name(y->p));
+        if (!c && strcmp(pod_uid(x->p), pod_uid(y->p)) != 0)
+                c = x->at < y->at ? -1 : 1;
+        return c;
+}
+
+int pod_update_sort_listed(struct pod_update *u)
+{
+        struct listed *l;
+
+        if (u->sorted || u->n_pods < 2)
+                return 0;
+        l = malloc(u->n_pods * sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < u->n_pods; i++)
+                l[i] = (struct listed){u->pods[i], i};
+        qsort(l, u->n_pods, sizeof(*l), cmp_listed);
+        for (size_t i = 0; i < u->n_pods; i++)
+                u->pods[i] = l[i].p;
+        free(l);
+        strmap_free(u->pods_ix, NULL);
+        u->pods_ix = NULL;
+        u->sorted = true;
+        return 0;
+}
+
 void pod_update_sort(struct pod_update *u)
 {
         if (u->n_pods > 1)

@@ -345,5 +345,10 @@ int pod_update_fold(struct pod_update *u, const struct pod_update *next);
 void pod_update_free(struct pod_update *u);
 /* Sorts the pods with pod_compare.  O(n log n). */
 void pod_update_sort(struct pod_update *u);
+/* The same, except that pods of one namespace/name keep the order the
+ * list gave them, so the merger's first-wins filter of duplicate names
+ * (doc/pod-config.md 3.2) still sees the list's order.  0, or -ENOMEM
+ * with u unchanged.  O(n log n) and n pointers and indexes. */
+int pod_update_sort_listed(struct pod_update *u);
 
 #endif

@@ -72,7 +72,7 @@
 #define SENT_NONE UINT64_MAX
 
 /*
- * What the source knows of one path it has seen (include/podmux/
+ * What the source knows of one path it has seen (src/core/
  * file_record.h): kept in recs, and referenced by each struct file_name
  * of the path, which borrows the path from here.  A record dropped from
  * recs (its file gone) lives on while a name still holds it; a path seen
@@ -92,7 +92,7 @@ struct frec {
         int64_t size;             /* -1 unknown */
         uint64_t mtime;           /* wall usec, 0 unknown */
         uint8_t digest[DIGEST_LEN];
-        char *text; /* the reason (REJECTED, DUPLICATE, IGNORED), or NULL */
+        char *text; /* the reason (REJECTED, DUPLICATE, IGNORED, UNREADABLE), or NULL */
         /* The key and, after a NUL, the UID of the file's pod when the
          * source does not store it (a duplicate, a name left out by
          * --static-pod-file-pattern), or NULL. */
@@ -227,6 +227,13 @@ struct file_source {
         bool diverged;
         void (*rejected)(void *data, const char *source, const char *path, const char *reason);
         void *rejected_data;
+        /* Files whose bytes could not be read (doc/pod-config.md 6.8):
+         * path -> the reason logged (char*).  Each keeps what it had;
+         * read_retry_timer reads them all again after the read backoff,
+         * which starts over once none is left. */
+        struct strmap *unreadable;
+        struct loop_timer *read_retry_timer;
+        struct backoff read_retry;
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -721,6 +728,7 @@ static void forget_reports(struct file_source *fs, const char *file)
         free(strmap_remove(fs->unknown, file));
         free(strmap_remove(fs->docs, file));
         free(strmap_remove(fs->dups, file));
+        free(strmap_remove(fs->unreadable, file));
 }
 
 static int cmp_name(const void *key, const void *elem)
@@ -732,7 +740,7 @@ static int cmp_name(const void *key, const void *elem)
  * find are gone, whatever events were missed.  O(reports log n). */
 static void trim_reports(struct file_source *fs, char **names, size_t n)
 {
-        struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups};
+        struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups, fs->unreadable};
 
         for (size_t m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
                 size_t it = 0;
@@ -820,13 +828,51 @@ static void dup_text(char *text, size_t size, const char *key, const char *winne
                        key, winner);
 }
 
+/* Whether file's name is what an editor, a package manager or `sed -i`
+ * leaves beside a manifest (x.yaml~, x.yaml.bak, .swp, .orig,
+ * .dpkg-old/-dist/-new, sed's sedXXXXXX temp file): every visible name is
+ * read, so such a copy is the usual duplicate. */
+static bool looks_leftover(const char *file)
+{
+        static const char *const ends[] = {"~", ".bak", ".swp", ".orig"};
+        const char *slash = strrchr(file, '/'), *base = slash ? slash + 1 : file;
+        size_t n = strlen(base), alnum = 0;
+
+        for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+                if (n >= strlen(ends[i]) && strcmp(base + n - strlen(ends[i]), ends[i]) == 0)
+                        return true;
+        if (strstr(base, ".dpkg-"))
+                return true;
+        while (n == 9 && alnum < 6 &&
+               ((base[3 + alnum] >= 'a' && base[3 + alnum] <= 'z') ||
+                (base[3 + alnum] >= 'A' && base[3 + alnum] <= 'Z') ||
+                (base[3 + alnum] >= '0' && base[3 + alnum] <= '9')))
+                alnum++;
+        return n == 9 && strncmp(base, "sed", 3) == 0 && alnum == 6;
+}
+
+/* Room for a duplicate's warning: its text and the hint. */
+#define DUP_WARNING (DUP_TEXT + 128)
+
+/* The warning about file, a duplicate of key which winner keeps: its
+ * text, and for a leftover copy how to keep such names from being
+ * read. */
+static void dup_warning(char *text, size_t size, const char *file, const char *key, const char *winner)
+{
+        dup_text(text, size, key, winner);
+        if (looks_leftover(file))
+                (void)snprintf(text + strlen(text), size - strlen(text),
+                               "; it looks like a leftover copy: remove it, or read only manifest names with "
+                               "--static-pod-file-pattern '*.yaml'");
+}
+
 /* file defines key, which winner keeps: one warning while that stays so
  * (a relist finds it again every period). */
 static void note_dup(struct file_source *fs, const char *file, const char *key, const char *winner)
 {
-        char text[DUP_TEXT];
+        char text[DUP_WARNING];
 
-        dup_text(text, sizeof(text), key, winner);
+        dup_warning(text, sizeof(text), file, key, winner);
         warn_once(fs->dups, file, text);
 }
 
@@ -842,15 +888,81 @@ static void clear_dup(struct file_source *fs, const char *file, const char *key)
         }
 }
 
+/* load_file(): the bytes could not be read; nothing changes but the
+ * record (doc/pod-config.md 6.8). */
+#define LOAD_UNREADABLE 1
+
+/*
+ * rec's file could not be read (reason, from errno r): it keeps the pod
+ * it holds, if any, and its record says so.  Logged and counted once per
+ * distinct reason (unless filtered); every such file is read again after
+ * the read backoff.
+ */
+static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask);
+
+static void note_unreadable(struct file_source *fs, struct frec *rec, const char *reason, int r, bool filtered)
+{
+        const struct file_name *f = NULL;
+        const struct entry *e = rec_entry(&fs->st, rec, &f);
+        const char *prev = strmap_get(fs->unreadable, rec->path);
+        char text[FILE_RECORD_REASON_MAX];
+
+        (void)snprintf(text, sizeof(text), "cannot be read: %s", reason);
+        rec_set(fs, rec, FILE_RECORD_UNREADABLE, text);
+        if (!loop_timer_armed(fs->read_retry_timer))
+                loop_timer_arm(fs->read_retry_timer, backoff_next(&fs->read_retry, 0));
+        /* A name --static-pod-file-pattern leaves out is read only to
+         * tell a duplicate: nothing is said about it. */
+        if (filtered || (prev && strcmp(prev, text) == 0)) {
+                log_debug("file \"%s\": %s (errno %d): trying again in %.1f s", rec->path, text, -r,
+                          (double)fs->read_retry.delay / 1e6);
+                return;
+        }
+        if (e)
+                log_error("file \"%s\": %s (errno %d): keeping its pod \"%s\", trying again in %.1f s", rec->path, text,
+                          -r, pod_key(e->pod), (double)fs->read_retry.delay / 1e6);
+        else
+                log_error("file \"%s\": %s (errno %d): no pod to keep (never read), trying again in %.1f s", rec->path,
+                          text, -r, (double)fs->read_retry.delay / 1e6);
+        source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
+        remember(fs->unreadable, rec->path, text);
+}
+
+/* rec's file was read: if it could not be before, that is over. */
+static void readable_again(struct file_source *fs, const char *file)
+{
+        char *prev = strmap_remove(fs->unreadable, file);
+
+        if (prev) {
+                log_info("file \"%s\": readable again", file);
+                free(prev);
+        }
+        if (strmap_size(fs->unreadable) == 0)
+                backoff_reset(&fs->read_retry);
+}
+
+/* Every file that could not be read is read again, as an event would. */
+static void on_read_retry(struct loop_timer *t, void *data)
+{
+        struct file_source *fs = data;
+        size_t it = 0;
+        const char *k;
+
+        (void)t;
+        while (strmap_next(fs->unreadable, &it, &k, NULL))
+                mark_dirty(fs, k, IN_CLOSE_WRITE);
+}
+
 /*
  * Reads and decodes rec's file into a pod, and records what it read and,
  * for a file that fails, the verdict: rejected, or ignored for a name
  * --static-pod-file-pattern leaves out (filtered: read only to tell a
  * duplicate, and nothing is said about it).  A write in progress (quiet)
  * that fails changes nothing.  Returns -ENOENT quietly when the file
- * vanished, and a resource error (see static_pod_resource_error())
- * quietly for the caller to handle; other errors are the file's,
- * reported (once) unless quiet or filtered.
+ * vanished, a resource error (see static_pod_resource_error()) quietly
+ * for the caller to handle, and LOAD_UNREADABLE, without a pod, when
+ * the bytes could not be read (note_unreadable()); other errors are the
+ * file's, reported (once) unless quiet or filtered.
  */
 static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
 {
@@ -864,6 +976,15 @@ static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool f
         r = static_pod_load(file, fs->node_name, ret_pod, &unknown, &docs, &rd, &err);
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out; /* gone, or not the file's fault: the caller retries */
+        if (static_pod_unreadable(r, &rd)) {
+                /* Not a verdict on the file: what it gave stays. */
+                note_unreadable(fs, rec, err.len ? err.data : ERRNO_STR(r), r, filtered);
+                r = LOAD_UNREADABLE;
+                goto out;
+        }
+        readable_again(fs, file);
+        if (rec->state == FILE_RECORD_UNREADABLE)
+                rec_pending(fs, rec, SENT_NONE); /* read: judged below */
         if (r == 0 || !quiet)
                 rec_read(fs, rec, &rd);
         why = err.len ? err.data : "invalid manifest";
@@ -886,6 +1007,14 @@ out:
 }
 
 /* ---- sending ---------------------------------------------------------------------- */
+
+/* One line per pod that goes out, comes back changed or goes (info, the
+ * default level): what an admin greps the journal for, as the kubelet's
+ * SyncLoop ADD/REMOVE lines.  A burst of n files logs n lines. */
+static void log_outcome(const char *what, const struct pod *p, const char *file)
+{
+        log_info("static pod \"%s\" %s: file \"%s\" (uid %s)", pod_key(p), what, file, pod_uid(p));
+}
 
 /* The store's whole content as one SET, sorted.  0 or -ENOMEM.  O(n) in
  * the source's pods: inherent while a source speaks in SETs. */
@@ -1066,14 +1195,14 @@ static struct pod *keep_stored(const struct state *prev, const char *file, struc
  * still there, is now a duplicate, which that warning said already. */
 static void take_from(struct file_source *fs, const char *file, const char *key, const char *other)
 {
-        char text[DUP_TEXT];
+        char text[DUP_WARNING];
         struct stat st;
 
         log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)", file,
                  key, other);
         if (stat(other, &st) < 0)
                 return;
-        dup_text(text, sizeof(text), key, file);
+        dup_warning(text, sizeof(text), other, key, file);
         remember(fs->dups, other, text);
 }
 
@@ -1162,6 +1291,9 @@ static void settle_file(struct file_source *fs, const struct state *st, const st
         struct frec *r = f->rec;
         char text[DUP_TEXT];
 
+        /* Only a read of the file ends that (load_file()). */
+        if (r->state == FILE_RECORD_UNREADABLE)
+                return;
         if (e && e->file == f) {
                 rec_ident(fs, r, NULL, NULL);
                 if (sent)
@@ -1257,6 +1389,32 @@ static void note_ident(struct file_source *fs, const struct state *st, struct fr
 }
 
 /*
+ * rec's file could not be read by a relist building st: it keeps there
+ * what it had in fs->st, the pod it held (if any) and the key it named,
+ * just as an event with the same error leaves them (doc/pod-config.md
+ * 6.8).  0 or -ENOMEM.
+ */
+static int keep_last(struct file_source *fs, struct state *st, struct frec *rec)
+{
+        const struct file_name *old = NULL;
+        const struct entry *e = rec_entry(&fs->st, rec, &old);
+        struct file_name *f;
+        int r;
+
+        if (e)
+                return store_put(fs, st, rec, e->pod) < 0 ? -ENOMEM : 0;
+        if (!old)
+                return 0;
+        f = keymap_get(st->files, rec->path);
+        if (!f && !(f = name_new(rec, old->filtered)))
+                return -ENOMEM;
+        f->refs++; /* ours until the end: a new name nothing took goes there */
+        r = name_key(st, f, old->key->key);
+        name_unref(f);
+        return r;
+}
+
+/*
  * The relist's look at one listed path: its record says what it is, and
  * a manifest's pod goes into st (a fresh state).  A file that vanished
  * is skipped; a file that is bad (unreadable, invalid, not a regular
@@ -1295,6 +1453,11 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out;
         rec->seen = fs->gen;
+        if (r == LOAD_UNREADABLE) {
+                *ret_what = "cannot keep a pod";
+                r = keep_last(fs, st, rec);
+                goto out;
+        }
         if (r < 0) {
                 r = 0;
                 goto out;
@@ -1332,6 +1495,8 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct state
  * before; a file it did not find is gone: pending until sent is merged
  * if it had a pod, else dropped.  O(records): a relist reads them all.
  */
+static bool pod_unchanged(const struct pod *before, const struct pod *after);
+
 static void settle_relist(struct file_source *fs, const struct state *st, uint64_t sent)
 {
         struct frec *drop = NULL, *r;
@@ -1345,6 +1510,8 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                 r = v;
                 eo = rec_entry(&fs->st, r, &fo);
                 if (r->seen != fs->gen) {
+                        if (eo)
+                                log_outcome("removed", eo->pod, r->path);
                         if (eo || r->gone) {
                                 rec_gone(fs, r, sent);
                         } else {
@@ -1355,6 +1522,10 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                         continue;
                 }
                 en = rec_entry(st, r, &f);
+                if (en && (!eo || !pod_unchanged(eo->pod, en->pod)))
+                        log_outcome(eo ? "replaced" : "applied", en->pod, r->path);
+                else if (eo && !en)
+                        log_outcome("removed", eo->pod, r->path);
                 if (f)
                         settle_file(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
                 else if (eo)
@@ -1451,9 +1622,9 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
         if (r == -ENOENT)
                 return 0; /* gone: no pods */
         rec->seen = fs->gen;
-        if (r < 0) {
-                /* A bad file keeps what was sent before; a resource
-                 * error is retried. */
+        if (r != 0) {
+                /* A bad or unreadable file keeps what was sent before; a
+                 * resource error is retried. */
                 *ret_what = "cannot load the file";
                 return static_pod_resource_error(r) ? r : 1;
         }
@@ -1777,6 +1948,23 @@ static bool change_is_local(const struct state *st, const struct change *c)
  * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
  * caller re-lists).
  */
+/* The outcomes c sent (log_outcome()): a pod applied, replaced or
+ * removed under each key it touched. */
+static void log_changes(struct file_source *fs, const struct change *c)
+{
+        for (size_t i = 0; i < c->n; i++) {
+                const struct pod *b = c->before[i], *a = c->after[i];
+                const struct entry *e = a ? keymap_get(fs->st.store, pod_key(a)) : NULL;
+
+                if (pod_unchanged(b, a))
+                        continue;
+                if (a && e)
+                        log_outcome(b ? "replaced" : "applied", a, NAME(e->file));
+                else if (b && c->held[i])
+                        log_outcome("removed", b, NAME(c->held[i]));
+        }
+}
+
 static int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent)
 {
         struct pod_update *u;
@@ -1788,8 +1976,12 @@ static int send_changes(struct file_source *fs, const struct change *c, uint64_t
                 any = any || !pod_unchanged(c->before[i], c->after[i]);
         if (!any || fs->diverged)
                 return 0; /* unchanged, or the relist due sends it all */
-        if (!change_is_local(&fs->st, c))
-                return send_state(fs, fs->st.store, ret_sent);
+        if (!change_is_local(&fs->st, c)) {
+                r = send_state(fs, fs->st.store, ret_sent);
+                if (r == 0)
+                        log_changes(fs, c);
+                return r;
+        }
         u = pod_update_new_delta(POD_SOURCE_FILE);
         if (!u)
                 return -ENOMEM;
@@ -1806,6 +1998,7 @@ static int send_changes(struct file_source *fs, const struct change *c, uint64_t
         if (r == 0) {
                 source_stats_success(fs->stats, keymap_size(fs->st.store));
                 *ret_sent = mux_channel_sent(fs->ch);
+                log_changes(fs, c);
         }
         return r;
 nomem:
@@ -2082,6 +2275,8 @@ static void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask
         int r;
 
         r = load_file(fs, rec, quiet, name_filtered(fs, file), &pod);
+        if (r == LOAD_UNREADABLE)
+                return; /* what the file gave stays */
         if (r < 0) {
                 if (static_pod_resource_error(r))
                         event_failed(fs, file, r);
@@ -2465,18 +2660,21 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->unknown = strmap_new();
         fs->docs = strmap_new();
         fs->dups = strmap_new();
+        fs->unreadable = strmap_new();
         fs->recs = keymap_new(rec_path);
         if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
-            !fs->docs || !fs->dups || !fs->recs)
+            !fs->docs || !fs->dups || !fs->unreadable || !fs->recs)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
         fs->retry = BACKOFF_INIT(FILE_SOURCE_RETRY_USEC, FILE_SOURCE_RETRY_MAX_USEC);
         fs->relist = BACKOFF_INIT(cfg->retry_usec ? cfg->retry_usec : FILE_SOURCE_RETRY_USEC, fs->period);
+        fs->read_retry = fs->relist;
         if ((r = loop_timer_new(loop, on_relist, fs, &fs->relist_timer)) < 0 ||
             (r = loop_timer_new(loop, on_retry, fs, &fs->retry_timer)) < 0 ||
             (r = loop_timer_new(loop, on_relist_retry, fs, &fs->relist_retry_timer)) < 0 ||
             (r = loop_timer_new(loop, on_batch, fs, &fs->batch_timer)) < 0 ||
-            (r = loop_timer_new(loop, relist_step, fs, &fs->step_timer)) < 0)
+            (r = loop_timer_new(loop, relist_step, fs, &fs->step_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_read_retry, fs, &fs->read_retry_timer)) < 0)
                 goto fail;
         mux_channel_on_merged(ch, on_merged, fs);
         *ret_fs = fs;
@@ -2508,6 +2706,7 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->relist_retry_timer);
         loop_timer_free(fs->batch_timer);
         loop_timer_free(fs->step_timer);
+        loop_timer_free(fs->read_retry_timer);
         job_free(fs->job);
         free(fs->failure);
         state_free(&fs->st);
@@ -2533,6 +2732,7 @@ void file_source_free(struct file_source *fs)
         strmap_free(fs->unknown, free);
         strmap_free(fs->docs, free);
         strmap_free(fs->dups, free);
+        strmap_free(fs->unreadable, free);
         free(fs->watch_failure);
         free(fs->path);
         free(fs->node_name);

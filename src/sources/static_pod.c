@@ -25,6 +25,22 @@ bool static_pod_resource_error(int r)
         return r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ENOBUFS;
 }
 
+/* Whether errno e of stat(2) or open(2) says the path leads to no file,
+ * rather than that the file there could not be looked at. */
+static bool no_file(int e)
+{
+        return e == ENOENT || e == ENOTDIR || e == ELOOP || e == ENAMETOOLONG;
+}
+
+bool static_pod_unreadable(int r, const struct static_pod_read *rd)
+{
+        /* Before the bytes were read, file_read() refuses what is not a
+         * regular file (-EINVAL) or too large (-EFBIG): verdicts on what
+         * is there.  Any other error of its stat, open or read is the
+         * system's. */
+        return r < 0 && !rd->read && !static_pod_resource_error(r) && !no_file(-r) && r != -EINVAL && r != -EFBIG;
+}
+
 enum static_pod_name static_pod_name_kind(const char *base, const char *const *patterns, size_t n_patterns)
 {
         if (base[0] == '.')
@@ -51,6 +67,10 @@ int static_pod_entry(const char *path, struct buf *reason)
         e = errno;
         if (static_pod_resource_error(-e))
                 return -e;
+        /* The file could not be looked at (EIO, EACCES...): loading it
+         * meets the same error, which says so (static_pod_unreadable()). */
+        if (!no_file(e))
+                return STATIC_POD_MANIFEST;
         /* Gone since the listing: nothing to say.  A link to nothing: an
          * error of the entry, said once by the caller. */
         if (e == ENOENT && !(lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)))

@@ -55,8 +55,11 @@ enum static_pod_name static_pod_name_kind(const char *base, const char *const *p
  * What a listed entry is to the file source, looked at through symbolic
  * links.  For STATIC_POD_BAD, reason (reset first) says why in one line:
  * "not a regular file: skipped", "dangling symbolic link: skipped", or
- * the error of stat(2).  Returns the kind, or a negative resource error
- * (-ENOMEM included; the listing is retried).
+ * the error of stat(2) that says the path leads to no file (a link
+ * loop, a name too long).  An entry stat(2) cannot look at (EIO,
+ * EACCES...) is a manifest: its load says it is unreadable.  Returns
+ * the kind, or a negative resource error (-ENOMEM included; the listing
+ * is retried).
  */
 int static_pod_entry(const char *path, struct buf *reason);
 
@@ -88,6 +91,18 @@ struct static_pod_read {
  */
 int static_pod_load(const char *path, const char *node_name, struct pod **ret_pod, struct v1_unknown *ret_unknown,
                     int *ret_docs, struct static_pod_read *ret_read, struct buf *err);
+
+/*
+ * Whether r, an error of static_pod_load() with rd as it set it, says
+ * the file's bytes could not be read (EIO, EACCES, EPERM, ... of its
+ * stat, open or read): nothing about what the file holds, so a source
+ * keeps the pod the file last gave (doc/pod-config.md 6.8).  False for a
+ * resource error (static_pod_resource_error()), a path that leads to no
+ * file (ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG), what is not a manifest
+ * (not a regular file, too large), and any error after the bytes were
+ * read.
+ */
+bool static_pod_unreadable(int r, const struct static_pod_read *rd);
 
 /*
  * A manifest-URL body (a Pod or a PodList, every item valid or none) into

@@ -521,7 +521,10 @@ def demo_on_pty(argv, env, timeout, before_stop=None):
         return True
     try:
         deadline = time.monotonic() + timeout
-        while b"nginx-demo-node" not in out or b"etcd-demo-node" not in out:
+        # As the consumer's table shows them: the daemon's log names them
+        # too, as "namespace/name".
+        while not (re.search(rb"(?<![/\w-])nginx-demo-node", out) and
+                   re.search(rb"(?<![/\w-])etcd-demo-node", out)):
             if time.monotonic() > deadline:
                 raise AssertionError("the demo did not show the example "
                                      "pods:\n%s" %

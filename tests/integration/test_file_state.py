@@ -173,7 +173,7 @@ def test_status_files_status_message_every_state(t):
     files = st["files"]
     assert files["total"] == 5 and files["omitted"] == 0, files
     assert files["states"] == {"pending": 0, "applied": 1, "rejected": 1,
-                               "duplicate": 1, "ignored": 2}, files
+                               "duplicate": 1, "ignored": 2, "unreadable": 0}, files
     assert [r["state"] for r in files["records"]][-1] == "applied", files
     text = t.run_cmd(["status", "--socket", d.sock]).stdout
     assert "FILES (5):" in text and bad in text and recs[bad]["reason"] in \

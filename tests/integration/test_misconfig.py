@@ -324,6 +324,9 @@ def test_duplicate_manifest_web_yaml_web_yaml(t):
     w = expect_lines(d, 1, "duplicate", b, a)[0]
     if w.level not in ("warn", "warning"):
         raise AssertionError("the duplicate is not a warning: %r" % w)
+    # A leftover copy: the warning points to the fix.
+    if "--static-pod-file-pattern" not in w.msg:
+        raise AssertionError("no hint for a leftover copy: %r" % w)
     os.remove(a)
     c.wait_state(lambda s: [harness.pod_image(p) for p in
                             s.by_name(pn("web"))] == ["nginx:3"],
@@ -332,9 +335,64 @@ def test_duplicate_manifest_web_yaml_web_yaml(t):
     relist_barrier(d, c, pr)
     expect_lines(d, 1, "no longer a duplicate", b, "no longer a duplicate",
                  levels=("info",))
-    # The copy is the pod's only file now: nothing more about it.
-    if len(lines_with(d, b)) != 2:
+    # The copy is the pod's only file now: nothing more about it but the
+    # outcome line of the pod it now gives.
+    expect_lines(d, 1, "outcome", "static pod", "replaced", b,
+                 levels=("info",))
+    if len(lines_with(d, b)) != 3:
         raise AssertionError("lines naming %s: %s" % (b, lines_with(d, b)))
+
+
+@test("one line per static pod outcome at the default log level: "
+      "applied, replaced, removed (info), rejected (error), each naming "
+      "the pod and the file")
+def test_static_pod_outcome_lines(t):
+    m = t.mkdir("manifests")
+    a, bad = os.path.join(m, "web.yaml"), os.path.join(m, "bad.yaml")
+    key = '"default/%s"' % pn("web")
+    write_file(a, pod_yaml("web", image="nginx:1"))
+    d = t.daemon(m)     # no -v: the default level
+    c = d.connect()
+    c.wait_until_state([pn("web")])
+
+    def one(what, level="info", *words):
+        d.wait_log(lambda x: len(lines_with(d, *words, levels=(level,)))
+                   >= 1, "the %s line" % what)
+        expect_lines(d, 1, what, *words, levels=(level,))
+
+    one("applied", "info", key, "applied", a)
+    write_file(a, pod_yaml("web", image="nginx:2"))
+    one("replaced", "info", key, "replaced", a)
+    write_file(bad, "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n")
+    one("rejected", "error", bad)
+    os.remove(a)
+    c.wait_state(lambda s: not s.by_name(pn("web")), "web removed")
+    one("removed", "info", key, "removed", a)
+
+
+@test("duplicates: the warning suggests --static-pod-file-pattern for "
+      "leftover copies (~, .bak, .swp, .orig, .dpkg-*, sed's temp file), "
+      "not for another manifest")
+def test_duplicate_leftover_hint(t):
+    m = t.mkdir("manifests")
+    a = os.path.join(m, "a-web.yaml")
+    write_file(a, pod_yaml("web"))
+    copies = ["web.yaml~", "web.yaml.bak", ".web.yaml.swp", "web.yaml.swp",
+              "web.yaml.orig", "web.yaml.dpkg-old", "sedAb12Xy",
+              "web2.yaml"]
+    for name in copies:
+        write_file(os.path.join(m, name), pod_yaml("web"))
+    d = t.daemon(m)
+    c = d.connect()
+    c.wait_until_state([pn("web")])
+    for name in copies:
+        if name.startswith("."):
+            continue    # a dot file is never read
+        path = os.path.join(m, name)
+        w = expect_lines(d, 1, "duplicate", path, a)[0]
+        hint = "--static-pod-file-pattern" in w.msg
+        if hint != (name != "web2.yaml"):
+            raise AssertionError("%s: hint %s: %r" % (name, hint, w))
 
 
 @test("cannot watch the static pod path (Permission denied, as an "

@@ -51,6 +51,20 @@ struct sysfault {
 };
 static struct sysfault sys[_FAILSYS_MAX];
 
+/* failsys_file(): the files that fail, and the descriptors open on one
+ * whose reads fail (their errno; 0 none).  Set by the test between
+ * steps; the watcher thread only reads them. */
+#define FILE_FAULTS 8
+#define FD_FAULTS 4096
+struct filefault {
+        dev_t dev;
+        ino_t ino;
+        enum failsys_call call;
+        int err;
+};
+static struct filefault file_faults[FILE_FAULTS];
+static int fd_faults[FD_FAULTS];
+
 bool failalloc_enabled(void)
 {
         return FAILALLOC_INTERPOSE;
@@ -114,6 +128,37 @@ void failsys_arm(enum failsys_call call, long n, int err)
         sys[call].counted = 0;
         sys[call].err = err;
         sys[call].failed = false;
+}
+
+int failsys_file(const char *path, enum failsys_call call, int err)
+{
+        struct filefault *free_slot = NULL;
+        struct stat st;
+
+        if (stat(path, &st) < 0)
+                return -errno;
+        for (size_t i = 0; i < FILE_FAULTS; i++) {
+                struct filefault *f = &file_faults[i];
+
+                if (f->err && f->dev == st.st_dev && f->ino == st.st_ino)
+                        f->err = 0;
+                if (!f->err && !free_slot)
+                        free_slot = f;
+        }
+        if (!err)
+                return 0;
+        if (!free_slot)
+                return -ENOSPC;
+        *free_slot = (struct filefault){.dev = st.st_dev, .ino = st.st_ino, .call = call, .err = err};
+        return 0;
+}
+
+void failsys_files_clear(void)
+{
+        for (size_t i = 0; i < FILE_FAULTS; i++)
+                file_faults[i].err = 0;
+        for (size_t i = 0; i < FD_FAULTS; i++)
+                fd_faults[i] = 0;
 }
 
 long failsys_count(enum failsys_call call)
@@ -260,6 +305,7 @@ typedef int (*fchmod_fn)(int, mode_t);
 typedef int (*unlinkat_fn)(int, const char *, int);
 typedef int (*eventfd_fn)(unsigned, int);
 typedef int (*mkdir_fn)(const char *, mode_t);
+typedef int (*close_fn)(int);
 
 #define REAL(name)                                                        \
         static name##_fn real_##name;                                     \
@@ -282,6 +328,41 @@ struct dirent *readdir(DIR *d)
         return real_readdir(d);
 }
 
+/* fd, just opened: closed with -1 and errno set if its file's opens
+ * fail (failsys_file()), marked if its reads do. */
+static int file_fault(int fd)
+{
+        struct stat st;
+        bool any = false;
+
+        if (fd < 0)
+                return fd;
+        for (size_t i = 0; i < FILE_FAULTS; i++)
+                any = any || file_faults[i].err;
+        if (fd < FD_FAULTS)
+                fd_faults[fd] = 0;
+        if (!any || fstat(fd, &st) < 0)
+                return fd;
+        for (size_t i = 0; i < FILE_FAULTS; i++) {
+                const struct filefault *f = &file_faults[i];
+
+                if (!f->err || f->dev != st.st_dev || f->ino != st.st_ino)
+                        continue;
+                if (f->call == FAILSYS_READ && fd < FD_FAULTS) {
+                        fd_faults[fd] = f->err;
+                        return fd;
+                }
+                if (f->call == FAILSYS_OPEN) {
+                        int err = f->err;
+
+                        (void)close(fd);
+                        errno = err;
+                        return -1;
+                }
+        }
+        return fd;
+}
+
 int open(const char *path, int flags, ...)
 {
         mode_t mode = 0;
@@ -296,7 +377,7 @@ int open(const char *path, int flags, ...)
         }
         if (sys_fault(FAILSYS_OPEN) < 0)
                 return -1;
-        return real_open(path, flags, mode);
+        return file_fault(real_open(path, flags, mode));
 }
 
 ssize_t read(int fd, void *p, size_t n)
@@ -304,7 +385,19 @@ ssize_t read(int fd, void *p, size_t n)
         REAL(read);
         if (sys_fault(FAILSYS_READ) < 0)
                 return -1;
+        if (fd >= 0 && fd < FD_FAULTS && fd_faults[fd]) {
+                errno = fd_faults[fd];
+                return -1;
+        }
         return real_read(fd, p, n);
+}
+
+int close(int fd)
+{
+        REAL(close);
+        if (fd >= 0 && fd < FD_FAULTS)
+                fd_faults[fd] = 0;
+        return real_close(fd);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *mh, int flags)

@@ -66,4 +66,17 @@ void failsys_arm(enum failsys_call call, long n, int err);
 long failsys_count(enum failsys_call call);
 bool failsys_failed(enum failsys_call call);
 
+/*
+ * Faults of one file, on every thread, until cleared: with
+ * FAILSYS_OPEN every open(2) that lands on the file at path (its inode
+ * as stat(2) finds it, so through symbolic links too) fails with err;
+ * with FAILSYS_READ it opens and every read(2) of that descriptor fails.
+ * err 0 clears the file's faults.  At most 8 files; 0 or -errno.  A disk
+ * that fails one file is what it mimics: the rest of the process is
+ * untouched.
+ */
+int failsys_file(const char *path, enum failsys_call call, int err);
+/* Clears every file's faults. */
+void failsys_files_clear(void);
+
 #endif

@@ -10,7 +10,7 @@
 
 START_TEST(test_state_names)
 {
-        const char *want[] = {"pending", "applied", "rejected", "duplicate", "ignored", "gone"};
+        const char *want[] = {"pending", "applied", "rejected", "duplicate", "ignored", "unreadable", "gone"};
 
         for (int s = 0; s < _FILE_RECORD_STATE_MAX; s++)
                 ck_assert_str_eq(file_record_state_name((enum file_record_state)s), want[s]);

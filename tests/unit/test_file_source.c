@@ -94,6 +94,7 @@ struct fixture {
 static const char *const *next_patterns;
 static size_t next_n_patterns;
 static bool next_manual_mux;
+static uint64_t next_retry_usec; /* 0: the default backoff base */
 
 /* The record callback: what a consumer of the changes would hold. */
 static void on_record(void *data, const struct file_record_view *v)
@@ -186,11 +187,13 @@ static void setup_at(struct fixture *fx, const char *path_suffix, int create, bo
         cfg.record_data = fx;
         cfg.patterns = next_patterns;
         cfg.n_patterns = next_n_patterns;
+        cfg.retry_usec = next_retry_usec;
         ck_assert_int_eq(file_source_new(fx->loop, fx->watcher, ch, &cfg, &fx->fs, &err), 0);
         buf_free(&err);
         next_patterns = NULL;
         next_n_patterns = 0;
         next_manual_mux = false;
+        next_retry_usec = 0;
 }
 
 static void setup(struct fixture *fx, const char *path_suffix, int create)
@@ -1494,11 +1497,189 @@ START_TEST(test_duplicates_alloc_sweep)
 }
 END_TEST
 
-UNIT_MAIN(test_records_every_state, test_records_pending_until_merged, test_records_patterns,
-          test_identity_changes_without_relist, test_relative_paths, test_unchanged_rereads_keep_the_pod,
-          test_duplicates_alloc_sweep, test_duplicates_and_shared_uids, test_directory_moved_away,
-          test_relist_forgets_reports_of_gone_files, test_relist_in_batches, test_burst_in_batches_of_deltas,
-          test_relist_at_start_reads_sorted_visible_files, test_empty_directory_sends_empty_set,
-          test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay, test_duplicate_name_first_file_wins,
-          test_missing_directory_then_created, test_directory_deleted_and_recreated, test_single_file_path,
-          test_path_is_cleaned_for_uid_stability)
+/* ---- read errors (doc/pod-config.md 6.8) ------------------------------------------ */
+
+/* An event on name that keeps its inode (the fault is the inode's). */
+static void touch_file(struct fixture *fx, const char *name)
+{
+        char path[256];
+
+        snprintf(path, sizeof(path), "%s/%s", fx->dir, name);
+        ck_assert_int_eq(chmod(path, 0600), 0);
+        ck_assert_int_eq(chmod(path, 0644), 0);
+}
+
+static void fail_file(struct fixture *fx, const char *name, enum failsys_call call, int err)
+{
+        char path[256];
+
+        snprintf(path, sizeof(path), "%s/%s", fx->dir, name);
+        ck_assert_int_eq(failsys_file(path, call, err), 0);
+}
+
+/* The state of name's record, and its pod's UID ("-" none). */
+static const char *rec_state(struct fixture *fx, const char *name, char *uid, size_t size)
+{
+        static char state[32];
+        struct find f = {name, NULL};
+        json_object *r, *pods = NULL;
+
+        snprintf(uid, size, "-");
+        ck_assert_int_eq(file_source_records(fx->fs, find_one, &f), 0);
+        if (!(r = f.rec))
+                return "none";
+        snprintf(state, sizeof(state), "%s", member(r, "state"));
+        if (json_object_object_get_ex(r, "pods", &pods) && json_object_array_length(pods) == 1)
+                snprintf(uid, size, "%s", member(json_object_array_get_idx(pods, 0), "uid"));
+        json_object_put(r);
+        return state;
+}
+
+static void expect_rec_state(struct fixture *fx, const char *name, const char *want)
+{
+        char uid[300];
+
+        for (int i = 0; i < 400; i++) {
+                if (strcmp(rec_state(fx, name, uid, sizeof(uid)), want) == 0)
+                        return;
+                loop_run_once(fx->loop, 20000);
+        }
+        ck_abort_msg("%s: want %s, have %s", name, want, rec_state(fx, name, uid, sizeof(uid)));
+}
+
+/*
+ * A file whose bytes cannot be read (open or read failing with EIO or
+ * EACCES) keeps the pod it gave, on its event and in a relist; the record
+ * says unreadable, the error is counted once however often it is retried,
+ * and once readable the file gives the same pod (the same UID).  A file
+ * unreadable at its first reading gives no pod until it can be read.
+ */
+START_TEST(test_unreadable_keeps_its_pod)
+{
+        static const struct {
+                enum failsys_call call;
+                int err;
+        } faults[] = {{FAILSYS_OPEN, EIO}, {FAILSYS_OPEN, EACCES}, {FAILSYS_READ, EIO}, {FAILSYS_READ, EACCES}};
+
+        if (!failalloc_enabled())
+                return; /* nothing is interposed under the sanitizers */
+        for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+                char uid0[300], uid[300];
+                struct fixture fx;
+                uint64_t errors;
+                int sets;
+
+                next_retry_usec = 20000;
+                setup(&fx, "/m", 1);
+                labelled_file(fx.dir, "m/a.yaml", "alpha", "a", NULL);
+                labelled_file(fx.dir, "m/b.yaml", "bravo", "b", NULL);
+                file_source_start(fx.fs);
+                expect_state(&fx, "alpha=a,bravo=b,");
+                expect_rec_state(&fx, "a.yaml", "applied");
+                (void)rec_state(&fx, "a.yaml", uid0, sizeof(uid0));
+                errors = fx.stats.errors;
+
+                /* The watch path. */
+                fail_file(&fx, "m/a.yaml", faults[i].call, faults[i].err);
+                touch_file(&fx, "m/a.yaml");
+                expect_rec_state(&fx, "a.yaml", "unreadable");
+                ck_assert_str_eq(rec_state(&fx, "a.yaml", uid, sizeof(uid)), "unreadable");
+                ck_assert_str_eq(uid, uid0);
+                expect_state(&fx, "alpha=a,bravo=b,");
+                ck_assert_uint_eq(fx.stats.errors, errors + 1);
+
+                /* A relist with the same error, and the retries. */
+                sets = fx.cap.sets;
+                file_source_relist(fx.fs);
+                for (int k = 0; k < 400 && fx.cap.sets == sets; k++)
+                        loop_run_once(fx.loop, 20000);
+                ck_assert_int_gt(fx.cap.sets, sets);
+                expect_state(&fx, "alpha=a,bravo=b,");
+                ck_assert_str_eq(rec_state(&fx, "a.yaml", uid, sizeof(uid)), "unreadable");
+                for (int k = 0; k < 20; k++)
+                        loop_run_once(fx.loop, 20000);
+                ck_assert_uint_eq(fx.stats.errors, errors + 1);
+                check_told(&fx);
+
+                /* A new file unreadable at its first reading: no pod. */
+                labelled_file(fx.dir, "m/c.yaml", "charlie", "c", NULL);
+                fail_file(&fx, "m/c.yaml", faults[i].call, faults[i].err);
+                expect_rec_state(&fx, "c.yaml", "unreadable");
+                ck_assert_str_eq(rec_state(&fx, "c.yaml", uid, sizeof(uid)), "unreadable");
+                ck_assert_str_eq(uid, "-");
+                expect_state(&fx, "alpha=a,bravo=b,");
+
+                /* Readable again: the same pod, and charlie at last. */
+                failsys_files_clear();
+                expect_rec_state(&fx, "a.yaml", "applied");
+                expect_rec_state(&fx, "c.yaml", "applied");
+                expect_state(&fx, "alpha=a,bravo=b,charlie=c,");
+                ck_assert_str_eq(rec_state(&fx, "a.yaml", uid, sizeof(uid)), "applied");
+                ck_assert_str_eq(uid, uid0);
+                check_told(&fx);
+                teardown(&fx);
+        }
+}
+END_TEST
+
+/*
+ * Deltas stay exact with read errors: one file of the sweep's set (the
+ * winner of a duplicate, a loser, a pod sharing a pinned UID) cannot be
+ * read, then each sweep op happens; what the events left is what a
+ * relist with the same error finds, and the unreadable file lost
+ * nothing it had.
+ */
+START_TEST(test_unreadable_sweep)
+{
+        static const char *const victims[] = {"m/a.yaml", "m/b.yaml", "m/c.yaml", "m/u1.yaml"};
+        static const enum failsys_call calls[] = {FAILSYS_OPEN, FAILSYS_READ};
+
+        if (!failalloc_enabled())
+                return;
+        for (size_t v = 0; v < sizeof(victims) / sizeof(victims[0]); v++)
+                for (size_t o = 0; o + 1 < sizeof(sweep_ops) / sizeof(sweep_ops[0]); o++)
+                        for (size_t c = 0; c < 2; c++) {
+                                char after[1024], relisted[1024];
+                                struct fixture fx;
+                                int seen;
+
+                                setup(&fx, "/m", 1);
+                                file_source_start(fx.fs);
+                                expect_names(&fx, "");
+                                sweep_files(&fx);
+                                expect_state(&fx, SWEEP_START);
+                                expect_records(&fx, SWEEP_RECORDS);
+                                fail_file(&fx, victims[v], calls[c], EIO);
+                                touch_file(&fx, victims[v]);
+                                expect_rec_state(&fx, victims[v] + 2, "unreadable");
+                                ck_assert_str_eq(state_of(&fx, after, sizeof(after)), SWEEP_START);
+                                seen = fx.cap.sets + fx.cap.deltas;
+                                sweep_ops[o].op(&fx);
+                                for (int k = 0; k < 200 && fx.cap.sets + fx.cap.deltas == seen; k++)
+                                        loop_run_once(fx.loop, 10000);
+                                for (int k = 0; k < 10; k++)
+                                        loop_run_once(fx.loop, 10000);
+                                state_of(&fx, after, sizeof(after));
+                                seen = fx.cap.sets;
+                                file_source_relist(fx.fs);
+                                for (int k = 0; k < 400 && fx.cap.sets == seen; k++)
+                                        loop_run_once(fx.loop, 10000);
+                                state_of(&fx, relisted, sizeof(relisted));
+                                ck_assert_msg(strcmp(after, relisted) == 0,
+                                              "%s unreadable (%s), %s: events left \"%s\", a relist finds \"%s\"",
+                                              victims[v], c ? "read" : "open", sweep_ops[o].what, after, relisted);
+                                check_told(&fx);
+                                failsys_files_clear();
+                                teardown(&fx);
+                        }
+}
+END_TEST
+
+UNIT_MAIN(test_unreadable_keeps_its_pod, test_unreadable_sweep, test_records_every_state,
+          test_records_pending_until_merged, test_records_patterns, test_identity_changes_without_relist,
+          test_relative_paths, test_unchanged_rereads_keep_the_pod, test_duplicates_alloc_sweep,
+          test_duplicates_and_shared_uids, test_directory_moved_away, test_relist_forgets_reports_of_gone_files,
+          test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files,
+          test_empty_directory_sends_empty_set, test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
+          test_duplicate_name_first_file_wins, test_missing_directory_then_created,
+          test_directory_deleted_and_recreated, test_single_file_path, test_path_is_cleaned_for_uid_stability)

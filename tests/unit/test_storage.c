@@ -1945,6 +1945,45 @@ START_TEST(test_duplicate_names)
 }
 END_TEST
 
+/* 3.2.1 through the mux, as a manifest URL's PodList comes: the first of
+ * two pods with one name in the list's order is kept, whatever their
+ * UIDs, and the event names the other; what is kept is merged sorted. */
+START_TEST(test_duplicate_names_in_list_order_through_the_mux)
+{
+        static const char *const orders[][3] = {{"u9", "u1", "ADD:u2,u9"}, {"u1", "u9", "ADD:u2,u1"}};
+
+        for (size_t i = 0; i < 2; i++) {
+                struct mux_channel *ch = NULL;
+                struct mux *m = NULL;
+                struct pod_update *u;
+                struct h h;
+
+                ctx = "duplicate names through the mux";
+                h_init(&h, STORAGE_MODE_INCREMENTAL);
+                ck_assert_int_eq(mux_new(NULL, race_merge, h.st, &m), 0);
+                ck_assert_int_eq(mux_channel(m, TEST_SOURCE, &ch), 0);
+                ck_assert_ptr_nonnull(u = pod_update_new(POD_OP_SET, TEST_SOURCE));
+                {
+                        struct pod *ps[] = {POD(.uid = orders[i][0], .name = "foo"), POD(.uid = "u2", .name = "bar"),
+                                            POD(.uid = orders[i][1], .name = "foo")};
+
+                        for (size_t k = 0; k < 3; k++) {
+                                ck_assert_int_eq(pod_update_add(u, ps[k]), 0);
+                                pod_unref(ps[k]);
+                        }
+                }
+                ck_assert_int_eq(mux_channel_send(ch, u), 0);
+                ck_assert_uint_eq(mux_drain(m), 1);
+                EXPECT(&h, orders[i][2]);
+                ck_assert_uint_eq(h.n_events, 1);
+                ck_assert_str_eq(h.events[0].reason, "FailedValidation");
+                ck_assert_str_eq(h.events[0].uid, orders[i][1]);
+                mux_free(m);
+                h_free(&h);
+        }
+}
+END_TEST
+
 START_TEST(test_api_errors)
 {
         struct h h;
@@ -2181,8 +2220,8 @@ START_TEST(test_deltas_decide_as_sets)
 }
 END_TEST
 
-UNIT_MAIN(test_deltas_decide_as_sets, test_scripts, test_kubelet_invalid_pod_filtered,
-          test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_delete,
+UNIT_MAIN(test_duplicate_names_in_list_order_through_the_mux, test_deltas_decide_as_sets, test_scripts,
+          test_kubelet_invalid_pod_filtered, test_kubelet_new_pod_added_snapshot, test_kubelet_new_pod_added_delete,
           test_kubelet_new_pod_added_set_reconciled, test_kubelet_initial_empty_set, test_kubelet_pod_config_race,
           test_kubelet_pod_restore, test_decision_table, test_worked_example_incremental, test_worked_example_snapshot,
           test_worked_example_snapshot_and_updates, test_worked_example_annotated_all_modes,
