@@ -346,9 +346,8 @@ static struct fan_result fan_lines(const char *dir, int n_pods, long n_msgs, int
                         continue;
                 fan = fan_out(dir, ups, n_msgs, n, &bytes);
                 raw = fan_raw(&bytes, n_msgs, n);
-                printf("daemon_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n",
-                       n, n_msgs / (fan.wall_usec / 1e6), deliveries / (fan.wall_usec / 1e6),
-                       fan.cpu_usec / deliveries);
+                printf("daemon_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n", n,
+                       n_msgs / (fan.wall_usec / 1e6), deliveries / (fan.wall_usec / 1e6), fan.cpu_usec / deliveries);
                 printf("raw_write_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n",
                        n, n_msgs / (raw.wall_usec / 1e6), deliveries / (raw.wall_usec / 1e6),
                        raw.cpu_usec / deliveries);

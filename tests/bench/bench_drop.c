@@ -347,8 +347,7 @@ int main(int argc, char **argv)
         qsort(lat_c, (size_t)drops, sizeof(*lat_c), cmp_u64);
         qsort(lat_raw, (size_t)drops, sizeof(*lat_raw), cmp_u64);
         qsort(lat_relay, (size_t)drops, sizeof(*lat_relay), cmp_u64);
-        printf("drop_c_consumer pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64
-               " daemon_cpu_us_per_drop=%.0f\n",
+        printf("drop_c_consumer pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 " daemon_cpu_us_per_drop=%.0f\n",
                n_pods, drops, pct(lat_c, drops, 50), pct(lat_c, drops, 99), (double)(cpu1 - cpu0) / drops);
         printf("drop_raw_inotify pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 "\n", n_pods, drops,
                pct(lat_raw, drops, 50), pct(lat_raw, drops, 99));

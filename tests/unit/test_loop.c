@@ -218,5 +218,6 @@ START_TEST(test_lazy_timerfd_never_fires_a_timer_early)
 }
 END_TEST
 
-UNIT_MAIN(test_io_rearm_reports_again, test_timers_fire_in_due_order, test_stopped_and_rearmed_timers, test_lazy_timerfd_never_fires_a_timer_early,
-          test_io_readiness_and_self_free, test_deferred_calls_run_fifo_without_waiting, test_run_until_stop)
+UNIT_MAIN(test_io_rearm_reports_again, test_timers_fire_in_due_order, test_stopped_and_rearmed_timers,
+          test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
+          test_deferred_calls_run_fifo_without_waiting, test_run_until_stop)
