@@ -14,11 +14,15 @@
  * Each consumer has a ring of references and the offset already written
  * of the first one; a flush is one sendmsg() of up to FLUSH_IOV blocks.
  *
- * Writes are batched: queueing arms a zero-delay timer, and the flush pass
- * writes every consumer whose socket is not known to be full.  A consumer
- * whose socket is full waits for EPOLLOUT, which is armed only while
- * something is pending.  So several broadcasts in one loop iteration cost
- * one syscall per consumer, and nothing here ever blocks.
+ * Writes are batched: queueing defers one flush pass to the end of the
+ * loop turn, which writes every consumer not waiting for EPOLLOUT.  The
+ * watch is edge-triggered, so EPOLLOUT comes whenever the peer has read
+ * some of our last write; a consumer waits for it while its socket is
+ * full, and, unless being closed, while the peer has not read our last
+ * write yet (what is queued then goes together when it reads, see
+ * flush_consumers()).  So
+ * several broadcasts in one loop turn cost one syscall per consumer, a
+ * consumer that lags gets many per syscall, and nothing here ever blocks.
  *
  * A consumer's life: GREETING (hello queued; waiting at most
  * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
@@ -142,7 +146,13 @@ struct consumer {
         struct loop_timer *timer; /* resume grace, then close timeout */
         enum consumer_state state;
         bool read_eof;   /* the client shut its side: stop reading */
-        uint32_t events; /* what io is registered for */
+        /* Both cleared by EPOLLOUT (the watch is edge-triggered, so that
+         * comes when the peer has read some of what we wrote): full, its
+         * socket refused bytes; unread, bytes written since the peer last
+         * read, so what a broadcast queues waits to go with what follows
+         * (unless c is being closed). */
+        bool full;
+        bool unread;
         struct ring q;   /* of struct msg *: references */
         size_t offset;   /* bytes of the first block already written */
         size_t backlog;  /* unwritten bytes in the queue */
@@ -741,8 +751,10 @@ static void consumer_fail(struct consumer *c, const char *reason,
         schedule_flush(c->srv);
 }
 
-/* Writes what the socket takes.  0 (maybe with data left) or -errno for a
- * connection that is gone (EPIPE, ECONNRESET, ...). */
+/* Writes what the socket takes, as many queued blocks per sendmsg() as
+ * FLUSH_IOV, a block cut anywhere (c->offset says where to go on).  0
+ * (maybe with data left: c->full) or -errno for a connection that is gone
+ * (EPIPE, ECONNRESET, ...) or can no longer be watched. */
 static int consumer_flush(struct consumer *c)
 {
         while (c->q.len > 0) {
@@ -769,10 +781,18 @@ static int consumer_flush(struct consumer *c)
                 if (w < 0) {
                         if (errno == EINTR)
                                 continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                return 0;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                                /* Full: what we wrote before brings
+                                 * EPOLLOUT as the peer reads it.  Asking
+                                 * again costs one epoll_ctl() and makes a
+                                 * refusal with room left (nothing of ours
+                                 * to read, so no edge) come back too. */
+                                c->full = true;
+                                return loop_io_rearm(c->io);
+                        }
                         return -errno;
                 }
+                c->unread = true;
                 c->backlog -= (size_t)w;
                 left = (size_t)w;
                 while (left > 0) {
@@ -788,8 +808,12 @@ static int consumer_flush(struct consumer *c)
                         msg_unref(m);
                         ring_pop(&c->q);
                 }
-                if ((size_t)w < total)
-                        return 0; /* the socket is full */
+                if ((size_t)w < total) {
+                        /* The socket is full (or took a part for another
+                         * reason): the part written brings EPOLLOUT. */
+                        c->full = true;
+                        return 0;
+                }
         }
         return 0;
 }
@@ -878,13 +902,9 @@ static int replay_fill(struct consumer *c)
         return 0;
 }
 
-/* Writes, then closes c if it is done or gone, else watches for what it
- * still needs: EPOLLIN until the client shut its side, EPOLLOUT only while
- * something is pending.  c may be freed. */
+/* Writes, then closes c if it is done or gone.  c may be freed. */
 static void consumer_pump(struct consumer *c)
 {
-        uint32_t want;
-
         if (consumer_flush(c) < 0) {
                 consumer_free(c); /* gone: dropped quietly */
                 return;
@@ -893,18 +913,8 @@ static void consumer_pump(struct consumer *c)
                 c->srv->dropped++;
                 consumer_fail(c, "ResourceExhausted", "out of memory replaying the history; reconnect");
         }
-        if (c->state == CONSUMER_CLOSING && c->q.len == 0) {
+        if (c->state == CONSUMER_CLOSING && c->q.len == 0)
                 consumer_free(c);
-                return;
-        }
-        want = (c->read_eof ? 0 : EPOLLIN) | (c->q.len > 0 ? EPOLLOUT : 0);
-        if (want != c->events) {
-                if (loop_io_modify(c->io, want) < 0) {
-                        consumer_free(c);
-                        return;
-                }
-                c->events = want;
-        }
 }
 
 /*
@@ -1133,7 +1143,8 @@ static int consumer_read_line(struct consumer *c)
 }
 
 /* After the first line: reads and drops, at most IGNORE_READ_BUDGET bytes
- * per wake-up.  0 or -errno. */
+ * per wake-up; the watch is edge-triggered, so a spent budget asks for
+ * EPOLLIN again (the rest is read on the next pass).  0 or -errno. */
 static int consumer_read_ignore(struct consumer *c)
 {
         char scratch[4096];
@@ -1150,9 +1161,17 @@ static int consumer_read_ignore(struct consumer *c)
                 }
                 total += (size_t)n;
         }
-        return 0;
+        return loop_io_rearm(c->io);
 }
 
+/*
+ * The watch is edge-triggered (EPOLLIN | EPOLLOUT | EPOLLET, never
+ * changed): EPOLLOUT comes each time the peer has read some of what we
+ * wrote, whether or not the socket was full, which is what lets a
+ * broadcast wait while the peer has not read the last write (see
+ * flush_consumers()).  Reads therefore go on until EAGAIN, the first
+ * line and what follows it in one pass.
+ */
 static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
         struct consumer *c = data;
@@ -1163,10 +1182,12 @@ static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
                 consumer_free(c);
                 return;
         }
+        if (events & EPOLLOUT)
+                c->full = c->unread = false;
         if ((events & EPOLLIN) && !c->read_eof) {
                 if (c->state == CONSUMER_GREETING)
                         r = consumer_read_line(c);
-                else
+                if (r >= 0 && c->state != CONSUMER_GREETING && !c->read_eof)
                         r = consumer_read_ignore(c);
                 if (r < 0) {
                         consumer_free(c);
@@ -1211,7 +1232,6 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
         }
         c->q = (struct ring)RING_INIT(struct msg *);
         c->line = malloc(STREAM_MAX_CLIENT_LINE + 1);
-        c->events = EPOLLIN;
         c->next = srv->consumers;
         if (srv->consumers)
                 srv->consumers->prev = c;
@@ -1221,7 +1241,7 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
                 r = -ENOMEM;
                 goto fail;
         }
-        r = loop_io_add(srv->loop, fd, c->events, consumer_io, c, &c->io);
+        r = loop_io_add(srv->loop, fd, EPOLLIN | EPOLLOUT | EPOLLET, consumer_io, c, &c->io);
         if (r < 0)
                 goto fail;
         r = loop_timer_new(srv->loop, consumer_timer, c, &c->timer);
@@ -1405,15 +1425,24 @@ static void accept_retry(struct loop_timer *t, void *data)
                 loop_timer_arm(t, ACCEPT_RETRY_USEC);
 }
 
-/* Writes every consumer with something queued.  O(consumers).  Those
- * waiting for EPOLLOUT are left to it. */
+/*
+ * Writes every consumer with something queued, except those waiting for
+ * EPOLLOUT: their socket is full, or (unless they are being closed) the
+ * peer has not read our last write yet.  Those are written when it reads
+ * (consumer_io()), everything queued meanwhile in one sendmsg(): a
+ * consumer that keeps up gets each message at once, one that lags gets
+ * them in batches, and the syscalls per message fall as the consumers
+ * multiply, instead of one per message per consumer.  The wait adds no
+ * delay of its own: the peer is still reading the bytes before.
+ * O(consumers).
+ */
 static void flush_consumers(struct stream_server *srv)
 {
         struct consumer *c, *next;
 
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
-                if (c->q.len > 0 && !(c->events & EPOLLOUT))
+                if (c->q.len > 0 && !c->full && (!c->unread || c->state == CONSUMER_CLOSING))
                         consumer_pump(c);
         }
 }

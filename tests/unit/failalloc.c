@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -259,6 +260,7 @@ typedef int (*renameat_fn)(int, const char *, int, const char *);
 typedef int (*fchmod_fn)(int, mode_t);
 typedef int (*unlinkat_fn)(int, const char *, int);
 typedef int (*eventfd_fn)(unsigned, int);
+typedef int (*epoll_ctl_fn)(int, int, int, struct epoll_event *);
 
 #define REAL(name)                                                        \
         static name##_fn real_##name;                                     \
@@ -396,6 +398,14 @@ int eventfd(unsigned count, int flags)
         if (sys_fault(FAILSYS_EVENTFD) < 0)
                 return -1;
         return real_eventfd(count, flags);
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+        REAL(epoll_ctl);
+        if (sys_fault(FAILSYS_EPOLL_CTL) < 0)
+                return -1;
+        return real_epoll_ctl(epfd, op, fd, ev);
 }
 
 #endif

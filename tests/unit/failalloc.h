@@ -54,6 +54,7 @@ enum failsys_call {
         FAILSYS_FCHMOD,
         FAILSYS_UNLINKAT,
         FAILSYS_EVENTFD,
+        FAILSYS_EPOLL_CTL,
         _FAILSYS_MAX,
 };
 
