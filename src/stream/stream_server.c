@@ -15,14 +15,13 @@
  * of the first one; a flush is one sendmsg() of up to FLUSH_IOV blocks.
  *
  * Writes are batched: queueing defers one flush pass to the end of the
- * loop turn, which writes every consumer not waiting for EPOLLOUT.  The
- * watch is edge-triggered, so EPOLLOUT comes whenever the peer has read
- * some of our last write; a consumer waits for it while its socket is
- * full, and, unless being closed, while the peer has not read our last
- * write yet (what is queued then goes together when it reads, see
- * flush_consumers()).  So
- * several broadcasts in one loop turn cost one syscall per consumer, a
- * consumer that lags gets many per syscall, and nothing here ever blocks.
+ * loop turn.  The watch is edge-triggered, so EPOLLOUT comes whenever the
+ * peer has read some of our last write; a live consumer waits for it
+ * while its socket is full or the peer has not read our last write yet,
+ * and, while the loop broadcasts turn after turn, until a turn is quiet
+ * or its queue reaches a bound (flush_consumers()).  So several
+ * broadcasts cost one syscall per consumer, and nothing here ever
+ * blocks.
  *
  * A consumer's life: GREETING (hello queued; waiting at most
  * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
@@ -102,6 +101,12 @@
 /* A replaying consumer is given history messages while its unsent backlog
  * is below this (at least one message at a time). */
 #define REPLAY_BUDGET (256u * 1024u)
+/* While the loop is busy broadcasting (a turn broadcast since the last
+ * flush pass), a live consumer's messages are kept back until this many
+ * bytes wait, or the oldest has waited CORK_USEC, or a turn broadcasts
+ * nothing; see flush_consumers().  The bound on the delay a burst adds. */
+#define CORK_BYTES (64u * 1024u)
+#define CORK_USEC 5000u
 
 /* Messages up to this length are kept in the server's arena with their
  * text; a longer one (a SET of many pods) keeps the buffer it was
@@ -154,6 +159,7 @@ struct consumer {
         bool full;
         bool unread;
         struct ring q;   /* of struct msg *: references */
+        uint64_t queued_at; /* monotonic time the queue last stopped being empty */
         size_t offset;   /* bytes of the first block already written */
         size_t backlog;  /* unwritten bytes in the queue */
         char *line;      /* the first line, while GREETING */
@@ -194,8 +200,14 @@ struct stream_server {
         uint64_t fd_refused; /* connections refused in this episode */
         stream_fd_fn fd_fn;
         void *fd_data;
+        /* A flush pass next turn (consumers kept back, see
+         * flush_consumers()), or, when a deferred call cannot be queued
+         * for want of memory, the flush itself. */
         struct loop_timer *flush_timer;
         bool flush_scheduled; /* flush_deferred() is queued */
+        /* Broadcasts made, and that count at the last flush pass: the
+         * loop is busy while they differ. */
+        uint64_t broadcasts, broadcasts_flushed;
 
         struct arena *msgs; /* where messages are kept (struct msg) */
         uint64_t seq;   /* the last number handed out */
@@ -700,6 +712,8 @@ static void schedule_flush(struct stream_server *srv)
 /* Queues a new reference to m.  0 or -ENOMEM.  Cost O(1) amortised. */
 static int consumer_push(struct consumer *c, struct msg *m)
 {
+        if (c->q.len == 0)
+                c->queued_at = mono_usec();
         if (ring_push(&c->q, &m) < 0)
                 return -ENOMEM;
         m->refs++;
@@ -1194,7 +1208,12 @@ static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
                         return;
                 }
         }
-        consumer_pump(c);
+        /* What a live consumer has queued goes out in the flush pass, which
+         * keeps it back while the loop is busy (flush_consumers()). */
+        if (c->state == CONSUMER_LIVE && c->q.len > 0)
+                schedule_flush(c->srv);
+        else
+                consumer_pump(c);
 }
 
 static void consumer_timer(struct loop_timer *t, void *data)
@@ -1426,25 +1445,43 @@ static void accept_retry(struct loop_timer *t, void *data)
 }
 
 /*
- * Writes every consumer with something queued, except those waiting for
- * EPOLLOUT: their socket is full, or (unless they are being closed) the
- * peer has not read our last write yet.  Those are written when it reads
- * (consumer_io()), everything queued meanwhile in one sendmsg(): a
- * consumer that keeps up gets each message at once, one that lags gets
- * them in batches, and the syscalls per message fall as the consumers
- * multiply, instead of one per message per consumer.  The wait adds no
- * delay of its own: the peer is still reading the bytes before.
- * O(consumers).
+ * The flush pass, once per loop turn at its end: writes every consumer
+ * with something queued, except
+ *   - those waiting for EPOLLOUT: their socket is full, or, live, the
+ *     peer has not read our last write yet; when it reads, the next pass
+ *     writes all that was queued meanwhile in one sendmsg();
+ *   - live ones, while the loop is busy (this turn broadcast, so the next
+ *     probably will too), until CORK_BYTES wait for them or the oldest
+ *     has waited CORK_USEC: the pass is run again next turn (flush_timer)
+ *     and writes them as soon as a turn broadcasts nothing.
+ * A message alone is thus written one turn after it was made; a stream of
+ * them, one broadcast per turn, goes in batches, and the system calls
+ * (and the readers' wake-ups) per delivered message fall to a fraction,
+ * where they were one per message per consumer.  A consumer being
+ * closed, replaying or catching up is never kept back.  O(consumers).
  */
 static void flush_consumers(struct stream_server *srv)
 {
         struct consumer *c, *next;
 
+        bool busy = srv->broadcasts != srv->broadcasts_flushed, kept = false;
+        uint64_t now = busy ? mono_usec() : 0;
+
+        srv->broadcasts_flushed = srv->broadcasts;
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
-                if (c->q.len > 0 && !c->full && (!c->unread || c->state == CONSUMER_CLOSING))
-                        consumer_pump(c);
+                if (c->q.len == 0 || c->full)
+                        continue;
+                if (c->state == CONSUMER_LIVE && c->unread)
+                        continue;
+                if (c->state == CONSUMER_LIVE && busy && c->backlog < CORK_BYTES && now - c->queued_at < CORK_USEC) {
+                        kept = true;
+                        continue;
+                }
+                consumer_pump(c);
         }
+        if (kept)
+                loop_timer_arm(srv->flush_timer, 0);
 }
 
 static void flush_deferred(void *data)
@@ -1455,10 +1492,19 @@ static void flush_deferred(void *data)
         flush_consumers(srv);
 }
 
+/* The next turn's pass: deferred to the end of the turn, after what the
+ * turn broadcasts, so that it sees whether the loop is still busy. */
 static void flush_all(struct loop_timer *t, void *data)
 {
+        struct stream_server *srv = data;
+
         (void)t;
-        flush_consumers(data);
+        if (srv->flush_scheduled)
+                return;
+        if (loop_defer(srv->loop, flush_deferred, srv) == 0)
+                srv->flush_scheduled = true;
+        else
+                flush_consumers(srv); /* out of memory: at once */
 }
 
 /* Copies cfg (strings and allow lists too) into a new srv, defaults for
@@ -1614,6 +1660,7 @@ static void fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
+        srv->broadcasts++;
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->files)
@@ -1826,6 +1873,7 @@ static void files_fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
+        srv->broadcasts++;
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (!c->files || c->state != CONSUMER_LIVE)

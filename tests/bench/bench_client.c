@@ -15,6 +15,8 @@
  *    message.  Next to each, in the same run, the same lines written
  *    by one thread to as many readers with one write() per message per
  *    reader (the reference).  The widest run's reader 0 keeps the bytes.
+ *    At the widest, both again paced (MESSAGES / 10, each read by every
+ *    reader before the next is sent: the writer sleeps between them).
  * 2. raw: those bytes written through a unix socket by a thread and read
  *    by a loop that only finds the newlines.
  * 3. library: the same bytes to libpodmux-client, from accept to the last
@@ -115,7 +117,8 @@ struct reader {
         int fd;
         long want; /* lines */
         bool keep;
-        int done; /* set by the thread, read with __atomic */
+        int done;   /* set by the thread, read with __atomic */
+        long lines; /* so far, set by the thread, read with __atomic */
         struct buf bytes;
 };
 
@@ -132,6 +135,7 @@ static void *reader_main(void *arg)
                         break;
                 for (ssize_t i = 0; i < n; i++)
                         lines += chunk[i] == '\n';
+                __atomic_store_n(&r->lines, lines, __ATOMIC_RELEASE);
                 if (r->keep && buf_append(&r->bytes, chunk, (size_t)n) < 0)
                         exit(1);
         }
@@ -214,6 +218,15 @@ static bool readers_done(struct reader *rd, int n_cons)
         return true;
 }
 
+/* Whether every reader has read lines lines. */
+static bool readers_at(struct reader *rd, int n_cons, long lines)
+{
+        for (int i = 0; i < n_cons; i++)
+                if (__atomic_load_n(&rd[i].lines, __ATOMIC_ACQUIRE) < lines)
+                        return false;
+        return true;
+}
+
 static void join_readers(struct reader *rd, int n_cons)
 {
         for (int i = 0; i < n_cons; i++) {
@@ -225,7 +238,7 @@ static void join_readers(struct reader *rd, int n_cons)
 /* The stream server with n_cons raw readers: ups broadcast one per loop
  * turn.  Reader 0's bytes go to ret_bytes when it is not NULL. */
 static struct fan_result fan_out(const char *dir, struct pod_update **ups, long n_msgs, int n_cons,
-                                 struct buf *ret_bytes)
+                                 struct buf *ret_bytes, bool paced)
 {
         struct stream_server_config cfg = {0};
         struct stream_server *srv = NULL;
@@ -265,6 +278,8 @@ static struct fan_result fan_out(const char *dir, struct pod_update **ups, long 
         for (long m = 0; m < n_msgs; m++) {
                 stream_server_broadcast(srv, ups[m]);
                 loop_run_once(loop, 0); /* one merge per loop turn */
+                while (paced && !readers_at(rd, n_cons, m + 3))
+                        loop_run_once(loop, 1000);
         }
         while (!readers_done(rd, n_cons))
                 loop_run_once(loop, 1000);
@@ -283,7 +298,7 @@ static struct fan_result fan_out(const char *dir, struct pod_update **ups, long 
  * synced) written to n_cons readers the plain way, one blocking write()
  * per message per reader, as a server without batching or sharing would
  * (and as podmux did before messages were batched per wake-up). */
-static struct fan_result fan_raw(const struct buf *bytes, long n_msgs, int n_cons)
+static struct fan_result fan_raw(const struct buf *bytes, long n_msgs, int n_cons, bool paced)
 {
         struct reader *rd = calloc((size_t)n_cons, sizeof(*rd));
         int *wfd = calloc((size_t)n_cons, sizeof(*wfd));
@@ -307,7 +322,7 @@ static struct fan_result fan_raw(const struct buf *bytes, long n_msgs, int n_con
         start_readers(rd, n_cons);
         t0 = mono_usec();
         c0 = thread_cpu_usec();
-        while (at < end) {
+        for (long m = 0; m < n_msgs && at < end; m++) {
                 const char *nl = memchr(at, '\n', (size_t)(end - at));
                 size_t len = (size_t)(nl - at) + 1;
 
@@ -315,6 +330,8 @@ static struct fan_result fan_raw(const struct buf *bytes, long n_msgs, int n_con
                         if (write(wfd[i], at, len) != (ssize_t)len)
                                 exit(1);
                 at = nl + 1;
+                while (paced && !readers_at(rd, n_cons, m + 1))
+                        usleep(50);
         }
         while (!readers_done(rd, n_cons))
                 usleep(100);
@@ -344,14 +361,26 @@ static struct fan_result fan_lines(const char *dir, int n_pods, long n_msgs, int
 
                 if (k > 0 && n <= widths[k - 1])
                         continue;
-                fan = fan_out(dir, ups, n_msgs, n, &bytes);
-                raw = fan_raw(&bytes, n_msgs, n);
+                fan = fan_out(dir, ups, n_msgs, n, &bytes, false);
+                raw = fan_raw(&bytes, n_msgs, n, false);
                 printf("daemon_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n", n,
                        n_msgs / (fan.wall_usec / 1e6), deliveries / (fan.wall_usec / 1e6), fan.cpu_usec / deliveries);
                 printf("raw_write_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n",
                        n, n_msgs / (raw.wall_usec / 1e6), deliveries / (raw.wall_usec / 1e6),
                        raw.cpu_usec / deliveries);
                 printf("ratio fanout_cpu daemon/raw_write consumers=%d: %.2f\n", n, fan.cpu_usec / raw.cpu_usec);
+                if (n == max_cons) {
+                        /* Each message waited for by every reader before
+                         * the next: the daemon sleeps between them. */
+                        long paced_msgs = n_msgs / 10;
+                        struct fan_result p = fan_out(dir, ups, paced_msgs, n, NULL, true);
+                        struct fan_result pr = fan_raw(&bytes, paced_msgs, n, true);
+
+                        printf("daemon_fanout_paced consumers=%d msgs=%ld cpu_us_per_delivery=%.3f\n", n, paced_msgs,
+                               p.cpu_usec / ((double)paced_msgs * n));
+                        printf("raw_write_fanout_paced consumers=%d msgs=%ld cpu_us_per_delivery=%.3f\n", n, paced_msgs,
+                               pr.cpu_usec / ((double)paced_msgs * n));
+                }
                 if (n == max_cons)
                         *ret_bytes = bytes;
                 else
