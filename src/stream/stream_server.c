@@ -18,8 +18,8 @@
  * loop turn.  The watch is edge-triggered, so EPOLLOUT comes whenever the
  * peer has read some of our last write; a live consumer waits for it
  * while its socket is full or the peer has not read our last write yet,
- * and, while the loop broadcasts turn after turn, until a turn is quiet
- * or its queue reaches a bound (flush_consumers()).  So several
+ * and, while the loop broadcasts a stream of messages, until its queue
+ * reaches a bound in bytes or in time (flush_consumers()).  So several
  * broadcasts cost one syscall per consumer, and nothing here ever
  * blocks.
  *
@@ -101,10 +101,11 @@
 /* A replaying consumer is given history messages while its unsent backlog
  * is below this (at least one message at a time). */
 #define REPLAY_BUDGET (256u * 1024u)
-/* While the loop is busy broadcasting (a turn broadcast since the last
- * flush pass), a live consumer's messages are kept back until this many
- * bytes wait, or the oldest has waited CORK_USEC, or a turn broadcasts
- * nothing; see flush_consumers().  The bound on the delay a burst adds. */
+/* While the loop is busy broadcasting (a flush pass with broadcasts less
+ * than CORK_USEC after the one before), a live consumer's messages are
+ * kept back until this many bytes wait, or the oldest has waited
+ * CORK_USEC; see flush_consumers().  CORK_USEC is the bound on the delay
+ * a stream of messages adds. */
 #define CORK_BYTES (64u * 1024u)
 #define CORK_USEC 5000u
 
@@ -200,14 +201,15 @@ struct stream_server {
         uint64_t fd_refused; /* connections refused in this episode */
         stream_fd_fn fd_fn;
         void *fd_data;
-        /* A flush pass next turn (consumers kept back, see
+        /* The pass that ends a stream's tail (consumers kept back, see
          * flush_consumers()), or, when a deferred call cannot be queued
          * for want of memory, the flush itself. */
         struct loop_timer *flush_timer;
         bool flush_scheduled; /* flush_deferred() is queued */
-        /* Broadcasts made, and that count at the last flush pass: the
-         * loop is busy while they differ. */
+        /* Broadcasts made, that count at the last flush pass, and when
+         * the last pass with broadcasts ran (flush_consumers()). */
         uint64_t broadcasts, broadcasts_flushed;
+        uint64_t broadcast_pass_at;
 
         struct arena *msgs; /* where messages are kept (struct msg) */
         uint64_t seq;   /* the last number handed out */
@@ -701,7 +703,7 @@ static void flush_deferred(void *data);
  * for want of memory, the flush timer at 0 (which cannot fail). */
 static void schedule_flush(struct stream_server *srv)
 {
-        if (srv->flush_scheduled || loop_timer_armed(srv->flush_timer))
+        if (srv->flush_scheduled)
                 return;
         if (loop_defer(srv->loop, flush_deferred, srv) == 0)
                 srv->flush_scheduled = true;
@@ -1450,12 +1452,13 @@ static void accept_retry(struct loop_timer *t, void *data)
  *   - those waiting for EPOLLOUT: their socket is full, or, live, the
  *     peer has not read our last write yet; when it reads, the next pass
  *     writes all that was queued meanwhile in one sendmsg();
- *   - live ones, while the loop is busy (this turn broadcast, so the next
- *     probably will too), until CORK_BYTES wait for them or the oldest
- *     has waited CORK_USEC: the pass is run again next turn (flush_timer)
- *     and writes them as soon as a turn broadcasts nothing.
- * A message alone is thus written one turn after it was made; a stream of
- * them, one broadcast per turn, goes in batches, and the system calls
+ *   - live ones, while the loop is busy (this pass has broadcasts and so
+ *     had one less than CORK_USEC before: a stream, which the next turn
+ *     probably continues), until CORK_BYTES wait for them or the oldest
+ *     has waited CORK_USEC: a later pass, or flush_timer's when the
+ *     stream has stopped, writes them.
+ * A message alone is thus written at once; a stream of them, one
+ * broadcast per turn, goes in batches, and the system calls
  * (and the readers' wake-ups) per delivered message fall to a fraction,
  * where they were one per message per consumer.  A consumer being
  * closed, replaying or catching up is never kept back.  O(consumers).
@@ -1464,9 +1467,14 @@ static void flush_consumers(struct stream_server *srv)
 {
         struct consumer *c, *next;
 
-        bool busy = srv->broadcasts != srv->broadcasts_flushed, kept = false;
-        uint64_t now = busy ? mono_usec() : 0;
+        bool fresh = srv->broadcasts != srv->broadcasts_flushed, busy, kept = false;
+        uint64_t now = fresh ? mono_usec() : 0;
 
+        /* Busy: this pass has broadcasts, and so had one shortly before
+         * (a lone message is written at once). */
+        busy = fresh && now - srv->broadcast_pass_at < CORK_USEC;
+        if (fresh)
+                srv->broadcast_pass_at = now;
         srv->broadcasts_flushed = srv->broadcasts;
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
@@ -1480,8 +1488,10 @@ static void flush_consumers(struct stream_server *srv)
                 }
                 consumer_pump(c);
         }
-        if (kept)
-                loop_timer_arm(srv->flush_timer, 0);
+        /* One timer for all: the passes of a continuing stream write
+         * whoever waited CORK_USEC; this one ends a stream's tail. */
+        if (kept && !loop_timer_armed(srv->flush_timer))
+                loop_timer_arm(srv->flush_timer, CORK_USEC);
 }
 
 static void flush_deferred(void *data)
@@ -1492,8 +1502,9 @@ static void flush_deferred(void *data)
         flush_consumers(srv);
 }
 
-/* The next turn's pass: deferred to the end of the turn, after what the
- * turn broadcasts, so that it sees whether the loop is still busy. */
+/* The pass after a stream's last messages were kept back (or, when a
+ * deferred call could not be queued, the flush): deferred to the end of
+ * the turn, after what the turn broadcasts. */
 static void flush_all(struct loop_timer *t, void *data)
 {
         struct stream_server *srv = data;
