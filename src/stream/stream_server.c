@@ -101,8 +101,8 @@
 /* A replaying consumer is given history messages while its unsent backlog
  * is below this (at least one message at a time). */
 #define REPLAY_BUDGET (256u * 1024u)
-/* While the loop is busy broadcasting (a flush pass with broadcasts less
- * than CORK_USEC after the one before), a live consumer's messages are
+/* While the loop is busy broadcasting (in this iteration and the one
+ * before), a live consumer's messages are
  * kept back until this many bytes wait, or the oldest has waited
  * CORK_USEC; see flush_consumers().  CORK_USEC is the bound on the delay
  * a stream of messages adds. */
@@ -206,10 +206,9 @@ struct stream_server {
          * for want of memory, the flush itself. */
         struct loop_timer *flush_timer;
         bool flush_scheduled; /* flush_deferred() is queued */
-        /* Broadcasts made, that count at the last flush pass, and when
-         * the last pass with broadcasts ran (flush_consumers()). */
-        uint64_t broadcasts, broadcasts_flushed;
-        uint64_t broadcast_pass_at;
+        /* The loop iterations (loop_turns()) of the last broadcast, and
+         * of the last one in an earlier iteration (flush_consumers()). */
+        uint64_t bcast_turn, prev_bcast_turn;
 
         struct arena *msgs; /* where messages are kept (struct msg) */
         uint64_t seq;   /* the last number handed out */
@@ -1452,9 +1451,9 @@ static void accept_retry(struct loop_timer *t, void *data)
  *   - those waiting for EPOLLOUT: their socket is full, or, live, the
  *     peer has not read our last write yet; when it reads, the next pass
  *     writes all that was queued meanwhile in one sendmsg();
- *   - live ones, while the loop is busy (this pass has broadcasts and so
- *     had one less than CORK_USEC before: a stream, which the next turn
- *     probably continues), until CORK_BYTES wait for them or the oldest
+ *   - live ones, while the loop is busy (this iteration broadcast and so
+ *     did the one before: a stream, which the next iteration probably
+ *     continues), until CORK_BYTES wait for them or the oldest
  *     has waited CORK_USEC: a later pass, or flush_timer's when the
  *     stream has stopped, writes them.
  * A message alone is thus written at once; a stream of them, one
@@ -1467,15 +1466,13 @@ static void flush_consumers(struct stream_server *srv)
 {
         struct consumer *c, *next;
 
-        bool fresh = srv->broadcasts != srv->broadcasts_flushed, busy, kept = false;
-        uint64_t now = fresh ? mono_usec() : 0;
+        uint64_t turn = loop_turns(srv->loop);
+        /* Busy: this iteration broadcast, and so did the one before (a
+         * stream, one message per iteration or more).  A message after an
+         * idle wait is written at once. */
+        bool busy = srv->bcast_turn == turn && srv->prev_bcast_turn + 1 == turn, kept = false;
+        uint64_t now = busy ? mono_usec() : 0;
 
-        /* Busy: this pass has broadcasts, and so had one shortly before
-         * (a lone message is written at once). */
-        busy = fresh && now - srv->broadcast_pass_at < CORK_USEC;
-        if (fresh)
-                srv->broadcast_pass_at = now;
-        srv->broadcasts_flushed = srv->broadcasts;
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->q.len == 0 || c->full)
@@ -1663,6 +1660,17 @@ void stream_server_free(struct stream_server *srv)
         free(srv);
 }
 
+/* Remembers the loop iteration of a broadcast (see flush_consumers()). */
+static void note_broadcast(struct stream_server *srv)
+{
+        uint64_t turn = loop_turns(srv->loop);
+
+        if (srv->bcast_turn != turn) {
+                srv->prev_bcast_turn = srv->bcast_turn;
+                srv->bcast_turn = turn;
+        }
+}
+
 /* Queues a broadcast block to every LIVE consumer; one that is still past
  * the bound once its socket took what it could gets SlowConsumer.  News is kept for GREETING consumers (a
  * state will not hold it); one that cannot keep it is cut, so it does not
@@ -1671,7 +1679,7 @@ static void fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
-        srv->broadcasts++;
+        note_broadcast(srv);
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->files)
@@ -1884,7 +1892,7 @@ static void files_fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
-        srv->broadcasts++;
+        note_broadcast(srv);
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (!c->files || c->state != CONSUMER_LIVE)

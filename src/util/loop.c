@@ -58,6 +58,7 @@ struct loop {
         size_t heap_len, heap_cap, n_timers;
         struct loop_defer *defer_head, *defer_tail;
         int need_reap;
+        uint64_t turns; /* iterations finished */
 };
 
 /* ---- timer heap (min-heap on due) ---------------------------------------- */
@@ -485,7 +486,13 @@ int loop_run_once(struct loop *l, int64_t timeout_usec)
         }
         ran += run_deferred(l);
         reap(l);
+        l->turns++;
         return ran;
+}
+
+uint64_t loop_turns(const struct loop *l)
+{
+        return l->turns;
 }
 
 int loop_run(struct loop *l)

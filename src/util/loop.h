@@ -37,6 +37,11 @@ int loop_run(struct loop *l);
  * Returns the number of callbacks run, or -errno. */
 int loop_run_once(struct loop *l, int64_t timeout_usec);
 void loop_stop(struct loop *l);
+/* Iterations finished so far: what runs in one iteration, or between two
+ * (outside any callback), sees one number; the next iteration's, the
+ * next.  Lets a caller tell work in consecutive iterations (a stream)
+ * from work after an idle wait.  O(1). */
+uint64_t loop_turns(const struct loop *l);
 /* Whether loop_stop() was called (tests only). */
 bool loop_stopped(const struct loop *l);
 

@@ -127,6 +127,33 @@ START_TEST(test_io_rearm_reports_again)
 }
 END_TEST
 
+static uint64_t seen_turn;
+static void turn_defer_cb(void *data)
+{
+        seen_turn = loop_turns(data);
+}
+
+/* Callbacks of one iteration see one number; the next iteration, the
+ * next; between iterations, the number of those finished. */
+START_TEST(test_turns_count_iterations)
+{
+        struct loop *l;
+
+        ck_assert_int_eq(loop_new(&l), 0);
+        ck_assert_uint_eq(loop_turns(l), 0);
+        ck_assert_int_eq(loop_defer(l, turn_defer_cb, l), 0);
+        loop_run_once(l, 0);
+        ck_assert_uint_eq(seen_turn, 0);
+        ck_assert_uint_eq(loop_turns(l), 1);
+        loop_run_once(l, 0);
+        ck_assert_uint_eq(loop_turns(l), 2);
+        ck_assert_int_eq(loop_defer(l, turn_defer_cb, l), 0);
+        loop_run_once(l, 0);
+        ck_assert_uint_eq(seen_turn, 2);
+        loop_free(l);
+}
+END_TEST
+
 static struct loop *defer_loop;
 static void defer_cb(void *data)
 {
@@ -218,6 +245,6 @@ START_TEST(test_lazy_timerfd_never_fires_a_timer_early)
 }
 END_TEST
 
-UNIT_MAIN(test_io_rearm_reports_again, test_timers_fire_in_due_order, test_stopped_and_rearmed_timers,
-          test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
+UNIT_MAIN(test_turns_count_iterations, test_io_rearm_reports_again, test_timers_fire_in_due_order,
+          test_stopped_and_rearmed_timers, test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
           test_deferred_calls_run_fifo_without_waiting, test_run_until_stop)
