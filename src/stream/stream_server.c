@@ -14,11 +14,14 @@
  * Each consumer has a ring of references and the offset already written
  * of the first one; a flush is one sendmsg() of up to FLUSH_IOV blocks.
  *
- * Writes are batched: queueing arms a zero-delay timer, and the flush pass
- * writes every consumer whose socket is not known to be full.  A consumer
- * whose socket is full waits for EPOLLOUT, which is armed only while
- * something is pending.  So several broadcasts in one loop iteration cost
- * one syscall per consumer, and nothing here ever blocks.
+ * Writes are batched: queueing defers one flush pass to the end of the
+ * loop turn.  The watch is edge-triggered, so EPOLLOUT comes whenever the
+ * peer has read some of our last write; a live consumer waits for it
+ * while its socket is full or the peer has not read our last write yet,
+ * and, while the loop broadcasts a stream of messages, until its queue
+ * reaches a bound in bytes or in time (flush_consumers()).  So several
+ * broadcasts cost one syscall per consumer, and nothing here ever
+ * blocks.
  *
  * A consumer's life: GREETING (hello queued; waiting at most
  * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
@@ -99,6 +102,13 @@
 /* A replaying consumer is given history messages while its unsent backlog
  * is below this (at least one message at a time). */
 #define REPLAY_BUDGET (256u * 1024u)
+/* While the loop is busy broadcasting (in this iteration and the one
+ * before), a live consumer's messages are
+ * kept back until this many bytes wait, or the oldest has waited
+ * CORK_USEC; see flush_consumers().  CORK_USEC is the bound on the delay
+ * a stream of messages adds. */
+#define CORK_BYTES (64u * 1024u)
+#define CORK_USEC 5000u
 
 /* Messages up to this length are kept in the server's arena with their
  * text; a longer one (a SET of many pods) keeps the buffer it was
@@ -143,8 +153,15 @@ struct consumer {
         struct loop_timer *timer; /* resume grace, then close timeout */
         enum consumer_state state;
         bool read_eof;   /* the client shut its side: stop reading */
-        uint32_t events; /* what io is registered for */
+        /* Both cleared by EPOLLOUT (the watch is edge-triggered, so that
+         * comes when the peer has read some of what we wrote): full, its
+         * socket refused bytes; unread, bytes written since the peer last
+         * read, so what a broadcast queues waits to go with what follows
+         * (unless c is being closed). */
+        bool full;
+        bool unread;
         struct ring q;   /* of struct msg *: references */
+        uint64_t queued_at; /* monotonic time the queue last stopped being empty */
         size_t offset;   /* bytes of the first block already written */
         size_t backlog;  /* unwritten bytes in the queue */
         char *line;      /* the first line, while GREETING */
@@ -185,8 +202,14 @@ struct stream_server {
         uint64_t fd_refused; /* connections refused in this episode */
         stream_fd_fn fd_fn;
         void *fd_data;
+        /* The pass that ends a stream's tail (consumers kept back, see
+         * flush_consumers()), or, when a deferred call cannot be queued
+         * for want of memory, the flush itself. */
         struct loop_timer *flush_timer;
         bool flush_scheduled; /* flush_deferred() is queued */
+        /* The loop iterations (loop_turns()) of the last broadcast, and
+         * of the last one in an earlier iteration (flush_consumers()). */
+        uint64_t bcast_turn, prev_bcast_turn;
 
         struct arena *msgs; /* where messages are kept (struct msg) */
         uint64_t seq;   /* the last number handed out */
@@ -680,7 +703,7 @@ static void flush_deferred(void *data);
  * for want of memory, the flush timer at 0 (which cannot fail). */
 static void schedule_flush(struct stream_server *srv)
 {
-        if (srv->flush_scheduled || loop_timer_armed(srv->flush_timer))
+        if (srv->flush_scheduled)
                 return;
         if (loop_defer(srv->loop, flush_deferred, srv) == 0)
                 srv->flush_scheduled = true;
@@ -691,6 +714,8 @@ static void schedule_flush(struct stream_server *srv)
 /* Queues a new reference to m.  0 or -ENOMEM.  Cost O(1) amortised. */
 static int consumer_push(struct consumer *c, struct msg *m)
 {
+        if (c->q.len == 0)
+                c->queued_at = mono_usec();
         if (ring_push(&c->q, &m) < 0)
                 return -ENOMEM;
         m->refs++;
@@ -742,8 +767,10 @@ static void consumer_fail(struct consumer *c, const char *reason,
         schedule_flush(c->srv);
 }
 
-/* Writes what the socket takes.  0 (maybe with data left) or -errno for a
- * connection that is gone (EPIPE, ECONNRESET, ...). */
+/* Writes what the socket takes, as many queued blocks per sendmsg() as
+ * FLUSH_IOV, a block cut anywhere (c->offset says where to go on).  0
+ * (maybe with data left: c->full) or -errno for a connection that is gone
+ * (EPIPE, ECONNRESET, ...) or can no longer be watched. */
 static int consumer_flush(struct consumer *c)
 {
         while (c->q.len > 0) {
@@ -770,10 +797,18 @@ static int consumer_flush(struct consumer *c)
                 if (w < 0) {
                         if (errno == EINTR)
                                 continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK)
-                                return 0;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                                /* Full: what we wrote before brings
+                                 * EPOLLOUT as the peer reads it.  Asking
+                                 * again costs one epoll_ctl() and makes a
+                                 * refusal with room left (nothing of ours
+                                 * to read, so no edge) come back too. */
+                                c->full = true;
+                                return loop_io_rearm(c->io);
+                        }
                         return -errno;
                 }
+                c->unread = true;
                 c->backlog -= (size_t)w;
                 left = (size_t)w;
                 while (left > 0) {
@@ -789,8 +824,12 @@ static int consumer_flush(struct consumer *c)
                         msg_unref(m);
                         ring_pop(&c->q);
                 }
-                if ((size_t)w < total)
-                        return 0; /* the socket is full */
+                if ((size_t)w < total) {
+                        /* The socket is full (or took a part for another
+                         * reason): the part written brings EPOLLOUT. */
+                        c->full = true;
+                        return 0;
+                }
         }
         return 0;
 }
@@ -879,13 +918,9 @@ static int replay_fill(struct consumer *c)
         return 0;
 }
 
-/* Writes, then closes c if it is done or gone, else watches for what it
- * still needs: EPOLLIN until the client shut its side, EPOLLOUT only while
- * something is pending.  c may be freed. */
+/* Writes, then closes c if it is done or gone.  c may be freed. */
 static void consumer_pump(struct consumer *c)
 {
-        uint32_t want;
-
         if (consumer_flush(c) < 0) {
                 consumer_free(c); /* gone: dropped quietly */
                 return;
@@ -894,18 +929,8 @@ static void consumer_pump(struct consumer *c)
                 c->srv->dropped++;
                 consumer_fail(c, PROTO_ERROR_RESOURCE_EXHAUSTED, "out of memory replaying the history; reconnect");
         }
-        if (c->state == CONSUMER_CLOSING && c->q.len == 0) {
+        if (c->state == CONSUMER_CLOSING && c->q.len == 0)
                 consumer_free(c);
-                return;
-        }
-        want = (c->read_eof ? 0 : EPOLLIN) | (c->q.len > 0 ? EPOLLOUT : 0);
-        if (want != c->events) {
-                if (loop_io_modify(c->io, want) < 0) {
-                        consumer_free(c);
-                        return;
-                }
-                c->events = want;
-        }
 }
 
 /*
@@ -1134,7 +1159,8 @@ static int consumer_read_line(struct consumer *c)
 }
 
 /* After the first line: reads and drops, at most IGNORE_READ_BUDGET bytes
- * per wake-up.  0 or -errno. */
+ * per wake-up; the watch is edge-triggered, so a spent budget asks for
+ * EPOLLIN again (the rest is read on the next pass).  0 or -errno. */
 static int consumer_read_ignore(struct consumer *c)
 {
         char scratch[4096];
@@ -1151,9 +1177,17 @@ static int consumer_read_ignore(struct consumer *c)
                 }
                 total += (size_t)n;
         }
-        return 0;
+        return loop_io_rearm(c->io);
 }
 
+/*
+ * The watch is edge-triggered (EPOLLIN | EPOLLOUT | EPOLLET, never
+ * changed): EPOLLOUT comes each time the peer has read some of what we
+ * wrote, whether or not the socket was full, which is what lets a
+ * broadcast wait while the peer has not read the last write (see
+ * flush_consumers()).  Reads therefore go on until EAGAIN, the first
+ * line and what follows it in one pass.
+ */
 static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
         struct consumer *c = data;
@@ -1164,17 +1198,24 @@ static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
                 consumer_free(c);
                 return;
         }
+        if (events & EPOLLOUT)
+                c->full = c->unread = false;
         if ((events & EPOLLIN) && !c->read_eof) {
                 if (c->state == CONSUMER_GREETING)
                         r = consumer_read_line(c);
-                else
+                if (r >= 0 && c->state != CONSUMER_GREETING && !c->read_eof)
                         r = consumer_read_ignore(c);
                 if (r < 0) {
                         consumer_free(c);
                         return;
                 }
         }
-        consumer_pump(c);
+        /* What a live consumer has queued goes out in the flush pass, which
+         * keeps it back while the loop is busy (flush_consumers()). */
+        if (c->state == CONSUMER_LIVE && c->q.len > 0)
+                schedule_flush(c->srv);
+        else
+                consumer_pump(c);
 }
 
 static void consumer_timer(struct loop_timer *t, void *data)
@@ -1212,7 +1253,6 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
         }
         c->q = (struct ring)RING_INIT(struct msg *);
         c->line = malloc(STREAM_MAX_CLIENT_LINE + 1);
-        c->events = EPOLLIN;
         c->next = srv->consumers;
         if (srv->consumers)
                 srv->consumers->prev = c;
@@ -1222,7 +1262,7 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
                 r = -ENOMEM;
                 goto fail;
         }
-        r = loop_io_add(srv->loop, fd, c->events, consumer_io, c, &c->io);
+        r = loop_io_add(srv->loop, fd, EPOLLIN | EPOLLOUT | EPOLLET, consumer_io, c, &c->io);
         if (r < 0)
                 goto fail;
         r = loop_timer_new(srv->loop, consumer_timer, c, &c->timer);
@@ -1406,17 +1446,50 @@ static void accept_retry(struct loop_timer *t, void *data)
                 loop_timer_arm(t, ACCEPT_RETRY_USEC);
 }
 
-/* Writes every consumer with something queued.  O(consumers).  Those
- * waiting for EPOLLOUT are left to it. */
+/*
+ * The flush pass, once per loop turn at its end: writes every consumer
+ * with something queued, except
+ *   - those waiting for EPOLLOUT: their socket is full, or, live, the
+ *     peer has not read our last write yet; when it reads, the next pass
+ *     writes all that was queued meanwhile in one sendmsg();
+ *   - live ones, while the loop is busy (this iteration broadcast and so
+ *     did the one before: a stream, which the next iteration probably
+ *     continues), until CORK_BYTES wait for them or the oldest
+ *     has waited CORK_USEC: a later pass, or flush_timer's when the
+ *     stream has stopped, writes them.
+ * A message alone is thus written at once; a stream of them, one
+ * broadcast per turn, goes in batches, and the system calls
+ * (and the readers' wake-ups) per delivered message fall to a fraction,
+ * where they were one per message per consumer.  A consumer being
+ * closed, replaying or catching up is never kept back.  O(consumers).
+ */
 static void flush_consumers(struct stream_server *srv)
 {
         struct consumer *c, *next;
 
+        uint64_t turn = loop_turns(srv->loop);
+        /* Busy: this iteration broadcast, and so did the one before (a
+         * stream, one message per iteration or more).  A message after an
+         * idle wait is written at once. */
+        bool busy = srv->bcast_turn == turn && srv->prev_bcast_turn + 1 == turn, kept = false;
+        uint64_t now = busy ? mono_usec() : 0;
+
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
-                if (c->q.len > 0 && !(c->events & EPOLLOUT))
-                        consumer_pump(c);
+                if (c->q.len == 0 || c->full)
+                        continue;
+                if (c->state == CONSUMER_LIVE && c->unread)
+                        continue;
+                if (c->state == CONSUMER_LIVE && busy && c->backlog < CORK_BYTES && now - c->queued_at < CORK_USEC) {
+                        kept = true;
+                        continue;
+                }
+                consumer_pump(c);
         }
+        /* One timer for all: the passes of a continuing stream write
+         * whoever waited CORK_USEC; this one ends a stream's tail. */
+        if (kept && !loop_timer_armed(srv->flush_timer))
+                loop_timer_arm(srv->flush_timer, CORK_USEC);
 }
 
 static void flush_deferred(void *data)
@@ -1427,10 +1500,20 @@ static void flush_deferred(void *data)
         flush_consumers(srv);
 }
 
+/* The pass after a stream's last messages were kept back (or, when a
+ * deferred call could not be queued, the flush): deferred to the end of
+ * the turn, after what the turn broadcasts. */
 static void flush_all(struct loop_timer *t, void *data)
 {
+        struct stream_server *srv = data;
+
         (void)t;
-        flush_consumers(data);
+        if (srv->flush_scheduled)
+                return;
+        if (loop_defer(srv->loop, flush_deferred, srv) == 0)
+                srv->flush_scheduled = true;
+        else
+                flush_consumers(srv); /* out of memory: at once */
 }
 
 /* Copies cfg (strings and allow lists too) into a new srv, defaults for
@@ -1577,6 +1660,17 @@ void stream_server_free(struct stream_server *srv)
         free(srv);
 }
 
+/* Remembers the loop iteration of a broadcast (see flush_consumers()). */
+static void note_broadcast(struct stream_server *srv)
+{
+        uint64_t turn = loop_turns(srv->loop);
+
+        if (srv->bcast_turn != turn) {
+                srv->prev_bcast_turn = srv->bcast_turn;
+                srv->bcast_turn = turn;
+        }
+}
+
 /* Queues a broadcast block to every LIVE consumer; one that is still past
  * the bound once its socket took what it could gets SlowConsumer.  News is kept for GREETING consumers (a
  * state will not hold it); one that cannot keep it is cut, so it does not
@@ -1585,6 +1679,7 @@ static void fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
+        note_broadcast(srv);
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->files)
@@ -1815,6 +1910,7 @@ static void files_fan_out(struct stream_server *srv, struct msg *m)
 {
         struct consumer *c, *next;
 
+        note_broadcast(srv);
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (!c->files || c->state != CONSUMER_LIVE)

@@ -58,6 +58,7 @@ struct loop {
         size_t heap_len, heap_cap, n_timers;
         struct loop_defer *defer_head, *defer_tail;
         int need_reap;
+        uint64_t turns; /* iterations finished */
 };
 
 /* ---- timer heap (min-heap on due) ---------------------------------------- */
@@ -260,6 +261,18 @@ int loop_io_modify(struct loop_io *io, uint32_t events)
         if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
                 return -errno;
         io->events = events;
+        return 0;
+}
+
+int loop_io_rearm(struct loop_io *io)
+{
+        struct epoll_event ev;
+
+        memset(&ev, 0, sizeof(ev));
+        ev.events = io->events;
+        ev.data.ptr = io;
+        if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
+                return -errno;
         return 0;
 }
 
@@ -473,7 +486,13 @@ int loop_run_once(struct loop *l, int64_t timeout_usec)
         }
         ran += run_deferred(l);
         reap(l);
+        l->turns++;
         return ran;
+}
+
+uint64_t loop_turns(const struct loop *l)
+{
+        return l->turns;
 }
 
 int loop_run(struct loop *l)

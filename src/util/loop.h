@@ -22,7 +22,8 @@ struct loop;
 struct loop_io;
 struct loop_timer;
 
-/* events is a mask of EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP. */
+/* events is a mask of EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP (and
+ * EPOLLET when registering). */
 typedef void (*loop_io_fn)(struct loop_io *io, int fd, uint32_t events, void *data);
 typedef void (*loop_timer_fn)(struct loop_timer *t, void *data);
 typedef void (*loop_defer_fn)(void *data);
@@ -36,6 +37,11 @@ int loop_run(struct loop *l);
  * Returns the number of callbacks run, or -errno. */
 int loop_run_once(struct loop *l, int64_t timeout_usec);
 void loop_stop(struct loop *l);
+/* Iterations finished so far: what runs in one iteration, or between two
+ * (outside any callback), sees one number; the next iteration's, the
+ * next.  Lets a caller tell work in consecutive iterations (a stream)
+ * from work after an idle wait.  O(1). */
+uint64_t loop_turns(const struct loop *l);
 /* Whether loop_stop() was called (tests only). */
 bool loop_stopped(const struct loop *l);
 
@@ -43,6 +49,11 @@ bool loop_stopped(const struct loop *l);
  * until loop_io_free(). */
 int loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *data, struct loop_io **ret_io);
 int loop_io_modify(struct loop_io *io, uint32_t events);
+/* Registers io again with the same events: for an edge-triggered watch
+ * (EPOLLET), what is ready now is reported once more, as if it had just
+ * become ready (a read budget spent, a write refused for no reason we
+ * can see).  0 or -errno.  One epoll_ctl(). */
+int loop_io_rearm(struct loop_io *io);
 /* Stops watching and frees the handle; safe inside its own callback.
  * NULL-safe. */
 void loop_io_free(struct loop_io *io);

@@ -7,10 +7,16 @@
  * Usage: bench_client PODS MESSAGES CONSUMERS [SET_PODS [DIR]]
  *
  * 1. fan-out: the daemon's stream server (in process, on its own loop)
- *    with CONSUMERS raw readers (one thread each, counting lines);
- *    MESSAGES "pods" messages of one ~1.3 KB pod each (ADD of PODS pods,
- *    then UPDATEs), one broadcast per loop turn as the merger does: the
- *    time until every reader has them all.  Reader 0 keeps the bytes.
+ *    with 1, 10 and CONSUMERS raw readers (one thread each, counting
+ *    lines); MESSAGES "pods" messages of one ~1.3 KB pod each (ADD of
+ *    PODS pods, then UPDATEs, all built before the clock starts), one
+ *    broadcast per loop turn as the merger does: the time until every
+ *    reader has them all, and the loop thread's CPU time per delivered
+ *    message.  Next to each, in the same run, the same lines written
+ *    by one thread to as many readers with one write() per message per
+ *    reader (the reference).  The widest run's reader 0 keeps the bytes.
+ *    At the widest, both again paced (MESSAGES / 10, each read by every
+ *    reader before the next is sent: the writer sleeps between them).
  * 2. raw: those bytes written through a unix socket by a thread and read
  *    by a loop that only finds the newlines.
  * 3. library: the same bytes to libpodmux-client, from accept to the last
@@ -39,6 +45,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/buf.h"
@@ -110,7 +117,8 @@ struct reader {
         int fd;
         long want; /* lines */
         bool keep;
-        int done; /* set by the thread, read with __atomic */
+        int done;   /* set by the thread, read with __atomic */
+        long lines; /* so far, set by the thread, read with __atomic */
         struct buf bytes;
 };
 
@@ -127,6 +135,7 @@ static void *reader_main(void *arg)
                         break;
                 for (ssize_t i = 0; i < n; i++)
                         lines += chunk[i] == '\n';
+                __atomic_store_n(&r->lines, lines, __ATOMIC_RELEASE);
                 if (r->keep && buf_append(&r->bytes, chunk, (size_t)n) < 0)
                         exit(1);
         }
@@ -154,16 +163,91 @@ static int connect_to(const char *path)
         return fd;
 }
 
-static double fan_out(const char *dir, int n_pods, long n_msgs, int n_cons, struct buf *ret_bytes)
+/* Thread CPU time of the caller, microseconds: the daemon's share of a
+ * fan-out is what its loop thread spends (the readers run on others). */
+static uint64_t thread_cpu_usec(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct fan_result {
+        double wall_usec; /* from the first message to every reader done */
+        double cpu_usec;  /* of the writing thread, over the same span */
+};
+
+/* The messages of a fan-out, built before any is timed. */
+static struct pod_update **fan_updates(int n_pods, long n_msgs)
+{
+        struct pod_update **ups = calloc((size_t)n_msgs, sizeof(*ups));
+        struct pod **pods = calloc((size_t)n_pods, sizeof(*pods));
+
+        if (!ups || !pods)
+                exit(1);
+        for (int i = 0; i < n_pods; i++)
+                pods[i] = make_pod(i, 0);
+        for (long m = 0; m < n_msgs; m++) {
+                int i = (int)(m % n_pods);
+                struct pod_update *u = pod_update_new(m < n_pods ? POD_OP_ADD : POD_OP_UPDATE, "file");
+                struct pod *p = m < n_pods ? pod_ref(pods[i]) : make_pod(i, (int)(m / n_pods));
+
+                if (!u || pod_update_add(u, p) < 0)
+                        exit(1);
+                pod_unref(p);
+                ups[m] = u;
+        }
+        for (int i = 0; i < n_pods; i++)
+                pod_unref(pods[i]);
+        free(pods);
+        return ups;
+}
+
+static void start_readers(struct reader *rd, int n_cons)
+{
+        for (int i = 0; i < n_cons; i++)
+                pthread_create(&rd[i].th, NULL, reader_main, &rd[i]);
+}
+
+static bool readers_done(struct reader *rd, int n_cons)
+{
+        for (int i = 0; i < n_cons; i++)
+                if (!__atomic_load_n(&rd[i].done, __ATOMIC_ACQUIRE))
+                        return false;
+        return true;
+}
+
+/* Whether every reader has read lines lines. */
+static bool readers_at(struct reader *rd, int n_cons, long lines)
+{
+        for (int i = 0; i < n_cons; i++)
+                if (__atomic_load_n(&rd[i].lines, __ATOMIC_ACQUIRE) < lines)
+                        return false;
+        return true;
+}
+
+static void join_readers(struct reader *rd, int n_cons)
+{
+        for (int i = 0; i < n_cons; i++) {
+                pthread_join(rd[i].th, NULL);
+                close(rd[i].fd);
+        }
+}
+
+/* The stream server with n_cons raw readers: ups broadcast one per loop
+ * turn.  Reader 0's bytes go to ret_bytes when it is not NULL. */
+static struct fan_result fan_out(const char *dir, struct pod_update **ups, long n_msgs, int n_cons,
+                                 struct buf *ret_bytes, bool paced)
 {
         struct stream_server_config cfg = {0};
         struct stream_server *srv = NULL;
         struct loop *loop = NULL;
         struct reader *rd = calloc((size_t)n_cons, sizeof(*rd));
-        struct pod **pods = calloc((size_t)n_pods, sizeof(*pods));
         struct buf err = BUF_INIT;
+        struct fan_result res;
         char path[256];
-        uint64_t t0, t1;
+        uint64_t t0, c0;
 
         snprintf(path, sizeof(path), "%s/fanout.sock", dir);
         for (int i = 0; rd && i < n_cons; i++)
@@ -173,16 +257,14 @@ static double fan_out(const char *dir, int n_pods, long n_msgs, int n_cons, stru
         cfg.state_fn = no_state;
         cfg.max_backlog = 1u << 30;
         cfg.history = 16;
-        if (!rd || !pods || loop_new(&loop) < 0 || stream_server_new(loop, &cfg, &srv, &err) < 0) {
+        if (!rd || loop_new(&loop) < 0 || stream_server_new(loop, &cfg, &srv, &err) < 0) {
                 fprintf(stderr, "bench_client: %s\n", err.len ? err.data : "setup failed");
                 exit(1);
         }
-        for (int i = 0; i < n_pods; i++)
-                pods[i] = make_pod(i, 0);
         for (int i = 0; i < n_cons; i++) {
                 rd[i].fd = connect_to(path);
                 rd[i].want = n_msgs + 2; /* hello, synced */
-                rd[i].keep = i == 0;
+                rd[i].keep = i == 0 && ret_bytes;
                 if (write(rd[i].fd, "{}\n", 3) != 3)
                         exit(1);
         }
@@ -190,42 +272,124 @@ static double fan_out(const char *dir, int n_pods, long n_msgs, int n_cons, stru
                 loop_run_once(loop, 1000);
         for (int k = 0; k < 20; k++) /* each gets its hello and synced */
                 loop_run_once(loop, 1000);
-        for (int i = 0; i < n_cons; i++)
-                pthread_create(&rd[i].th, NULL, reader_main, &rd[i]);
+        start_readers(rd, n_cons);
         t0 = mono_usec();
+        c0 = thread_cpu_usec();
         for (long m = 0; m < n_msgs; m++) {
-                int i = (int)(m % n_pods);
-                struct pod_update *u = pod_update_new(m < n_pods ? POD_OP_ADD : POD_OP_UPDATE, "file");
-                struct pod *p = m < n_pods ? pod_ref(pods[i]) : make_pod(i, (int)(m / n_pods));
-
-                pod_update_add(u, p);
-                pod_unref(p);
-                stream_server_broadcast(srv, u);
-                pod_update_free(u);
+                stream_server_broadcast(srv, ups[m]);
                 loop_run_once(loop, 0); /* one merge per loop turn */
+                while (paced && !readers_at(rd, n_cons, m + 3))
+                        loop_run_once(loop, 1000);
         }
-        for (;;) {
-                bool done = true;
-
-                for (int i = 0; i < n_cons; i++)
-                        done = done && __atomic_load_n(&rd[i].done, __ATOMIC_ACQUIRE);
-                if (done)
-                        break;
+        while (!readers_done(rd, n_cons))
                 loop_run_once(loop, 1000);
-        }
-        t1 = mono_usec();
-        for (int i = 0; i < n_cons; i++)
-                pthread_join(rd[i].th, NULL);
-        *ret_bytes = rd[0].bytes;
-        for (int i = 0; i < n_cons; i++)
-                close(rd[i].fd);
-        for (int i = 0; i < n_pods; i++)
-                pod_unref(pods[i]);
+        res.cpu_usec = (double)(thread_cpu_usec() - c0);
+        res.wall_usec = (double)(mono_usec() - t0);
+        join_readers(rd, n_cons);
+        if (ret_bytes)
+                *ret_bytes = rd[0].bytes;
         stream_server_free(srv);
         loop_free(loop);
         free(rd);
-        free(pods);
-        return (double)(t1 - t0);
+        return res;
+}
+
+/* The reference, in the same run: the lines of bytes (after hello and
+ * synced) written to n_cons readers the plain way, one blocking write()
+ * per message per reader, as a server without batching or sharing would
+ * (and as podmux did before messages were batched per wake-up). */
+static struct fan_result fan_raw(const struct buf *bytes, long n_msgs, int n_cons, bool paced)
+{
+        struct reader *rd = calloc((size_t)n_cons, sizeof(*rd));
+        int *wfd = calloc((size_t)n_cons, sizeof(*wfd));
+        const char *at = bytes->data, *end = bytes->data + bytes->len;
+        struct fan_result res;
+        uint64_t t0, c0;
+
+        if (!rd || !wfd)
+                exit(1);
+        for (int k = 0; k < 2; k++) /* hello, synced */
+                at = memchr(at, '\n', (size_t)(end - at)) + 1;
+        for (int i = 0; i < n_cons; i++) {
+                int sv[2];
+
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                        exit(1);
+                rd[i].fd = sv[0];
+                wfd[i] = sv[1];
+                rd[i].want = n_msgs;
+        }
+        start_readers(rd, n_cons);
+        t0 = mono_usec();
+        c0 = thread_cpu_usec();
+        for (long m = 0; m < n_msgs && at < end; m++) {
+                const char *nl = memchr(at, '\n', (size_t)(end - at));
+                size_t len = (size_t)(nl - at) + 1;
+
+                for (int i = 0; i < n_cons; i++)
+                        if (write(wfd[i], at, len) != (ssize_t)len)
+                                exit(1);
+                at = nl + 1;
+                while (paced && !readers_at(rd, n_cons, m + 1))
+                        usleep(50);
+        }
+        while (!readers_done(rd, n_cons))
+                usleep(100);
+        res.cpu_usec = (double)(thread_cpu_usec() - c0);
+        res.wall_usec = (double)(mono_usec() - t0);
+        join_readers(rd, n_cons);
+        for (int i = 0; i < n_cons; i++)
+                close(wfd[i]);
+        free(rd);
+        free(wfd);
+        return res;
+}
+
+/* Fan-out to 1, 10 and max_cons consumers, each next to the raw write
+ * loop of the same run; the bytes of the widest go to ret_bytes. */
+static struct fan_result fan_lines(const char *dir, int n_pods, long n_msgs, int max_cons, struct buf *ret_bytes)
+{
+        struct pod_update **ups = fan_updates(n_pods, n_msgs);
+        int widths[3] = {1, 10, max_cons};
+        struct fan_result fan = {0};
+
+        for (int k = 0; k < 3; k++) {
+                int n = widths[k];
+                struct buf bytes = BUF_INIT;
+                struct fan_result raw;
+                double deliveries = (double)n_msgs * n;
+
+                if (k > 0 && n <= widths[k - 1])
+                        continue;
+                fan = fan_out(dir, ups, n_msgs, n, &bytes, false);
+                raw = fan_raw(&bytes, n_msgs, n, false);
+                printf("daemon_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n", n,
+                       n_msgs / (fan.wall_usec / 1e6), deliveries / (fan.wall_usec / 1e6), fan.cpu_usec / deliveries);
+                printf("raw_write_fanout consumers=%d msgs_per_s=%.0f deliveries_per_s=%.0f cpu_us_per_delivery=%.3f\n",
+                       n, n_msgs / (raw.wall_usec / 1e6), deliveries / (raw.wall_usec / 1e6),
+                       raw.cpu_usec / deliveries);
+                printf("ratio fanout_cpu daemon/raw_write consumers=%d: %.2f\n", n, fan.cpu_usec / raw.cpu_usec);
+                if (n == max_cons) {
+                        /* Each message waited for by every reader before
+                         * the next: the daemon sleeps between them. */
+                        long paced_msgs = n_msgs / 10;
+                        struct fan_result p = fan_out(dir, ups, paced_msgs, n, NULL, true);
+                        struct fan_result pr = fan_raw(&bytes, paced_msgs, n, true);
+
+                        printf("daemon_fanout_paced consumers=%d msgs=%ld cpu_us_per_delivery=%.3f\n", n, paced_msgs,
+                               p.cpu_usec / ((double)paced_msgs * n));
+                        printf("raw_write_fanout_paced consumers=%d msgs=%ld cpu_us_per_delivery=%.3f\n", n, paced_msgs,
+                               pr.cpu_usec / ((double)paced_msgs * n));
+                }
+                if (n == max_cons)
+                        *ret_bytes = bytes;
+                else
+                        buf_free(&bytes);
+        }
+        for (long m = 0; m < n_msgs; m++)
+                pod_update_free(ups[m]);
+        free(ups);
+        return fan;
 }
 
 /* ---- 2 and 3: the same bytes, raw and through the library -------------------- */
@@ -554,7 +718,7 @@ int main(int argc, char **argv)
 
         if (!mkdtemp(dir))
                 return 1;
-        fan = fan_out(dir, n_pods, n_msgs, n_cons, &bytes);
+        fan = fan_lines(dir, n_pods, n_msgs, n_cons, &bytes).wall_usec;
         snprintf(path, sizeof(path), "%s/raw.sock", dir);
         raw = raw_read(path, &bytes, &lines);
         unlink(path);
@@ -563,7 +727,6 @@ int main(int argc, char **argv)
         unlink(path);
         printf("stream messages=%ld bytes=%zu bytes_per_message=%.0f\n", n_msgs, bytes.len,
                (double)bytes.len / (double)n_msgs);
-        printf("daemon_fanout consumers=%d msgs_per_s=%.0f\n", n_cons, n_msgs / (fan / 1e6));
         printf("raw_line_read msgs_per_s=%.0f lines=%ld\n", lines / (raw / 1e6), lines);
         printf("library_decode_apply msgs_per_s=%.0f us_per_msg=%.2f ns_per_pod=%.0f applied=%ld\n",
                n.msgs / (lib / 1e6), lib / (double)(n.msgs ? n.msgs : 1), lib * 1000.0 / (double)(n.pods ? n.pods : 1),

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -306,6 +307,7 @@ typedef int (*unlinkat_fn)(int, const char *, int);
 typedef int (*eventfd_fn)(unsigned, int);
 typedef int (*mkdir_fn)(const char *, mode_t);
 typedef int (*close_fn)(int);
+typedef int (*epoll_ctl_fn)(int, int, int, struct epoll_event *);
 
 #define REAL(name)                                                        \
         static name##_fn real_##name;                                     \
@@ -498,6 +500,14 @@ int mkdir(const char *path, mode_t mode)
         if (sys_fault(FAILSYS_MKDIR) < 0)
                 return -1;
         return real_mkdir(path, mode);
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+        REAL(epoll_ctl);
+        if (sys_fault(FAILSYS_EPOLL_CTL) < 0)
+                return -1;
+        return real_epoll_ctl(epfd, op, fd, ev);
 }
 
 #endif

@@ -55,6 +55,7 @@ enum failsys_call {
         FAILSYS_UNLINKAT,
         FAILSYS_EVENTFD,
         FAILSYS_MKDIR,
+        FAILSYS_EPOLL_CTL,
         _FAILSYS_MAX,
 };
 

@@ -1,0 +1,370 @@
+/*
+ * bench_drop — a manifest renamed into the watched directory, timed until
+ * a C consumer built on libpodmux-client has its pod, next to a raw
+ * inotify reader on the same directory (the floor) timing the same
+ * renames.  Prints figures; asserts nothing.  Run by scripts/bench (its
+ * "drop_c" line).
+ *
+ * Usage: bench_drop PODMUX DROPS [PODS]
+ *
+ * The daemon (PODMUX run, its own socket, the directory as its manifest
+ * path, no periodic relist) is started with PODS - 1 manifests in the
+ * directory (default 1: the dropped one alone).  Each drop writes a
+ * manifest of a new pod name beside the directory, then renames it to
+ * drop.yaml inside: the time from just before rename() to the consumer's
+ * pods handler seeing the pod, and to the inotify reader's thread
+ * reading IN_MOVED_TO (and to a second thread it wakes through a pipe,
+ * the shape of the daemon's watcher thread and loop).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "podmux/client.h"
+#include "util/clock.h"
+
+#define NODE "bench"
+
+static const char pod_yaml[] =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n"
+        "  labels: {app: web, tier: frontend, index: \"%d\"}\n"
+        "spec:\n  containers:\n  - name: app\n    image: registry.example/app:v1\n"
+        "    args: [\"--port=8080\", \"--log-level=info\"]\n    ports: [{containerPort: 8080}]\n"
+        "    env: [{name: MODE, value: prod}, {name: REGION, value: eu-1}]\n"
+        "    resources:\n      requests: {cpu: 100m, memory: 128Mi}\n      limits: {memory: 256Mi}\n"
+        "    livenessProbe:\n      httpGet: {path: /healthz, port: 8080}\n      periodSeconds: 10\n"
+        "    volumeMounts: [{name: data, mountPath: /data}]\n"
+        "  - name: sidecar\n    image: registry.example/proxy:1.2\n    ports: [{containerPort: 9090}]\n"
+        "  volumes:\n  - name: data\n    hostPath: {path: /var/lib/app-%d, type: DirectoryOrCreate}\n";
+
+static void write_pod(const char *path, const char *name, int i)
+{
+        FILE *f = fopen(path, "w");
+
+        if (!f || fprintf(f, pod_yaml, name, i, i) < 0 || fclose(f) != 0) {
+                perror(path);
+                exit(1);
+        }
+}
+
+/* The raw reader: when each IN_MOVED_TO of drop.yaml was read; it also
+ * passes each on through a pipe to a second thread (relay), as the
+ * daemon's watcher thread passes events to its loop: what that one hop
+ * between threads costs. */
+struct raw {
+        int fd;
+        int want;
+        uint64_t *at;
+        int seen; /* read with __atomic */
+        int pipe[2];
+        uint64_t *relay_at;
+        int relayed; /* read with __atomic */
+};
+
+static void *relay_main(void *arg)
+{
+        struct raw *r = arg;
+        char b;
+
+        while (__atomic_load_n(&r->relayed, __ATOMIC_ACQUIRE) < r->want) {
+                ssize_t n = read(r->pipe[0], &b, 1);
+                int k = __atomic_load_n(&r->relayed, __ATOMIC_RELAXED);
+
+                if (n <= 0)
+                        break;
+                r->relay_at[k] = mono_usec();
+                __atomic_store_n(&r->relayed, k + 1, __ATOMIC_RELEASE);
+        }
+        return NULL;
+}
+
+static void *raw_main(void *arg)
+{
+        struct raw *r = arg;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+        while (__atomic_load_n(&r->seen, __ATOMIC_ACQUIRE) < r->want) {
+                ssize_t n = read(r->fd, buf, sizeof(buf));
+                uint64_t t = mono_usec();
+
+                if (n <= 0) {
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        break;
+                }
+                for (char *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)p;
+                        int k = __atomic_load_n(&r->seen, __ATOMIC_RELAXED);
+
+                        if ((ev->mask & IN_MOVED_TO) && ev->len && !strcmp(ev->name, "drop.yaml") && k < r->want) {
+                                r->at[k] = t;
+                                __atomic_store_n(&r->seen, k + 1, __ATOMIC_RELEASE);
+                                if (write(r->pipe[1], "x", 1) != 1)
+                                        exit(1);
+                        }
+                        p += sizeof(*ev) + ev->len;
+                }
+        }
+        return NULL;
+}
+
+/* The consumer: when the pod named want was handed to it. */
+struct consumer {
+        char want[64];
+        uint64_t at;
+};
+
+static void on_pods(struct podmux_client *c, const struct podmux_update *u, void *data)
+{
+        struct consumer *st = data;
+
+        if (u->op == PODMUX_OP_REMOVE || u->op == PODMUX_OP_DELETE)
+                return;
+        for (size_t i = 0; i < u->n_pods; i++)
+                if (!strcmp(podmux_pod_name(u->pods[i]), st->want) && !st->at)
+                        st->at = mono_usec();
+}
+
+/* Runs the client (on its descriptor, as an application's own loop
+ * would) until *done or timeout_ms.  Whether *done. */
+static bool pump_until(struct podmux_client *c, const uint64_t *done, int timeout_ms)
+{
+        uint64_t deadline = mono_usec() + (uint64_t)timeout_ms * 1000u;
+
+        for (;;) {
+                struct pollfd pfd = {.fd = podmux_client_fd(c), .events = POLLIN};
+                int wait = podmux_client_timeout(c);
+                uint64_t now;
+
+                if (podmux_client_process(c) < 0)
+                        return false;
+                if (*done)
+                        return true;
+                now = mono_usec();
+                if (now >= deadline)
+                        return false;
+                if (wait < 0 || (uint64_t)wait * 1000u > deadline - now)
+                        wait = (int)((deadline - now + 999) / 1000);
+                (void)poll(&pfd, 1, wait);
+        }
+}
+
+static pid_t start_daemon(const char *podmux, const char *sock, const char *mdir)
+{
+        pid_t pid = fork();
+
+        if (pid < 0) {
+                perror("fork");
+                exit(1);
+        }
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY);
+
+                if (null >= 0)
+                        dup2(null, 2);
+                execl(podmux, podmux, "run", "--socket", sock, "--node-name", NODE, "--plugins-registry-dir", "",
+                      "--pod-manifest-path", mdir, "--file-check-frequency", "1h", (char *)NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 1000 && access(sock, F_OK) != 0; i++)
+                usleep(10000);
+        if (access(sock, F_OK) != 0) {
+                fprintf(stderr, "bench_drop: %s did not start\n", podmux);
+                exit(1);
+        }
+        return pid;
+}
+
+/* Removes dir and what it holds, one level of subdirectories deep (the
+ * manifest directory). */
+static void remove_tree(const char *dir, int depth)
+{
+        DIR *d = opendir(dir);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                char path[PATH_MAX + 256];
+
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                if (unlink(path) < 0 && errno == EISDIR && depth > 0)
+                        remove_tree(path, depth - 1);
+        }
+        if (d)
+                closedir(d);
+        (void)rmdir(dir);
+}
+
+/* CPU time of every thread of pid so far, microseconds (schedstat). */
+static uint64_t cpu_usec(pid_t pid)
+{
+        char path[64];
+        uint64_t total = 0;
+        DIR *d;
+        struct dirent *de;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+        d = opendir(path);
+        while (d && (de = readdir(d))) {
+                char file[320];
+                unsigned long long ns;
+                FILE *f;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(file, sizeof(file), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
+                f = fopen(file, "r");
+                if (f && fscanf(f, "%llu", &ns) == 1)
+                        total += ns / 1000u;
+                if (f)
+                        fclose(f);
+        }
+        if (d)
+                closedir(d);
+        return total;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+static uint64_t pct(const uint64_t *sorted, int n, int p)
+{
+        int i = (int)((double)p / 100.0 * (n - 1) + 0.5);
+
+        return sorted[i < n ? i : n - 1];
+}
+
+int main(int argc, char **argv)
+{
+        const char *podmux = argc > 1 ? argv[1] : NULL;
+        int drops = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 200;
+        int n_pods = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 1;
+        char dir[] = "/tmp/podmux-bench-drop-XXXXXX", mdir[64], sock[64], tmp[64];
+        char dst[96];
+        uint64_t cpu0, cpu1, *lat_c, *lat_raw, *lat_relay, *raw_at, *relay_at;
+        struct consumer st = {{0}, 0};
+        struct podmux_client *c = NULL;
+        struct raw r = {0};
+        pthread_t th, th_relay;
+        pid_t pid;
+        int status;
+
+        if (!podmux || drops < 1 || n_pods < 1 || !mkdtemp(dir)) {
+                fprintf(stderr, "usage: bench_drop PODMUX DROPS [PODS]\n");
+                return 2;
+        }
+        snprintf(mdir, sizeof(mdir), "%s/m", dir);
+        snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+        snprintf(tmp, sizeof(tmp), "%s/drop.tmp", dir);
+        snprintf(dst, sizeof(dst), "%s/drop.yaml", mdir);
+        lat_c = calloc((size_t)drops, sizeof(*lat_c));
+        lat_raw = calloc((size_t)drops, sizeof(*lat_raw));
+        lat_relay = calloc((size_t)drops, sizeof(*lat_relay));
+        raw_at = calloc((size_t)drops, sizeof(*raw_at));
+        relay_at = calloc((size_t)drops, sizeof(*relay_at));
+        if (!lat_c || !lat_raw || !lat_relay || !raw_at || !relay_at || mkdir(mdir, 0755) < 0)
+                return 1;
+        for (int i = 0; i < n_pods - 1; i++) {
+                char path[PATH_MAX + 32], name[32];
+
+                snprintf(path, sizeof(path), "%s/p%d.yaml", mdir, i);
+                snprintf(name, sizeof(name), "p%d", i);
+                write_pod(path, name, i);
+        }
+        pid = start_daemon(podmux, sock, mdir);
+        r.fd = inotify_init1(IN_CLOEXEC);
+        r.want = drops;
+        r.at = raw_at;
+        r.relay_at = relay_at;
+        if (r.fd < 0 || inotify_add_watch(r.fd, mdir, IN_MOVED_TO) < 0 || pipe2(r.pipe, O_CLOEXEC) < 0)
+                return 1;
+        pthread_create(&th, NULL, raw_main, &r);
+        pthread_create(&th_relay, NULL, relay_main, &r);
+        if (podmux_client_new(sock, &st, &c) < 0)
+                return 1;
+        podmux_client_on_pods(c, on_pods);
+        for (int i = 0; i < 3000 && !podmux_client_has_synced(c); i++) {
+                uint64_t never = 0;
+
+                (void)pump_until(c, &never, 10);
+        }
+        if (!podmux_client_has_synced(c)) {
+                fprintf(stderr, "bench_drop: the consumer never synced\n");
+                return 1;
+        }
+        cpu0 = cpu_usec(pid);
+        for (int k = 0; k < drops; k++) {
+                char name[32];
+                uint64_t t0;
+
+                snprintf(name, sizeof(name), "drop%d", k);
+                snprintf(st.want, sizeof(st.want), "%s-%s", name, NODE);
+                st.at = 0;
+                write_pod(tmp, name, n_pods);
+                t0 = mono_usec();
+                if (rename(tmp, dst) < 0) {
+                        perror("rename");
+                        return 1;
+                }
+                if (!pump_until(c, &st.at, 60000)) {
+                        fprintf(stderr, "bench_drop: %s never reached the consumer\n", name);
+                        return 1;
+                }
+                while (__atomic_load_n(&r.relayed, __ATOMIC_ACQUIRE) <= k)
+                        usleep(100);
+                lat_c[k] = st.at - t0;
+                lat_raw[k] = raw_at[k] - t0;
+                lat_relay[k] = relay_at[k] - t0;
+        }
+        cpu1 = cpu_usec(pid);
+        pthread_join(th, NULL);
+        pthread_join(th_relay, NULL);
+        podmux_client_free(c);
+        kill(pid, SIGTERM);
+        waitpid(pid, &status, 0);
+        qsort(lat_c, (size_t)drops, sizeof(*lat_c), cmp_u64);
+        qsort(lat_raw, (size_t)drops, sizeof(*lat_raw), cmp_u64);
+        qsort(lat_relay, (size_t)drops, sizeof(*lat_relay), cmp_u64);
+        printf("drop_c_consumer pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 " daemon_cpu_us_per_drop=%.0f\n",
+               n_pods, drops, pct(lat_c, drops, 50), pct(lat_c, drops, 99), (double)(cpu1 - cpu0) / drops);
+        printf("drop_raw_inotify pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 "\n", n_pods, drops,
+               pct(lat_raw, drops, 50), pct(lat_raw, drops, 99));
+        printf("drop_raw_inotify_relayed pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64
+               " (one more thread, woken through a pipe)\n",
+               n_pods, drops, pct(lat_relay, drops, 50), pct(lat_relay, drops, 99));
+        printf("ratio drop c_consumer/raw_inotify p50=%.2f p99=%.2f (target p50 <= 2)\n",
+               (double)pct(lat_c, drops, 50) / (double)(pct(lat_raw, drops, 50) ? pct(lat_raw, drops, 50) : 1),
+               (double)pct(lat_c, drops, 99) / (double)(pct(lat_raw, drops, 99) ? pct(lat_raw, drops, 99) : 1));
+        close(r.fd);
+        close(r.pipe[0]);
+        close(r.pipe[1]);
+        remove_tree(dir, 1);
+        free(lat_c);
+        free(lat_raw);
+        free(raw_at);
+        free(lat_relay);
+        free(relay_at);
+        return 0;
+}
