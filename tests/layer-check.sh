@@ -18,6 +18,7 @@ core src/core/libcore.a util util-base
 metrics src/metrics/libmetrics.a core util util-base
 sources src/sources/libsources.a metrics core util util-base
 stream src/stream/libstream.a core util util-base
+kubeapi src/kubeapi/libkubeapi.a core util util-base
 plugins src/plugins/libplugins.a core util util-base
 client .libs/libpodmux-client.a util-base"
 tmp=$(mktemp -d) || exit 1

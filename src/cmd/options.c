@@ -24,6 +24,8 @@
 #include "util/path.h"
 #include "util/str.h"
 #include "stream/stream_server.h"
+#include "kubeapi/kube_api_server.h"
+#include "kubeapi/kube_view.h"
 #include "util/yaml_json.h"
 
 #define DEFAULT_CHECK_USEC (20u * 1000u * 1000u)
@@ -60,6 +62,9 @@ enum {
         OPT_CHECKPOINT_GRACE,
         OPT_CHECKPOINT_MAX_AGE,
         OPT_FILE_PATTERN,
+        OPT_KUBE_API_SOCKET,
+        OPT_KUBE_API_HISTORY,
+        OPT_KUBE_API_MIN_REQUEST_TIMEOUT,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +100,9 @@ static const struct option long_opts[] = {
         {"checkpoint-interval", required_argument, NULL, OPT_CHECKPOINT_INTERVAL},
         {"checkpoint-grace", required_argument, NULL, OPT_CHECKPOINT_GRACE},
         {"checkpoint-max-age", required_argument, NULL, OPT_CHECKPOINT_MAX_AGE},
+        {"kube-api-socket", required_argument, NULL, OPT_KUBE_API_SOCKET},
+        {"kube-api-history", required_argument, NULL, OPT_KUBE_API_HISTORY},
+        {"kube-api-min-request-timeout", required_argument, NULL, OPT_KUBE_API_MIN_REQUEST_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -163,6 +171,15 @@ const char *options_usage(void)
                "                                loopback port (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)\n"
                "                                (default: off)\n"
                "\n"
+               "The pods through the Kubernetes API, read-only (doc/kube-api.md):\n"
+               "  --kube-api-socket PATH        serve GET /api/v1/pods (list, get, watch) and discovery on this\n"
+               "                                unix socket, mode, group and allow lists as --socket's\n"
+               "                                (default: off)\n"
+               "  --kube-api-history N          watch events kept to replay from a resourceVersion\n"
+               "                                (default 10000)\n"
+               "  --kube-api-min-request-timeout DUR  a watch without timeoutSeconds ends after a random\n"
+               "                                time between DUR and twice DUR (default 30m)\n"
+               "\n"
                "Events (with --kubeconfig or --in-cluster; doc/events.md):\n"
                "  --events BOOL                 record Kubernetes Events on the API server: a duplicate pod\n"
                "                                name, a rejected static pod or manifest URL; give the value\n"
@@ -208,6 +225,7 @@ void options_free(struct options *o)
         free(o->allow_uids);
         free(o->allow_gids);
         free(o->metrics_address);
+        free(o->kube_api_socket);
         free(o->checkpoint_dir);
         memset(o, 0, sizeof(*o));
 }
@@ -1095,6 +1113,20 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
                 return parse_ids("allow-gids", v, (unsigned **)&o->allow_gids, &o->n_allow_gids, err);
         case OPT_METRICS_ADDRESS:
                 return parse_metrics_address(v, &o->metrics_address, err);
+        case OPT_KUBE_API_SOCKET:
+                if (v[0] != '/')
+                        return buf_set_err(err, -EINVAL, "--kube-api-socket \"%s\": an absolute path is needed", v);
+                return str_set(&o->kube_api_socket, v);
+        case OPT_KUBE_API_HISTORY:
+                return parse_size("kube-api-history", v, 1, &o->kube_api_history, err);
+        case OPT_KUBE_API_MIN_REQUEST_TIMEOUT: {
+                int r = parse_duration_flag("kube-api-min-request-timeout", v, &o->kube_api_min_request_timeout_usec,
+                                            err);
+
+                if (r == 0 && o->kube_api_min_request_timeout_usec == 0)
+                        r = buf_set_err(err, -EINVAL, "--kube-api-min-request-timeout: must be more than 0");
+                return r;
+        }
         case OPT_MODE:
                 return parse_mode(v, &o->mode, err);
         case OPT_EVENTS:
@@ -1247,6 +1279,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->max_backlog = STREAM_DEFAULT_MAX_BACKLOG;
         o->max_consumers = STREAM_DEFAULT_MAX_CONSUMERS;
         o->history = STREAM_DEFAULT_HISTORY;
+        o->kube_api_history = KUBE_VIEW_DEFAULT_HISTORY;
+        o->kube_api_min_request_timeout_usec = KUBE_API_DEFAULT_MIN_REQUEST_TIMEOUT_USEC;
         o->history_bytes = STREAM_DEFAULT_HISTORY_BYTES;
         o->events = true;
         o->event_qps = EVENT_DEFAULT_QPS;

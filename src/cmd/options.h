@@ -69,6 +69,11 @@ struct options {
         size_t history;
         size_t history_bytes;
         char *metrics_address;
+        /* The Kubernetes API view (doc/kube-api.md): its socket (NULL:
+         * off), its history and a watch's default length. */
+        char *kube_api_socket;
+        size_t kube_api_history;
+        uint64_t kube_api_min_request_timeout_usec;
         /* Events (doc/events.md): --events, --event-qps, --event-burst,
          * or eventRecordQPS and eventBurst in --config. */
         bool events;
