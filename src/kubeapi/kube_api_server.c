@@ -836,14 +836,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
         (void)http_version;
         (void)upload_data;
-        (void)req_cls;
         if (!peer_allowed(srv, conn))
                 return send_status(conn, MHD_HTTP_FORBIDDEN, "Forbidden",
                                    "this user may not read the pods here (--allow-uids, --allow-gids)", NULL, NULL);
-        /* Read-only: a write is refused before its body is read. */
-        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        /* Read-only.  A write's body is read and dropped before the 405,
+         * as the API server reads it: a client still sending would
+         * otherwise see the connection reset instead of the answer. */
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+                static char body_seen;
+
+                if (!*req_cls) {
+                        *req_cls = &body_seen;
+                        return MHD_YES;
+                }
+                if (*upload_size) {
+                        *upload_size = 0;
+                        return MHD_YES;
+                }
                 return send_status(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                                    "the server does not allow this method on the requested resource", "{}", NULL);
+        }
         if (*upload_size != 0)
                 return MHD_NO;
         if (strcmp(url, "/api") == 0 || strcmp(url, "/api/") == 0)
