@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from fakeapi import FakeAPI  # noqa: E402
 import apitls  # noqa: E402
-from harness import T_SHORT, T_WAIT, pn, pod_json, test, write_file  # noqa: E402
+from harness import T_WAIT, pn, pod_json, test, write_file  # noqa: E402
 
 
 class UnixHTTP(http.client.HTTPConnection):
@@ -40,7 +40,8 @@ def kube_daemon(t, extra=(), env=None, manifest_path=None, **kw):
                  extra=["--kube-api-socket", sock] + list(extra), env=env, **kw)
     d.start()
     d.kube = sock
-    harness.wait_for(lambda: os.path.exists(sock), T_SHORT, "the kube-api socket")
+    # The file exists from bind(), a moment before listen().
+    harness.wait_listening(sock, d.assert_alive)
     return d
 
 
@@ -351,7 +352,7 @@ def test_restart(t):
     wait_names(d, [pn("a")])
     before = get_ok(d, "/api/v1/pods")["metadata"]["resourceVersion"]
     d.restart()
-    harness.wait_for(lambda: os.path.exists(d.kube), T_SHORT, "the kube-api socket")
+    harness.wait_listening(d.kube, d.assert_alive)
     wait_ready(d)
     wait_names(d, [pn("a")])
     after = get_ok(d, "/api/v1/pods")["metadata"]["resourceVersion"]
