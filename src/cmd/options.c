@@ -197,9 +197,9 @@ const char *options_usage(void)
                "Durations are Go-style: 20s, 1m30s, 500ms.  Flags that contradict each other are\n"
                "refused before anything is created (exit 2): --kubeconfig with --in-cluster,\n"
                "--node-name with a different --hostname-override, and paths that collide: the\n"
-               "socket, the metrics socket, their .lock files, the static pod path and the\n"
-               "plugin registry must each be apart (a socket in the static pod directory would\n"
-               "be read as a manifest, one under the registry taken for a plugin).\n";
+               "socket, the metrics socket, the kube-api socket, their .lock files, the static\n"
+               "pod path and the plugin registry must each be apart (a socket in the static pod\n"
+               "directory would be read as a manifest, one under the registry taken for a plugin).\n";
 }
 
 void options_free(struct options *o)
@@ -970,6 +970,72 @@ out:
         return r;
 }
 
+/* --kube-api-socket apart from the other paths, as check_conflicts()
+ * keeps those apart: not another socket or its lock file (either way),
+ * not where the file source or the plugin manager would read it.  0,
+ * -EINVAL with a message, or -ENOMEM. */
+static int check_kube_api_socket(const struct options *o, struct buf *err)
+{
+        const char *names[] = {"--socket", "--metrics-address"};
+        const char *others[] = {o->socket_path, o->metrics_address ? metrics_unix_path(o->metrics_address) : NULL};
+        char *k = NULL, *klock = NULL, *other = NULL, *olock = NULL, *dir = NULL;
+        int r = -ENOMEM;
+
+        if (!o->kube_api_socket)
+                return 0;
+        if (!(k = abs_clean(o->kube_api_socket)) || !(klock = lock_of(k)))
+                goto out;
+        for (size_t i = 0; i < 2; i++) {
+                if (!others[i])
+                        continue;
+                free(other);
+                free(olock);
+                olock = NULL;
+                if (!(other = abs_clean(others[i])) || !(olock = lock_of(other)))
+                        goto out;
+                if (strcmp(k, other) == 0 || strcmp(klock, other) == 0 || strcmp(k, olock) == 0) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "--kube-api-socket \"%s\" and %s \"%s\" collide (the same file, or one "
+                                        "is the other's lock file): give each its own path",
+                                        o->kube_api_socket, names[i], others[i]);
+                        goto out;
+                }
+        }
+        if (o->pod_manifest_path && o->pod_manifest_path[0]) {
+                if (!(dir = abs_clean(o->pod_manifest_path)))
+                        goto out;
+                if (seen_by_file_source(k, dir) || strcmp(klock, dir) == 0) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "--kube-api-socket \"%s\" is in the static pod path \"%s\": the file "
+                                        "source would read the socket and its lock file as manifests; put it "
+                                        "elsewhere",
+                                        o->kube_api_socket, o->pod_manifest_path);
+                        goto out;
+                }
+                free(dir);
+                dir = NULL;
+        }
+        if (o->plugins_dir && o->plugins_dir[0]) {
+                if (!(dir = abs_clean(o->plugins_dir)))
+                        goto out;
+                if (strcmp(k, dir) == 0 || seen_by_plugin_manager(k, dir)) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "--kube-api-socket \"%s\" is in --plugins-registry-dir \"%s\": the "
+                                        "plugin manager would take it for a plugin; put it elsewhere",
+                                        o->kube_api_socket, o->plugins_dir);
+                        goto out;
+                }
+        }
+        r = 0;
+out:
+        free(k);
+        free(klock);
+        free(other);
+        free(olock);
+        free(dir);
+        return r;
+}
+
 /* ---- the checkpoint (doc/checkpoint.md) -------------------------------------
  *
  * Flags only, not a KubeletConfiguration key: the file is often the
@@ -1119,14 +1185,9 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
                 return str_set(&o->kube_api_socket, v);
         case OPT_KUBE_API_HISTORY:
                 return parse_size("kube-api-history", v, 1, &o->kube_api_history, err);
-        case OPT_KUBE_API_MIN_REQUEST_TIMEOUT: {
-                int r = parse_duration_flag("kube-api-min-request-timeout", v, &o->kube_api_min_request_timeout_usec,
-                                            err);
-
-                if (r == 0 && o->kube_api_min_request_timeout_usec == 0)
-                        r = buf_set_err(err, -EINVAL, "--kube-api-min-request-timeout: must be more than 0");
-                return r;
-        }
+        case OPT_KUBE_API_MIN_REQUEST_TIMEOUT: /* more than 0, as every duration */
+                return parse_duration_flag("kube-api-min-request-timeout", v, &o->kube_api_min_request_timeout_usec,
+                                           err);
         case OPT_MODE:
                 return parse_mode(v, &o->mode, err);
         case OPT_EVENTS:
@@ -1309,7 +1370,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         if (o->config_file && (r = load_config(o, &set, err)) < 0)
                 goto fail;
         if ((r = apply_defaults(o, err)) < 0 || (r = absolute_manifest_path(o, &set, err)) < 0 ||
-            (r = check_conflicts(o, &set, err)) < 0 || (r = check_checkpoint(o, &set, err)) < 0)
+            (r = check_conflicts(o, &set, err)) < 0 || (r = check_kube_api_socket(o, err)) < 0 ||
+            (r = check_checkpoint(o, &set, err)) < 0)
                 goto fail;
 out:
         free(set.hostname_override);
