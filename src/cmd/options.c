@@ -65,6 +65,12 @@ enum {
         OPT_KUBE_API_SOCKET,
         OPT_KUBE_API_HISTORY,
         OPT_KUBE_API_MIN_REQUEST_TIMEOUT,
+        OPT_KUBE_API_ADDRESS,
+        OPT_KUBE_API_TLS_CERT,
+        OPT_KUBE_API_TLS_KEY,
+        OPT_KUBE_API_CERT_DIR,
+        OPT_KUBE_API_CLIENT_CA,
+        OPT_KUBE_API_AUTHZ,
 };
 
 static const struct option long_opts[] = {
@@ -103,6 +109,12 @@ static const struct option long_opts[] = {
         {"kube-api-socket", required_argument, NULL, OPT_KUBE_API_SOCKET},
         {"kube-api-history", required_argument, NULL, OPT_KUBE_API_HISTORY},
         {"kube-api-min-request-timeout", required_argument, NULL, OPT_KUBE_API_MIN_REQUEST_TIMEOUT},
+        {"kube-api-address", required_argument, NULL, OPT_KUBE_API_ADDRESS},
+        {"kube-api-tls-cert-file", required_argument, NULL, OPT_KUBE_API_TLS_CERT},
+        {"kube-api-tls-private-key-file", required_argument, NULL, OPT_KUBE_API_TLS_KEY},
+        {"kube-api-cert-dir", required_argument, NULL, OPT_KUBE_API_CERT_DIR},
+        {"kube-api-client-ca-file", required_argument, NULL, OPT_KUBE_API_CLIENT_CA},
+        {"kube-api-authorization-mode", required_argument, NULL, OPT_KUBE_API_AUTHZ},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -179,6 +191,17 @@ const char *options_usage(void)
                "                                (default 10000)\n"
                "  --kube-api-min-request-timeout DUR  a watch without timeoutSeconds ends after a random\n"
                "                                time between DUR and twice DUR (default 30m)\n"
+               "  --kube-api-address HOST:PORT  serve the same over TCP, always TLS (default: off)\n"
+               "  --kube-api-tls-cert-file FILE  its certificate (PEM), with --kube-api-tls-private-key-file\n"
+               "                                (default: a self-signed pair in the cert dir)\n"
+               "  --kube-api-tls-private-key-file FILE  its key (PEM) (default: the self-signed pair's)\n"
+               "  --kube-api-cert-dir DIR       where the self-signed pair is made and kept\n"
+               "                                (default " OPTIONS_DEFAULT_KUBE_API_CERT_DIR ")\n"
+               "  --kube-api-client-ca-file FILE  clients of the address must show a certificate of this CA;\n"
+               "                                anonymous requests get 401 (required with the address;\n"
+               "                                default: none)\n"
+               "  --kube-api-authorization-mode MODE  AlwaysAllow (any authenticated client) or Webhook\n"
+               "                                (not implemented yet: refused) (default Webhook)\n"
                "\n"
                "Events (with --kubeconfig or --in-cluster; doc/events.md):\n"
                "  --events BOOL                 record Kubernetes Events on the API server: a duplicate pod\n"
@@ -226,6 +249,11 @@ void options_free(struct options *o)
         free(o->allow_gids);
         free(o->metrics_address);
         free(o->kube_api_socket);
+        free(o->kube_api_address);
+        free(o->kube_api_tls_cert);
+        free(o->kube_api_tls_key);
+        free(o->kube_api_cert_dir);
+        free(o->kube_api_client_ca);
         free(o->checkpoint_dir);
         memset(o, 0, sizeof(*o));
 }
@@ -1036,6 +1064,33 @@ out:
         return r;
 }
 
+/* --kube-api-address needs what authenticates its clients, and the
+ * authorization podmux can do today.  0 or -EINVAL with a message. */
+static int check_kube_api_address(const struct options *o, struct buf *err)
+{
+        if (!o->kube_api_address) {
+                if (o->kube_api_tls_cert || o->kube_api_tls_key || o->kube_api_client_ca)
+                        return buf_set_err(err, -EINVAL,
+                                           "--kube-api-tls-cert-file, --kube-api-tls-private-key-file and "
+                                           "--kube-api-client-ca-file apply to --kube-api-address, which is not given");
+                return 0;
+        }
+        if (!o->kube_api_tls_cert != !o->kube_api_tls_key)
+                return buf_set_err(err, -EINVAL,
+                                   "--kube-api-tls-cert-file and --kube-api-tls-private-key-file go together: give "
+                                   "both, or neither for a self-signed pair in --kube-api-cert-dir");
+        if (!o->kube_api_client_ca)
+                return buf_set_err(err, -EINVAL,
+                                   "--kube-api-address needs --kube-api-client-ca-file: anonymous requests are "
+                                   "refused, and clients authenticate with a certificate of that CA");
+        if (!o->kube_api_always_allow)
+                return buf_set_err(err, -EINVAL,
+                                   "--kube-api-address: --kube-api-authorization-mode Webhook (the default) is not "
+                                   "implemented yet; give --kube-api-authorization-mode AlwaysAllow to let every "
+                                   "client with a certificate of the client CA read the pods");
+        return 0;
+}
+
 /* ---- the checkpoint (doc/checkpoint.md) -------------------------------------
  *
  * Flags only, not a KubeletConfiguration key: the file is often the
@@ -1183,6 +1238,25 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
                 if (v[0] != '/')
                         return buf_set_err(err, -EINVAL, "--kube-api-socket \"%s\": an absolute path is needed", v);
                 return str_set(&o->kube_api_socket, v);
+        case OPT_KUBE_API_ADDRESS: {
+                int r = kube_api_address_check(v, err);
+
+                return r < 0 ? r : str_set(&o->kube_api_address, v);
+        }
+        case OPT_KUBE_API_TLS_CERT:
+                return str_set(&o->kube_api_tls_cert, v);
+        case OPT_KUBE_API_TLS_KEY:
+                return str_set(&o->kube_api_tls_key, v);
+        case OPT_KUBE_API_CERT_DIR:
+                return str_set(&o->kube_api_cert_dir, v);
+        case OPT_KUBE_API_CLIENT_CA:
+                return str_set(&o->kube_api_client_ca, v);
+        case OPT_KUBE_API_AUTHZ:
+                if (strcmp(v, "AlwaysAllow") != 0 && strcmp(v, "Webhook") != 0)
+                        return buf_set_err(err, -EINVAL,
+                                           "--kube-api-authorization-mode \"%s\": expected AlwaysAllow or Webhook", v);
+                o->kube_api_always_allow = strcmp(v, "AlwaysAllow") == 0;
+                return 0;
         case OPT_KUBE_API_HISTORY:
                 return parse_size("kube-api-history", v, 1, &o->kube_api_history, err);
         case OPT_KUBE_API_MIN_REQUEST_TIMEOUT: /* more than 0, as every duration */
@@ -1371,7 +1445,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
                 goto fail;
         if ((r = apply_defaults(o, err)) < 0 || (r = absolute_manifest_path(o, &set, err)) < 0 ||
             (r = check_conflicts(o, &set, err)) < 0 || (r = check_kube_api_socket(o, err)) < 0 ||
-            (r = check_checkpoint(o, &set, err)) < 0)
+            (r = check_kube_api_address(o, err)) < 0 || (r = check_checkpoint(o, &set, err)) < 0)
                 goto fail;
 out:
         free(set.hostname_override);

@@ -30,6 +30,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "sources/api_source.h"
 #include "cmd/cmd.h"
 #include "util/curl_loop.h"
@@ -52,6 +54,7 @@
 #include "core/storage.h"
 #include "stream/stream_server.h"
 #include "kubeapi/kube_api_server.h"
+#include "kubeapi/kube_tls.h"
 #include "core/updates_pipe.h"
 #include "util/watcher.h"
 
@@ -972,12 +975,36 @@ static int build_kube_api(struct daemon *d, struct buf *err)
                 .base_seq = stream_server_last_seq(d->stream),
                 .min_request_timeout_usec = o->kube_api_min_request_timeout_usec,
         };
+        struct kube_tls_config tls = {
+                .cert_file = o->kube_api_tls_cert,
+                .key_file = o->kube_api_tls_key,
+                .cert_dir = o->kube_api_cert_dir ? o->kube_api_cert_dir : OPTIONS_DEFAULT_KUBE_API_CERT_DIR,
+                .host = o->node_name,
+        };
         const char *every = getenv("PODMUX_KUBE_API_BOOKMARK_INTERVAL");
+        char *cert = NULL, *key = NULL, *ca = NULL;
+        int r;
 
         /* A test knob (doc/kube-api.md): bookmarks sooner than a minute. */
         if (every && every[0] && duration_parse(every, &cfg.bookmark_usec) < 0)
                 return buf_set_err(err, -EINVAL, "PODMUX_KUBE_API_BOOKMARK_INTERVAL \"%s\": not a duration", every);
-        return kube_api_server_new(d->loop, &cfg, &d->kube_api, err);
+        if (o->kube_api_address) {
+                if ((r = kube_tls_load(&tls, &cert, &key, err)) < 0 ||
+                    (r = kube_tls_read(o->kube_api_client_ca, &ca, err)) < 0)
+                        goto out;
+                cfg.address = o->kube_api_address;
+                cfg.tls_cert_pem = cert;
+                cfg.tls_key_pem = key;
+                cfg.client_ca_pem = ca;
+        }
+        r = kube_api_server_new(d->loop, &cfg, &d->kube_api, err);
+out:
+        free(cert);
+        if (key)
+                OPENSSL_cleanse(key, strlen(key));
+        free(key);
+        free(ca);
+        return r;
 }
 
 /* The file source (--pod-manifest-path), on its mux channel. */
@@ -1080,7 +1107,7 @@ static int daemon_build(struct daemon *d)
                         log_error("socket \"%s\": %s", o->socket_path, ERRNO_STR(r));
                 goto out;
         }
-        if (o->kube_api_socket) {
+        if (o->kube_api_socket || o->kube_api_address) {
                 if ((r = build_kube_api(d, &err)) < 0) {
                         module_failed("kube-api", r, &err);
                         goto out;

@@ -22,7 +22,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
+#include <netdb.h>
 
 #include "kubeapi/kube_api_server.h"
 #include "kubeapi/kube_view.h"
@@ -38,13 +40,26 @@
 
 struct watch;
 
-struct kube_api_server {
-        struct loop *loop;
-        struct unix_listener lis;
+/* One libmicrohttpd daemon on the loop: the unix socket, or the TLS
+ * address. */
+struct endpoint {
+        struct kube_api_server *srv;
         struct MHD_Daemon *mhd;
         struct loop_io *io;
         struct loop_timer *timer;
+        bool tls; /* clients must show a certificate of the client CA */
+};
+
+struct kube_api_server {
+        struct loop *loop;
+        struct unix_listener lis;
+        int tcp_fd;
+        struct endpoint ep[2];
+        size_t n_ep;
         struct kube_view *view;
+        /* Copies of the TLS PEM texts, which libmicrohttpd keeps pointers
+         * to: certificate, key, client CA. */
+        char *pem[3];
         uid_t *allow_uids;
         size_t n_allow_uids;
         gid_t *allow_gids;
@@ -58,6 +73,7 @@ struct kube_api_server {
 /* One watch in progress; freed with its response. */
 struct watch {
         struct kube_api_server *srv;
+        struct endpoint *ep;
         struct MHD_Connection *conn;
         struct watch *prev, *next;
         struct kv_filter filter;
@@ -187,7 +203,7 @@ static bool peer_allowed(const struct kube_api_server *srv, struct MHD_Connectio
 
 /* ---- request parameters ----------------------------------------------- */
 
-struct params {
+struct req_params {
         const char *label_selector, *field_selector;
         const char *rv, *rv_match, *cont;
         const char *limit, *timeout, *watch, *bookmarks, *initial;
@@ -198,7 +214,7 @@ static const char *arg(struct MHD_Connection *conn, const char *name)
         return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
-static void read_params(struct MHD_Connection *conn, struct params *p)
+static void read_params(struct MHD_Connection *conn, struct req_params *p)
 {
         p->label_selector = arg(conn, "labelSelector");
         p->field_selector = arg(conn, "fieldSelector");
@@ -352,7 +368,7 @@ static enum MHD_Result invalid(struct MHD_Connection *conn, const char *msg)
         return send_status(conn, 422, "Invalid", msg, "{\"group\":\"meta.k8s.io\",\"kind\":\"ListOptions\"}", NULL);
 }
 
-static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connection *conn, const struct params *p,
+static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connection *conn, const struct req_params *p,
                                const struct kv_filter *f)
 {
         uint64_t cur = kube_view_rv(srv->view), list_rv = cur, asked = 0, limit = 0, remaining = 0;
@@ -454,7 +470,8 @@ static void watch_wake(struct watch *w)
                 MHD_resume_connection(w->conn);
                 /* libmicrohttpd takes the connection back on its next
                  * run: make that now, from the loop. */
-                loop_timer_arm(w->srv->timer, 0);
+                if (w->ep->timer)
+                        loop_timer_arm(w->ep->timer, 0);
         }
 }
 
@@ -636,9 +653,10 @@ static void watch_free(void *cls)
         free(w);
 }
 
-static enum MHD_Result do_watch(struct kube_api_server *srv, struct MHD_Connection *conn, const struct params *p,
+static enum MHD_Result do_watch(struct endpoint *ep, struct MHD_Connection *conn, const struct req_params *p,
                                 struct kv_filter *f)
 {
+        struct kube_api_server *srv = ep->srv;
         uint64_t cur = kube_view_rv(srv->view), asked = 0, timeout = 0, now = mono_usec();
         bool bookmarks, initial, initial_given = p->initial && p->initial[0], from_now;
         struct MHD_Response *resp;
@@ -672,6 +690,7 @@ static enum MHD_Result do_watch(struct kube_api_server *srv, struct MHD_Connecti
         if (!(w = calloc(1, sizeof(*w))))
                 return send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
         w->srv = srv;
+        w->ep = ep;
         w->conn = conn;
         w->filter = *f;
         memset(f, 0, sizeof(*f)); /* the watch has it now */
@@ -751,11 +770,12 @@ static enum MHD_Result do_get(struct kube_api_server *srv, struct MHD_Connection
 }
 
 /* /api/v1/pods, /api/v1/namespaces/NS/pods, /api/v1/namespaces/NS/pods/NAME */
-static enum MHD_Result do_pods(struct kube_api_server *srv, struct MHD_Connection *conn, const char *rest)
+static enum MHD_Result do_pods(struct endpoint *ep, struct MHD_Connection *conn, const char *rest)
 {
+        struct kube_api_server *srv = ep->srv;
         const char *ns = NULL, *name = NULL;
         char *ns_copy = NULL;
-        struct params p;
+        struct req_params p;
         struct kv_filter f = {0};
         struct buf err = BUF_INIT;
         enum MHD_Result ret;
@@ -820,7 +840,7 @@ static enum MHD_Result do_pods(struct kube_api_server *srv, struct MHD_Connectio
         else if (r < 0)
                 ret = send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", err.data, NULL, NULL);
         else if (watch)
-                ret = do_watch(srv, conn, &p, &f);
+                ret = do_watch(ep, conn, &p, &f);
         else
                 ret = do_list(srv, conn, &p, &f);
         kv_filter_free(&f);
@@ -828,15 +848,31 @@ static enum MHD_Result do_pods(struct kube_api_server *srv, struct MHD_Connectio
         return ret;
 }
 
+/* Whether the TLS client showed a certificate the client CA signed:
+ * libmicrohttpd asks for one (MHD_OPTION_HTTPS_MEM_TRUST) but lets a
+ * client without one in, so anonymous requests are refused here. */
+static bool client_verified(struct MHD_Connection *conn)
+{
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        unsigned status = 0;
+
+        if (!ci || !ci->tls_session)
+                return false;
+        return gnutls_certificate_verify_peers2((gnutls_session_t)ci->tls_session, &status) == 0 && status == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *http_version, const char *upload_data, size_t *upload_size,
                                   void **req_cls)
 {
-        struct kube_api_server *srv = cls;
+        struct endpoint *ep = cls;
+        struct kube_api_server *srv = ep->srv;
 
         (void)http_version;
         (void)upload_data;
-        if (!peer_allowed(srv, conn))
+        if (ep->tls && !client_verified(conn))
+                return send_status(conn, MHD_HTTP_UNAUTHORIZED, "Unauthorized", "Unauthorized", NULL, NULL);
+        if (!ep->tls && !peer_allowed(srv, conn))
                 return send_status(conn, MHD_HTTP_FORBIDDEN, "Forbidden",
                                    "this user may not read the pods here (--allow-uids, --allow-gids)", NULL, NULL);
         /* Read-only.  A write's body is read and dropped before the 405,
@@ -867,40 +903,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (strcmp(url, "/version") == 0 || strcmp(url, "/version/") == 0)
                 return send_const(conn, version);
         if (strncmp(url, "/api/v1/", 8) == 0)
-                return do_pods(srv, conn, url + 8);
+                return do_pods(ep, conn, url + 8);
         return not_found_path(conn);
 }
 
 /* ---- the daemon on our loop ------------------------------------------- */
 
-static void rearm(struct kube_api_server *srv)
+static void rearm(struct endpoint *ep)
 {
         MHD_UNSIGNED_LONG_LONG ms_left;
 
-        if (MHD_get_timeout(srv->mhd, &ms_left) == MHD_YES)
-                loop_timer_arm(srv->timer, (uint64_t)ms_left * 1000u);
+        if (MHD_get_timeout(ep->mhd, &ms_left) == MHD_YES)
+                loop_timer_arm(ep->timer, (uint64_t)ms_left * 1000u);
         else
-                loop_timer_stop(srv->timer);
+                loop_timer_stop(ep->timer);
 }
 
 static void on_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
-        struct kube_api_server *srv = data;
+        struct endpoint *ep = data;
 
         (void)io;
         (void)fd;
         (void)events;
-        (void)MHD_run(srv->mhd);
-        rearm(srv);
+        (void)MHD_run(ep->mhd);
+        rearm(ep);
 }
 
 static void on_timer(struct loop_timer *t, void *data)
 {
-        struct kube_api_server *srv = data;
+        struct endpoint *ep = data;
 
         (void)t;
-        (void)MHD_run(srv->mhd);
-        rearm(srv);
+        (void)MHD_run(ep->mhd);
+        rearm(ep);
 }
 
 static int copy_ids(const void *src, size_t n, size_t size, void **ret)
@@ -913,19 +949,149 @@ static int copy_ids(const void *src, size_t n, size_t size, void **ret)
         return 0;
 }
 
+/* Splits "host:port" or "[v6]:port"; host may be empty (every address). */
+static int split_host_port(const char *address, char **ret_host, char **ret_port)
+{
+        const char *colon;
+
+        if (address[0] == '[') {
+                const char *end = strchr(address, ']');
+
+                if (!end || end[1] != ':')
+                        return -EINVAL;
+                *ret_host = strndup(address + 1, (size_t)(end - address - 1));
+                colon = end + 1;
+        } else {
+                colon = strrchr(address, ':');
+                if (!colon || strchr(address, ':') != colon)
+                        return -EINVAL;
+                *ret_host = strndup(address, (size_t)(colon - address));
+        }
+        if (!*ret_host)
+                return -ENOMEM;
+        if (!(*ret_port = strdup(colon + 1))) {
+                free(*ret_host);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int kube_api_address_check(const char *address, struct buf *err)
+{
+        char *host = NULL, *port = NULL, *end;
+        unsigned long p;
+        int r = split_host_port(address, &host, &port);
+
+        if (r == -ENOMEM) {
+                if (err)
+                        buf_reset(err);
+                return r;
+        }
+        if (r < 0)
+                return buf_set_err(err, -EINVAL, "--kube-api-address \"%s\": expected HOST:PORT", address);
+        errno = 0;
+        p = strtoul(port, &end, 10);
+        if (!port[0] || *end || errno || p == 0 || p > 65535)
+                r = buf_set_err(err, -EINVAL, "--kube-api-address \"%s\": invalid port \"%s\"", address, port);
+        free(host);
+        free(port);
+        return r;
+}
+
+/* A TCP listener at address.  0 or -errno with err set. */
+static int tcp_listen(const char *address, int *ret_fd, struct buf *err)
+{
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_PASSIVE}, *res = NULL;
+        char *host = NULL, *port = NULL;
+        int r, fd = -1, one = 1;
+
+        if ((r = split_host_port(address, &host, &port)) < 0)
+                return r == -ENOMEM ? r : buf_set_err(err, r, "--kube-api-address \"%s\": expected HOST:PORT", address);
+        r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+        if (r != 0) {
+                r = buf_set_err(err, -EINVAL, "--kube-api-address \"%s\": %s", address, gai_strerror(r));
+                goto out;
+        }
+        r = -EADDRNOTAVAIL;
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+                if (fd < 0) {
+                        r = -errno;
+                        continue;
+                }
+                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
+                        break;
+                r = -errno;
+                close(fd);
+                fd = -1;
+        }
+        if (fd < 0) {
+                r = buf_set_err(err, r, "--kube-api-address \"%s\": %s", address, ERRNO_STR(r));
+                goto out;
+        }
+        *ret_fd = fd;
+        r = 0;
+out:
+        if (res)
+                freeaddrinfo(res);
+        free(host);
+        free(port);
+        return r;
+}
+
+/* Starts libmicrohttpd on fd (taken, closed on failure) as endpoint
+ * srv->ep[srv->n_ep]. */
+static int endpoint_start(struct kube_api_server *srv, int fd, bool tls, const char *what, struct buf *err)
+{
+        struct endpoint *ep = &srv->ep[srv->n_ep];
+        const union MHD_DaemonInfo *info;
+        int r;
+
+        ep->srv = srv;
+        ep->tls = tls;
+        /* No MHD_USE_ERROR_LOG: the library would write to stderr, past
+         * our log format. */
+        if (tls)
+                ep->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TLS, 0, NULL, NULL,
+                                           on_request, ep, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                                           (unsigned)KUBE_API_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                                           (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC, MHD_OPTION_HTTPS_MEM_CERT,
+                                           srv->pem[0], MHD_OPTION_HTTPS_MEM_KEY, srv->pem[1],
+                                           MHD_OPTION_HTTPS_MEM_TRUST, srv->pem[2], MHD_OPTION_END);
+        else
+                ep->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, ep,
+                                           MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                                           (unsigned)KUBE_API_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                                           (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC, MHD_OPTION_END);
+        if (!ep->mhd) {
+                close(fd);
+                return buf_set_err(err, -EIO, "kube-api \"%s\": libmicrohttpd could not start%s", what,
+                                   tls ? " (is the certificate, its key and the client CA PEM?)" : "");
+        }
+        srv->n_ep++;
+        info = MHD_get_daemon_info(ep->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info)
+                return buf_set_err(err, -EIO, "kube-api \"%s\": libmicrohttpd has no epoll descriptor", what);
+        if ((r = loop_timer_new(srv->loop, on_timer, ep, &ep->timer)) < 0 ||
+            (r = loop_io_add(srv->loop, info->epoll_fd, EPOLLIN, on_io, ep, &ep->io)) < 0)
+                return buf_set_err(err, r, "kube-api \"%s\": %s", what, ERRNO_STR(r));
+        return 0;
+}
+
 int kube_api_server_new(struct loop *loop, const struct kube_api_server_config *cfg, struct kube_api_server **ret_srv,
                         struct buf *err)
 {
         struct kube_api_server *srv = calloc(1, sizeof(*srv));
         struct kube_view_config vc = {.history = cfg->history, .base_seq = cfg->base_seq};
-        const union MHD_DaemonInfo *info;
-        size_t pl;
+        char *address = NULL;
         int r = -ENOMEM;
 
         if (!srv)
                 goto fail;
         srv->loop = loop;
         srv->lis.fd = -1;
+        srv->tcp_fd = -1;
         srv->min_timeout = cfg->min_request_timeout_usec ? cfg->min_request_timeout_usec
                                                          : KUBE_API_DEFAULT_MIN_REQUEST_TIMEOUT_USEC;
         srv->bookmark_every = cfg->bookmark_usec ? cfg->bookmark_usec : KUBE_API_DEFAULT_BOOKMARK_USEC;
@@ -936,36 +1102,45 @@ int kube_api_server_new(struct loop *loop, const struct kube_api_server_config *
         srv->n_allow_gids = cfg->n_allow_gids;
         if ((r = kube_view_new(&vc, &srv->view)) < 0)
                 goto fail;
-        pl = strlen(cfg->socket_path);
-        if (!(srv->address = malloc(pl + 6))) {
+        if (asprintf(&address, "%s%s%s%s", cfg->socket_path ? "unix:" : "", cfg->socket_path ? cfg->socket_path : "",
+                     cfg->socket_path && cfg->address ? " and https://"
+                     : cfg->address                   ? "https://"
+                                                      : "",
+                     cfg->address ? cfg->address : "") < 0) {
+                address = NULL;
                 r = -ENOMEM;
                 goto fail;
         }
-        memcpy(srv->address, "unix:", 5);
-        memcpy(srv->address + 5, cfg->socket_path, pl + 1);
-        r = unix_listen(cfg->socket_path, cfg->socket_mode ? cfg->socket_mode : 0660, cfg->socket_gid, &srv->lis, err);
-        if (r < 0)
-                goto fail;
-        /* No MHD_USE_ERROR_LOG: the library would write to stderr, past
-         * our log format. */
-        srv->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, srv,
-                                    MHD_OPTION_LISTEN_SOCKET, srv->lis.fd, MHD_OPTION_CONNECTION_LIMIT,
-                                    (unsigned)KUBE_API_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                                    (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC, MHD_OPTION_END);
-        if (!srv->mhd) {
-                r = buf_set_err(err, -EIO, "kube-api socket \"%s\": libmicrohttpd could not start", cfg->socket_path);
-                goto fail;
+        srv->address = address;
+        if (cfg->socket_path) {
+                r = unix_listen(cfg->socket_path, cfg->socket_mode ? cfg->socket_mode : 0660, cfg->socket_gid,
+                                &srv->lis, err);
+                if (r < 0)
+                        goto fail;
+                r = endpoint_start(srv, srv->lis.fd, false, address, err);
+                srv->lis.fd = -1; /* libmicrohttpd's now, or closed */
+                if (r < 0)
+                        goto fail;
         }
-        info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info) {
-                r = buf_set_err(err, -EIO, "kube-api socket \"%s\": libmicrohttpd has no epoll descriptor",
-                                cfg->socket_path);
-                goto fail;
-        }
-        if ((r = loop_timer_new(loop, on_timer, srv, &srv->timer)) < 0 ||
-            (r = loop_io_add(loop, info->epoll_fd, EPOLLIN, on_io, srv, &srv->io)) < 0) {
-                r = buf_set_err(err, r, "kube-api socket \"%s\": %s", cfg->socket_path, ERRNO_STR(r));
-                goto fail;
+        if (cfg->address) {
+                int fd = -1;
+
+                r = -ENOMEM;
+                if (!cfg->tls_cert_pem || !cfg->tls_key_pem || !cfg->client_ca_pem) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "kube-api \"%s\": TLS needs a certificate, its key and a "
+                                        "client CA",
+                                        cfg->address);
+                        goto fail;
+                }
+                if (!(srv->pem[0] = strdup(cfg->tls_cert_pem)) || !(srv->pem[1] = strdup(cfg->tls_key_pem)) ||
+                    !(srv->pem[2] = strdup(cfg->client_ca_pem)))
+                        goto fail;
+
+                if ((r = tcp_listen(cfg->address, &fd, err)) < 0)
+                        goto fail;
+                if ((r = endpoint_start(srv, fd, true, cfg->address, err)) < 0)
+                        goto fail;
         }
         *ret_srv = srv;
         return 0;
@@ -1029,23 +1204,25 @@ void kube_api_server_free(struct kube_api_server *srv)
 {
         if (!srv)
                 return;
-        if (srv->mhd && srv->timer) {
-                /* libmicrohttpd refuses to stop with a connection
-                 * suspended: resume them all, to end. */
-                srv->stopping = true;
-                wake_all(srv);
+        /* libmicrohttpd refuses to stop with a connection suspended:
+         * resume them all, to end. */
+        srv->stopping = true;
+        wake_all(srv);
+        for (size_t i = 0; i < srv->n_ep; i++) {
+                loop_io_free(srv->ep[i].io);
+                loop_timer_free(srv->ep[i].timer);
+                srv->ep[i].timer = NULL;
         }
-        loop_io_free(srv->io);
-        loop_timer_free(srv->timer);
-        if (srv->mhd) {
-                MHD_stop_daemon(srv->mhd); /* frees every watch */
-                srv->lis.fd = -1;          /* it closed the socket it was given */
-        }
+        /* Stopping frees every watch, and closes the socket it was given. */
+        for (size_t i = 0; i < srv->n_ep; i++)
+                MHD_stop_daemon(srv->ep[i].mhd);
         if (srv->lis.path)
                 unix_listener_close(&srv->lis);
         else if (srv->lis.fd >= 0)
                 close(srv->lis.fd);
         kube_view_free(srv->view);
+        for (size_t i = 0; i < 3; i++)
+                free(srv->pem[i]);
         free(srv->allow_uids);
         free(srv->allow_gids);
         free(srv->address);

@@ -13,9 +13,11 @@
  * responses, one JSON line per event, written as the view changes: a
  * watch with nothing to send is suspended and resumed on the next event.
  *
- * Owns: the view (src/kubeapi/kube_view.h), the listening socket and its
- * lock, the libmicrohttpd daemon, one timer per watch.  Never: logs;
- * answers a write; listens on TCP.
+ * Owns: the view (src/kubeapi/kube_view.h), the listening unix socket and
+ * its lock, the TCP listener of --kube-api-address, a libmicrohttpd daemon
+ * for each, one timer per watch.  Never: logs; answers a write; serves
+ * TCP without TLS, or a TLS client without a certificate of the client
+ * CA.
  * Cost: an update costs what kube_view_apply() costs, plus O(watches) to
  * wake them; each watch then spends O(log history) to find its place and
  * O(1) per event, filtered by its selectors.  A list or a watch's initial
@@ -49,7 +51,7 @@
 #define KUBE_API_MAX_SELECTOR 8192
 
 struct kube_api_server_config {
-        const char *socket_path;
+        const char *socket_path; /* NULL: no unix socket */
         mode_t socket_mode; /* 0: 0660 */
         gid_t socket_gid;   /* (gid_t)-1: the daemon's */
         /* As the stream's (--allow-uids, --allow-gids): empty lists let
@@ -63,10 +65,20 @@ struct kube_api_server_config {
         uint64_t base_seq;                 /* the stream's last number now */
         uint64_t min_request_timeout_usec; /* 0: the default */
         uint64_t bookmark_usec;            /* 0: the default */
+        /* --kube-api-address HOST:PORT (NULL: none), always TLS: the
+         * serving certificate and key, and the CA whose certificates
+         * clients must show (anonymous requests get 401), as PEM text
+         * (src/kubeapi/kube_tls.h reads them).  Copied by libmicrohttpd. */
+        const char *address;
+        const char *tls_cert_pem, *tls_key_pem, *client_ca_pem;
 };
 
 struct kube_api_server;
 
+/* Checks the syntax of --kube-api-address: HOST:PORT or [V6]:PORT, HOST
+ * possibly empty (every address).  0, or -EINVAL with a message in err,
+ * -ENOMEM. */
+int kube_api_address_check(const char *address, struct buf *err);
 /* Listens and serves on loop.  Until kube_api_server_set_ready(), lists,
  * gets and watches get 503.  0, or -errno with a message in err
  * (util/buf.h). */
