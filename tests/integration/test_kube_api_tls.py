@@ -30,7 +30,7 @@ def free_port():
     return port
 
 
-def tls_daemon(t, extra=(), own_cert=False):
+def tls_daemon(t, extra=(), own_cert=False, env=None):
     pki = apitls.copy_pki(t.path("pki"))
     port = free_port()
     args = ["--kube-api-address", "127.0.0.1:%d" % port,
@@ -43,7 +43,7 @@ def tls_daemon(t, extra=(), own_cert=False):
     else:
         args += ["--kube-api-cert-dir", t.path("certs", "sub")]
         server_ca = t.path("certs", "sub", "podmux-kube-api.crt")
-    d = t.daemon(extra=args + list(extra))
+    d = t.daemon(extra=args + list(extra), env=env)
 
     def listening():
         d.assert_alive()
@@ -201,6 +201,88 @@ def test_kubectl(t):
         w.wait()
     assert sorted(events[:2]) == [("ADDED", pn("db")), ("ADDED", pn("web"))], events
     assert events[2:] == [("ADDED", pn("late")), ("MODIFIED", pn("late")), ("DELETED", pn("late"))], events
+
+
+PY_CLIENT = r"""
+import json, sys
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+port, ca, crt, key = sys.argv[1:5]
+conf = client.Configuration()
+conf.host = "https://127.0.0.1:%s" % port
+conf.ssl_ca_cert, conf.cert_file, conf.key_file = ca, crt, key
+v1 = client.CoreV1Api(client.ApiClient(conf))
+def out(*a):
+    print(json.dumps(a), flush=True)
+lst = v1.list_pod_for_all_namespaces(label_selector="app=web")
+out("web", sorted(p.metadata.name for p in lst.items))
+lst = v1.list_namespaced_pod("default", field_selector="metadata.name!=nothing")
+out("fields", sorted(p.metadata.name for p in lst.items))
+names, cont = [], None
+while True:
+    page = v1.list_pod_for_all_namespaces(limit=1, _continue=cont)
+    names += [p.metadata.name for p in page.items]
+    cont = page.metadata._continue
+    if not cont:
+        break
+out("paged", names)
+rv = page.metadata.resource_version
+out("watching", rv)
+w = watch.Watch()
+seen = []
+for ev in w.stream(v1.list_pod_for_all_namespaces, resource_version=rv, allow_watch_bookmarks=True,
+                   timeout_seconds=3):
+    obj = ev["object"]
+    if isinstance(obj, dict):   # an ERROR's Status stays a dict
+        seen.append((ev["type"], obj.get("reason")))
+    else:
+        seen.append((ev["type"], obj.metadata.name))
+out("events", seen)
+try:
+    for ev in watch.Watch().stream(v1.list_pod_for_all_namespaces, resource_version="5", timeout_seconds=3):
+        out("unexpected", ev["type"])
+except ApiException as e:
+    out("expired", e.status)
+"""
+
+
+@test("python-kubernetes against --kube-api-address: selectors, paging, a watch from the list's version with "
+      "bookmarks and a timeout, 410 for a version too old")
+def test_python_kubernetes(t):
+    if subprocess.run(["/usr/bin/python3", "-c", "import kubernetes"], capture_output=True).returncode != 0:
+        t.skip("no python3-kubernetes (scripts/deps-test-tools installs it)")
+    d = tls_daemon(t, own_cert=True, env={"PODMUX_KUBE_API_BOOKMARK_INTERVAL": "500ms"})
+    manifest(t, "web", labels={"app": "web"})
+    manifest(t, "db", labels={"app": "db"})
+    harness.wait_for(lambda: len(https_get(d, "/api/v1/pods", "client")[1].get("items", [])) == 2, T_WAIT,
+                     "two pods")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", PY_CLIENT, str(d.port), d.pki["ca.crt"], d.pki["client.crt"],
+                          d.pki["client.key"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t.procs.append(p)
+    got = {}
+    try:
+        while True:
+            line = p.stdout.readline()
+            if not line:
+                break
+            what, value = json.loads(line)
+            got[what] = value
+            if what == "watching":
+                manifest(t, "late", labels={"app": "late"})
+        p.wait(timeout=T_WAIT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, p.stderr.read()
+    assert got["web"] == [pn("web")], got
+    assert got["fields"] == [pn("db"), pn("web")], got
+    assert got["paged"] == [pn("db"), pn("web")], got
+    events = [tuple(e) for e in got["events"]]
+    assert ("ADDED", pn("late")) in events, events
+    assert any(e[0] == "BOOKMARK" for e in events), events
+    assert {e[0] for e in events} <= {"ADDED", "BOOKMARK"}, events
+    assert got["expired"] == 410, got
 
 
 if __name__ == "__main__":
