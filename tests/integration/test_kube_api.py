@@ -441,6 +441,25 @@ def test_not_before_sources(t):
         srv.close()
 
 
+@test("served from the API source's checkpoint while the API server is unreachable (no sources_ready)")
+def test_checkpoint_served(t):
+    srv = FakeAPI(t)
+    try:
+        srv.create("api1")
+        kc = apitls.simple_kubeconfig(t.path("kubeconfig"), srv.url)
+        ckpt = t.path("ckpt")
+        d = kube_daemon(t, extra=["--kubeconfig", kc, "--checkpoint-dir", ckpt])
+        wait_names(d, ["api1"])
+        harness.wait_for(lambda: os.path.exists(os.path.join(ckpt, "api.checkpoint")), T_WAIT, "the checkpoint")
+        d.stop()                          # a clean stop writes it whole
+        srv.stop()
+        d.start()
+        harness.wait_listening(d.kube, d.assert_alive)
+        wait_names(d, ["api1"])           # 200: the checkpoint counts as delivered
+    finally:
+        srv.close()
+
+
 @test("--allow-uids: a user not listed gets 403 Forbidden")
 def test_allow_uids(t):
     if os.geteuid() != 0:
