@@ -582,17 +582,19 @@ size_t kube_view_count(const struct kube_view *v)
 
 const struct kv_obj *kube_view_get(const struct kube_view *v, const char *ns, const char *name)
 {
+        /* A namespace is at most 63 bytes and a pod's name 253, as the
+         * API allows them, so the key fits here: no allocation, so that
+         * running out of memory never reads as "not found". */
+        char key[KUBE_VIEW_MAX_KEY];
         size_t nl = strlen(ns), kl = strlen(name);
-        char *key = malloc(nl + kl + 2);
         struct ent *e;
 
-        if (!key)
+        if (nl + kl + 2 > sizeof(key))
                 return NULL;
         memcpy(key, ns, nl);
         key[nl] = '/';
         memcpy(key + nl + 1, name, kl + 1);
         e = strmap_get(v->by_key, key);
-        free(key);
         return e ? e->obj : NULL;
 }
 

@@ -132,7 +132,11 @@ const struct kv_event *kube_view_event(const struct kube_view *v, size_t i);
 size_t kube_view_after(const struct kube_view *v, uint64_t rv);
 /* Objects served now. */
 size_t kube_view_count(const struct kube_view *v);
-/* The object served under namespace/name, or NULL (borrowed). */
+/* The longest "namespace/name" kube_view_get() looks up (63 + 1 + 253
+ * and its NUL, with room to spare); a longer one names no pod. */
+#define KUBE_VIEW_MAX_KEY 512
+/* The object served under namespace/name, or NULL (borrowed).  Never
+ * allocates. */
 const struct kv_obj *kube_view_get(const struct kube_view *v, const char *ns, const char *name);
 /* Every object served, sorted by namespace/name, each referenced: the
  * caller unrefs each and frees the array.  A list is inherently

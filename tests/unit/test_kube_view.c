@@ -103,6 +103,22 @@ START_TEST(test_identity)
         ck_assert_uint_eq(kube_view_count(v), 1);
         ck_assert_ptr_null(kube_view_get(v, "ns", "a"));
         ck_assert_str_eq(kube_view_get(v, "ns", "b")->uid, "u2");
+        /* A get never allocates: out of memory is never "not found". */
+        if (failalloc_enabled()) {
+                const struct kv_obj *o;
+
+                failalloc_arm(1);
+                o = kube_view_get(v, "ns", "b");
+                failalloc_arm(0);
+                ck_assert_ptr_nonnull(o);
+        }
+        {
+                char longname[600];
+
+                memset(longname, 'x', sizeof(longname) - 1);
+                longname[sizeof(longname) - 1] = '\0';
+                ck_assert_ptr_null(kube_view_get(v, "ns", longname));
+        }
         /* MODIFIED carries the object before the change. */
         ck_assert_ptr_nonnull(kube_view_event(v, 1)->prev);
         ck_assert_ptr_null(kube_view_event(v, 1)->prev->labels);
