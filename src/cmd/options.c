@@ -187,8 +187,8 @@ const char *options_usage(void)
                "  --kube-api-socket PATH        serve GET /api/v1/pods (list, get, watch) and discovery on this\n"
                "                                unix socket, mode, group and allow lists as --socket's\n"
                "                                (default: off)\n"
-               "  --kube-api-history N          watch events kept to replay from a resourceVersion\n"
-               "                                (default 10000)\n"
+               "  --kube-api-history N          watch events kept to replay from a resourceVersion,\n"
+               "                                at most 1000000 (default 10000)\n"
                "  --kube-api-min-request-timeout DUR  a watch without timeoutSeconds ends after a random\n"
                "                                time between DUR and twice DUR (default 30m)\n"
                "  --kube-api-address HOST:PORT  serve the same over TCP, always TLS (default: off)\n"
@@ -1257,8 +1257,14 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
                                            "--kube-api-authorization-mode \"%s\": expected AlwaysAllow or Webhook", v);
                 o->kube_api_always_allow = strcmp(v, "AlwaysAllow") == 0;
                 return 0;
-        case OPT_KUBE_API_HISTORY:
-                return parse_size("kube-api-history", v, 1, &o->kube_api_history, err);
+        case OPT_KUBE_API_HISTORY: {
+                int r = parse_size("kube-api-history", v, 1, &o->kube_api_history, err);
+
+                if (r == 0 && o->kube_api_history > KUBE_VIEW_MAX_HISTORY)
+                        r = buf_set_err(err, -EINVAL, "--kube-api-history %zu: at most %u", o->kube_api_history,
+                                        KUBE_VIEW_MAX_HISTORY);
+                return r;
+        }
         case OPT_KUBE_API_MIN_REQUEST_TIMEOUT: /* more than 0, as every duration */
                 return parse_duration_flag("kube-api-min-request-timeout", v, &o->kube_api_min_request_timeout_usec,
                                            err);

@@ -48,8 +48,10 @@
 /* Versions a record may number before it borrows from the next record's
  * numbers (see above). */
 #define KUBE_VIEW_RV_PER_SEQ 1000u
-/* Watch events kept for replay by default (--kube-api-history). */
+/* Watch events kept for replay by default (--kube-api-history), and at
+ * most (the ring is allocated whole, 32 bytes an event, at start). */
 #define KUBE_VIEW_DEFAULT_HISTORY 10000u
+#define KUBE_VIEW_MAX_HISTORY 1000000u
 /* The annotation keeping an API pod's own resourceVersion on the API
  * server, which is not a version of this view. */
 #define KUBE_VIEW_ANNOTATION_SOURCE_RV "podmux.dev/source-resource-version"

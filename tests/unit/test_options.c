@@ -385,6 +385,7 @@ START_TEST(test_kube_api_flags)
         } bad[] = {
                 {{"--kube-api-socket", "rel.sock"}, "--kube-api-socket \"rel.sock\": an absolute path is needed"},
                 {{"--kube-api-history", "0"}, "kube-api-history"},
+                {{"--kube-api-history", "1000001"}, "--kube-api-history 1000001: at most 1000000"},
                 {{"--kube-api-min-request-timeout", "0s"}, "greater than 0"},
                 {{"--kube-api-min-request-timeout", "soon"}, "kube-api-min-request-timeout"},
                 {{"--kube-api-socket", "/r/p.sock"}, "--kube-api-socket \"/r/p.sock\" and --socket"},
@@ -409,13 +410,13 @@ START_TEST(test_kube_api_flags)
                 char *argv[] = {"run",       "--socket",
                                 "/r/p.sock", "--kube-api-socket",
                                 "/r/k.sock", "--kube-api-history",
-                                "7",         "--kube-api-min-request-timeout",
+                                "1000000",   "--kube-api-min-request-timeout",
                                 "2s",        "--pod-manifest-path",
                                 "/m",        NULL};
 
                 ck_assert_int_eq(parse(&o, &err, argv), 0);
                 ck_assert_str_eq(o.kube_api_socket, "/r/k.sock");
-                ck_assert_uint_eq(o.kube_api_history, 7);
+                ck_assert_uint_eq(o.kube_api_history, KUBE_VIEW_MAX_HISTORY); /* the limit is taken */
                 ck_assert_uint_eq(o.kube_api_min_request_timeout_usec, 2000000);
                 options_free(&o);
         }
