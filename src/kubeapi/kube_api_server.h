@@ -45,8 +45,6 @@
 #define KUBE_API_DEFAULT_BOOKMARK_USEC (60ull * 1000000ull)
 /* The longest timeoutSeconds taken; longer is cut to it. */
 #define KUBE_API_MAX_TIMEOUT_SEC (24 * 3600)
-/* The list page size taken when limit is larger. */
-#define KUBE_API_MAX_LIMIT 100000
 /* Selectors longer than this are refused (400). */
 #define KUBE_API_MAX_SELECTOR 8192
 

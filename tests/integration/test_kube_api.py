@@ -167,6 +167,12 @@ def test_errors(t):
         assert status == 400 and body["reason"] == "BadRequest", (q, status, body)
     status, _, body = request(d, "/api/v1/pods?fieldSelector=spec.foo%3Dbar")
     assert body["message"] == "field label not supported: spec.foo", body
+    # Selectors up to KUBE_API_MAX_SELECTOR (8192) bytes, not one more.
+    at_limit = "aa" + ",a" * 4095
+    assert len(at_limit) == 8192
+    assert get_ok(d, "/api/v1/pods?labelSelector=" + at_limit)["items"] == []
+    status, _, body = request(d, "/api/v1/pods?labelSelector=" + at_limit + "a")
+    assert status == 400 and "selector longer than 8192" in body["message"], (status, body)
     # Nothing else was lost: the daemon serves on.
     assert names(get_ok(d, "/api/v1/pods")) == [pn("a")]
 
