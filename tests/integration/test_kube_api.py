@@ -72,8 +72,12 @@ def names(lst):
 
 
 def wait_names(d, want, path="/api/v1/pods"):
-    harness.wait_for(lambda: names(get_ok(d, path)) == sorted(want), T_WAIT,
-                     "pods %s" % sorted(want))
+    """Polls until the view serves exactly want (a 503 before the sources
+    are ready is polled through)."""
+    def served():
+        status, _, body = request(d, path)
+        return status == 200 and names(body) == sorted(want)
+    harness.wait_for(served, T_WAIT, "pods %s" % sorted(want))
 
 
 class Watch:
