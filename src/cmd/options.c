@@ -24,6 +24,8 @@
 #include "util/path.h"
 #include "util/str.h"
 #include "stream/stream_server.h"
+#include "kubeapi/kube_api_server.h"
+#include "kubeapi/kube_view.h"
 #include "util/yaml_json.h"
 
 #define DEFAULT_CHECK_USEC (20u * 1000u * 1000u)
@@ -60,6 +62,15 @@ enum {
         OPT_CHECKPOINT_GRACE,
         OPT_CHECKPOINT_MAX_AGE,
         OPT_FILE_PATTERN,
+        OPT_KUBE_API_SOCKET,
+        OPT_KUBE_API_HISTORY,
+        OPT_KUBE_API_MIN_REQUEST_TIMEOUT,
+        OPT_KUBE_API_ADDRESS,
+        OPT_KUBE_API_TLS_CERT,
+        OPT_KUBE_API_TLS_KEY,
+        OPT_KUBE_API_CERT_DIR,
+        OPT_KUBE_API_CLIENT_CA,
+        OPT_KUBE_API_AUTHZ,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +106,15 @@ static const struct option long_opts[] = {
         {"checkpoint-interval", required_argument, NULL, OPT_CHECKPOINT_INTERVAL},
         {"checkpoint-grace", required_argument, NULL, OPT_CHECKPOINT_GRACE},
         {"checkpoint-max-age", required_argument, NULL, OPT_CHECKPOINT_MAX_AGE},
+        {"kube-api-socket", required_argument, NULL, OPT_KUBE_API_SOCKET},
+        {"kube-api-history", required_argument, NULL, OPT_KUBE_API_HISTORY},
+        {"kube-api-min-request-timeout", required_argument, NULL, OPT_KUBE_API_MIN_REQUEST_TIMEOUT},
+        {"kube-api-address", required_argument, NULL, OPT_KUBE_API_ADDRESS},
+        {"kube-api-tls-cert-file", required_argument, NULL, OPT_KUBE_API_TLS_CERT},
+        {"kube-api-tls-private-key-file", required_argument, NULL, OPT_KUBE_API_TLS_KEY},
+        {"kube-api-cert-dir", required_argument, NULL, OPT_KUBE_API_CERT_DIR},
+        {"kube-api-client-ca-file", required_argument, NULL, OPT_KUBE_API_CLIENT_CA},
+        {"kube-api-authorization-mode", required_argument, NULL, OPT_KUBE_API_AUTHZ},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -163,6 +183,26 @@ const char *options_usage(void)
                "                                loopback port (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)\n"
                "                                (default: off)\n"
                "\n"
+               "The pods through the Kubernetes API, read-only (doc/kube-api.md):\n"
+               "  --kube-api-socket PATH        serve GET /api/v1/pods (list, get, watch) and discovery on this\n"
+               "                                unix socket, mode, group and allow lists as --socket's\n"
+               "                                (default: off)\n"
+               "  --kube-api-history N          watch events kept to replay from a resourceVersion,\n"
+               "                                at most 1000000 (default 10000)\n"
+               "  --kube-api-min-request-timeout DUR  a watch without timeoutSeconds ends after a random\n"
+               "                                time between DUR and twice DUR (default 30m)\n"
+               "  --kube-api-address HOST:PORT  serve the same over TCP, always TLS (default: off)\n"
+               "  --kube-api-tls-cert-file FILE  its certificate (PEM), with --kube-api-tls-private-key-file\n"
+               "                                (default: a self-signed pair in the cert dir)\n"
+               "  --kube-api-tls-private-key-file FILE  its key (PEM) (default: the self-signed pair's)\n"
+               "  --kube-api-cert-dir DIR       where the self-signed pair is made and kept\n"
+               "                                (default " OPTIONS_DEFAULT_KUBE_API_CERT_DIR ")\n"
+               "  --kube-api-client-ca-file FILE  clients of the address must show a certificate of this CA;\n"
+               "                                anonymous requests get 401 (required with the address;\n"
+               "                                default: none)\n"
+               "  --kube-api-authorization-mode MODE  AlwaysAllow (any authenticated client) or Webhook\n"
+               "                                (not implemented yet: refused) (default Webhook)\n"
+               "\n"
                "Events (with --kubeconfig or --in-cluster; doc/events.md):\n"
                "  --events BOOL                 record Kubernetes Events on the API server: a duplicate pod\n"
                "                                name, a rejected static pod or manifest URL; give the value\n"
@@ -180,9 +220,9 @@ const char *options_usage(void)
                "Durations are Go-style: 20s, 1m30s, 500ms.  Flags that contradict each other are\n"
                "refused before anything is created (exit 2): --kubeconfig with --in-cluster,\n"
                "--node-name with a different --hostname-override, and paths that collide: the\n"
-               "socket, the metrics socket, their .lock files, the static pod path and the\n"
-               "plugin registry must each be apart (a socket in the static pod directory would\n"
-               "be read as a manifest, one under the registry taken for a plugin).\n";
+               "socket, the metrics socket, the kube-api socket, their .lock files, the static\n"
+               "pod path and the plugin registry must each be apart (a socket in the static pod\n"
+               "directory would be read as a manifest, one under the registry taken for a plugin).\n";
 }
 
 void options_free(struct options *o)
@@ -208,6 +248,12 @@ void options_free(struct options *o)
         free(o->allow_uids);
         free(o->allow_gids);
         free(o->metrics_address);
+        free(o->kube_api_socket);
+        free(o->kube_api_address);
+        free(o->kube_api_tls_cert);
+        free(o->kube_api_tls_key);
+        free(o->kube_api_cert_dir);
+        free(o->kube_api_client_ca);
         free(o->checkpoint_dir);
         memset(o, 0, sizeof(*o));
 }
@@ -952,6 +998,99 @@ out:
         return r;
 }
 
+/* --kube-api-socket apart from the other paths, as check_conflicts()
+ * keeps those apart: not another socket or its lock file (either way),
+ * not where the file source or the plugin manager would read it.  0,
+ * -EINVAL with a message, or -ENOMEM. */
+static int check_kube_api_socket(const struct options *o, struct buf *err)
+{
+        const char *names[] = {"--socket", "--metrics-address"};
+        const char *others[] = {o->socket_path, o->metrics_address ? metrics_unix_path(o->metrics_address) : NULL};
+        char *k = NULL, *klock = NULL, *other = NULL, *olock = NULL, *dir = NULL;
+        int r = -ENOMEM;
+
+        if (!o->kube_api_socket)
+                return 0;
+        if (!(k = abs_clean(o->kube_api_socket)) || !(klock = lock_of(k)))
+                goto out;
+        for (size_t i = 0; i < 2; i++) {
+                if (!others[i])
+                        continue;
+                free(other);
+                free(olock);
+                olock = NULL;
+                if (!(other = abs_clean(others[i])) || !(olock = lock_of(other)))
+                        goto out;
+                if (strcmp(k, other) == 0 || strcmp(klock, other) == 0 || strcmp(k, olock) == 0) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "--kube-api-socket \"%s\" and %s \"%s\" collide (the same file, or one "
+                                        "is the other's lock file): give each its own path",
+                                        o->kube_api_socket, names[i], others[i]);
+                        goto out;
+                }
+        }
+        if (o->pod_manifest_path && o->pod_manifest_path[0]) {
+                if (!(dir = abs_clean(o->pod_manifest_path)))
+                        goto out;
+                if (seen_by_file_source(k, dir) || strcmp(klock, dir) == 0) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "--kube-api-socket \"%s\" is in the static pod path \"%s\": the file "
+                                        "source would read the socket and its lock file as manifests; put it "
+                                        "elsewhere",
+                                        o->kube_api_socket, o->pod_manifest_path);
+                        goto out;
+                }
+                free(dir);
+                dir = NULL;
+        }
+        if (o->plugins_dir && o->plugins_dir[0]) {
+                if (!(dir = abs_clean(o->plugins_dir)))
+                        goto out;
+                if (strcmp(k, dir) == 0 || seen_by_plugin_manager(k, dir)) {
+                        r = buf_set_err(err, -EINVAL,
+                                        "--kube-api-socket \"%s\" is in --plugins-registry-dir \"%s\": the "
+                                        "plugin manager would take it for a plugin; put it elsewhere",
+                                        o->kube_api_socket, o->plugins_dir);
+                        goto out;
+                }
+        }
+        r = 0;
+out:
+        free(k);
+        free(klock);
+        free(other);
+        free(olock);
+        free(dir);
+        return r;
+}
+
+/* --kube-api-address needs what authenticates its clients, and the
+ * authorization podmux can do today.  0 or -EINVAL with a message. */
+static int check_kube_api_address(const struct options *o, struct buf *err)
+{
+        if (!o->kube_api_address) {
+                if (o->kube_api_tls_cert || o->kube_api_tls_key || o->kube_api_client_ca)
+                        return buf_set_err(err, -EINVAL,
+                                           "--kube-api-tls-cert-file, --kube-api-tls-private-key-file and "
+                                           "--kube-api-client-ca-file apply to --kube-api-address, which is not given");
+                return 0;
+        }
+        if (!o->kube_api_tls_cert != !o->kube_api_tls_key)
+                return buf_set_err(err, -EINVAL,
+                                   "--kube-api-tls-cert-file and --kube-api-tls-private-key-file go together: give "
+                                   "both, or neither for a self-signed pair in --kube-api-cert-dir");
+        if (!o->kube_api_client_ca)
+                return buf_set_err(err, -EINVAL,
+                                   "--kube-api-address needs --kube-api-client-ca-file: anonymous requests are "
+                                   "refused, and clients authenticate with a certificate of that CA");
+        if (!o->kube_api_always_allow)
+                return buf_set_err(err, -EINVAL,
+                                   "--kube-api-address: --kube-api-authorization-mode Webhook (the default) is not "
+                                   "implemented yet; give --kube-api-authorization-mode AlwaysAllow to let every "
+                                   "client with a certificate of the client CA read the pods");
+        return 0;
+}
+
 /* ---- the checkpoint (doc/checkpoint.md) -------------------------------------
  *
  * Flags only, not a KubeletConfiguration key: the file is often the
@@ -1095,6 +1234,40 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
                 return parse_ids("allow-gids", v, (unsigned **)&o->allow_gids, &o->n_allow_gids, err);
         case OPT_METRICS_ADDRESS:
                 return parse_metrics_address(v, &o->metrics_address, err);
+        case OPT_KUBE_API_SOCKET:
+                if (v[0] != '/')
+                        return buf_set_err(err, -EINVAL, "--kube-api-socket \"%s\": an absolute path is needed", v);
+                return str_set(&o->kube_api_socket, v);
+        case OPT_KUBE_API_ADDRESS: {
+                int r = kube_api_address_check(v, err);
+
+                return r < 0 ? r : str_set(&o->kube_api_address, v);
+        }
+        case OPT_KUBE_API_TLS_CERT:
+                return str_set(&o->kube_api_tls_cert, v);
+        case OPT_KUBE_API_TLS_KEY:
+                return str_set(&o->kube_api_tls_key, v);
+        case OPT_KUBE_API_CERT_DIR:
+                return str_set(&o->kube_api_cert_dir, v);
+        case OPT_KUBE_API_CLIENT_CA:
+                return str_set(&o->kube_api_client_ca, v);
+        case OPT_KUBE_API_AUTHZ:
+                if (strcmp(v, "AlwaysAllow") != 0 && strcmp(v, "Webhook") != 0)
+                        return buf_set_err(err, -EINVAL,
+                                           "--kube-api-authorization-mode \"%s\": expected AlwaysAllow or Webhook", v);
+                o->kube_api_always_allow = strcmp(v, "AlwaysAllow") == 0;
+                return 0;
+        case OPT_KUBE_API_HISTORY: {
+                int r = parse_size("kube-api-history", v, 1, &o->kube_api_history, err);
+
+                if (r == 0 && o->kube_api_history > KUBE_VIEW_MAX_HISTORY)
+                        r = buf_set_err(err, -EINVAL, "--kube-api-history %zu: at most %u", o->kube_api_history,
+                                        KUBE_VIEW_MAX_HISTORY);
+                return r;
+        }
+        case OPT_KUBE_API_MIN_REQUEST_TIMEOUT: /* more than 0, as every duration */
+                return parse_duration_flag("kube-api-min-request-timeout", v, &o->kube_api_min_request_timeout_usec,
+                                           err);
         case OPT_MODE:
                 return parse_mode(v, &o->mode, err);
         case OPT_EVENTS:
@@ -1247,6 +1420,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->max_backlog = STREAM_DEFAULT_MAX_BACKLOG;
         o->max_consumers = STREAM_DEFAULT_MAX_CONSUMERS;
         o->history = STREAM_DEFAULT_HISTORY;
+        o->kube_api_history = KUBE_VIEW_DEFAULT_HISTORY;
+        o->kube_api_min_request_timeout_usec = KUBE_API_DEFAULT_MIN_REQUEST_TIMEOUT_USEC;
         o->history_bytes = STREAM_DEFAULT_HISTORY_BYTES;
         o->events = true;
         o->event_qps = EVENT_DEFAULT_QPS;
@@ -1275,7 +1450,8 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         if (o->config_file && (r = load_config(o, &set, err)) < 0)
                 goto fail;
         if ((r = apply_defaults(o, err)) < 0 || (r = absolute_manifest_path(o, &set, err)) < 0 ||
-            (r = check_conflicts(o, &set, err)) < 0 || (r = check_checkpoint(o, &set, err)) < 0)
+            (r = check_conflicts(o, &set, err)) < 0 || (r = check_kube_api_socket(o, err)) < 0 ||
+            (r = check_kube_api_address(o, err)) < 0 || (r = check_checkpoint(o, &set, err)) < 0)
                 goto fail;
 out:
         free(set.hostname_override);

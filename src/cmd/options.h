@@ -22,6 +22,8 @@
 
 #define OPTIONS_DEFAULT_SOCKET "/run/podmux/podmux.sock"
 #define OPTIONS_DEFAULT_PLUGINS_DIR "/var/lib/kubelet/plugins_registry"
+/* --kube-api-cert-dir, as the kubelet's --cert-dir is its own. */
+#define OPTIONS_DEFAULT_KUBE_API_CERT_DIR "/var/lib/podmux/pki"
 /* A KubeletConfiguration file this large or larger is refused. */
 #define OPTIONS_CONFIG_MAX_BYTES (16u * 1024u * 1024u)
 /* --static-pod-file-pattern: how many, and how long each may be. */
@@ -69,6 +71,20 @@ struct options {
         size_t history;
         size_t history_bytes;
         char *metrics_address;
+        /* The Kubernetes API view (doc/kube-api.md): its socket (NULL:
+         * off), its history and a watch's default length. */
+        char *kube_api_socket;
+        size_t kube_api_history;
+        uint64_t kube_api_min_request_timeout_usec;
+        /* --kube-api-address and its TLS files (NULL: none), the cert
+         * dir (NULL: OPTIONS_DEFAULT_KUBE_API_CERT_DIR), and whether
+         * AlwaysAllow was asked for. */
+        char *kube_api_address;
+        char *kube_api_tls_cert;
+        char *kube_api_tls_key;
+        char *kube_api_cert_dir;
+        char *kube_api_client_ca;
+        bool kube_api_always_allow;
         /* Events (doc/events.md): --events, --event-qps, --event-burst,
          * or eventRecordQPS and eventBurst in --config. */
         bool events;

@@ -30,10 +30,13 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "sources/api_source.h"
 #include "cmd/cmd.h"
 #include "cmd/usage.h"
 #include "util/curl_loop.h"
+#include "util/duration.h"
 #include "events/event_recorder.h"
 #include "core/file_record.h"
 #include "sources/file_source.h"
@@ -54,6 +57,8 @@
 #include "util/str.h"
 #include "core/storage.h"
 #include "stream/stream_server.h"
+#include "kubeapi/kube_api_server.h"
+#include "kubeapi/kube_tls.h"
 #include "core/updates_pipe.h"
 #include "util/watcher.h"
 
@@ -97,6 +102,7 @@ struct daemon {
         struct plugin_manager *plugins;
         struct metrics metrics;
         struct metrics_server *metrics_srv;
+        struct kube_api_server *kube_api; /* --kube-api-socket; else NULL */
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
@@ -315,6 +321,53 @@ static int build_event_recorder(struct daemon *d)
         return event_recorder_new(d->loop, d->curl, &cfg, &d->events);
 }
 
+/* ---- the Kubernetes API view (doc/kube-api.md) ---------------------------- */
+
+/* A record the stream carried, into the view, numbered as the stream
+ * numbered it.  A record the view could not take (out of memory) leaves
+ * it stale: it answers 503 until kube_api_catch_up() brings it back. */
+static void kube_api_feed(struct daemon *d, const struct pod_update *u)
+{
+        if (!d->kube_api || kube_api_server_stale(d->kube_api))
+                return;
+        if (kube_api_server_update(d->kube_api, u, stream_server_last_seq(d->stream)) < 0)
+                log_error("kube-api: out of memory applying an update: lists and watches get 503 until the view "
+                          "is rebuilt from the merged state");
+}
+
+/* The view serves once every configured source has delivered, or the
+ * API source serves its checkpoint and the others have delivered; a
+ * stale view is rebuilt from the merger's whole state (retried after
+ * each merge while memory is short). */
+static void kube_api_catch_up(struct daemon *d)
+{
+        struct pod_update *set = NULL;
+        const char *const *names;
+        const char *others[8];
+        size_t n, m = 0;
+
+        if (!d->kube_api)
+                return;
+        if (kube_api_server_stale(d->kube_api)) {
+                if (storage_merged(d->storage, &set) < 0 ||
+                    kube_api_server_resync(d->kube_api, set, stream_server_last_seq(d->stream)) < 0) {
+                        pod_update_free(set);
+                        return;
+                }
+                pod_update_free(set);
+                log_info("kube-api: the view is rebuilt, serving again");
+        }
+        if (d->ready_sent) {
+                kube_api_server_set_ready(d->kube_api, true);
+                return;
+        }
+        names = mux_sources(d->mux, &n);
+        for (size_t i = 0; i < n && m < 8; i++)
+                if (strcmp(names[i], POD_SOURCE_API) != 0)
+                        others[m++] = names[i];
+        kube_api_server_set_ready(d->kube_api, d->api_provisional && storage_seen_all(d->storage, others, m));
+}
+
 /* ... which the stream server drains right after each merge. */
 static void drain_updates(struct daemon *d)
 {
@@ -324,6 +377,7 @@ static void drain_updates(struct daemon *d)
 
         while ((u = updates_pipe_pop(&d->updates))) {
                 metrics_count_update(&d->metrics, u);
+                kube_api_feed(d, u);
                 if (stream_server_broadcast(d->stream, u) < 0) {
                         log_error("stream: out of memory broadcasting an update: consumers were cut and resync on reconnect");
                 } else {
@@ -337,8 +391,10 @@ static void drain_updates(struct daemon *d)
                 }
                 pod_update_free(u);
         }
-        if (d->ready_sent)
+        if (d->ready_sent) {
+                kube_api_catch_up(d);
                 return;
+        }
         notify_sources(d);
         names = mux_sources(d->mux, &n);
         /* Out of memory: announced again after the next merge. */
@@ -347,6 +403,7 @@ static void drain_updates(struct daemon *d)
                 d->ready_sent = true;
                 log_info("all sources ready (%zu)", n);
         }
+        kube_api_catch_up(d);
 }
 
 /* The API source serves its checkpoint, or the server's pods: what it
@@ -704,6 +761,7 @@ static void daemon_free(struct daemon *d)
 {
         plugin_manager_free(d->plugins);
         metrics_server_free(d->metrics_srv);
+        kube_api_server_free(d->kube_api);
         file_source_free(d->file);
         http_source_free(d->http);
         event_recorder_free(d->events);
@@ -912,6 +970,56 @@ static int build_stream(struct daemon *d, struct buf *err)
         return stream_server_new(d->loop, &cfg, &d->stream, err);
 }
 
+/* The Kubernetes API view (--kube-api-socket), with the stream socket's
+ * mode, group and allow lists; its versions start from the stream's
+ * number now. */
+static int build_kube_api(struct daemon *d, struct buf *err)
+{
+        const struct options *o = &d->opts;
+        struct kube_api_server_config cfg = {
+                .socket_path = o->kube_api_socket,
+                .socket_mode = o->socket_mode,
+                .socket_gid = o->set_socket_gid ? o->socket_gid : (gid_t)-1,
+                .allow_uids = o->allow_uids,
+                .n_allow_uids = o->n_allow_uids,
+                .allow_gids = o->allow_gids,
+                .n_allow_gids = o->n_allow_gids,
+                .history = o->kube_api_history,
+                .base_seq = stream_server_last_seq(d->stream),
+                .min_request_timeout_usec = o->kube_api_min_request_timeout_usec,
+        };
+        struct kube_tls_config tls = {
+                .cert_file = o->kube_api_tls_cert,
+                .key_file = o->kube_api_tls_key,
+                .cert_dir = o->kube_api_cert_dir ? o->kube_api_cert_dir : OPTIONS_DEFAULT_KUBE_API_CERT_DIR,
+                .host = o->node_name,
+        };
+        const char *every = getenv("PODMUX_KUBE_API_BOOKMARK_INTERVAL");
+        char *cert = NULL, *key = NULL, *ca = NULL;
+        int r;
+
+        /* A test knob (doc/kube-api.md): bookmarks sooner than a minute. */
+        if (every && every[0] && duration_parse(every, &cfg.bookmark_usec) < 0)
+                return buf_set_err(err, -EINVAL, "PODMUX_KUBE_API_BOOKMARK_INTERVAL \"%s\": not a duration", every);
+        if (o->kube_api_address) {
+                if ((r = kube_tls_load(&tls, &cert, &key, err)) < 0 ||
+                    (r = kube_tls_read(o->kube_api_client_ca, &ca, err)) < 0)
+                        goto out;
+                cfg.address = o->kube_api_address;
+                cfg.tls_cert_pem = cert;
+                cfg.tls_key_pem = key;
+                cfg.client_ca_pem = ca;
+        }
+        r = kube_api_server_new(d->loop, &cfg, &d->kube_api, err);
+out:
+        free(cert);
+        if (key)
+                OPENSSL_cleanse(key, strlen(key));
+        free(key);
+        free(ca);
+        return r;
+}
+
 /* The file source (--pod-manifest-path), on its mux channel. */
 static int build_file_source(struct daemon *d, struct buf *err)
 {
@@ -1013,6 +1121,13 @@ static int daemon_build(struct daemon *d)
                 else
                         log_error("socket \"%s\": %s", o->socket_path, ERRNO_STR(r));
                 goto out;
+        }
+        if (o->kube_api_socket || o->kube_api_address) {
+                if ((r = build_kube_api(d, &err)) < 0) {
+                        module_failed("kube-api", r, &err);
+                        goto out;
+                }
+                log_info("kube-api: the pods through the Kubernetes API on %s", kube_api_server_address(d->kube_api));
         }
         if (o->pod_manifest_path && (r = build_file_source(d, &err)) < 0) {
                 module_failed("file source", r, &err);

@@ -74,7 +74,8 @@ bool storage_source_seen(const struct storage *s, const char *source);
 bool storage_seen_all(const struct storage *s, const char *const *sources, size_t n);
 
 /* The merged state: one SET (source "*") with every pod of every source,
- * sorted.  Caller frees.  Tests only. */
+ * sorted.  Caller frees.  Used by tests, and to rebuild the Kubernetes
+ * API view (src/kubeapi/kube_api_server.h) after it ran out of memory. */
 int storage_merged(const struct storage *s, struct pod_update **ret_u);
 /* The current state per source that has delivered, as the mode presents
  * it to a new consumer, sorted by source name: in incremental mode an ADD

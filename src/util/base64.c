@@ -1,10 +1,11 @@
 /*
- * base64 — decoding (see src/util/base64.h).  OpenSSL does the
+ * base64 — decoding and encoding (see src/util/base64.h).  OpenSSL does the
  * decoding; this module only checks first what Go accepts, which
  * EVP_DecodeBlock does not (it takes '=' anywhere and skips blanks only
  * at the ends).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,4 +60,18 @@ bad:
         free(out);
         free(clean);
         return -EINVAL;
+}
+
+int base64_encode(const char *s, size_t n, char **ret)
+{
+        char *out;
+
+        if (n > (size_t)INT_MAX / 4 * 3 - 3)
+                return -ENOMEM;
+        out = malloc((n + 2) / 3 * 4 + 1);
+        if (!out)
+                return -ENOMEM;
+        (void)EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+        *ret = out;
+        return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * base64 — standard base64 (RFC 4648 section 4, padded) to bytes.
+ * base64 — standard base64 (RFC 4648 section 4, padded) to bytes, and
+ * bytes to it.
  *
  * Owns: nothing; the caller frees what it gets.
  */
@@ -16,5 +17,9 @@
  * bytes without the NUL) is the caller's.  0, -EINVAL or -ENOMEM.
  */
 int base64_decode(const char *s, size_t n, char **ret, size_t *ret_len);
+
+/* Encodes s[0..n) as padded standard base64 (Go's StdEncoding), into
+ * *ret (NUL-terminated, the caller's).  0 or -ENOMEM. */
+int base64_encode(const char *s, size_t n, char **ret);
 
 #endif

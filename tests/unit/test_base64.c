@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "util/base64.h"
+#include "failalloc.h"
 #include "unit.h"
 
 static int dec(const char *in, const char *want)
@@ -50,4 +51,39 @@ START_TEST(test_refuses)
 }
 END_TEST
 
-UNIT_MAIN(test_decodes, test_refuses)
+/* Encoding: padded, standard alphabet, as Go's StdEncoding; what it
+ * writes decodes back. */
+START_TEST(test_encodes)
+{
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                {"", ""}, {"h", "aA=="}, {"he", "aGU="}, {"hel", "aGVs"}, {"hello", "aGVsbG8="}, {"k\xef\xc0", "a+/A"},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *out = NULL;
+
+                ck_assert_int_eq(base64_encode(cases[i].in, strlen(cases[i].in), &out), 0);
+                ck_assert_str_eq(out, cases[i].out);
+                if (cases[i].in[0])
+                        dec(out, cases[i].in);
+                free(out);
+        }
+}
+END_TEST
+
+START_TEST(test_encode_out_of_memory)
+{
+        char *out = NULL;
+
+        if (!failalloc_enabled())
+                return;
+        failalloc_arm(1);
+        ck_assert_int_eq(base64_encode("hello", 5, &out), -ENOMEM);
+        failalloc_arm(0);
+        ck_assert_ptr_null(out);
+}
+END_TEST
+
+UNIT_MAIN(test_decodes, test_refuses, test_encodes, test_encode_out_of_memory)

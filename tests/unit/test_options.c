@@ -11,6 +11,8 @@
 
 #include "failalloc.h"
 #include "cmd/options.h"
+#include "kubeapi/kube_api_server.h"
+#include "kubeapi/kube_view.h"
 #include "util/log.h"
 #include "unit.h"
 
@@ -368,6 +370,64 @@ START_TEST(test_metrics_address)
                         ck_assert_ptr_nonnull(strstr(err.data, "--metrics-address"));
                         ck_assert_msg(strstr(err.data, cases[i].why), "%s: %s", cases[i].value, err.data);
                 }
+        }
+        buf_free(&err);
+}
+END_TEST
+
+/* --kube-api-*: values taken, defaults, each bad value and each path
+ * the socket would collide with refused with a message naming the flag. */
+START_TEST(test_kube_api_flags)
+{
+        static const struct {
+                const char *args[6];
+                const char *want;
+        } bad[] = {
+                {{"--kube-api-socket", "rel.sock"}, "--kube-api-socket \"rel.sock\": an absolute path is needed"},
+                {{"--kube-api-history", "0"}, "kube-api-history"},
+                {{"--kube-api-history", "1000001"}, "--kube-api-history 1000001: at most 1000000"},
+                {{"--kube-api-min-request-timeout", "0s"}, "greater than 0"},
+                {{"--kube-api-min-request-timeout", "soon"}, "kube-api-min-request-timeout"},
+                {{"--kube-api-socket", "/r/p.sock"}, "--kube-api-socket \"/r/p.sock\" and --socket"},
+                {{"--kube-api-socket", "/r/p.sock.lock"}, "and --socket \"/r/p.sock\" collide"},
+                {{"--kube-api-socket", "/r/m.sock", "--metrics-address", "unix:/r/m.sock"}, "--metrics-address"},
+                {{"--kube-api-socket", "/m/k.sock", "--pod-manifest-path", "/m"}, "is in the static pod path"},
+                {{"--kube-api-socket", "/reg/k.sock", "--plugins-registry-dir", "/reg"}, "--plugins-registry-dir"},
+        };
+        struct buf err = BUF_INIT;
+        struct options o;
+
+        {
+                char *argv[] = {"run", "--socket", "/r/p.sock", NULL};
+
+                ck_assert_int_eq(parse(&o, &err, argv), 0);
+                ck_assert_ptr_null(o.kube_api_socket);
+                ck_assert_uint_eq(o.kube_api_history, KUBE_VIEW_DEFAULT_HISTORY);
+                ck_assert_uint_eq(o.kube_api_min_request_timeout_usec, KUBE_API_DEFAULT_MIN_REQUEST_TIMEOUT_USEC);
+                options_free(&o);
+        }
+        {
+                char *argv[] = {"run",       "--socket",
+                                "/r/p.sock", "--kube-api-socket",
+                                "/r/k.sock", "--kube-api-history",
+                                "1000000",   "--kube-api-min-request-timeout",
+                                "2s",        "--pod-manifest-path",
+                                "/m",        NULL};
+
+                ck_assert_int_eq(parse(&o, &err, argv), 0);
+                ck_assert_str_eq(o.kube_api_socket, "/r/k.sock");
+                ck_assert_uint_eq(o.kube_api_history, KUBE_VIEW_MAX_HISTORY); /* the limit is taken */
+                ck_assert_uint_eq(o.kube_api_min_request_timeout_usec, 2000000);
+                options_free(&o);
+        }
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char *argv[16] = {"run", "--node-name", "n1", "--plugins-registry-dir", "", "--socket", "/r/p.sock"};
+                size_t argc = 7;
+
+                for (size_t j = 0; j < 6 && bad[i].args[j]; j++)
+                        argv[argc++] = (char *)bad[i].args[j];
+                ck_assert_int_eq(parse(&o, &err, argv), -EINVAL);
+                ck_assert_msg(strstr(err.data, bad[i].want), "%s: %s", bad[i].want, err.data);
         }
         buf_free(&err);
 }
@@ -1065,11 +1125,11 @@ START_TEST(test_file_patterns)
 }
 END_TEST
 
-UNIT_MAIN(test_log_format_names, test_file_patterns,
-          test_defaults, test_flags_parsed, test_bad_flags_name_the_flag, test_bad_flag_reasons,
-          test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence, test_bad_config_files,
-          test_help_documents_every_flag_with_default, test_metrics_address, test_config_null_and_wrong_types,
-          test_conflicting_pairs, test_conflict_with_config_path, test_empty_source_flags_turn_the_source_off,
-          test_default_plugin_registry_rule, test_hostname_override_as_the_kubelet_takes_it,
-          test_relative_static_pod_paths, test_config_unknown_fields, test_parse_out_of_memory, test_event_flags,
-          test_event_config_fields, test_checkpoint_flags, test_file_patterns)
+UNIT_MAIN(test_log_format_names, test_file_patterns, test_defaults, test_flags_parsed, test_bad_flags_name_the_flag,
+          test_bad_flag_reasons, test_bad_flag_out_of_memory, test_kubelet_config_file_and_flag_precedence,
+          test_bad_config_files, test_help_documents_every_flag_with_default, test_metrics_address,
+          test_config_null_and_wrong_types, test_conflicting_pairs, test_conflict_with_config_path,
+          test_empty_source_flags_turn_the_source_off, test_default_plugin_registry_rule,
+          test_hostname_override_as_the_kubelet_takes_it, test_relative_static_pod_paths, test_config_unknown_fields,
+          test_parse_out_of_memory, test_event_flags, test_event_config_fields, test_checkpoint_flags,
+          test_file_patterns, test_kube_api_flags)
