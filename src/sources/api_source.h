@@ -12,11 +12,15 @@
  *
  * With a checkpoint directory (doc/checkpoint.md) it also keeps the last
  * live state on disk (checkpoint_writer: changes of what runs within the
- * interval, the rest with the hourly refresh), and at start, until a list
- * succeeds, serves the checkpoint's pods as its SET (marked provisional:
- * the merger does not count the source seen for it) once the grace has
- * passed or a list failed.  A checkpoint that is refused is said once,
- * and the source waits for the server as without one.
+ * interval, the rest with the hourly refresh).  At start it resumes: the
+ * checkpoint's pods become the store and the watch starts from its
+ * resourceVersion, with no list; the store goes to the merger as live
+ * once the server confirms (a bookmark, or a watch that ran its course),
+ * and a 410 falls back to a list.  Until the source is live it serves
+ * the checkpoint's pods as its SET (marked provisional: the merger does
+ * not count the source seen for it) once the grace has passed or a
+ * request failed.  A checkpoint that is refused is said once, and the
+ * source waits for the server as without one.
  *
  * Fail safe: a list is applied whole or not at all, a watch event too.
  * Running out of memory is never taken for bad data: a list is tried

@@ -119,6 +119,8 @@ struct server {
         unsigned watch_gen; /* bumped to end open watches */
         bool expire;        /* the next watch is refused as too old (410) */
         bool refuse;        /* every request is answered 503 */
+        unsigned lists;     /* list requests answered */
+        unsigned old_watches; /* watches from API_RV0, the checkpoint's version */
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -677,6 +679,7 @@ static void api_serve(struct server *s, int fd, const char *request)
                 bool node = strstr(request, "fieldSelector=spec.nodeName%3Dnode1") != NULL;
 
                 pthread_mutex_lock(&s->lock);
+                s->lists++;
                 n = snprintf(buf, sizeof(buf), "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"%lu\"},"
                                                "\"items\":[%s%s]}",
                              API_RV0 + (unsigned long)s->n_events, api_items[s->n_events],
@@ -690,6 +693,8 @@ static void api_serve(struct server *s, int fd, const char *request)
         dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                     "Connection: close\r\n\r\n");
         pthread_mutex_lock(&s->lock);
+        if (from == API_RV0)
+                s->old_watches++;
         gen = s->watch_gen;
         if (s->expire) {
                 static const char gone[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
@@ -704,7 +709,7 @@ static void api_serve(struct server *s, int fd, const char *request)
         pthread_mutex_unlock(&s->lock);
         /* Events after the version asked for (event i has API_RV0 + i + 1). */
         sent = from > API_RV0 ? from - API_RV0 : 0;
-        for (;;) {
+        for (bool marked = false;;) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
                 bool stop;
 
@@ -713,6 +718,18 @@ static void api_serve(struct server *s, int fd, const char *request)
                         const char *ev = api_events[sent++];
 
                         chunk(fd, ev, strlen(ev));
+                }
+                if (!marked && strstr(request, "allowWatchBookmarks=true")) {
+                        /* After the events a watch from an old version
+                         * replays, a bookmark at the current one, as the
+                         * API server sends within a minute. */
+                        n = snprintf(buf, sizeof(buf),
+                                     "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\","
+                                     "\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+                                     "\"%lu\"}}}\n",
+                                     API_RV0 + (unsigned long)sent);
+                        chunk(fd, buf, (size_t)n);
+                        marked = true;
                 }
                 stop = s->stop || s->watch_gen != gen;
                 pthread_mutex_unlock(&s->lock);
@@ -1150,5 +1167,160 @@ START_TEST(test_api_checkpoint_alloc_sweep)
 }
 END_TEST
 
+/* Runs until the last SET is want and live (or the time is up). */
+static bool run_until_live(struct world *w, const char *want, uint64_t usec)
+{
+        uint64_t end = mono_usec() + usec;
+        bool ok = false;
+
+        while (!ok && mono_usec() < end) {
+                loop_run_once(w->loop, 2000);
+                ok = last_set(w) && strcmp(last_set(w), want) == 0 && !w->checkpoint[w->n_sets - 1];
+        }
+        return ok;
+}
+
+/* One resumed start: the checkpoint of state 0 is on disk, the server has
+ * moved on to its last state; the watch from the checkpoint's version
+ * brings the events.  Without a fault: one SET, the last state, and no
+ * list. */
+static bool resume_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        bool hit, converged;
+        unsigned lists;
+        int started;
+        char problem[sizeof(w.problem)];
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# resume run: allocation %ld%s\n", f->n, f->persist ? " on" : "");
+        ckpt_restore();
+        api_publish(N_API_EVENTS);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_world_up_dir(&w, ckpt_dir);
+        /* From the start: the checkpoint's load and the resume fail too. */
+        arm(f);
+        started = api_source_start(w.as);
+        if (!f->persist)
+                run_until_set(&w, api_text[N_API_EVENTS], 2000000);
+        hit = release(&w, f, 30000);
+        ck_assert_int_eq(started, 0);
+        converged = run_until_live(&w, api_text[N_API_EVENTS], 5000000);
+        /* Served before the watch is confirmed (a failure): the
+         * checkpoint with the events applied so far, a state the server
+         * had, marked; never after a live one, never going back. */
+        for (size_t i = 1; i < w.n_sets && !w.problem[0]; i++)
+                if (w.checkpoint[i] && !w.checkpoint[i - 1])
+                        snprintf(w.problem, sizeof(w.problem), "SET %zu: a checkpoint's after a live one", i);
+        check_api_sets(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists - lists;
+        pthread_mutex_unlock(&api_srv.lock);
+        if (!converged && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the server's last state never came (%zu SETs)", w.n_sets);
+        if (f->n == 0 && !w.problem[0] && (w.n_sets != 1 || lists != 0))
+                snprintf(w.problem, sizeof(w.problem), "a resumed start: %zu SET(s), %u list(s); want 1 and 0",
+                         w.n_sets, lists);
+        memcpy(problem, w.problem, sizeof(problem));
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_msg(!problem[0], "allocation %ld%s failing: %s", f->n, f->persist ? " on" : "", problem);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld%s failing: %ld block(s) leaked", f->n,
+                      f->persist ? " on" : "", failalloc_live() - live0);
+        return hit;
+}
+
+static void ckpt_cleanup(void)
+{
+        char cmd[96];
+
+        free(ckpt_bytes);
+        (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ckpt_dir);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A start with a checkpoint watches from its resourceVersion, with every
+ * allocation from the start failing in turn (an odd one once, an even one
+ * and all after it for a while): only states the server had reach the
+ * merger, a checkpoint's only before any live one, the last state comes,
+ * nothing leaks; with no fault, no list is sent and the one SET is the
+ * server's last state (doc/checkpoint.md section 7). */
+START_TEST(test_api_resume_alloc_sweep)
+{
+        long hits = 0;
+
+        ONLY("test_api_resume_alloc_sweep");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        warm_up();
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        warm_up_threads();
+        /* First with no fault: the start as it should be. */
+        resume_run(&(struct fault){0, false});
+        quiet(failalloc_enabled());
+        for (long n = getenv("FAULTS_FROM") ? atol(getenv("FAULTS_FROM")) : 1; failalloc_enabled(); n++) {
+                struct fault f = {n, n % 2 == 0};
+
+                if (!resume_run(&f))
+                        break;
+                hits++;
+        }
+        quiet(false);
+        fprintf(stderr, "# api source resume: %ld allocation failure(s) survived\n", hits);
+        if (failalloc_enabled())
+                ck_assert_int_gt(hits, 20);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        ckpt_cleanup();
+}
+END_TEST
+
+/* A resumed watch refused as too old (410): one list, its state, and the
+ * checkpoint never served (the server answered). */
+START_TEST(test_api_resume_expired)
+{
+        struct world w;
+        unsigned lists;
+
+        ONLY("test_api_resume_expired");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        ckpt_restore();
+        api_publish(N_API_EVENTS);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists;
+        api_srv.old_watches = 0;
+        api_srv.expire = true;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_world_up_dir(&w, ckpt_dir);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        ck_assert(run_until_set(&w, api_text[N_API_EVENTS], 5000000));
+        ck_assert_uint_eq(w.n_sets, 1);
+        ck_assert(!w.checkpoint[0]);
+        pthread_mutex_lock(&api_srv.lock);
+        ck_assert_uint_eq(api_srv.lists - lists, 1);
+        ck_assert_uint_eq(api_srv.old_watches, 1); /* the resume, refused */
+        pthread_mutex_unlock(&api_srv.lock);
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        ckpt_cleanup();
+}
+END_TEST
+
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep)
+          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep,
+          test_api_resume_alloc_sweep, test_api_resume_expired)
