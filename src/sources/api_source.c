@@ -97,6 +97,7 @@ struct api_source {
         uint64_t watch_start;
         unsigned watch_events;
         int watch_error;      /* ERROR event or undecodable data */
+        bool watch_drain;     /* an ERROR event: the rest is read (API_DRAIN_*) */
         int watch_oom;        /* an event could not be applied for want of memory */
         long watch_error_code;
 
@@ -704,8 +705,11 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 }
                 return len;
         }
-        if (as->watch_error)
-                return 0;
+        if (as->watch_error) {
+                /* body_bytes counts the rest (a watch keeps no body). */
+                as->body_bytes += len;
+                return as->watch_drain && as->body_bytes <= API_DRAIN_MAX_BYTES ? len : 0;
+        }
         r = watch_decoder_feed(as->dec, ptr, len, as->store, &as->last_rv, on_event, as, &as->watch_error_code,
                                &why);
         if (r < 0) {
@@ -719,7 +723,16 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 else
                         report(as, false, true, "watch: %s: ending the watch", why.data);
                 buf_free(&why);
-                return 0;
+                if (r != -EPROTO)
+                        return 0;
+                /* The server ends the response after an ERROR event: read
+                 * to its end, so that the connection is kept for the
+                 * relist, which then costs no TLS handshake.  What the
+                 * chunk holds after the event is not decoded. */
+                as->watch_drain = true;
+                as->body_bytes = 0;
+                loop_timer_arm(as->hdr_timer, API_DRAIN_USEC);
+                return len;
         }
         return len;
 }
@@ -863,6 +876,7 @@ static void start_watch(struct api_source *as)
         as->watch_start = mono_usec();
         as->watch_events = 0;
         as->watch_error = 0;
+        as->watch_drain = false;
         as->watch_oom = 0;
         as->watch_error_code = 0;
         send_request(as);
@@ -1206,6 +1220,13 @@ static void on_header_timeout(struct loop_timer *t, void *data)
         if (!as->easy)
                 return;
         curl_loop_cancel(as->cl, &as->easy);
+        if (as->phase == PHASE_WATCH && as->watch_drain) {
+                /* The response did not end after its ERROR event: the
+                 * connection is dropped, the event stands. */
+                as->watch_open = false;
+                watch_done(as, CURLE_OK);
+                return;
+        }
         report(as, true, false, "%s: no response from the server within %llu s",
                as->phase == PHASE_LIST ? "list" : "watch", API_RESPONSE_TIMEOUT_USEC / 1000000ull);
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);

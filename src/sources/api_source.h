@@ -67,6 +67,11 @@
 #define API_PUSH_RETRY_USEC 1000000ull
 /* A list page larger than this is refused. */
 #define API_MAX_BODY (64u * 1024u * 1024u)
+/* After a watch's ERROR event the rest of its response is read, so that
+ * the connection serves the relist (no new TLS handshake): at most this
+ * many bytes, for at most this long; a server that goes on is cut off. */
+#define API_DRAIN_MAX_BYTES (64u * 1024u)
+#define API_DRAIN_USEC 1000000ull
 
 /* The checkpoint's defaults (doc/checkpoint.md section 7). */
 #define API_CHECKPOINT_INTERVAL_USEC 60000000ull

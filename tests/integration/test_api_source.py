@@ -2208,6 +2208,35 @@ def test_file_http_api_together_consumer_holds(t):
 
 
 
+@api_test("a watch's ERROR event (410) is read to the end of its response: "
+          "the relist goes on the same TLS connection, with no new handshake")
+def test_410_error_event_connection_reused(t):
+    srv, pki = tls_server(t)
+    srv.create("a")
+    kc = apitls.simple_kubeconfig(
+        t.path("kubeconfig"), srv.url,
+        cluster={"certificate-authority-data": apitls.b64file(pki["ca.crt"])})
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    w = srv.wait_watch()
+    srv.create("b")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    relist = srv.wait_request(lambda r: r["kind"] == "list", "the relist",
+                              since=mark)
+    srv.wait_watch(mark)
+    converge(c, srv)
+    if relist.get("conn") != w.get("conn"):
+        raise AssertionError("the relist went on connection %s, the expired "
+                             "watch on %s: a new TLS handshake" % (
+                                 relist.get("conn"), w.get("conn")))
+    hs = [r for r in srv.requests(mark) if r.get("kind") == "tls-error"]
+    if hs:
+        raise AssertionError("handshake failures: %s" % hs)
+
+
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
 def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)

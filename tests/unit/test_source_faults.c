@@ -118,6 +118,9 @@ struct server {
         size_t n_events;
         unsigned watch_gen; /* bumped to end open watches */
         bool expire;        /* the next watch is refused as too old (410) */
+        /* After that ERROR event: 0 the response ends; 1 it never ends
+         * (until the client goes); 2 it goes on for 1 MiB. */
+        int expire_then;
         bool refuse;        /* every request is answered 503 */
         unsigned lists;     /* list requests answered */
         unsigned old_watches; /* watches from API_RV0, the checkpoint's version */
@@ -700,9 +703,24 @@ static void api_serve(struct server *s, int fd, const char *request)
                 static const char gone[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
                                            "\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}}\n";
 
+                int then = s->expire_then;
+
                 s->expire = false;
                 pthread_mutex_unlock(&s->lock);
                 chunk(fd, gone, sizeof(gone) - 1);
+                if (then == 1) {
+                        struct pollfd p = {.fd = fd, .events = POLLIN};
+
+                        while (poll(&p, 1, 50) == 0)
+                                ;
+                        return;
+                }
+                for (int i = 0; then == 2 && i < 1024; i++) {
+                        char junk[1024];
+
+                        memset(junk, ' ', sizeof(junk));
+                        chunk(fd, junk, sizeof(junk));
+                }
                 write_all(fd, "0\r\n\r\n", 5);
                 return;
         }
@@ -1321,6 +1339,50 @@ START_TEST(test_api_resume_expired)
 }
 END_TEST
 
+/* A watch's ERROR event is read to the end of its response (the
+ * connection is kept), but within bounds: a response that never ends
+ * after it, or goes on past API_DRAIN_MAX_BYTES, is cut off, and the
+ * relist comes as after any 410. */
+START_TEST(test_api_error_drain_bounded)
+{
+        ONLY("test_api_error_drain_bounded");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        for (int then = 1; then <= 2; then++) {
+                struct world w;
+                unsigned lists;
+
+                api_publish(0);
+                api_world_up(&w);
+                pthread_mutex_lock(&api_srv.lock);
+                lists = api_srv.lists;
+                api_srv.expire = true; /* the first watch */
+                api_srv.expire_then = then;
+                pthread_mutex_unlock(&api_srv.lock);
+                ck_assert_int_eq(api_source_start(w.as), 0);
+                for (int i = 0; i < 5000; i++) {
+                        bool again;
+
+                        pthread_mutex_lock(&api_srv.lock);
+                        again = api_srv.lists > lists + 1;
+                        pthread_mutex_unlock(&api_srv.lock);
+                        if (again)
+                                break;
+                        loop_run_once(w.loop, 2000);
+                }
+                pthread_mutex_lock(&api_srv.lock);
+                /* The start's list, then the relist after the 410. */
+                ck_assert_msg(api_srv.lists > lists + 1, "ERROR event then %d: %u list(s) since", then,
+                              api_srv.lists - lists);
+                api_srv.expire_then = 0;
+                api_srv.watch_gen++;
+                pthread_mutex_unlock(&api_srv.lock);
+                world_down(&w);
+        }
+        server_stop(&api_srv);
+}
+END_TEST
+
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
           test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep,
-          test_api_resume_alloc_sweep, test_api_resume_expired)
+          test_api_resume_alloc_sweep, test_api_resume_expired, test_api_error_drain_bounded)
