@@ -515,6 +515,35 @@ def test_restart_outside_window_410_list(t):
     env.close()
 
 
+@test("a resumed watch refused with a plain 410, or from a version the server does not have (its store "
+      "restored: too large), falls back to one list; the exact state", params=("status-410", "too-large"))
+def test_resume_refused_falls_back_list(t):
+    env = Env(t)
+    meta, _ = first_run(env)
+    env.srv.start()
+    if t.param == "status-410":
+        env.srv.fail(match="watch", status=410, count=1, message="too old resource version")
+    else:
+        env.srv.config(too_large_wait=0.1)
+        env.srv.cmd("set_rv", rv=int(meta["resourceVersion"]) - 5)
+    churn_while_down(env.srv)
+    since = env.srv.last_id()
+    d = env.daemon()
+    c = d.connect()
+    c.expect_type("sources_ready", T_RELIST)
+    if api_pods_exact(c.state) != truth_exact(env.srv):
+        raise AssertionError("state %s, want %s" % (api_pods_exact(c.state), truth_exact(env.srv)))
+    pods = env.srv.requests(since, pods_only=True)
+    first = pods[0] if pods else {}
+    if first.get("kind") != "watch" or first["params"].get("resourceVersion") != meta["resourceVersion"]:
+        raise AssertionError("want the watch from %s first: %s" % (meta["resourceVersion"], env.srv.summary(since)))
+    if len([r for r in pods if r.get("kind") in ("list", "continue")]) != 1:
+        raise AssertionError("want one list: %s" % env.srv.summary(since))
+    if serving_lines(d):
+        raise AssertionError("the checkpoint was served though the server answered: %s" % serving_lines(d))
+    env.close()
+
+
 def server_snapshot(srv, rv):
     """{name: resourceVersion} of this node's pods at rv, by the server."""
     import urllib.request

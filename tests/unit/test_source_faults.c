@@ -121,6 +121,7 @@ struct server {
         /* After that ERROR event: 0 the response ends; 1 it never ends
          * (until the client goes); 2 it goes on for 1 MiB. */
         int expire_then;
+        bool no_bookmark;   /* a watch gets no bookmark */
         bool refuse;        /* every request is answered 503 */
         unsigned lists;     /* list requests answered */
         unsigned old_watches; /* watches from API_RV0, the checkpoint's version */
@@ -737,7 +738,7 @@ static void api_serve(struct server *s, int fd, const char *request)
 
                         chunk(fd, ev, strlen(ev));
                 }
-                if (!marked && strstr(request, "allowWatchBookmarks=true")) {
+                if (!marked && !s->no_bookmark && strstr(request, "allowWatchBookmarks=true")) {
                         /* After the events a watch from an old version
                          * replays, a bookmark at the current one, as the
                          * API server sends within a minute. */
@@ -1383,6 +1384,59 @@ START_TEST(test_api_error_drain_bounded)
 }
 END_TEST
 
+/* A resumed watch that gets no bookmark is confirmed when it runs its
+ * course (the server ends it whole): the last state goes as live then,
+ * not before; no list. */
+START_TEST(test_api_resume_confirmed_by_clean_end)
+{
+        struct world w;
+        unsigned lists;
+
+        ONLY("test_api_resume_confirmed_by_clean_end");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        ckpt_restore();
+        api_publish(N_API_EVENTS);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists;
+        api_srv.old_watches = 0;
+        api_srv.no_bookmark = true;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_world_up_dir(&w, ckpt_dir);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        for (int i = 0; i < 5000; i++) {
+                bool open;
+
+                pthread_mutex_lock(&api_srv.lock);
+                open = api_srv.old_watches == 1;
+                pthread_mutex_unlock(&api_srv.lock);
+                if (open)
+                        break;
+                loop_run_once(w.loop, 2000);
+        }
+        run_for(&w, 100000); /* the events come; nothing may be sent */
+        ck_assert_uint_eq(w.n_sets, 0);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++; /* the watch ends whole */
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert(run_until_live(&w, api_text[N_API_EVENTS], 5000000));
+        ck_assert_uint_eq(w.n_sets, 1);
+        pthread_mutex_lock(&api_srv.lock);
+        ck_assert_uint_eq(api_srv.lists - lists, 0);
+        api_srv.no_bookmark = false;
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        world_down(&w);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        ckpt_cleanup();
+}
+END_TEST
+
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
           test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep,
-          test_api_resume_alloc_sweep, test_api_resume_expired, test_api_error_drain_bounded)
+          test_api_resume_alloc_sweep, test_api_resume_expired, test_api_error_drain_bounded,
+          test_api_resume_confirmed_by_clean_end)
