@@ -59,6 +59,7 @@ enum {
         OPT_CHECKPOINT_INTERVAL,
         OPT_CHECKPOINT_GRACE,
         OPT_CHECKPOINT_MAX_AGE,
+        OPT_RELIST_SPREAD,
         OPT_FILE_PATTERN,
 };
 
@@ -95,6 +96,7 @@ static const struct option long_opts[] = {
         {"checkpoint-interval", required_argument, NULL, OPT_CHECKPOINT_INTERVAL},
         {"checkpoint-grace", required_argument, NULL, OPT_CHECKPOINT_GRACE},
         {"checkpoint-max-age", required_argument, NULL, OPT_CHECKPOINT_MAX_AGE},
+        {"relist-spread", required_argument, NULL, OPT_RELIST_SPREAD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -121,6 +123,8 @@ const char *options_usage(void)
                "  --http-check-frequency DUR    poll period of the manifest URL (default 20s)\n"
                "  --kubeconfig FILE             API server source from a kubeconfig (no default: off)\n"
                "  --in-cluster                  API server source from the service account (default off)\n"
+               "  --relist-spread DUR           a list after a 410 waits a random part of DUR, so that a fleet\n"
+               "                                does not list at once; 0 for none (default 1m)\n"
                "  --plugins-registry-dir DIR    plugin registry directory; \"\" turns it off (default: off; as root\n"
                "                                when no source is configured, i.e. without --pod-manifest-path,\n"
                "                                nor --manifest-url, --kubeconfig, --in-cluster or --config:\n"
@@ -1106,6 +1110,11 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
         case OPT_EVENT_BURST:
                 set->event_burst = true;
                 return parse_event_count("event-burst", v, &o->event_burst, err);
+        case OPT_RELIST_SPREAD:
+                if (duration_parse(v, &o->relist_spread_usec) < 0)
+                        return buf_set_err(err, -EINVAL,
+                                           "--relist-spread: invalid duration \"%s\" (use Go syntax like 1m or 0)", v);
+                return 0;
         case OPT_CHECKPOINT_DIR:
         case OPT_CHECKPOINT_INTERVAL:
         case OPT_CHECKPOINT_GRACE:
@@ -1255,6 +1264,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->checkpoint_interval_usec = API_CHECKPOINT_INTERVAL_USEC;
         o->checkpoint_grace_usec = API_CHECKPOINT_GRACE_USEC;
         o->checkpoint_max_age_usec = API_CHECKPOINT_MAX_AGE_USEC;
+        o->relist_spread_usec = API_RELIST_SPREAD_USEC;
         optind = 0;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {

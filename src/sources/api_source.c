@@ -130,6 +130,7 @@ struct api_source {
         char *node_name;
         struct checkpoint_identity ckpt_id;
         uint64_t ckpt_interval, ckpt_grace, ckpt_max_age;
+        uint64_t relist_spread; /* API_RELIST_SPREAD_USEC */
         struct checkpoint_stats *ckpt_stats;
         struct checkpoint ckpt; /* loaded, not served yet */
         bool ckpt_loaded;
@@ -884,19 +885,32 @@ static void start_watch(struct api_source *as)
 
 /* client-go's backoff manager: d doubles from 0.8 s to 30 s, each wait is
  * d + rand*d, and d resets after 2 minutes without a backoff. */
-static void wait_then(struct api_source *as, enum next next)
+static uint64_t wait_then(struct api_source *as, enum next next, uint64_t extra)
 {
-        uint64_t wait = backoff_next(&as->backoff, mono_usec());
+        uint64_t wait = backoff_next(&as->backoff, mono_usec()) + extra;
 
         as->next = next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
         loop_timer_arm(as->timer, wait);
+        return wait;
+}
+
+/* The list after a 410: the backoff, then a random part of the spread
+ * (API_RELIST_SPREAD_USEC: a fleet whose server lost its history lists
+ * over the spread, not at once).  The store is kept meanwhile. */
+static void relist_after_gone(struct api_source *as)
+{
+        uint64_t wait = wait_then(as, NEXT_LIST, clock_jitter(as->relist_spread));
+
+        if (as->relist_spread)
+                log_info("api source: listing in %.1f s (after a 410 the lists of a fleet spread over %.0f s)",
+                         (double)wait / 1e6, (double)as->relist_spread / 1e6);
 }
 
 static void back_off(struct api_source *as, enum next next)
 {
-        wait_then(as, next);
+        (void)wait_then(as, next, 0);
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
         serve_checkpoint(as, as->last_said);
@@ -904,8 +918,8 @@ static void back_off(struct api_source *as, enum next next)
 
 /* The server cannot go on from the checkpoint's version: a 410, or a
  * version it does not have (its history was restored or replaced).  A
- * list from resourceVersion 0 follows, as at any start, after the
- * backoff as after any 410.  The server answered, so the checkpoint is
+ * list from resourceVersion 0 follows, as at any start, when the backoff
+ * and the relist spread have passed, as after any 410.  The server answered, so the checkpoint is
  * not served for this; the grace still runs. */
 static void resume_failed(struct api_source *as, const char *why)
 {
@@ -916,7 +930,7 @@ static void resume_failed(struct api_source *as, const char *why)
         as->last_rv = NULL;
         as->relisted_unset = 0;
         as->rv_unavailable = 0;
-        wait_then(as, NEXT_LIST);
+        relist_after_gone(as);
 }
 
 static void on_timer(struct loop_timer *t, void *data)
@@ -1149,8 +1163,11 @@ static void watch_done(struct api_source *as, CURLcode result)
                         resume_failed(as, as->watch_error_code == 410 ? "410 Expired" : "the server ended the watch");
                         return;
                 }
-                if (as->watch_error_code == 410)
+                if (as->watch_error_code == 410) {
                         as->relisted_unset = 0;
+                        relist_after_gone(as);
+                        return;
+                }
                 back_off(as, NEXT_LIST);
                 return;
         }
@@ -1188,8 +1205,11 @@ static void watch_done(struct api_source *as, CURLcode result)
                 buf_free(&why);
                 if (as->status == 401)
                         kube_client_unauthorized(as->kube);
-                if (as->status == 410)
+                if (as->status == 410) {
                         as->relisted_unset = 0;
+                        relist_after_gone(as);
+                        return;
+                }
                 back_off(as, as->status == 429 || as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
@@ -1300,6 +1320,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                 goto fail;
         as->state_fn = cfg->state;
         as->state_data = cfg->state_data;
+        as->relist_spread = cfg->relist_spread_usec;
         as->serving = API_SERVING_WAITING;
         if (as->stats)
                 as->stats->serving = serving_names[API_SERVING_WAITING];

@@ -71,6 +71,12 @@
  * the connection serves the relist (no new TLS handshake): at most this
  * many bytes, for at most this long; a server that goes on is cut off. */
 #define API_DRAIN_MAX_BYTES (64u * 1024u)
+/* A list after a 410 (the server no longer has the version the watch or
+ * the resumed start needed) waits, on top of the backoff, a random part
+ * of this spread, so that a fleet whose server lost its history does not
+ * list at once: 5,000 nodes list at about 83 per second on average
+ * (doc/api-source.md 7.4).  A watch that can go on never waits for it. */
+#define API_RELIST_SPREAD_USEC 60000000ull
 #define API_DRAIN_USEC 1000000ull
 
 /* The checkpoint's defaults (doc/checkpoint.md section 7). */
@@ -109,6 +115,7 @@ struct api_source_config {
         const char *node_name;
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         struct api_source_checkpoint checkpoint;
+        uint64_t relist_spread_usec; /* API_RELIST_SPREAD_USEC; 0: none */
         api_state_fn state; /* may be NULL */
         void *state_data;
 };
