@@ -919,8 +919,9 @@ static void back_off(struct api_source *as, enum next next)
 /* The server cannot go on from the checkpoint's version: a 410, or a
  * version it does not have (its history was restored or replaced).  A
  * list from resourceVersion 0 follows, as at any start, when the backoff
- * and the relist spread have passed, as after any 410.  The server answered, so the checkpoint is
- * not served for this; the grace still runs. */
+ * and the relist spread have passed, as after any 410.  The server
+ * answered, so the checkpoint is not served for this; the grace still
+ * runs. */
 static void resume_failed(struct api_source *as, const char *why)
 {
         log_warn("api source: cannot watch on from resourceVersion %s: %s: listing", as->last_rv ? as->last_rv : "?",

@@ -544,6 +544,25 @@ def test_resume_refused_falls_back_list(t):
     env.close()
 
 
+@test("a resumed watch answered 504 with an empty body (no word of the version) is tried again "
+      "from the checkpoint's version: no list")
+def test_resume_504_empty_body_watch_again(t):
+    env = Env(t)
+    meta, _ = first_run(env)
+    env.srv.start()
+    env.srv.fail(match="watch", status=504, count=1, body="empty")
+    since = env.srv.last_id()
+    d = env.daemon()
+    c = d.connect()
+    c.expect_type("sources_ready", T_RELIST)
+    watches = env.srv.requests(since, kind="watch")
+    if env.srv.requests(since, kind=("list", "continue")) or len(watches) < 2 or \
+            watches[0]["status"] != 504 or watches[1]["params"].get("resourceVersion") != meta["resourceVersion"]:
+        raise AssertionError("want the watch from %s again, no list: %s" % (
+            meta["resourceVersion"], env.srv.summary(since)))
+    env.close()
+
+
 def server_snapshot(srv, rv):
     """{name: resourceVersion} of this node's pods at rv, by the server."""
     import urllib.request
