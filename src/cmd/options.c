@@ -61,6 +61,7 @@ enum {
         OPT_CHECKPOINT_INTERVAL,
         OPT_CHECKPOINT_GRACE,
         OPT_CHECKPOINT_MAX_AGE,
+        OPT_RELIST_SPREAD,
         OPT_FILE_PATTERN,
         OPT_KUBE_API_SOCKET,
         OPT_KUBE_API_HISTORY,
@@ -115,6 +116,7 @@ static const struct option long_opts[] = {
         {"kube-api-cert-dir", required_argument, NULL, OPT_KUBE_API_CERT_DIR},
         {"kube-api-client-ca-file", required_argument, NULL, OPT_KUBE_API_CLIENT_CA},
         {"kube-api-authorization-mode", required_argument, NULL, OPT_KUBE_API_AUTHZ},
+        {"relist-spread", required_argument, NULL, OPT_RELIST_SPREAD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -141,6 +143,8 @@ const char *options_usage(void)
                "  --http-check-frequency DUR    poll period of the manifest URL (default 20s)\n"
                "  --kubeconfig FILE             API server source from a kubeconfig (no default: off)\n"
                "  --in-cluster                  API server source from the service account (default off)\n"
+               "  --relist-spread DUR           a list after a 410 waits a random part of DUR, so that a fleet\n"
+               "                                does not list at once; 0 for none (default 1m)\n"
                "  --plugins-registry-dir DIR    plugin registry directory; \"\" turns it off (default: off; as root\n"
                "                                when no source is configured, i.e. without --pod-manifest-path,\n"
                "                                nor --manifest-url, --kubeconfig, --in-cluster or --config:\n"
@@ -155,8 +159,9 @@ const char *options_usage(void)
                "                                start while the API server cannot be reached; DIR must be owned\n"
                "                                by podmux's user, not writable by group or others (default: off)\n"
                "  --checkpoint-interval DUR     at most one checkpoint write per DUR (default 1m)\n"
-               "  --checkpoint-grace DUR        serve the checkpoint when no list succeeded within DUR, or\n"
-               "                                at once when the server refuses or is unreachable (default 10s)\n"
+               "  --checkpoint-grace DUR        serve the checkpoint when the server has not answered (a list,\n"
+               "                                or a resumed watch confirmed) within DUR, or at once when it\n"
+               "                                refuses or is unreachable (default 10s)\n"
                "  --checkpoint-max-age DUR      refuse a checkpoint older than DUR (default 168h)\n"
                "\n"
                "Node and stream:\n"
@@ -1278,6 +1283,11 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
         case OPT_EVENT_BURST:
                 set->event_burst = true;
                 return parse_event_count("event-burst", v, &o->event_burst, err);
+        case OPT_RELIST_SPREAD:
+                if (duration_parse(v, &o->relist_spread_usec) < 0)
+                        return buf_set_err(err, -EINVAL,
+                                           "--relist-spread: invalid duration \"%s\" (use Go syntax like 1m or 0)", v);
+                return 0;
         case OPT_CHECKPOINT_DIR:
         case OPT_CHECKPOINT_INTERVAL:
         case OPT_CHECKPOINT_GRACE:
@@ -1429,6 +1439,7 @@ int options_parse(int argc, char **argv, struct options *o, struct buf *err)
         o->checkpoint_interval_usec = API_CHECKPOINT_INTERVAL_USEC;
         o->checkpoint_grace_usec = API_CHECKPOINT_GRACE_USEC;
         o->checkpoint_max_age_usec = API_CHECKPOINT_MAX_AGE_USEC;
+        o->relist_spread_usec = API_RELIST_SPREAD_USEC;
         optind = 0;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":v:h", long_opts, NULL)) != -1) {

@@ -2,7 +2,8 @@
  * api_source — list + watch of the node's pods (see
  * src/sources/api_source.h and doc/api-source.md sections 2-10).
  *
- * One request at a time:
+ * One request at a time (a start resumed from the checkpoint skips the
+ * first LIST: its WATCH is from the checkpoint's RV):
  *   LIST (paged from RV 0 or unset; unpaged from a known RV) -> replace the
  *   store, push a SET -> WATCH from the list RV -> per event: apply, push a
  *   SET -> stream end -> re-watch from the last RV, or, after an error,
@@ -97,6 +98,7 @@ struct api_source {
         uint64_t watch_start;
         unsigned watch_events;
         int watch_error;      /* ERROR event or undecodable data */
+        bool watch_drain;     /* an ERROR event: the rest is read (API_DRAIN_*) */
         int watch_oom;        /* an event could not be applied for want of memory */
         long watch_error_code;
 
@@ -129,9 +131,17 @@ struct api_source {
         char *node_name;
         struct checkpoint_identity ckpt_id;
         uint64_t ckpt_interval, ckpt_grace, ckpt_max_age;
+        uint64_t relist_spread; /* API_RELIST_SPREAD_USEC */
         struct checkpoint_stats *ckpt_stats;
         struct checkpoint ckpt; /* loaded, not served yet */
         bool ckpt_loaded;
+        /* The store holds the checkpoint's pods (a resumed start), with
+         * the watch's events since applied: served as they are. */
+        bool ckpt_in_store;
+        /* The watch goes on from the checkpoint's resourceVersion and the
+         * server has not yet shown that it can (doc/checkpoint.md 7):
+         * nothing is pushed as live until it has. */
+        bool resuming;
         struct loop_timer *grace_timer;
         enum api_serving serving;
         /* Wall clock: the server's last word on the store (a list, an
@@ -290,6 +300,28 @@ static void set_serving(struct api_source *as, enum api_serving s, uint64_t time
                 as->state_fn(as->state_data, s, time_usec, rv);
 }
 
+/* The checkpoint's pods as a store (they move: ckpt keeps none).  0 or
+ * -ENOMEM (ckpt as it was).  A key twice: the last wins. */
+static int checkpoint_store(struct api_source *as, struct strmap **ret)
+{
+        struct strmap *store = strmap_new_borrowed();
+
+        if (!store || strmap_reserve(store, as->ckpt.n_pods) < 0) {
+                strmap_free(store, NULL);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < as->ckpt.n_pods; i++) {
+                void *old = NULL;
+
+                /* Reserved: never fails. */
+                (void)strmap_put(store, pod_key(as->ckpt.pods[i]), as->ckpt.pods[i], &old);
+                pod_unref(old);
+        }
+        as->ckpt.n_pods = 0;
+        *ret = store;
+        return 0;
+}
+
 /* The checkpoint's pods become the store and go to the merger as a
  * checkpoint SET: once the grace has passed or a list failed, and only
  * before any list succeeded.  why says what happened, for the log. */
@@ -297,35 +329,33 @@ static void serve_checkpoint(struct api_source *as, const char *why)
 {
         struct strmap *store;
         char when[CLOCK_RFC3339_MAX];
+        const char *rv = as->ckpt.rv;
 
         if (!as->ckpt_loaded || as->serving != API_SERVING_WAITING)
                 return;
-        store = strmap_new_borrowed();
-        if (!store || strmap_reserve(store, as->ckpt.n_pods) < 0) {
+        if (as->ckpt_in_store) {
+                /* A resumed start: the store is the checkpoint with the
+                 * events the watch brought since, the server's state at
+                 * last_rv; that is the version served. */
+                store = as->store;
+                rv = as->last_rv ? as->last_rv : rv;
+        } else if (checkpoint_store(as, &store) < 0) {
                 /* Tried again with the next failure or the grace. */
-                strmap_free(store, NULL);
                 log_error("api source: cannot serve the checkpoint: out of memory");
                 return;
+        } else {
+                api_store_free(as->store);
+                as->store = store;
         }
-        for (size_t i = 0; i < as->ckpt.n_pods; i++) {
-                void *old = NULL;
-
-                /* Reserved: never fails.  A key twice: the last wins. */
-                (void)strmap_put(store, pod_key(as->ckpt.pods[i]), as->ckpt.pods[i], &old);
-                pod_unref(old);
-        }
-        as->ckpt.n_pods = 0;
-        api_store_free(as->store);
-        as->store = store;
         clock_rfc3339(as->ckpt.time_usec, CLOCK_SECONDS, when);
         log_warn("api source: %s: serving the checkpoint of %s (resourceVersion %s, %zu pod(s)) until the API "
                  "server answers",
-                 why ? why : "no answer from the API server", when, as->ckpt.rv, strmap_size(store));
+                 why ? why : "no answer from the API server", when, rv, strmap_size(store));
         if (as->ckpt_stats) {
                 as->ckpt_stats->served_time = as->ckpt.time_usec;
-                metrics_text(as->ckpt_stats->served_rv, sizeof(as->ckpt_stats->served_rv), as->ckpt.rv);
+                metrics_text(as->ckpt_stats->served_rv, sizeof(as->ckpt_stats->served_rv), rv);
         }
-        set_serving(as, API_SERVING_CHECKPOINT, as->ckpt.time_usec, as->ckpt.rv);
+        set_serving(as, API_SERVING_CHECKPOINT, as->ckpt.time_usec, rv);
         checkpoint_free(&as->ckpt);
         as->ckpt_loaded = false;
         loop_timer_stop(as->grace_timer);
@@ -351,10 +381,56 @@ static void went_live(struct api_source *as)
                          strmap_size(as->store));
         checkpoint_free(&as->ckpt);
         as->ckpt_loaded = false;
+        as->ckpt_in_store = false;
+        as->resuming = false;
         loop_timer_stop(as->grace_timer);
         set_serving(as, API_SERVING_LIVE, 0, NULL);
         as->confirmed = wall_usec();
         checkpoint_writer_changed(as->writer);
+}
+
+/*
+ * A start with a checkpoint: its pods become the store (not sent yet) and
+ * the watch goes on from its resourceVersion, so the server sends only
+ * what changed since, and no list is needed.  False when that cannot be:
+ * a checkpoint without a usable version ("" or "0", which a watch takes
+ * as "any": every pod again), or no memory; the start lists then, as
+ * without a checkpoint.
+ */
+static bool resume(struct api_source *as)
+{
+        struct strmap *store;
+        char *rv;
+
+        if (!as->ckpt.rv || !as->ckpt.rv[0] || strcmp(as->ckpt.rv, "0") == 0)
+                return false;
+        rv = strdup(as->ckpt.rv);
+        if (!rv || checkpoint_store(as, &store) < 0) {
+                free(rv);
+                log_error("api source: cannot resume from the checkpoint: out of memory: listing");
+                return false;
+        }
+        api_store_free(as->store);
+        as->store = store;
+        free(as->last_rv);
+        as->last_rv = rv;
+        as->ckpt_in_store = true;
+        as->resuming = true;
+        log_info("api source: watching from the checkpoint's resourceVersion %s (no list)", rv);
+        return true;
+}
+
+/* The resumed watch is confirmed: a bookmark (the server sends one only
+ * after every event before it), or a watch that ran its course without an
+ * error.  The store is the server's state at last_rv: it goes to the
+ * merger whole, as a list's would (its differences only reach consumers),
+ * and sources_ready may follow (doc/pod-config.md 4.3). */
+static void resumed(struct api_source *as, const char *how)
+{
+        log_info("api source: resumed from the checkpoint (%s): %zu pod(s) at resourceVersion %s", how,
+                 strmap_size(as->store), as->last_rv ? as->last_rv : "?");
+        went_live(as);
+        push(as);
 }
 
 /* The state to write: the live store only (never the checkpoint itself,
@@ -514,6 +590,7 @@ static void on_done(void *data, CURL *easy, CURLcode result);
 static void start_list(struct api_source *as);
 static void start_watch(struct api_source *as);
 static void back_off(struct api_source *as, enum next next);
+static int too_large_rv(const struct buf *body, long status);
 
 static size_t on_header(char *line, size_t size, size_t n, void *data)
 {
@@ -572,6 +649,14 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
         as->confirmed = wall_usec();
         if (as->last_said)
                 recovered(as, "watching");
+        if (as->resuming) {
+                /* Applied, not sent: the events before the bookmark may be
+                 * history, and consumers see one state only, the server's
+                 * current one, once it is confirmed. */
+                if (t == WATCH_BOOKMARK)
+                        resumed(as, "a bookmark");
+                return;
+        }
         if (t == WATCH_BOOKMARK)
                 return;
         /* A status-only change waits for the checkpoint's refresh
@@ -622,8 +707,11 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 }
                 return len;
         }
-        if (as->watch_error)
-                return 0;
+        if (as->watch_error) {
+                /* body_bytes counts the rest (a watch keeps no body). */
+                as->body_bytes += len;
+                return as->watch_drain && as->body_bytes <= API_DRAIN_MAX_BYTES ? len : 0;
+        }
         r = watch_decoder_feed(as->dec, ptr, len, as->store, &as->last_rv, on_event, as, &as->watch_error_code,
                                &why);
         if (r < 0) {
@@ -637,7 +725,16 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 else
                         report(as, false, true, "watch: %s: ending the watch", why.data);
                 buf_free(&why);
-                return 0;
+                if (r != -EPROTO)
+                        return 0;
+                /* The server ends the response after an ERROR event: read
+                 * to its end, so that the connection is kept for the
+                 * relist, which then costs no TLS handshake.  What the
+                 * chunk holds after the event is not decoded. */
+                as->watch_drain = true;
+                as->body_bytes = 0;
+                loop_timer_arm(as->hdr_timer, API_DRAIN_USEC);
+                return len;
         }
         return len;
 }
@@ -781,6 +878,7 @@ static void start_watch(struct api_source *as)
         as->watch_start = mono_usec();
         as->watch_events = 0;
         as->watch_error = 0;
+        as->watch_drain = false;
         as->watch_oom = 0;
         as->watch_error_code = 0;
         send_request(as);
@@ -788,17 +886,53 @@ static void start_watch(struct api_source *as)
 
 /* client-go's backoff manager: d doubles from 0.8 s to 30 s, each wait is
  * d + rand*d, and d resets after 2 minutes without a backoff. */
-static void back_off(struct api_source *as, enum next next)
+static uint64_t wait_then(struct api_source *as, enum next next, uint64_t extra)
 {
-        uint64_t wait = backoff_next(&as->backoff, mono_usec());
+        uint64_t wait = backoff_next(&as->backoff, mono_usec()) + extra;
 
         as->next = next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
         loop_timer_arm(as->timer, wait);
+        return wait;
+}
+
+/* The list after a 410: the backoff, then a random part of the spread
+ * (API_RELIST_SPREAD_USEC: a fleet whose server lost its history lists
+ * over the spread, not at once).  The store is kept meanwhile. */
+static void relist_after_gone(struct api_source *as)
+{
+        uint64_t wait = wait_then(as, NEXT_LIST, clock_jitter(as->relist_spread));
+
+        if (as->relist_spread)
+                log_info("api source: listing in %.1f s (after a 410 the lists of a fleet spread over %.0f s)",
+                         (double)wait / 1e6, (double)as->relist_spread / 1e6);
+}
+
+static void back_off(struct api_source *as, enum next next)
+{
+        (void)wait_then(as, next, 0);
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
         serve_checkpoint(as, as->last_said);
+}
+
+/* The server cannot go on from the checkpoint's version: a 410, or a
+ * version it does not have (its history was restored or replaced).  A
+ * list from resourceVersion 0 follows, as at any start, when the backoff
+ * and the relist spread have passed, as after any 410.  The server
+ * answered, so the checkpoint is not served for this; the grace still
+ * runs. */
+static void resume_failed(struct api_source *as, const char *why)
+{
+        log_warn("api source: cannot watch on from resourceVersion %s: %s: listing", as->last_rv ? as->last_rv : "?",
+                 why);
+        as->resuming = false;
+        free(as->last_rv);
+        as->last_rv = NULL;
+        as->relisted_unset = 0;
+        as->rv_unavailable = 0;
+        relist_after_gone(as);
 }
 
 static void on_timer(struct loop_timer *t, void *data)
@@ -1027,8 +1161,15 @@ static void watch_done(struct api_source *as, CURLcode result)
                  * and watched in a tight loop).  After a 410 the list is
                  * from lastRV ("not older than"); a second 410 lists with no
                  * RV. */
-                if (as->watch_error_code == 410)
+                if (as->resuming) {
+                        resume_failed(as, as->watch_error_code == 410 ? "410 Expired" : "the server ended the watch");
+                        return;
+                }
+                if (as->watch_error_code == 410) {
                         as->relisted_unset = 0;
+                        relist_after_gone(as);
+                        return;
+                }
                 back_off(as, NEXT_LIST);
                 return;
         }
@@ -1048,20 +1189,30 @@ static void watch_done(struct api_source *as, CURLcode result)
                         loop_timer_arm(as->timer, 1000000u);
                         return;
                 }
-                back_off(as, result == CURLE_COULDNT_CONNECT ? NEXT_WATCH : NEXT_LIST);
+                /* A failed connection says nothing of the version: a
+                 * resumed start tries the watch again. */
+                back_off(as, result == CURLE_COULDNT_CONNECT || as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
         if (as->status != 200) {
                 if (maybe_retry_after(as))
                         return;
                 (void)kube_describe_status(as->body.data, as->body.len, as->status, &why);
+                if (as->resuming && (as->status == 410 || too_large_rv(&as->body, as->status))) {
+                        resume_failed(as, why.len ? why.data : "?");
+                        buf_free(&why);
+                        return;
+                }
                 report(as, false, false, "watch: %s", why.len ? why.data : "?");
                 buf_free(&why);
                 if (as->status == 401)
                         kube_client_unauthorized(as->kube);
-                if (as->status == 410)
+                if (as->status == 410) {
                         as->relisted_unset = 0;
-                back_off(as, as->status == 429 ? NEXT_WATCH : NEXT_LIST);
+                        relist_after_gone(as);
+                        return;
+                }
+                back_off(as, as->status == 429 || as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
         /* The stream ended without an ERROR event: clean close, reset or a
@@ -1069,7 +1220,7 @@ static void watch_done(struct api_source *as, CURLcode result)
          * watch with no event (a server that accepts and drops). */
         if (lasted < 1000000u && as->watch_events == 0) {
                 report(as, true, false, "watch closed at once with no event: backing off");
-                back_off(as, NEXT_LIST);
+                back_off(as, as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
         if (result != CURLE_OK)
@@ -1077,6 +1228,8 @@ static void watch_done(struct api_source *as, CURLcode result)
                           as->last_rv ? as->last_rv : "?");
         else
                 recovered(as, "watching");
+        if (as->resuming && result == CURLE_OK)
+                resumed(as, "a watch that ran its course");
         as->confirmed = wall_usec();
         start_watch(as);
 }
@@ -1089,6 +1242,13 @@ static void on_header_timeout(struct loop_timer *t, void *data)
         if (!as->easy)
                 return;
         curl_loop_cancel(as->cl, &as->easy);
+        if (as->phase == PHASE_WATCH && as->watch_drain) {
+                /* The response did not end after its ERROR event: the
+                 * connection is dropped, the event stands. */
+                as->watch_open = false;
+                watch_done(as, CURLE_OK);
+                return;
+        }
         report(as, true, false, "%s: no response from the server within %llu s",
                as->phase == PHASE_LIST ? "list" : "watch", API_RESPONSE_TIMEOUT_USEC / 1000000ull);
         back_off(as, as->phase == PHASE_WATCH ? NEXT_WATCH : NEXT_LIST);
@@ -1162,6 +1322,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
                 goto fail;
         as->state_fn = cfg->state;
         as->state_data = cfg->state_data;
+        as->relist_spread = cfg->relist_spread_usec;
         as->serving = API_SERVING_WAITING;
         if (as->stats)
                 as->stats->serving = serving_names[API_SERVING_WAITING];
@@ -1189,6 +1350,10 @@ int api_source_start(struct api_source *as)
                 load_checkpoint(as);
                 if (as->ckpt_loaded)
                         loop_timer_arm(as->grace_timer, as->ckpt_grace);
+                if (as->ckpt_loaded && resume(as)) {
+                        start_watch(as);
+                        return 0;
+                }
         }
         start_list(as);
         return 0;

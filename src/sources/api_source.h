@@ -12,11 +12,15 @@
  *
  * With a checkpoint directory (doc/checkpoint.md) it also keeps the last
  * live state on disk (checkpoint_writer: changes of what runs within the
- * interval, the rest with the hourly refresh), and at start, until a list
- * succeeds, serves the checkpoint's pods as its SET (marked provisional:
- * the merger does not count the source seen for it) once the grace has
- * passed or a list failed.  A checkpoint that is refused is said once,
- * and the source waits for the server as without one.
+ * interval, the rest with the hourly refresh).  At start it resumes: the
+ * checkpoint's pods become the store and the watch starts from its
+ * resourceVersion, with no list; the store goes to the merger as live
+ * once the server confirms (a bookmark, or a watch that ran its course),
+ * and a 410 falls back to a list.  Until the source is live it serves
+ * the checkpoint's pods as its SET (marked provisional: the merger does
+ * not count the source seen for it) once the grace has passed or a
+ * request failed.  A checkpoint that is refused is said once, and the
+ * source waits for the server as without one.
  *
  * Fail safe: a list is applied whole or not at all, a watch event too.
  * Running out of memory is never taken for bad data: a list is tried
@@ -63,6 +67,17 @@
 #define API_PUSH_RETRY_USEC 1000000ull
 /* A list page larger than this is refused. */
 #define API_MAX_BODY (64u * 1024u * 1024u)
+/* After a watch's ERROR event the rest of its response is read, so that
+ * the connection serves the relist (no new TLS handshake): at most this
+ * many bytes, for at most this long; a server that goes on is cut off. */
+#define API_DRAIN_MAX_BYTES (64u * 1024u)
+/* A list after a 410 (the server no longer has the version the watch or
+ * the resumed start needed) waits, on top of the backoff, a random part
+ * of this spread, so that a fleet whose server lost its history does not
+ * list at once: 5,000 nodes list at about 83 per second on average
+ * (doc/api-source.md 7.4).  A watch that can go on never waits for it. */
+#define API_RELIST_SPREAD_USEC 60000000ull
+#define API_DRAIN_USEC 1000000ull
 
 /* The checkpoint's defaults (doc/checkpoint.md section 7). */
 #define API_CHECKPOINT_INTERVAL_USEC 60000000ull
@@ -100,6 +115,7 @@ struct api_source_config {
         const char *node_name;
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         struct api_source_checkpoint checkpoint;
+        uint64_t relist_spread_usec; /* API_RELIST_SPREAD_USEC; 0: none */
         api_state_fn state; /* may be NULL */
         void *state_data;
 };

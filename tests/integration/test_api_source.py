@@ -2208,6 +2208,75 @@ def test_file_http_api_together_consumer_holds(t):
 
 
 
+@api_test("--relist-spread: the list after a 410 waits a random part of the "
+          "spread, said in the log; a watch that can go on (a dropped "
+          "connection, a server restart that kept its history) never waits")
+def test_relist_spread_410_waits_watch_not(t):
+    srv = server(t)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv),
+                   extra=["--relist-spread", "1h"])
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    # A server restart that kept its history, and a dropped watch: the
+    # watch goes on from its version, with no list and no spread.
+    # (Each watch has had an event first: one closed at once with none
+    # would be backed off from, with a list.)
+    mark = srv.last_id()
+    srv.create("b")
+    converge(c, srv)
+    srv.restart()
+    srv.create("c")
+    converge(c, srv)
+    srv.wait_watch(mark)
+    srv.action("close")
+    srv.create("d")
+    converge(c, srv)
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("a watch that could go on listed: %s" %
+                             srv.summary(mark))
+    # A 410: the list waits for the spread (here up to an hour).
+    srv.wait_watch(mark)
+    mark = srv.last_id()
+    srv.action("expire")
+    line = d.wait_log(lambda x: "after a 410 the lists of a fleet spread "
+                      "over 3600 s" in x.msg, "the spread's line")
+    harness.settle(2)   # a list that did not wait would come by now
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("the list after a 410 did not wait (%s): %s" % (
+            line.msg, srv.summary(mark)))
+
+
+@api_test("a watch's ERROR event (410) is read to the end of its response: "
+          "the relist goes on the same TLS connection, with no new handshake")
+def test_410_error_event_connection_reused(t):
+    srv, pki = tls_server(t)
+    srv.create("a")
+    kc = apitls.simple_kubeconfig(
+        t.path("kubeconfig"), srv.url,
+        cluster={"certificate-authority-data": apitls.b64file(pki["ca.crt"])})
+    d = api_daemon(t, kc)
+    c = d.connect()
+    converge(c, srv)
+    w = srv.wait_watch()
+    srv.create("b")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    relist = srv.wait_request(lambda r: r["kind"] == "list", "the relist",
+                              since=mark)
+    srv.wait_watch(mark)
+    converge(c, srv)
+    if relist.get("conn") != w.get("conn"):
+        raise AssertionError("the relist went on connection %s, the expired "
+                             "watch on %s: a new TLS handshake" % (
+                                 relist.get("conn"), w.get("conn")))
+    hs = [r for r in srv.requests(mark) if r.get("kind") == "tls-error"]
+    if hs:
+        raise AssertionError("handshake failures: %s" % hs)
+
+
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
 def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)

@@ -56,7 +56,10 @@ class Env:
 
     def __init__(self, t, pods=("a", "b", "c")):
         self.t = t
-        self.srv = FakeAPI(t)
+        # A bookmark every half second to each watch that allows them
+        # (the API server sends one about every minute): what confirms a
+        # watch resumed from the checkpoint (doc/checkpoint.md section 7).
+        self.srv = FakeAPI(t, extra=["--bookmark-interval", "0.5"])
         for name in pods:
             self.srv.create(name)
         self.kc = apitls.simple_kubeconfig(t.path("kubeconfig"), self.srv.url)
@@ -287,7 +290,7 @@ def test_server_refuses_list_403_has_checkpoint(t):
     env = Env(t, pods=("a", "b"))
     first_run(env)
     env.srv.start()
-    env.srv.fail(match="list", status=403, count=1000)
+    env.srv.fail(match="any", status=403, count=1000)
     d = env.daemon(["--checkpoint-grace", "1h"])
     c = d.connect()
     wait_api_names(c, ["a", "b"], T_SHORT)
@@ -310,7 +313,7 @@ def test_operator_s_view_checkpoint_then(t):
     env = Env(t, pods=("a", "b"))
     meta, _ = first_run(env)
     env.srv.start()
-    env.srv.fail(match="list", status=403, count=1000)
+    env.srv.fail(match="any", status=403, count=1000)
     msock = t.path("metrics.sock")
     d = env.daemon(["--checkpoint-grace", "1h", "--metrics-address", msock])
     # At 80 columns the line is whole.
@@ -354,7 +357,7 @@ def test_server_does_answer_time_checkpoint_after(t):
     first_run(env)
     env.srv.start()
     # Answered "come back in 5 s": the list waits, the grace does not.
-    env.srv.fail(match="list", status=503, count=1, retry_after=5)
+    env.srv.fail(match="any", status=503, count=1, retry_after=5)
     d = env.daemon(["--checkpoint-grace", "1s"])
     c = d.connect()
     wait_api_names(c, ["a"], T_SHORT)
@@ -404,6 +407,238 @@ def test_once_list_succeeded_410_sighup_outage(t):
             [summarize(x) for x in c.pods_msgs(mark)], serving_lines(d)))
     if api_status(d).get("serving") != "live":
         raise AssertionError("status: %s" % api_status(d))
+    env.close()
+
+
+# ---------------------------------------------------------------------------
+# A restart resumes from the checkpoint
+
+def api_pods_exact(state):
+    """{name: (image, labels)} of the api pods a consumer holds."""
+    return {harness.pod_name(p): (p["spec"]["containers"][0]["image"], pod_labels(p))
+            for p in state.pods.values() if pod_ann(p, "kubernetes.io/config.source") == "api"}
+
+
+def truth_exact(srv):
+    return {p["metadata"]["name"]: (p["spec"]["containers"][0]["image"], p["metadata"].get("labels") or {})
+            for p in srv.truth(NODE)}
+
+
+def churn_while_down(srv):
+    """b deleted, d created, c's image changed, a labelled."""
+    srv.delete("b")
+    srv.create("d")
+    srv.set_image("c", "nginx:2")
+    srv.label("a", v="3")
+
+
+@test("a restart within the server's window: a watch from the checkpoint's resourceVersion, no list; "
+      "the exact state, then sources_ready")
+def test_restart_within_window_no_list(t):
+    env = Env(t)
+    meta, _ = first_run(env)
+    env.srv.start()
+    churn_while_down(env.srv)
+    since = env.srv.last_id()
+    d = env.daemon(["--checkpoint-interval", "1s"])
+    c = d.connect()
+    c.expect_type("sources_ready", T_WAIT)
+    if api_pods_exact(c.state) != truth_exact(env.srv):
+        raise AssertionError("state %s, want %s" % (api_pods_exact(c.state), truth_exact(env.srv)))
+    lists = env.srv.requests(since, kind=("list", "continue"))
+    watches = env.srv.requests(since, kind="watch")
+    if lists:
+        raise AssertionError("a resumed start listed: %s" % env.srv.summary(since))
+    if not watches or watches[0]["params"].get("resourceVersion") != meta["resourceVersion"]:
+        raise AssertionError("the first watch is not from the checkpoint's resourceVersion %s: %s" % (
+            meta["resourceVersion"], env.srv.summary(since)))
+    if serving_lines(d) or [x for x in c.msgs if x.get("type") == "source"]:
+        raise AssertionError("the checkpoint was served though the server answered: %s" % serving_lines(d))
+    if api_status(d).get("serving") != "live":
+        raise AssertionError("status: %s" % api_status(d))
+    # Live from now on: a change comes as usual, and is written.
+    env.srv.create("e")
+    wait_api_names(c, ["a", "c", "d", "e"])
+    harness.wait_for(lambda: sorted(p["metadata"]["name"] for p in read_checkpoint(env.file)[1]) ==
+                     ["a", "c", "d", "e"], T_WAIT, "the live state written")
+    env.close()
+
+
+@test("a pod deleted while the daemon was down is REMOVEd after a resumed start, with no list")
+def test_pod_deleted_while_down_removed(t):
+    env = Env(t)
+    first_run(env)
+    # The server is down at the start: the checkpoint is served, then the
+    # resumed watch brings what changed.
+    env.srv.delete("b")
+    d = env.daemon()
+    c = d.connect()
+    wait_api_names(c, ["a", "b", "c"], T_SHORT)
+    since = env.srv.last_id()
+    mark = len(c.msgs)
+    env.srv.start()
+    c.expect_type("sources_ready", T_RELIST)
+    got = [(x["op"], tuple(msg_names(x))) for x in records(c, mark)]
+    if got != [("REMOVE", ("b",))]:
+        raise AssertionError("want b REMOVEd only, got %s" % [summarize(x) for x in c.pods_msgs(mark)])
+    if env.srv.requests(since, kind=("list", "continue")):
+        raise AssertionError("a resumed start listed: %s" % env.srv.summary(since))
+    env.close()
+
+
+@test("a restart outside the server's window: the resumed watch gets 410, then one list; the exact state")
+def test_restart_outside_window_410_list(t):
+    env = Env(t)
+    meta, _ = first_run(env)
+    env.srv.start()
+    churn_while_down(env.srv)
+    env.srv.compact()   # the checkpoint's version is history now
+    since = env.srv.last_id()
+    d = env.daemon()
+    c = d.connect()
+    c.expect_type("sources_ready", T_RELIST)
+    if api_pods_exact(c.state) != truth_exact(env.srv):
+        raise AssertionError("state %s, want %s" % (api_pods_exact(c.state), truth_exact(env.srv)))
+    pods = env.srv.requests(since, pods_only=True)
+    first = pods[0] if pods else {}
+    if first.get("kind") != "watch" or first["params"].get("resourceVersion") != meta["resourceVersion"] or \
+            first.get("outcome") != "expired":
+        raise AssertionError("want a watch from %s answered 410 first: %s" % (
+            meta["resourceVersion"], env.srv.summary(since)))
+    lists = [r for r in pods if r.get("kind") in ("list", "continue")]
+    if len(lists) != 1:
+        raise AssertionError("want one list after the 410: %s" % env.srv.summary(since))
+    if not [x for x in d.logs() if "cannot watch on from resourceVersion %s" % meta["resourceVersion"] in x.msg]:
+        raise AssertionError("no line saying the checkpoint's version could not be resumed")
+    if serving_lines(d):
+        raise AssertionError("the checkpoint was served though the server answered: %s" % serving_lines(d))
+    env.close()
+
+
+@test("a resumed watch refused with a plain 410, or from a version the server does not have (its store "
+      "restored: too large), falls back to one list; the exact state", params=("status-410", "too-large"))
+def test_resume_refused_falls_back_list(t):
+    env = Env(t)
+    meta, _ = first_run(env)
+    env.srv.start()
+    if t.param == "status-410":
+        env.srv.fail(match="watch", status=410, count=1, message="too old resource version")
+    else:
+        env.srv.config(too_large_wait=0.1)
+        env.srv.cmd("set_rv", rv=int(meta["resourceVersion"]) - 5)
+    churn_while_down(env.srv)
+    since = env.srv.last_id()
+    d = env.daemon()
+    c = d.connect()
+    c.expect_type("sources_ready", T_RELIST)
+    if api_pods_exact(c.state) != truth_exact(env.srv):
+        raise AssertionError("state %s, want %s" % (api_pods_exact(c.state), truth_exact(env.srv)))
+    pods = env.srv.requests(since, pods_only=True)
+    first = pods[0] if pods else {}
+    if first.get("kind") != "watch" or first["params"].get("resourceVersion") != meta["resourceVersion"]:
+        raise AssertionError("want the watch from %s first: %s" % (meta["resourceVersion"], env.srv.summary(since)))
+    if len([r for r in pods if r.get("kind") in ("list", "continue")]) != 1:
+        raise AssertionError("want one list: %s" % env.srv.summary(since))
+    if serving_lines(d):
+        raise AssertionError("the checkpoint was served though the server answered: %s" % serving_lines(d))
+    env.close()
+
+
+@test("a resumed watch answered 504 with an empty body (no word of the version) is tried again "
+      "from the checkpoint's version: no list")
+def test_resume_504_empty_body_watch_again(t):
+    env = Env(t)
+    meta, _ = first_run(env)
+    env.srv.start()
+    env.srv.fail(match="watch", status=504, count=1, body="empty")
+    since = env.srv.last_id()
+    d = env.daemon()
+    c = d.connect()
+    c.expect_type("sources_ready", T_RELIST)
+    watches = env.srv.requests(since, kind="watch")
+    if env.srv.requests(since, kind=("list", "continue")) or len(watches) < 2 or \
+            watches[0]["status"] != 504 or watches[1]["params"].get("resourceVersion") != meta["resourceVersion"]:
+        raise AssertionError("want the watch from %s again, no list: %s" % (
+            meta["resourceVersion"], env.srv.summary(since)))
+    env.close()
+
+
+def server_snapshot(srv, rv):
+    """{name: resourceVersion} of this node's pods at rv, by the server."""
+    import urllib.request
+    url = "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&resourceVersion=%s&resourceVersionMatch=Exact" % (
+        srv.url, NODE, rv)
+    with urllib.request.urlopen(url, timeout=T_SHORT) as r:
+        body = json.loads(r.read().decode())
+    return {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in body["items"]}
+
+
+@test("kill -9 at random during churn: the checkpoint's resourceVersion and pods always agree, and each "
+      "restart resumes to the server's exact state")
+def test_kill_9_during_churn_checkpoint_agrees(t):
+    import random
+    import threading
+    seed = int(os.environ.get("PODMUX_TEST_SEED") or random.randrange(1 << 30))
+    rnd = random.Random(seed)
+    t.note("seed %d" % seed)
+    env = Env(t, pods=["p%d" % i for i in range(8)])
+    stop = threading.Event()
+    errors = []
+
+    def churn():
+        r = random.Random(seed + 1)
+        n = 100
+        try:
+            while not stop.is_set():
+                names = [p["metadata"]["name"] for p in env.srv.truth(NODE)]
+                k = r.random()
+                if k < 0.3 or len(names) < 3:
+                    env.srv.create("q%d" % n)
+                    n += 1
+                elif k < 0.55:
+                    env.srv.delete(r.choice(names))
+                elif k < 0.8:
+                    env.srv.label(r.choice(names), v=str(n))
+                    n += 1
+                else:
+                    env.srv.status(r.choice(names), {"phase": r.choice(["Pending", "Running"])})
+                stop.wait(0.01)
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            errors.append(e)
+
+    th = threading.Thread(target=churn, daemon=True)
+    th.start()
+    try:
+        d = env.daemon(["--checkpoint-interval", "50ms"])
+        checked = 0
+        for _ in range(6):
+            c = d.connect()
+            c.expect_type("sources_ready", T_RELIST)
+            c.close()
+            harness.settle(rnd.uniform(0.05, 0.6))
+            d.stop(signal.SIGKILL)
+            if not os.path.exists(env.file):
+                d.start()
+                continue
+            meta, pods = read_checkpoint(env.file)
+            got = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in pods}
+            want = server_snapshot(env.srv, meta["resourceVersion"])
+            if got != want:
+                raise AssertionError("checkpoint at resourceVersion %s holds %s; the server had %s (seed %d)" % (
+                    meta["resourceVersion"], got, want, seed))
+            checked += 1
+            d.start()
+        if checked < 3:
+            raise AssertionError("only %d checkpoint(s) to check (seed %d)" % (checked, seed))
+    finally:
+        stop.set()
+        th.join(T_SHORT)
+    if errors:
+        raise errors[0]
+    c = d.connect()
+    c.expect_type("sources_ready", T_RELIST)
+    want = truth_exact(env.srv)
+    c.wait_state(lambda s: api_pods_exact(s) == want, "the server's state (seed %d)" % seed, T_WAIT)
     env.close()
 
 

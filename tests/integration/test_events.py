@@ -472,13 +472,15 @@ def test_events_401_event_makes_api_source(t):
               "writes (status, token)")
 
 
-@test("events: 429 and 503 with Retry-After are written again after it")
+@test("events: 429 and 503 with Retry-After are written again after it",
+      params=("429", "503"))
 def test_events_429_503_retry_after_written(t):
     e = Env(t, connect=False)
-    e.srv.fail(match="event_create", status=503, count=1, retry_after=1)
+    e.srv.fail(match="event_create", status=int(t.param), count=1,
+               retry_after=1)
     e.bad("bad.yaml")
     w = e.wait_writes(2)
-    expect_eq([r["status"] for r in w], [503, 201], "statuses")
+    expect_eq([r["status"] for r in w], [int(t.param), 201], "statuses")
     gap = w[1]["t"] - w[0]["t"]
     t.note("retried after %.2f s" % gap)
     if gap < 0.99:

@@ -118,7 +118,13 @@ struct server {
         size_t n_events;
         unsigned watch_gen; /* bumped to end open watches */
         bool expire;        /* the next watch is refused as too old (410) */
+        /* After that ERROR event: 0 the response ends; 1 it never ends
+         * (until the client goes); 2 it goes on for 1 MiB. */
+        int expire_then;
+        bool no_bookmark;   /* a watch gets no bookmark */
         bool refuse;        /* every request is answered 503 */
+        unsigned lists;     /* list requests answered */
+        unsigned old_watches; /* watches from API_RV0, the checkpoint's version */
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -677,6 +683,7 @@ static void api_serve(struct server *s, int fd, const char *request)
                 bool node = strstr(request, "fieldSelector=spec.nodeName%3Dnode1") != NULL;
 
                 pthread_mutex_lock(&s->lock);
+                s->lists++;
                 n = snprintf(buf, sizeof(buf), "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"%lu\"},"
                                                "\"items\":[%s%s]}",
                              API_RV0 + (unsigned long)s->n_events, api_items[s->n_events],
@@ -690,21 +697,38 @@ static void api_serve(struct server *s, int fd, const char *request)
         dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                     "Connection: close\r\n\r\n");
         pthread_mutex_lock(&s->lock);
+        if (from == API_RV0)
+                s->old_watches++;
         gen = s->watch_gen;
         if (s->expire) {
                 static const char gone[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
                                            "\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}}\n";
 
+                int then = s->expire_then;
+
                 s->expire = false;
                 pthread_mutex_unlock(&s->lock);
                 chunk(fd, gone, sizeof(gone) - 1);
+                if (then == 1) {
+                        struct pollfd p = {.fd = fd, .events = POLLIN};
+
+                        while (poll(&p, 1, 50) == 0)
+                                ;
+                        return;
+                }
+                for (int i = 0; then == 2 && i < 1024; i++) {
+                        char junk[1024];
+
+                        memset(junk, ' ', sizeof(junk));
+                        chunk(fd, junk, sizeof(junk));
+                }
                 write_all(fd, "0\r\n\r\n", 5);
                 return;
         }
         pthread_mutex_unlock(&s->lock);
         /* Events after the version asked for (event i has API_RV0 + i + 1). */
         sent = from > API_RV0 ? from - API_RV0 : 0;
-        for (;;) {
+        for (bool marked = false;;) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
                 bool stop;
 
@@ -713,6 +737,18 @@ static void api_serve(struct server *s, int fd, const char *request)
                         const char *ev = api_events[sent++];
 
                         chunk(fd, ev, strlen(ev));
+                }
+                if (!marked && !s->no_bookmark && strstr(request, "allowWatchBookmarks=true")) {
+                        /* After the events a watch from an old version
+                         * replays, a bookmark at the current one, as the
+                         * API server sends within a minute. */
+                        n = snprintf(buf, sizeof(buf),
+                                     "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\","
+                                     "\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+                                     "\"%lu\"}}}\n",
+                                     API_RV0 + (unsigned long)sent);
+                        chunk(fd, buf, (size_t)n);
+                        marked = true;
                 }
                 stop = s->stop || s->watch_gen != gen;
                 pthread_mutex_unlock(&s->lock);
@@ -1150,5 +1186,257 @@ START_TEST(test_api_checkpoint_alloc_sweep)
 }
 END_TEST
 
+/* Runs until the last SET is want and live (or the time is up). */
+static bool run_until_live(struct world *w, const char *want, uint64_t usec)
+{
+        uint64_t end = mono_usec() + usec;
+        bool ok = false;
+
+        while (!ok && mono_usec() < end) {
+                loop_run_once(w->loop, 2000);
+                ok = last_set(w) && strcmp(last_set(w), want) == 0 && !w->checkpoint[w->n_sets - 1];
+        }
+        return ok;
+}
+
+/* One resumed start: the checkpoint of state 0 is on disk, the server has
+ * moved on to its last state; the watch from the checkpoint's version
+ * brings the events.  Without a fault: one SET, the last state, and no
+ * list. */
+static bool resume_run(const struct fault *f)
+{
+        struct world w;
+        long live0 = failalloc_live();
+        bool hit, converged;
+        unsigned lists;
+        int started;
+        char problem[sizeof(w.problem)];
+
+        if (getenv("FAULTS_VERBOSE"))
+                fprintf(stderr, "# resume run: allocation %ld%s\n", f->n, f->persist ? " on" : "");
+        ckpt_restore();
+        api_publish(N_API_EVENTS);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_world_up_dir(&w, ckpt_dir);
+        /* From the start: the checkpoint's load and the resume fail too. */
+        arm(f);
+        started = api_source_start(w.as);
+        if (!f->persist)
+                run_until_set(&w, api_text[N_API_EVENTS], 2000000);
+        hit = release(&w, f, 30000);
+        ck_assert_int_eq(started, 0);
+        converged = run_until_live(&w, api_text[N_API_EVENTS], 5000000);
+        /* Served before the watch is confirmed (a failure): the
+         * checkpoint with the events applied so far, a state the server
+         * had, marked; never after a live one, never going back. */
+        for (size_t i = 1; i < w.n_sets && !w.problem[0]; i++)
+                if (w.checkpoint[i] && !w.checkpoint[i - 1])
+                        snprintf(w.problem, sizeof(w.problem), "SET %zu: a checkpoint's after a live one", i);
+        check_api_sets(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists - lists;
+        pthread_mutex_unlock(&api_srv.lock);
+        if (!converged && !w.problem[0])
+                snprintf(w.problem, sizeof(w.problem), "the server's last state never came (%zu SETs)", w.n_sets);
+        if (f->n == 0 && !w.problem[0] && (w.n_sets != 1 || lists != 0))
+                snprintf(w.problem, sizeof(w.problem), "a resumed start: %zu SET(s), %u list(s); want 1 and 0",
+                         w.n_sets, lists);
+        memcpy(problem, w.problem, sizeof(problem));
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_msg(!problem[0], "allocation %ld%s failing: %s", f->n, f->persist ? " on" : "", problem);
+        ck_assert_msg(failalloc_live() == live0, "allocation %ld%s failing: %ld block(s) leaked", f->n,
+                      f->persist ? " on" : "", failalloc_live() - live0);
+        return hit;
+}
+
+static void ckpt_cleanup(void)
+{
+        char cmd[96];
+
+        free(ckpt_bytes);
+        (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ckpt_dir);
+        ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A start with a checkpoint watches from its resourceVersion, with every
+ * allocation from the start failing in turn (an odd one once, an even one
+ * and all after it for a while): only states the server had reach the
+ * merger, a checkpoint's only before any live one, the last state comes,
+ * nothing leaks; with no fault, no list is sent and the one SET is the
+ * server's last state (doc/checkpoint.md section 7). */
+START_TEST(test_api_resume_alloc_sweep)
+{
+        long hits = 0;
+
+        ONLY("test_api_resume_alloc_sweep");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        warm_up();
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        warm_up_threads();
+        /* First with no fault: the start as it should be. */
+        resume_run(&(struct fault){0, false});
+        quiet(failalloc_enabled());
+        for (long n = getenv("FAULTS_FROM") ? atol(getenv("FAULTS_FROM")) : 1; failalloc_enabled(); n++) {
+                struct fault f = {n, n % 2 == 0};
+
+                if (!resume_run(&f))
+                        break;
+                hits++;
+        }
+        quiet(false);
+        fprintf(stderr, "# api source resume: %ld allocation failure(s) survived\n", hits);
+        if (failalloc_enabled())
+                ck_assert_int_gt(hits, 20);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        ckpt_cleanup();
+}
+END_TEST
+
+/* A resumed watch refused as too old (410): one list, its state, and the
+ * checkpoint never served (the server answered). */
+START_TEST(test_api_resume_expired)
+{
+        struct world w;
+        unsigned lists;
+
+        ONLY("test_api_resume_expired");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        ckpt_restore();
+        api_publish(N_API_EVENTS);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists;
+        api_srv.old_watches = 0;
+        api_srv.expire = true;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_world_up_dir(&w, ckpt_dir);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        ck_assert(run_until_set(&w, api_text[N_API_EVENTS], 5000000));
+        ck_assert_uint_eq(w.n_sets, 1);
+        ck_assert(!w.checkpoint[0]);
+        pthread_mutex_lock(&api_srv.lock);
+        ck_assert_uint_eq(api_srv.lists - lists, 1);
+        ck_assert_uint_eq(api_srv.old_watches, 1); /* the resume, refused */
+        pthread_mutex_unlock(&api_srv.lock);
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        ckpt_cleanup();
+}
+END_TEST
+
+/* A watch's ERROR event is read to the end of its response (the
+ * connection is kept), but within bounds: a response that never ends
+ * after it, or goes on past API_DRAIN_MAX_BYTES, is cut off, and the
+ * relist comes as after any 410. */
+START_TEST(test_api_error_drain_bounded)
+{
+        ONLY("test_api_error_drain_bounded");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        for (int then = 1; then <= 2; then++) {
+                struct world w;
+                unsigned lists;
+
+                api_publish(0);
+                api_world_up(&w);
+                pthread_mutex_lock(&api_srv.lock);
+                lists = api_srv.lists;
+                api_srv.expire = true; /* the first watch */
+                api_srv.expire_then = then;
+                pthread_mutex_unlock(&api_srv.lock);
+                ck_assert_int_eq(api_source_start(w.as), 0);
+                for (int i = 0; i < 5000; i++) {
+                        bool again;
+
+                        pthread_mutex_lock(&api_srv.lock);
+                        again = api_srv.lists > lists + 1;
+                        pthread_mutex_unlock(&api_srv.lock);
+                        if (again)
+                                break;
+                        loop_run_once(w.loop, 2000);
+                }
+                pthread_mutex_lock(&api_srv.lock);
+                /* The start's list, then the relist after the 410. */
+                ck_assert_msg(api_srv.lists > lists + 1, "ERROR event then %d: %u list(s) since", then,
+                              api_srv.lists - lists);
+                api_srv.expire_then = 0;
+                api_srv.watch_gen++;
+                pthread_mutex_unlock(&api_srv.lock);
+                world_down(&w);
+        }
+        server_stop(&api_srv);
+}
+END_TEST
+
+/* A resumed watch that gets no bookmark is confirmed when it runs its
+ * course (the server ends it whole): the last state goes as live then,
+ * not before; no list. */
+START_TEST(test_api_resume_confirmed_by_clean_end)
+{
+        struct world w;
+        unsigned lists;
+
+        ONLY("test_api_resume_confirmed_by_clean_end");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_learn();
+        ckpt_learn();
+        ckpt_restore();
+        api_publish(N_API_EVENTS);
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists;
+        api_srv.old_watches = 0;
+        api_srv.no_bookmark = true;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_world_up_dir(&w, ckpt_dir);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        for (int i = 0; i < 5000; i++) {
+                bool open;
+
+                pthread_mutex_lock(&api_srv.lock);
+                open = api_srv.old_watches == 1;
+                pthread_mutex_unlock(&api_srv.lock);
+                if (open)
+                        break;
+                loop_run_once(w.loop, 2000);
+        }
+        run_for(&w, 100000); /* the events come; nothing may be sent */
+        ck_assert_uint_eq(w.n_sets, 0);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++; /* the watch ends whole */
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert(run_until_live(&w, api_text[N_API_EVENTS], 5000000));
+        ck_assert_uint_eq(w.n_sets, 1);
+        pthread_mutex_lock(&api_srv.lock);
+        ck_assert_uint_eq(api_srv.lists - lists, 0);
+        api_srv.no_bookmark = false;
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        world_down(&w);
+        server_stop(&api_srv);
+        for (size_t i = 0; i <= N_API_EVENTS; i++)
+                free(api_text[i]);
+        ckpt_cleanup();
+}
+END_TEST
+
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep)
+          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep,
+          test_api_resume_alloc_sweep, test_api_resume_expired, test_api_error_drain_bounded,
+          test_api_resume_confirmed_by_clean_end)
