@@ -71,6 +71,9 @@ static int fail(struct parser *p, const char *what)
 
 static void skip_ws(struct parser *p)
 {
+        /* Compact text has no white space: one test and out. */
+        if (p->pos < p->len && (unsigned char)p->s[p->pos] > ' ')
+                return;
         while (p->pos < p->len) {
                 char c = p->s[p->pos];
 
@@ -133,20 +136,41 @@ static int put_utf8(struct parser *p, unsigned cp)
  * well-formed UTF-8 sequence, or the end of the text. */
 static void skip_plain(struct parser *p)
 {
-        while (p->pos < p->len) {
-                unsigned char c = (unsigned char)p->s[p->pos];
+        const unsigned char *s = (const unsigned char *)p->s;
+        size_t i = p->pos, n = p->len;
 
-                if (c == '"' || c == '\\' || c < 0x20)
-                        return;
-                if (c >= 0x80) {
-                        size_t n = utf8_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
+        for (;;) {
+                /* Eight bytes at a time while none of them ends the run:
+                 * strings are most of a pod's text, and most of their
+                 * bytes are plain ASCII. */
+                while (n - i >= 8) {
+                        const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+                        uint64_t w, q, b;
 
-                        if (n == 0)
-                                return;
-                        p->pos += n;
-                        continue;
+                        memcpy(&w, s + i, 8);
+                        q = w ^ (ones * '"');
+                        b = w ^ (ones * '\\');
+                        if (((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs)
+                                break;
+                        i += 8;
                 }
-                p->pos++;
+                while (i < n) {
+                        unsigned char c = s[i];
+
+                        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+                                break;
+                        i++;
+                }
+                if (i < n && s[i] >= 0x80) {
+                        size_t k = utf8_len(s + i, n - i);
+
+                        if (k) {
+                                i += k;
+                                continue;
+                        }
+                }
+                p->pos = i;
+                return;
         }
 }
 
@@ -239,7 +263,8 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
         bool escaped = false;
         int r;
 
-        buf_reset(&p->scratch);
+        if (!p->skip)
+                buf_reset(&p->scratch);
         for (;;) {
                 unsigned char c;
 

@@ -1,6 +1,8 @@
 /* Unit tests: canonical JSON, FNV-1a-128, bounded parsing. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/digest.h"
@@ -272,6 +274,42 @@ START_TEST(test_string_next)
 }
 END_TEST
 
+/* Strings are scanned eight bytes at a time: a byte that ends a plain
+ * run (a quote, a backslash, a control character, a non-ASCII byte) is
+ * found at every offset of a long string, and at its end. */
+START_TEST(test_string_stops_at_every_offset)
+{
+        static const char *const marks[] = {"\\n", "\\\"", "\xc3\xa9", "\xff", "\x85", "\x01", "\x1f", "\x7f"};
+
+        for (size_t m = 0; m < sizeof(marks) / sizeof(marks[0]); m++) {
+                for (int at = 0; at <= 24; at++) {
+                        char text[64], want[64];
+                        char *a, *b;
+
+                        snprintf(text, sizeof(text), "[\"%.*s%s%.*s\"]", at, "abcdefghijklmnopqrstuvwxyz", marks[m],
+                                 24 - at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+                        b = ours_says(text);
+                        if (marks[m][0] == '\x01' || marks[m][0] == '\x1f') {
+                                ck_assert_msg(!b, "%s: accepted", text);
+                                continue;
+                        }
+                        ck_assert_msg(b != NULL, "%s: refused", text);
+                        if (marks[m][0] == '\xff' || marks[m][0] == '\x85') {
+                                snprintf(want, sizeof(want), "[\"%.*s\xef\xbf\xbd%.*s\"]", at,
+                                         "abcdefghijklmnopqrstuvwxyz", 24 - at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+                                ck_assert_str_eq(b, want);
+                        } else {
+                                a = jsonc_says(text);
+                                ck_assert_msg(a && strcmp(a, b) == 0, "%s: json-c %s, ours %s", text, a, b);
+                                free(a);
+                        }
+                        free(b);
+                        skip_agrees(text, strlen(text), JSON_MAX_DEPTH);
+                }
+        }
+}
+END_TEST
+
 /* Piece by piece: a value cut anywhere is -EAGAIN until it is whole. */
 START_TEST(test_parse_next_pieces)
 {
@@ -334,6 +372,7 @@ START_TEST(test_parse_invalid_utf8)
 }
 END_TEST
 
-UNIT_MAIN(test_parse_matches_jsonc, test_skip_next_matches_parse, test_string_next, test_parse_next_pieces,
-          test_parse_lone_surrogates, test_parse_invalid_utf8, test_canon_sorts_keys_and_strips_space,
-          test_canon_keeps_number_spelling_and_empties, test_fnv128_known_vectors, test_parse_errors_and_depth_limit)
+UNIT_MAIN(test_parse_matches_jsonc, test_skip_next_matches_parse, test_string_next, test_string_stops_at_every_offset,
+          test_parse_next_pieces, test_parse_lone_surrogates, test_parse_invalid_utf8,
+          test_canon_sorts_keys_and_strips_space, test_canon_keeps_number_spelling_and_empties,
+          test_fnv128_known_vectors, test_parse_errors_and_depth_limit)
