@@ -69,11 +69,8 @@ static int fail(struct parser *p, const char *what)
         return buf_set_err(p->err, -EINVAL, "byte %zu: %s", p->pos, what);
 }
 
-static void skip_ws(struct parser *p)
+static void skip_ws_run(struct parser *p)
 {
-        /* Compact text has no white space: one test and out. */
-        if (p->pos < p->len && (unsigned char)p->s[p->pos] > ' ')
-                return;
         while (p->pos < p->len) {
                 char c = p->s[p->pos];
 
@@ -81,6 +78,14 @@ static void skip_ws(struct parser *p)
                         return;
                 p->pos++;
         }
+}
+
+/* Inline: compact text has no white space, so this is one test. */
+static inline void skip_ws(struct parser *p)
+{
+        if (p->pos < p->len && (unsigned char)p->s[p->pos] > ' ')
+                return;
+        skip_ws_run(p);
 }
 
 static int hex4(const char *s, unsigned *ret)
@@ -150,8 +155,15 @@ static void skip_plain(struct parser *p)
                         memcpy(&w, s + i, 8);
                         q = w ^ (ones * '"');
                         b = w ^ (ones * '\\');
-                        if (((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs)
+                        w = ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+                        if (w) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                                /* The lowest flagged byte is a real stop
+                                 * (a borrow only flags bytes above one). */
+                                i += (size_t)__builtin_ctzll(w) / 8;
+#endif
                                 break;
+                        }
                         i += 8;
                 }
                 while (i < n) {
