@@ -1480,6 +1480,53 @@ START_TEST(test_index_add_and_errors)
 }
 END_TEST
 
+/* Random live messages of every op, pods moving between namespaces under
+ * the same source and UID, two keys given twice: after each one every
+ * index holds exactly the cache's pods of each key, in the cache's order
+ * (check_indexes), which the lookups hand out without sorting. */
+START_TEST(test_index_order_random_ops)
+{
+        static const char *const ops[] = {"ADD", "UPDATE", "REMOVE", "DELETE", "RECONCILE", "SET"};
+        static const char *const nss[] = {"default", "web", "kube-system"};
+        static const char *const srcs[] = {"file", "http", "api"};
+        unsigned seed = 7;
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "twice", index_twice, NULL), 0);
+        check_indexes(t.c);
+        for (int seq = 11; seq < 211; seq++) {
+                char *texts[3];
+                const char *op;
+                int n;
+
+                seed = seed * 1103515245u + 12345u;
+                op = ops[(seed >> 16) % 6];
+                n = 1 + (int)((seed >> 8) % 3);
+                for (int i = 0; i < n; i++) {
+                        char uid[8], name[8];
+                        unsigned k;
+
+                        seed = seed * 1103515245u + 12345u;
+                        k = (seed >> 16) % 12;
+                        snprintf(uid, sizeof(uid), "u%u", k);
+                        snprintf(name, sizeof(name), "p%u", (seed >> 8) % 12);
+                        texts[i] = pod_text(uid, nss[(seed >> 12) % 3], name,
+                                            strcmp(op, "SET") == 0 ? srcs[k % 3] : "file", 1 + (int)(seed >> 20) % 4);
+                }
+                fake_pods(&t.f, seq, op, strcmp(op, "SET") == 0 ? "*" : "file", n, n > 0 ? texts[0] : NULL,
+                          n > 1 ? texts[1] : NULL, n > 2 ? texts[2] : NULL);
+                pump(t.c);
+                ck_assert_int_eq(t.r.errors, 0);
+                check_indexes(t.c);
+        }
+        ck_assert_uint_gt(podmux_client_pod_count(t.c), 0);
+        t_free(&t);
+}
+END_TEST
+
 /* An index function's error fails the apply as out of memory does: the
  * message is not applied to the cache nor to any index, and the client
  * resumes after the last message applied. */
@@ -1950,4 +1997,4 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
           test_handlers_ops, test_handlers_snapshot, test_informer_scenarios, test_index_add_and_errors,
           test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message,
-          test_record_path, test_pod_identity_as_tree)
+          test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)
