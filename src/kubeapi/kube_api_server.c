@@ -31,6 +31,7 @@
 #include "util/base64.h"
 #include "util/clock.h"
 #include "util/log.h" /* ERRNO_STR only: this module never logs */
+#include "util/mhd_loop.h"
 #include "util/unix_listen.h"
 
 #define JSON_TYPE "application/json"
@@ -45,8 +46,7 @@ struct watch;
 struct endpoint {
         struct kube_api_server *srv;
         struct MHD_Daemon *mhd;
-        struct loop_io *io;
-        struct loop_timer *timer;
+        struct mhd_loop ml;
         bool tls; /* clients must show a certificate of the client CA */
 };
 
@@ -470,8 +470,7 @@ static void watch_wake(struct watch *w)
                 MHD_resume_connection(w->conn);
                 /* libmicrohttpd takes the connection back on its next
                  * run: make that now, from the loop. */
-                if (w->ep->timer)
-                        loop_timer_arm(w->ep->timer, 0);
+                mhd_loop_kick(&w->ep->ml);
         }
 }
 
@@ -909,36 +908,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 /* ---- the daemon on our loop ------------------------------------------- */
 
-static void rearm(struct endpoint *ep)
-{
-        MHD_UNSIGNED_LONG_LONG ms_left;
-
-        if (MHD_get_timeout(ep->mhd, &ms_left) == MHD_YES)
-                loop_timer_arm(ep->timer, (uint64_t)ms_left * 1000u);
-        else
-                loop_timer_stop(ep->timer);
-}
-
-static void on_io(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        struct endpoint *ep = data;
-
-        (void)io;
-        (void)fd;
-        (void)events;
-        (void)MHD_run(ep->mhd);
-        rearm(ep);
-}
-
-static void on_timer(struct loop_timer *t, void *data)
-{
-        struct endpoint *ep = data;
-
-        (void)t;
-        (void)MHD_run(ep->mhd);
-        rearm(ep);
-}
-
 static int copy_ids(const void *src, size_t n, size_t size, void **ret)
 {
         if (!n)
@@ -1045,7 +1014,6 @@ out:
 static int endpoint_start(struct kube_api_server *srv, int fd, bool tls, const char *what, struct buf *err)
 {
         struct endpoint *ep = &srv->ep[srv->n_ep];
-        const union MHD_DaemonInfo *info;
         int r;
 
         ep->srv = srv;
@@ -1070,11 +1038,9 @@ static int endpoint_start(struct kube_api_server *srv, int fd, bool tls, const c
                                    tls ? " (is the certificate, its key and the client CA PEM?)" : "");
         }
         srv->n_ep++;
-        info = MHD_get_daemon_info(ep->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info)
-                return buf_set_err(err, -EIO, "kube-api \"%s\": libmicrohttpd has no epoll descriptor", what);
-        if ((r = loop_timer_new(srv->loop, on_timer, ep, &ep->timer)) < 0 ||
-            (r = loop_io_add(srv->loop, info->epoll_fd, EPOLLIN, on_io, ep, &ep->io)) < 0)
+        if ((r = mhd_loop_attach(&ep->ml, srv->loop, ep->mhd)) == -EIO)
+                return buf_set_err(err, r, "kube-api \"%s\": libmicrohttpd has no epoll descriptor", what);
+        if (r < 0)
                 return buf_set_err(err, r, "kube-api \"%s\": %s", what, ERRNO_STR(r));
         return 0;
 }
@@ -1208,11 +1174,8 @@ void kube_api_server_free(struct kube_api_server *srv)
          * resume them all, to end. */
         srv->stopping = true;
         wake_all(srv);
-        for (size_t i = 0; i < srv->n_ep; i++) {
-                loop_io_free(srv->ep[i].io);
-                loop_timer_free(srv->ep[i].timer);
-                srv->ep[i].timer = NULL;
-        }
+        for (size_t i = 0; i < srv->n_ep; i++)
+                mhd_loop_detach(&srv->ep[i].ml);
         /* Stopping frees every watch, and closes the socket it was given. */
         for (size_t i = 0; i < srv->n_ep; i++)
                 MHD_stop_daemon(srv->ep[i].mhd);

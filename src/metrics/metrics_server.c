@@ -26,6 +26,7 @@
 
 #include "util/log.h" /* ERRNO_STR only: this module never logs */
 #include "metrics/metrics_server.h"
+#include "util/mhd_loop.h"
 #include "util/unix_listen.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -34,8 +35,7 @@ struct metrics_server {
         struct loop *loop;
         struct unix_listener lis; /* unix socket; or just .fd for TCP */
         struct MHD_Daemon *mhd;
-        struct loop_io *io;
-        struct loop_timer *timer;
+        struct mhd_loop ml;
         metrics_render_fn render;
         void *render_data;
         char *address;
@@ -240,41 +240,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return ret;
 }
 
-static void rearm(struct metrics_server *ms)
-{
-        MHD_UNSIGNED_LONG_LONG ms_left;
-
-        if (MHD_get_timeout(ms->mhd, &ms_left) == MHD_YES)
-                loop_timer_arm(ms->timer, (uint64_t)ms_left * 1000u);
-        else
-                loop_timer_stop(ms->timer);
-}
-
-static void on_io(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        struct metrics_server *ms = data;
-
-        (void)io;
-        (void)fd;
-        (void)events;
-        (void)MHD_run(ms->mhd);
-        rearm(ms);
-}
-
-static void on_timer(struct loop_timer *t, void *data)
-{
-        struct metrics_server *ms = data;
-
-        (void)t;
-        (void)MHD_run(ms->mhd);
-        rearm(ms);
-}
-
 int metrics_server_new(struct loop *loop, const struct metrics_server_config *cfg,
                        struct metrics_server **ret_ms, struct buf *err)
 {
         struct metrics_server *ms;
-        const union MHD_DaemonInfo *info;
         int r;
 
         r = metrics_address_check(cfg->address, err);
@@ -318,14 +287,12 @@ int metrics_server_new(struct loop *loop, const struct metrics_server_config *cf
                 r = buf_set_err(err, -EIO, "metrics endpoint \"%s\": libmicrohttpd could not start", cfg->address);
                 goto fail;
         }
-        info = MHD_get_daemon_info(ms->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info) {
+        if ((r = mhd_loop_attach(&ms->ml, loop, ms->mhd)) == -EIO) {
                 r = buf_set_err(err, -EIO, "metrics endpoint \"%s\": libmicrohttpd has no epoll descriptor",
                                 cfg->address);
                 goto fail;
         }
-        if ((r = loop_timer_new(loop, on_timer, ms, &ms->timer)) < 0 ||
-            (r = loop_io_add(loop, info->epoll_fd, EPOLLIN, on_io, ms, &ms->io)) < 0) {
+        if (r < 0) {
                 r = buf_set_err(err, r, "metrics endpoint \"%s\": %s", cfg->address, ERRNO_STR(r));
                 goto fail;
         }
@@ -347,8 +314,7 @@ void metrics_server_free(struct metrics_server *ms)
 {
         if (!ms)
                 return;
-        loop_io_free(ms->io);
-        loop_timer_free(ms->timer);
+        mhd_loop_detach(&ms->ml);
         /* MHD_stop_daemon closes the listening socket it was given. */
         if (ms->mhd) {
                 MHD_stop_daemon(ms->mhd);
