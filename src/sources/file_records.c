@@ -43,8 +43,7 @@ struct frec *file_records_get(struct file_records *rs, const char *path, bool cr
         return r;
 }
 
-/* r changed: it is told at the next file_records_flush(), once. */
-static void rec_touch(struct file_records *rs, struct frec *r)
+void file_records_touch(struct file_records *rs, struct frec *r)
 {
         if (r->dirty)
                 return;
@@ -81,7 +80,7 @@ void file_records_unpend(struct file_records *rs, struct frec *r)
 void file_records_pending(struct file_records *rs, struct frec *r, uint64_t sent)
 {
         if (r->state != FILE_RECORD_PENDING || r->text) {
-                rec_touch(rs, r);
+                file_records_touch(rs, r);
                 free(r->text);
                 r->text = NULL;
                 r->state = FILE_RECORD_PENDING;
@@ -90,6 +89,7 @@ void file_records_pending(struct file_records *rs, struct frec *r, uint64_t sent
                 return;
         file_records_unpend(rs, r);
         r->sent = sent;
+        r->carried = 0;
         r->prev = rs->pend_tail;
         r->next = NULL;
         if (rs->pend_tail)
@@ -114,9 +114,14 @@ void file_records_set(struct file_records *rs, struct frec *r, enum file_record_
                 file_records_pending(rs, r, FILE_RECORDS_SENT_NONE);
                 return;
         }
+        file_records_set_text(rs, r, state, text);
+}
+
+void file_records_set_text(struct file_records *rs, struct frec *r, enum file_record_state state, char *text)
+{
         file_records_unpend(rs, r);
         if (r->state != state || (r->text == NULL) != (text == NULL) || (text && strcmp(r->text, text) != 0))
-                rec_touch(rs, r);
+                file_records_touch(rs, r);
         free(r->text);
         r->text = text;
         r->state = state;
@@ -128,7 +133,7 @@ void file_records_applied(struct file_records *rs, struct frec *r, uint64_t seq)
 {
         if (seq && r->seq != seq) {
                 r->seq = seq;
-                rec_touch(rs, r);
+                file_records_touch(rs, r);
         }
         file_records_set(rs, r, FILE_RECORD_APPLIED, NULL);
 }
@@ -138,7 +143,7 @@ void file_records_no_pod(struct file_records *rs, struct frec *r)
 {
         if (r->seq) {
                 r->seq = 0;
-                rec_touch(rs, r);
+                file_records_touch(rs, r);
         }
 }
 
@@ -170,7 +175,7 @@ bool file_records_ident(struct file_records *rs, struct frec *r, const char *key
         id[kl + ul] = '\0';
         free(r->ident);
         r->ident = id;
-        rec_touch(rs, r);
+        file_records_touch(rs, r);
         return true;
 }
 
@@ -183,21 +188,33 @@ static uint64_t timespec_usec(const struct timespec *t)
  * New bytes are pending until judged. */
 void file_records_read(struct file_records *rs, struct frec *r, const struct static_pod_read *rd)
 {
-        int64_t size = rd->read ? (int64_t)rd->st.st_size : -1;
-        uint64_t mtime = rd->read ? timespec_usec(&rd->st.st_mtim) : 0;
-        bool same = r->have_digest == rd->read && (!rd->read || memcmp(r->digest, rd->digest, DIGEST_LEN) == 0);
+        if (rd->read)
+                file_records_bytes(rs, r, rd->digest, (int64_t)rd->st.st_size, timespec_usec(&rd->st.st_mtim));
+        else
+                file_records_bytes(rs, r, NULL, -1, 0);
+}
+
+void file_records_bytes(struct file_records *rs, struct frec *r, const uint8_t *digest, int64_t size, uint64_t mtime)
+{
+        bool same = r->have_digest == (digest != NULL) && (!digest || memcmp(r->digest, digest, DIGEST_LEN) == 0);
 
         r->gone = false;
         if (same && size == r->size && mtime == r->mtime)
                 return;
-        rec_touch(rs, r);
+        file_records_touch(rs, r);
         r->size = size;
         r->mtime = mtime;
-        r->have_digest = rd->read;
-        if (rd->read)
-                memcpy(r->digest, rd->digest, DIGEST_LEN);
+        r->have_digest = digest != NULL;
+        if (digest)
+                memcpy(r->digest, digest, DIGEST_LEN);
         if (!same && r->state != FILE_RECORD_PENDING)
                 file_records_pending(rs, r, FILE_RECORDS_SENT_NONE);
+}
+
+void file_records_carried(struct frec *r, uint64_t seq)
+{
+        if (r->state == FILE_RECORD_PENDING && r->sent != FILE_RECORDS_SENT_NONE)
+                r->carried = seq;
 }
 
 /* What a look at an entry that is not read found (its stat; NULL: none). */
@@ -209,7 +226,7 @@ void file_records_stat(struct file_records *rs, struct frec *r, const struct sta
         if (st && (r->size != (int64_t)st->st_size || r->mtime != timespec_usec(&st->st_mtim))) {
                 r->size = (int64_t)st->st_size;
                 r->mtime = timespec_usec(&st->st_mtim);
-                rec_touch(rs, r);
+                file_records_touch(rs, r);
         }
 }
 
@@ -221,7 +238,7 @@ void file_records_drop(struct file_records *rs, struct frec *r, uint64_t seq)
                 return;
         (void)keymap_remove(rs->map, r->path);
         file_records_unpend(rs, r);
-        rec_touch(rs, r);
+        file_records_touch(rs, r);
         r->state = FILE_RECORD_GONE;
         r->seq = seq;
         r->have_digest = false;
@@ -241,7 +258,7 @@ void file_records_gone(struct file_records *rs, struct frec *r, uint64_t sent)
                 r->have_digest = false;
                 r->size = -1;
                 r->mtime = 0;
-                rec_touch(rs, r);
+                file_records_touch(rs, r);
         }
         file_records_pending(rs, r, sent);
 }
@@ -282,6 +299,8 @@ void file_records_merged(struct file_records *rs, uint64_t through)
         while ((r = rs->pend_head) && r->sent <= through) {
                 if (r->gone)
                         file_records_drop(rs, r, rs->last_seq);
+                else if (r->carried)
+                        file_records_applied(rs, r, r->carried);
                 else
                         file_records_applied(rs, r, r->seq ? 0 : rs->last_seq);
         }

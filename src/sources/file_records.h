@@ -49,6 +49,7 @@ struct frec {
         struct frec *dnext;       /* the dirty list */
         uint64_t sent;            /* PENDING: the send that carries its change, or FILE_RECORDS_SENT_NONE */
         uint64_t seq;             /* the pods message that carried its pod; 0 none */
+        uint64_t carried;         /* PENDING: the last message that carried it (file_records_carried()), 0 none */
         int64_t size;             /* -1 unknown */
         uint64_t mtime;           /* wall usec, 0 unknown */
         uint8_t digest[DIGEST_LEN];
@@ -93,14 +94,32 @@ int file_records_init(struct file_records *rs,
 void file_records_clear(struct file_records *rs);
 /* Drops a reference to r; frees it at zero.  NULL-safe. */
 void file_records_unref(struct frec *r);
+/* The record of path; made (pending, nothing read) when there is none and
+ * create.  NULL when there is none, or for want of memory (create). */
 struct frec *file_records_get(struct file_records *rs, const char *path, bool create);
+/* r changed in a way only its owner's view shows (its pods): it is told
+ * at the next file_records_flush(), once. */
+void file_records_touch(struct file_records *rs, struct frec *r);
 void file_records_unpend(struct file_records *rs, struct frec *r);
 void file_records_pending(struct file_records *rs, struct frec *r, uint64_t sent);
+/* Sets a final state (not PENDING) with its reason (copied, bounded;
+ * NULL none); for want of memory, pending instead, and rs->oom is set. */
 void file_records_set(struct file_records *rs, struct frec *r, enum file_record_state state, const char *reason);
+/* The same with a reason already copied (file_record_reason_dup(), or
+ * NULL), which r takes: it cannot fail. */
+void file_records_set_text(struct file_records *rs, struct frec *r, enum file_record_state state, char *text);
 void file_records_applied(struct file_records *rs, struct frec *r, uint64_t seq);
 void file_records_no_pod(struct file_records *rs, struct frec *r);
 bool file_records_ident(struct file_records *rs, struct frec *r, const char *key, const char *uid);
 void file_records_read(struct file_records *rs, struct frec *r, const struct static_pod_read *rd);
+/* What a read found: the bytes' digest (DIGEST_LEN; NULL: not read),
+ * size (-1 unknown) and mtime (wall usec, 0 unknown).  New bytes are
+ * pending until judged. */
+void file_records_bytes(struct file_records *rs, struct frec *r, const uint8_t *digest, int64_t size, uint64_t mtime);
+/* The pods message seq carried r's change, when r waits for a send: it
+ * is applied with seq when that send is merged (the owner calls this for
+ * each message of its own that carries it; the last one counts). */
+void file_records_carried(struct frec *r, uint64_t seq);
 void file_records_stat(struct file_records *rs, struct frec *r, const struct stat *st);
 void file_records_drop(struct file_records *rs, struct frec *r, uint64_t seq);
 void file_records_gone(struct file_records *rs, struct frec *r, uint64_t sent);
@@ -108,7 +127,10 @@ void file_records_flush(struct file_records *rs);
 /* Whether a record waits for a send to be carried or merged.  O(1). */
 bool file_records_waiting(const struct file_records *rs);
 /* The owner's sends up to number through were merged: settles what waits
- * for them.  O(records settled). */
+ * for them, applied with the message file_records_carried() named, else
+ * as it was (the last message of the owner's when it had none: the
+ * merger found nothing new); a gone record is dropped.  O(records
+ * settled). */
 void file_records_merged(struct file_records *rs, uint64_t through);
 /* Calls fn with each record, in path order, each view borrowed for the
  * call; stops at fn's first negative return, which it returns.  0 or
