@@ -7,8 +7,6 @@
 
 #include "sources/file_records.h"
 
-/* ---- file_records implementation ---- */
-
 void file_records_unref(struct frec *r)
 {
         if (r && --r->refs == 0) {
@@ -57,7 +55,6 @@ void file_records_touch(struct file_records *rs, struct frec *r)
         rs->changed_tail = r;
 }
 
-/* Off the pending list (if on it). */
 void file_records_unpend(struct file_records *rs, struct frec *r)
 {
         if (r->sent == FILE_RECORDS_SENT_NONE)
@@ -74,9 +71,6 @@ void file_records_unpend(struct file_records *rs, struct frec *r)
         r->sent = FILE_RECORDS_SENT_NONE;
 }
 
-/* Pending under send number sent (the newest: the list stays in order),
- * or, with FILE_RECORDS_SENT_NONE, read and not yet sent: a record already waiting
- * for a send keeps it (what that send carries is still on its way). */
 void file_records_pending(struct file_records *rs, struct frec *r, uint64_t sent)
 {
         if (r->state != FILE_RECORD_PENDING || r->text) {
@@ -127,8 +121,6 @@ void file_records_set_text(struct file_records *rs, struct frec *r, enum file_re
         r->state = state;
 }
 
-/* Applied: consumers have its pod, carried by the message numbered seq
- * (0: as before). */
 void file_records_applied(struct file_records *rs, struct frec *r, uint64_t seq)
 {
         if (seq && r->seq != seq) {
@@ -138,7 +130,6 @@ void file_records_applied(struct file_records *rs, struct frec *r, uint64_t seq)
         file_records_set(rs, r, FILE_RECORD_APPLIED, NULL);
 }
 
-/* No message will carry a pod of r's any more: its seq goes. */
 void file_records_no_pod(struct file_records *rs, struct frec *r)
 {
         if (r->seq) {
@@ -147,9 +138,6 @@ void file_records_no_pod(struct file_records *rs, struct frec *r)
         }
 }
 
-/* The identity of r's pod, which the source does not store ("key\0uid",
- * the UID bounded); NULL key: none.  False when it cannot be kept for
- * want of memory (a relist is asked for: rs->oom). */
 bool file_records_ident(struct file_records *rs, struct frec *r, const char *key, const char *uid)
 {
         size_t kl, ul;
@@ -184,8 +172,6 @@ static uint64_t timespec_usec(const struct timespec *t)
         return (uint64_t)t->tv_sec * 1000000u + (uint64_t)t->tv_nsec / 1000u;
 }
 
-/* What a look at the file found: the bytes' digest (rd->read) and stat.
- * New bytes are pending until judged. */
 void file_records_read(struct file_records *rs, struct frec *r, const struct static_pod_read *rd)
 {
         if (rd->read)
@@ -217,7 +203,6 @@ void file_records_carried(struct frec *r, uint64_t seq)
                 r->carried = seq;
 }
 
-/* What a look at an entry that is not read found (its stat; NULL: none). */
 void file_records_stat(struct file_records *rs, struct frec *r, const struct stat *st)
 {
         struct static_pod_read rd = {.read = false};
@@ -230,8 +215,6 @@ void file_records_stat(struct file_records *rs, struct frec *r, const struct sta
         }
 }
 
-/* r's file and its pod are gone for good: out of recs, told as GONE
- * (with seq, a message by which consumers know) at the next flush. */
 void file_records_drop(struct file_records *rs, struct frec *r, uint64_t seq)
 {
         if (keymap_get(rs->map, r->path) != r)
@@ -249,8 +232,6 @@ void file_records_drop(struct file_records *rs, struct frec *r, uint64_t seq)
         file_records_unref(r); /* recs' reference */
 }
 
-/* r's file is gone and the removal of its pod was sent as send number
- * sent: pending until that is merged, then dropped. */
 void file_records_gone(struct file_records *rs, struct frec *r, uint64_t sent)
 {
         if (!r->gone || r->have_digest) {
@@ -263,7 +244,6 @@ void file_records_gone(struct file_records *rs, struct frec *r, uint64_t sent)
         file_records_pending(rs, r, sent);
 }
 
-/* Tells each record changed since the last flush, oldest change first. */
 void file_records_flush(struct file_records *rs)
 {
         struct frec *r;

@@ -61,8 +61,6 @@ struct frec {
         char path[];
 };
 
-/* ---- file_records: the records' life cycle (doc/pod-config.md 6.7) ------------------- */
-
 /*
  * A set of records, keyed by path, with the pending ones in send order
  * and the changed ones waiting to be told.  Who keeps one fills in the
@@ -100,7 +98,12 @@ struct frec *file_records_get(struct file_records *rs, const char *path, bool cr
 /* r changed in a way only its owner's view shows (its pods): it is told
  * at the next file_records_flush(), once. */
 void file_records_touch(struct file_records *rs, struct frec *r);
+/* Off the pending list (if on it). */
 void file_records_unpend(struct file_records *rs, struct frec *r);
+/* Pending under send number sent (the newest: the list stays in order),
+ * or, with FILE_RECORDS_SENT_NONE, read and not yet sent: a record
+ * already waiting for a send keeps it (what that send carries is still
+ * on its way). */
 void file_records_pending(struct file_records *rs, struct frec *r, uint64_t sent);
 /* Sets a final state (not PENDING) with its reason (copied, bounded;
  * NULL none); for want of memory, pending instead, and rs->oom is set. */
@@ -108,9 +111,17 @@ void file_records_set(struct file_records *rs, struct frec *r, enum file_record_
 /* The same with a reason already copied (file_record_reason_dup(), or
  * NULL), which r takes: it cannot fail. */
 void file_records_set_text(struct file_records *rs, struct frec *r, enum file_record_state state, char *text);
+/* Applied: consumers have its pod, carried by the message numbered seq
+ * (0: as before). */
 void file_records_applied(struct file_records *rs, struct frec *r, uint64_t seq);
+/* No message will carry a pod of r's any more: its seq goes. */
 void file_records_no_pod(struct file_records *rs, struct frec *r);
+/* The identity of r's pod, which the source does not store ("key\0uid",
+ * the UID bounded); NULL key: none.  False when it cannot be kept for
+ * want of memory (a relist is asked for: rs->oom). */
 bool file_records_ident(struct file_records *rs, struct frec *r, const char *key, const char *uid);
+/* What a look at the file found: the bytes' digest (rd->read) and stat.
+ * New bytes are pending until judged. */
 void file_records_read(struct file_records *rs, struct frec *r, const struct static_pod_read *rd);
 /* What a read found: the bytes' digest (DIGEST_LEN; NULL: not read),
  * size (-1 unknown) and mtime (wall usec, 0 unknown).  New bytes are
@@ -120,9 +131,15 @@ void file_records_bytes(struct file_records *rs, struct frec *r, const uint8_t *
  * is applied with seq when that send is merged (the owner calls this for
  * each message of its own that carries it; the last one counts). */
 void file_records_carried(struct frec *r, uint64_t seq);
+/* What a look at an entry that is not read found (its stat; NULL: none). */
 void file_records_stat(struct file_records *rs, struct frec *r, const struct stat *st);
+/* r's file and its pod are gone for good: out of recs, told as GONE
+ * (with seq, a message by which consumers know) at the next flush. */
 void file_records_drop(struct file_records *rs, struct frec *r, uint64_t seq);
+/* r's file is gone and the removal of its pod was sent as send number
+ * sent: pending until that is merged, then dropped. */
 void file_records_gone(struct file_records *rs, struct frec *r, uint64_t sent);
+/* Tells each record changed since the last flush, oldest change first. */
 void file_records_flush(struct file_records *rs);
 /* Whether a record waits for a send to be carried or merged.  O(1). */
 bool file_records_waiting(const struct file_records *rs);

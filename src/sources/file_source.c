@@ -24,17 +24,18 @@
  * (doc/design.md "Errors"); a duplicate, the path and the watch say once
  * (info) when that is over.
  *
- * Records (struct frec, doc/pod-config.md 6.7): one per path seen, in
- * recs, holding the path the file's names borrow.  An event sets the
- * records of the files it touches (the file, and the files naming a key
- * whose holder changed: settle_change()) after its change is sent, and
- * tells them once, at its end (file_records_flush()), so a record never shows new
- * bytes with an old verdict.  A relist sets what each file is as it reads
- * it, and the rest when its state is installed (settle_relist()).  A
- * record pending under send N is on the pending list (in send order)
- * until a broadcast carries its pod (file_source_carried()) or send N is
- * merged (file_records_merged()).  A record that cannot be kept for want of memory
- * makes a relist, as any other resource failure.
+ * Records (struct frec, src/sources/file_records.h, doc/pod-config.md
+ * 6.7): one per path seen, in recs, holding the path the file's names
+ * borrow.  An event sets the records of the files it touches (the file,
+ * and the files naming a key whose holder changed: settle_change())
+ * after its change is sent, and tells them once, at its end
+ * (file_records_flush()), so a record never shows new bytes with an old
+ * verdict.  A relist sets what each file is as it reads it, and the rest
+ * when its state is installed (settle_relist()).  A record pending under
+ * send N is on the pending list (in send order) until a broadcast
+ * carries its pod (file_source_carried()) or send N is merged
+ * (file_records_merged()).  A record that cannot be kept for want of
+ * memory makes a relist, as any other resource failure.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
