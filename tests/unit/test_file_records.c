@@ -68,13 +68,13 @@ START_TEST(test_carried_then_merged)
         t = (struct told){0};
         file_records_carried(a, 7);
         file_records_carried(a, 8);
-        rs.last_seq = 8;
+        rs.last_seq = 9;
         file_records_merged(&rs, 1);
         ck_assert_str_eq(t.text, "a applied 8");
         ck_assert(file_records_waiting(&rs));
         t = (struct told){0};
         file_records_merged(&rs, 2);
-        ck_assert_str_eq(t.text, "b applied 8");
+        ck_assert_str_eq(t.text, "b applied 9");
         ck_assert(!file_records_waiting(&rs));
         /* Merged again: nothing waits, nothing is told. */
         t = (struct told){0};
