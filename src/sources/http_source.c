@@ -622,7 +622,13 @@ void http_source_carried(struct http_source *hs, const struct pod_update *u, uin
 
 int http_source_record(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data)
 {
-        return hs->rec->have_digest ? file_records_each(&hs->recs, fn, data) : 0;
+        struct file_record_view v;
+
+        /* Its one record, shown directly: listing allocates. */
+        if (!hs->rec->have_digest)
+                return 0;
+        record_view(hs, hs->rec, &v, NULL);
+        return fn(data, &v);
 }
 
 int http_source_start(struct http_source *hs)
