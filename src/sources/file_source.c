@@ -24,17 +24,18 @@
  * (doc/design.md "Errors"); a duplicate, the path and the watch say once
  * (info) when that is over.
  *
- * Records (struct frec, doc/pod-config.md 6.7): one per path seen, in
- * recs, holding the path the file's names borrow.  An event sets the
- * records of the files it touches (the file, and the files naming a key
- * whose holder changed: settle_change()) after its change is sent, and
- * tells them once, at its end (recs_flush()), so a record never shows new
- * bytes with an old verdict.  A relist sets what each file is as it reads
- * it, and the rest when its state is installed (settle_relist()).  A
- * record pending under send N is on the pending list (in send order)
- * until a broadcast carries its pod (file_source_carried()) or send N is
- * merged (on_merged()).  A record that cannot be kept for want of memory
- * makes a relist, as any other resource failure.
+ * Records (struct frec, src/sources/file_records.h, doc/pod-config.md
+ * 6.7): one per path seen, in recs, holding the path the file's names
+ * borrow.  An event sets the records of the files it touches (the file,
+ * and the files naming a key whose holder changed: settle_change())
+ * after its change is sent, and tells them once, at its end
+ * (file_records_flush()), so a record never shows new bytes with an old
+ * verdict.  A relist sets what each file is as it reads it, and the rest
+ * when its state is installed (settle_relist()).  A record pending under
+ * send N is on the pending list (in send order) until a broadcast
+ * carries its pod (file_source_carried()) or send N is merged
+ * (file_records_merged()).  A record that cannot be kept for want of
+ * memory makes a relist, as any other resource failure.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -51,6 +52,7 @@
 
 #include "util/backoff.h"
 #include "util/digest.h"
+#include "sources/file_records.h"
 #include "util/dir.h"
 #include "util/keymap.h"
 #include "sources/file_source.h"
@@ -66,39 +68,6 @@
 #define DIR_MASK (IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE | \
                   IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 #define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
-
-/* A record's send number while it waits for a send (read, not yet
- * judged or sent). */
-#define SENT_NONE UINT64_MAX
-
-/*
- * What the source knows of one path it has seen (src/core/
- * file_record.h): kept in recs, and referenced by each struct file_name
- * of the path, which borrows the path from here.  A record dropped from
- * recs (its file gone) lives on while a name still holds it; a path seen
- * again gets a new record.
- */
-struct frec {
-        unsigned refs;            /* recs' while in it, one per file_name, one while on the dirty list */
-        uint8_t state;            /* enum file_record_state */
-        bool have_digest;         /* digest names the bytes last read */
-        bool gone;                /* the file is gone: kept until its pod's removal is merged */
-        bool dirty;               /* changed since it was last told (on the dirty list) */
-        uint32_t seen;            /* the relist that last found the file (fs->gen) */
-        struct frec *prev, *next; /* the pending list, while sent != SENT_NONE */
-        struct frec *dnext;       /* the dirty list */
-        uint64_t sent;            /* PENDING: the send that carries its change, or SENT_NONE */
-        uint64_t seq;             /* the pods message that carried its pod; 0 none */
-        int64_t size;             /* -1 unknown */
-        uint64_t mtime;           /* wall usec, 0 unknown */
-        uint8_t digest[DIGEST_LEN];
-        char *text; /* the reason (REJECTED, DUPLICATE, IGNORED, UNREADABLE), or NULL */
-        /* The key and, after a NUL, the UID of the file's pod when the
-         * source does not store it (a duplicate, a name left out by
-         * --static-pod-file-pattern), or NULL. */
-        char *ident;
-        char path[];
-};
 
 /*
  * A file as one state names it: the files map (keyed by the record's
@@ -177,17 +146,8 @@ struct file_source {
         char *node_name;
         char **patterns; /* --static-pod-file-pattern */
         size_t n_patterns;
-        /* Every path seen (struct frec, keyed by path); the pending ones
-         * in send order (on_merged() settles from the head); the changed
-         * ones to tell (recs_flush()). */
-        struct keymap *recs;
-        struct frec *pend_head, *pend_tail;
-        struct frec *changed_head, *changed_tail;
-        bool rec_oom;      /* a record could not be kept: a relist puts it right */
-        uint32_t gen;      /* relists started */
-        uint64_t last_seq; /* the last pods message that carried a pod of ours */
-        void (*record_fn)(void *data, const struct file_record_view *v);
-        void *record_data;
+        struct file_records recs; /* every path seen (struct frec) */
+        uint32_t gen;             /* relists started */
         uint64_t period;
         struct source_stats *stats; /* may be NULL */
         struct state st;            /* the pods sent, with their indexes */
@@ -246,15 +206,6 @@ static size_t count_of(struct keymap *uids, const char *uid)
         return e ? e->same_uid : 0;
 }
 
-static void rec_unref(struct frec *r)
-{
-        if (r && --r->refs == 0) {
-                free(r->text);
-                free(r->ident);
-                free(r);
-        }
-}
-
 /* A name for rec's path, not yet referenced.  NULL on ENOMEM. */
 static struct file_name *name_new(struct frec *rec, bool filtered)
 {
@@ -276,7 +227,7 @@ static void name_unref(void *v)
         struct file_name *f = v;
 
         if (f && --f->refs == 0) {
-                rec_unref(f->rec);
+                file_records_unref(f->rec);
                 free(f);
         }
 }
@@ -294,11 +245,6 @@ static const char *entry_uid(const void *v)
 static const char *name_path(const void *v)
 {
         return ((const struct file_name *)v)->rec->path;
-}
-
-static const char *rec_path(const void *v)
-{
-        return ((const struct frec *)v)->path;
 }
 
 /* The path of a file name: shorthand. */
@@ -382,236 +328,6 @@ static int state_init(struct state *s)
         return -ENOMEM;
 }
 
-/* ---- records ------------------------------------------------------------------- */
-
-/* The record of path; made (pending, nothing read) when there is none and
- * create.  NULL when there is none, or for want of memory (create). */
-static struct frec *rec_get(struct file_source *fs, const char *path, bool create)
-{
-        struct frec *r = keymap_get(fs->recs, path);
-        size_t len;
-
-        if (r || !create)
-                return r;
-        len = strlen(path) + 1;
-        r = calloc(1, sizeof(*r) + len);
-        if (!r)
-                return NULL;
-        r->refs = 1;
-        r->state = FILE_RECORD_PENDING;
-        r->sent = SENT_NONE;
-        r->size = -1;
-        memcpy(r->path, path, len);
-        if (keymap_put(fs->recs, r, NULL) < 0) {
-                free(r);
-                return NULL;
-        }
-        return r;
-}
-
-/* r changed: it is told at the next recs_flush(), once. */
-static void rec_touch(struct file_source *fs, struct frec *r)
-{
-        if (r->dirty)
-                return;
-        r->dirty = true;
-        r->refs++;
-        r->dnext = NULL;
-        if (fs->changed_tail)
-                fs->changed_tail->dnext = r;
-        else
-                fs->changed_head = r;
-        fs->changed_tail = r;
-}
-
-/* Off the pending list (if on it). */
-static void pend_unlink(struct file_source *fs, struct frec *r)
-{
-        if (r->sent == SENT_NONE)
-                return;
-        if (r->prev)
-                r->prev->next = r->next;
-        else
-                fs->pend_head = r->next;
-        if (r->next)
-                r->next->prev = r->prev;
-        else
-                fs->pend_tail = r->prev;
-        r->prev = r->next = NULL;
-        r->sent = SENT_NONE;
-}
-
-/* Pending under send number sent (the newest: the list stays in order),
- * or, with SENT_NONE, read and not yet sent: a record already waiting
- * for a send keeps it (what that send carries is still on its way). */
-static void rec_pending(struct file_source *fs, struct frec *r, uint64_t sent)
-{
-        if (r->state != FILE_RECORD_PENDING || r->text) {
-                rec_touch(fs, r);
-                free(r->text);
-                r->text = NULL;
-                r->state = FILE_RECORD_PENDING;
-        }
-        if (sent == SENT_NONE)
-                return;
-        pend_unlink(fs, r);
-        r->sent = sent;
-        r->prev = fs->pend_tail;
-        r->next = NULL;
-        if (fs->pend_tail)
-                fs->pend_tail->next = r;
-        else
-                fs->pend_head = r;
-        fs->pend_tail = r;
-}
-
-/* Sets a final state (not PENDING) with its reason (copied, bounded;
- * NULL none).  When the reason cannot be kept for want of memory, the
- * record says pending instead (read, not judged: never a verdict
- * without its reason) and a relist is asked for (fs->rec_oom), which
- * sets it again. */
-static void rec_set(struct file_source *fs, struct frec *r, enum file_record_state state, const char *reason)
-{
-        char *text = NULL;
-
-        if (reason && !(text = file_record_reason_dup(reason))) {
-                fs->rec_oom = true;
-                pend_unlink(fs, r);
-                rec_pending(fs, r, SENT_NONE);
-                return;
-        }
-        pend_unlink(fs, r);
-        if (r->state != state || (r->text == NULL) != (text == NULL) || (text && strcmp(r->text, text) != 0))
-                rec_touch(fs, r);
-        free(r->text);
-        r->text = text;
-        r->state = state;
-}
-
-/* Applied: consumers have its pod, carried by the message numbered seq
- * (0: as before). */
-static void rec_applied(struct file_source *fs, struct frec *r, uint64_t seq)
-{
-        if (seq && r->seq != seq) {
-                r->seq = seq;
-                rec_touch(fs, r);
-        }
-        rec_set(fs, r, FILE_RECORD_APPLIED, NULL);
-}
-
-/* No message will carry a pod of r's any more: its seq goes. */
-static void rec_no_pod(struct file_source *fs, struct frec *r)
-{
-        if (r->seq) {
-                r->seq = 0;
-                rec_touch(fs, r);
-        }
-}
-
-/* The identity of r's pod, which the source does not store ("key\0uid",
- * the UID bounded); NULL key: none.  False when it cannot be kept for
- * want of memory (a relist is asked for: fs->rec_oom). */
-static bool rec_ident(struct file_source *fs, struct frec *r, const char *key, const char *uid)
-{
-        size_t kl, ul;
-        char *id;
-
-        if (!key) {
-                free(r->ident);
-                r->ident = NULL;
-                return true;
-        }
-        kl = strlen(key) + 1;
-        ul = strnlen(uid, FILE_RECORD_UID_MAX - 1);
-        if (r->ident && strcmp(r->ident, key) == 0 && strlen(r->ident + kl) == ul &&
-            memcmp(r->ident + kl, uid, ul) == 0)
-                return true;
-        id = malloc(kl + ul + 1);
-        if (!id) {
-                fs->rec_oom = true;
-                return false;
-        }
-        memcpy(id, key, kl);
-        memcpy(id + kl, uid, ul);
-        id[kl + ul] = '\0';
-        free(r->ident);
-        r->ident = id;
-        rec_touch(fs, r);
-        return true;
-}
-
-static uint64_t timespec_usec(const struct timespec *t)
-{
-        return (uint64_t)t->tv_sec * 1000000u + (uint64_t)t->tv_nsec / 1000u;
-}
-
-/* What a look at the file found: the bytes' digest (rd->read) and stat.
- * New bytes are pending until judged. */
-static void rec_read(struct file_source *fs, struct frec *r, const struct static_pod_read *rd)
-{
-        int64_t size = rd->read ? (int64_t)rd->st.st_size : -1;
-        uint64_t mtime = rd->read ? timespec_usec(&rd->st.st_mtim) : 0;
-        bool same = r->have_digest == rd->read && (!rd->read || memcmp(r->digest, rd->digest, DIGEST_LEN) == 0);
-
-        r->gone = false;
-        if (same && size == r->size && mtime == r->mtime)
-                return;
-        rec_touch(fs, r);
-        r->size = size;
-        r->mtime = mtime;
-        r->have_digest = rd->read;
-        if (rd->read)
-                memcpy(r->digest, rd->digest, DIGEST_LEN);
-        if (!same && r->state != FILE_RECORD_PENDING)
-                rec_pending(fs, r, SENT_NONE);
-}
-
-/* What a look at an entry that is not read found (its stat; NULL: none). */
-static void rec_stat(struct file_source *fs, struct frec *r, const struct stat *st)
-{
-        struct static_pod_read rd = {.read = false};
-
-        rec_read(fs, r, &rd);
-        if (st && (r->size != (int64_t)st->st_size || r->mtime != timespec_usec(&st->st_mtim))) {
-                r->size = (int64_t)st->st_size;
-                r->mtime = timespec_usec(&st->st_mtim);
-                rec_touch(fs, r);
-        }
-}
-
-/* r's file and its pod are gone for good: out of recs, told as GONE
- * (with seq, a message by which consumers know) at the next flush. */
-static void rec_drop(struct file_source *fs, struct frec *r, uint64_t seq)
-{
-        if (keymap_get(fs->recs, r->path) != r)
-                return;
-        (void)keymap_remove(fs->recs, r->path);
-        pend_unlink(fs, r);
-        rec_touch(fs, r);
-        r->state = FILE_RECORD_GONE;
-        r->seq = seq;
-        r->have_digest = false;
-        r->size = -1;
-        r->mtime = 0;
-        free(r->text);
-        r->text = NULL;
-        rec_unref(r); /* recs' reference */
-}
-
-/* r's file is gone and the removal of its pod was sent as send number
- * sent: pending until that is merged, then dropped. */
-static void rec_gone(struct file_source *fs, struct frec *r, uint64_t sent)
-{
-        if (!r->gone || r->have_digest) {
-                r->gone = true;
-                r->have_digest = false;
-                r->size = -1;
-                r->mtime = 0;
-                rec_touch(fs, r);
-        }
-        rec_pending(fs, r, sent);
-}
-
 /* The file r's state names, and its stored pod, or NULL. */
 static const struct entry *rec_entry(const struct state *st, const struct frec *r, const struct file_name **ret_f)
 {
@@ -623,9 +339,9 @@ static const struct entry *rec_entry(const struct state *st, const struct frec *
 }
 
 /* r as a view (src/core/file_record.h); pod is where its pod goes. */
-static void rec_view(const struct file_source *fs, const struct frec *r, struct file_record_view *v,
-                     struct file_record_pod *pod)
+static void rec_view(void *data, const struct frec *r, struct file_record_view *v, struct file_record_pod *pod)
 {
+        const struct file_source *fs = data;
         const struct file_name *f = NULL;
         const struct entry *e = r->state == FILE_RECORD_GONE ? NULL : rec_entry(&fs->st, r, &f);
 
@@ -648,27 +364,6 @@ static void rec_view(const struct file_source *fs, const struct frec *r, struct 
                 pod->key = r->ident;
                 pod->uid = r->ident + strlen(r->ident) + 1;
                 v->n_pods = 1;
-        }
-}
-
-/* Tells each record changed since the last flush, oldest change first. */
-static void recs_flush(struct file_source *fs)
-{
-        struct frec *r;
-
-        while ((r = fs->changed_head)) {
-                struct file_record_view v;
-                struct file_record_pod pod;
-
-                fs->changed_head = r->dnext;
-                if (!fs->changed_head)
-                        fs->changed_tail = NULL;
-                r->dirty = false;
-                if (fs->record_fn) {
-                        rec_view(fs, r, &v, &pod);
-                        fs->record_fn(fs->record_data, &v);
-                }
-                rec_unref(r);
         }
 }
 
@@ -908,7 +603,7 @@ static void note_unreadable(struct file_source *fs, struct frec *rec, const char
         char text[FILE_RECORD_REASON_MAX];
 
         (void)snprintf(text, sizeof(text), "cannot be read: %s", reason);
-        rec_set(fs, rec, FILE_RECORD_UNREADABLE, text);
+        file_records_set(&fs->recs, rec, FILE_RECORD_UNREADABLE, text);
         if (!loop_timer_armed(fs->read_retry_timer))
                 loop_timer_arm(fs->read_retry_timer, backoff_next(&fs->read_retry, 0));
         /* A name --static-pod-file-pattern leaves out is read only to
@@ -984,16 +679,16 @@ static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool f
         }
         readable_again(fs, file);
         if (rec->state == FILE_RECORD_UNREADABLE)
-                rec_pending(fs, rec, SENT_NONE); /* read: judged below */
+                file_records_pending(&fs->recs, rec, FILE_RECORDS_SENT_NONE); /* read: judged below */
         if (r == 0 || !quiet)
-                rec_read(fs, rec, &rd);
+                file_records_read(&fs->recs, rec, &rd);
         why = err.len ? err.data : "invalid manifest";
         if (r < 0 && filtered) {
                 if (!quiet)
-                        rec_set(fs, rec, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
+                        file_records_set(&fs->recs, rec, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
         } else if (r < 0) {
                 if (!quiet)
-                        rec_set(fs, rec, FILE_RECORD_REJECTED, why);
+                        file_records_set(&fs->recs, rec, FILE_RECORD_REJECTED, why);
                 report_bad(fs, file, why, quiet, r != -EACCES && r != -EIO);
         } else if (!filtered) {
                 clear_bad(fs, file);
@@ -1295,31 +990,31 @@ static void settle_file(struct file_source *fs, const struct state *st, const st
         if (r->state == FILE_RECORD_UNREADABLE)
                 return;
         if (e && e->file == f) {
-                rec_ident(fs, r, NULL, NULL);
+                file_records_ident(&fs->recs, r, NULL, NULL);
                 if (sent)
-                        rec_pending(fs, r, sent);
+                        file_records_pending(&fs->recs, r, sent);
                 else if (r->state == FILE_RECORD_PENDING && pend)
-                        rec_pending(fs, r, pend);
-                else if (r->state != FILE_RECORD_PENDING || r->sent == SENT_NONE)
-                        rec_applied(fs, r, r->seq ? 0 : fs->last_seq);
+                        file_records_pending(&fs->recs, r, pend);
+                else if (r->state != FILE_RECORD_PENDING || r->sent == FILE_RECORDS_SENT_NONE)
+                        file_records_applied(&fs->recs, r, r->seq ? 0 : fs->recs.last_seq);
                 return;
         }
         /* A duplicate without its pod's identity is not told: pending
          * until the relist that is asked for. */
         if ((uid || !r->ident || strcmp(r->ident, f->key->key) != 0) &&
-            !rec_ident(fs, r, f->key->key, uid ? uid : "")) {
-                pend_unlink(fs, r);
-                rec_pending(fs, r, SENT_NONE);
+            !file_records_ident(&fs->recs, r, f->key->key, uid ? uid : "")) {
+                file_records_unpend(&fs->recs, r);
+                file_records_pending(&fs->recs, r, FILE_RECORDS_SENT_NONE);
                 return;
         }
         if (e) {
                 dup_reason(text, sizeof(text), f->key->key, NAME(e->file), f->filtered);
-                rec_no_pod(fs, r);
-                rec_set(fs, r, FILE_RECORD_DUPLICATE, text);
+                file_records_no_pod(&fs->recs, r);
+                file_records_set(&fs->recs, r, FILE_RECORD_DUPLICATE, text);
         } else if (f->filtered) {
-                rec_set(fs, r, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
+                file_records_set(&fs->recs, r, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
         } else {
-                rec_pending(fs, r, SENT_NONE);
+                file_records_pending(&fs->recs, r, FILE_RECORDS_SENT_NONE);
         }
 }
 
@@ -1342,8 +1037,8 @@ static void not_read(struct file_source *fs, struct frec *rec, int kind, const c
                         len -= sizeof(skipped) - 1;
                 (void)snprintf(why, sizeof(why), "%.*s", (int)len, reason);
         }
-        rec_stat(fs, rec, have ? &st : NULL);
-        rec_set(fs, rec, FILE_RECORD_IGNORED, why);
+        file_records_stat(&fs->recs, rec, have ? &st : NULL);
+        file_records_set(&fs->recs, rec, FILE_RECORD_IGNORED, why);
 }
 
 /* A name starting with '.': never read, recorded as such (with its
@@ -1356,17 +1051,17 @@ static int dot_file(struct file_source *fs, const char *path)
         if (lstat(path, &st) < 0) {
                 if (static_pod_resource_error(-errno))
                         return -errno;
-                r = rec_get(fs, path, false);
+                r = file_records_get(&fs->recs, path, false);
                 if (r)
-                        rec_drop(fs, r, 0);
+                        file_records_drop(&fs->recs, r, 0);
                 return 0;
         }
-        r = rec_get(fs, path, true);
+        r = file_records_get(&fs->recs, path, true);
         if (!r)
                 return -ENOMEM;
         r->seen = fs->gen;
-        rec_stat(fs, r, &st);
-        rec_set(fs, r, FILE_RECORD_IGNORED, STATIC_POD_DOT_REASON);
+        file_records_stat(&fs->recs, r, &st);
+        file_records_set(&fs->recs, r, FILE_RECORD_IGNORED, STATIC_POD_DOT_REASON);
         return 0;
 }
 
@@ -1385,7 +1080,7 @@ static void note_ident(struct file_source *fs, const struct state *st, struct fr
         const struct entry *e = f ? keymap_get(st->store, f->key->key) : NULL;
 
         if (f && (!e || e->file != f))
-                (void)rec_ident(fs, rec, f->key->key, pod_uid(pod)); /* else fs->rec_oom */
+                (void)file_records_ident(&fs->recs, rec, f->key->key, pod_uid(pod)); /* else fs->recs.oom */
 }
 
 /*
@@ -1440,7 +1135,7 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
                 goto out;
         *ret_what = "cannot record a file";
         r = -ENOMEM;
-        if (!(rec = rec_get(fs, path, true)))
+        if (!(rec = file_records_get(&fs->recs, path, true)))
                 goto out;
         r = 0;
         if (kind != STATIC_POD_MANIFEST) {
@@ -1503,7 +1198,7 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
         size_t it = 0;
         void *v;
 
-        while (keymap_next(fs->recs, &it, &v)) {
+        while (keymap_next(fs->recs.map, &it, &v)) {
                 const struct file_name *fo = NULL, *f = NULL;
                 const struct entry *eo, *en;
 
@@ -1513,9 +1208,9 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                         if (eo)
                                 log_outcome("removed", eo->pod, r->path);
                         if (eo || r->gone) {
-                                rec_gone(fs, r, sent);
+                                file_records_gone(&fs->recs, r, sent);
                         } else {
-                                pend_unlink(fs, r);
+                                file_records_unpend(&fs->recs, r);
                                 r->next = drop; /* dropped after the walk */
                                 drop = r;
                         }
@@ -1529,12 +1224,12 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                 if (f)
                         settle_file(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
                 else if (eo)
-                        rec_no_pod(fs, r);
+                        file_records_no_pod(&fs->recs, r);
         }
         while ((r = drop)) {
                 drop = r->next;
                 r->next = NULL;
-                rec_drop(fs, r, 0);
+                file_records_drop(&fs->recs, r, 0);
         }
 }
 
@@ -1611,7 +1306,7 @@ out:
  * resource error) with *ret_what set. */
 static int relist_file(struct file_source *fs, struct state *st, const char **ret_what)
 {
-        struct frec *rec = rec_get(fs, fs->path, true);
+        struct frec *rec = file_records_get(&fs->recs, fs->path, true);
         struct pod *pod = NULL;
         int r;
 
@@ -1762,12 +1457,12 @@ static void clear_dirty(struct file_source *fs)
  * succeeded.  Events that came in meanwhile are looked at now. */
 static void relist_done(struct file_source *fs, const char *what, int r)
 {
-        recs_flush(fs);
-        if (r >= 0 && fs->rec_oom) {
+        file_records_flush(&fs->recs);
+        if (r >= 0 && fs->recs.oom) {
                 what = "cannot record the files of";
                 r = -ENOMEM;
         }
-        fs->rec_oom = false;
+        fs->recs.oom = false;
         if (r < 0) {
                 relist_failed(fs, what, r);
         } else {
@@ -1854,9 +1549,9 @@ static void event_failed(struct file_source *fs, const char *file, int r)
  * record that could not be kept makes a relist, which sets it again. */
 static void recs_told(struct file_source *fs, const char *file)
 {
-        recs_flush(fs);
-        if (fs->rec_oom) {
-                fs->rec_oom = false;
+        file_records_flush(&fs->recs);
+        if (fs->recs.oom) {
+                fs->recs.oom = false;
                 event_failed(fs, file, -ENOMEM);
         }
 }
@@ -2090,7 +1785,7 @@ static int take_over(struct file_source *fs, struct keyref *kr)
         if (n > 1)
                 qsort(cands, n, sizeof(*cands), cmp_str);
         for (size_t i = 0; i < n && r == 0 && !keymap_get(fs->st.store, kr->key); i++) {
-                struct frec *rec = rec_get(fs, cands[i], false);
+                struct frec *rec = file_records_get(&fs->recs, cands[i], false);
                 struct pod *pod = NULL;
                 struct buf k = BUF_INIT;
 
@@ -2145,7 +1840,7 @@ static int release_key(struct file_source *fs, struct keyref *kr, const char *fi
  * and the change is sent; the records of the files naming its key follow
  * (the file's own is the caller's).  What was said about the file is
  * kept.  Returns the number of the send that took the file's pod away,
- * 0 when it held none (or its going changed nothing), SENT_NONE when the
+ * 0 when it held none (or its going changed nothing), FILE_RECORDS_SENT_NONE when the
  * change could not be made (a relist will).
  */
 static uint64_t file_drop(struct file_source *fs, const char *file)
@@ -2171,12 +1866,12 @@ static uint64_t file_drop(struct file_source *fs, const char *file)
                 r = send_changes(fs, &c, &sent);
         if (r < 0) {
                 event_failed(fs, file, r);
-                sent = SENT_NONE;
+                sent = FILE_RECORDS_SENT_NONE;
         } else {
                 settle_change(fs, &c, sent);
         }
         if (held)
-                rec_no_pod(fs, f->rec);
+                file_records_no_pod(&fs->recs, f->rec);
         change_clear(&c);
         key_forget_unused(fs->st.keyrefs, kr);
         name_unref(f); /* the files map's reference */
@@ -2187,7 +1882,7 @@ static uint64_t file_drop(struct file_source *fs, const char *file)
  * or moves to another file, and its record goes once that is merged. */
 static void file_gone(struct file_source *fs, const char *file)
 {
-        struct frec *r = rec_get(fs, file, false);
+        struct frec *r = file_records_get(&fs->recs, file, false);
         uint64_t sent;
 
         if (r)
@@ -2195,10 +1890,10 @@ static void file_gone(struct file_source *fs, const char *file)
         forget_reports(fs, file);
         sent = file_drop(fs, file);
         if (r && sent)
-                rec_gone(fs, r, sent);
+                file_records_gone(&fs->recs, r, sent);
         else if (r && !r->gone)
-                rec_drop(fs, r, 0);
-        rec_unref(r);
+                file_records_drop(&fs->recs, r, 0);
+        file_records_unref(r);
 }
 
 /*
@@ -2322,7 +2017,7 @@ static void process_file(struct file_source *fs, const char *file, uint32_t mask
                 event_failed(fs, file, kind);
         } else if (kind == STATIC_POD_GONE) {
                 file_gone(fs, file);
-        } else if (!(rec = rec_get(fs, file, true))) {
+        } else if (!(rec = file_records_get(&fs->recs, file, true))) {
                 event_failed(fs, file, -ENOMEM);
         } else if (kind != STATIC_POD_MANIFEST) {
                 not_read(fs, rec, kind, reason.len ? reason.data : "skipped");
@@ -2523,8 +2218,8 @@ static void on_relist(struct loop_timer *t, void *data)
 void file_source_carried(struct file_source *fs, const struct pod_update *u, uint64_t seq)
 {
         if (u->source && strcmp(u->source, POD_SOURCE_FILE) == 0)
-                fs->last_seq = seq;
-        if (!fs->pend_head || u->op == POD_OP_REMOVE)
+                fs->recs.last_seq = seq;
+        if (!file_records_waiting(&fs->recs) || u->op == POD_OP_REMOVE)
                 return;
         for (size_t i = 0; i < u->n_pods; i++) {
                 const struct pod *p = u->pods[i];
@@ -2542,69 +2237,31 @@ void file_source_carried(struct file_source *fs, const struct pod_update *u, uin
                         continue;
                 r = e->file->rec;
                 /* An older version of the pod does not do. */
-                if (r->state == FILE_RECORD_PENDING && r->sent != SENT_NONE && !r->gone && pod_unchanged(e->pod, p))
-                        rec_applied(fs, r, seq);
+                if (r->state == FILE_RECORD_PENDING && r->sent != FILE_RECORDS_SENT_NONE && !r->gone && pod_unchanged(e->pod, p))
+                        file_records_applied(&fs->recs, r, seq);
         }
-        recs_flush(fs);
+        file_records_flush(&fs->recs);
 }
 
-/* The mux merged what was sent up to number through: what still waits
- * for those sends made no difference to consumers (the merger found the
- * pod it had, or the mode sends no such change): applied as it was; a
- * gone file's removal is done. */
+/* The mux merged what was sent up to number through. */
 static void on_merged(void *data, uint64_t through)
 {
         struct file_source *fs = data;
-        struct frec *r;
 
-        while ((r = fs->pend_head) && r->sent <= through) {
-                if (r->gone)
-                        rec_drop(fs, r, fs->last_seq);
-                else
-                        rec_applied(fs, r, r->seq ? 0 : fs->last_seq);
-        }
-        recs_flush(fs);
-}
-
-static int cmp_rec(const void *a, const void *b)
-{
-        return strcmp((*(struct frec *const *)a)->path, (*(struct frec *const *)b)->path);
+        file_records_merged(&fs->recs, through);
 }
 
 int file_source_records(struct file_source *fs, int (*fn)(void *data, const struct file_record_view *v), void *data)
 {
-        size_t n = keymap_size(fs->recs), i = 0, it = 0;
-        struct frec **all = malloc((n ? n : 1) * sizeof(*all));
-        int r = 0;
-        void *v;
-
-        if (!all)
-                return -ENOMEM;
-        while (keymap_next(fs->recs, &it, &v))
-                all[i++] = v;
-        qsort(all, n, sizeof(*all), cmp_rec);
-        for (i = 0; i < n && r >= 0; i++) {
-                struct file_record_view view;
-                struct file_record_pod pod;
-
-                rec_view(fs, all[i], &view, &pod);
-                r = fn(data, &view);
-        }
-        free(all);
-        return r < 0 ? r : 0;
+        return file_records_each(&fs->recs, fn, data);
 }
 
 size_t file_source_record_count(const struct file_source *fs)
 {
-        return keymap_size(fs->recs);
+        return file_records_count(&fs->recs);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
-
-static void rec_unref_item(void *v)
-{
-        rec_unref(v);
-}
 
 /* The config's patterns, copied into fs.  0, -EINVAL (err says why) or
  * -ENOMEM. */
@@ -2644,8 +2301,6 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
                 return r;
         }
         r = -ENOMEM;
-        fs->record_fn = cfg->record;
-        fs->record_data = cfg->record_data;
         fs->loop = loop;
         fs->watcher = watcher;
         fs->ch = ch;
@@ -2661,9 +2316,9 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->docs = strmap_new();
         fs->dups = strmap_new();
         fs->unreadable = strmap_new();
-        fs->recs = keymap_new(rec_path);
         if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
-            !fs->docs || !fs->dups || !fs->unreadable || !fs->recs)
+            !fs->docs || !fs->dups || !fs->unreadable ||
+            file_records_init(&fs->recs, rec_view, fs, cfg->record, cfg->record_data) < 0)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
         fs->retry = BACKOFF_INIT(FILE_SOURCE_RETRY_USEC, FILE_SOURCE_RETRY_MAX_USEC);
@@ -2698,7 +2353,7 @@ void file_source_free(struct file_source *fs)
 {
         if (!fs)
                 return;
-        if (fs->ch && fs->recs)
+        if (fs->ch && fs->recs.map)
                 mux_channel_on_merged(fs->ch, NULL, NULL);
         watcher_remove(fs->watch);
         loop_timer_free(fs->relist_timer);
@@ -2711,13 +2366,7 @@ void file_source_free(struct file_source *fs)
         free(fs->failure);
         state_free(&fs->st);
         /* Records last: the names above hold theirs. */
-        while (fs->changed_head) {
-                struct frec *r = fs->changed_head;
-
-                fs->changed_head = r->dnext;
-                rec_unref(r);
-        }
-        keymap_free(fs->recs, rec_unref_item);
+        file_records_clear(&fs->recs);
         for (size_t i = 0; i < fs->n_patterns; i++)
                 free(fs->patterns[i]);
         free(fs->patterns);

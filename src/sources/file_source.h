@@ -12,8 +12,9 @@
  * manifest's job.
  *
  * Also owns a record of every path it has seen in the directory
- * (doc/pod-config.md 6.7, src/core/file_record.h): the digest, size
- * and mtime of the bytes last read, and the verdict (pending, applied,
+ * (doc/pod-config.md 6.7, src/core/file_record.h; their life cycle is
+ * src/sources/file_records.h's, shared with the URL source): the
+ * digest, size and mtime of the bytes last read, and the verdict (pending, applied,
  * rejected, duplicate, ignored), updated in the turn of the event that
  * changes it, O(1) per file and per event (a key several files define
  * costs a look at every file, as its hand-over does).  A record goes from

@@ -24,29 +24,11 @@
 
 #include "util/backoff.h"
 #include "util/digest.h"
+#include "sources/file_records.h"
 #include "sources/http_source.h"
 #include "util/log.h"
 #include "sources/manifest.h"
 #include "core/mux.h"
-
-/* The URL's record: what the last body read was, and its fate. */
-struct url_record {
-        bool have;     /* a body was read (else nothing to show) */
-        uint8_t state; /* enum file_record_state */
-        uint8_t digest[DIGEST_LEN];
-        int64_t size;
-        char *reason;      /* REJECTED: why */
-        uint64_t sent;     /* PENDING: the SET's number on the channel */
-        uint64_t carried;  /* PENDING: the last message that carried it */
-        uint64_t seq;      /* the message that carried the pods */
-        uint64_t last_seq; /* the last message of this source */
-        /* The pods of the last good body: n times "key\0uid\0", and a
-         * view of each pointing into it, made with them so that showing
-         * the record allocates nothing. */
-        char *pods;
-        struct file_record_pod *views;
-        size_t n_pods;
-};
 
 struct http_source {
         struct loop *loop;
@@ -78,9 +60,16 @@ struct http_source {
         int resource_failed;   /* this poll failed for want of a resource */
         void (*rejected)(void *data, const char *source, const char *where, const char *reason);
         void *rejected_data;
-        struct url_record rec;
-        void (*record_fn)(void *data, const struct file_record_view *v);
-        void *record_data;
+        /* The URL's record (keyed by url_log; shown once a body was
+         * read: rec->have_digest), and the pods of the last good body:
+         * n_pods times "key\0uid\0", and a view of each pointing into
+         * it, made with them so that showing the record allocates
+         * nothing. */
+        struct file_records recs;
+        struct frec *rec;
+        char *pods;
+        struct file_record_pod *views;
+        size_t n_pods;
 };
 
 char *http_redact_url(const char *url)
@@ -161,37 +150,22 @@ static void resource_failure(struct http_source *hs, const char *what, int r)
 
 /* ---- the URL's record ---------------------------------------------------- */
 
-/* Calls fn with the record as it is now; fn's result. */
-static int record_show(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data)
+/* The record as a view (src/sources/file_records.h). */
+static void record_view(void *data, const struct frec *r, struct file_record_view *v, struct file_record_pod *pod)
 {
-        struct file_record_view v = {
+        const struct http_source *hs = data;
+
+        *v = (struct file_record_view){
                 .source = POD_SOURCE_HTTP,
                 .path = hs->url_log,
-                .state = (enum file_record_state)hs->rec.state,
-                .reason = hs->rec.reason,
-                .digest = hs->rec.digest,
-                .size = hs->rec.size,
-                .pods = hs->rec.views,
-                .n_pods = hs->rec.n_pods,
-                .seq = hs->rec.seq,
+                .state = (enum file_record_state)r->state,
+                .reason = r->text,
+                .digest = r->digest,
+                .size = r->size,
+                .pods = hs->views,
+                .n_pods = hs->n_pods,
+                .seq = r->seq,
         };
-
-        return fn(data, &v);
-}
-
-static int tell(void *data, const struct file_record_view *v)
-{
-        struct http_source *hs = data;
-
-        hs->record_fn(hs->record_data, v);
-        return 0;
-}
-
-/* Tells the record as it is now. */
-static void record_told(struct http_source *hs)
-{
-        if (hs->record_fn && hs->rec.have)
-                (void)record_show(hs, tell, hs);
 }
 
 /* The identities of u's pods, for the record: "key\0uid\0" each, and a
@@ -240,13 +214,9 @@ static int record_rejected(struct http_source *hs, const uint8_t d[DIGEST_LEN], 
 
         if (!copy)
                 return -ENOMEM;
-        hs->rec.have = true;
-        hs->rec.state = FILE_RECORD_REJECTED;
-        memcpy(hs->rec.digest, d, DIGEST_LEN);
-        hs->rec.size = (int64_t)hs->body.len;
-        free(hs->rec.reason);
-        hs->rec.reason = copy;
-        record_told(hs);
+        file_records_bytes(&hs->recs, hs->rec, d, (int64_t)hs->body.len, 0);
+        file_records_set_text(&hs->recs, hs->rec, FILE_RECORD_REJECTED, copy);
+        file_records_flush(&hs->recs);
         return 0;
 }
 
@@ -289,20 +259,15 @@ static int send_pods(struct http_source *hs, json_object *arr, const uint8_t d[D
                 return -ENOMEM;
         }
         source_stats_success(hs->stats, n_pods);
-        hs->rec.have = true;
-        hs->rec.state = FILE_RECORD_PENDING;
-        hs->rec.sent = mux_channel_sent(hs->ch);
-        hs->rec.carried = 0;
-        memcpy(hs->rec.digest, d, DIGEST_LEN);
-        hs->rec.size = (int64_t)hs->body.len;
-        free(hs->rec.reason);
-        hs->rec.reason = NULL;
-        free(hs->rec.pods);
-        free(hs->rec.views);
-        hs->rec.pods = idents;
-        hs->rec.views = views;
-        hs->rec.n_pods = n_pods;
-        record_told(hs);
+        file_records_bytes(&hs->recs, hs->rec, d, (int64_t)hs->body.len, 0);
+        file_records_pending(&hs->recs, hs->rec, mux_channel_sent(hs->ch));
+        free(hs->pods);
+        free(hs->views);
+        hs->pods = idents;
+        hs->views = views;
+        hs->n_pods = n_pods;
+        file_records_touch(&hs->recs, hs->rec); /* its pods */
+        file_records_flush(&hs->recs);
         return 0;
 }
 
@@ -621,9 +586,9 @@ int http_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel 
         }
         if ((r = loop_timer_new(loop, on_timer, hs, &hs->timer)) < 0)
                 goto fail;
-        hs->record_fn = cfg->record;
-        hs->record_data = cfg->record_data;
-        hs->rec.size = -1;
+        if ((r = file_records_init(&hs->recs, record_view, hs, cfg->record, cfg->record_data)) < 0 ||
+            !(hs->rec = file_records_get(&hs->recs, hs->url_log, true)))
+                goto fail;
         mux_channel_on_merged(ch, on_merged, hs);
         *ret_hs = hs;
         return 0;
@@ -643,28 +608,27 @@ static void on_merged(void *data, uint64_t through)
 {
         struct http_source *hs = data;
 
-        if (!hs->rec.have || hs->rec.state != FILE_RECORD_PENDING || hs->rec.sent > through)
-                return;
-        hs->rec.state = FILE_RECORD_APPLIED;
-        if (hs->rec.carried)
-                hs->rec.seq = hs->rec.carried;
-        else if (!hs->rec.seq)
-                hs->rec.seq = hs->rec.last_seq;
-        record_told(hs);
+        file_records_merged(&hs->recs, through);
 }
 
 void http_source_carried(struct http_source *hs, const struct pod_update *u, uint64_t seq)
 {
         if (!u->source || strcmp(u->source, POD_SOURCE_HTTP) != 0)
                 return;
-        hs->rec.last_seq = seq;
-        if (hs->rec.state == FILE_RECORD_PENDING && u->op != POD_OP_REMOVE)
-                hs->rec.carried = seq;
+        hs->recs.last_seq = seq;
+        if (u->op != POD_OP_REMOVE)
+                file_records_carried(hs->rec, seq);
 }
 
 int http_source_record(struct http_source *hs, int (*fn)(void *data, const struct file_record_view *v), void *data)
 {
-        return hs->rec.have ? record_show(hs, fn, data) : 0;
+        struct file_record_view v;
+
+        /* Its one record, shown directly: listing allocates. */
+        if (!hs->rec->have_digest)
+                return 0;
+        record_view(hs, hs->rec, &v, NULL);
+        return fn(data, &v);
 }
 
 int http_source_start(struct http_source *hs)
@@ -690,9 +654,9 @@ void http_source_free(struct http_source *hs)
                 mux_channel_on_merged(hs->ch, NULL, NULL);
         loop_timer_free(hs->timer);
         curl_slist_free_all(hs->headers);
-        free(hs->rec.reason);
-        free(hs->rec.pods);
-        free(hs->rec.views);
+        file_records_clear(&hs->recs);
+        free(hs->pods);
+        free(hs->views);
         buf_free(&hs->body);
         free(hs->last_body);
         free(hs->last_unknown);
