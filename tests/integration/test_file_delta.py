@@ -24,9 +24,7 @@ the same state."""
 import errno
 import os
 import random
-import shlex
 import signal
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -244,34 +242,6 @@ FAULTS = (("open", errno.EIO), ("open", errno.EACCES),
 FAULTY_BURSTS_MAX = 3
 
 
-def iofault_env(t, control):
-    """The daemon's environment that preloads the iofault shim reading
-    control; under ASan its runtime must come first in LD_PRELOAD."""
-    build = os.environ.get("PODMUX_BUILDDIR")
-    if not build:
-        t.skip("PODMUX_BUILDDIR unset: the iofault shim is built by make "
-               "check")
-    shim = os.path.join(build, "tests", "integration", ".libs",
-                        "libiofault.so")
-    if not os.path.exists(shim):
-        raise AssertionError("%s is missing: make check builds it" % shim)
-    preload = [shim]
-    if os.environ.get("PODMUX_SANITIZED"):
-        cc = shlex.split(os.environ.get("CC") or "cc")
-        try:
-            asan = subprocess.run(cc + ["-print-file-name=libasan.so"],
-                                  capture_output=True, text=True,
-                                  timeout=harness.T_SHORT).stdout.strip()
-        except (OSError, subprocess.SubprocessError) as e:
-            asan = repr(e)
-        if not os.path.isabs(asan) or not os.path.exists(asan):
-            t.skip("sanitizer build: libasan, which must come first in "
-                   "LD_PRELOAD, not found (%s -print-file-name=libasan.so "
-                   "said %r)" % (" ".join(cc), asan))
-        preload.insert(0, asan)
-    return {"LD_PRELOAD": " ".join(preload), "PODMUX_IOFAULT_FILE": control}
-
-
 class Faults:
     """The read faults the daemon meets, chosen between bursts, and the
     model of what it holds: the pods of each file in sorted order, the
@@ -289,12 +259,9 @@ class Faults:
         self._save()
 
     def _save(self):
-        tmp = self.control + ".tmp"
-        with open(tmp, "w") as f:
-            for name, (call, err) in sorted(self.files.unreadable.items()):
-                f.write("%s %d %s\n" % (call, err,
-                                        os.path.join(self.files.dir, name)))
-        os.rename(tmp, self.control)
+        harness.write_iofault(self.control, {
+            os.path.join(self.files.dir, n): f
+            for n, f in self.files.unreadable.items()})
 
     def _read(self, name):
         try:
@@ -462,7 +429,7 @@ def test_random_bursts_match_a_full_listing(t):
     # A relist barrier: its target, outside the directory, changes
     # before each SIGHUP, and only a relist reads it.
     probe = harness.Probe(t, d)
-    daemon = t.daemon(d, freq="1h", env=iofault_env(t, faults.control))
+    daemon = t.daemon(d, freq="1h", env=harness.iofault_env(t, faults.control))
     steady = Consumer(t, daemon.sock, threaded=True)
 
     def check(c, want, what, who):
