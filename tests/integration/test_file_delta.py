@@ -311,7 +311,10 @@ class Faults:
                 name = "f%03d.yaml" % rng.randrange(40)
             else:
                 name = rng.choice(names)
-            if name not in fs.unreadable:
+            # Not one made readable just now: the daemon has not read it
+            # again yet, so it still holds what it kept.
+            if name not in fs.unreadable and \
+                    "%s readable" % name not in did:
                 call, err = rng.choice(FAULTS)
                 fs.unreadable[name] = (call, err)
                 self.made += 1
