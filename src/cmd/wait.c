@@ -12,6 +12,9 @@
  * read after the subscription.  No polling: it sleeps in poll(2) on the
  * socket until a record or the deadline; a connection that ends (the
  * daemon restarting) is opened again, 100 ms doubling to 1 s apart.
+ * A file the daemon cannot read (an I/O error, doc/pod-config.md 6.8)
+ * has no outcome yet: the daemon tries again, and the wait goes on,
+ * having said why once.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -68,6 +71,7 @@ struct target {
         bool have_hash; /* hash is of the bytes on disk, as last read */
         uint8_t hash[DIGEST_LEN];
         bool seen;            /* the daemon sent a record of it on this connection */
+        bool told_unreadable; /* "the daemon cannot read it" was said */
         json_object *rec;     /* the daemon's last record of it, or NULL */
         json_object *outcome; /* the record that settles it, or NULL */
         bool done;
@@ -90,7 +94,9 @@ static void usage(FILE *f)
               "static pod manifest FILE (the bytes on disk when the wait begins, or a\n"
               "later version): it is applied (consumers have its pod), rejected, a\n"
               "duplicate of another file's pod, or ignored.  A file rewritten meanwhile\n"
-              "is waited for again; one not there yet is waited for until it is.  With\n"
+              "is waited for again; one not there yet is waited for until it is; one the\n"
+              "daemon cannot read (EIO, EACCES...) is waited for while it tries again,\n"
+              "and standard error says so once, with the error.  With\n"
               "--gone, waits until each FILE is gone and its pod removed.  A wait that\n"
               "begins after the outcome returns at once.  The daemon is asked over its\n"
               "stream socket; a daemon restarting is waited for.\n"
@@ -141,7 +147,7 @@ static bool of_current(struct target *t, const char *digest)
 {
         uint8_t d[DIGEST_LEN];
 
-        /* Judged without reading (a dot file, a directory, unreadable). */
+        /* Judged without reading (a dot file, a directory). */
         if (!digest)
                 return true;
         if (digest_parse(digest, d) < 0)
@@ -149,6 +155,44 @@ static bool of_current(struct target *t, const char *digest)
         if (!t->have_hash || memcmp(t->hash, d, DIGEST_LEN) != 0)
                 look(t);
         return t->have_hash && memcmp(t->hash, d, DIGEST_LEN) == 0;
+}
+
+/* The daemon's reason for t's unreadable record, without the words
+ * the message around it says already. */
+static const char *unreadable_reason(json_object *rec)
+{
+        const char *reason = json_get_str(rec, "reason", "?");
+
+        return strncmp(reason, "cannot be read: ", 16) == 0 ? reason + 16 : reason;
+}
+
+/*
+ * The daemon could not read t's bytes (EIO, EACCES...: doc/pod-config.md
+ * 6.8).  That is no verdict on them, and the daemon reads the file again
+ * with its backoff, so the wait goes on; but an admin waiting must know
+ * why, at once and not only at the timeout.  Said once per FILE: the
+ * daemon tells every retry that fails again.
+ */
+static void tell_unreadable(struct target *t, json_object *rec)
+{
+        json_object *pods = json_get_type(rec, "pods", json_type_array);
+        json_object *pod = pods && json_object_array_length(pods) ? json_object_array_get_idx(pods, 0) : NULL;
+        struct buf q = BUF_INIT;
+
+        if (t->told_unreadable || buf_json_string(&q, t->path, strlen(t->path)) < 0)
+                goto out;
+        t->told_unreadable = true;
+        if (pod)
+                fprintf(stderr,
+                        "podmux wait: %s: the daemon cannot read it: %s; it keeps the pod it last read, %s/%s "
+                        "uid=%s, and tries again: waiting\n",
+                        q.data, unreadable_reason(rec), json_get_str(pod, "namespace", ""),
+                        json_get_str(pod, "name", "?"), json_get_str(pod, "uid", "-"));
+        else
+                fprintf(stderr, "podmux wait: %s: the daemon cannot read it: %s; no pod of it, tries again: waiting\n",
+                        q.data, unreadable_reason(rec));
+out:
+        buf_free(&q);
 }
 
 /* What the daemon says of t now (rec NULL: nothing, after synced). */
@@ -165,6 +209,10 @@ static void judge(struct wait *w, struct target *t, json_object *rec)
                 look(t);
                 t->done = !t->exists;
         } else {
+                if (strcmp(state, "unreadable") == 0) {
+                        tell_unreadable(t, rec);
+                        return; /* not an outcome: read again later */
+                }
                 if (strcmp(state, "pending") == 0 || strcmp(state, "gone") == 0 ||
                     !of_current(t, json_get_str(rec, "digest", NULL)))
                         return;
@@ -361,6 +409,9 @@ static int timed_out(const struct wait *w)
                                 t->exists ? "it yet" : "it (the file does not exist)");
                 else if (strcmp(state, "pending") == 0)
                         fprintf(stderr, "podmux wait: %s: timed out: pending (read, not yet merged)\n", q.data);
+                else if (strcmp(state, "unreadable") == 0)
+                        fprintf(stderr, "podmux wait: %s: timed out: the daemon cannot read it: %s\n", q.data,
+                                unreadable_reason(t->rec));
                 else
                         fprintf(stderr,
                                 "podmux wait: %s: timed out: the daemon's verdict (%s) is of other bytes "

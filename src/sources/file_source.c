@@ -602,23 +602,24 @@ static void note_unreadable(struct file_source *fs, struct frec *rec, const char
         const char *prev = strmap_get(fs->unreadable, rec->path);
         char text[FILE_RECORD_REASON_MAX];
 
-        (void)snprintf(text, sizeof(text), "cannot be read: %s", reason);
+        /* The errno's number too: what an admin searches for. */
+        (void)snprintf(text, sizeof(text), "cannot be read: %s (errno %d)", reason, -r);
         file_records_set(&fs->recs, rec, FILE_RECORD_UNREADABLE, text);
         if (!loop_timer_armed(fs->read_retry_timer))
                 loop_timer_arm(fs->read_retry_timer, backoff_next(&fs->read_retry, 0));
         /* A name --static-pod-file-pattern leaves out is read only to
          * tell a duplicate: nothing is said about it. */
         if (filtered || (prev && strcmp(prev, text) == 0)) {
-                log_debug("file \"%s\": %s (errno %d): trying again in %.1f s", rec->path, text, -r,
+                log_debug("file \"%s\": %s: trying again in %.1f s", rec->path, text,
                           (double)fs->read_retry.delay / 1e6);
                 return;
         }
         if (e)
-                log_error("file \"%s\": %s (errno %d): keeping its pod \"%s\", trying again in %.1f s", rec->path, text,
-                          -r, pod_key(e->pod), (double)fs->read_retry.delay / 1e6);
+                log_error("file \"%s\": %s: keeping its pod \"%s\", trying again in %.1f s", rec->path, text,
+                          pod_key(e->pod), (double)fs->read_retry.delay / 1e6);
         else
-                log_error("file \"%s\": %s (errno %d): no pod to keep (never read), trying again in %.1f s", rec->path,
-                          text, -r, (double)fs->read_retry.delay / 1e6);
+                log_error("file \"%s\": %s: no pod to keep (never read), trying again in %.1f s", rec->path, text,
+                          (double)fs->read_retry.delay / 1e6);
         source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
         remember(fs->unreadable, rec->path, text);
 }

@@ -1511,6 +1511,45 @@ def read_fixture(*parts):
         return f.read()
 
 
+def iofault_env(t, control):
+    """The daemon's environment (Daemon's env=) that preloads
+    tests/integration/iofault.c reading the control file control: lines
+    "open|read ERRNO PATH" fail that call on PATH (write_iofault()).
+    Under ASan its runtime must come first in LD_PRELOAD."""
+    build = os.environ.get("PODMUX_BUILDDIR")
+    if not build:
+        t.skip("PODMUX_BUILDDIR unset: the iofault shim is built by make "
+               "check")
+    shim = os.path.join(build, "tests", "integration", ".libs",
+                        "libiofault.so")
+    if not os.path.exists(shim):
+        raise AssertionError("%s is missing: make check builds it" % shim)
+    preload = [shim]
+    if os.environ.get("PODMUX_SANITIZED"):
+        cc = shlex.split(os.environ.get("CC") or "cc")
+        try:
+            asan = subprocess.run(cc + ["-print-file-name=libasan.so"],
+                                  capture_output=True, text=True,
+                                  timeout=T_SHORT).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            asan = repr(e)
+        if not os.path.isabs(asan) or not os.path.exists(asan):
+            t.skip("sanitizer build: libasan, which must come first in "
+                   "LD_PRELOAD, not found (%s -print-file-name=libasan.so "
+                   "said %r)" % (" ".join(cc), asan))
+        preload.insert(0, asan)
+    return {"LD_PRELOAD": " ".join(preload), "PODMUX_IOFAULT_FILE": control}
+
+
+def write_iofault(control, faults):
+    """The iofault shim's control file: faults maps a path to (call,
+    errno); written by rename, so the daemon never reads half of it."""
+    with open(control + ".tmp", "w") as f:
+        for path, (call, err) in sorted(faults.items()):
+            f.write("%s %d %s\n" % (call, err, path))
+    os.rename(control + ".tmp", control)
+
+
 class Probe:
     """A relist barrier.  A pinned-uid pod whose manifest in the watched
     directory is a symlink to a file outside it: changing the target is

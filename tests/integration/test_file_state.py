@@ -7,6 +7,7 @@ podmux wait, and --static-pod-file-pattern; against the real binary.
 Every wait is bounded by a generous timeout (harness.T_*), never an
 assertion on speed.  Select tests by substring on the command line."""
 
+import errno
 import hashlib
 import json
 import os
@@ -450,6 +451,58 @@ def test_podmux_wait_same_file_twice_outcome_each(t):
     r = wait_cmd(t, d, "--timeout", "10s", "--gone", web, web)
     assert r.returncode == 0 and r.stdout.count(" gone seq=") == 2, \
         (r.returncode, r.stdout, r.stderr)
+
+
+@test("podmux wait on a file the daemon cannot read (EACCES, EIO) waits "
+      "while the daemon tries again, saying once on stderr why (with the "
+      "errno) and which pod is kept; exit 0 once it is read, exit 3 at the "
+      "timeout naming the error, also for a file never read")
+def test_podmux_wait_unreadable_file_waits_and_says_why(t):
+    m = t.mkdir("m")
+    control = t.path("iofault.control")
+    harness.write_iofault(control, {})
+    d = t.daemon(m, freq="1h", env=harness.iofault_env(t, control))
+    a = write_file(os.path.join(m, "a.yaml"), pod_yaml("a"))
+    r = wait_cmd(t, d, a)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    uid0 = applied_line(r, a)["uid"]
+
+    # New bytes the daemon cannot open: it keeps the pod of the old ones
+    # and tries again; the wait says so once and goes on.
+    harness.write_iofault(control, {a: ("open", errno.EACCES)})
+    write_file(a, pod_yaml("a", labels={"v": "2"}))
+    w = spawn_wait(t, d, "--timeout", "0", a)
+    said = re.compile(r'^podmux wait: "%s": the daemon cannot read it: '
+                      r'.*Permission denied \(errno %d\); it keeps the pod '
+                      r'it last read, default/a-%s uid=%s, and tries again: '
+                      r'waiting$' % (re.escape(a), errno.EACCES, NODE, uid0))
+    wait_for(lambda: any(said.match(x) for x in w.err_lines()), T_WAIT,
+             "podmux wait to say the daemon cannot read %s" % a)
+    # The daemon's retries (1 s, then 2 s) fail again: nothing more said.
+    wait_records(t, d, lambda recs: recs[a]["state"] == "unreadable",
+                 "a.yaml unreadable")
+    assert w.poll() is None, (w.poll(), w.lines(), w.err_lines())
+    harness.write_iofault(control, {})
+    assert w.wait() == 0, (w.lines(), w.err_lines())
+    assert applied_in(w.lines(), a)["uid"] == validate_uid(t, a)
+    assert len(w.err_lines()) == 1, w.err_lines()
+
+    # Never read (read() failing with EIO from its creation): no pod
+    # kept; the timeout names the error.
+    n = os.path.join(m, "n.yaml")
+    harness.write_iofault(control, {n: ("read", errno.EIO)})
+    write_file(n, pod_yaml("n"))
+    wait_records(t, d, lambda recs: recs.get(n, {}).get("state") ==
+                 "unreadable", "n.yaml unreadable")
+    r = wait_cmd(t, d, "--timeout", "2s", n)
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and lines[0] == (
+        'podmux wait: "%s": the daemon cannot read it: read: Input/output '
+        'error (errno %d); no pod of it, tries again: waiting' % (
+            n, errno.EIO)) and lines[1] == (
+        'podmux wait: "%s": timed out: the daemon cannot read it: read: '
+        'Input/output error (errno %d)' % (n, errno.EIO)), lines
 
 
 @test("podmux wait on the static pod directory itself exits 4 at once, "
