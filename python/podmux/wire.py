@@ -117,9 +117,13 @@ class Pod:
     # as the parser read it ("" if none), so a pod of a later message whose
     # text is this one's but for config.seen gets its source without a
     # decode (_as_known); _seen, where config.seen is in the text
-    # (seen_span()), worked out once: the text never changes.
+    # (seen_span()), worked out once: the text never changes; _like, the
+    # id() of the pod whose text this one's is but for config.seen
+    # (_pod_like): the resync diff, which holds that pod, then knows the
+    # two are the same without comparing them again.  An id and not the
+    # pod, so no pod keeps an older one alive.
     __slots__ = ("json", "uid", "namespace", "name", "source", "_ann",
-                 "_seen")
+                 "_seen", "_like")
     json: str
     uid: str
     namespace: str
@@ -378,6 +382,7 @@ def _pod_like(text: str, known: Pod, seen: Tuple[int, int],
             a if own_source and a else msg_source)
     object.__setattr__(p, "_ann", a)
     object.__setattr__(p, "_seen", seen)
+    object.__setattr__(p, "_like", id(known))
     return p
 
 
