@@ -26,11 +26,13 @@ var ErrIndex = errors.New("podmux: index")
 // taken out without calling fn again).  A key's pods are kept in the
 // daemon's order (comparePods), so ByIndex copies them and sorts nothing:
 // a change costs a binary search and a move within that key's slice.
+// They are kept as the Pods ByIndex returns, so its copy is one
+// allocation of the exact size and one copy, not a loop wrapping each.
 // A built-in index is built by the first ByIndex that reads it (nil
 // maps before), so a client that never reads it pays nothing.
 type index struct {
 	fn   IndexFunc
-	pods map[string][]*pod
+	pods map[string][]Pod
 	keys map[*pod][]string
 }
 
@@ -40,15 +42,15 @@ func newIndex(fn IndexFunc) *index {
 
 // build fills the index from the cache (mu held for writing).
 func (x *index) build(st *store) {
-	x.pods, x.keys = map[string][]*pod{}, map[*pod][]string{}
+	x.pods, x.keys = map[string][]Pod{}, map[*pod][]string{}
 	for _, p := range st.pods {
 		x.put(p)
 	}
 }
 
 // at is where p is or would go in v (sorted by comparePods).
-func at(v []*pod, p *pod) int {
-	return sort.Search(len(v), func(i int) bool { return comparePods(v[i], p) >= 0 })
+func at(v []Pod, p *pod) int {
+	return sort.Search(len(v), func(i int) bool { return comparePods(v[i].p, p) >= 0 })
 }
 
 func (x *index) put(p *pod) {
@@ -60,12 +62,12 @@ func (x *index) put(p *pod) {
 	for _, k := range ks {
 		v := x.pods[k]
 		i := at(v, p)
-		if i < len(v) && v[i] == p {
+		if i < len(v) && v[i].p == p {
 			continue // a key given twice
 		}
-		v = append(v, nil)
+		v = append(v, Pod{})
 		copy(v[i+1:], v[i:])
-		v[i] = p
+		v[i] = Pod{p}
 		x.pods[k] = v
 	}
 }
@@ -74,11 +76,11 @@ func (x *index) drop(p *pod) {
 	for _, k := range x.keys[p] {
 		v := x.pods[k]
 		i := at(v, p)
-		if i >= len(v) || v[i] != p {
+		if i >= len(v) || v[i].p != p {
 			continue // a key given twice: already out
 		}
 		copy(v[i:], v[i+1:])
-		v[len(v)-1] = nil
+		v[len(v)-1] = Pod{}
 		v = v[:len(v)-1]
 		if len(v) == 0 {
 			delete(x.pods, k)
@@ -149,7 +151,9 @@ func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 		return nil, fmt.Errorf("%w %q: no such index", ErrIndex, name)
 	}
 	v := x.pods[key]
-	return wrap(v), nil
+	out := make([]Pod, len(v))
+	copy(out, v)
+	return out, nil
 }
 
 func builtinIndexes() map[string]*index {

@@ -138,8 +138,8 @@ func TestIndexKeepsKeysInOrder(t *testing.T) {
 				t.Fatalf("step %d: key %s: %d pods, want %d", step, k, len(got), len(w))
 			}
 			for i := range w {
-				if got[i] != w[i] {
-					t.Fatalf("step %d: key %s: pod %d is %s, want %s", step, k, i, Pod{got[i]}, Pod{w[i]})
+				if got[i].p != w[i] {
+					t.Fatalf("step %d: key %s: pod %d is %s, want %s", step, k, i, got[i], Pod{w[i]})
 				}
 			}
 		}

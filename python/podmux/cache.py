@@ -8,12 +8,12 @@ from __future__ import annotations
 import bisect
 import collections
 import json
-import re
 from typing import (Any, Callable, DefaultDict, Dict, Final, Iterable, List,
                     Optional, Set, Tuple)
 
 from . import _words as _w
-from .wire import (Op, PluginOp, Pod, _Msg, _no_constant)
+from .wire import (_SEEN, Op, PluginOp, Pod, _Msg, _no_constant,
+                   seen_span)
 # A custom index's function (Client.add_index): a pod's keys.
 IndexFunc = Callable[[Pod], Iterable[str]]
 
@@ -71,17 +71,6 @@ def _compared(text: str) -> List[Any]:
     return parts + [top.get(k, _ABSENT) for k in _COMPARED_TOP]
 
 
-_TEXT_HEAD = '{"metadata":{"annotations":{'
-_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'
-_SEEN_KEY = _w.ANNOTATION_SEEN
-# The annotations before config.seen, then config.seen (group 1): one
-# match run by the re module, where a loop over the annotations in Python
-# cost more than the rest of the resync diff.  The repetition is lazy, so
-# the first config.seen is the one found, as a walk would find it.
-_SEEN = re.compile(re.escape(_TEXT_HEAD) + r'(?:' + _STR + ':' + _STR + r',)*?(' +
-                   re.escape(json.dumps(_SEEN_KEY)) + ':' + _STR + ')')
-
-
 def _seen_span(text: str) -> Optional[Tuple[int, int]]:
     """(start, end) of the member "kubernetes.io/config.seen" (name and
     value) in metadata.annotations, for a text laid out as the daemon
@@ -90,10 +79,13 @@ def _seen_span(text: str) -> Optional[Tuple[int, int]]:
     return m.span(1) if m else None
 
 
-def _same_but_seen(a: str, b: str) -> bool:
-    sa, sb = _seen_span(a), _seen_span(b)
-    return sa is not None and sb is not None and sa[0] == sb[0] and \
-        a[:sa[0]] == b[:sb[0]] and a[sa[1]:] == b[sb[1]:]
+def _same_but_seen(a: str, sa: Tuple[int, int], b: str,
+                   sb: Tuple[int, int]) -> bool:
+    """Whether a and b differ at most in the config.seen members at sa and
+    sb (seen_span())."""
+    return sa[0] >= 0 and sa[0] == sb[0] and \
+        len(a) - sa[1] == len(b) - sb[1] and \
+        b.startswith(a[:sa[0]]) and b.endswith(a[sa[1]:])
 
 
 def _same(a: str, b: str) -> bool:
@@ -102,7 +94,22 @@ def _same(a: str, b: str) -> bool:
     every member the merger compares.  Cost: a comparison of the texts
     when they are equal or differ only in config.seen as the daemon writes
     it (what a restart gives every unchanged pod); else both decoded."""
-    return a == b or _same_but_seen(a, b) or _compared(a) == _compared(b)
+    if a == b:
+        return True
+    sa, sb = _seen_span(a), _seen_span(b)
+    return (sa is not None and sb is not None and
+            _same_but_seen(a, sa, b, sb)) or _compared(a) == _compared(b)
+
+
+def _same_pod(a: Pod, b: Pod) -> bool:
+    """_same() of two pods' texts, with where config.seen is in each worked
+    out once a pod (seen_span()); true at once when b was read as a's
+    text but for config.seen (wire._pod_like).  a is the older pod (the
+    cache's, or the one handed on before): it was alive when b was read,
+    as was the pod b was read as, so an id() equal to a's is a's."""
+    return getattr(b, "_like", None) == id(a) or a.json == b.json or \
+        _same_but_seen(a.json, seen_span(a), b.json, seen_span(b)) or \
+        _compared(a.json) == _compared(b.json)
 
 
 _Key = Tuple[str, str]                    # (source, uid)
@@ -182,8 +189,12 @@ class _Cache:
         before = self.pods
         self.held = set()
         self.pods = {(p.source, p.uid): p for p in pods}
-        self._order = sorted(self.pods.values(), key=Pod.key)
-        self._keys = [p.key() for p in self._order]
+        # Each pod's key made once (two pods of the cache never share one).
+        vals = list(self.pods.values())
+        keys = [p.key() for p in vals]
+        at = sorted(range(len(vals)), key=keys.__getitem__)
+        self._order = [vals[i] for i in at]
+        self._keys = [keys[i] for i in at]
         self._by_uid, self._by_name = {}, {}
         for p in self._order:
             self._index(p)
@@ -244,6 +255,10 @@ class _Cache:
     def ordered(self) -> List[Pod]:
         return self._order
 
+    def keys(self) -> List[Tuple[str, str, str, str]]:
+        """The keys (Pod.key()) of ordered(), in its order."""
+        return self._keys
+
     def by_uid(self, uid: str) -> Optional[Pod]:
         d = self._by_uid.get(uid)
         if not d:
@@ -287,7 +302,7 @@ def _diff(old: _Cache, new: _Cache) -> Tuple[
         o = old.pods.get(k)
         if o is None:
             ch[(p.source, Op.ADD)].append(p)
-        elif not _same(o.json, p.json):
+        elif not _same_pod(o, p):
             ch[(p.source, Op.UPDATE)].append(p)
     recs: List[_Record] = []
     for src in sorted({s for s, _ in ch}):

@@ -16,13 +16,13 @@ from typing import (Any, Callable, Deque, Dict, Final, Iterator, List, Literal,
 
 from . import _words as _w
 from .cache import (INDEX_NAMESPACE, INDEX_SOURCE, IndexFunc, _Cache, _Index,
-                    _Key, _PluginEntry, _Record, _diff, _same)
+                    _Key, _PluginEntry, _Record, _diff, _same_pod)
 from .wire import (BAD_MESSAGE, CLOSED, CONNECT, Error, ErrorKind, Event,
                    EventError, EventPlugin, EventPods, EventReconnect,
                    EventSource, EventSourcesReady, EventSynced, LogLevel,
                    NOMEM, Op, PERMISSION, PROTOCOL, PROTOCOL_MISMATCH,
                    PluginEvent, PluginOp, Pod, Reconnect, SERVER, Serving,
-                   SourceState, Update, _Bad, _Msg, _OTHER_ERROR,
+                   SourceState, Update, _Bad, _Known, _Msg, _OTHER_ERROR,
                    _SERVER_ERRORS, _live, _parse)
 
 
@@ -113,6 +113,9 @@ class Client:
         self.on_source = None
         self.on_log = self.on_line = None
         self._cache = _Cache()
+        # The cache's pods as the parser compares a message's pods with
+        # them (wire._as_known), and where it compares next.
+        self._known = _Known(self._cache.ordered(), self._cache.keys())
         self._point = resume_after
         self._synced_once = False
         # The cache holds only what came after a saved point; cleared by a
@@ -440,7 +443,7 @@ class Client:
         if old is None:
             for h in self._handlers_now():
                 h.on_add(p, False)
-        elif not quiet or not _same(old.json, p.json):
+        elif not quiet or not _same_pod(old, p):
             for h in self._handlers_now():
                 h.on_update(old, p)
 
@@ -615,8 +618,10 @@ class Client:
             return
         if self.on_line:
             self.on_line(line)
+        if self._known.pods is not self._cache.ordered():
+            self._known = _Known(self._cache.ordered(), self._cache.keys())
         try:
-            m = _parse(line)
+            m = _parse(line, self._known)
         except _Bad as e:
             self._bad(str(e))
             return
@@ -746,7 +751,7 @@ class Client:
             k = (p.source, p.uid)
             if k not in cache.held:
                 keep.append(p)
-            elif not _same(cache.pods[k].json, p.json):
+            elif not _same_pod(cache.pods[k], p):
                 changed.append(p)
         cache.apply_pods(m)
         told = [Update(Op.ADD, m.source, tuple(keep), m.seq, False)]

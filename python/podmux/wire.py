@@ -5,12 +5,13 @@ stream parsed into a message.  No I/O, no state between calls."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import json
 import re
-from typing import (Any, ClassVar, Dict, Final, List, Literal, Optional, Tuple,
-                    Union)
+from typing import (Any, ClassVar, Dict, Final, List, Literal, Optional,
+                    Sequence, Tuple, Union)
 
 from . import _words as _w
 
@@ -111,7 +112,18 @@ class Pod:
     """One pod: its JSON text exactly as the daemon sent it, its identity,
     and the decoded object on demand (obj()).  source is "file", "http" or
     "api"."""
-    __slots__ = ("json", "uid", "namespace", "name", "source")
+    # Not fields (no part of the constructor, equality or repr), set by
+    # this module, read with getattr: _ann, the config.source annotation
+    # as the parser read it ("" if none), so a pod of a later message whose
+    # text is this one's but for config.seen gets its source without a
+    # decode (_as_known); _seen, where config.seen is in the text
+    # (seen_span()), worked out once: the text never changes; _like, the
+    # id() of the pod whose text this one's is but for config.seen
+    # (_pod_like): the resync diff, which holds that pod, then knows the
+    # two are the same without comparing them again.  An id and not the
+    # pod, so no pod keeps an older one alive.
+    __slots__ = ("json", "uid", "namespace", "name", "source", "_ann",
+                 "_seen", "_like")
     json: str
     uid: str
     namespace: str
@@ -352,26 +364,116 @@ def _pod(text: str, obj: Any, msg_source: str, own_source: bool) -> Pod:
     uid, name, ns = md.get("uid"), md.get("name"), md.get("namespace", "")
     if not isinstance(uid, str) or not uid or not isinstance(name, str):
         raise _Bad("a pod without metadata.uid and metadata.name")
-    src = msg_source
-    if own_source:
-        ann = md.get("annotations")
-        a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
-        if isinstance(a, str) and a:
-            src = a
-    return Pod(text, uid, ns if isinstance(ns, str) else "", name, src)
+    ann = md.get("annotations")
+    a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
+    a = a if isinstance(a, str) else ""
+    p = Pod(text, uid, ns if isinstance(ns, str) else "", name,
+            a if own_source and a else msg_source)
+    object.__setattr__(p, "_ann", a)
+    return p
 
 
-def _members(s: str) -> Tuple[Dict[str, Any],
-                              Optional[List[Tuple[str, Any]]],
-                              Optional[Tuple[str, Any]]]:
+def _pod_like(text: str, known: Pod, seen: Tuple[int, int],
+              msg_source: str, own_source: bool) -> Pod:
+    """The pod of text, which is known's text but for config.seen's value,
+    found at seen (_as_known): the same identity and annotations."""
+    a: str = getattr(known, "_ann")
+    p = Pod(text, known.uid, known.namespace, known.name,
+            a if own_source and a else msg_source)
+    object.__setattr__(p, "_ann", a)
+    object.__setattr__(p, "_seen", seen)
+    object.__setattr__(p, "_like", id(known))
+    return p
+
+
+# ---- a pod already validated, but for config.seen --------------------------
+#
+# A restarted daemon sends every pod again with a new config.seen and
+# nothing else new.  Decoding each (json's raw_decode, some 25 us for a
+# pod of 1.3 KB) is how this module checks a pod is JSON; a text that is
+# a pod already checked (one the cache holds) with one JSON string put in
+# the place of another is JSON too, so checking that string is checking
+# the pod, and the pod's identity is the one it had.  Nothing is kept for
+# this but the cache itself: every byte of the new text is compared.
+
+_TEXT_HEAD = '{"metadata":{"annotations":{'
+_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+# A JSON string as json's strict decoder takes it: no control character
+# and only the escapes JSON has.
+_JSON_STR = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+_SEEN_NAME = json.dumps(_w.ANNOTATION_SEEN)
+# The annotations before config.seen, then config.seen (group 1): one
+# match run by the re module, where a loop over the annotations in Python
+# cost more than the rest of the resync diff.  The repetition is lazy, so
+# the first config.seen is the one found, as a walk would find it.
+_SEEN = re.compile(re.escape(_TEXT_HEAD) + r'(?:' + _STR + ':' + _STR +
+                   r',)*?(' + re.escape(_SEEN_NAME) + ':' + _STR + ')')
+_SEEN_MEMBER = re.compile(re.escape(_SEEN_NAME) + ':' + _JSON_STR)
+
+
+_NO_SEEN: Final = (-1, -1)
+
+
+def seen_span(p: Pod) -> Tuple[int, int]:
+    """(start, end) of the member "kubernetes.io/config.seen" (name and
+    value) in p's metadata.annotations, for a text laid out as the daemon
+    writes pods (compact, annotations first, each a string); else
+    _NO_SEEN."""
+    span: Optional[Tuple[int, int]] = getattr(p, "_seen", None)
+    if span is None:
+        m = _SEEN.match(p.json)
+        span = m.span(1) if m else _NO_SEEN
+        object.__setattr__(p, "_seen", span)
+    return span
+
+
+def _as_known(s: str, i: int, known: Pod) -> Tuple[int, Tuple[int, int]]:
+    """Where the pod at s[i:] ends if it is known's text (validated when
+    it was parsed) with at most the value of its first config.seen
+    annotation replaced by a valid JSON string (as _SEEN finds it), and
+    where its config.seen is (relative to i); else (-1, _NO_SEEN)."""
+    t = known.json
+    if getattr(known, "_ann", None) is None:
+        return -1, _NO_SEEN   # not a pod this module parsed
+    a, b = seen_span(known)
+    if s.startswith(t, i):
+        return i + len(t), (a, b)
+    if a < 0 or not s.startswith(t[:a], i):
+        return -1, _NO_SEEN
+    v = _SEEN_MEMBER.match(s, i + a)
+    if v is None:
+        return -1, _NO_SEEN
+    rest = t[b:]
+    if not s.startswith(rest, v.end()):
+        return -1, _NO_SEEN
+    return v.end() + len(rest), (a, v.end() - i)
+
+
+class _Known:
+    """The pods a message's pods are first compared with (_as_known): the
+    client's cache in the daemon's order (pods, and their keys), and where
+    the next comparison starts (at: after the last pod found, as a
+    restart's full state comes in that order)."""
+    __slots__ = ("pods", "keys", "at")
+
+    def __init__(self, pods: Sequence[Pod],
+                 keys: Sequence[Tuple[str, str, str, str]]) -> None:
+        self.pods = pods
+        self.keys = keys
+        self.at = 0
+
+
+def _members(s: str, known: Optional[_Known] = None) -> Tuple[
+        Dict[str, Any], Optional[List[_PodText]], Optional[Tuple[str, Any]]]:
     """Walks one line's object: its members decoded, but the pods and the
-    plugin each with its exact text ((text, decoded) pairs)."""
+    plugin each with its exact text (_pod_texts; the plugin as a (text,
+    decoded) pair)."""
     i = _skip(s, 0)
     if i >= len(s) or s[i] != "{":
         raise _Bad("a line that is not a JSON object")
     i = _skip(s, i + 1)
     members: Dict[str, Any] = {}
-    pods: Optional[List[Tuple[str, Any]]] = None
+    pods: Optional[List[_PodText]] = None
     plugin: Optional[Tuple[str, Any]] = None
     if i < len(s) and s[i] == "}":
         i += 1
@@ -386,7 +488,7 @@ def _members(s: str) -> Tuple[Dict[str, Any],
                 raise _Bad("expected ':'")
             i = _skip(s, i + 1)
             if key == "pods":
-                pods, i = _pod_texts(s, i)
+                pods, i = _pod_texts(s, i, known)
             elif key == "plugin":
                 start = i
                 obj, i = _value(s, i)
@@ -408,10 +510,34 @@ def _members(s: str) -> Tuple[Dict[str, Any],
     return members, pods, plugin
 
 
-def _pod_texts(s: str, i: int) -> Tuple[List[Tuple[str, Any]], int]:
-    """The array "pods" at i: each element's (text, decoded), and where
-    the array ends."""
-    pods: List[Tuple[str, Any]] = []
+def _next_after(known: _Known, obj: Any) -> None:
+    """Sets known.at after the pod of obj, where the next pod of the
+    daemon's order would be (a binary search of the keys)."""
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(md, dict):
+        return
+    ns, name, uid = md.get("namespace", ""), md.get("name"), md.get("uid")
+    if not isinstance(ns, str) or not isinstance(name, str) or \
+            not isinstance(uid, str):
+        return
+    k = (ns, name, uid)
+    j = bisect.bisect_left(known.keys, k)
+    if j < len(known.keys) and known.keys[j][:3] == k:
+        j += 1
+    known.at = j
+
+
+# One element of "pods": its text, and either its value decoded or the
+# known pod its text is and where its config.seen is (_as_known).
+_PodText = Tuple[str, Any, Optional[Tuple[Pod, Tuple[int, int]]]]
+
+
+def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
+        List[_PodText], int]:
+    """The array "pods" at i: each element's text with its value decoded,
+    or the pod of known it is but for config.seen; and where the array
+    ends."""
+    pods: List[_PodText] = []
     if i >= len(s) or s[i] != "[":
         raise _Bad("pods is not an array")
     i = _skip(s, i + 1)
@@ -420,8 +546,19 @@ def _pod_texts(s: str, i: int) -> Tuple[List[Tuple[str, Any]], int]:
     while True:
         i = _skip(s, i)
         start = i
-        obj, i = _value(s, i)
-        pods.append((s[start:i], obj))
+        k = known.pods[known.at] if known is not None and \
+            known.at < len(known.pods) else None
+        end, seen = _as_known(s, i, k) if k is not None else \
+            (-1, _NO_SEEN)
+        if end >= 0 and known is not None and k is not None:
+            known.at += 1
+            i = end
+            pods.append((s[start:i], None, (k, seen)))
+        else:
+            obj, i = _value(s, i)
+            pods.append((s[start:i], obj, None))
+            if known is not None:
+                _next_after(known, obj)
         i = _skip(s, i)
         if i < len(s) and s[i] == "]":
             return pods, i + 1
@@ -437,10 +574,11 @@ def _want(members: Dict[str, Any], key: str) -> str:
     return v
 
 
-def _parse(line: str) -> _Msg:
+def _parse(line: str, known: Optional[_Known] = None) -> _Msg:
     """One line into a _Msg; each pod keeps its exact text (the walk steps
-    over members itself and decodes each value with raw_decode)."""
-    members, pods, plugin = _members(line)
+    over members itself and decodes each value with raw_decode, but a pod
+    that is one of known's but for config.seen: _as_known)."""
+    members, pods, plugin = _members(line, known)
     t = members.get("type")
     if not isinstance(t, str):
         raise _Bad('a message without a string "type"')
@@ -466,7 +604,9 @@ def _parse(line: str) -> _Msg:
         if pods is None:
             raise _Bad("a pods message without pods")
         own = op is Op.SET or m.source == "*"
-        m.pods = [_pod(text, obj, m.source, own) for text, obj in pods]
+        m.pods = [_pod(text, obj, m.source, own) if k is None else
+                  _pod_like(text, k[0], k[1], m.source, own)
+                  for text, obj, k in pods]
     elif t == "synced":
         r = members.get("resumed", False)
         if not isinstance(r, bool):

@@ -670,6 +670,135 @@ def test_python_after_daemon_restart_resync_diff(t):
     c.close()
 
 
+def seen_text(uid, name, seen, src="file", ns="default", extra=""):
+    """A pod's text laid out as the daemon writes it: annotations first,
+    config.seen among them."""
+    return ('{"metadata":{"annotations":{"a":"b","kubernetes.io/config.seen":'
+            '%s,"kubernetes.io/config.source":"%s"},"name":"%s",'
+            '"namespace":"%s","uid":"%s"},"spec":{"n":[1,2.5]%s}}' % (
+                seen, src, name, ns, uid, extra))
+
+
+@test("python: after a daemon restart that changed nothing but config.seen "
+      "no pod's text is decoded again: each is the cached text it was but "
+      "for config.seen's value, checked to be a JSON string (the records, "
+      "the cache and its texts as before)")
+def test_python_restart_seen_only_decodes_no_pod(t):
+    from podmux import wire
+    n = 50
+    first = [seen_text("u%02d" % i, "p%02d" % i, '"2026-01-01T00:00:%02dZ"' % i)
+             for i in range(n)]
+    again = [x.replace("2026-01-01", "2026-11-28") for x in first]
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), pods_line(6, "SET", "file", first), synced(7, False))
+    drain(c)
+    s.send({"type": "error", "seq": 8, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    decoded = []
+    real = wire._DEC
+
+    class Counting:
+        def raw_decode(self, text, i):
+            v, end = real.raw_decode(text, i)
+            if isinstance(v, dict) and "metadata" in v:
+                decoded.append(v["metadata"].get("uid"))
+            return v, end
+    wire._DEC = Counting()
+    try:
+        s.send(hello(9000), pods_line(9001, "SET", "file", again),
+               synced(9002, False))
+        drain(c)
+    finally:
+        wire._DEC = real
+    log = rec.take()
+    if log != ["synced False"]:
+        raise AssertionError("handlers saw %r, want only synced" % log)
+    if decoded:
+        raise AssertionError("%d pods decoded again: %r" % (
+            len(decoded), decoded[:5]))
+    got = [(p.uid, p.name, p.namespace, p.source, p.json) for p in c.pods()]
+    want = [("u%02d" % i, "p%02d" % i, "default", "file", again[i])
+            for i in range(n)]
+    if got != want:
+        raise AssertionError("cache %r, want %r" % (got[:2], want[:2]))
+    rec.check(c)
+    c.close()
+
+
+@test("python: a pod that is a cached text but for config.seen is read "
+      "exactly as a decode reads it, in every corner: a bad config.seen "
+      "(a bad escape, a raw control character, a number, a cut) refused "
+      "or taken as the decode does, the source from the annotation or the "
+      "message, renames; a bad line after a restart refused with the cache "
+      "kept whole")
+def test_python_known_text_as_decoded(t):
+    import random
+    from podmux import wire
+    rng = random.Random(7)
+    values = ['"x"', '"\\u00e9\\n"', '"a\\q"', '"a\x01"', '7', '"a', '"a"x',
+              '""', '"\\"', '"k\\/v"', 'null', '"a\\ud800"', '"\\u12"']
+    srcs = ["file", "http", ""]
+    for _ in range(3000):
+        uid = "u%d" % rng.randint(0, 3)
+        src = rng.choice(srcs)
+        old = seen_text(uid, "p" + uid, '"s"', src)
+        base = wire._parse(pods_line(1, rng.choice(["ADD", "SET"]),
+                                     rng.choice(["file", "api", "*"]),
+                                     [old]))
+        known = wire._Known(base.pods, [p.key() for p in base.pods])
+        new = seen_text(uid, "p" + uid, rng.choice(values), src,
+                        extra=rng.choice(["", "", ',"x":1']))
+        if rng.random() < 0.2:
+            new = new.replace("p" + uid, "q" + uid)
+        line = pods_line(2, rng.choice(["ADD", "UPDATE", "SET"]),
+                         rng.choice(["file", "http", "*"]), [new])
+        results = []
+        for k in (None, known):
+            if k is not None:
+                k.at = 0
+            try:
+                m = wire._parse(line, k)
+                results.append([(p.json, p.uid, p.name, p.namespace,
+                                 p.source) for p in m.pods])
+            except wire._Bad:
+                results.append("bad")
+        if results[0] != results[1]:
+            raise AssertionError("%r after %r: decoded %r, as known %r" % (
+                line, old, results[0], results[1]))
+    # A bad config.seen after a restart: refused, nothing of the cache lost.
+    first = [seen_text("u%d" % i, "p%d" % i, '"s%d"' % i) for i in range(3)]
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), pods_line(6, "SET", "file", first), synced(7, False))
+    drain(c)
+    s.send({"type": "error", "seq": 8, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+    bad = [first[0], first[1].replace('"s1"', '"s\\q"'), first[2]]
+    s.send(hello(9000), pods_line(9001, "SET", "file", bad),
+           synced(9002, False))
+    drain(c)
+    log = rec.take()
+    if log != ["error bad_message None", "reconnect 7"]:
+        raise AssertionError("handlers saw %r, want bad_message and a "
+                             "resume after 7" % log)
+    if [p.json for p in c.pods()] != first:
+        raise AssertionError("the cache lost its pods: %r" % c.pods())
+    c.close()
+
+
 @test("python: a pod is its source and uid: a live UPDATE carrying it "
       "under another name replaces it (no second entry), a REMOVE finds it "
       "whatever name it carries, a SET holds one pod per source and uid")
