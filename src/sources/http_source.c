@@ -71,7 +71,7 @@ struct http_source {
         char *last_body;
         size_t last_len;
         int last_ok;           /* last_body decoded into pods */
-        char *last_unknown;    /* unknown fields last warned about, NULL if none */
+        struct episode unknown; /* the unknown fields last warned about (util/episode.h) */
         struct episode failing; /* the polls failing in a row (util/episode.h) */
         bool empty_warned;     /* the body is empty, and that was said */
         struct backoff retry;  /* after a resource failure (http_source.h) */
@@ -323,17 +323,13 @@ static void warn_unknown(struct http_source *hs, const struct v1_unknown *u)
         struct buf list = BUF_INIT;
 
         if (u->total == 0) {
-                free(hs->last_unknown);
-                hs->last_unknown = NULL;
+                (void)episode_clear(&hs->unknown, NULL);
                 return;
         }
-        if (v1_unknown_join(u, &list) < 0 ||
-            (hs->last_unknown && strcmp(hs->last_unknown, list.data) == 0))
+        if (v1_unknown_join(u, &list) < 0 || !episode_fail(&hs->unknown, list.data))
                 goto out;
-        log_warn("http source \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s",
-                 hs->url_log, v1_schema_kubernetes, list.data);
-        free(hs->last_unknown);
-        hs->last_unknown = buf_steal(&list, NULL);
+        log_warn("http source \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s", hs->url_log,
+                 v1_schema_kubernetes, list.data);
 out:
         buf_free(&list);
 }
@@ -683,7 +679,7 @@ void http_source_free(struct http_source *hs)
         free(hs->rec.views);
         buf_free(&hs->body);
         free(hs->last_body);
-        free(hs->last_unknown);
+        episode_free(&hs->unknown);
         episode_free(&hs->failing);
         free(hs->url);
         free(hs->url_log);

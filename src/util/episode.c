@@ -94,10 +94,11 @@ bool episode_fail_in(struct strmap *map, const char *key, const char *reason)
                 free(prev);
                 return true;
         }
-        /* Not kept: none is said last, so the next failure is said
-         * again rather than a stale reason taken for this one. */
+        /* Not kept: the map is unchanged, so the next failure is said
+         * again, and a key that failed before keeps its place (the file
+         * source reads again the files its map of unreadable ones
+         * holds). */
         free(copy);
-        free(strmap_remove(map, key));
         return true;
 }
 

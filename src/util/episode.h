@@ -74,7 +74,8 @@ void episode_free(struct episode *ep);
  * kept; the caller logs.  O(1) expected per call.
  */
 /* A failure of key for reason: true when it is to be said (a reason
- * other than the one said last about key); the reason is kept. */
+ * other than the one said last about key); the reason is kept.  Out of
+ * memory: true, and the map is unchanged (what key held stays). */
 bool episode_fail_in(struct strmap *map, const char *key, const char *reason);
 /* key works again: true when a failure of it had been said (its end is
  * to be said once); key is forgotten either way. */
