@@ -23,9 +23,9 @@
 #include <string.h>
 
 #include "util/buf.h"
+#include "util/episode.h"
 #include "events/event_recorder.h"
 #include "util/ring.h"
-#include "util/str.h"
 
 /* Of an error answer, this much is kept to say why. */
 #define EVENT_ERROR_BODY_MAX (64u * 1024u)
@@ -65,8 +65,8 @@ struct event_recorder {
         long retry_after;
         struct buf failure; /* no answer: what kind of failure */
 
-        char *problem; /* what was last reported, NULL when writes work */
-        uint64_t lost; /* events dropped since */
+        struct episode problem; /* the writes failing: the kind last reported (util/episode.h) */
+        uint64_t lost;          /* events dropped since */
 };
 
 static void write_free(struct write *w)
@@ -111,14 +111,13 @@ static void problem(struct event_recorder *er, const char *key, const char *fmt,
         struct buf b = BUF_INIT;
         va_list ap;
 
-        if (er->problem && strcmp(er->problem, key) == 0)
+        if (!episode_fail(&er->problem, key))
                 return;
         va_start(ap, fmt);
         (void)buf_vprintf(&b, fmt, ap);
         va_end(ap);
         if (er->report)
                 er->report(er->report_data, b.len ? b.data : key, 0);
-        (void)str_set(&er->problem, key); /* out of memory: said again, no harm */
         buf_free(&b);
 }
 
@@ -285,12 +284,8 @@ static void refused(struct event_recorder *er, const struct write *w, long statu
 static void written(struct event_recorder *er)
 {
         er->stats->sent++;
-        if (er->problem) {
-                if (er->report)
-                        er->report(er->report_data, NULL, er->lost);
-                free(er->problem);
-                er->problem = NULL;
-        }
+        if (episode_clear(&er->problem, NULL) && er->report)
+                er->report(er->report_data, NULL, er->lost);
         er->lost = 0;
         next(er);
 }
@@ -387,7 +382,7 @@ void event_recorder_free(struct event_recorder *er)
         event_correlator_free(er->corr);
         buf_free(&er->body);
         buf_free(&er->failure);
-        free(er->problem);
+        episode_free(&er->problem);
         free(er->node);
         free(er);
 }

@@ -16,6 +16,7 @@
 #include "pluginregistration.pb-c.h"
 #include "util/backoff.h"
 #include "util/dir.h"
+#include "util/episode.h"
 #include "plugins/grpc_client.h"
 #include "util/log.h"
 #include "util/path.h"
@@ -70,7 +71,7 @@ struct plugin_manager {
         struct strmap *watches; /* directory -> struct watcher_watch* */
         struct loop_timer *timer;
         struct loop_timer *retry; /* reads the registry again (retry_later) */
-        char *failure;            /* what retry_later() last logged, until a walk succeeds; NULL if none */
+        struct episode failing;   /* retry_later() until a walk succeeds (util/episode.h) */
         uint64_t pass_due; /* monotonic µs the armed pass is due, 0 if none */
 };
 
@@ -637,24 +638,18 @@ static void retry_later(struct plugin_manager *pm, const char *what, const char 
                 return;
         loop_timer_arm(pm->retry, PLUGIN_RETRY_USEC);
         (void)snprintf(text, sizeof(text), "%s \"%s\": %s", what, path, ERRNO_STR(r));
-        if (pm->failure && strcmp(pm->failure, text) == 0) {
-                log_debug("plugin registry: %s; reading the registry again", text);
-                return;
-        }
-        log_error("plugin registry: %s; reading the registry again every %llu ms until it works", text,
-                  (unsigned long long)(PLUGIN_RETRY_USEC / 1000));
-        (void)str_set(&pm->failure, text); /* out of memory: said again next time */
+        (void)episode_log(&pm->failing, LOG_LEVEL_ERROR, text,
+                          "plugin registry: %s; reading the registry again every %llu ms until it works", text,
+                          (unsigned long long)(PLUGIN_RETRY_USEC / 1000));
 }
 
 /* After a walk of the whole registry: with no retry armed, it took
  * everything in, and a failure logged before is over (one line). */
 static void walked(struct plugin_manager *pm)
 {
-        if (loop_timer_armed(pm->retry) || !pm->failure)
-                return;
-        log_info("plugin registry: \"%s\" read again: every directory is watched", pm->dir);
-        free(pm->failure);
-        pm->failure = NULL;
+        if (!loop_timer_armed(pm->retry))
+                (void)episode_clear(&pm->failing, "plugin registry: \"%s\" read again: every directory is watched",
+                                    pm->dir);
 }
 
 /* Depth-first, lexical order; symlinked directories are not followed.
@@ -906,6 +901,6 @@ void plugin_manager_free(struct plugin_manager *pm)
         plugin_cache_free(pm->cache);
         plugin_handlers_free(pm->handlers);
         free(pm->dir);
-        free(pm->failure);
+        episode_free(&pm->failing);
         free(pm);
 }

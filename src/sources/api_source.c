@@ -37,6 +37,7 @@
 #include "kube/api_decode.h"
 #include "sources/api_source.h"
 #include "sources/checkpoint.h"
+#include "sources/source_episode.h"
 #include "util/backoff.h"
 #include "util/file.h"
 #include "util/json_parse.h"
@@ -114,9 +115,9 @@ struct api_source {
         struct source_stats *stats; /* may be NULL */
         api_state_fn state_fn;      /* may be NULL */
         void *state_data;
-        /* What say() logged last since the list and watch last worked:
-         * the same again is logged at debug only.  NULL if nothing. */
-        char *last_said;
+        /* The list and watch failing, said once per reason until they
+         * work again (util/episode.h). */
+        struct episode failing;
         bool listed;                /* a list was started before */
 
         /* the store not yet sent (out of memory) */
@@ -148,7 +149,7 @@ struct api_source {
          * event, a watch that ran its course). */
         uint64_t confirmed;
         bool watch_open;       /* the watch in flight was answered 200 */
-        char *last_write_said; /* the last write error logged, NULL if none */
+        struct episode write_failing; /* the checkpoint's writes */
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -175,21 +176,9 @@ nomem:
         return NULL;
 }
 
-/* Logs text at level, unless it is what was said last while failing (a
- * server down for an hour fails every backoff): one line per distinct
- * reason, until the list and watch work again (recovered()). */
-static void say(struct api_source *as, enum log_level level, const char *text)
-{
-        if (as->last_said && strcmp(as->last_said, text) == 0) {
-                log_debug("api source: %s (again)", text);
-                return;
-        }
-        log_write(level, "api source: %s", text);
-        (void)str_set(&as->last_said, text);
-}
-
-/* Logs a failure (say()), counts it and records it as the source's last
- * error. */
+/* Counts a failure, records it as the source's last error and logs it
+ * once per distinct reason (a server down for an hour fails every
+ * backoff), until the list and watch work again (recovered()). */
 static void report(struct api_source *as, bool warn, bool parse, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 
@@ -201,9 +190,8 @@ static void report(struct api_source *as, bool warn, bool parse, const char *fmt
         va_start(ap, fmt);
         (void)buf_vprintf(&b, fmt, ap);
         va_end(ap);
-        say(as, warn ? LOG_LEVEL_WARN : LOG_LEVEL_ERROR, b.len ? b.data : "?");
-        source_stats_error(as->stats, parse, "%s", b.len ? b.data : "?");
-        source_stats_state(as->stats, "failing");
+        (void)source_episode_fail(as->stats, &as->failing, parse, warn ? LOG_LEVEL_WARN : LOG_LEVEL_ERROR,
+                                  b.len ? b.data : "?", "api source: %s", b.len ? b.data : "?");
         buf_free(&b);
 }
 
@@ -211,12 +199,9 @@ static void report(struct api_source *as, bool warn, bool parse, const char *fmt
  * that ran its course): what went wrong before is over, said once. */
 static void recovered(struct api_source *as, const char *what)
 {
-        source_stats_state(as->stats, "ok");
-        if (!as->last_said)
-                return;
-        log_info("api source: %s again (the last problem was: %s)", what, as->last_said);
-        free(as->last_said);
-        as->last_said = NULL;
+        /* The reason is not kept only when memory ran out. */
+        (void)source_episode_clear(as->stats, &as->failing, "api source: %s again (the last problem was: %s)", what,
+                                   as->failing.said ? as->failing.said : "?");
 }
 
 /* ---- the store and pushes --------------------------------------------------------- */
@@ -369,7 +354,7 @@ static void on_grace(struct loop_timer *t, void *data)
 
         (void)t;
         (void)snprintf(what, sizeof(what), "no list within %.1f s", (double)as->ckpt_grace / 1e6);
-        serve_checkpoint(as, as->last_said ? as->last_said : what);
+        serve_checkpoint(as, as->failing.said ? as->failing.said : what);
 }
 
 /* A list succeeded: the store is live from now on; a checkpoint loaded
@@ -465,22 +450,14 @@ static void on_written(void *data, const struct checkpoint_result *res)
         struct api_source *as = data;
 
         if (res->error < 0) {
-                if (as->last_write_said && strcmp(as->last_write_said, res->reason) == 0) {
-                        log_debug("api source: checkpoint: %s (again)", res->reason);
-                        return;
-                }
-                log_error("api source: cannot write the checkpoint: %s: trying again in %.1f s", res->reason,
-                          (double)as->ckpt_interval / 1e6);
-                (void)str_set(&as->last_write_said, res->reason);
+                (void)episode_log(&as->write_failing, LOG_LEVEL_ERROR, res->reason,
+                                  "api source: cannot write the checkpoint: %s: trying again in %.1f s", res->reason,
+                                  (double)as->ckpt_interval / 1e6);
                 return;
         }
-        if (as->last_write_said)
-                log_info("api source: checkpoint written again (%zu bytes)", res->bytes);
-        else
+        if (!episode_clear(&as->write_failing, "api source: checkpoint written again (%zu bytes)", res->bytes))
                 log_debug("api source: checkpoint written: %zu bytes in %.1f ms", res->bytes,
                           (double)res->took_usec / 1e3);
-        free(as->last_write_said);
-        as->last_write_said = NULL;
 }
 
 /* At start: the checkpoint is loaded, or why not is said once (an error,
@@ -647,7 +624,7 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
 
         as->watch_events++;
         as->confirmed = wall_usec();
-        if (as->last_said)
+        if (episode_failing(&as->failing))
                 recovered(as, "watching");
         if (as->resuming) {
                 /* Applied, not sent: the events before the bookmark may be
@@ -914,7 +891,7 @@ static void back_off(struct api_source *as, enum next next)
         (void)wait_then(as, next, 0);
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
-        serve_checkpoint(as, as->last_said);
+        serve_checkpoint(as, as->failing.said);
 }
 
 /* The server cannot go on from the checkpoint's version: a 410, or a
@@ -962,7 +939,7 @@ static int maybe_retry_after(struct api_source *as)
                 as->next = NEXT_RETRY;
                 /* Said for the first retry of a request, unless the
                  * source is failing already (then say() has spoken). */
-                if (as->retries == 1 && !as->last_said)
+                if (as->retries == 1 && !episode_failing(&as->failing))
                         log_info("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status,
                                  as->retry_after);
                 else
@@ -1369,7 +1346,7 @@ void api_source_free(struct api_source *as)
         loop_timer_free(as->grace_timer);
         free(as->ckpt_dir);
         free(as->node_name);
-        free(as->last_write_said);
+        episode_free(&as->write_failing);
         loop_timer_free(as->timer);
         loop_timer_free(as->hdr_timer);
         loop_timer_free(as->push_timer);
@@ -1386,6 +1363,6 @@ void api_source_free(struct api_source *as)
         free(as->list_rv);
         free(as->cont);
         free(as->node_enc);
-        free(as->last_said);
+        episode_free(&as->failing);
         free(as);
 }

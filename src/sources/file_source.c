@@ -54,6 +54,7 @@
 #include "util/digest.h"
 #include "sources/file_records.h"
 #include "util/dir.h"
+#include "util/episode.h"
 #include "util/keymap.h"
 #include "sources/file_source.h"
 #include "util/log.h"
@@ -170,7 +171,7 @@ struct file_source {
          * and the file that keeps it */
         struct strmap *dups;
         bool absent;         /* the path was last found missing (warned once) */
-        char *watch_failure; /* why the watch cannot be armed, logged once; NULL if none */
+        struct episode watch_failing; /* the watch cannot be armed (util/episode.h) */
         struct watcher_watch *watch;
         int watch_is_dir;
         struct loop_timer *relist_timer;
@@ -181,7 +182,7 @@ struct file_source {
          * and a relist is tried again after the relist backoff. */
         struct loop_timer *relist_retry_timer;
         struct backoff relist; /* file_source.h */
-        char *failure; /* the failure being retried, logged once */
+        struct episode failing; /* the relist failing, being retried */
         /* An event failed half way: the store may differ from what was
          * sent, so no delta goes out until a relist has sent it whole. */
         bool diverged;
@@ -380,15 +381,13 @@ static bool name_filtered(const struct file_source *fs, const char *path)
 static void report_bad(struct file_source *fs, const char *file, const char *reason,
                        int quiet, bool parse)
 {
-        char *prev = strmap_get(fs->errors, file), *copy;
-
         /* One line per change of the file's state: a write in progress
          * says nothing, a reason already given is not repeated. */
         if (quiet) {
                 log_trace("file \"%s\": %s (still being written?)", file, reason);
                 return;
         }
-        if (prev && strcmp(prev, reason) == 0) {
+        if (!episode_fail_in(fs->errors, file, reason)) {
                 log_debug("file \"%s\": %s", file, reason);
                 return;
         }
@@ -398,21 +397,12 @@ static void report_bad(struct file_source *fs, const char *file, const char *rea
         free(strmap_remove(fs->dups, file));
         if (fs->rejected)
                 fs->rejected(fs->rejected_data, POD_SOURCE_FILE, file, reason);
-        copy = strdup(reason);
-        if (copy && strmap_put(fs->errors, file, copy, (void **)&prev) == 0)
-                free(prev);
-        else
-                free(copy);
 }
 
 static void clear_bad(struct file_source *fs, const char *file)
 {
-        char *prev = strmap_remove(fs->errors, file);
-
-        if (prev) {
+        if (episode_clear_in(fs->errors, file))
                 log_info("file \"%s\": valid again", file);
-                free(prev);
-        }
 }
 
 /* A file that is gone: what was said about it is forgotten, silently (it
@@ -452,49 +442,28 @@ static void trim_reports(struct file_source *fs, char **names, size_t n)
 static void warn_unknown(struct file_source *fs, const char *file, const struct v1_unknown *u)
 {
         struct buf list = BUF_INIT;
-        char *prev = strmap_get(fs->unknown, file), *copy;
 
         if (u->total == 0) {
-                free(strmap_remove(fs->unknown, file));
+                (void)episode_clear_in(fs->unknown, file);
                 return;
         }
-        if (v1_unknown_join(u, &list) < 0 || (prev && strcmp(prev, list.data) == 0))
+        if (v1_unknown_join(u, &list) < 0 || !episode_fail_in(fs->unknown, file, list.data))
                 goto out;
-        log_warn("file \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s",
-                 file, v1_schema_kubernetes, list.data);
-        copy = buf_steal(&list, NULL);
-        if (copy && strmap_put(fs->unknown, file, copy, (void **)&prev) == 0)
-                free(prev);
-        else
-                free(copy);
+        log_warn("file \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s", file,
+                 v1_schema_kubernetes, list.data);
 out:
         buf_free(&list);
-}
-
-/* Records text in map as what was said last about file (out of memory:
- * it is said again next time). */
-static void remember(struct strmap *map, const char *file, const char *text)
-{
-        char *copy = strdup(text), *prev = NULL;
-
-        if (copy && strmap_put(map, file, copy, (void **)&prev) == 0)
-                free(prev);
-        else
-                free(copy);
 }
 
 /* Logs text as a warning about file unless map says it was said last,
  * then at debug only. */
 static void warn_once(struct strmap *map, const char *file, const char *text)
 {
-        const char *prev = strmap_get(map, file);
-
-        if (prev && strcmp(prev, text) == 0) {
+        if (!episode_fail_in(map, file, text)) {
                 log_debug("file \"%s\": %s", file, text);
                 return;
         }
         log_warn("file \"%s\": %s", file, text);
-        remember(map, file, text);
 }
 
 /* Warns that a file holds documents after its first, which are ignored
@@ -575,12 +544,8 @@ static void note_dup(struct file_source *fs, const char *file, const char *key, 
  * line). */
 static void clear_dup(struct file_source *fs, const char *file, const char *key)
 {
-        char *prev = strmap_remove(fs->dups, file);
-
-        if (prev) {
+        if (episode_clear_in(fs->dups, file))
                 log_info("file \"%s\": now defines pod \"%s\" (no longer a duplicate)", file, key);
-                free(prev);
-        }
 }
 
 /* load_file(): the bytes could not be read; nothing changes but the
@@ -599,7 +564,6 @@ static void note_unreadable(struct file_source *fs, struct frec *rec, const char
 {
         const struct file_name *f = NULL;
         const struct entry *e = rec_entry(&fs->st, rec, &f);
-        const char *prev = strmap_get(fs->unreadable, rec->path);
         char text[FILE_RECORD_REASON_MAX];
 
         /* The errno's number too: what an admin searches for. */
@@ -609,7 +573,7 @@ static void note_unreadable(struct file_source *fs, struct frec *rec, const char
                 loop_timer_arm(fs->read_retry_timer, backoff_next(&fs->read_retry, 0));
         /* A name --static-pod-file-pattern leaves out is read only to
          * tell a duplicate: nothing is said about it. */
-        if (filtered || (prev && strcmp(prev, text) == 0)) {
+        if (filtered || !episode_fail_in(fs->unreadable, rec->path, text)) {
                 log_debug("file \"%s\": %s: trying again in %.1f s", rec->path, text,
                           (double)fs->read_retry.delay / 1e6);
                 return;
@@ -621,18 +585,13 @@ static void note_unreadable(struct file_source *fs, struct frec *rec, const char
                 log_error("file \"%s\": %s: no pod to keep (never read), trying again in %.1f s", rec->path, text,
                           (double)fs->read_retry.delay / 1e6);
         source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
-        remember(fs->unreadable, rec->path, text);
 }
 
 /* rec's file was read: if it could not be before, that is over. */
 static void readable_again(struct file_source *fs, const char *file)
 {
-        char *prev = strmap_remove(fs->unreadable, file);
-
-        if (prev) {
+        if (episode_clear_in(fs->unreadable, file))
                 log_info("file \"%s\": readable again", file);
-                free(prev);
-        }
         if (strmap_size(fs->unreadable) == 0)
                 backoff_reset(&fs->read_retry);
 }
@@ -899,7 +858,7 @@ static void take_from(struct file_source *fs, const char *file, const char *key,
         if (stat(other, &st) < 0)
                 return;
         dup_warning(text, sizeof(text), other, key, file);
-        remember(fs->dups, other, text);
+        (void)episode_fail_in(fs->dups, other, text); /* said by the line above */
 }
 
 /* Puts (rec's file -> pod) into the state.  The first file in sorted
@@ -1347,10 +1306,10 @@ static void path_missing(struct file_source *fs)
 /* What status shows the source doing (src/metrics/metrics.h). */
 static void update_state(struct file_source *fs)
 {
-        source_stats_state(fs->stats, fs->absent          ? "absent"
-                                      : fs->failure       ? "failing"
-                                      : fs->watch_failure ? "unwatched"
-                                                          : "ok");
+        source_stats_state(fs->stats, fs->absent                            ? "absent"
+                                      : episode_failing(&fs->failing)       ? "failing"
+                                      : episode_failing(&fs->watch_failing) ? "unwatched"
+                                                                            : "ok");
 }
 
 /*
@@ -1419,15 +1378,10 @@ static void relist_failed(struct file_source *fs, const char *what, int r)
 
         (void)snprintf(text, sizeof(text), "%s \"%s\": %s", what, fs->path, ERRNO_STR(r));
         (void)backoff_next(&fs->relist, 0);
-        if (!fs->failure || strcmp(fs->failure, text) != 0) {
-                log_error("file source: %s: keeping the last good state, trying again in %.1f s",
-                          text, (double)fs->relist.delay / 1e6);
+        if (episode_log(&fs->failing, LOG_LEVEL_ERROR, text,
+                        "file source: %s: keeping the last good state, trying again in %.1f s", text,
+                        (double)fs->relist.delay / 1e6))
                 source_stats_error(fs->stats, false, "%s", text);
-                (void)str_set(&fs->failure, text);
-        } else {
-                log_debug("file source: %s: trying again in %.1f s", text,
-                          (double)fs->relist.delay / 1e6);
-        }
         loop_timer_arm(fs->relist_retry_timer, fs->relist.delay);
 }
 
@@ -1469,11 +1423,7 @@ static void relist_done(struct file_source *fs, const char *what, int r)
         } else {
                 loop_timer_stop(fs->relist_retry_timer);
                 backoff_reset(&fs->relist);
-                if (fs->failure) {
-                        log_info("file source: \"%s\" listed again", fs->path);
-                        free(fs->failure);
-                        fs->failure = NULL;
-                }
+                (void)episode_clear(&fs->failing, "file source: \"%s\" listed again", fs->path);
         }
         update_state(fs);
         if (fs->dirty_head)
@@ -2152,13 +2102,11 @@ static void watch_failed(struct file_source *fs, int r)
         char text[PATH_MAX + 128];
 
         (void)snprintf(text, sizeof(text), "cannot watch \"%s\": %s", fs->path, ERRNO_STR(r));
-        if (fs->watch_failure && strcmp(fs->watch_failure, text) == 0) {
-                log_debug("file source: %s: trying again", text);
+        if (!episode_log(&fs->watch_failing, LOG_LEVEL_ERROR, text,
+                         "file source: %s: changes are seen at the relist every period only, until it can be watched",
+                         text))
                 return;
-        }
-        log_error("file source: %s: changes are seen at the relist every period only, until it can be watched", text);
         source_stats_error(fs->stats, false, "%s", text);
-        (void)str_set(&fs->watch_failure, text);
         update_state(fs);
 }
 
@@ -2184,10 +2132,7 @@ static void arm_watch(struct file_source *fs)
                 return;
         }
         backoff_reset(&fs->retry);
-        if (fs->watch_failure) {
-                log_info("file source: watching \"%s\" again", fs->path);
-                free(fs->watch_failure);
-                fs->watch_failure = NULL;
+        if (episode_clear(&fs->watch_failing, "file source: watching \"%s\" again", fs->path)) {
                 update_state(fs);
         } else {
                 log_debug("file source: watching \"%s\"", fs->path);
@@ -2364,7 +2309,7 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->step_timer);
         loop_timer_free(fs->read_retry_timer);
         job_free(fs->job);
-        free(fs->failure);
+        episode_free(&fs->failing);
         state_free(&fs->st);
         /* Records last: the names above hold theirs. */
         file_records_clear(&fs->recs);
@@ -2383,7 +2328,7 @@ void file_source_free(struct file_source *fs)
         strmap_free(fs->docs, free);
         strmap_free(fs->dups, free);
         strmap_free(fs->unreadable, free);
-        free(fs->watch_failure);
+        episode_free(&fs->watch_failing);
         free(fs->path);
         free(fs->node_name);
         free(fs);

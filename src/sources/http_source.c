@@ -28,6 +28,7 @@
 #include "sources/http_source.h"
 #include "util/log.h"
 #include "sources/manifest.h"
+#include "sources/source_episode.h"
 #include "core/mux.h"
 
 struct http_source {
@@ -52,9 +53,8 @@ struct http_source {
         char *last_body;
         size_t last_len;
         int last_ok;           /* last_body decoded into pods */
-        char *last_unknown;    /* unknown fields last warned about, NULL if none */
-        unsigned failures;     /* consecutive */
-        char *last_failure;    /* the reason last logged while failing, NULL if none */
+        struct episode unknown; /* the unknown fields last warned about (util/episode.h) */
+        struct episode failing; /* the polls failing in a row (util/episode.h) */
         bool empty_warned;     /* the body is empty, and that was said */
         struct backoff retry;  /* after a resource failure (http_source.h) */
         int resource_failed;   /* this poll failed for want of a resource */
@@ -108,29 +108,17 @@ static void report_failure(struct http_source *hs, const char *detail, bool pars
 {
         char again[64] = "";
 
-        source_stats_error(hs->stats, parse, "%s", detail);
-        source_stats_state(hs->stats, "failing");
-        hs->failures++;
         if (retry)
                 (void)snprintf(again, sizeof(again), ": trying again in %.1f s", (double)retry / 1e6);
-        if (hs->last_failure && strcmp(hs->last_failure, detail) == 0) {
-                log_debug("http source \"%s\": %s%s (failure %u in a row)", hs->url_log, detail, again, hs->failures);
-                return;
-        }
-        log_error("http source \"%s\": %s%s", hs->url_log, detail, again);
-        (void)str_set(&hs->last_failure, detail);
+        (void)source_episode_fail(hs->stats, &hs->failing, parse, LOG_LEVEL_ERROR, detail, "http source \"%s\": %s%s",
+                                  hs->url_log, detail, again);
 }
 
 static void report_success(struct http_source *hs)
 {
         source_stats_success(hs->stats, METRICS_PODS_UNCHANGED);
-        source_stats_state(hs->stats, "ok");
-        if (hs->failures)
-                log_info("http source \"%s\": succeeded again after %u failure(s)", hs->url_log,
-                         hs->failures);
-        hs->failures = 0;
-        free(hs->last_failure);
-        hs->last_failure = NULL;
+        (void)source_episode_clear(hs->stats, &hs->failing, "http source \"%s\": succeeded again after %u failure(s)",
+                                   hs->url_log, hs->failing.failures);
 }
 
 /*
@@ -300,17 +288,13 @@ static void warn_unknown(struct http_source *hs, const struct v1_unknown *u)
         struct buf list = BUF_INIT;
 
         if (u->total == 0) {
-                free(hs->last_unknown);
-                hs->last_unknown = NULL;
+                (void)episode_clear(&hs->unknown, NULL);
                 return;
         }
-        if (v1_unknown_join(u, &list) < 0 ||
-            (hs->last_unknown && strcmp(hs->last_unknown, list.data) == 0))
+        if (v1_unknown_join(u, &list) < 0 || !episode_fail(&hs->unknown, list.data))
                 goto out;
-        log_warn("http source \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s",
-                 hs->url_log, v1_schema_kubernetes, list.data);
-        free(hs->last_unknown);
-        hs->last_unknown = buf_steal(&list, NULL);
+        log_warn("http source \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s", hs->url_log,
+                 v1_schema_kubernetes, list.data);
 out:
         buf_free(&list);
 }
@@ -659,8 +643,8 @@ void http_source_free(struct http_source *hs)
         free(hs->views);
         buf_free(&hs->body);
         free(hs->last_body);
-        free(hs->last_unknown);
-        free(hs->last_failure);
+        episode_free(&hs->unknown);
+        episode_free(&hs->failing);
         free(hs->url);
         free(hs->url_log);
         free(hs->node_name);
