@@ -71,8 +71,13 @@ void loop_timer_free(struct loop_timer *t);
  * if called from outside a callback).  Calls are run in FIFO order.
  * Returns 0 or -ENOMEM. */
 int loop_defer(struct loop *l, loop_defer_fn fn, void *data);
-/* Drops pending deferred calls of fn with data (an object being freed
- * cancels what it scheduled).  NULL-safe. */
+/* Runs fn(data) once, at the end of the next iteration (from outside a
+ * callback, of the one that runs next, as loop_defer()), which then does
+ * not wait for events.  Lets work look at the next iteration without a
+ * timer.  Returns 0 or -ENOMEM. */
+int loop_defer_next(struct loop *l, loop_defer_fn fn, void *data);
+/* Drops pending deferred calls of fn with data, of both kinds (an object
+ * being freed cancels what it scheduled).  NULL-safe. */
 void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data);
 
 #endif

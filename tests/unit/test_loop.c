@@ -178,6 +178,37 @@ START_TEST(test_deferred_calls_run_fifo_without_waiting)
 }
 END_TEST
 
+static void next_cb(void *data)
+{
+        order[n_order++] = (int)(intptr_t)data;
+        if ((intptr_t)data < 3)
+                ck_assert_int_eq(loop_defer_next(defer_loop, next_cb, (void *)((intptr_t)data + 1)), 0);
+}
+
+/* A call queued for the next iteration runs at its end, after what was
+ * deferred before it, and that iteration does not wait (timeout -1); a
+ * cancelled one does not run; loop_free() frees what is left. */
+START_TEST(test_deferred_to_the_next_iteration)
+{
+        n_order = 0;
+        ck_assert_int_eq(loop_new(&defer_loop), 0);
+        ck_assert_int_eq(loop_defer_next(defer_loop, next_cb, (void *)1), 0);
+        ck_assert_int_eq(loop_defer(defer_loop, defer_cb, (void *)0), 0);
+        ck_assert_int_eq(loop_run_once(defer_loop, -1), 2);
+        ck_assert_int_eq(n_order, 2);
+        ck_assert_int_eq(order[0], 0);
+        ck_assert_int_eq(order[1], 1);
+        ck_assert_int_eq(loop_run_once(defer_loop, -1), 1); /* 2, which queues 3 */
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(order[2], 2);
+        loop_defer_cancel(defer_loop, next_cb, (void *)3);
+        ck_assert_int_eq(loop_run_once(defer_loop, 0), 0);
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(loop_defer_next(defer_loop, next_cb, (void *)3), 0);
+        loop_free(defer_loop);
+}
+END_TEST
+
 static void stop_cb(struct loop_timer *t, void *data)
 {
         loop_stop(data);
@@ -247,4 +278,4 @@ END_TEST
 
 UNIT_MAIN(test_turns_count_iterations, test_io_rearm_reports_again, test_timers_fire_in_due_order,
           test_stopped_and_rearmed_timers, test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
-          test_deferred_calls_run_fifo_without_waiting, test_run_until_stop)
+          test_deferred_calls_run_fifo_without_waiting, test_deferred_to_the_next_iteration, test_run_until_stop)
