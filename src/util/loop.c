@@ -273,18 +273,6 @@ int loop_io_modify(struct loop_io *io, uint32_t events)
         return 0;
 }
 
-int loop_io_rearm(struct loop_io *io)
-{
-        struct epoll_event ev;
-
-        memset(&ev, 0, sizeof(ev));
-        ev.events = io->events;
-        ev.data.ptr = io;
-        if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
-                return -errno;
-        return 0;
-}
-
 void loop_io_free(struct loop_io *io)
 {
         if (!io || io->dead)

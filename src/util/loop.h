@@ -22,8 +22,7 @@ struct loop;
 struct loop_io;
 struct loop_timer;
 
-/* events is a mask of EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP (and
- * EPOLLET when registering). */
+/* events is a mask of EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP. */
 typedef void (*loop_io_fn)(struct loop_io *io, int fd, uint32_t events, void *data);
 typedef void (*loop_timer_fn)(struct loop_timer *t, void *data);
 typedef void (*loop_defer_fn)(void *data);
@@ -49,11 +48,6 @@ bool loop_stopped(const struct loop *l);
  * until loop_io_free(). */
 int loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *data, struct loop_io **ret_io);
 int loop_io_modify(struct loop_io *io, uint32_t events);
-/* Registers io again with the same events: for an edge-triggered watch
- * (EPOLLET), what is ready now is reported once more, as if it had just
- * become ready (a read budget spent, a write refused for no reason we
- * can see).  0 or -errno.  One epoll_ctl(). */
-int loop_io_rearm(struct loop_io *io);
 /* Stops watching and frees the handle; safe inside its own callback.
  * NULL-safe. */
 void loop_io_free(struct loop_io *io);
