@@ -15,13 +15,12 @@
  * of the first one; a flush is one sendmsg() of up to FLUSH_IOV blocks.
  *
  * Writes are batched: queueing defers one flush pass to the end of the
- * loop turn.  The watch is edge-triggered, so EPOLLOUT comes whenever the
- * peer has read some of our last write; a live consumer waits for it
- * while its socket is full or the peer has not read our last write yet,
- * and, while the loop broadcasts a stream of messages, until its queue
- * reaches a bound in bytes or in time (flush_consumers()).  So several
- * broadcasts cost one syscall per consumer, and nothing here ever
- * blocks.
+ * loop turn, and while the loop broadcasts a stream of messages a live
+ * consumer's queue waits until it reaches a bound in bytes or in time
+ * (flush_consumers()).  So several broadcasts cost one syscall per
+ * consumer, and nothing here ever blocks.  A consumer whose socket is
+ * full waits for EPOLLOUT, watched only then: a reader that keeps up
+ * never wakes the loop.
  *
  * A consumer's life: GREETING (hello queued; waiting at most
  * STREAM_RESUME_GRACE_USEC for its resume line; broadcasts are not queued
@@ -103,8 +102,8 @@
  * is below this (at least one message at a time). */
 #define REPLAY_BUDGET (256u * 1024u)
 /* While the loop is busy broadcasting (in this iteration and the one
- * before), a live consumer's messages are
- * kept back until this many bytes wait, or the oldest has waited
+ * before), a live consumer's messages are kept back until an iteration
+ * broadcasts nothing, this many bytes wait, or the oldest has waited
  * CORK_USEC; see flush_consumers().  CORK_USEC is the bound on the delay
  * a stream of messages adds. */
 #define CORK_BYTES (64u * 1024u)
@@ -153,13 +152,9 @@ struct consumer {
         struct loop_timer *timer; /* resume grace, then close timeout */
         enum consumer_state state;
         bool read_eof;   /* the client shut its side: stop reading */
-        /* Both cleared by EPOLLOUT (the watch is edge-triggered, so that
-         * comes when the peer has read some of what we wrote): full, its
-         * socket refused bytes; unread, bytes written since the peer last
-         * read, so what a broadcast queues waits to go with what follows
-         * (unless c is being closed). */
+        /* Its socket took less than it was given: EPOLLOUT is watched,
+         * and the flush pass leaves c to it (consumer_watch()). */
         bool full;
-        bool unread;
         struct ring q;   /* of struct msg *: references */
         uint64_t queued_at; /* monotonic time the queue last stopped being empty */
         size_t offset;   /* bytes of the first block already written */
@@ -202,11 +197,13 @@ struct stream_server {
         uint64_t fd_refused; /* connections refused in this episode */
         stream_fd_fn fd_fn;
         void *fd_data;
-        /* The pass that ends a stream's tail (consumers kept back, see
-         * flush_consumers()), or, when a deferred call cannot be queued
-         * for want of memory, the flush itself. */
+        /* The flush, when a deferred call cannot be queued for want of
+         * memory (a timer at 0 cannot fail). */
         struct loop_timer *flush_timer;
         bool flush_scheduled; /* flush_deferred() is queued */
+        /* flush_next() is queued for the next iteration: consumers are
+         * kept back (flush_consumers()). */
+        bool next_scheduled;
         /* The loop iterations (loop_turns()) of the last broadcast, and
          * of the last one in an earlier iteration (flush_consumers()). */
         uint64_t bcast_turn, prev_bcast_turn;
@@ -767,6 +764,21 @@ static void consumer_fail(struct consumer *c, const char *reason,
         schedule_flush(c->srv);
 }
 
+/*
+ * Makes c's watch ask for what c waits for: EPOLLIN until the client shut
+ * its side, EPOLLOUT only while its socket is full.  The watch is
+ * level-triggered, so EPOLLOUT on a socket with room would wake the loop
+ * every turn; and a socket with room says nothing when the peer reads,
+ * so a reader that keeps up costs the loop no wake-up (where watching
+ * each read cost one per delivered message).  One epoll_ctl() when the
+ * mask changes, none otherwise.  0 or -errno: c can no longer be
+ * watched, and the caller closes it.
+ */
+static int consumer_watch(struct consumer *c)
+{
+        return loop_io_modify(c->io, (c->read_eof ? 0 : EPOLLIN) | (c->full ? EPOLLOUT : 0));
+}
+
 /* Writes what the socket takes, as many queued blocks per sendmsg() as
  * FLUSH_IOV, a block cut anywhere (c->offset says where to go on).  0
  * (maybe with data left: c->full) or -errno for a connection that is gone
@@ -798,17 +810,11 @@ static int consumer_flush(struct consumer *c)
                         if (errno == EINTR)
                                 continue;
                         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                                /* Full: what we wrote before brings
-                                 * EPOLLOUT as the peer reads it.  Asking
-                                 * again costs one epoll_ctl() and makes a
-                                 * refusal with room left (nothing of ours
-                                 * to read, so no edge) come back too. */
                                 c->full = true;
-                                return loop_io_rearm(c->io);
+                                return consumer_watch(c);
                         }
                         return -errno;
                 }
-                c->unread = true;
                 c->backlog -= (size_t)w;
                 left = (size_t)w;
                 while (left > 0) {
@@ -824,14 +830,13 @@ static int consumer_flush(struct consumer *c)
                         msg_unref(m);
                         ring_pop(&c->q);
                 }
-                if ((size_t)w < total) {
-                        /* The socket is full (or took a part for another
-                         * reason): the part written brings EPOLLOUT. */
-                        c->full = true;
-                        return 0;
-                }
+                /* A part taken: the socket is full (or took a part for
+                 * another reason, and EPOLLOUT comes at once). */
+                c->full = (size_t)w < total;
+                if (c->full)
+                        break;
         }
-        return 0;
+        return consumer_watch(c);
 }
 
 /* The absolute index of the first history entry numbered after n (one
@@ -1159,8 +1164,8 @@ static int consumer_read_line(struct consumer *c)
 }
 
 /* After the first line: reads and drops, at most IGNORE_READ_BUDGET bytes
- * per wake-up; the watch is edge-triggered, so a spent budget asks for
- * EPOLLIN again (the rest is read on the next pass).  0 or -errno. */
+ * per wake-up (the watch is level-triggered: the rest is read on the next
+ * pass).  0 or -errno. */
 static int consumer_read_ignore(struct consumer *c)
 {
         char scratch[4096];
@@ -1177,16 +1182,15 @@ static int consumer_read_ignore(struct consumer *c)
                 }
                 total += (size_t)n;
         }
-        return loop_io_rearm(c->io);
+        return 0;
 }
 
 /*
- * The watch is edge-triggered (EPOLLIN | EPOLLOUT | EPOLLET, never
- * changed): EPOLLOUT comes each time the peer has read some of what we
- * wrote, whether or not the socket was full, which is what lets a
- * broadcast wait while the peer has not read the last write (see
- * flush_consumers()).  Reads therefore go on until EAGAIN, the first
- * line and what follows it in one pass.
+ * What c's watch reports (consumer_watch()).  EPOLLIN: the first line
+ * and what follows it are read in one pass.  EPOLLOUT: the full socket
+ * has room, and what waited is written now rather than by the flush
+ * pass, which may keep it back while the loop is busy: EPOLLOUT, still
+ * watched, would wake every turn until then.
  */
 static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
 {
@@ -1199,12 +1203,14 @@ static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
                 return;
         }
         if (events & EPOLLOUT)
-                c->full = c->unread = false;
+                c->full = false;
         if ((events & EPOLLIN) && !c->read_eof) {
                 if (c->state == CONSUMER_GREETING)
                         r = consumer_read_line(c);
                 if (r >= 0 && c->state != CONSUMER_GREETING && !c->read_eof)
                         r = consumer_read_ignore(c);
+                if (r >= 0 && c->read_eof)
+                        r = consumer_watch(c); /* EPOLLIN would come every turn */
                 if (r < 0) {
                         consumer_free(c);
                         return;
@@ -1212,7 +1218,7 @@ static void consumer_io(struct loop_io *io, int fd, uint32_t events, void *data)
         }
         /* What a live consumer has queued goes out in the flush pass, which
          * keeps it back while the loop is busy (flush_consumers()). */
-        if (c->state == CONSUMER_LIVE && c->q.len > 0)
+        if (c->state == CONSUMER_LIVE && c->q.len > 0 && !(events & EPOLLOUT))
                 schedule_flush(c->srv);
         else
                 consumer_pump(c);
@@ -1262,7 +1268,7 @@ static int consumer_new(struct stream_server *srv, int fd, const struct ucred *c
                 r = -ENOMEM;
                 goto fail;
         }
-        r = loop_io_add(srv->loop, fd, EPOLLIN | EPOLLOUT | EPOLLET, consumer_io, c, &c->io);
+        r = loop_io_add(srv->loop, fd, EPOLLIN, consumer_io, c, &c->io);
         if (r < 0)
                 goto fail;
         r = loop_timer_new(srv->loop, consumer_timer, c, &c->timer);
@@ -1446,17 +1452,28 @@ static void accept_retry(struct loop_timer *t, void *data)
                 loop_timer_arm(t, ACCEPT_RETRY_USEC);
 }
 
+static void flush_next(void *data);
+
+/* Whether a pass is queued for the end of the next iteration, queueing
+ * it if not: what is kept back waits for it.  False when it cannot be
+ * queued (out of memory): nothing may be kept back then. */
+static bool next_pass(struct stream_server *srv)
+{
+        if (!srv->next_scheduled && loop_defer_next(srv->loop, flush_next, srv) == 0)
+                srv->next_scheduled = true;
+        return srv->next_scheduled;
+}
+
 /*
  * The flush pass, once per loop turn at its end: writes every consumer
  * with something queued, except
- *   - those waiting for EPOLLOUT: their socket is full, or, live, the
- *     peer has not read our last write yet; when it reads, the next pass
- *     writes all that was queued meanwhile in one sendmsg();
+ *   - those whose socket is full: EPOLLOUT writes them when it has room;
  *   - live ones, while the loop is busy (this iteration broadcast and so
  *     did the one before: a stream, which the next iteration probably
- *     continues), until CORK_BYTES wait for them or the oldest
- *     has waited CORK_USEC: a later pass, or flush_timer's when the
- *     stream has stopped, writes them.
+ *     continues), until CORK_BYTES wait for them or the oldest has waited
+ *     CORK_USEC.  The pass of the next iteration looks again, and writes
+ *     them if that iteration broadcast nothing: the stream has stopped,
+ *     or its source waits for the consumers.
  * A message alone is thus written at once; a stream of them, one
  * broadcast per turn, goes in batches, and the system calls
  * (and the readers' wake-ups) per delivered message fall to a fraction,
@@ -1471,25 +1488,18 @@ static void flush_consumers(struct stream_server *srv)
         /* Busy: this iteration broadcast, and so did the one before (a
          * stream, one message per iteration or more).  A message after an
          * idle wait is written at once. */
-        bool busy = srv->bcast_turn == turn && srv->prev_bcast_turn + 1 == turn, kept = false;
+        bool busy = srv->bcast_turn == turn && srv->prev_bcast_turn + 1 == turn;
         uint64_t now = busy ? mono_usec() : 0;
 
         for (c = srv->consumers; c; c = next) {
                 next = c->next;
                 if (c->q.len == 0 || c->full)
                         continue;
-                if (c->state == CONSUMER_LIVE && c->unread)
+                if (c->state == CONSUMER_LIVE && busy && c->backlog < CORK_BYTES && now - c->queued_at < CORK_USEC &&
+                    next_pass(srv))
                         continue;
-                if (c->state == CONSUMER_LIVE && busy && c->backlog < CORK_BYTES && now - c->queued_at < CORK_USEC) {
-                        kept = true;
-                        continue;
-                }
                 consumer_pump(c);
         }
-        /* One timer for all: the passes of a continuing stream write
-         * whoever waited CORK_USEC; this one ends a stream's tail. */
-        if (kept && !loop_timer_armed(srv->flush_timer))
-                loop_timer_arm(srv->flush_timer, CORK_USEC);
 }
 
 static void flush_deferred(void *data)
@@ -1500,9 +1510,19 @@ static void flush_deferred(void *data)
         flush_consumers(srv);
 }
 
-/* The pass after a stream's last messages were kept back (or, when a
- * deferred call could not be queued, the flush): deferred to the end of
- * the turn, after what the turn broadcasts. */
+/* The next iteration's pass (next_pass()), unless that iteration has its
+ * own pass queued (it broadcast), which comes after its broadcasts. */
+static void flush_next(void *data)
+{
+        struct stream_server *srv = data;
+
+        srv->next_scheduled = false;
+        if (!srv->flush_scheduled)
+                flush_consumers(srv);
+}
+
+/* The flush, when a deferred call could not be queued: deferred to the
+ * end of the turn, after what the turn broadcasts, if it can be now. */
 static void flush_all(struct loop_timer *t, void *data)
 {
         struct stream_server *srv = data;
@@ -1641,6 +1661,7 @@ void stream_server_free(struct stream_server *srv)
         if (srv->reserve_fd >= 0)
                 close(srv->reserve_fd);
         loop_defer_cancel(srv->loop, flush_deferred, srv);
+        loop_defer_cancel(srv->loop, flush_next, srv);
         loop_timer_free(srv->flush_timer);
         loop_timer_free(srv->accept_timer);
         for (i = 0; i < srv->hist.len; i++)

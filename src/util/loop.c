@@ -57,6 +57,9 @@ struct loop {
         /* heap_cap >= n_timers always, so arming never allocates. */
         size_t heap_len, heap_cap, n_timers;
         struct loop_defer *defer_head, *defer_tail;
+        /* loop_defer_next(): moved to the list above as an iteration
+         * starts, which then does not wait. */
+        struct loop_defer *next_head, *next_tail;
         int need_reap;
         uint64_t turns; /* iterations finished */
 };
@@ -200,6 +203,12 @@ void loop_free(struct loop *l)
                 l->defer_head = d->next;
                 free(d);
         }
+        while (l->next_head) {
+                struct loop_defer *d = l->next_head;
+
+                l->next_head = d->next;
+                free(d);
+        }
         free(l->heap);
         if (l->tfd >= 0)
                 close(l->tfd);
@@ -261,18 +270,6 @@ int loop_io_modify(struct loop_io *io, uint32_t events)
         if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
                 return -errno;
         io->events = events;
-        return 0;
-}
-
-int loop_io_rearm(struct loop_io *io)
-{
-        struct epoll_event ev;
-
-        memset(&ev, 0, sizeof(ev));
-        ev.events = io->events;
-        ev.data.ptr = io;
-        if (epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &ev) < 0)
-                return -errno;
         return 0;
 }
 
@@ -347,7 +344,7 @@ void loop_timer_free(struct loop_timer *t)
 
 /* ---- deferred calls ---------------------------------------------------------------- */
 
-int loop_defer(struct loop *l, loop_defer_fn fn, void *data)
+static int defer_append(struct loop_defer **head, struct loop_defer **tail, loop_defer_fn fn, void *data)
 {
         struct loop_defer *d = malloc(sizeof(*d));
 
@@ -356,21 +353,28 @@ int loop_defer(struct loop *l, loop_defer_fn fn, void *data)
         d->fn = fn;
         d->data = data;
         d->next = NULL;
-        if (l->defer_tail)
-                l->defer_tail->next = d;
+        if (*tail)
+                (*tail)->next = d;
         else
-                l->defer_head = d;
-        l->defer_tail = d;
+                *head = d;
+        *tail = d;
         return 0;
 }
 
-void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data)
+int loop_defer(struct loop *l, loop_defer_fn fn, void *data)
 {
-        struct loop_defer **pd, *prev = NULL;
+        return defer_append(&l->defer_head, &l->defer_tail, fn, data);
+}
 
-        if (!l)
-                return;
-        pd = &l->defer_head;
+int loop_defer_next(struct loop *l, loop_defer_fn fn, void *data)
+{
+        return defer_append(&l->next_head, &l->next_tail, fn, data);
+}
+
+static void defer_drop(struct loop_defer **head, struct loop_defer **tail, loop_defer_fn fn, void *data)
+{
+        struct loop_defer **pd = head, *prev = NULL;
+
         while (*pd) {
                 struct loop_defer *d = *pd;
 
@@ -382,7 +386,15 @@ void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data)
                 prev = d;
                 pd = &d->next;
         }
-        l->defer_tail = prev;
+        *tail = prev;
+}
+
+void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data)
+{
+        if (!l)
+                return;
+        defer_drop(&l->defer_head, &l->defer_tail, fn, data);
+        defer_drop(&l->next_head, &l->next_tail, fn, data);
 }
 
 static int run_deferred(struct loop *l)
@@ -460,6 +472,16 @@ int loop_run_once(struct loop *l, int64_t timeout_usec)
         struct epoll_event evs[LOOP_MAX_EVENTS];
         int n, i, ran = 0, timeout_ms;
 
+        /* What loop_defer_next() queued runs in this iteration, after
+         * what was deferred before it. */
+        if (l->next_head) {
+                if (l->defer_tail)
+                        l->defer_tail->next = l->next_head;
+                else
+                        l->defer_head = l->next_head;
+                l->defer_tail = l->next_tail;
+                l->next_head = l->next_tail = NULL;
+        }
         if (l->defer_head)
                 timeout_usec = 0;
         if (timeout_usec < 0)

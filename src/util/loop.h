@@ -22,8 +22,7 @@ struct loop;
 struct loop_io;
 struct loop_timer;
 
-/* events is a mask of EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP (and
- * EPOLLET when registering). */
+/* events is a mask of EPOLLIN / EPOLLOUT / EPOLLERR / EPOLLHUP. */
 typedef void (*loop_io_fn)(struct loop_io *io, int fd, uint32_t events, void *data);
 typedef void (*loop_timer_fn)(struct loop_timer *t, void *data);
 typedef void (*loop_defer_fn)(void *data);
@@ -49,11 +48,6 @@ bool loop_stopped(const struct loop *l);
  * until loop_io_free(). */
 int loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *data, struct loop_io **ret_io);
 int loop_io_modify(struct loop_io *io, uint32_t events);
-/* Registers io again with the same events: for an edge-triggered watch
- * (EPOLLET), what is ready now is reported once more, as if it had just
- * become ready (a read budget spent, a write refused for no reason we
- * can see).  0 or -errno.  One epoll_ctl(). */
-int loop_io_rearm(struct loop_io *io);
 /* Stops watching and frees the handle; safe inside its own callback.
  * NULL-safe. */
 void loop_io_free(struct loop_io *io);
@@ -71,8 +65,13 @@ void loop_timer_free(struct loop_timer *t);
  * if called from outside a callback).  Calls are run in FIFO order.
  * Returns 0 or -ENOMEM. */
 int loop_defer(struct loop *l, loop_defer_fn fn, void *data);
-/* Drops pending deferred calls of fn with data (an object being freed
- * cancels what it scheduled).  NULL-safe. */
+/* Runs fn(data) once, at the end of the next iteration (from outside a
+ * callback, of the one that runs next, as loop_defer()), which then does
+ * not wait for events.  Lets work look at the next iteration without a
+ * timer.  Returns 0 or -ENOMEM. */
+int loop_defer_next(struct loop *l, loop_defer_fn fn, void *data);
+/* Drops pending deferred calls of fn with data, of both kinds (an object
+ * being freed cancels what it scheduled).  NULL-safe. */
 void loop_defer_cancel(struct loop *l, loop_defer_fn fn, void *data);
 
 #endif

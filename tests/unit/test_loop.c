@@ -1,5 +1,4 @@
 /* Unit tests: the event loop (timers, io, deferred calls). */
-#include <errno.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -73,12 +72,6 @@ static void io_cb(struct loop_io *io, int fd, uint32_t events, void *data)
         loop_io_free(io); /* freeing itself inside its callback is allowed */
 }
 
-/* Counts, reads nothing. */
-static void io_count_cb(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        io_hits++;
-}
-
 START_TEST(test_io_readiness_and_self_free)
 {
         struct loop *l;
@@ -94,35 +87,6 @@ START_TEST(test_io_readiness_and_self_free)
         ck_assert_int_eq(io_hits, 1);
         loop_free(l);
         close(p[0]);
-        close(p[1]);
-}
-END_TEST
-
-/* An edge-triggered watch reports readiness once; rearming reports what
- * is still ready once more (a reader whose budget ran out relies on it),
- * and a watch whose descriptor is gone says so. */
-START_TEST(test_io_rearm_reports_again)
-{
-        struct loop *l;
-        struct loop_io *io;
-        int p[2];
-
-        io_hits = 0;
-        ck_assert_int_eq(pipe(p), 0);
-        ck_assert_int_eq(loop_new(&l), 0);
-        ck_assert_int_eq(loop_io_add(l, p[0], EPOLLIN | EPOLLET, io_count_cb, NULL, &io), 0);
-        ck_assert_int_eq(write(p[1], "ab", 2), 2);
-        loop_run_once(l, 1000000);
-        loop_run_once(l, 10000);
-        ck_assert_int_eq(io_hits, 1); /* unread, but no new edge */
-        ck_assert_int_eq(loop_io_rearm(io), 0);
-        loop_run_once(l, 1000000);
-        ck_assert_int_eq(io_hits, 2);
-        loop_run_once(l, 10000);
-        ck_assert_int_eq(io_hits, 2);
-        close(p[0]);
-        ck_assert_int_eq(loop_io_rearm(io), -EBADF);
-        loop_free(l);
         close(p[1]);
 }
 END_TEST
@@ -174,6 +138,37 @@ START_TEST(test_deferred_calls_run_fifo_without_waiting)
         ck_assert_int_eq(order[0], 1);
         ck_assert_int_eq(order[1], 2);
         ck_assert_int_eq(order[2], 3);
+        loop_free(defer_loop);
+}
+END_TEST
+
+static void next_cb(void *data)
+{
+        order[n_order++] = (int)(intptr_t)data;
+        if ((intptr_t)data < 3)
+                ck_assert_int_eq(loop_defer_next(defer_loop, next_cb, (void *)((intptr_t)data + 1)), 0);
+}
+
+/* A call queued for the next iteration runs at its end, after what was
+ * deferred before it, and that iteration does not wait (timeout -1); a
+ * cancelled one does not run; loop_free() frees what is left. */
+START_TEST(test_deferred_to_the_next_iteration)
+{
+        n_order = 0;
+        ck_assert_int_eq(loop_new(&defer_loop), 0);
+        ck_assert_int_eq(loop_defer_next(defer_loop, next_cb, (void *)1), 0);
+        ck_assert_int_eq(loop_defer(defer_loop, defer_cb, (void *)0), 0);
+        ck_assert_int_eq(loop_run_once(defer_loop, -1), 2);
+        ck_assert_int_eq(n_order, 2);
+        ck_assert_int_eq(order[0], 0);
+        ck_assert_int_eq(order[1], 1);
+        ck_assert_int_eq(loop_run_once(defer_loop, -1), 1); /* 2, which queues 3 */
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(order[2], 2);
+        loop_defer_cancel(defer_loop, next_cb, (void *)3);
+        ck_assert_int_eq(loop_run_once(defer_loop, 0), 0);
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(loop_defer_next(defer_loop, next_cb, (void *)3), 0);
         loop_free(defer_loop);
 }
 END_TEST
@@ -245,6 +240,6 @@ START_TEST(test_lazy_timerfd_never_fires_a_timer_early)
 }
 END_TEST
 
-UNIT_MAIN(test_turns_count_iterations, test_io_rearm_reports_again, test_timers_fire_in_due_order,
-          test_stopped_and_rearmed_timers, test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
-          test_deferred_calls_run_fifo_without_waiting, test_run_until_stop)
+UNIT_MAIN(test_turns_count_iterations, test_timers_fire_in_due_order, test_stopped_and_rearmed_timers,
+          test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
+          test_deferred_calls_run_fifo_without_waiting, test_deferred_to_the_next_iteration, test_run_until_stop)

@@ -1739,8 +1739,8 @@ static void turns(struct env *e, int n)
                 ck_assert_int_ge(loop_run_once(e->loop, 0), 0);
 }
 
-/* A synced client whose last read left nothing in flight: the server has
- * seen it read (EPOLLOUT), so its next message is written at once. */
+/* A synced client whose last message is behind it: a few quiet turns, so
+ * its next message comes after an idle wait. */
 static struct client *client_settled(struct env *e)
 {
         struct client *c = client_synced(e, "{}\n");
@@ -1771,13 +1771,12 @@ static void assert_pods_in_order(const struct client *c, const char *prefix, con
 
 #define BATCH_MESSAGES 10
 
-/* A consumer that has not read our last write gets what is broadcast
- * meanwhile in one sendmsg() once it reads, even when that call writes
- * only part of the first block (an injected short write): the rest goes
- * on from that byte in one more call.  Counting calls needs interposition
- * (not under the sanitizers); the bytes and their order are checked
- * always. */
-START_TEST(test_live_messages_batched_while_unread)
+/* What one loop turn broadcasts goes to a consumer in one sendmsg(), even
+ * when that call writes only part of the first block (an injected short
+ * write): the rest goes on from that byte in one more call.  Counting
+ * calls needs interposition (not under the sanitizers); the bytes and
+ * their order are checked always. */
+START_TEST(test_live_messages_batched_per_turn)
 {
         struct env e;
         struct client *a;
@@ -1788,31 +1787,18 @@ START_TEST(test_live_messages_batched_while_unread)
         env_init(&e);
         env_serve(&e, 0, 0, 0);
         a = client_settled(&e);
-        e.n_clients--; /* a reads only when told below */
         if (count)
-                failsys_arm(FAILSYS_SENDMSG, LONG_MAX, 0);
-        seqs[0] = bcast(&e, POD_OP_ADD, "file", "b0", 100);
-        turns(&e, 3);
-        if (count)
-                ck_assert_int_eq(failsys_count(FAILSYS_SENDMSG), 1);
-        for (size_t k = 1; k < BATCH_MESSAGES; k++) {
-                (void)snprintf(name, sizeof(name), "b%zu", k);
-                seqs[k] = bcast(&e, POD_OP_UPDATE, "file", name, 100);
-                turns(&e, 1);
-        }
-        /* Unread: the nine wait in the queue. */
-        if (count) {
-                ck_assert_int_eq(failsys_count(FAILSYS_SENDMSG), 1);
                 failsys_arm(FAILSYS_SENDMSG, 1, 0);
+        for (size_t k = 0; k < BATCH_MESSAGES; k++) {
+                (void)snprintf(name, sizeof(name), "b%zu", k);
+                seqs[k] = bcast(&e, k ? POD_OP_UPDATE : POD_OP_ADD, "file", name, 100);
         }
-        client_poll(a);
-        ck_assert_uint_eq(count_type(a, "pods"), 1);
-        turns(&e, 3);
+        turns(&e, 1);
         if (count) {
                 ck_assert(failsys_failed(FAILSYS_SENDMSG));
-                failsys_arm(FAILSYS_SENDMSG, LONG_MAX, 0);
+                ck_assert_int_eq(failsys_count(FAILSYS_SENDMSG), 1);
+                failsys_arm(FAILSYS_SENDMSG, LONG_MAX, 0); /* counts the rest */
         }
-        e.n_clients++;
         DRIVE_UNTIL(&e, count_type(a, "pods") == BATCH_MESSAGES);
         if (count) {
                 ck_assert_int_eq(failsys_count(FAILSYS_SENDMSG), 1);
@@ -1824,12 +1810,99 @@ START_TEST(test_live_messages_batched_while_unread)
 }
 END_TEST
 
+/* A consumer that reads each message as it comes costs the server no
+ * wake-up and no change of its watch: a turn after the read runs
+ * nothing (EPOLLOUT is watched only while a socket is full). */
+START_TEST(test_reader_keeping_up_wakes_nothing)
+{
+        struct env e;
+        struct client *a;
+        bool count = failalloc_enabled();
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_settled(&e);
+        if (count)
+                failsys_arm(FAILSYS_EPOLL_CTL, LONG_MAX, 0);
+        for (size_t k = 0; k < BATCH_MESSAGES; k++) {
+                bcast(&e, k ? POD_OP_UPDATE : POD_OP_ADD, "file", "k", 0);
+                turns(&e, 1);
+                client_poll(a);
+                ck_assert_uint_eq(count_type(a, "pods"), k + 1);
+                ck_assert_int_eq(loop_run_once(e.loop, 0), 0);
+        }
+        if (count) {
+                ck_assert_int_eq(failsys_count(FAILSYS_EPOLL_CTL), 0);
+                failsys_arm(FAILSYS_EPOLL_CTL, 0, 0);
+        }
+        env_done(&e);
+}
+END_TEST
+
+/* Two turns in a row broadcast (a stream, as the server sees it): the
+ * second's message may be kept back, but the next turn that broadcasts
+ * nothing writes it, without waiting for a timer: a source that waits
+ * for its consumers before sending more is not slowed down. */
+START_TEST(test_kept_messages_go_on_a_quiet_turn)
+{
+        struct env e;
+        struct client *a;
+
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_settled(&e);
+        for (size_t k = 1; k <= BATCH_MESSAGES; k++) {
+                bcast(&e, POD_OP_UPDATE, "file", "q", 0);
+                turns(&e, 1);
+                bcast(&e, POD_OP_UPDATE, "file", "q", 0); /* right after it */
+                turns(&e, 1);
+                turns(&e, 1); /* broadcasts nothing */
+                client_poll(a);
+                ck_assert_uint_eq(count_type(a, "pods"), 2 * k);
+        }
+        env_done(&e);
+}
+END_TEST
+
+/* When the pass of the next turn cannot be queued (out of memory), what
+ * would have been kept back is written at once: nothing waits for a pass
+ * that will not come. */
+START_TEST(test_kept_messages_written_when_no_pass_can_follow)
+{
+        struct env e;
+        struct client *a;
+        long hits = 0;
+
+        if (!failalloc_enabled())
+                return;
+        env_init(&e);
+        env_serve(&e, 0, 0, 0);
+        a = client_settled(&e);
+        bcast(&e, POD_OP_ADD, "file", "o", 0);
+        turns(&e, 1);
+        /* Each try: a message right after a turn that broadcast, so the
+         * pass wants to keep it (unless it already waited CORK_USEC). */
+        for (size_t k = 1; k < BATCH_MESSAGES && hits == 0; k++) {
+                bcast(&e, POD_OP_UPDATE, "file", "o", 0);
+                failalloc_arm(1);
+                turns(&e, 1);
+                hits += failalloc_failed();
+                failalloc_arm(0);
+                client_poll(a);
+                ck_assert_uint_eq(count_type(a, "pods"), k + 1);
+        }
+        ck_assert_int_eq(hits, 1);
+        ck_assert_uint_eq(stream_server_dropped(e.srv), 0);
+        env_done(&e);
+}
+END_TEST
+
 #define FULL_MESSAGES 60
 #define FULL_PAD (10 * 1024 + 7)
 
 /* A batch larger than the socket: each sendmsg() of it stops where the
  * socket is full, in the middle of a block, and the next goes on from
- * that byte when the consumer reads.  A handful of calls for sixty
+ * that byte when the consumer has read.  A handful of calls for sixty
  * messages, where one call per message was made before. */
 START_TEST(test_batch_cut_by_a_full_socket)
 {
@@ -1848,8 +1921,8 @@ START_TEST(test_batch_cut_by_a_full_socket)
         for (size_t k = 0; k < FULL_MESSAGES; k++) {
                 (void)snprintf(name, sizeof(name), "f%zu", k);
                 seqs[k] = bcast(&e, k ? POD_OP_UPDATE : POD_OP_ADD, "file", name, FULL_PAD);
-                turns(&e, 1);
         }
+        turns(&e, 3);
         if (count)
                 ck_assert_int_eq(failsys_count(FAILSYS_SENDMSG), 1);
         e.n_clients++;
@@ -1865,17 +1938,25 @@ START_TEST(test_batch_cut_by_a_full_socket)
 }
 END_TEST
 
-/* A consumer whose watch cannot be renewed (epoll_ctl() failing) after a
- * write refused with room left, or after its read budget ran out, cannot
+/* A client resuming after the last message it read gets what follows. */
+static struct client *client_resumed(struct env *e, uint64_t last)
+{
+        char line[64];
+
+        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", last);
+        return client_synced(e, line);
+}
+
+/* A consumer whose watch cannot be changed (epoll_ctl() failing) cannot
  * be served: it is closed like a connection that is gone, the others go
- * on, and it resumes without a loss. */
-START_TEST(test_watch_renewal_failure_closes_consumer)
+ * on, and it resumes without a loss.  The watch changes when a socket
+ * fills (EPOLLOUT asked for), when it has room again (EPOLLOUT dropped)
+ * and when the client shuts its side (EPOLLIN dropped). */
+START_TEST(test_watch_change_failure_closes_consumer)
 {
         struct env e;
-        struct client *a, *b, *c;
-        uint64_t s, last;
-        char line[64], *junk;
-        size_t n = 100 * 1024;
+        struct client *a, *b, *c, *d;
+        uint64_t s, t, last_b, last_c, last_d;
 
         if (!failalloc_enabled())
                 return;
@@ -1883,7 +1964,7 @@ START_TEST(test_watch_renewal_failure_closes_consumer)
         env_serve(&e, 0, 0, 0);
         a = client_settled(&e);
         b = client_settled(&e); /* the newest is written first */
-        last = line_seq(b, b->n_lines - 1);
+        last_b = line_seq(b, b->n_lines - 1);
         failsys_arm(FAILSYS_SENDMSG, 1, EAGAIN);
         failsys_arm(FAILSYS_EPOLL_CTL, 1, ENOMEM);
         s = bcast(&e, POD_OP_ADD, "file", "x", 0);
@@ -1892,24 +1973,39 @@ START_TEST(test_watch_renewal_failure_closes_consumer)
         ck_assert_uint_eq(count_type(b, "pods"), 0);
         ck_assert_uint_eq(stream_server_consumers(e.srv), 1);
         ck_assert_uint_eq(stream_server_dropped(e.srv), 0); /* quietly */
-        (void)snprintf(line, sizeof(line), "{\"resume_after\":%" PRIu64 "}\n", last);
-        b = client_synced(&e, line);
+        b = client_resumed(&e, last_b);
         ck_assert_uint_eq(count_type(b, "pods"), 1);
         ck_assert_uint_eq(line_seq(b, find_type(b, "pods", 0)), s);
 
+        /* Full (EPOLLOUT asked for), then room: dropping EPOLLOUT fails. */
         c = client_settled(&e);
-        junk = malloc(n);
-        ck_assert_ptr_nonnull(junk);
-        memset(junk, 'j', n);
+        last_c = line_seq(c, c->n_lines - 1);
+        failsys_arm(FAILSYS_SENDMSG, 1, EAGAIN);
+        failsys_arm(FAILSYS_EPOLL_CTL, 2, ENOMEM);
+        t = bcast(&e, POD_OP_UPDATE, "file", "x", 0);
+        DRIVE_UNTIL(&e, c->eof && count_type(a, "pods") == 2 && count_type(b, "pods") == 2);
+        ck_assert(failsys_failed(FAILSYS_EPOLL_CTL));
+        failsys_arm(FAILSYS_SENDMSG, 0, 0);
+        ck_assert_uint_eq(stream_server_consumers(e.srv), 2);
+        c = client_resumed(&e, last_c);
+        ck_assert_uint_eq(count_type(c, "pods"), 1);
+        ck_assert_uint_eq(line_seq(c, find_type(c, "pods", 0)), t);
+
+        /* The client shuts its side: dropping EPOLLIN fails. */
+        d = client_settled(&e);
+        last_d = line_seq(d, d->n_lines - 1);
         failsys_arm(FAILSYS_EPOLL_CTL, 1, ENOMEM);
-        ck_assert_int_eq(send(c->fd, junk, n, MSG_NOSIGNAL), (ssize_t)n); /* past one read budget */
-        free(junk);
-        DRIVE_UNTIL(&e, c->eof);
+        ck_assert_int_eq(shutdown(d->fd, SHUT_WR), 0);
+        DRIVE_UNTIL(&e, d->eof);
         ck_assert(failsys_failed(FAILSYS_EPOLL_CTL));
         failsys_arm(FAILSYS_EPOLL_CTL, 0, 0);
-        ck_assert_uint_eq(stream_server_consumers(e.srv), 2);
-        bcast(&e, POD_OP_DELETE, "file", "x", 0);
-        DRIVE_UNTIL(&e, count_type(a, "pods") == 2 && count_type(b, "pods") == 2);
+        ck_assert_uint_eq(stream_server_consumers(e.srv), 3);
+        s = bcast(&e, POD_OP_DELETE, "file", "x", 0);
+        d = client_resumed(&e, last_d);
+        ck_assert_uint_eq(count_type(d, "pods"), 1);
+        ck_assert_uint_eq(line_seq(d, find_type(d, "pods", 0)), s);
+        DRIVE_UNTIL(&e, count_type(a, "pods") == 3 && count_type(b, "pods") == 3 && count_type(c, "pods") == 2);
+        ck_assert_uint_eq(stream_server_dropped(e.srv), 0);
         env_done(&e);
 }
 END_TEST
@@ -2489,17 +2585,18 @@ START_TEST(test_descriptors_run_out)
 }
 END_TEST
 
-UNIT_MAIN(test_source_checkpoint_rendered, test_live_messages_batched_while_unread, test_batch_cut_by_a_full_socket,
-          test_watch_renewal_failure_closes_consumer, test_files_request, test_files_refused_failed_slow,
-          test_files_out_of_memory, test_burst_past_the_bound_fits_the_socket, test_history_keeps_pods_by_reference,
-          test_broadcast_out_of_memory_sweep, test_replay_is_fed_as_the_consumer_reads,
-          test_replay_falls_behind_the_history, test_hello_fields, test_seq_strictly_increasing,
-          test_initial_state_then_synced, test_resume_within_history, test_resume_too_old, test_history_byte_bound,
-          test_resume_from_the_future_or_another_run, test_empty_object_skips_grace, test_grace_gives_full_state,
-          test_shut_without_line_gets_state_and_live, test_bad_first_line, test_fanout_60_consumers,
-          test_slow_consumer_dropped, test_slow_consumer_closed_after_timeout, test_client_disconnect_mid_message,
-          test_max_consumers, test_stale_socket_replaced, test_live_socket_refused, test_non_socket_refused,
-          test_socket_mode, test_socket_removed_on_free, test_sources_ready_live_and_late,
+UNIT_MAIN(test_source_checkpoint_rendered, test_live_messages_batched_per_turn, test_reader_keeping_up_wakes_nothing,
+          test_kept_messages_go_on_a_quiet_turn, test_kept_messages_written_when_no_pass_can_follow,
+          test_batch_cut_by_a_full_socket, test_watch_change_failure_closes_consumer, test_files_request,
+          test_files_refused_failed_slow, test_files_out_of_memory, test_burst_past_the_bound_fits_the_socket,
+          test_history_keeps_pods_by_reference, test_broadcast_out_of_memory_sweep,
+          test_replay_is_fed_as_the_consumer_reads, test_replay_falls_behind_the_history, test_hello_fields,
+          test_seq_strictly_increasing, test_initial_state_then_synced, test_resume_within_history, test_resume_too_old,
+          test_history_byte_bound, test_resume_from_the_future_or_another_run, test_empty_object_skips_grace,
+          test_grace_gives_full_state, test_shut_without_line_gets_state_and_live, test_bad_first_line,
+          test_fanout_60_consumers, test_slow_consumer_dropped, test_slow_consumer_closed_after_timeout,
+          test_client_disconnect_mid_message, test_max_consumers, test_stale_socket_replaced, test_live_socket_refused,
+          test_non_socket_refused, test_socket_mode, test_socket_removed_on_free, test_sources_ready_live_and_late,
           test_source_state_live_and_late, test_source_state_out_of_memory, test_shutting_down,
           test_input_after_first_line_ignored, test_broadcast_during_grace_full_state,
           test_broadcast_during_grace_resume, test_news_during_grace_reaches_consumer, test_news_kept_out_of_memory,
