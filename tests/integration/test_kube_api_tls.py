@@ -107,6 +107,19 @@ def test_tls_auth(t):
     d2.stop()
 
 
+@test("a certificate of the client CA with no CN names no user: 401")
+def test_cert_without_cn(t):
+    d = tls_daemon(t)
+    manifest(t, "a")
+    harness.wait_for(lambda: https_get(d, "/api/v1/pods", "client")[1].get("items"), T_WAIT, "the pod served")
+    apitls._leaf(os.path.dirname(d.pki["ca.crt"]), "noname", "ca", "/O=no-name", apitls.CLIENT_EXT)
+    d.pki["noname.crt"] = os.path.join(os.path.dirname(d.pki["ca.crt"]), "noname.crt")
+    d.pki["noname.key"] = os.path.join(os.path.dirname(d.pki["ca.crt"]), "noname.key")
+    status, body = https_get(d, "/api/v1/pods", "noname")
+    assert status == 401 and body["reason"] == "Unauthorized", (status, body)
+    assert https_get(d, "/api/v1/pods", "client")[0] == 200
+
+
 def tls_daemon_again(t, d):
     d.start()
 
