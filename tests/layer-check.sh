@@ -20,7 +20,7 @@ kube src/kube/libkube.a core util util-base
 sources src/sources/libsources.a kube metrics core util util-base
 events src/events/libevents.a kube metrics core util util-base
 stream src/stream/libstream.a core util util-base
-kubeapi src/kubeapi/libkubeapi.a core util util-base
+kubeapi src/kubeapi/libkubeapi.a kube core util util-base
 plugins src/plugins/libplugins.a core util util-base
 client .libs/libpodmux-client.a util-base"
 tmp=$(mktemp -d) || exit 1

@@ -206,7 +206,8 @@ const char *options_usage(void)
                "                                anonymous requests get 401 (required with the address;\n"
                "                                default: none)\n"
                "  --kube-api-authorization-mode MODE  AlwaysAllow (any authenticated client) or Webhook\n"
-               "                                (not implemented yet: refused) (default Webhook)\n"
+               "                                (SubjectAccessReview; needs --kubeconfig or --in-cluster)\n"
+               "                                (default Webhook)\n"
                "\n"
                "Events (with --kubeconfig or --in-cluster; doc/events.md):\n"
                "  --events BOOL                 record Kubernetes Events on the API server: a duplicate pod\n"
@@ -1069,8 +1070,8 @@ out:
         return r;
 }
 
-/* --kube-api-address needs what authenticates its clients, and the
- * authorization podmux can do today.  0 or -EINVAL with a message. */
+/* --kube-api-address needs what authenticates its clients, and an API
+ * server to ask for Webhook authorization.  0 or -EINVAL with a message. */
 static int check_kube_api_address(const struct options *o, struct buf *err)
 {
         if (!o->kube_api_address) {
@@ -1088,11 +1089,12 @@ static int check_kube_api_address(const struct options *o, struct buf *err)
                 return buf_set_err(err, -EINVAL,
                                    "--kube-api-address needs --kube-api-client-ca-file: anonymous requests are "
                                    "refused, and clients authenticate with a certificate of that CA");
-        if (!o->kube_api_always_allow)
+        if (!o->kube_api_always_allow && !o->kubeconfig && !o->in_cluster)
                 return buf_set_err(err, -EINVAL,
-                                   "--kube-api-address: --kube-api-authorization-mode Webhook (the default) is not "
-                                   "implemented yet; give --kube-api-authorization-mode AlwaysAllow to let every "
-                                   "client with a certificate of the client CA read the pods");
+                                   "--kube-api-address: --kube-api-authorization-mode Webhook (the default) asks the "
+                                   "API server, and none is configured (--kubeconfig or --in-cluster); give "
+                                   "--kube-api-authorization-mode AlwaysAllow to let every authenticated client "
+                                   "read the pods");
         return 0;
 }
 

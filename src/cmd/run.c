@@ -42,6 +42,7 @@
 #include "sources/file_source.h"
 #include "sources/http_source.h"
 #include "kube/kube_client.h"
+#include "kube/review.h"
 #include "kube/kubeconfig.h"
 #include "util/json_path.h"
 #include "util/log.h"
@@ -103,6 +104,7 @@ struct daemon {
         struct metrics metrics;
         struct metrics_server *metrics_srv;
         struct kube_api_server *kube_api; /* --kube-api-socket; else NULL */
+        struct review *review;            /* tokens and Webhook on --kube-api-address, with d->kube */
         int sigfd;
         struct loop_io *sig_io;
         bool ready_sent;
@@ -762,6 +764,7 @@ static void daemon_free(struct daemon *d)
         plugin_manager_free(d->plugins);
         metrics_server_free(d->metrics_srv);
         kube_api_server_free(d->kube_api);
+        review_free(d->review); /* after the server, whose waits it holds */
         file_source_free(d->file);
         http_source_free(d->http);
         event_recorder_free(d->events);
@@ -1002,6 +1005,16 @@ static int build_kube_api(struct daemon *d, struct buf *err)
         /* A test knob (doc/kube-api.md): bookmarks sooner than a minute. */
         if (every && every[0] && duration_parse(every, &cfg.bookmark_usec) < 0)
                 return buf_set_err(err, -EINVAL, "PODMUX_KUBE_API_BOOKMARK_INTERVAL \"%s\": not a duration", every);
+        if (o->kube_api_address && d->kube) {
+                /* Tokens by TokenReview whenever an API server is
+                 * configured; Webhook needs it (options_parse checks). */
+                struct review_config rc = {.kube = d->kube};
+
+                if ((r = need_curl(d)) < 0 || (r = review_new(d->loop, d->curl, &rc, &d->review)) < 0)
+                        return r;
+                cfg.review = d->review;
+        }
+        cfg.authz_webhook = !o->kube_api_always_allow;
         if (o->kube_api_address) {
                 if ((r = kube_tls_load(&tls, &cert, &key, err)) < 0 ||
                     (r = kube_tls_read(o->kube_api_client_ca, &ca, err)) < 0)
@@ -1123,13 +1136,6 @@ static int daemon_build(struct daemon *d)
                         log_error("socket \"%s\": %s", o->socket_path, ERRNO_STR(r));
                 goto out;
         }
-        if (o->kube_api_socket || o->kube_api_address) {
-                if ((r = build_kube_api(d, &err)) < 0) {
-                        module_failed("kube-api", r, &err);
-                        goto out;
-                }
-                log_info("kube-api: the pods through the Kubernetes API on %s", kube_api_server_address(d->kube_api));
-        }
         if (o->pod_manifest_path && (r = build_file_source(d, &err)) < 0) {
                 module_failed("file source", r, &err);
                 goto out;
@@ -1141,6 +1147,14 @@ static int daemon_build(struct daemon *d)
         if ((o->kubeconfig || o->in_cluster) && (r = build_api_source(d, &err)) < 0) {
                 module_failed("api source", r, &err);
                 goto out;
+        }
+        /* After the API source, whose client verifies tokens. */
+        if (o->kube_api_socket || o->kube_api_address) {
+                if ((r = build_kube_api(d, &err)) < 0) {
+                        module_failed("kube-api", r, &err);
+                        goto out;
+                }
+                log_info("kube-api: the pods through the Kubernetes API on %s", kube_api_server_address(d->kube_api));
         }
         if (d->api && o->events) {
                 if ((r = build_event_recorder(d)) < 0) {

@@ -18,11 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <netdb.h>
 
@@ -40,6 +42,7 @@
 #define ANN_BLUEPRINT "kubernetes.io/initial-events-list-blueprint"
 
 struct watch;
+struct auth_req;
 
 /* One libmicrohttpd daemon on the loop: the unix socket, or the TLS
  * address. */
@@ -68,6 +71,9 @@ struct kube_api_server {
         bool ready, stale, stopping;
         struct watch *watches; /* every watch, linked */
         char *address;
+        struct review *review; /* borrowed; NULL: no tokens */
+        bool authz_webhook;
+        struct auth_req *waiting; /* requests suspended on a review */
 };
 
 /* One watch in progress; freed with its response. */
@@ -860,17 +866,371 @@ static bool client_verified(struct MHD_Connection *conn)
         return gnutls_certificate_verify_peers2((gnutls_session_t)ci->tls_session, &status) == 0 && status == 0;
 }
 
+/* ---- who the client is, and what it may read (the TLS address) -------- */
+
+/*
+ * One request on the address, from its headers to its end
+ * (MHD_OPTION_NOTIFY_COMPLETED frees it).  The handler is called again
+ * after each suspension, and goes on from where the request is: not yet
+ * authenticated, authenticated (user), authorized, or refused.
+ */
+struct auth_req {
+        struct endpoint *ep;
+        struct MHD_Connection *conn;
+        struct auth_req *prev, *next; /* in srv->waiting while suspended */
+        struct review_wait *wait;     /* the review it waits for */
+        struct loop_io *hup;          /* the peer, while suspended */
+        struct review_user *user;     /* authenticated: a reference */
+        char *reason;                 /* why an access was refused */
+        unsigned refused;             /* 0, or the status answered */
+        bool authorized, suspended, gone, body_seen;
+};
+
+static void auth_resume(struct auth_req *a)
+{
+        if (!a->suspended)
+                return;
+        a->suspended = false;
+        if (a->prev)
+                a->prev->next = a->next;
+        else
+                a->ep->srv->waiting = a->next;
+        if (a->next)
+                a->next->prev = a->prev;
+        a->prev = a->next = NULL;
+        loop_io_free(a->hup);
+        a->hup = NULL;
+        MHD_resume_connection(a->conn);
+        /* libmicrohttpd takes the connection back on its next run. */
+        mhd_loop_kick(&a->ep->ml);
+}
+
+/* The peer went away while its request waited: the review goes on for
+ * the cache, without this request. */
+static void on_auth_hup(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct auth_req *a = data;
+
+        (void)io;
+        (void)fd;
+        (void)events;
+        review_cancel(a->ep->srv->review, a->wait);
+        a->wait = NULL;
+        a->gone = true;
+        auth_resume(a);
+}
+
+static void auth_suspend(struct auth_req *a)
+{
+        struct kube_api_server *srv = a->ep->srv;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(a->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        a->suspended = true;
+        a->next = srv->waiting;
+        if (srv->waiting)
+                srv->waiting->prev = a;
+        srv->waiting = a;
+        MHD_suspend_connection(a->conn);
+        /* libmicrohttpd does not watch a suspended connection: we do, so
+         * that a client gone drops its wait at once.  Without the watch
+         * (out of memory) the wait still ends with the review, within
+         * REVIEW_TIMEOUT_USEC. */
+        if (ci)
+                (void)loop_io_add(srv->loop, ci->connect_fd, EPOLLRDHUP, on_auth_hup, a, &a->hup);
+}
+
+static void on_authn(void *data, enum review_outcome outcome, struct review_user *user, const char *reason)
+{
+        struct auth_req *a = data;
+
+        (void)reason; /* says nothing a 401 should tell the client */
+        a->wait = NULL;
+        if (outcome == REVIEW_OK)
+                a->user = review_user_ref(user);
+        else
+                a->refused = MHD_HTTP_UNAUTHORIZED;
+        auth_resume(a);
+}
+
+static void on_authz(void *data, enum review_outcome outcome, const char *reason)
+{
+        struct auth_req *a = data;
+
+        a->wait = NULL;
+        a->authorized = outcome == REVIEW_OK;
+        if (!a->authorized) {
+                a->refused = MHD_HTTP_FORBIDDEN;
+                free(a->reason);
+                a->reason = reason ? strdup(reason) : NULL; /* NULL: said without it */
+        }
+        auth_resume(a);
+}
+
+/* The certificate's user, as the API server's x509 authenticator reads
+ * it: the subject's CN is the name, its O values the groups.  0,
+ * -ENOENT (no CN), -ENOMEM. */
+static int cert_user(struct MHD_Connection *conn, struct review_user **ret_user)
+{
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        const gnutls_datum_t *certs;
+        unsigned n_certs = 0;
+        gnutls_x509_crt_t crt = NULL;
+        struct review_user *u = NULL;
+        char name[1024];
+        size_t len = sizeof(name);
+        int r = -ENOENT;
+
+        if (!ci || !(certs = gnutls_certificate_get_peers((gnutls_session_t)ci->tls_session, &n_certs)) || !n_certs ||
+            gnutls_x509_crt_init(&crt) < 0)
+                return -ENOENT;
+        if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) < 0 ||
+            gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, name, &len) < 0 || !name[0])
+                goto out;
+        r = -ENOMEM;
+        if (!(u = calloc(1, sizeof(*u))))
+                goto out;
+        u->refs = 1;
+        if (!(u->username = strdup(name)) || !(u->uid = strdup("")))
+                goto out;
+        for (unsigned i = 0;; i++) {
+                char **g;
+
+                len = sizeof(name);
+                if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATION_NAME, i, 0, name, &len) < 0)
+                        break;
+                if (!(g = realloc(u->groups, (u->n_groups + 1) * sizeof(*g))))
+                        goto out;
+                u->groups = g;
+                if (!(g[u->n_groups] = strdup(name)))
+                        goto out;
+                u->n_groups++;
+        }
+        *ret_user = u;
+        u = NULL;
+        r = 0;
+out:
+        review_user_unref(u);
+        gnutls_x509_crt_deinit(crt);
+        return r;
+}
+
+/* "Bearer TOKEN" of the Authorization header, or NULL. */
+static const char *bearer(struct MHD_Connection *conn)
+{
+        const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+
+        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+                return NULL;
+        h += 7;
+        while (*h == ' ')
+                h++;
+        return *h ? h : NULL;
+}
+
+/* Authentication: a certificate of the client CA, else a bearer token
+ * the API server vouches for; anyone else is refused.  May suspend. */
+static void authenticate(struct auth_req *a)
+{
+        struct kube_api_server *srv = a->ep->srv;
+        const char *token;
+
+        if (client_verified(a->conn)) {
+                int r = cert_user(a->conn, &a->user);
+
+                if (r < 0)
+                        a->refused = r == -ENOMEM ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_UNAUTHORIZED;
+                return;
+        }
+        token = bearer(a->conn);
+        if (!token || !srv->review) {
+                a->refused = MHD_HTTP_UNAUTHORIZED;
+                return;
+        }
+        /* A cached decision calls on_authn before this returns. */
+        if (review_authenticate(srv->review, token, on_authn, a, &a->wait) < 0)
+                a->refused = MHD_HTTP_UNAUTHORIZED; /* out of memory: refused */
+        else if (a->wait)
+                auth_suspend(a);
+}
+
+/* The access a pods path asks for: 1 and the attributes (ns and name
+ * pointing into storage), 0 for another path (discovery, or 404),
+ * -ENOMEM. */
+static int pods_access(struct MHD_Connection *conn, const char *url, struct review_access *ret, char **ret_ns)
+{
+        const char *rest, *ns = "", *name = NULL, *slash;
+        bool watch = false;
+
+        if (strncmp(url, "/api/v1/", 8) != 0)
+                return 0;
+        rest = url + 8;
+        *ret_ns = NULL;
+        if (strcmp(rest, "pods") != 0) {
+                if (strncmp(rest, "namespaces/", 11) != 0)
+                        return 0;
+                ns = rest + 11;
+                slash = strchr(ns, '/');
+                if (!slash || slash == ns || strncmp(slash, "/pods", 5) != 0)
+                        return 0;
+                if (slash[5] == '/')
+                        name = slash + 6;
+                else if (slash[5])
+                        return 0;
+                if (!(*ret_ns = strndup(ns, (size_t)(slash - ns))))
+                        return -ENOMEM;
+                ns = *ret_ns;
+        }
+        /* A bad value gets its 400 after the review, as a list. */
+        (void)parse_bool(arg(conn, "watch"), &watch);
+        *ret = (struct review_access){.verb = "list", .namespace = ns, .name = name};
+        if (watch)
+                ret->verb = "watch";
+        else if (name)
+                ret->verb = "get";
+        return 1;
+}
+
+/* Authorization by SubjectAccessReview, for a pods path.  The user's
+ * groups are sent with system:authenticated, which the API server adds
+ * to every authenticated user.  May suspend. */
+static void authorize(struct auth_req *a, const char *url)
+{
+        struct kube_api_server *srv = a->ep->srv;
+        struct review_access acc;
+        struct review_user u = *a->user;
+        char *ns = NULL;
+        const char **groups = NULL;
+        bool has = false;
+        int r = pods_access(a->conn, url, &acc, &ns);
+
+        if (r == 0) {
+                a->authorized = true;
+                return;
+        }
+        if (r > 0) {
+                for (size_t i = 0; i < u.n_groups; i++)
+                        has = has || strcmp(u.groups[i], "system:authenticated") == 0;
+                r = -ENOMEM;
+                if ((groups = malloc((u.n_groups + 1) * sizeof(*groups)))) {
+                        memcpy(groups, u.groups, u.n_groups * sizeof(*groups));
+                        if (!has)
+                                groups[u.n_groups++] = "system:authenticated";
+                        u.groups = (char **)groups;
+                        r = review_authorize(srv->review, &u, &acc, on_authz, a, &a->wait);
+                }
+        }
+        if (r < 0)
+                a->refused = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        else if (a->wait)
+                auth_suspend(a);
+        free(groups);
+        free(ns);
+}
+
+/* The API server's words for a refused access. */
+static enum MHD_Result send_forbidden(struct auth_req *a, const char *url)
+{
+        struct review_access acc;
+        char *ns = NULL;
+        struct buf msg = BUF_INIT;
+        enum MHD_Result ret;
+        int r = pods_access(a->conn, url, &acc, &ns);
+
+        if (r > 0) {
+                r = buf_printf(&msg, "pods%s%s is forbidden: User \"%s\" cannot %s resource \"pods\" in API group \"\"",
+                               acc.name ? " " : "", acc.name ? acc.name : "", a->user->username, acc.verb);
+                if (r >= 0)
+                        r = acc.namespace[0] ? buf_printf(&msg, " in the namespace \"%s\"", acc.namespace)
+                                             : buf_puts(&msg, " at the cluster scope");
+                if (r >= 0 && a->reason)
+                        r = buf_printf(&msg, ": %s", a->reason);
+        }
+        if (r < 0)
+                ret = send_status(a->conn, 500, "InternalError", "out of memory", NULL, NULL);
+        else
+                ret = send_status(a->conn, MHD_HTTP_FORBIDDEN, "Forbidden", msg.len ? msg.data : "forbidden",
+                                  "{\"kind\":\"pods\"}", NULL);
+        buf_free(&msg);
+        free(ns);
+        return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe)
+{
+        struct auth_req *a = *req_cls;
+
+        (void)cls;
+        (void)conn;
+        (void)toe;
+        if (!a)
+                return;
+        if (a->wait)
+                review_cancel(a->ep->srv->review, a->wait);
+        loop_io_free(a->hup);
+        review_user_unref(a->user);
+        free(a->reason);
+        free(a);
+        *req_cls = NULL;
+}
+
+static bool is_read(const char *method)
+{
+        return strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+}
+
+/* The address's gate: 0 to serve, else the answer was queued (or the
+ * request waits, suspended) and *ret is the handler's result. */
+static int auth_gate(struct endpoint *ep, struct MHD_Connection *conn, const char *url, const char *method,
+                     void **req_cls, enum MHD_Result *ret)
+{
+        struct kube_api_server *srv = ep->srv;
+        struct auth_req *a = *req_cls;
+
+        *ret = MHD_YES;
+        if (!a) {
+                if (!(a = calloc(1, sizeof(*a)))) {
+                        *ret = send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
+                        return 1;
+                }
+                a->ep = ep;
+                a->conn = conn;
+                *req_cls = a;
+                authenticate(a);
+        }
+        if (a->suspended)
+                return 1;
+        if (a->gone) {
+                *ret = MHD_NO;
+                return 1;
+        }
+        /* A write is answered 405 whoever asks: nothing to authorize. */
+        if (!a->refused && a->user && !a->authorized && srv->authz_webhook && is_read(method))
+                authorize(a, url);
+        if (a->suspended)
+                return 1;
+        if (a->refused == MHD_HTTP_FORBIDDEN)
+                *ret = send_forbidden(a, url);
+        else if (a->refused == MHD_HTTP_INTERNAL_SERVER_ERROR)
+                *ret = send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
+        else if (a->refused || !a->user || (srv->authz_webhook && !a->authorized && is_read(method)))
+                *ret = send_status(conn, MHD_HTTP_UNAUTHORIZED, "Unauthorized", "Unauthorized", NULL, NULL);
+        else
+                return 0;
+        return 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *http_version, const char *upload_data, size_t *upload_size,
                                   void **req_cls)
 {
         struct endpoint *ep = cls;
         struct kube_api_server *srv = ep->srv;
+        enum MHD_Result ret;
 
         (void)http_version;
         (void)upload_data;
-        if (ep->tls && !client_verified(conn))
-                return send_status(conn, MHD_HTTP_UNAUTHORIZED, "Unauthorized", "Unauthorized", NULL, NULL);
+        if (ep->tls && auth_gate(ep, conn, url, method, req_cls, &ret))
+                return ret;
         if (!ep->tls && !peer_allowed(srv, conn))
                 return send_status(conn, MHD_HTTP_FORBIDDEN, "Forbidden",
                                    "this user may not read the pods here (--allow-uids, --allow-gids)", NULL, NULL);
@@ -879,9 +1239,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * otherwise see the connection reset instead of the answer. */
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
                 static char body_seen;
+                bool *seen = ep->tls ? &((struct auth_req *)*req_cls)->body_seen : NULL;
 
-                if (!*req_cls) {
-                        *req_cls = &body_seen;
+                if (seen ? !*seen : !*req_cls) {
+                        if (seen)
+                                *seen = true;
+                        else
+                                *req_cls = &body_seen;
                         return MHD_YES;
                 }
                 if (*upload_size) {
@@ -1021,12 +1385,13 @@ static int endpoint_start(struct kube_api_server *srv, int fd, bool tls, const c
         /* No MHD_USE_ERROR_LOG: the library would write to stderr, past
          * our log format. */
         if (tls)
-                ep->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TLS, 0, NULL, NULL,
-                                           on_request, ep, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                                           (unsigned)KUBE_API_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                                           (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC, MHD_OPTION_HTTPS_MEM_CERT,
-                                           srv->pem[0], MHD_OPTION_HTTPS_MEM_KEY, srv->pem[1],
-                                           MHD_OPTION_HTTPS_MEM_TRUST, srv->pem[2], MHD_OPTION_END);
+                ep->mhd =
+                        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TLS, 0, NULL, NULL,
+                                         on_request, ep, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                                         (unsigned)KUBE_API_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                                         (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC, MHD_OPTION_HTTPS_MEM_CERT,
+                                         srv->pem[0], MHD_OPTION_HTTPS_MEM_KEY, srv->pem[1], MHD_OPTION_HTTPS_MEM_TRUST,
+                                         srv->pem[2], MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
         else
                 ep->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, ep,
                                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
@@ -1061,6 +1426,8 @@ int kube_api_server_new(struct loop *loop, const struct kube_api_server_config *
         srv->min_timeout = cfg->min_request_timeout_usec ? cfg->min_request_timeout_usec
                                                          : KUBE_API_DEFAULT_MIN_REQUEST_TIMEOUT_USEC;
         srv->bookmark_every = cfg->bookmark_usec ? cfg->bookmark_usec : KUBE_API_DEFAULT_BOOKMARK_USEC;
+        srv->review = cfg->review;
+        srv->authz_webhook = cfg->authz_webhook;
         if (copy_ids(cfg->allow_uids, cfg->n_allow_uids, sizeof(uid_t), (void **)&srv->allow_uids) < 0 ||
             copy_ids(cfg->allow_gids, cfg->n_allow_gids, sizeof(gid_t), (void **)&srv->allow_gids) < 0)
                 goto fail;
@@ -1174,6 +1541,14 @@ void kube_api_server_free(struct kube_api_server *srv)
          * resume them all, to end. */
         srv->stopping = true;
         wake_all(srv);
+        while (srv->waiting) {
+                struct auth_req *a = srv->waiting;
+
+                review_cancel(srv->review, a->wait);
+                a->wait = NULL;
+                a->gone = true;
+                auth_resume(a);
+        }
         for (size_t i = 0; i < srv->n_ep; i++)
                 mhd_loop_detach(&srv->ep[i].ml);
         /* Stopping frees every watch, and closes the socket it was given. */

@@ -13,11 +13,19 @@
  * responses, one JSON line per event, written as the view changes: a
  * watch with nothing to send is suspended and resumed on the next event.
  *
+ * On --kube-api-address, a client is authenticated by a certificate of
+ * the client CA or by a bearer token the API server vouches for
+ * (TokenReview), and with Webhook authorization each pods request is
+ * asked of the API server (SubjectAccessReview), both through
+ * src/kube/review.h; a request waiting for a review is suspended, and
+ * resumed by the review's answer.
+ *
  * Owns: the view (src/kubeapi/kube_view.h), the listening unix socket and
  * its lock, the TCP listener of --kube-api-address, a libmicrohttpd daemon
- * for each, one timer per watch.  Never: logs; answers a write; serves
- * TCP without TLS, or a TLS client without a certificate of the client
- * CA.
+ * for each, one timer per watch, the waits of requests on reviews.
+ * Never: logs; answers a write; serves TCP without TLS, or an
+ * unauthenticated TLS client; decides an access the API server could not
+ * decide (it refuses).
  * Cost: an update costs what kube_view_apply() costs, plus O(watches) to
  * wake them; each watch then spends O(log history) to find its place and
  * O(1) per event, filtered by its selectors.  A list or a watch's initial
@@ -31,6 +39,7 @@
 #include <sys/types.h>
 
 #include "core/pod.h"
+#include "kube/review.h"
 #include "util/buf.h"
 #include "util/loop.h"
 
@@ -69,6 +78,16 @@ struct kube_api_server_config {
          * (src/kubeapi/kube_tls.h reads them).  Copied by libmicrohttpd. */
         const char *address;
         const char *tls_cert_pem, *tls_key_pem, *client_ca_pem;
+        /* Borrowed, outlives the server: bearer tokens are verified by
+         * TokenReview through it; NULL (no API server): a token is
+         * refused (401), certificates only. */
+        struct review *review;
+        /* --kube-api-authorization-mode Webhook: every pods request on the
+         * address is asked by SubjectAccessReview (needs review; else
+         * every authenticated client reads every pod, AlwaysAllow).
+         * Discovery needs authentication only, as the API server's
+         * system:discovery role grants it to every authenticated user. */
+        bool authz_webhook;
 };
 
 struct kube_api_server;

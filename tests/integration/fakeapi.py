@@ -222,6 +222,12 @@ class FakeAPI:
     def watch_fault(self, kind, count=1, **kw):
         return self.cmd("watch_fault", kind=kind, count=count, **kw)
 
+    def review_fault(self, kind="hang", count=1):
+        return self.cmd("review_fault", kind=kind, count=count)
+
+    def release(self):
+        return self.cmd("release")
+
     def stream_fault(self, kind, count=1, **kw):
         return self.cmd("stream_fault", kind=kind, count=count, **kw)
 

@@ -4,7 +4,10 @@ always TLS, clients authenticated by a certificate of
 --kube-api-client-ca-file (anonymous and other CAs get 401), the serving
 pair from files or self-signed in --kube-api-cert-dir, and kubectl
 unmodified: get pods -A, -o json, get pod NAME -n NS, -l, --field-selector
-and get pods -w (add, modify, delete in order).  Loopback only."""
+and get pods -w (add, modify, delete in order).  With an API server
+configured (--kubeconfig, the test API server), bearer tokens verified by
+TokenReview and Webhook authorization by SubjectAccessReview, failing
+closed when the API server is unreachable.  Loopback only."""
 
 import http.client
 import json
@@ -19,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import apitls  # noqa: E402
 import harness  # noqa: E402
+from fakeapi import FakeAPI  # noqa: E402
 from harness import T_WAIT, pn, pod_json, test, write_file  # noqa: E402
 
 
@@ -30,12 +34,13 @@ def free_port():
     return port
 
 
-def tls_daemon(t, extra=(), own_cert=False, env=None):
+def tls_daemon(t, extra=(), own_cert=False, env=None, mode="AlwaysAllow"):
     pki = apitls.copy_pki(t.path("pki"))
     port = free_port()
     args = ["--kube-api-address", "127.0.0.1:%d" % port,
-            "--kube-api-client-ca-file", pki["ca.crt"],
-            "--kube-api-authorization-mode", "AlwaysAllow"]
+            "--kube-api-client-ca-file", pki["ca.crt"]]
+    if mode:
+        args += ["--kube-api-authorization-mode", mode]
     if own_cert:
         args += ["--kube-api-tls-cert-file", pki["server.crt"],
                  "--kube-api-tls-private-key-file", pki["server.key"]]
@@ -57,13 +62,13 @@ def tls_daemon(t, extra=(), own_cert=False, env=None):
     return d
 
 
-def https_get(d, path, cert=None):
+def https_get(d, path, cert=None, token=None):
     ctx = ssl.create_default_context(cafile=d.server_ca)
     if cert:
         ctx.load_cert_chain(d.pki[cert + ".crt"], d.pki[cert + ".key"])
     c = http.client.HTTPSConnection("127.0.0.1", d.port, context=ctx, timeout=T_WAIT)
     try:
-        c.request("GET", path)
+        c.request("GET", path, headers={"Authorization": "Bearer " + token} if token else {})
         r = c.getresponse()
         return r.status, json.loads(r.read())
     finally:
@@ -102,9 +107,30 @@ def test_tls_auth(t):
     d2.stop()
 
 
+@test("a certificate of the client CA with no CN names no user: 401")
+def test_cert_without_cn(t):
+    d = tls_daemon(t)
+    manifest(t, "a")
+    harness.wait_for(lambda: https_get(d, "/api/v1/pods", "client")[1].get("items"), T_WAIT, "the pod served")
+    apitls._leaf(os.path.dirname(d.pki["ca.crt"]), "noname", "ca", "/O=no-name", apitls.CLIENT_EXT)
+    d.pki["noname.crt"] = os.path.join(os.path.dirname(d.pki["ca.crt"]), "noname.crt")
+    d.pki["noname.key"] = os.path.join(os.path.dirname(d.pki["ca.crt"]), "noname.key")
+    status, body = https_get(d, "/api/v1/pods", "noname")
+    assert status == 401 and body["reason"] == "Unauthorized", (status, body)
+    assert https_get(d, "/api/v1/pods", "client")[0] == 200
+
+
 def tls_daemon_again(t, d):
     d.start()
-    harness.wait_for(lambda: https_get(d, "/api", "client")[0] == 200, T_WAIT, "the address again")
+
+    def serving():
+        # The address listens once every module is made, after the
+        # stream socket the start waits for.
+        try:
+            return https_get(d, "/api", "client")[0] == 200
+        except OSError:
+            return False
+    harness.wait_for(serving, T_WAIT, "the address again")
     return d
 
 
@@ -112,7 +138,8 @@ def tls_daemon_again(t, d):
 def test_tls_flags(t):
     for flags, needle in (
             (["--kube-api-address", "127.0.0.1:1"], "--kube-api-client-ca-file"),
-            (["--kube-api-address", "127.0.0.1:1", "--kube-api-client-ca-file", "/x"], "Webhook"),
+            (["--kube-api-address", "127.0.0.1:1", "--kube-api-client-ca-file", "/x"],
+             "Webhook (the default) asks the API server, and none is configured"),
             (["--kube-api-address", "127.0.0.1:1", "--kube-api-client-ca-file", "/x",
               "--kube-api-authorization-mode", "AlwaysAllow", "--kube-api-tls-cert-file", "/c"], "go together"),
             (["--kube-api-address", "nope"], "expected HOST:PORT"),
@@ -201,6 +228,169 @@ def test_kubectl(t):
         w.wait()
     assert sorted(events[:2]) == [("ADDED", pn("db")), ("ADDED", pn("web"))], events
     assert events[2:] == [("ADDED", pn("late")), ("MODIFIED", pn("late")), ("DELETED", pn("late"))], events
+
+
+ALICE = {"username": "alice", "uid": "u-1", "groups": ["devs"], "extra": {"team": ["a"]}}
+BOB = {"username": "bob", "uid": "u-2", "groups": ["others"]}
+
+
+def webhook_daemon(t, mode=None):
+    """A daemon on the test API server (plain HTTP), whose tokens are
+    alice's (allowed to read pods of default) and bob's (no rule)."""
+    srv = FakeAPI(t)
+    srv.set_reviews(tokens={"alice-token": ALICE, "bob-token": BOB},
+                    access=[{"user": "alice", "namespace": "default", "allowed": True},
+                            {"user": apitls.CLIENT_CN, "allowed": True}])
+    kc = apitls.simple_kubeconfig(t.path("api.kubeconfig"), srv.url)
+    d = tls_daemon(t, extra=["--kubeconfig", kc], mode=mode)
+    manifest(t, "a")
+    return srv, d
+
+
+@test("Webhook: a client certificate's CN and O, and a token's user, go into the SubjectAccessReview; "
+      "a bad token gets 401, a refused access 403")
+def test_webhook(t):
+    srv, d = webhook_daemon(t)
+    harness.wait_for(lambda: https_get(d, "/api/v1/pods", "client")[1].get("items"), T_WAIT, "the pod served")
+    spec = srv.reviews()["access"][-1]
+    assert spec["user"] == apitls.CLIENT_CN, spec
+    assert sorted(spec["groups"]) == ["system:authenticated", "system:nodes"], spec
+    assert spec["resourceAttributes"] == {"group": "", "version": "v1", "resource": "pods", "verb": "list",
+                                          "namespace": ""}, spec
+    # alice: her token is reviewed, then her access, with all she is.
+    status, body = https_get(d, "/api/v1/namespaces/default/pods/" + pn("a"), token="alice-token")
+    assert status == 200 and body["metadata"]["name"] == pn("a"), (status, body)
+    spec = srv.reviews()["access"][-1]
+    assert spec["user"] == "alice" and spec["uid"] == "u-1" and spec["extra"] == {"team": ["a"]}, spec
+    assert sorted(spec["groups"]) == ["devs", "system:authenticated"], spec
+    assert spec["resourceAttributes"] == {"group": "", "version": "v1", "resource": "pods", "verb": "get",
+                                          "namespace": "default", "name": pn("a")}, spec
+    status, body = https_get(d, "/api/v1/namespaces/default/pods?watch=1&timeoutSeconds=1", token="alice-token")
+    assert status == 200, (status, body)
+    assert srv.reviews()["access"][-1]["resourceAttributes"]["verb"] == "watch"
+    # Not at the cluster scope: 403, in the API server's words.
+    status, body = https_get(d, "/api/v1/pods", token="alice-token")
+    assert status == 403 and body["reason"] == "Forbidden", (status, body)
+    assert 'User "alice" cannot list resource "pods"' in body["message"], body
+    status, body = https_get(d, "/api/v1/pods", token="bob-token")
+    assert status == 403 and body["code"] == 403, (status, body)
+    # A token the API server does not know, or none: 401.
+    for token in ("nobody-token", None):
+        status, body = https_get(d, "/api/v1/pods", token=token)
+        assert status == 401 and body["reason"] == "Unauthorized", (token, status, body)
+    # Discovery needs authentication only; a write is 405 to whoever asks.
+    assert https_get(d, "/api", token="bob-token")[0] == 200
+    assert https_get(d, "/api", token="nobody-token")[0] == 401
+    ctx = ssl.create_default_context(cafile=d.server_ca)
+    c = http.client.HTTPSConnection("127.0.0.1", d.port, context=ctx, timeout=T_WAIT)
+    c.request("POST", "/api/v1/namespaces/default/pods", body=b"{}",
+              headers={"Authorization": "Bearer alice-token"})
+    r = c.getresponse()
+    assert r.status == 405 and json.loads(r.read())["reason"] == "MethodNotAllowed", r.status
+    c.close()
+    d.assert_alive()
+
+
+@test("AlwaysAllow with an API server: tokens still by TokenReview, no SubjectAccessReview")
+def test_always_allow_tokens(t):
+    srv, d = webhook_daemon(t, mode="AlwaysAllow")
+    harness.wait_for(lambda: https_get(d, "/api/v1/pods", token="bob-token")[1].get("items"), T_WAIT,
+                     "the pod served to bob")
+    assert https_get(d, "/api/v1/pods", token="nobody-token")[0] == 401
+    counts = srv.reviews()
+    assert counts["subjectaccessreviews"] == 0 and counts["tokenreviews"] >= 2, counts
+
+
+@test("the API server unreachable: cached decisions hold; a new token gets 401, a new access 403")
+def test_webhook_unreachable(t):
+    srv, d = webhook_daemon(t)
+    harness.wait_for(lambda: https_get(d, "/api/v1/namespaces/default/pods", token="alice-token")[0] == 200,
+                     T_WAIT, "alice served")
+    assert https_get(d, "/api/v1/namespaces/default/pods", cert="client")[0] == 200
+    srv.stop()
+    # Cached: the token (2 min) and the access (5 min).
+    status, body = https_get(d, "/api/v1/namespaces/default/pods", token="alice-token")
+    assert status == 200 and body["items"], (status, body)
+    # A token never seen: it cannot be verified.
+    status, body = https_get(d, "/api/v1/namespaces/default/pods", token="bob-token")
+    assert status == 401, (status, body)
+    # A known user, an access never asked: it cannot be decided.
+    status, body = https_get(d, "/api/v1/namespaces/default/pods/" + pn("a"), token="alice-token")
+    assert status == 403 and body["reason"] == "Forbidden", (status, body)
+    status, body = https_get(d, "/api/v1/namespaces/kube-system/pods", cert="client")
+    assert status == 403, (status, body)
+    d.assert_alive()
+
+
+def conn_inode(local_port, remote_port):
+    """The socket inode of the daemon's side of a loopback connection
+    (/proc/net/tcp), or None."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if int(cols[1].split(":")[1], 16) == local_port and int(cols[2].split(":")[1], 16) == remote_port:
+                return cols[9]
+    return None
+
+
+def holds_socket(pid, inode):
+    """Whether process pid still has the socket open (a reset takes the
+    connection out of /proc/net/tcp, not out of the process)."""
+    fds = "/proc/%d/fd" % pid
+    for fd in os.listdir(fds):
+        try:
+            if os.readlink(os.path.join(fds, fd)) == "socket:[%s]" % inode:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+@test("a client gone while its token is reviewed drops its wait at once; the review goes on")
+def test_review_wait_cancelled(t):
+    srv, d = webhook_daemon(t)
+    harness.wait_for(lambda: https_get(d, "/api/v1/namespaces/default/pods", "client")[0] == 200, T_WAIT,
+                     "the pods served")
+    srv.review_fault("hang")
+    ctx = ssl.create_default_context(cafile=d.server_ca)
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", d.port), timeout=T_WAIT), server_hostname="127.0.0.1")
+    cport = s.getsockname()[1]
+    s.sendall(b"GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\n\r\n")
+
+    def hanging():
+        return [r for r in srv.requests(kind="tokenreview") if r.get("fault") == "hang"]
+    harness.wait_for(hanging, T_WAIT, "the TokenReview in flight")
+    inode = conn_inode(d.port, cport)
+    assert inode and holds_socket(d.proc.pid, inode), inode
+    s.close()
+    harness.wait_for(lambda: not holds_socket(d.proc.pid, inode), T_WAIT, "the connection closed by the daemon")
+    # Closed while the review still hangs: the wait was dropped, not answered.
+    assert hanging()[0]["outcome"] == "hang", hanging()
+    srv.release()
+    status, _ = https_get(d, "/api/v1/namespaces/default/pods", token="alice-token")
+    assert status == 200, status
+    d.assert_alive()
+
+
+@test("kubectl with a bearer token, Webhook authorization")
+def test_kubectl_token(t):
+    kubectl = find_kubectl()
+    if not kubectl:
+        t.skip("no kubectl (scripts/deps-test-tools installs Debian's kubernetes-client)")
+    srv, d = webhook_daemon(t)
+    harness.wait_for(lambda: https_get(d, "/api/v1/namespaces/default/pods", token="alice-token")[0] == 200,
+                     T_WAIT, "alice served")
+    kc = apitls.simple_kubeconfig(
+        t.path("kube.yaml"), "https://127.0.0.1:%d" % d.port,
+        cluster={"certificate-authority": d.server_ca}, user={"token": "alice-token"})
+    env = dict(os.environ, HOME=t.tmp)
+    env.pop("KUBECONFIG", None)
+    p = subprocess.run([kubectl, "--kubeconfig", kc, "get", "pods", "-n", "default", "-o", "name"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["pod/" + pn("a")], (p.returncode, p.stdout, p.stderr)
+    p = subprocess.run([kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode != 0 and "forbidden" in p.stderr.lower(), (p.returncode, p.stderr)
 
 
 PY_CLIENT = r"""
