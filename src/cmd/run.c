@@ -44,7 +44,6 @@
 #include "kube/kube_client.h"
 #include "kube/review.h"
 #include "kube/kubeconfig.h"
-#include "util/json_path.h"
 #include "util/log.h"
 #include "util/loop.h"
 #include "util/mem.h"
@@ -57,6 +56,7 @@
 #include "util/sd_notify.h"
 #include "util/str.h"
 #include "core/storage.h"
+#include "stream/files_msg.h"
 #include "stream/stream_server.h"
 #include "kubeapi/kube_api_server.h"
 #include "kubeapi/kube_tls.h"
@@ -508,10 +508,22 @@ static void on_file_record(void *data, const struct file_record_view *v)
 
         if (!d->stream || !stream_server_files_wanted(d->stream))
                 return;
-        if (buf_puts(&b, ",\"file\":") < 0 || file_record_render(v, &b) < 0 ||
-            stream_server_files(d->stream, "file", b.data) < 0)
+        if (files_msg_record(v, &b) < 0 || stream_server_files(d->stream, "file", b.data) < 0)
                 log_error("stream: out of memory telling a file's record: files consumers were cut and ask again");
         buf_free(&b);
+}
+
+/* Every record of the file and URL sources (files_msg_each_fn). */
+static int each_record(void *data, int (*fn)(void *ctx, const struct file_record_view *v), void *ctx)
+{
+        struct daemon *d = data;
+        int r = 0;
+
+        if (d->file)
+                r = file_source_records(d->file, fn, ctx);
+        if (r >= 0 && d->http)
+                r = http_source_record(d->http, fn, ctx);
+        return r;
 }
 
 struct files_emit {
@@ -523,111 +535,36 @@ static int emit_record(void *data, const struct file_record_view *v)
 {
         struct files_emit *e = data;
         struct buf b = BUF_INIT;
-        int r = buf_puts(&b, ",\"file\":");
+        int r = files_msg_record(v, &b);
 
-        if (r >= 0)
-                r = file_record_render(v, &b);
         if (r >= 0)
                 r = e->emit(e->ctx, "file", b.data);
         buf_free(&b);
         return r < 0 ? -ENOMEM : 0;
 }
 
-/* The members of the "files" message: what the file source reads, which
- * names (--static-pod-file-pattern), and the manifest URL. */
-static int files_head(struct daemon *d, struct buf *out)
-{
-        const struct options *o = &d->opts;
-        /* As the http source names it (never its credentials). */
-        char *url = d->http ? http_redact_url(o->manifest_url) : NULL;
-        int r = -ENOMEM;
-
-        if (d->http && !url)
-                return -ENOMEM;
-        if (buf_putc(out, ',') < 0 || json_path_put(out, d->file ? o->pod_manifest_path : NULL) < 0 ||
-            buf_puts(out, ",\"patterns\":[") < 0)
-                goto out;
-        for (size_t i = 0; i < o->n_file_patterns; i++)
-                if ((i && buf_putc(out, ',') < 0) ||
-                    buf_json_string(out, o->file_patterns[i], strlen(o->file_patterns[i])) < 0)
-                        goto out;
-        if (buf_puts(out, "],\"url\":") < 0 ||
-            (url ? buf_json_string(out, url, strlen(url)) : buf_puts(out, "null")) < 0)
-                goto out;
-        r = 0;
-out:
-        free(url);
-        return r;
-}
-
-/* A files request: the "files" message, then every record. */
+/* A files request: the "files" message (what the file source reads,
+ * which names, the manifest URL as the http source names it, never its
+ * credentials), then every record. */
 static int files_for_consumer(void *data, int (*emit)(void *ctx, const char *type, const char *members), void *ctx)
 {
         struct daemon *d = data;
+        const struct options *o = &d->opts;
         struct files_emit e = {emit, ctx};
         struct buf head = BUF_INIT;
-        int r = files_head(d, &head);
+        char *url = d->http ? http_redact_url(o->manifest_url) : NULL;
+        int r = d->http && !url ? -ENOMEM : 0;
 
+        if (r >= 0)
+                r = files_msg_head(d->file ? o->pod_manifest_path : NULL, o->file_patterns, o->n_file_patterns, url,
+                                   &head);
         if (r >= 0)
                 r = emit(ctx, "files", head.data);
         buf_free(&head);
-        if (r >= 0 && d->file)
-                r = file_source_records(d->file, emit_record, &e);
-        if (r >= 0 && d->http)
-                r = http_source_record(d->http, emit_record, &e);
-        return r;
-}
-
-/* The "files" member of a status message: counts per state, then at most
- * RUN_STATUS_FILES_MAX records, those not applied first. */
-struct files_status {
-        struct buf *out;
-        size_t counts[_FILE_RECORD_STATE_MAX];
-        size_t shown, total;
-        int pass; /* 0: counting, 1: not applied, 2: applied */
-};
-
-static int status_record(void *data, const struct file_record_view *v)
-{
-        struct files_status *fs = data;
-
-        if (fs->pass == 0) {
-                if ((unsigned)v->state < _FILE_RECORD_STATE_MAX)
-                        fs->counts[v->state]++;
-                fs->total++;
-                return 0;
-        }
-        if ((v->state == FILE_RECORD_APPLIED) != (fs->pass == 2) || fs->shown == RUN_STATUS_FILES_MAX)
-                return 0;
-        if ((fs->shown && buf_putc(fs->out, ',') < 0) || file_record_render(v, fs->out) < 0)
-                return -ENOMEM;
-        fs->shown++;
-        return 0;
-}
-
-static int status_files(struct daemon *d, struct buf *out)
-{
-        struct files_status fs = {.out = out};
-        int r = 0;
-
-        for (fs.pass = 0; fs.pass < 3 && r >= 0; fs.pass++) {
-                if (fs.pass == 1) {
-                        r = buf_printf(out, ",\"files\":{\"total\":%zu,\"states\":{", fs.total);
-                        for (int s = 0; s < _FILE_RECORD_STATE_MAX && r >= 0; s++)
-                                if (s != FILE_RECORD_GONE)
-                                        r = buf_printf(out, "%s\"%s\":%zu", s ? "," : "",
-                                                       file_record_state_name((enum file_record_state)s), fs.counts[s]);
-                        if (r >= 0)
-                                r = buf_puts(out, "},\"records\":[");
-                }
-                if (r >= 0 && d->file)
-                        r = file_source_records(d->file, status_record, &fs);
-                if (r >= 0 && d->http)
-                        r = http_source_record(d->http, status_record, &fs);
-        }
+        free(url);
         if (r >= 0)
-                r = buf_printf(out, "],\"omitted\":%zu}", fs.total - fs.shown);
-        return r < 0 ? -ENOMEM : 0;
+                r = each_record(d, emit_record, &e);
+        return r;
 }
 
 /* The daemon's members of a status message (`podmux status`). */
@@ -645,7 +582,7 @@ static int status_for_consumer(void *data, struct buf *out)
         if (r >= 0)
                 r = metrics_render_status(&d->metrics, out);
         if (r >= 0 && (d->file || d->http))
-                r = status_files(d, out);
+                r = files_msg_status(each_record, d, RUN_STATUS_FILES_MAX, out);
         return r < 0 ? -ENOMEM : 0;
 }
 

@@ -2,6 +2,14 @@
  * stream_server — the update stream (see src/stream/stream_server.h and
  * doc/protocol.md, protocol 1).
  *
+ * One piece, on purpose (about 2,000 lines): the consumer's life cycle,
+ * the history it resumes from and the fan-out all act on the same
+ * consumer ring and state machine, and the step to LIVE must read the
+ * history's end in the same callback that queues "synced"; split apart,
+ * each part would reach into the others' invariants.  What is separable
+ * lives beside it: the first line's parser (stream_request.c) and the
+ * per-file members (files_msg.c).
+ *
  * Messages are built once, as one line of JSON text, into a reference
  * counted block (struct msg).  Every consumer queue holds references, so
  * a broadcast to N consumers costs one render plus N pointer appends,
