@@ -433,11 +433,18 @@ try:
         out("unexpected", ev["type"])
 except ApiException as e:
     out("expired", e.status)
+# What an application does on 410: list again, and watch from that list.
+lst = v1.list_pod_for_all_namespaces()
+again = []
+for ev in watch.Watch().stream(v1.list_pod_for_all_namespaces, resource_version=lst.metadata.resource_version,
+                               timeout_seconds=1):
+    again.append(ev["type"])
+out("relisted", [len(lst.items), again])
 """
 
 
 @test("python-kubernetes against --kube-api-address: selectors, paging, a watch from the list's version with "
-      "bookmarks and a timeout, 410 for a version too old")
+      "bookmarks and a timeout, 410 for a version too old, then a relist watched from")
 def test_python_kubernetes(t):
     if subprocess.run(["/usr/bin/python3", "-c", "import kubernetes"], capture_output=True).returncode != 0:
         t.skip("no python3-kubernetes (scripts/deps-test-tools installs it)")
@@ -473,6 +480,10 @@ def test_python_kubernetes(t):
     assert any(e[0] == "BOOKMARK" for e in events), events
     assert {e[0] for e in events} <= {"ADDED", "BOOKMARK"}, events
     assert got["expired"] == 410, got
+    # The relist after the 410 holds the three pods, and its version
+    # watches without another 410 (a timeout ends it cleanly).
+    assert got["relisted"][0] == 3, got
+    assert "ERROR" not in got["relisted"][1], got
 
 
 if __name__ == "__main__":
