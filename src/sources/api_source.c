@@ -110,6 +110,9 @@ struct api_source {
         struct loop_timer *timer;
         enum next next;
         struct backoff backoff;
+        /* While no request gets any answer (the server is down): the
+         * reconnect's pause (api_source.h), reset by any answer. */
+        struct backoff reconnect;
 
         struct source_stats *stats; /* may be NULL */
         api_state_fn state_fn;      /* may be NULL */
@@ -607,6 +610,13 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
                 /* The last status line counts (after a 100 Continue). */
                 as->watch_open = as->phase == PHASE_WATCH && sp && (size_t)(sp - line) + 4 <= len &&
                                  strncmp(sp + 1, "200", 3) == 0;
+                /* Any answer ends a run of connection-level failures. */
+                backoff_reset(&as->reconnect);
+                /* A watch answered 200 is the server's word that the
+                 * source works again, events or not (a resumed watch on
+                 * a quiet node may bring none for minutes). */
+                if (as->watch_open)
+                        recovered(as, "watching");
         }
         (void)kube_retry_after(line, len, &as->retry_after);
         return len;
@@ -917,6 +927,29 @@ static void back_off(struct api_source *as, enum next next)
         serve_checkpoint(as, as->last_said);
 }
 
+/*
+ * A request got no answer at all (nothing listens, the connection failed
+ * or was lost before the status line): the server is down or restarting.
+ * The pause is the reconnect's, with full jitter (a random part of d, d
+ * doubling from API_BACKOFF_INITIAL_USEC to API_RECONNECT_CAP_USEC), and
+ * the reflector's backoff does not grow: once the server is back every
+ * node has tried again within the cap, and the cycle's backoff is kept
+ * for what the server said (doc/api-source.md 7.4).
+ */
+static void back_off_reconnect(struct api_source *as, enum next next)
+{
+        uint64_t d = backoff_next(&as->reconnect, 0);
+        uint64_t wait = clock_jitter(d);
+
+        as->next = next;
+        as->phase = PHASE_IDLE;
+        log_debug("api source: retrying in %.1f s (no answer from the server)", (double)wait / 1e6);
+        loop_timer_arm(as->timer, wait);
+        /* The server refused or could not be reached: a checkpoint
+         * loaded waits no longer for the grace. */
+        serve_checkpoint(as, as->last_said);
+}
+
 /* The server cannot go on from the checkpoint's version: a 410, or a
  * version it does not have (its history was restored or replaced).  A
  * list from resourceVersion 0 follows, as at any start, when the backoff
@@ -1128,7 +1161,10 @@ static void list_done(struct api_source *as, CURLcode result)
                  * pods of the part that came go now. */
                 list_decoder_reset(as->ldec);
                 report(as, false, false, "list failed: %s", as->body_oom ? "out of memory" : failure_text(as, result));
-                back_off(as, NEXT_LIST);
+                if (as->status == 0 && !as->body_oom && result != CURLE_OUT_OF_MEMORY)
+                        back_off_reconnect(as, NEXT_LIST);
+                else
+                        back_off(as, NEXT_LIST);
                 return;
         }
         if (as->status == 200)
@@ -1144,6 +1180,15 @@ static void watch_done(struct api_source *as, CURLcode result)
 
         if (as->stats)
                 as->stats->watch_restarts++;
+        /* A watch answered 200 that brought an event or ran past
+         * API_WATCH_HEALTHY_USEC is a working cycle: the failures before
+         * it are over, and the next failure waits the first pause again
+         * (client-go forgets them only after 2 minutes without one, so a
+         * server that restarts twice within that time had its nodes wait
+         * the cap: doc/api-source.md 7.1).  A watch closed at once, or
+         * ended at once by an ERROR event, proves nothing. */
+        if (as->status == 200 && (as->watch_events || lasted >= API_WATCH_HEALTHY_USEC))
+                backoff_reset(&as->backoff);
 
         if (as->watch_oom || result == CURLE_OUT_OF_MEMORY) {
                 /* Every event before was applied whole, and the last
@@ -1191,7 +1236,7 @@ static void watch_done(struct api_source *as, CURLcode result)
                 }
                 /* A failed connection says nothing of the version: a
                  * resumed start tries the watch again. */
-                back_off(as, result == CURLE_COULDNT_CONNECT || as->resuming ? NEXT_WATCH : NEXT_LIST);
+                back_off_reconnect(as, result == CURLE_COULDNT_CONNECT || as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
         if (as->status != 200) {
@@ -1218,7 +1263,7 @@ static void watch_done(struct api_source *as, CURLcode result)
         /* The stream ended without an ERROR event: clean close, reset or a
          * truncated chunk.  Re-watch at once, unless it was a very short
          * watch with no event (a server that accepts and drops). */
-        if (lasted < 1000000u && as->watch_events == 0) {
+        if (lasted < API_WATCH_HEALTHY_USEC && as->watch_events == 0) {
                 report(as, true, false, "watch closed at once with no event: backing off");
                 back_off(as, as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
@@ -1307,6 +1352,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->backoff.reset_after = API_BACKOFF_RESET_USEC;
         as->backoff.jitter = 1;
         as->backoff.rand = clock_jitter;
+        as->reconnect = BACKOFF_INIT(API_BACKOFF_INITIAL_USEC, API_RECONNECT_CAP_USEC);
         as->push_retry = BACKOFF_INIT(API_PUSH_RETRY_USEC, API_BACKOFF_CAP_USEC);
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new_borrowed();
@@ -1340,6 +1386,7 @@ fail:
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec)
 {
         as->backoff.base = backoff_usec;
+        as->reconnect.base = backoff_usec;
         as->push_retry.base = push_retry_usec;
 }
 

@@ -34,7 +34,12 @@
  *   backoff manager): base API_BACKOFF_INITIAL_USEC, doubling, cap
  *   API_BACKOFF_CAP_USEC, jitter 1 (each wait is d + rand * d), and
  *   started over by a failure more than API_BACKOFF_RESET_USEC after the
- *   previous one (a success never resets it);
+ *   previous one, or by a watch that worked (answered 200, and an event
+ *   came or it ran API_WATCH_HEALTHY_USEC);
+ * - while requests get no answer at all (the server is down), the
+ *   reconnect's instead: base API_BACKOFF_INITIAL_USEC, doubling, cap
+ *   API_RECONNECT_CAP_USEC, full jitter (each wait is rand * d), reset
+ *   by any answer; the reflector's does not grow meanwhile;
  * - the push's, before a SET that could not be sent is sent again: base
  *   API_PUSH_RETRY_USEC, doubling, cap API_BACKOFF_CAP_USEC, no jitter,
  *   reset when a SET is sent.
@@ -57,6 +62,13 @@
 #define API_BACKOFF_INITIAL_USEC 800000ull
 #define API_BACKOFF_CAP_USEC 30000000ull
 #define API_BACKOFF_RESET_USEC 120000000ull
+/* podmux's: while nothing answers, a node tries again within this, so
+ * after an outage every node is back within it (doc/api-source.md 7.4:
+ * 5,000 nodes reconnect at about 500 a second). */
+#define API_RECONNECT_CAP_USEC 10000000ull
+/* A watch that ran this long ended a run of failures (with an event,
+ * at once); one shorter with no event is taken for a failure. */
+#define API_WATCH_HEALTHY_USEC 1000000ull
 #define API_WATCH_MIN_TIMEOUT_SEC 300
 #define API_MAX_RETRY_AFTER 10
 /* A server that accepts and sends no response headers this long is

@@ -2277,6 +2277,107 @@ def test_410_error_event_connection_reused(t):
         raise AssertionError("handshake failures: %s" % hs)
 
 
+def api_status(t, d):
+    r = t.run_cmd(["status", "--socket", d.sock, "-o", "json"])
+    return [x for x in json.loads(r.stdout)["sources"] if x["name"] == "api"][0]
+
+
+def retry_pauses(d):
+    """The pauses the source chose, in seconds, from its debug lines."""
+    out = []
+    for x in d.logs():
+        m = re.search(r"api source: retrying in ([0-9.]+) s", x.msg)
+        if m:
+            out.append(float(m.group(1)))
+    return out
+
+
+@api_test("a watch that resumes after an outage, answered 200, makes the "
+          "source ok again with no event: not failing until one comes")
+def test_resumed_watch_200_is_ok(t):
+    srv = server(t)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    # An event first: a watch closed at once with none is a failure,
+    # followed by a list.
+    srv.create("b")
+    converge(c, srv)
+    srv.stop()
+    harness.wait_for(lambda: api_status(t, d)["state"] == "failing",
+                     T_WAIT, "the source failing while the server is down")
+    mark = srv.last_id()
+    srv.start()
+    srv.wait_watch(mark)
+    # No event comes (no change, no bookmark): the 200 alone says it.
+    harness.wait_for(lambda: api_status(t, d)["state"] == "ok", T_WAIT,
+                     "the source ok once its watch is answered 200")
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("the watch could go on, yet a list: %s" %
+                             srv.summary(mark))
+
+
+@api_test("a watch that worked ends the failures before it: the next "
+          "failure waits the first pause again, not a doubled one")
+def test_backoff_reset_after_working_watch(t):
+    srv = server(t)
+    srv.create("a")
+    srv.fail(match="watch", status=500, count=2)
+    d = api_daemon(t, plain_kubeconfig(t, srv), verbosity=1)
+    c = d.connect()
+    converge(c, srv)
+    w = srv.wait_watch()
+    srv.create("b")     # an event on the working watch
+    converge(c, srv)
+    before = retry_pauses(d)
+    if len(before) != 2:
+        raise AssertionError("two failed watches, pauses %s" % before)
+    mark = srv.last_id()
+    srv.fail(match="watch", status=500, count=1)
+    srv.action("close")
+    harness.wait_for(lambda: len(retry_pauses(d)) == 3, T_WAIT,
+                     "the pause after the next failure")
+    p = retry_pauses(d)[2]
+    # The first pause is 0.8 s plus up to as much jitter; a doubled one
+    # (the third in a row) would be at least 3.2 s.
+    if p >= 1.6:
+        raise AssertionError("after a working watch (%s) the pause is "
+                             "%.1f s (pauses %s)" % (describe(w), p,
+                                                     retry_pauses(d)))
+    srv.wait_watch(mark)
+    converge(c, srv)
+
+
+@api_test("while the server does not answer, the reconnect pause never "
+          "passes its 10 s cap; once back, the watch goes on with no list")
+def test_reconnect_pause_capped(t):
+    srv = server(t)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv), verbosity=1)
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    srv.create("b")     # an event first, as above
+    converge(c, srv)
+    srv.stop()
+    # Doubling from 0.8 s, the fifth pause of client-go's backoff is at
+    # least 12.8 s; the reconnect's stays within 10 s.
+    harness.wait_for(lambda: len(retry_pauses(d)) >= 5, 90,
+                     "five pauses while the server is down")
+    p = retry_pauses(d)
+    if max(p) > 10.0:
+        raise AssertionError("reconnect pauses %s: over the 10 s cap" % p)
+    mark = srv.last_id()
+    srv.start()
+    srv.wait_watch(mark)
+    srv.create("c")
+    converge(c, srv)
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("a reconnect listed: %s" % srv.summary(mark))
+
+
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
 def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)
