@@ -135,6 +135,10 @@ struct api_source {
         struct checkpoint_identity ckpt_id;
         uint64_t ckpt_interval, ckpt_grace, ckpt_max_age;
         uint64_t relist_spread; /* API_RELIST_SPREAD_USEC */
+        /* The budget of lists after a 410 (relist_after_gone): the
+         * theoretical time, monotonic, at which the next list would find
+         * one token left; 0: never spent. */
+        uint64_t relist_tat;
         struct checkpoint_stats *ckpt_stats;
         struct checkpoint ckpt; /* loaded, not served yet */
         bool ckpt_loaded;
@@ -907,14 +911,41 @@ static uint64_t wait_then(struct api_source *as, enum next next, uint64_t extra)
         return wait;
 }
 
+/*
+ * How long a list after a 410 at now must wait for the budget
+ * (API_RELIST_BURST lists, then one per API_RELIST_REFILL_USEC), and the
+ * list is counted: a generic cell rate check, O(1) and one word of
+ * state.  0 while tokens are left.
+ */
+static uint64_t relist_budget(struct api_source *as, uint64_t now)
+{
+        const uint64_t tau = (API_RELIST_BURST - 1) * API_RELIST_REFILL_USEC;
+        uint64_t tat = as->relist_tat > now ? as->relist_tat : now;
+        uint64_t wait = tat - now > tau ? tat - now - tau : 0;
+
+        as->relist_tat = tat + API_RELIST_REFILL_USEC;
+        return wait;
+}
+
 /* The list after a 410: the backoff, then a random part of the spread
  * (API_RELIST_SPREAD_USEC: a fleet whose server lost its history lists
- * over the spread, not at once).  The store is kept meanwhile. */
+ * over the spread, not at once), and, once the budget is spent (a server
+ * that keeps losing its history), the wait for its next token.  The store
+ * is kept meanwhile. */
 static void relist_after_gone(struct api_source *as)
 {
-        uint64_t wait = wait_then(as, NEXT_LIST, clock_jitter(as->relist_spread));
+        /* --relist-spread 0 (a node alone, the tests) turns the budget
+         * off too: both are for fleets. */
+        uint64_t budget = as->relist_spread ? relist_budget(as, mono_usec()) : 0;
+        uint64_t wait = wait_then(as, NEXT_LIST, clock_jitter(as->relist_spread) + budget);
 
-        if (as->relist_spread)
+        if (budget)
+                log_warn("api source: listing in %.1f s: the server keeps losing its history (%u lists after a 410 "
+                         "within %.0f min: one more every %.0f min)",
+                         (double)wait / 1e6, API_RELIST_BURST,
+                         (double)(API_RELIST_BURST * API_RELIST_REFILL_USEC) / 60e6,
+                         (double)API_RELIST_REFILL_USEC / 60e6);
+        else if (as->relist_spread)
                 log_info("api source: listing in %.1f s (after a 410 the lists of a fleet spread over %.0f s)",
                          (double)wait / 1e6, (double)as->relist_spread / 1e6);
 }

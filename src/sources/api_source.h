@@ -89,6 +89,12 @@
  * list at once: 5,000 nodes list at about 83 per second on average
  * (doc/api-source.md 7.4).  A watch that can go on never waits for it. */
 #define API_RELIST_SPREAD_USEC 60000000ull
+/* And a budget: API_RELIST_BURST lists after a 410, then one more per
+ * API_RELIST_REFILL_USEC, so that a server that keeps losing its history
+ * cannot make the node list in a loop (doc/api-source.md 7.4: 5,000
+ * nodes then list at about 17 a second). */
+#define API_RELIST_BURST 3u
+#define API_RELIST_REFILL_USEC 300000000ull
 #define API_DRAIN_USEC 1000000ull
 
 /* The checkpoint's defaults (doc/checkpoint.md section 7). */

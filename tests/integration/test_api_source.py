@@ -2378,6 +2378,47 @@ def test_reconnect_pause_capped(t):
         raise AssertionError("a reconnect listed: %s" % srv.summary(mark))
 
 
+@api_test("a server that keeps losing its history: three lists after a "
+          "410, then the budget makes the next one wait (said once, "
+          "warn); the node keeps its pods meanwhile")
+def test_relist_budget_410_loop(t):
+    srv = server(t)
+    srv.create("a")
+    # The budget is on with any spread (--relist-spread 0 turns both
+    # off); a millisecond of spread keeps the first lists at once.
+    d = api_daemon(t, plain_kubeconfig(t, srv),
+                   extra=["--relist-spread", "1ms"])
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    for i in range(3):
+        # A watch that worked first (an event), so each 410 is a cycle
+        # of its own and the backoff starts over.
+        srv.create("p%d" % i)
+        converge(c, srv)
+        mark = srv.last_id()
+        srv.action("expire")
+        srv.wait_request(lambda r: r["kind"] == "list", "relist %d" % i,
+                         since=mark)
+        srv.wait_watch(mark)
+    srv.create("late")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    line = d.wait_log(lambda x: "keeps losing its history" in x.msg,
+                      "the budget's line")
+    if line.level not in ("warn", "warning"):
+        raise AssertionError("budget line at %s: %s" % (line.level, line.msg))
+    harness.settle(3)   # a list that did not wait would come by now
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("a fourth list after a 410 did not wait "
+                             "(%s): %s" % (line.msg, srv.summary(mark)))
+    if sorted(pod_name(p) for p in c.state.pods.values()) != \
+            ["a", "late", "p0", "p1", "p2"]:
+        raise AssertionError("pods while waiting: %s" % sorted(
+            c.state.pods))
+
+
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
 def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)
