@@ -155,6 +155,11 @@ struct api_source {
          * event, a watch that ran its course). */
         uint64_t confirmed;
         bool watch_open;       /* the watch in flight was answered 200 */
+        /* --watch-list: lists are streaming lists (cleared when the server
+         * refuses them); wl_initial: the watch in flight is one, before
+         * its initial-events-end bookmark (its events go to pages). */
+        bool wl_on, wl_initial;
+        struct loop_timer *wl_timer;
         char *last_write_said; /* the last write error logged, NULL if none */
 };
 
@@ -598,6 +603,8 @@ static void start_list(struct api_source *as);
 static void start_watch(struct api_source *as);
 static void back_off(struct api_source *as, enum next next);
 static int too_large_rv(const struct buf *body, long status);
+static int replace_store(struct api_source *as);
+static void watch_list_synced(struct api_source *as);
 
 static size_t on_header(char *line, size_t size, size_t n, void *data)
 {
@@ -660,6 +667,12 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
         struct api_source *as = arg;
 
         as->watch_events++;
+        if (as->wl_initial) {
+                /* The state so far, gathered aside in pages. */
+                if (t == WATCH_INITIAL_END)
+                        watch_list_synced(as);
+                return;
+        }
         as->confirmed = wall_usec();
         if (as->last_said)
                 recovered(as, "watching");
@@ -667,11 +680,11 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
                 /* Applied, not sent: the events before the bookmark may be
                  * history, and consumers see one state only, the server's
                  * current one, once it is confirmed. */
-                if (t == WATCH_BOOKMARK)
+                if (t == WATCH_BOOKMARK || t == WATCH_INITIAL_END)
                         resumed(as, "a bookmark");
                 return;
         }
-        if (t == WATCH_BOOKMARK)
+        if (t == WATCH_BOOKMARK || t == WATCH_INITIAL_END)
                 return;
         /* A status-only change waits for the checkpoint's refresh
          * (doc/checkpoint.md section 6): what runs is what counts. */
@@ -726,8 +739,13 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 as->body_bytes += len;
                 return as->watch_drain && as->body_bytes <= API_DRAIN_MAX_BYTES ? len : 0;
         }
-        r = watch_decoder_feed(as->dec, ptr, len, as->store, &as->last_rv, on_event, as, &as->watch_error_code,
-                               &why);
+        /* A streaming list's events go to pages; its end makes pages the
+         * store (the same map: events after it in this read go on to
+         * the store). */
+        r = watch_decoder_feed(as->dec, ptr, len, as->wl_initial ? as->pages : as->store, &as->last_rv, on_event, as,
+                               &as->watch_error_code, &why);
+        if (r == 0 && as->watch_oom)
+                return 0;
         if (r < 0) {
                 as->watch_error = 1;
                 if (r == -EPROTO && as->watch_error_code == 410)
@@ -830,10 +848,15 @@ static int build_list_url(struct api_source *as)
         return r;
 }
 
+static void start_watch_list(struct api_source *as);
+
 /* A list: from lastRV when known (unpaged, "not older than"), else from
- * RV 0, or with no RV after the RV proved unusable (paged). */
+ * RV 0, or with no RV after the RV proved unusable (paged).  With
+ * --watch-list, a streaming list instead. */
 static void start_list(struct api_source *as)
 {
+        as->wl_initial = false;
+        loop_timer_stop(as->wl_timer);
         as->phase = PHASE_LIST;
         as->retries = 0;
         if (as->listed && as->stats)
@@ -847,6 +870,10 @@ static void start_list(struct api_source *as)
         if (!as->pages || (!as->rv_unavailable && str_set(&as->list_rv_asked, as->last_rv ? as->last_rv : "0") < 0)) {
                 report(as, false, false, "cannot start a list: out of memory");
                 back_off(as, NEXT_LIST);
+                return;
+        }
+        if (as->wl_on) {
+                start_watch_list(as);
                 return;
         }
         as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0 || as->paginated_result;
@@ -863,20 +890,25 @@ static void start_list(struct api_source *as)
         send_request(as);
 }
 
-static void start_watch(struct api_source *as)
+/* A watch from lastRV; or, streaming, a streaming list "not older than"
+ * list_rv_asked (unset: the latest state). */
+static void send_watch(struct api_source *as, bool streaming)
 {
         struct buf u = BUF_INIT;
-        char *rv = pct_encode(as->last_rv ? as->last_rv : "");
+        const char *from = streaming ? as->list_rv_asked : as->last_rv;
+        char *rv = pct_encode(from ? from : "");
         /* client-go: the 5-minute minimum times (1 + rand). */
         unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)clock_jitter(API_WATCH_MIN_TIMEOUT_SEC);
         int r;
 
         as->phase = PHASE_WATCH;
         as->retries = 0;
+        as->wl_initial = streaming;
         r = rv ? buf_printf(&u,
                             "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
-                            "&resourceVersion=%s&timeoutSeconds=%u",
-                            as->node_enc, rv, timeout)
+                            "%s%s%s&timeoutSeconds=%u",
+                            as->node_enc, streaming ? "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan" : "",
+                            !streaming || rv[0] ? "&resourceVersion=" : "", rv, timeout)
                : -ENOMEM;
         free(rv);
         free(as->url);
@@ -895,7 +927,68 @@ static void start_watch(struct api_source *as)
         as->watch_drain = false;
         as->watch_oom = 0;
         as->watch_error_code = 0;
+        if (streaming)
+                loop_timer_arm(as->wl_timer, API_WATCH_LIST_WAIT_USEC);
         send_request(as);
+}
+
+static void start_watch(struct api_source *as)
+{
+        send_watch(as, false);
+}
+
+/* start_list() with --watch-list: pages are empty, list_rv_asked set. */
+static void start_watch_list(struct api_source *as)
+{
+        send_watch(as, true);
+}
+
+/* The streaming list sent its whole state: it replaces the store, as a
+ * list's would, and the same watch goes on with the changes. */
+static void watch_list_synced(struct api_source *as)
+{
+        loop_timer_stop(as->wl_timer);
+        if (str_set(&as->list_rv, as->last_rv) < 0 || replace_store(as) < 0) {
+                /* The store was not replaced: this streaming list ends
+                 * (on_write) and is started again after the backoff. */
+                as->watch_oom = 1;
+                return;
+        }
+        as->wl_initial = false;
+        as->rv_unavailable = 0;
+        as->relisted_unset = 0;
+        as->confirmed = wall_usec();
+        log_debug("api source: streaming list: %zu pod(s) at resourceVersion %s", strmap_size(as->store),
+                  as->last_rv ? as->last_rv : "?");
+        recovered(as, "listing");
+        went_live(as);
+        push(as);
+}
+
+/* The server does not serve streaming lists: listed and watched from now
+ * on, said once.  The request in flight, if any, was ended. */
+static void watch_list_refused(struct api_source *as, const char *why)
+{
+        log_warn("api source: the API server does not serve streaming lists (%s): listing and watching instead", why);
+        as->wl_on = false;
+        as->wl_initial = false;
+        loop_timer_stop(as->wl_timer);
+        start_list(as);
+}
+
+static void on_wl_timer(struct loop_timer *t, void *data)
+{
+        struct api_source *as = data;
+        char why[96];
+
+        (void)t;
+        if (!as->wl_initial)
+                return;
+        curl_loop_cancel(as->cl, &as->easy);
+        loop_timer_stop(as->hdr_timer);
+        (void)snprintf(why, sizeof(why), "no initial-events-end bookmark within %.0f s",
+                       (double)API_WATCH_LIST_WAIT_USEC / 1e6);
+        watch_list_refused(as, why);
 }
 
 /* client-go's backoff manager: d doubles from 0.8 s to 30 s, each wait is
@@ -904,7 +997,9 @@ static uint64_t wait_then(struct api_source *as, enum next next, uint64_t extra)
 {
         uint64_t wait = backoff_next(&as->backoff, mono_usec()) + extra;
 
-        as->next = next;
+        /* A streaming list cut short is started again, never watched on
+         * from a version its events reached. */
+        as->next = as->wl_initial && next == NEXT_WATCH ? NEXT_LIST : next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
         loop_timer_arm(as->timer, wait);
@@ -972,7 +1067,7 @@ static void back_off_reconnect(struct api_source *as, enum next next)
         uint64_t d = backoff_next(&as->reconnect, 0);
         uint64_t wait = clock_jitter(d);
 
-        as->next = next;
+        as->next = as->wl_initial && next == NEXT_WATCH ? NEXT_LIST : next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s (no answer from the server)", (double)wait / 1e6);
         loop_timer_arm(as->timer, wait);
@@ -1274,6 +1369,23 @@ static void watch_done(struct api_source *as, CURLcode result)
                 if (maybe_retry_after(as))
                         return;
                 (void)kube_describe_status(as->body.data, as->body.len, as->status, &why);
+                if (as->wl_initial && (as->status == 410 || too_large_rv(&as->body, as->status)) &&
+                    !as->relisted_unset) {
+                        /* As a list's: once more from the latest state. */
+                        as->rv_unavailable = 1;
+                        as->relisted_unset = 1;
+                        buf_free(&why);
+                        start_list(as);
+                        return;
+                }
+                if (as->wl_initial && as->status >= 400 && as->status < 500 && as->status != 401 && as->status != 410 &&
+                    as->status != 429) {
+                        /* 400, 403, 404, 422...: the server's word on the
+                         * parameters (client-go falls back on any). */
+                        watch_list_refused(as, why.len ? why.data : "?");
+                        buf_free(&why);
+                        return;
+                }
                 if (as->resuming && (as->status == 410 || too_large_rv(&as->body, as->status))) {
                         resume_failed(as, why.len ? why.data : "?");
                         buf_free(&why);
@@ -1289,6 +1401,11 @@ static void watch_done(struct api_source *as, CURLcode result)
                         return;
                 }
                 back_off(as, as->status == 429 || as->resuming ? NEXT_WATCH : NEXT_LIST);
+                return;
+        }
+        if (as->wl_initial) {
+                report(as, true, false, "streaming list: the watch ended before the end of its initial events");
+                back_off(as, NEXT_LIST);
                 return;
         }
         /* The stream ended without an ERROR event: clean close, reset or a
@@ -1395,8 +1512,10 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         source_stats_target(as->stats, kube_client_server(as->kube));
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
-            (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0)
+            (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_wl_timer, as, &as->wl_timer)) < 0)
                 goto fail;
+        as->wl_on = cfg->watch_list;
         as->state_fn = cfg->state;
         as->state_data = cfg->state_data;
         as->relist_spread = cfg->relist_spread_usec;
@@ -1451,6 +1570,7 @@ void api_source_free(struct api_source *as)
         loop_timer_free(as->timer);
         loop_timer_free(as->hdr_timer);
         loop_timer_free(as->push_timer);
+        loop_timer_free(as->wl_timer);
         curl_slist_free_all(as->hdrs);
         api_store_free(as->store);
         api_store_free(as->pages);

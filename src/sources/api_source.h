@@ -22,6 +22,13 @@
  * request failed.  A checkpoint that is refused is said once, and the
  * source waits for the server as without one.
  *
+ * With watch_list (--watch-list, doc/api-source.md section 5) each list
+ * is a streaming list instead: a watch with sendInitialEvents whose
+ * events are gathered aside and replace the store at the bookmark that
+ * ends them, as a list's pages do; a server that refuses it (an error
+ * status) or never ends them (API_WATCH_LIST_WAIT_USEC) is listed and
+ * watched from then on, said once.
+ *
  * Fail safe: a list is applied whole or not at all, a watch event too.
  * Running out of memory is never taken for bad data: a list is tried
  * again after the backoff, a watch resumes from the last resource version,
@@ -47,6 +54,7 @@
 #ifndef PODMUX_API_SOURCE_H
 #define PODMUX_API_SOURCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/buf.h"
@@ -96,6 +104,10 @@
 #define API_RELIST_BURST 3u
 #define API_RELIST_REFILL_USEC 300000000ull
 #define API_DRAIN_USEC 1000000ull
+/* --watch-list: a streaming list whose initial-events-end bookmark has
+ * not come this long after it was sent is taken for a server that
+ * ignores sendInitialEvents: LIST+WATCH from then on. */
+#define API_WATCH_LIST_WAIT_USEC 30000000ull
 
 /* The checkpoint's defaults (doc/checkpoint.md section 7). */
 #define API_CHECKPOINT_INTERVAL_USEC 60000000ull
@@ -134,6 +146,7 @@ struct api_source_config {
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         struct api_source_checkpoint checkpoint;
         uint64_t relist_spread_usec; /* API_RELIST_SPREAD_USEC; 0: none */
+        bool watch_list;             /* --watch-list: lists as streaming lists */
         api_state_fn state; /* may be NULL */
         void *state_data;
 };

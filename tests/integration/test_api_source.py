@@ -2419,6 +2419,81 @@ def test_relist_budget_410_loop(t):
             c.state.pods))
 
 
+def watch_lists(srv, since=0):
+    return [r for r in srv.requests(since, kind="watch")
+            if "sendInitialEvents=true" in (r.get("query") or "")]
+
+
+@api_test("--watch-list: the start and the relist after a 410 are "
+          "streaming lists (no LIST): the store is replaced at the "
+          "initial-events-end bookmark, and the same watch goes on")
+def test_watch_list_streams(t):
+    srv = server(t)
+    srv.create("a")
+    srv.create("b")
+    srv.create("elsewhere", node="node2")
+    d = api_daemon(t, plain_kubeconfig(t, srv), extra=["--watch-list"])
+    c = d.connect()
+    c.expect_type("sources_ready", timeout=T_WAIT)
+    converge(c, srv)
+    wl = watch_lists(srv)
+    if len(wl) != 1 or "resourceVersionMatch=NotOlderThan" not in \
+            wl[0]["query"] or "allowWatchBookmarks=true" not in \
+            wl[0]["query"]:
+        raise AssertionError("the start: %s" % srv.summary())
+    srv.create("c")             # on the same watch
+    srv.delete("a")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    srv.wait_request(lambda r: r["kind"] == "watch" and
+                     "sendInitialEvents=true" in (r.get("query") or ""),
+                     "the relist, streaming", since=mark)
+    srv.create("d")
+    converge(c, srv)
+    if srv.requests(kind=("list", "continue")):
+        raise AssertionError("a LIST with --watch-list: %s" % srv.summary())
+    if any(x.level in ("warn", "warning") and "streaming" in x.msg
+           for x in d.logs()):
+        raise AssertionError("a fallback said: %s" % [
+            x.msg for x in d.logs() if "streaming" in x.msg])
+
+
+@api_test("--watch-list against a server that refuses it (422) or lets the "
+          "parameters by and never ends the initial events: LIST+WATCH "
+          "from then on, said once; nothing lost",
+          params=("refuse", "ignore"))
+def test_watch_list_fallback(t):
+    how = t.param
+    srv = server(t)
+    srv.config(watch_list=how)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv), extra=["--watch-list"])
+    c = d.connect()
+    # "ignore": the fallback comes after the 30 s bound.
+    converge(c, srv, timeout=90)
+    said = [x for x in d.logs() if "does not serve streaming lists" in x.msg]
+    if len(said) != 1 or said[0].level not in ("warn", "warning"):
+        raise AssertionError("the fallback said %s" % [x.msg for x in said])
+    if len(srv.requests(kind=("list",))) != 1:
+        raise AssertionError("one LIST after the fallback: %s" %
+                             srv.summary())
+    srv.create("b")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    srv.wait_request(lambda r: r["kind"] == "list", "the relist",
+                     since=mark)
+    srv.create("c")
+    converge(c, srv)
+    if watch_lists(srv, mark):
+        raise AssertionError("a streaming list after the fallback: %s" %
+                             srv.summary(mark))
+    if len([x for x in d.logs()
+            if "does not serve streaming lists" in x.msg]) != 1:
+        raise AssertionError("the fallback said more than once")
+
+
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
 def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)
