@@ -23,12 +23,14 @@ const (
 var ErrIndex = errors.New("podmux: index")
 
 // index is one index: its keys' pods, and each pod's keys (so a pod is
-// taken out without calling fn again).
+// taken out without calling fn again).  A key's pods are kept in the
+// daemon's order (comparePods), so ByIndex copies them and sorts nothing:
+// a change costs a binary search and a move within that key's slice.
 // A built-in index is built by the first ByIndex that reads it (nil
 // maps before), so a client that never reads it pays nothing.
 type index struct {
 	fn   IndexFunc
-	pods map[string]map[*pod]struct{}
+	pods map[string][]*pod
 	keys map[*pod][]string
 }
 
@@ -38,10 +40,15 @@ func newIndex(fn IndexFunc) *index {
 
 // build fills the index from the cache (mu held for writing).
 func (x *index) build(st *store) {
-	x.pods, x.keys = map[string]map[*pod]struct{}{}, map[*pod][]string{}
+	x.pods, x.keys = map[string][]*pod{}, map[*pod][]string{}
 	for _, p := range st.pods {
 		x.put(p)
 	}
+}
+
+// at is where p is or would go in v (sorted by comparePods).
+func at(v []*pod, p *pod) int {
+	return sort.Search(len(v), func(i int) bool { return comparePods(v[i], p) >= 0 })
 }
 
 func (x *index) put(p *pod) {
@@ -51,20 +58,32 @@ func (x *index) put(p *pod) {
 	}
 	x.keys[p] = ks
 	for _, k := range ks {
-		set := x.pods[k]
-		if set == nil {
-			set = map[*pod]struct{}{}
-			x.pods[k] = set
+		v := x.pods[k]
+		i := at(v, p)
+		if i < len(v) && v[i] == p {
+			continue // a key given twice
 		}
-		set[p] = struct{}{}
+		v = append(v, nil)
+		copy(v[i+1:], v[i:])
+		v[i] = p
+		x.pods[k] = v
 	}
 }
 
 func (x *index) drop(p *pod) {
 	for _, k := range x.keys[p] {
-		delete(x.pods[k], p)
-		if len(x.pods[k]) == 0 {
+		v := x.pods[k]
+		i := at(v, p)
+		if i >= len(v) || v[i] != p {
+			continue // a key given twice: already out
+		}
+		copy(v[i:], v[i+1:])
+		v[len(v)-1] = nil
+		v = v[:len(v)-1]
+		if len(v) == 0 {
 			delete(x.pods, k)
+		} else {
+			x.pods[k] = v
 		}
 	}
 	delete(x.keys, p)
@@ -72,8 +91,9 @@ func (x *index) drop(p *pod) {
 
 // indexWatch is the store's watch: every index follows each pod changed
 // inside an apply, so the indexes are in step with the cache when the
-// apply returns (before any handler is called).  Cost: O(changed pods ×
-// their keys).
+// apply returns (before any handler is called).  Cost: per changed pod
+// and key, a binary search and a move within that key's pods (the key's
+// size, never the cache's).
 func (c *Client) indexWatch(old, p *pod) {
 	for _, x := range c.indexes {
 		if x.pods == nil {
@@ -109,8 +129,9 @@ func (c *Client) AddIndex(name string, fn IndexFunc) error {
 // ByIndex returns the pods whose keys in the index name include key, in
 // the daemon's order (namespace, name, UID, source); none is an empty
 // slice.  An error matching ErrIndex if no such index was added.  Cost:
-// O(k log k) for k pods found; the first read of a built-in index builds
-// it, O(cache), and from then on it is kept in step like the others.
+// O(k) for k pods found (kept in order, copied); the first read of a
+// built-in index builds it, O(cache log k), and from then on it is kept
+// in step like the others.
 func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 	c.mu.RLock()
 	x, ok := c.indexes[name]
@@ -127,11 +148,7 @@ func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q: no such index", ErrIndex, name)
 	}
-	v := make([]*pod, 0, len(x.pods[key]))
-	for p := range x.pods[key] {
-		v = append(v, p)
-	}
-	sort.Slice(v, func(i, j int) bool { return comparePods(v[i], v[j]) < 0 })
+	v := x.pods[key]
 	return wrap(v), nil
 }
 

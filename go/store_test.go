@@ -83,6 +83,69 @@ func TestStoreWatchKeepsAnIndex(t *testing.T) {
 	}
 }
 
+// An index follows the store's watch through every op and keeps each
+// key's pods in the daemon's order, a pod in a key once even when its
+// IndexFunc gives that key twice: ByIndex hands them out as they are.
+func TestIndexKeepsKeysInOrder(t *testing.T) {
+	st := newStore()
+	x := newIndex(func(p Pod) []string {
+		// Two keys, the second sometimes the first again.
+		return []string{p.Namespace(), []string{"s-" + p.Source(), p.Namespace()}[len(p.Name())%2]}
+	})
+	x.build(st)
+	st.watch = func(old, p *pod) {
+		if old != nil {
+			x.drop(old)
+		}
+		if p != nil {
+			x.put(p)
+		}
+	}
+	rng := rand.New(rand.NewSource(2))
+	for step := 0; step < 2000; step++ {
+		var pods []Pod
+		for k := rng.Intn(4); k >= 0; k-- {
+			i := rng.Intn(40)
+			pods = append(pods, mkPod(fmt.Sprintf("u%d", i%25), fmt.Sprintf("ns%d", i%3),
+				fmt.Sprintf("p%d", i*7%40), []string{"file", "api"}[i%2], step))
+		}
+		r := rng.Intn(10)
+		switch {
+		case r == 0:
+			st.applyPods(msg(OpSet, pods...))
+		case r < 4:
+			st.applyPods(msg(OpRemove, pods...))
+		default:
+			st.applyPods(msg(Op([]Op{OpAdd, OpUpdate, OpDelete, OpReconcile}[r%4]), pods...))
+		}
+		want := map[string][]*pod{}
+		for _, p := range st.pods {
+			seen := map[string]bool{}
+			for _, k := range x.fn(Pod{p}) {
+				if !seen[k] {
+					seen[k] = true
+					want[k] = append(want[k], p)
+				}
+			}
+		}
+		if len(want) != len(x.pods) {
+			t.Fatalf("step %d: %d keys, want %d", step, len(x.pods), len(want))
+		}
+		for k, w := range want {
+			sort.Slice(w, func(i, j int) bool { return comparePods(w[i], w[j]) < 0 })
+			got := x.pods[k]
+			if len(got) != len(w) {
+				t.Fatalf("step %d: key %s: %d pods, want %d", step, k, len(got), len(w))
+			}
+			for i := range w {
+				if got[i] != w[i] {
+					t.Fatalf("step %d: key %s: pod %d is %s, want %s", step, k, i, Pod{got[i]}, Pod{w[i]})
+				}
+			}
+		}
+	}
+}
+
 func TestStoreSameUIDInTwoSources(t *testing.T) {
 	st := newStore()
 	a := mkPod("u", "ns", "a", "file", 1)

@@ -389,8 +389,9 @@ int podmux_client_add_index(struct podmux_client *c, const char *name, podmux_in
  * frees with free() (NULL when there is none, *ret_n 0); the pods in it
  * are the cache's, valid until the next podmux_client_process() or
  * _run() (podmux_pod_ref() keeps one longer).  0, -EINVAL (an argument
- * NULL), -ENOENT (no such index), -ENOMEM.  Cost: O(k log k) for k pods
- * found; the first lookup of a built-in index O(cache).
+ * NULL), -ENOENT (no such index), -ENOMEM.  Cost: O(k) for k pods found
+ * (each key keeps its pods in order); the first lookup of a built-in
+ * index O(cache).
  */
 int podmux_client_by_index(struct podmux_client *c, const char *name, const char *key,
                            const struct podmux_pod ***ret_pods, size_t *ret_n);

@@ -72,26 +72,22 @@ def _compared(text: str) -> List[Any]:
 
 
 _TEXT_HEAD = '{"metadata":{"annotations":{'
-_ANNOTATION = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
+_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _SEEN_KEY = _w.ANNOTATION_SEEN
+# The annotations before config.seen, then config.seen (group 1): one
+# match run by the re module, where a loop over the annotations in Python
+# cost more than the rest of the resync diff.  The repetition is lazy, so
+# the first config.seen is the one found, as a walk would find it.
+_SEEN = re.compile(re.escape(_TEXT_HEAD) + r'(?:' + _STR + ':' + _STR + r',)*?(' +
+                   re.escape(json.dumps(_SEEN_KEY)) + ':' + _STR + ')')
 
 
 def _seen_span(text: str) -> Optional[Tuple[int, int]]:
     """(start, end) of the member "kubernetes.io/config.seen" (name and
     value) in metadata.annotations, for a text laid out as the daemon
     writes pods (compact, annotations first, each a string); else None."""
-    if not text.startswith(_TEXT_HEAD):
-        return None
-    i = len(_TEXT_HEAD)
-    while True:
-        m = _ANNOTATION.match(text, i)
-        if m is None:
-            return None
-        if m.group(1) == _SEEN_KEY:
-            return m.span()
-        if text[m.end():m.end() + 1] != ",":
-            return None
-        i = m.end() + 1
+    m = _SEEN.match(text)
+    return m.span(1) if m else None
 
 
 def _same_but_seen(a: str, b: str) -> bool:

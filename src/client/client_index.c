@@ -4,7 +4,11 @@
  * An index is two keymaps: by_id (an entry per pod, by "source/uid") and
  * buckets (a bucket per key, holding a keymap by id of the entries whose
  * keys include it).  An entry may be in several buckets; by_id owns it.
- * A bucket is never empty: the last entry out frees it.
+ * A bucket is never empty: the last entry out frees it.  Beside its set,
+ * a bucket keeps the same entries in an array in the cache's order
+ * (client_pod_compare() of their pods), so a lookup copies them and sorts
+ * nothing; a change pays a binary search and a move within that key's
+ * entries, and the room for it is reserved by prepare like the set's.
  *
  * Prepare/commit for a message that is not a SET: prepare makes the new
  * entries (calling the index function), creates the buckets they go into
@@ -39,7 +43,9 @@ struct ix_ent {
 
 struct bucket {
         struct keymap *set; /* struct ix_ent by id */
-        size_t pending;     /* new entries being prepared for it */
+        struct ix_ent **ord; /* the same entries, in the cache's order */
+        size_t n_ord, ord_cap;
+        size_t pending; /* new entries being prepared for it */
         char key[];
 };
 
@@ -108,7 +114,68 @@ static void bucket_free(void *item)
         struct bucket *b = item;
 
         keymap_free(b->set, NULL);
+        free(b->ord);
         free(b);
+}
+
+/* Where e is or would go in b->ord. */
+static size_t ord_pos(const struct bucket *b, const struct ix_ent *e)
+{
+        size_t lo = 0, hi = b->n_ord;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (client_pod_compare(b->ord[mid]->pod, e->pod) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+/* Takes e out of b->ord if it is there.  Cannot fail. */
+static void ord_remove(struct bucket *b, const struct ix_ent *e)
+{
+        size_t i = ord_pos(b, e);
+
+        if (i >= b->n_ord || b->ord[i] != e)
+                return;
+        memmove(b->ord + i, b->ord + i + 1, (b->n_ord - i - 1) * sizeof(*b->ord));
+        b->n_ord--;
+}
+
+/* Puts e into b->ord, whose room the caller made.  Cannot fail. */
+static void ord_insert(struct bucket *b, struct ix_ent *e)
+{
+        size_t i = ord_pos(b, e);
+
+        memmove(b->ord + i + 1, b->ord + i, (b->n_ord - i) * sizeof(*b->ord));
+        b->ord[i] = e;
+        b->n_ord++;
+}
+
+/* Puts e into b (its set and its order), replacing the entry of the same
+ * id; room in both made by the caller.  Cannot fail. */
+static void bucket_put(struct bucket *b, struct ix_ent *e)
+{
+        struct ix_ent *was = keymap_get(b->set, e->id);
+
+        if (was == e)
+                return; /* a key given twice */
+        if (was)
+                ord_remove(b, was);
+        (void)keymap_put(b->set, e, NULL);
+        ord_insert(b, e);
+}
+
+/* Room in b for more new entries.  0 or -ENOMEM (b unchanged but for
+ * room). */
+static int bucket_reserve(struct bucket *b, size_t more)
+{
+        if (keymap_reserve(b->set, more) < 0 || GROW(b->ord, b->ord_cap, b->n_ord + more, 4) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 /* p's entry: the index function called, its keys kept.  0, -ENOMEM or
@@ -174,6 +241,7 @@ static void unlink_ent(struct keymap *buckets, const struct ix_ent *e)
                 if (!b || keymap_get(b->set, e->id) != e)
                         continue;
                 (void)keymap_remove(b->set, e->id);
+                ord_remove(b, e);
                 if (keymap_size(b->set) == 0) {
                         (void)keymap_remove(buckets, b->key);
                         bucket_free(b);
@@ -207,8 +275,9 @@ static int build(const struct cindex *x, struct podmux_pod *const *pods, size_t 
                 for (size_t k = 0; k < e->n_keys; k++) {
                         struct bucket *b = bucket_get(buckets, e->keys[k]);
 
-                        if (!b || keymap_put(b->set, e, NULL) < 0)
+                        if (!b || bucket_reserve(b, 1) < 0)
                                 goto fail;
+                        bucket_put(b, e);
                 }
         }
         *ret_by_id = by_id;
@@ -353,7 +422,7 @@ static int prepare_upserts(struct ix_prep *p, struct podmux_pod *const *pods, si
                 }
         }
         for (size_t i = 0; i < p->n_touched; i++)
-                if (keymap_reserve(p->touched[i]->set, p->touched[i]->pending) < 0)
+                if (bucket_reserve(p->touched[i], p->touched[i]->pending) < 0)
                         return -ENOMEM;
         return 0;
 }
@@ -444,7 +513,7 @@ static void commit_one(struct ix_prep *p, enum podmux_op op, size_t n)
                 for (size_t k = 0; k < p->add[i]->n_keys; k++) {
                         struct bucket *b = keymap_get(x->buckets, p->add[i]->keys[k]); /* made by prepare */
 
-                        (void)keymap_put(b->set, p->add[i], NULL);
+                        bucket_put(b, p->add[i]);
                 }
                 p->add[i] = NULL;
         }
@@ -484,19 +553,12 @@ void index_prep_free(struct index_prep *prep)
 
 /* ---- lookups -------------------------------------------------------------------- */
 
-static int cmp_pods(const void *a, const void *b)
-{
-        return client_pod_compare(*(const struct podmux_pod *const *)a, *(const struct podmux_pod *const *)b);
-}
-
 int index_lookup(struct indexes *ix, const char *name, const char *key, struct podmux_pod *const *pods, size_t n,
                  const struct podmux_pod ***ret, size_t *ret_n)
 {
         struct cindex *x = find(ix, name);
         const struct podmux_pod **v;
         struct bucket *b;
-        size_t it = 0, k = 0;
-        void *item;
         int r;
 
         if (!x && builtin(name)) {
@@ -511,13 +573,12 @@ int index_lookup(struct indexes *ix, const char *name, const char *key, struct p
         b = keymap_get(x->buckets, key);
         if (!b)
                 return 0;
-        v = malloc(keymap_size(b->set) * sizeof(*v));
+        v = malloc(b->n_ord * sizeof(*v));
         if (!v)
                 return -ENOMEM;
-        while (keymap_next(b->set, &it, &item))
-                v[k++] = ((struct ix_ent *)item)->pod;
-        qsort(v, k, sizeof(*v), cmp_pods);
+        for (size_t i = 0; i < b->n_ord; i++)
+                v[i] = b->ord[i]->pod;
         *ret = v;
-        *ret_n = k;
+        *ret_n = b->n_ord;
         return 0;
 }

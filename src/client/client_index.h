@@ -16,7 +16,8 @@
  * client that never reads one pays nothing for it.
  * Cost: a message O(its pods x their keys) (hash operations and the
  * index functions' calls); a SET or a full state rebuilds each index
- * from the new cache, O(cache); a lookup O(k log k) for k pods found.
+ * from the new cache, O(cache); a lookup O(k) for k pods found (a key's
+ * pods are kept in order, a change moving them within that key).
  */
 #ifndef PODMUX_CLIENT_INDEX_H
 #define PODMUX_CLIENT_INDEX_H

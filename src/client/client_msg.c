@@ -5,8 +5,12 @@
  * The line is walked member by member; each value is parsed with
  * json_parse_next() (src/util/json_parse.c, every allocation checked), so
  * the walk itself only steps over '{', ':', ',' and '}'.  The "pods"
- * array is walked the same way one element at a time: an element's text
- * is the bytes json_parse_next() stepped over, copied as they are.
+ * array is walked one element at a time, and an element's text is the
+ * bytes stepped over, copied as they are.  An element is walked here down
+ * to its identity and every other value in it is stepped over by
+ * json_skip_next(): the same checks as a tree would get, without the
+ * tree, its ~100 allocations per pod, or freeing them (the library's
+ * largest cost before, scripts/bench --only client).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -82,31 +86,44 @@ int client_pod_compare(const struct podmux_pod *a, const struct podmux_pod *b)
         return strcmp(a->source, b->source);
 }
 
+/* One string of a pod's identity as json-c would hand it out: decoded,
+ * cut at a NUL (json_object_get_string() is a C string); s NULL when the
+ * member is absent or not a string.  dec holds the bytes when they had
+ * to be decoded (s points into the text otherwise). */
+struct id_str {
+        const char *s;
+        size_t len;
+        struct buf dec;
+};
+
+/* The identity read from one pod's text. */
+struct pod_ids {
+        struct id_str uid, name, ns, src;
+};
+
+static void ids_free(struct pod_ids *ids)
+{
+        buf_free(&ids->uid.dec);
+        buf_free(&ids->name.dec);
+        buf_free(&ids->ns.dec);
+        buf_free(&ids->src.dec);
+}
+
 /* One block: the struct, the text, then uid, namespace, name and the
  * source annotation, each NUL-terminated.  0, -EINVAL (why set), -ENOMEM. */
-static int pod_new(const char *text, size_t len, json_object *obj, struct podmux_pod **ret,
-                   struct buf *why)
+static int pod_new(const char *text, size_t len, const struct pod_ids *ids, struct podmux_pod **ret, struct buf *why)
 {
-        json_object *md = json_get(obj, "metadata");
-        const char *uid = json_get_str(md, "uid", NULL), *name = json_get_str(md, "name", NULL);
-        const char *ns = json_get_str(md, "namespace", NULL), *src;
-        size_t lu, ln, lns, ls, size;
+        const char *uid = ids->uid.s, *name = ids->name.s;
+        const char *ns = ids->ns.s ? ids->ns.s : "", *src = ids->src.s ? ids->src.s : "";
+        size_t lu = ids->uid.len, ln = ids->name.len;
+        size_t lns = ids->ns.s ? ids->ns.len : 0, ls = ids->src.s ? ids->src.len : 0, size;
         struct podmux_pod *p;
         char *at;
 
-        if (!json_object_is_type(obj, json_type_object) || !uid || !*uid || !name) {
+        if (!uid || !lu || !name) {
                 (void)buf_puts(why, "a pod without metadata.uid and metadata.name");
                 return -EINVAL;
         }
-        src = json_get_str(json_get(md, "annotations"), SOURCE_ANNOTATION, NULL);
-        if (!ns)
-                ns = "";
-        if (!src)
-                src = "";
-        lu = strlen(uid);
-        ln = strlen(name);
-        lns = strlen(ns);
-        ls = strlen(src);
         size = sizeof(*p) + len + 1 + lu + 1 + ln + 1 + lns + 1 + ls + 1;
         p = malloc(size);
         if (!p)
@@ -119,16 +136,20 @@ static int pod_new(const char *text, size_t len, json_object *obj, struct podmux
         memcpy(at, text, len);
         at[len] = '\0';
         at += len + 1;
-        memcpy(at, uid, lu + 1);
+        memcpy(at, uid, lu);
+        at[lu] = '\0';
         p->uid = at;
         at += lu + 1;
-        memcpy(at, ns, lns + 1);
+        memcpy(at, ns, lns);
+        at[lns] = '\0';
         p->ns = at;
         at += lns + 1;
-        memcpy(at, name, ln + 1);
+        memcpy(at, name, ln);
+        at[ln] = '\0';
         p->name = at;
         at += ln + 1;
-        memcpy(at, src, ls + 1);
+        memcpy(at, src, ls);
+        at[ls] = '\0';
         p->ann_source = at;
         p->source = at;
         *ret = p;
@@ -168,6 +189,173 @@ static int value(struct walk *w, json_object **ret)
         return r == -EAGAIN ? -EINVAL : r;
 }
 
+/* Steps over the value at w->pos, depth containers deep in the line's
+ * element being read: checked as value() checks it, nothing built. */
+static int skip(struct walk *w, unsigned depth)
+{
+        int r = json_skip_next(w->s, w->len, &w->pos, CLIENT_MSG_MAX_DEPTH - depth, w->why);
+
+        return r == -EAGAIN ? -EINVAL : r;
+}
+
+/* A syntax error as json_parse_next() words it. */
+static int syntax(struct walk *w, const char *what)
+{
+        if (w->pos >= w->len)
+                return bad(w, "unexpected end of JSON input");
+        return bad(w, what);
+}
+
+/*
+ * The next member of the object whose '{' or last value ends at w->pos
+ * (*first: at the '{').  1 with *key, *klen the member's name decoded
+ * and cut at a NUL (as json-c keys are) and w->pos at its value; 0 past
+ * the closing '}'; -EINVAL (why set), -ENOMEM.
+ */
+static int next_member(struct walk *w, bool *first, struct buf *kbuf, const char **key, size_t *klen)
+{
+        const char *nul;
+        int r;
+
+        if (*first) {
+                *first = false;
+                w->pos++;
+                skip_ws(w);
+                if (w->pos < w->len && w->s[w->pos] == '}') {
+                        w->pos++;
+                        return 0;
+                }
+        } else {
+                skip_ws(w);
+                if (w->pos < w->len && w->s[w->pos] == '}') {
+                        w->pos++;
+                        return 0;
+                }
+                if (w->pos >= w->len || w->s[w->pos] != ',')
+                        return syntax(w, "expected ',' or '}' in an object");
+                w->pos++;
+                skip_ws(w);
+        }
+        if (w->pos >= w->len || w->s[w->pos] != '"')
+                return syntax(w, "expected a member name in an object");
+        r = json_string_next(w->s, w->len, &w->pos, kbuf, key, klen, w->why);
+        if (r < 0)
+                return r == -EAGAIN ? -EINVAL : r;
+        if ((nul = memchr(*key, '\0', *klen)))
+                *klen = (size_t)(nul - *key);
+        skip_ws(w);
+        if (w->pos >= w->len || w->s[w->pos] != ':')
+                return syntax(w, "expected ':' after a member name");
+        w->pos++;
+        skip_ws(w);
+        return 1;
+}
+
+static bool key_is(const char *key, size_t klen, const char *want)
+{
+        return klen == strlen(want) && memcmp(key, want, klen) == 0;
+}
+
+/* The string member value at w->pos into *out (decoded, cut at a NUL);
+ * a value of another type is stepped over and leaves out absent, as
+ * json_get_str() finds no string there. */
+static int id_member(struct walk *w, unsigned depth, struct id_str *out)
+{
+        const char *nul;
+        int r;
+
+        out->s = NULL;
+        if (w->pos >= w->len || w->s[w->pos] != '"')
+                return skip(w, depth);
+        r = json_string_next(w->s, w->len, &w->pos, &out->dec, &out->s, &out->len, w->why);
+        if (r < 0) {
+                out->s = NULL;
+                return r == -EAGAIN ? -EINVAL : r;
+        }
+        if ((nul = memchr(out->s, '\0', out->len)))
+                out->len = (size_t)(nul - out->s);
+        return 0;
+}
+
+/* metadata.annotations at w->pos (depth 2 members): the source's. */
+static int walk_annotations(struct walk *w, struct pod_ids *ids, struct buf *kbuf)
+{
+        bool first = true;
+        const char *k;
+        size_t kl;
+        int r;
+
+        ids->src.s = NULL;
+        if (w->pos >= w->len || w->s[w->pos] != '{')
+                return skip(w, 2);
+        while ((r = next_member(w, &first, kbuf, &k, &kl)) > 0) {
+                if (key_is(k, kl, SOURCE_ANNOTATION))
+                        r = id_member(w, 3, &ids->src);
+                else
+                        r = skip(w, 3);
+                if (r < 0)
+                        return r;
+        }
+        return r;
+}
+
+/* A pod's metadata at w->pos: uid, name, namespace, annotations. */
+static int walk_metadata(struct walk *w, struct pod_ids *ids, struct buf *kbuf)
+{
+        bool first = true;
+        const char *k;
+        size_t kl;
+        int r;
+
+        /* A repeated "metadata": the last one wins, as in json-c. */
+        ids->uid.s = ids->name.s = ids->ns.s = ids->src.s = NULL;
+        if (w->pos >= w->len || w->s[w->pos] != '{')
+                return skip(w, 1);
+        while ((r = next_member(w, &first, kbuf, &k, &kl)) > 0) {
+                if (key_is(k, kl, "uid"))
+                        r = id_member(w, 2, &ids->uid);
+                else if (key_is(k, kl, "name"))
+                        r = id_member(w, 2, &ids->name);
+                else if (key_is(k, kl, "namespace"))
+                        r = id_member(w, 2, &ids->ns);
+                else if (key_is(k, kl, "annotations"))
+                        r = walk_annotations(w, ids, kbuf);
+                else
+                        r = skip(w, 2);
+                if (r < 0)
+                        return r;
+        }
+        return r;
+}
+
+/*
+ * One element of "pods" at w->pos: checked as strictly as a json-c tree
+ * of it would be built (src/util/json_parse.c), in one pass that builds
+ * nothing: the members on the way to the identity are walked here, every
+ * other value is stepped over by json_skip_next().  A pod's text is kept
+ * as it came, so a tree of it would only be thrown away.
+ */
+static int walk_pod(struct walk *w, struct pod_ids *ids, struct buf *kbuf)
+{
+        bool first = true;
+        const char *k;
+        size_t kl;
+        int r;
+
+        ids->uid.s = ids->name.s = ids->ns.s = ids->src.s = NULL;
+        if (w->pos >= w->len || w->s[w->pos] != '{')
+                return skip(w, 0);
+        while ((r = next_member(w, &first, kbuf, &k, &kl)) > 0) {
+                if (key_is(k, kl, "metadata"))
+                        r = walk_metadata(w, ids, kbuf);
+                else
+                        r = skip(w, 1);
+                if (r < 0)
+                        return r;
+        }
+        return r;
+}
+
 static int add_pod(struct client_msg *m, struct podmux_pod *p, size_t *cap)
 {
         if (GROW(m->pods, *cap, m->n_pods + 1, 8) < 0)
@@ -176,9 +364,10 @@ static int add_pod(struct client_msg *m, struct podmux_pod *p, size_t *cap)
         return 0;
 }
 
-/* The "pods" array: each element's text and identity.  A pod of the wrong
- * shape is -EINVAL (why set) once the array is stepped over. */
-static int walk_pods(struct walk *w, struct client_msg *m)
+/* The "pods" array: each element's text and identity (ids and kbuf the
+ * scratch of the walk, reused from one pod to the next).  A pod of the
+ * wrong shape is -EINVAL (why set) once it is stepped over. */
+static int walk_pods_with(struct walk *w, struct client_msg *m, struct pod_ids *ids, struct buf *kbuf)
 {
         size_t cap = 0;
         int r;
@@ -193,17 +382,15 @@ static int walk_pods(struct walk *w, struct client_msg *m)
                 return 0;
         }
         for (;;) {
-                json_object *o = NULL;
                 struct podmux_pod *p = NULL;
                 size_t start;
 
                 skip_ws(w);
                 start = w->pos;
-                r = value(w, &o);
+                r = walk_pod(w, ids, kbuf);
                 if (r < 0)
                         return r;
-                r = pod_new(w->s + start, w->pos - start, o, &p, w->why);
-                json_object_put(o);
+                r = pod_new(w->s + start, w->pos - start, ids, &p, w->why);
                 if (r < 0)
                         return r;
                 r = add_pod(m, p, &cap);
@@ -222,6 +409,17 @@ static int walk_pods(struct walk *w, struct client_msg *m)
                         return bad(w, "expected ',' or ']' in pods");
                 w->pos++;
         }
+}
+
+static int walk_pods(struct walk *w, struct client_msg *m)
+{
+        struct pod_ids ids = {.uid.dec = BUF_INIT, .name.dec = BUF_INIT, .ns.dec = BUF_INIT, .src.dec = BUF_INIT};
+        struct buf kbuf = BUF_INIT;
+        int r = walk_pods_with(w, m, &ids, &kbuf);
+
+        ids_free(&ids);
+        buf_free(&kbuf);
+        return r;
 }
 
 static int dup_str(json_object *v, char **ret)

@@ -7,9 +7,13 @@
  * Never: does I/O, logs, or keeps anything between calls; no global state.
  * Private to the library (not installed).
  *
- * Cost: one pass of src/util/json_parse.c over the line; each pod is
- * parsed into a json-c tree only to read its identity, then the tree is
- * dropped and the pod keeps its text and four strings in one block.
+ * Cost: one pass over the line, checked as strictly as src/util/json_parse.c
+ * checks JSON.  A pod builds no json-c tree: its members are stepped over
+ * (json_skip_next()) but for the way to metadata.uid, name, namespace and
+ * the source annotation, which are decoded as a tree would hold them; the
+ * pod keeps its text and those four strings in one block, one allocation
+ * (more only for an identity string with escapes).  The other members of
+ * the line are small json-c values.
  */
 #ifndef PODMUX_CLIENT_MSG_H
 #define PODMUX_CLIENT_MSG_H

@@ -48,7 +48,15 @@ struct parser {
         struct buf scratch; /* decoded strings */
         struct buf *err;
         bool final; /* the text is whole: a number may end it */
+        bool skip;  /* validate only: build no value, decode no string */
 };
+
+/* Bytes of a decoded string into p->scratch; nothing when only
+ * validating, so a skip needs no memory at all. */
+static int scratch_append(struct parser *p, const char *s, size_t n)
+{
+        return p->skip ? 0 : buf_append(&p->scratch, s, n);
+}
 
 /* A syntax error at the current byte.  -EINVAL, or -EAGAIN when the text
  * simply ended (a caller with more text to come may try again); -ENOMEM
@@ -61,7 +69,7 @@ static int fail(struct parser *p, const char *what)
         return buf_set_err(p->err, -EINVAL, "byte %zu: %s", p->pos, what);
 }
 
-static void skip_ws(struct parser *p)
+static void skip_ws_run(struct parser *p)
 {
         while (p->pos < p->len) {
                 char c = p->s[p->pos];
@@ -70,6 +78,14 @@ static void skip_ws(struct parser *p)
                         return;
                 p->pos++;
         }
+}
+
+/* Inline: compact text has no white space, so this is one test. */
+static inline void skip_ws(struct parser *p)
+{
+        if (p->pos < p->len && (unsigned char)p->s[p->pos] > ' ')
+                return;
+        skip_ws_run(p);
 }
 
 static int hex4(const char *s, unsigned *ret)
@@ -93,7 +109,7 @@ static int hex4(const char *s, unsigned *ret)
         return 0;
 }
 
-static int put_utf8(struct buf *b, unsigned cp)
+static int put_utf8(struct parser *p, unsigned cp)
 {
         char out[4];
         size_t n;
@@ -117,7 +133,7 @@ static int put_utf8(struct buf *b, unsigned cp)
                 out[3] = (char)(0x80 | (cp & 0x3f));
                 n = 4;
         }
-        return buf_append(b, out, n);
+        return scratch_append(p, out, n);
 }
 
 /* Steps p->pos over bytes that stand for themselves in a string: it stops
@@ -125,20 +141,48 @@ static int put_utf8(struct buf *b, unsigned cp)
  * well-formed UTF-8 sequence, or the end of the text. */
 static void skip_plain(struct parser *p)
 {
-        while (p->pos < p->len) {
-                unsigned char c = (unsigned char)p->s[p->pos];
+        const unsigned char *s = (const unsigned char *)p->s;
+        size_t i = p->pos, n = p->len;
 
-                if (c == '"' || c == '\\' || c < 0x20)
-                        return;
-                if (c >= 0x80) {
-                        size_t n = utf8_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
+        for (;;) {
+                /* Eight bytes at a time while none of them ends the run:
+                 * strings are most of a pod's text, and most of their
+                 * bytes are plain ASCII. */
+                while (n - i >= 8) {
+                        const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+                        uint64_t w, q, b;
 
-                        if (n == 0)
-                                return;
-                        p->pos += n;
-                        continue;
+                        memcpy(&w, s + i, 8);
+                        q = w ^ (ones * '"');
+                        b = w ^ (ones * '\\');
+                        w = ((w - ones * 0x20) | w | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+                        if (w) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                                /* The lowest flagged byte is a real stop
+                                 * (a borrow only flags bytes above one). */
+                                i += (size_t)__builtin_ctzll(w) / 8;
+#endif
+                                break;
+                        }
+                        i += 8;
                 }
-                p->pos++;
+                while (i < n) {
+                        unsigned char c = s[i];
+
+                        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+                                break;
+                        i++;
+                }
+                if (i < n && s[i] >= 0x80) {
+                        size_t k = utf8_len(s + i, n - i);
+
+                        if (k) {
+                                i += k;
+                                continue;
+                        }
+                }
+                p->pos = i;
+                return;
         }
 }
 
@@ -173,7 +217,7 @@ static int parse_unicode(struct parser *p)
         } else if (cp >= 0xdc00 && cp < 0xe000) {
                 cp = 0xfffd;
         }
-        if (put_utf8(&p->scratch, cp) < 0)
+        if (put_utf8(p, cp) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -214,7 +258,7 @@ static int parse_escape(struct parser *p)
         default:
                 return fail(p, "bad escape in a string");
         }
-        if (buf_putc(&p->scratch, (char)c) < 0)
+        if (scratch_append(p, (const char *)&c, 1) < 0)
                 return -ENOMEM;
         p->pos++;
         return 0;
@@ -231,7 +275,8 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
         bool escaped = false;
         int r;
 
-        buf_reset(&p->scratch);
+        if (!p->skip)
+                buf_reset(&p->scratch);
         for (;;) {
                 unsigned char c;
 
@@ -242,16 +287,16 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
                 c = (unsigned char)p->s[p->pos];
                 if (c < 0x20)
                         return fail(p, "control character in a string");
-                if (escaped && buf_append(&p->scratch, p->s + run, p->pos - run) < 0)
+                if (escaped && scratch_append(p, p->s + run, p->pos - run) < 0)
                         return -ENOMEM;
                 if (c >= 0x80) {
                         /* A byte that starts no valid UTF-8 sequence (or
                          * one cut by the end of the text) decodes as
                          * U+FFFD, one per byte, as Go's decoder does. */
-                        if (!escaped && buf_append(&p->scratch, p->s + start, p->pos - start) < 0)
+                        if (!escaped && scratch_append(p, p->s + start, p->pos - start) < 0)
                                 return -ENOMEM;
                         escaped = true;
-                        if (put_utf8(&p->scratch, 0xfffd) < 0)
+                        if (put_utf8(p, 0xfffd) < 0)
                                 return -ENOMEM;
                         p->pos++;
                         continue;
@@ -269,7 +314,7 @@ static int parse_string(struct parser *p, const char **ret_text, size_t *ret_len
                 }
                 /* A backslash: everything before it goes to scratch. */
                 if (!escaped) {
-                        if (buf_append(&p->scratch, p->s + start, p->pos - start) < 0)
+                        if (scratch_append(p, p->s + start, p->pos - start) < 0)
                                 return -ENOMEM;
                         escaped = true;
                 }
@@ -304,14 +349,11 @@ static int int_value(const char *s, size_t n, bool *ret_neg, uint64_t *ret_mag)
         return 0;
 }
 
-static int parse_number(struct parser *p, json_object **ret)
+/* Steps over the number at p->pos; *ret_frac: it has a fraction or an
+ * exponent. */
+static int number_syntax(struct parser *p, bool *ret_frac)
 {
-        size_t start = p->pos;
-        bool frac = false, neg;
-        uint64_t mag;
-        char small[64], *lit;
-        json_object *o;
-        double d;
+        bool frac = false;
 
         if (p->s[p->pos] == '-')
                 p->pos++;
@@ -346,6 +388,22 @@ static int parse_number(struct parser *p, json_object **ret)
         /* A number that ends a piece may go on in the next one. */
         if (p->pos >= p->len && !p->final)
                 return fail(p, "bad number");
+        *ret_frac = frac;
+        return 0;
+}
+
+static int parse_number(struct parser *p, json_object **ret)
+{
+        size_t start = p->pos;
+        bool frac = false, neg;
+        uint64_t mag;
+        char small[64], *lit;
+        json_object *o;
+        double d;
+        int r = number_syntax(p, &frac);
+
+        if (r < 0 || p->skip)
+                return r;
         if (!frac && int_value(p->s + start, p->pos - start, &neg, &mag) == 0) {
                 if (neg)
                         o = json_object_new_int64(mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag);
@@ -377,12 +435,14 @@ static int parse_number(struct parser *p, json_object **ret)
 
 static int parse_value(struct parser *p, unsigned depth, json_object **ret);
 
+/* In a skip, arrays and objects are walked the same way with nothing built
+ * (arr, obj NULL). */
 static int parse_array(struct parser *p, unsigned depth, json_object **ret)
 {
-        json_object *arr = json_object_new_array();
+        json_object *arr = p->skip ? NULL : json_object_new_array();
         int r;
 
-        if (!arr)
+        if (!arr && !p->skip)
                 return -ENOMEM;
         p->pos++;
         skip_ws(p);
@@ -397,7 +457,7 @@ static int parse_array(struct parser *p, unsigned depth, json_object **ret)
                 r = parse_value(p, depth, &v);
                 if (r < 0)
                         goto fail;
-                if (json_object_array_add(arr, v) < 0) {
+                if (!p->skip && json_object_array_add(arr, v) < 0) {
                         json_object_put(v);
                         r = -ENOMEM;
                         goto fail;
@@ -425,11 +485,11 @@ fail:
 
 static int parse_object(struct parser *p, unsigned depth, json_object **ret)
 {
-        json_object *obj = json_object_new_object();
+        json_object *obj = p->skip ? NULL : json_object_new_object();
         char small[128], *key = NULL;
         int r;
 
-        if (!obj)
+        if (!obj && !p->skip)
                 return -ENOMEM;
         p->pos++;
         skip_ws(p);
@@ -451,6 +511,8 @@ static int parse_object(struct parser *p, unsigned depth, json_object **ret)
                 r = parse_string(p, &k, &klen);
                 if (r < 0)
                         goto fail;
+                if (p->skip)
+                        goto value;
                 /* json-c keys are C strings: a copy, cut at a NUL as
                  * json-c's own parser cuts it. */
                 key = klen < sizeof(small) ? small : malloc(klen + 1);
@@ -460,6 +522,7 @@ static int parse_object(struct parser *p, unsigned depth, json_object **ret)
                 }
                 memcpy(key, k, klen);
                 key[klen] = '\0';
+        value:
                 skip_ws(p);
                 if (p->pos >= p->len || p->s[p->pos] != ':') {
                         r = fail(p, "expected ':' after a member name");
@@ -469,9 +532,11 @@ static int parse_object(struct parser *p, unsigned depth, json_object **ret)
                 r = parse_value(p, depth, &v);
                 if (r < 0)
                         goto fail;
-                r = json_put(obj, key, v);
-                if (r < 0)
-                        goto fail;
+                if (!p->skip) {
+                        r = json_put(obj, key, v);
+                        if (r < 0)
+                                goto fail;
+                }
                 if (key != small)
                         free(key);
                 key = NULL;
@@ -511,7 +576,7 @@ static int literal(struct parser *p, const char *word, json_object **ret, json_o
                 p->pos = p->len;
                 return fail(p, "");
         }
-        if (!is_null && !val)
+        if (!is_null && !val && !p->skip)
                 return -ENOMEM;
         p->pos += n;
         *ret = val;
@@ -535,14 +600,14 @@ static int parse_value(struct parser *p, unsigned depth, json_object **ret)
                 return p->s[p->pos] == '{' ? parse_object(p, depth + 1, ret) : parse_array(p, depth + 1, ret);
         case '"':
                 r = parse_string(p, &t, &n);
-                if (r < 0)
+                if (r < 0 || p->skip)
                         return r;
                 *ret = json_object_new_string_len(t, (int)n);
                 return *ret ? 0 : -ENOMEM;
         case 't':
-                return literal(p, "true", ret, json_object_new_boolean(1), false);
+                return literal(p, "true", ret, p->skip ? NULL : json_object_new_boolean(1), false);
         case 'f':
-                return literal(p, "false", ret, json_object_new_boolean(0), false);
+                return literal(p, "false", ret, p->skip ? NULL : json_object_new_boolean(0), false);
         case 'n':
                 return literal(p, "null", ret, NULL, true);
         default:
@@ -578,6 +643,48 @@ int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_dept
         if (r == 0)
                 *pos = p.pos;
         return r;
+}
+
+int json_skip_next(const char *text, size_t len, size_t *pos, unsigned max_depth, struct buf *err)
+{
+        struct parser p = {.s = text,
+                           .len = len,
+                           .pos = *pos,
+                           .max_depth = max_depth,
+                           .err = err,
+                           .skip = true,
+                           .scratch = BUF_INIT};
+        json_object *none = NULL;
+        int r = run(&p, &none);
+
+        if (r == 0)
+                *pos = p.pos;
+        return r;
+}
+
+int json_string_next(const char *text, size_t len, size_t *pos, struct buf *scratch, const char **ret_s,
+                     size_t *ret_len, struct buf *err)
+{
+        struct parser p = {.s = text, .len = len, .pos = *pos, .err = err, .scratch = *scratch};
+        const char *s = NULL;
+        size_t n = 0;
+        int r;
+
+        skip_ws(&p);
+        if (p.pos >= p.len || p.s[p.pos] != '"')
+                r = fail(&p, "expected a string");
+        else
+                r = parse_string(&p, &s, &n);
+        /* The scratch buffer is the caller's: it may have grown. */
+        *scratch = p.scratch;
+        if (r == -ENOMEM && err)
+                buf_reset(err);
+        if (r < 0)
+                return r;
+        *pos = p.pos;
+        *ret_s = s;
+        *ret_len = n;
+        return 0;
 }
 
 int json_parse(const char *text, size_t len, unsigned max_depth, json_object **ret_obj,

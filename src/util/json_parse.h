@@ -53,6 +53,27 @@ int json_parse_next(const char *text, size_t len, size_t *pos, unsigned max_dept
                     struct buf *err);
 
 /*
+ * Steps *pos over one value (leading whitespace skipped), checked exactly
+ * as json_parse_next() checks it, with nothing built and nothing
+ * allocated: the way to accept a value whose text is kept as it is.
+ * Same results as json_parse_next() (-ENOMEM only when err's message
+ * cannot be written).  Cost: one pass over the value's bytes.
+ */
+int json_skip_next(const char *text, size_t len, size_t *pos, unsigned max_depth, struct buf *err);
+
+/*
+ * The string value at text[*pos] (leading whitespace skipped), decoded as
+ * json_parse_next() decodes strings, *pos moved past it.  *ret_s and
+ * *ret_len: the decoded bytes (a \u0000 stays in them), pointing into
+ * text when none needed decoding, else into scratch (reset first; the
+ * caller frees it; valid until its next use).  -EINVAL (a value that is
+ * not a string, or a bad one; err as above), -EAGAIN (the text ends
+ * inside it), -ENOMEM (err empty).
+ */
+int json_string_next(const char *text, size_t len, size_t *pos, struct buf *scratch, const char **ret_s,
+                     size_t *ret_len, struct buf *err);
+
+/*
  * Parses strict JSON text into a tree with a nesting limit (a value at
  * most JSON_MAX_DEPTH - 1 levels below the top).  -EINVAL with a message
  * naming the byte offset in err (if given; as util/buf.h says, it

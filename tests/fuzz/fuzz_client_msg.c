@@ -4,10 +4,12 @@
  * the way a live message is (src/client/client_cache.c).  Checked: an
  * error has a reason (or is out of memory, or a protocol mismatch); every
  * pod of an accepted line has a uid and a name, and its text is one JSON
- * object; the cache stays sorted and its uid index finds every pod.
+ * object, and its identity is the one a json-c tree of that text holds
+ * (the decoder steps over pods without building one); the cache stays sorted and its uid index finds every pod.
  */
 #include "fuzz.h"
 
+#include "util/json_get.h"
 #include "util/json_parse.h"
 #include "../../src/client/client_cache.h"
 
@@ -26,11 +28,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 return 0;
         }
         for (size_t i = 0; i < m.n_pods; i++) {
-                json_object *o = NULL;
+                json_object *o = NULL, *md;
 
                 FUZZ_ASSERT(m.pods[i]->uid[0] && m.pods[i]->name && m.pods[i]->source);
-                FUZZ_ASSERT(json_parse(m.pods[i]->json, m.pods[i]->len, 80, &o, NULL) == 0);
+                r = json_parse(m.pods[i]->json, m.pods[i]->len, 80, &o, NULL);
+                FUZZ_ASSERT(r == 0);
                 FUZZ_ASSERT(json_object_is_type(o, json_type_object));
+                md = json_get(o, "metadata");
+                FUZZ_ASSERT(strcmp(m.pods[i]->uid, json_get_str(md, "uid", "")) == 0);
+                FUZZ_ASSERT(strcmp(m.pods[i]->name, json_get_str(md, "name", "")) == 0);
+                FUZZ_ASSERT(strcmp(m.pods[i]->ns, json_get_str(md, "namespace", "")) == 0);
+                FUZZ_ASSERT(strcmp(m.pods[i]->ann_source,
+                                   json_get_str(json_get(md, "annotations"), "kubernetes.io/config.source", "")) == 0);
                 json_object_put(o);
         }
         /* Twice: the second finds every pod already there. */

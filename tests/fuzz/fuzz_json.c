@@ -4,7 +4,9 @@
  * that parses again to the same canonical text; a text json-c's own
  * strict parser accepts too gives the same canonical text (where the two
  * agree on what a number is, and the text is UTF-8); parsing a text cut anywhere
- * one value at a time waits for more (-EAGAIN) rather than failing.
+ * one value at a time waits for more (-EAGAIN) rather than failing;
+ * stepping over a value (json_skip_next) says what parsing it says: the
+ * same result, end and message, whole and cut.
  */
 #include "fuzz.h"
 
@@ -110,6 +112,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         }
                         json_object_put(part);
                 }
+        }
+        /* Stepping over gives what parsing gives, at the start of the
+         * text and cut (to a few lengths: each is one more pass). */
+        for (size_t k = 0; k < 4; k++) {
+                size_t cut = k == 0 ? size : size * k / 4, p1 = 0, p2 = 0;
+                struct buf e1 = BUF_INIT, e2 = BUF_INIT;
+                json_object *part = NULL;
+                int r1 = json_parse_next(text, cut, &p1, JSON_MAX_DEPTH, &part, &e1);
+                int r2 = json_skip_next(text, cut, &p2, JSON_MAX_DEPTH, &e2);
+
+                FUZZ_ASSERT(r1 == r2 || r1 == -ENOMEM);
+                if (r1 == r2) {
+                        FUZZ_ASSERT(p1 == p2);
+                        FUZZ_ASSERT(e1.len == e2.len && memcmp(e1.data, e2.data, e1.len) == 0);
+                }
+                json_object_put(part);
+                buf_free(&e1);
+                buf_free(&e2);
         }
         /* json-c's strict parser as the reference. */
         if (size > 0 && size < 4096 && memchr(text, '\0', size) == NULL && !long_number(text, size) &&

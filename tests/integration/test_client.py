@@ -585,6 +585,48 @@ def pods_line(seq, op, src, texts):
         % (seq, op, src, ",".join(texts))
 
 
+@test("python: the span of config.seen in a pod's text is the one a walk "
+      "over the annotations finds: the first config.seen, none when an "
+      "annotation before it is not a string or the text is not laid out "
+      "as the daemon writes it")
+def test_python_seen_span_as_walk(t):
+    import random
+    import re
+    from podmux import cache
+    head = '{"metadata":{"annotations":{'
+    ann = re.compile(r'"((?:[^"\\]|\\.)*)":"(?:[^"\\]|\\.)*"')
+
+    def walk(text):
+        if not text.startswith(head):
+            return None
+        i = len(head)
+        while True:
+            m = ann.match(text, i)
+            if m is None:
+                return None
+            if m.group(1) == "kubernetes.io/config.seen":
+                return m.span()
+            if text[m.end():m.end() + 1] != ",":
+                return None
+            i = m.end() + 1
+    parts = ['"a":"x"', '"kubernetes.io/config.seen":"2026"', '"k\\"q":"v\\\\"',
+             '"b":1', '"kubernetes.io/config.seen":"z\\"y"', '"c":"d\n"',
+             '"kubernetes.io\\/config.seen":"w"', '"e":"\\u0041"']
+    rng = random.Random(3)
+    found = 0
+    for _ in range(5000):
+        text = head + ",".join(rng.choice(parts)
+                               for _ in range(rng.randint(0, 5)))
+        text = rng.choice(["", " "]) + text + rng.choice(
+            ["}}", ",}", "", '}},"spec":{}}'])
+        if cache._seen_span(text) != walk(text):
+            raise AssertionError("%r: %r, a walk finds %r" % (
+                text, cache._seen_span(text), walk(text)))
+        found += walk(text) is not None
+    if found < 500:
+        raise AssertionError("only %d texts with config.seen" % found)
+
+
 @test("python: after a daemon restart the resync diff tells a pod as "
       "changed the way the merger counts changes "
       "(tests/fixtures/resync-diff.json): not for a new config.seen or an "

@@ -47,6 +47,9 @@ def test_fleet_counts(t):
             "cold,churn,restart_kept,restart_lost,upgrade,overload",
             "--churn", "2", "--churn-rate", "10", "--down", "0.5",
             "--overload", "2", "--retry-after", "1",
+            # Bookmarks often, so a daemon resumed from its checkpoint is
+            # confirmed soon; LISTs after a 410 spread over a second only.
+            "--bookmark-interval", "0.5", "--daemon-arg=--relist-spread=1s",
             "--sync-timeout", str(int(harness.T_LONG * 2)), "--json", out]
     try:
         r = subprocess.run(argv, stdin=subprocess.DEVNULL,

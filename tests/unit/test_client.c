@@ -10,6 +10,8 @@
 #include <json-c/json.h>
 #include <sys/stat.h>
 
+#include "util/json_get.h"
+#include "util/json_parse.h"
 #include "../../src/client/client_cache.h"
 #include "../../src/client/client_msg.h"
 
@@ -801,6 +803,104 @@ START_TEST(test_seq_going_back)
 }
 END_TEST
 
+/* A pod's identity as a json-c tree of its text gives it: what the
+ * library read before it stopped building trees (the reference). */
+static void tree_identity(const char *text, const char **ret_uid, const char **ret_name, const char **ret_ns,
+                          const char **ret_src, json_object **ret_tree)
+{
+        json_object *o = NULL, *md;
+
+        ck_assert_int_eq(json_parse(text, strlen(text), CLIENT_MSG_MAX_DEPTH, &o, NULL), 0);
+        md = json_get(o, "metadata");
+        *ret_uid = json_get_str(md, "uid", NULL);
+        *ret_name = json_get_str(md, "name", NULL);
+        *ret_ns = json_get_str(md, "namespace", "");
+        *ret_src = json_get_str(json_get(md, "annotations"), "kubernetes.io/config.source", "");
+        *ret_tree = o;
+}
+
+/* The identity read while stepping over a pod is the one a json-c tree of
+ * it holds, for pods written every way JSON allows: escapes in names and
+ * values, a NUL (json-c cuts there), repeated members (the last wins),
+ * members of other types, deep values; and the pods a tree refuses (or
+ * whose identity is missing) are refused, with nothing kept. */
+START_TEST(test_pod_identity_as_tree)
+{
+        static const char *const pods[] = {
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\",\"namespace\":\"n\"}}",
+                "{\"metadata\":{\"name\":\"a\",\"uid\":\"u1\",\"annotations\":{\"kubernetes.io/"
+                "config.source\":\"api\"}}}",
+                "{\"m\\u0065tadata\":{\"\\u0075id\":\"u\\u00e9\\n\",\"name\":\"a\\\"b\",\"namespace\":\"\\ud800x\"}}",
+                "{\"metadata\":{\"uid\":\"u\\u0000tail\",\"name\":\"a\",\"uid\\u0000x\":\"u2\"}}",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\"},\"metadata\":{\"uid\":\"u2\",\"name\":\"b\"}}",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\",\"namespace\":7,\"uid\":\"u3\"}}",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\",\"annotations\":{\"kubernetes.io\\/config.source\":"
+                "\"file\",\"x\":[1,{\"y\":null}]},\"annotations\":{\"kubernetes.io/config.source\":true}}}",
+                "{\"spec\":{\"a\":[[[[{}]]]],\"b\":-1.5e3},\"metadata\":{\"uid\":\"u1\",\"name\":\"\"},\"s\":\"\xff\"}",
+                " {\"metadata\" : {\"uid\" : \"u1\" , \"name\" : \"a\" , \"annotations\" : [ ] } } ",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\"},\"metadata\":5}",
+                "{\"metadata\":{\"uid\":\"\",\"name\":\"a\"}}",
+                "{\"metadata\":{\"uid\":1,\"name\":\"a\"}}",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":null}}",
+                "[{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\"}}]",
+                "\"pod\"",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\",}}",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\"},\"spec\":tru}",
+                "{\"metadata\":{\"uid\":\"u1\" \"name\":\"a\"}}",
+                "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\\x\"}}",
+        };
+        struct buf deep = BUF_INIT;
+
+        /* A value nested as deep as a message may, and one level more. */
+        for (int extra = 0; extra < 2; extra++) {
+                buf_reset(&deep);
+                ck_assert_int_eq(buf_puts(&deep, "{\"metadata\":{\"uid\":\"u1\",\"name\":\"a\",\"labels\":"), 0);
+                for (int i = 0; i < CLIENT_MSG_MAX_DEPTH - 3 + extra; i++)
+                        ck_assert_int_eq(buf_putc(&deep, '['), 0);
+                for (int i = 0; i < CLIENT_MSG_MAX_DEPTH - 3 + extra; i++)
+                        ck_assert_int_eq(buf_putc(&deep, ']'), 0);
+                ck_assert_int_eq(buf_puts(&deep, "}}"), 0);
+                for (size_t i = 0; i <= sizeof(pods) / sizeof(pods[0]); i++) {
+                        const char *pod = i < sizeof(pods) / sizeof(pods[0]) ? pods[i] : deep.data;
+                        const char *uid = NULL, *name = NULL, *ns = NULL, *src = NULL;
+                        json_object *tree = NULL, *probe = NULL;
+                        struct buf line = BUF_INIT, why = BUF_INIT;
+                        struct client_msg m;
+                        bool ok = json_parse(pod, strlen(pod), CLIENT_MSG_MAX_DEPTH, &probe, NULL) == 0;
+                        int r;
+
+                        json_object_put(probe);
+                        if (ok)
+                                tree_identity(pod, &uid, &name, &ns, &src, &tree);
+                        ok = ok && json_object_is_type(tree, json_type_object) && uid && *uid && name;
+                        ck_assert_int_eq(buf_printf(&line,
+                                                    "{\"type\":\"pods\",\"seq\":3,\"op\":\"SET\",\"source\":\"*\","
+                                                    "\"pods\":[%s]}",
+                                                    pod),
+                                         0);
+                        r = client_msg_parse(line.data, line.len, &m, &why);
+                        ck_assert_msg(r == (ok ? 0 : -EINVAL), "%s: %d (%s)", pod, r, why.data);
+                        if (ok) {
+                                ck_assert_uint_eq(m.n_pods, 1);
+                                ck_assert_str_eq(m.pods[0]->uid, uid);
+                                ck_assert_str_eq(m.pods[0]->name, name);
+                                ck_assert_str_eq(m.pods[0]->ns, ns);
+                                ck_assert_str_eq(m.pods[0]->ann_source, src);
+                                ck_assert_uint_eq(m.pods[0]->len, strlen(pod) - (pod[0] == ' ' ? 2 : 0));
+                        } else {
+                                ck_assert_msg(why.len > 0, "%s: no reason", pod);
+                                ck_assert_uint_eq(m.n_pods, 0);
+                        }
+                        client_msg_clear(&m);
+                        json_object_put(tree);
+                        buf_free(&line);
+                        buf_free(&why);
+                }
+        }
+        buf_free(&deep);
+}
+END_TEST
+
 START_TEST(test_malformed_lines)
 {
         static const char *const bad[] = {
@@ -1380,6 +1480,53 @@ START_TEST(test_index_add_and_errors)
 }
 END_TEST
 
+/* Random live messages of every op, pods moving between namespaces under
+ * the same source and UID, two keys given twice: after each one every
+ * index holds exactly the cache's pods of each key, in the cache's order
+ * (check_indexes), which the lookups hand out without sorting. */
+START_TEST(test_index_order_random_ops)
+{
+        static const char *const ops[] = {"ADD", "UPDATE", "REMOVE", "DELETE", "RECONCILE", "SET"};
+        static const char *const nss[] = {"default", "web", "kube-system"};
+        static const char *const srcs[] = {"file", "http", "api"};
+        unsigned seed = 7;
+        struct t t;
+
+        t_init(&t);
+        start(&t);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "gen", index_gen, NULL), 0);
+        ck_assert_int_eq(podmux_client_add_index(t.c, "twice", index_twice, NULL), 0);
+        check_indexes(t.c);
+        for (int seq = 11; seq < 211; seq++) {
+                char *texts[3];
+                const char *op;
+                int n;
+
+                seed = seed * 1103515245u + 12345u;
+                op = ops[(seed >> 16) % 6];
+                n = 1 + (int)((seed >> 8) % 3);
+                for (int i = 0; i < n; i++) {
+                        char uid[8], name[8];
+                        unsigned k;
+
+                        seed = seed * 1103515245u + 12345u;
+                        k = (seed >> 16) % 12;
+                        snprintf(uid, sizeof(uid), "u%u", k);
+                        snprintf(name, sizeof(name), "p%u", (seed >> 8) % 12);
+                        texts[i] = pod_text(uid, nss[(seed >> 12) % 3], name,
+                                            strcmp(op, "SET") == 0 ? srcs[k % 3] : "file", 1 + (int)(seed >> 20) % 4);
+                }
+                fake_pods(&t.f, seq, op, strcmp(op, "SET") == 0 ? "*" : "file", n, n > 0 ? texts[0] : NULL,
+                          n > 1 ? texts[1] : NULL, n > 2 ? texts[2] : NULL);
+                pump(t.c);
+                ck_assert_int_eq(t.r.errors, 0);
+                check_indexes(t.c);
+        }
+        ck_assert_uint_gt(podmux_client_pod_count(t.c), 0);
+        t_free(&t);
+}
+END_TEST
+
 /* An index function's error fails the apply as out of memory does: the
  * message is not applied to the cache nor to any index, and the client
  * resumes after the last message applied. */
@@ -1850,4 +1997,4 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
           test_handlers_ops, test_handlers_snapshot, test_informer_scenarios, test_index_add_and_errors,
           test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message,
-          test_record_path)
+          test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)

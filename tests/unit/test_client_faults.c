@@ -558,6 +558,50 @@ START_TEST(test_alloc_sweep_add_index)
 }
 END_TEST
 
+/* A pods line whose identities must be decoded (escapes in the names of
+ * members and in their values, which the decoder copies aside) with each
+ * allocation failing in turn: -ENOMEM, nothing kept and nothing leaked;
+ * then the pods as they are. */
+START_TEST(test_alloc_msg_decoded_identity)
+{
+        static const char line[] =
+                "{\"type\":\"pods\",\"seq\":4,\"op\":\"ADD\",\"source\":\"file\",\"pods\":["
+                "{\"met\\u0061data\":{\"uid\":\"u\\u00e9\",\"n\\u0061me\":\"a\\\"b\",\"namespace\":\"n\\/s\","
+                "\"annotations\":{\"kubernetes.io\\/config.source\":\"f\\u0069le\"}},\"spec\":{\"x\":\"\\n\"}},"
+                "{\"metadata\":{\"uid\":\"u2\",\"name\":\"c\"}}]}";
+        long before = failalloc_live();
+
+        for (long n = 1;; n++) {
+                struct client_msg m;
+                struct buf why = BUF_INIT;
+                bool failed;
+                int r;
+
+                failalloc_arm(failalloc_enabled() ? n : 0);
+                r = client_msg_parse(line, sizeof(line) - 1, &m, &why);
+                failed = failalloc_failed();
+                failalloc_arm(0);
+                if (!failed) {
+                        ck_assert_int_eq(r, 0);
+                        ck_assert_uint_eq(m.n_pods, 2);
+                        ck_assert_str_eq(m.pods[0]->uid, "u\xc3\xa9");
+                        ck_assert_str_eq(m.pods[0]->name, "a\"b");
+                        ck_assert_str_eq(m.pods[0]->ns, "n/s");
+                        ck_assert_str_eq(m.pods[0]->source, "file");
+                        ck_assert_str_eq(m.pods[1]->uid, "u2");
+                        client_msg_clear(&m);
+                        buf_free(&why);
+                        break;
+                }
+                ck_assert_msg(r == -ENOMEM, "fault %ld: %d (%s)", n, r, why.data);
+                ck_assert_uint_eq(m.n_pods, 0);
+                buf_free(&why);
+                ck_assert_msg(failalloc_live() == before, "fault %ld: %ld blocks leaked", n, failalloc_live() - before);
+        }
+        ck_assert_int_eq(failalloc_live(), before);
+}
+END_TEST
+
 /* podmux_record_path out of memory: -ENOMEM, *ret_path untouched,
  * nothing left allocated; then the path. */
 START_TEST(test_alloc_record_path)
@@ -595,4 +639,4 @@ START_TEST(test_alloc_record_path)
 END_TEST
 
 UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart, test_alloc_sweep_late_source,
-          test_alloc_sweep_add_index, test_alloc_record_path)
+          test_alloc_sweep_add_index, test_alloc_record_path, test_alloc_msg_decoded_identity)

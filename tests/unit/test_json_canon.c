@@ -1,5 +1,8 @@
 /* Unit tests: canonical JSON, FNV-1a-128, bounded parsing. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/digest.h"
@@ -147,6 +150,166 @@ START_TEST(test_parse_matches_jsonc)
 }
 END_TEST
 
+/* What json_parse_next() says of text[0..len) from 0 with max_depth, and
+ * json_skip_next() says the same: the same result, the same end, the
+ * same error message. */
+static void skip_agrees(const char *text, size_t len, unsigned max_depth)
+{
+        struct buf e1 = BUF_INIT, e2 = BUF_INIT;
+        json_object *o = NULL;
+        size_t p1 = 0, p2 = 0;
+        int r1 = json_parse_next(text, len, &p1, max_depth, &o, &e1);
+        int r2 = json_skip_next(text, len, &p2, max_depth, &e2);
+
+        ck_assert_msg(r1 == r2, "%.*s: parse %d, skip %d", (int)len, text, r1, r2);
+        ck_assert_msg(p1 == p2, "%.*s: parse ends at %zu, skip at %zu", (int)len, text, p1, p2);
+        ck_assert_msg(strcmp(e1.data, e2.data) == 0, "%.*s: parse \"%s\", skip \"%s\"", (int)len, text, e1.data,
+                      e2.data);
+        json_object_put(o);
+        buf_free(&e1);
+        buf_free(&e2);
+}
+
+/* Stepping over a value checks it exactly as parsing it does: every text
+ * above, whole and cut anywhere, and nesting at and past the limit. */
+START_TEST(test_skip_next_matches_parse)
+{
+        static const char *const texts[] = {
+                "{}",
+                "[]",
+                "0",
+                "-0",
+                "1.0",
+                "-1.5e-3",
+                "1E+5",
+                "18446744073709551615",
+                "123456789012345678901234567890.5",
+                "true",
+                "false",
+                "null",
+                "\"\"",
+                "\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"",
+                "\"\\u00e9\\u4e2d\\ud83d\\ude00\"",
+                "\"caf\xc3\xa9\"",
+                "{\"a\":1,\"b\":[1,2,{\"c\":null}],\"d\":{\"e\":\"f\"}} 7",
+                " \t\r\n{ \"a\" : [ 1 , 2 ] } \n",
+                "{\"k\":1,\"k\":2}",
+                "{\"a\xfa\x7a\":1,\"\\ud800\":\"\xff\"}",
+                "",
+                " ",
+                "{",
+                "[1,]",
+                "{\"a\":1,}",
+                "01",
+                "1.",
+                ".5",
+                "+1",
+                "- 1",
+                "1e",
+                "NaN",
+                "'a'",
+                "/*c*/{}",
+                "tru",
+                "nul",
+                "\"\\x\"",
+                "\"\\u12\"",
+                "\"\\u12g4\"",
+                "{\"a\" 1}",
+                "{1:2}",
+                "[1 2]",
+                "\"a\x01\"",
+                "{\"a\":tx}",
+        };
+        struct buf deep = BUF_INIT;
+
+        for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+                for (size_t cut = 0; cut <= strlen(texts[i]); cut++)
+                        skip_agrees(texts[i], cut, JSON_MAX_DEPTH);
+        for (int i = 0; i < 5; i++)
+                ck_assert_int_eq(buf_puts(&deep, "{\"a\":["), 0);
+        ck_assert_int_eq(buf_puts(&deep, "1]}]}]}]}]}"), 0);
+        for (unsigned d = 8; d <= 11; d++)
+                skip_agrees(deep.data, deep.len, d);
+        buf_free(&deep);
+}
+END_TEST
+
+/* A string decoded as the parser decodes it: from the text when nothing
+ * needed decoding, else from the scratch buffer; anything else refused. */
+START_TEST(test_string_next)
+{
+        static const struct {
+                const char *text, *want;
+                size_t want_len;
+                bool in_text;
+        } cases[] = {
+                {" \"abc\" ,", "abc", 3, true},
+                {"\"a\\u0062\\n\"", "ab\n", 3, false},
+                {"\"x\\u0000y\"", "x\0y", 3, false},
+                {"\"\\ud800\xff\"", "\xef\xbf\xbd\xef\xbf\xbd", 6, false},
+        };
+        struct buf scratch = BUF_INIT, err = BUF_INIT;
+        const char *s;
+        size_t n, pos;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                const char *t = cases[i].text;
+
+                pos = 0;
+                ck_assert_int_eq(json_string_next(t, strlen(t), &pos, &scratch, &s, &n, &err), 0);
+                ck_assert_uint_eq(n, cases[i].want_len);
+                ck_assert_msg(memcmp(s, cases[i].want, n) == 0, "%s", t);
+                ck_assert_msg((s >= t && s < t + strlen(t)) == cases[i].in_text, "%s", t);
+                ck_assert_uint_eq(pos, strlen(t) - (i == 0 ? 2 : 0));
+        }
+        pos = 0;
+        ck_assert_int_eq(json_string_next("  12", 4, &pos, &scratch, &s, &n, &err), -EINVAL);
+        ck_assert_str_eq(err.data, "byte 2: expected a string");
+        ck_assert_uint_eq(pos, 0);
+        ck_assert_int_eq(json_string_next("\"ab", 3, &pos, &scratch, &s, &n, &err), -EAGAIN);
+        ck_assert_int_eq(json_string_next("\"a\\q\"", 5, &pos, &scratch, &s, &n, &err), -EINVAL);
+        ck_assert_uint_eq(pos, 0);
+        buf_free(&scratch);
+        buf_free(&err);
+}
+END_TEST
+
+/* Strings are scanned eight bytes at a time: a byte that ends a plain
+ * run (a quote, a backslash, a control character, a non-ASCII byte) is
+ * found at every offset of a long string, and at its end. */
+START_TEST(test_string_stops_at_every_offset)
+{
+        static const char *const marks[] = {"\\n", "\\\"", "\xc3\xa9", "\xff", "\x85", "\x01", "\x1f", "\x7f"};
+
+        for (size_t m = 0; m < sizeof(marks) / sizeof(marks[0]); m++) {
+                for (int at = 0; at <= 24; at++) {
+                        char text[64], want[64];
+                        char *a, *b;
+
+                        snprintf(text, sizeof(text), "[\"%.*s%s%.*s\"]", at, "abcdefghijklmnopqrstuvwxyz", marks[m],
+                                 24 - at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+                        b = ours_says(text);
+                        if (marks[m][0] == '\x01' || marks[m][0] == '\x1f') {
+                                ck_assert_msg(!b, "%s: accepted", text);
+                                continue;
+                        }
+                        ck_assert_msg(b != NULL, "%s: refused", text);
+                        if (marks[m][0] == '\xff' || marks[m][0] == '\x85') {
+                                snprintf(want, sizeof(want), "[\"%.*s\xef\xbf\xbd%.*s\"]", at,
+                                         "abcdefghijklmnopqrstuvwxyz", 24 - at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+                                ck_assert_str_eq(b, want);
+                        } else {
+                                a = jsonc_says(text);
+                                ck_assert_msg(a && strcmp(a, b) == 0, "%s: json-c %s, ours %s", text, a, b);
+                                free(a);
+                        }
+                        free(b);
+                        skip_agrees(text, strlen(text), JSON_MAX_DEPTH);
+                }
+        }
+}
+END_TEST
+
 /* Piece by piece: a value cut anywhere is -EAGAIN until it is whole. */
 START_TEST(test_parse_next_pieces)
 {
@@ -209,6 +372,7 @@ START_TEST(test_parse_invalid_utf8)
 }
 END_TEST
 
-UNIT_MAIN(test_parse_matches_jsonc, test_parse_next_pieces, test_parse_lone_surrogates, test_parse_invalid_utf8,
+UNIT_MAIN(test_parse_matches_jsonc, test_skip_next_matches_parse, test_string_next, test_string_stops_at_every_offset,
+          test_parse_next_pieces, test_parse_lone_surrogates, test_parse_invalid_utf8,
           test_canon_sorts_keys_and_strips_space, test_canon_keeps_number_spelling_and_empties,
           test_fnv128_known_vectors, test_parse_errors_and_depth_limit)
