@@ -896,10 +896,16 @@ static void send_watch(struct api_source *as, bool streaming)
 {
         struct buf u = BUF_INIT;
         const char *from = streaming ? as->list_rv_asked : as->last_rv;
-        char *rv = pct_encode(from ? from : "");
+        char *rv;
         /* client-go: the 5-minute minimum times (1 + rand). */
         unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)clock_jitter(API_WATCH_MIN_TIMEOUT_SEC);
         int r;
+
+        /* A streaming list "not older than" 0 is one from the latest
+         * state: said as client-go says it, with no resourceVersion. */
+        if (streaming && from && strcmp(from, "0") == 0)
+                from = NULL;
+        rv = pct_encode(from ? from : "");
 
         as->phase = PHASE_WATCH;
         as->retries = 0;
