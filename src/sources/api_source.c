@@ -813,6 +813,10 @@ static void send_request(struct api_source *as)
         as->got_headers = 0;
         as->watch_open = false;
         loop_timer_arm(as->hdr_timer, API_RESPONSE_TIMEOUT_USEC);
+        /* Each attempt of a streaming list has the bound to end its
+         * initial events (a retry too). */
+        if (as->phase == PHASE_WATCH && as->wl_initial)
+                loop_timer_arm(as->wl_timer, API_WATCH_LIST_WAIT_USEC);
         return;
 fail:
         if (e)
@@ -933,8 +937,6 @@ static void send_watch(struct api_source *as, bool streaming)
         as->watch_drain = false;
         as->watch_oom = 0;
         as->watch_error_code = 0;
-        if (streaming)
-                loop_timer_arm(as->wl_timer, API_WATCH_LIST_WAIT_USEC);
         send_request(as);
 }
 
@@ -988,7 +990,9 @@ static void on_wl_timer(struct loop_timer *t, void *data)
         char why[96];
 
         (void)t;
-        if (!as->wl_initial)
+        /* Only for a streaming list in flight: one that ended (and waits
+         * for its retry) was stopped in on_done(). */
+        if (!as->wl_initial || !as->easy || as->phase != PHASE_WATCH)
                 return;
         curl_loop_cancel(as->cl, &as->easy);
         loop_timer_stop(as->hdr_timer);
@@ -1458,6 +1462,7 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         struct api_source *as = data;
 
         loop_timer_stop(as->hdr_timer);
+        loop_timer_stop(as->wl_timer);
         as->easy = NULL;
         as->watch_open = false;
         if (as->status == 0)
