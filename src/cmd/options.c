@@ -146,7 +146,7 @@ const char *options_usage(void)
                "  --kubeconfig FILE             API server source from a kubeconfig (no default: off)\n"
                "  --in-cluster                  API server source from the service account (default off)\n"
                "  --relist-spread DUR           a list after a 410 waits a random part of DUR, so that a fleet\n"
-               "                                does not list at once, and at most 3 then one per 5 minutes;\n"
+               "                                does not list at once, and at most 3 then one per 5 DUR;\n"
                "                                0 for neither (default 1m)\n"
                "  --watch-list                  list as a streaming list (a watch with sendInitialEvents); a\n"
                "                                server that refuses it is listed and watched (default off)\n"

@@ -1018,17 +1018,18 @@ static uint64_t wait_then(struct api_source *as, enum next next, uint64_t extra)
 
 /*
  * How long a list after a 410 at now must wait for the budget
- * (API_RELIST_BURST lists, then one per API_RELIST_REFILL_USEC), and the
- * list is counted: a generic cell rate check, O(1) and one word of
- * state.  0 while tokens are left.
+ * (API_RELIST_BURST lists, then one per API_RELIST_REFILL_SPREADS
+ * spreads), and the list is counted: a generic cell rate check, O(1) and
+ * one word of state.  0 while tokens are left.
  */
 static uint64_t relist_budget(struct api_source *as, uint64_t now)
 {
-        const uint64_t tau = (API_RELIST_BURST - 1) * API_RELIST_REFILL_USEC;
+        const uint64_t refill = API_RELIST_REFILL_SPREADS * as->relist_spread;
+        const uint64_t tau = (API_RELIST_BURST - 1) * refill;
         uint64_t tat = as->relist_tat > now ? as->relist_tat : now;
         uint64_t wait = tat - now > tau ? tat - now - tau : 0;
 
-        as->relist_tat = tat + API_RELIST_REFILL_USEC;
+        as->relist_tat = tat + refill;
         return wait;
 }
 
@@ -1046,10 +1047,10 @@ static void relist_after_gone(struct api_source *as)
 
         if (budget)
                 log_warn("api source: listing in %.1f s: the server keeps losing its history (%u lists after a 410 "
-                         "within %.0f min: one more every %.0f min)",
+                         "within %.0f s: one more every %.0f s)",
                          (double)wait / 1e6, API_RELIST_BURST,
-                         (double)(API_RELIST_BURST * API_RELIST_REFILL_USEC) / 60e6,
-                         (double)API_RELIST_REFILL_USEC / 60e6);
+                         (double)(API_RELIST_BURST * API_RELIST_REFILL_SPREADS * as->relist_spread) / 1e6,
+                         (double)(API_RELIST_REFILL_SPREADS * as->relist_spread) / 1e6);
         else if (as->relist_spread)
                 log_info("api source: listing in %.1f s (after a 410 the lists of a fleet spread over %.0f s)",
                          (double)wait / 1e6, (double)as->relist_spread / 1e6);

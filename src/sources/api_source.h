@@ -98,11 +98,13 @@
  * (doc/api-source.md 7.4).  A watch that can go on never waits for it. */
 #define API_RELIST_SPREAD_USEC 60000000ull
 /* And a budget: API_RELIST_BURST lists after a 410, then one more per
- * API_RELIST_REFILL_USEC, so that a server that keeps losing its history
- * cannot make the node list in a loop (doc/api-source.md 7.4: 5,000
- * nodes then list at about 17 a second). */
+ * API_RELIST_REFILL_SPREADS spreads (5 minutes at the default), so that
+ * a server that keeps losing its history cannot make the node list in a
+ * loop (doc/api-source.md 7.4: 5,000 nodes then list at about 17 a
+ * second).  It scales with the spread: a short one (a test, a small
+ * cluster) gets a short budget. */
 #define API_RELIST_BURST 3u
-#define API_RELIST_REFILL_USEC 300000000ull
+#define API_RELIST_REFILL_SPREADS 5u
 #define API_DRAIN_USEC 1000000ull
 /* --watch-list: a streaming list whose initial-events-end bookmark has
  * not come this long after it was sent is taken for a server that

@@ -2385,10 +2385,12 @@ def test_reconnect_pause_capped(t):
 def test_relist_budget_410_loop(t):
     srv = server(t)
     srv.create("a")
-    # The budget is on with any spread (--relist-spread 0 turns both
-    # off); a millisecond of spread keeps the first lists at once.
+    # The budget scales with the spread: 3 lists, then one per 5
+    # spreads (here 50 s).  Three cycles (each at most the first pause,
+    # 1.6 s, the spread, 10 s, and a list) take well under the 50 s that
+    # would give the fourth a token.
     d = api_daemon(t, plain_kubeconfig(t, srv),
-                   extra=["--relist-spread", "1ms"])
+                   extra=["--relist-spread", "10s"])
     c = d.connect()
     converge(c, srv)
     srv.wait_watch()
@@ -2400,7 +2402,7 @@ def test_relist_budget_410_loop(t):
         mark = srv.last_id()
         srv.action("expire")
         srv.wait_request(lambda r: r["kind"] == "list", "relist %d" % i,
-                         since=mark)
+                         since=mark, timeout=30)
         srv.wait_watch(mark)
     srv.create("late")
     converge(c, srv)
