@@ -62,6 +62,7 @@ enum {
         OPT_CHECKPOINT_GRACE,
         OPT_CHECKPOINT_MAX_AGE,
         OPT_RELIST_SPREAD,
+        OPT_WATCH_LIST,
         OPT_FILE_PATTERN,
         OPT_KUBE_API_SOCKET,
         OPT_KUBE_API_HISTORY,
@@ -117,6 +118,7 @@ static const struct option long_opts[] = {
         {"kube-api-client-ca-file", required_argument, NULL, OPT_KUBE_API_CLIENT_CA},
         {"kube-api-authorization-mode", required_argument, NULL, OPT_KUBE_API_AUTHZ},
         {"relist-spread", required_argument, NULL, OPT_RELIST_SPREAD},
+        {"watch-list", no_argument, NULL, OPT_WATCH_LIST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -144,7 +146,10 @@ const char *options_usage(void)
                "  --kubeconfig FILE             API server source from a kubeconfig (no default: off)\n"
                "  --in-cluster                  API server source from the service account (default off)\n"
                "  --relist-spread DUR           a list after a 410 waits a random part of DUR, so that a fleet\n"
-               "                                does not list at once; 0 for none (default 1m)\n"
+               "                                does not list at once, and at most 3 then one per 5 DUR;\n"
+               "                                0 for neither (default 1m)\n"
+               "  --watch-list                  list as a streaming list (a watch with sendInitialEvents); a\n"
+               "                                server that refuses it is listed and watched (default off)\n"
                "  --plugins-registry-dir DIR    plugin registry directory; \"\" turns it off (default: off; as root\n"
                "                                when no source is configured, i.e. without --pod-manifest-path,\n"
                "                                nor --manifest-url, --kubeconfig, --in-cluster or --config:\n"
@@ -1285,6 +1290,9 @@ static int apply_flag(struct options *o, int c, const char *v, const char *flag,
         case OPT_EVENT_BURST:
                 set->event_burst = true;
                 return parse_event_count("event-burst", v, &o->event_burst, err);
+        case OPT_WATCH_LIST:
+                o->watch_list = true;
+                return 0;
         case OPT_RELIST_SPREAD:
                 if (duration_parse(v, &o->relist_spread_usec) < 0)
                         return buf_set_err(err, -EINVAL,

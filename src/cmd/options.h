@@ -98,6 +98,7 @@ struct options {
         uint64_t checkpoint_grace_usec;
         uint64_t checkpoint_max_age_usec;
         uint64_t relist_spread_usec; /* --relist-spread */
+        bool watch_list;             /* --watch-list */
         /* A source was configured on the command line: one of
          * --pod-manifest-path, --manifest-url, --kubeconfig, --in-cluster,
          * --config (even with an empty value). */

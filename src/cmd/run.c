@@ -822,6 +822,7 @@ static void api_config_from_options(struct daemon *d, struct api_source_config *
                 .node_name = d->opts.node_name,
                 .stats = metrics_source(&d->metrics, POD_SOURCE_API),
                 .relist_spread_usec = d->opts.relist_spread_usec,
+                .watch_list = d->opts.watch_list,
                 .checkpoint =
                         {
                                 .dir = d->opts.checkpoint_dir,

@@ -342,6 +342,13 @@ static int apply_event(json_object *ev, struct strmap *store, char **rv_slot, wa
         }
         if (r == -EINVAL)
                 return buf_set_err(err, -EBADMSG, "a %s event does not hold a pod", t);
+        if (et == WATCH_BOOKMARK) {
+                const char *end = json_get_str(json_get(json_get(obj, "metadata"), "annotations"),
+                                               "k8s.io/initial-events-end", NULL);
+
+                if (end && strcmp(end, "true") == 0)
+                        et = WATCH_INITIAL_END;
+        }
         rv = member_string(obj, "metadata", "resourceVersion");
         if (r == 0 && rv_slot && rv && !(rv_copy = strdup(rv)))
                 r = -ENOMEM;

@@ -74,6 +74,9 @@ enum watch_event_type {
         WATCH_MODIFIED,
         WATCH_DELETED,
         WATCH_BOOKMARK,
+        /* A BOOKMARK annotated k8s.io/initial-events-end: "true": a
+         * streaming list (sendInitialEvents) sent its whole state. */
+        WATCH_INITIAL_END,
 };
 
 struct watch_decoder;

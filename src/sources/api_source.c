@@ -111,6 +111,9 @@ struct api_source {
         struct loop_timer *timer;
         enum next next;
         struct backoff backoff;
+        /* While no request gets any answer (the server is down): the
+         * reconnect's pause (api_source.h), reset by any answer. */
+        struct backoff reconnect;
 
         struct source_stats *stats; /* may be NULL */
         api_state_fn state_fn;      /* may be NULL */
@@ -133,6 +136,10 @@ struct api_source {
         struct checkpoint_identity ckpt_id;
         uint64_t ckpt_interval, ckpt_grace, ckpt_max_age;
         uint64_t relist_spread; /* API_RELIST_SPREAD_USEC */
+        /* The budget of lists after a 410 (relist_after_gone): the
+         * theoretical time, monotonic, at which the next list would find
+         * one token left; 0: never spent. */
+        uint64_t relist_tat;
         struct checkpoint_stats *ckpt_stats;
         struct checkpoint ckpt; /* loaded, not served yet */
         bool ckpt_loaded;
@@ -150,6 +157,11 @@ struct api_source {
         uint64_t confirmed;
         bool watch_open;       /* the watch in flight was answered 200 */
         struct episode write_failing; /* the checkpoint's writes */
+        /* --watch-list: lists are streaming lists (cleared when the server
+         * refuses them); wl_initial: the watch in flight is one, before
+         * its initial-events-end bookmark (its events go to pages). */
+        bool wl_on, wl_initial;
+        struct loop_timer *wl_timer;
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -568,6 +580,8 @@ static void start_list(struct api_source *as);
 static void start_watch(struct api_source *as);
 static void back_off(struct api_source *as, enum next next);
 static int too_large_rv(const struct buf *body, long status);
+static int replace_store(struct api_source *as);
+static void watch_list_synced(struct api_source *as);
 
 static size_t on_header(char *line, size_t size, size_t n, void *data)
 {
@@ -584,6 +598,13 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
                 /* The last status line counts (after a 100 Continue). */
                 as->watch_open = as->phase == PHASE_WATCH && sp && (size_t)(sp - line) + 4 <= len &&
                                  strncmp(sp + 1, "200", 3) == 0;
+                /* Any answer ends a run of connection-level failures. */
+                backoff_reset(&as->reconnect);
+                /* A watch answered 200 is the server's word that the
+                 * source works again, events or not (a resumed watch on
+                 * a quiet node may bring none for minutes). */
+                if (as->watch_open)
+                        recovered(as, "watching");
         }
         (void)kube_retry_after(line, len, &as->retry_after);
         return len;
@@ -623,6 +644,12 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
         struct api_source *as = arg;
 
         as->watch_events++;
+        if (as->wl_initial) {
+                /* The state so far, gathered aside in pages. */
+                if (t == WATCH_INITIAL_END)
+                        watch_list_synced(as);
+                return;
+        }
         as->confirmed = wall_usec();
         if (episode_failing(&as->failing))
                 recovered(as, "watching");
@@ -630,11 +657,11 @@ static void on_event(void *arg, enum watch_event_type t, struct pod *old, struct
                 /* Applied, not sent: the events before the bookmark may be
                  * history, and consumers see one state only, the server's
                  * current one, once it is confirmed. */
-                if (t == WATCH_BOOKMARK)
+                if (t == WATCH_BOOKMARK || t == WATCH_INITIAL_END)
                         resumed(as, "a bookmark");
                 return;
         }
-        if (t == WATCH_BOOKMARK)
+        if (t == WATCH_BOOKMARK || t == WATCH_INITIAL_END)
                 return;
         /* A status-only change waits for the checkpoint's refresh
          * (doc/checkpoint.md section 6): what runs is what counts. */
@@ -689,8 +716,13 @@ static size_t on_write(char *ptr, size_t size, size_t n, void *data)
                 as->body_bytes += len;
                 return as->watch_drain && as->body_bytes <= API_DRAIN_MAX_BYTES ? len : 0;
         }
-        r = watch_decoder_feed(as->dec, ptr, len, as->store, &as->last_rv, on_event, as, &as->watch_error_code,
-                               &why);
+        /* A streaming list's events go to pages; its end makes pages the
+         * store (the same map: events after it in this read go on to
+         * the store). */
+        r = watch_decoder_feed(as->dec, ptr, len, as->wl_initial ? as->pages : as->store, &as->last_rv, on_event, as,
+                               &as->watch_error_code, &why);
+        if (r == 0 && as->watch_oom)
+                return 0;
         if (r < 0) {
                 as->watch_error = 1;
                 if (r == -EPROTO && as->watch_error_code == 410)
@@ -758,6 +790,10 @@ static void send_request(struct api_source *as)
         as->got_headers = 0;
         as->watch_open = false;
         loop_timer_arm(as->hdr_timer, API_RESPONSE_TIMEOUT_USEC);
+        /* Each attempt of a streaming list has the bound to end its
+         * initial events (a retry too). */
+        if (as->phase == PHASE_WATCH && as->wl_initial)
+                loop_timer_arm(as->wl_timer, API_WATCH_LIST_WAIT_USEC);
         return;
 fail:
         if (e)
@@ -793,10 +829,15 @@ static int build_list_url(struct api_source *as)
         return r;
 }
 
+static void start_watch_list(struct api_source *as);
+
 /* A list: from lastRV when known (unpaged, "not older than"), else from
- * RV 0, or with no RV after the RV proved unusable (paged). */
+ * RV 0, or with no RV after the RV proved unusable (paged).  With
+ * --watch-list, a streaming list instead. */
 static void start_list(struct api_source *as)
 {
+        as->wl_initial = false;
+        loop_timer_stop(as->wl_timer);
         as->phase = PHASE_LIST;
         as->retries = 0;
         if (as->listed && as->stats)
@@ -810,6 +851,10 @@ static void start_list(struct api_source *as)
         if (!as->pages || (!as->rv_unavailable && str_set(&as->list_rv_asked, as->last_rv ? as->last_rv : "0") < 0)) {
                 report(as, false, false, "cannot start a list: out of memory");
                 back_off(as, NEXT_LIST);
+                return;
+        }
+        if (as->wl_on) {
+                start_watch_list(as);
                 return;
         }
         as->paged = !as->list_rv_asked || strcmp(as->list_rv_asked, "0") == 0 || as->paginated_result;
@@ -826,20 +871,31 @@ static void start_list(struct api_source *as)
         send_request(as);
 }
 
-static void start_watch(struct api_source *as)
+/* A watch from lastRV; or, streaming, a streaming list "not older than"
+ * list_rv_asked (unset: the latest state). */
+static void send_watch(struct api_source *as, bool streaming)
 {
         struct buf u = BUF_INIT;
-        char *rv = pct_encode(as->last_rv ? as->last_rv : "");
+        const char *from = streaming ? as->list_rv_asked : as->last_rv;
+        char *rv;
         /* client-go: the 5-minute minimum times (1 + rand). */
         unsigned timeout = API_WATCH_MIN_TIMEOUT_SEC + (unsigned)clock_jitter(API_WATCH_MIN_TIMEOUT_SEC);
         int r;
 
+        /* A streaming list "not older than" 0 is one from the latest
+         * state: said as client-go says it, with no resourceVersion. */
+        if (streaming && from && strcmp(from, "0") == 0)
+                from = NULL;
+        rv = pct_encode(from ? from : "");
+
         as->phase = PHASE_WATCH;
         as->retries = 0;
+        as->wl_initial = streaming;
         r = rv ? buf_printf(&u,
                             "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
-                            "&resourceVersion=%s&timeoutSeconds=%u",
-                            as->node_enc, rv, timeout)
+                            "%s%s%s&timeoutSeconds=%u",
+                            as->node_enc, streaming ? "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan" : "",
+                            !streaming || rv[0] ? "&resourceVersion=" : "", rv, timeout)
                : -ENOMEM;
         free(rv);
         free(as->url);
@@ -861,27 +917,118 @@ static void start_watch(struct api_source *as)
         send_request(as);
 }
 
+static void start_watch(struct api_source *as)
+{
+        send_watch(as, false);
+}
+
+/* start_list() with --watch-list: pages are empty, list_rv_asked set. */
+static void start_watch_list(struct api_source *as)
+{
+        send_watch(as, true);
+}
+
+/* The streaming list sent its whole state: it replaces the store, as a
+ * list's would, and the same watch goes on with the changes. */
+static void watch_list_synced(struct api_source *as)
+{
+        loop_timer_stop(as->wl_timer);
+        if (str_set(&as->list_rv, as->last_rv) < 0 || replace_store(as) < 0) {
+                /* The store was not replaced: this streaming list ends
+                 * (on_write) and is started again after the backoff. */
+                as->watch_oom = 1;
+                return;
+        }
+        as->wl_initial = false;
+        as->rv_unavailable = 0;
+        as->relisted_unset = 0;
+        as->confirmed = wall_usec();
+        log_debug("api source: streaming list: %zu pod(s) at resourceVersion %s", strmap_size(as->store),
+                  as->last_rv ? as->last_rv : "?");
+        recovered(as, "listing");
+        went_live(as);
+        push(as);
+}
+
+/* The server does not serve streaming lists: listed and watched from now
+ * on, said once.  The request in flight, if any, was ended. */
+static void watch_list_refused(struct api_source *as, const char *why)
+{
+        log_warn("api source: the API server does not serve streaming lists (%s): listing and watching instead", why);
+        as->wl_on = false;
+        as->wl_initial = false;
+        loop_timer_stop(as->wl_timer);
+        start_list(as);
+}
+
+static void on_wl_timer(struct loop_timer *t, void *data)
+{
+        struct api_source *as = data;
+        char why[96];
+
+        (void)t;
+        /* Only for a streaming list in flight: one that ended (and waits
+         * for its retry) was stopped in on_done(). */
+        if (!as->wl_initial || !as->easy || as->phase != PHASE_WATCH)
+                return;
+        curl_loop_cancel(as->cl, &as->easy);
+        loop_timer_stop(as->hdr_timer);
+        (void)snprintf(why, sizeof(why), "no initial-events-end bookmark within %.0f s",
+                       (double)API_WATCH_LIST_WAIT_USEC / 1e6);
+        watch_list_refused(as, why);
+}
+
 /* client-go's backoff manager: d doubles from 0.8 s to 30 s, each wait is
  * d + rand*d, and d resets after 2 minutes without a backoff. */
 static uint64_t wait_then(struct api_source *as, enum next next, uint64_t extra)
 {
         uint64_t wait = backoff_next(&as->backoff, mono_usec()) + extra;
 
-        as->next = next;
+        /* A streaming list cut short is started again, never watched on
+         * from a version its events reached. */
+        as->next = as->wl_initial && next == NEXT_WATCH ? NEXT_LIST : next;
         as->phase = PHASE_IDLE;
         log_debug("api source: retrying in %.1f s", (double)wait / 1e6);
         loop_timer_arm(as->timer, wait);
         return wait;
 }
 
+/*
+ * How long a list after a 410 at now must wait for the budget
+ * (API_RELIST_BURST lists, then one per API_RELIST_REFILL_SPREADS
+ * spreads), and the list is counted: a generic cell rate check, O(1) and
+ * one word of state.  0 while tokens are left.
+ */
+static uint64_t relist_budget(struct api_source *as, uint64_t now)
+{
+        const uint64_t refill = API_RELIST_REFILL_SPREADS * as->relist_spread;
+        const uint64_t tau = (API_RELIST_BURST - 1) * refill;
+        uint64_t tat = as->relist_tat > now ? as->relist_tat : now;
+        uint64_t wait = tat - now > tau ? tat - now - tau : 0;
+
+        as->relist_tat = tat + refill;
+        return wait;
+}
+
 /* The list after a 410: the backoff, then a random part of the spread
  * (API_RELIST_SPREAD_USEC: a fleet whose server lost its history lists
- * over the spread, not at once).  The store is kept meanwhile. */
+ * over the spread, not at once), and, once the budget is spent (a server
+ * that keeps losing its history), the wait for its next token.  The store
+ * is kept meanwhile. */
 static void relist_after_gone(struct api_source *as)
 {
-        uint64_t wait = wait_then(as, NEXT_LIST, clock_jitter(as->relist_spread));
+        /* --relist-spread 0 (a node alone, the tests) turns the budget
+         * off too: both are for fleets. */
+        uint64_t budget = as->relist_spread ? relist_budget(as, mono_usec()) : 0;
+        uint64_t wait = wait_then(as, NEXT_LIST, clock_jitter(as->relist_spread) + budget);
 
-        if (as->relist_spread)
+        if (budget)
+                log_warn("api source: listing in %.1f s: the server keeps losing its history (%u lists after a 410 "
+                         "within %.0f s: one more every %.0f s)",
+                         (double)wait / 1e6, API_RELIST_BURST,
+                         (double)(API_RELIST_BURST * API_RELIST_REFILL_SPREADS * as->relist_spread) / 1e6,
+                         (double)(API_RELIST_REFILL_SPREADS * as->relist_spread) / 1e6);
+        else if (as->relist_spread)
                 log_info("api source: listing in %.1f s (after a 410 the lists of a fleet spread over %.0f s)",
                          (double)wait / 1e6, (double)as->relist_spread / 1e6);
 }
@@ -889,6 +1036,29 @@ static void relist_after_gone(struct api_source *as)
 static void back_off(struct api_source *as, enum next next)
 {
         (void)wait_then(as, next, 0);
+        /* The server refused or could not be reached: a checkpoint
+         * loaded waits no longer for the grace. */
+        serve_checkpoint(as, as->failing.said);
+}
+
+/*
+ * A request got no answer at all (nothing listens, the connection failed
+ * or was lost before the status line): the server is down or restarting.
+ * The pause is the reconnect's, with full jitter (a random part of d, d
+ * doubling from API_BACKOFF_INITIAL_USEC to API_RECONNECT_CAP_USEC), and
+ * the reflector's backoff does not grow: once the server is back every
+ * node has tried again within the cap, and the cycle's backoff is kept
+ * for what the server said (doc/api-source.md 7.4).
+ */
+static void back_off_reconnect(struct api_source *as, enum next next)
+{
+        uint64_t d = backoff_next(&as->reconnect, 0);
+        uint64_t wait = clock_jitter(d);
+
+        as->next = as->wl_initial && next == NEXT_WATCH ? NEXT_LIST : next;
+        as->phase = PHASE_IDLE;
+        log_debug("api source: retrying in %.1f s (no answer from the server)", (double)wait / 1e6);
+        loop_timer_arm(as->timer, wait);
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
         serve_checkpoint(as, as->failing.said);
@@ -1105,7 +1275,10 @@ static void list_done(struct api_source *as, CURLcode result)
                  * pods of the part that came go now. */
                 list_decoder_reset(as->ldec);
                 report(as, false, false, "list failed: %s", as->body_oom ? "out of memory" : failure_text(as, result));
-                back_off(as, NEXT_LIST);
+                if (as->status == 0 && !as->body_oom && result != CURLE_OUT_OF_MEMORY)
+                        back_off_reconnect(as, NEXT_LIST);
+                else
+                        back_off(as, NEXT_LIST);
                 return;
         }
         if (as->status == 200)
@@ -1121,6 +1294,15 @@ static void watch_done(struct api_source *as, CURLcode result)
 
         if (as->stats)
                 as->stats->watch_restarts++;
+        /* A watch answered 200 that brought an event or ran past
+         * API_WATCH_HEALTHY_USEC is a working cycle: the failures before
+         * it are over, and the next failure waits the first pause again
+         * (client-go forgets them only after 2 minutes without one, so a
+         * server that restarts twice within that time had its nodes wait
+         * the cap: doc/api-source.md 7.1).  A watch closed at once, or
+         * ended at once by an ERROR event, proves nothing. */
+        if (as->status == 200 && (as->watch_events || lasted >= API_WATCH_HEALTHY_USEC))
+                backoff_reset(&as->backoff);
 
         if (as->watch_oom || result == CURLE_OUT_OF_MEMORY) {
                 /* Every event before was applied whole, and the last
@@ -1168,13 +1350,30 @@ static void watch_done(struct api_source *as, CURLcode result)
                 }
                 /* A failed connection says nothing of the version: a
                  * resumed start tries the watch again. */
-                back_off(as, result == CURLE_COULDNT_CONNECT || as->resuming ? NEXT_WATCH : NEXT_LIST);
+                back_off_reconnect(as, result == CURLE_COULDNT_CONNECT || as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
         if (as->status != 200) {
                 if (maybe_retry_after(as))
                         return;
                 (void)kube_describe_status(as->body.data, as->body.len, as->status, &why);
+                if (as->wl_initial && (as->status == 410 || too_large_rv(&as->body, as->status)) &&
+                    !as->relisted_unset) {
+                        /* As a list's: once more from the latest state. */
+                        as->rv_unavailable = 1;
+                        as->relisted_unset = 1;
+                        buf_free(&why);
+                        start_list(as);
+                        return;
+                }
+                if (as->wl_initial && as->status >= 400 && as->status < 500 && as->status != 401 && as->status != 410 &&
+                    as->status != 429) {
+                        /* 400, 403, 404, 422...: the server's word on the
+                         * parameters (client-go falls back on any). */
+                        watch_list_refused(as, why.len ? why.data : "?");
+                        buf_free(&why);
+                        return;
+                }
                 if (as->resuming && (as->status == 410 || too_large_rv(&as->body, as->status))) {
                         resume_failed(as, why.len ? why.data : "?");
                         buf_free(&why);
@@ -1192,10 +1391,15 @@ static void watch_done(struct api_source *as, CURLcode result)
                 back_off(as, as->status == 429 || as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
         }
+        if (as->wl_initial) {
+                report(as, true, false, "streaming list: the watch ended before the end of its initial events");
+                back_off(as, NEXT_LIST);
+                return;
+        }
         /* The stream ended without an ERROR event: clean close, reset or a
          * truncated chunk.  Re-watch at once, unless it was a very short
          * watch with no event (a server that accepts and drops). */
-        if (lasted < 1000000u && as->watch_events == 0) {
+        if (lasted < API_WATCH_HEALTHY_USEC && as->watch_events == 0) {
                 report(as, true, false, "watch closed at once with no event: backing off");
                 back_off(as, as->resuming ? NEXT_WATCH : NEXT_LIST);
                 return;
@@ -1236,6 +1440,7 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         struct api_source *as = data;
 
         loop_timer_stop(as->hdr_timer);
+        loop_timer_stop(as->wl_timer);
         as->easy = NULL;
         as->watch_open = false;
         if (as->status == 0)
@@ -1284,6 +1489,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->backoff.reset_after = API_BACKOFF_RESET_USEC;
         as->backoff.jitter = 1;
         as->backoff.rand = clock_jitter;
+        as->reconnect = BACKOFF_INIT(API_BACKOFF_INITIAL_USEC, API_RECONNECT_CAP_USEC);
         as->push_retry = BACKOFF_INIT(API_PUSH_RETRY_USEC, API_BACKOFF_CAP_USEC);
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new_borrowed();
@@ -1295,8 +1501,10 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         source_stats_target(as->stats, kube_client_server(as->kube));
         if ((r = loop_timer_new(loop, on_timer, as, &as->timer)) < 0 ||
             (r = loop_timer_new(loop, on_header_timeout, as, &as->hdr_timer)) < 0 ||
-            (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0)
+            (r = loop_timer_new(loop, on_push_timer, as, &as->push_timer)) < 0 ||
+            (r = loop_timer_new(loop, on_wl_timer, as, &as->wl_timer)) < 0)
                 goto fail;
+        as->wl_on = cfg->watch_list;
         as->state_fn = cfg->state;
         as->state_data = cfg->state_data;
         as->relist_spread = cfg->relist_spread_usec;
@@ -1317,6 +1525,7 @@ fail:
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec)
 {
         as->backoff.base = backoff_usec;
+        as->reconnect.base = backoff_usec;
         as->push_retry.base = push_retry_usec;
 }
 
@@ -1350,6 +1559,7 @@ void api_source_free(struct api_source *as)
         loop_timer_free(as->timer);
         loop_timer_free(as->hdr_timer);
         loop_timer_free(as->push_timer);
+        loop_timer_free(as->wl_timer);
         curl_slist_free_all(as->hdrs);
         api_store_free(as->store);
         api_store_free(as->pages);

@@ -22,6 +22,13 @@
  * request failed.  A checkpoint that is refused is said once, and the
  * source waits for the server as without one.
  *
+ * With watch_list (--watch-list, doc/api-source.md section 5) each list
+ * is a streaming list instead: a watch with sendInitialEvents whose
+ * events are gathered aside and replace the store at the bookmark that
+ * ends them, as a list's pages do; a server that refuses it (an error
+ * status) or never ends them (API_WATCH_LIST_WAIT_USEC) is listed and
+ * watched from then on, said once.
+ *
  * Fail safe: a list is applied whole or not at all, a watch event too.
  * Running out of memory is never taken for bad data: a list is tried
  * again after the backoff, a watch resumes from the last resource version,
@@ -34,7 +41,12 @@
  *   backoff manager): base API_BACKOFF_INITIAL_USEC, doubling, cap
  *   API_BACKOFF_CAP_USEC, jitter 1 (each wait is d + rand * d), and
  *   started over by a failure more than API_BACKOFF_RESET_USEC after the
- *   previous one (a success never resets it);
+ *   previous one, or by a watch that worked (answered 200, and an event
+ *   came or it ran API_WATCH_HEALTHY_USEC);
+ * - while requests get no answer at all (the server is down), the
+ *   reconnect's instead: base API_BACKOFF_INITIAL_USEC, doubling, cap
+ *   API_RECONNECT_CAP_USEC, full jitter (each wait is rand * d), reset
+ *   by any answer; the reflector's does not grow meanwhile;
  * - the push's, before a SET that could not be sent is sent again: base
  *   API_PUSH_RETRY_USEC, doubling, cap API_BACKOFF_CAP_USEC, no jitter,
  *   reset when a SET is sent.
@@ -42,6 +54,7 @@
 #ifndef PODMUX_API_SOURCE_H
 #define PODMUX_API_SOURCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/buf.h"
@@ -57,6 +70,13 @@
 #define API_BACKOFF_INITIAL_USEC 800000ull
 #define API_BACKOFF_CAP_USEC 30000000ull
 #define API_BACKOFF_RESET_USEC 120000000ull
+/* podmux's: while nothing answers, a node tries again within this, so
+ * after an outage every node is back within it (doc/api-source.md 7.4:
+ * 5,000 nodes reconnect at about 500 a second). */
+#define API_RECONNECT_CAP_USEC 10000000ull
+/* A watch that ran this long ended a run of failures (with an event,
+ * at once); one shorter with no event is taken for a failure. */
+#define API_WATCH_HEALTHY_USEC 1000000ull
 #define API_WATCH_MIN_TIMEOUT_SEC 300
 #define API_MAX_RETRY_AFTER 10
 /* A server that accepts and sends no response headers this long is
@@ -77,7 +97,19 @@
  * list at once: 5,000 nodes list at about 83 per second on average
  * (doc/api-source.md 7.4).  A watch that can go on never waits for it. */
 #define API_RELIST_SPREAD_USEC 60000000ull
+/* And a budget: API_RELIST_BURST lists after a 410, then one more per
+ * API_RELIST_REFILL_SPREADS spreads (5 minutes at the default), so that
+ * a server that keeps losing its history cannot make the node list in a
+ * loop (doc/api-source.md 7.4: 5,000 nodes then list at about 17 a
+ * second).  It scales with the spread: a short one (a test, a small
+ * cluster) gets a short budget. */
+#define API_RELIST_BURST 3u
+#define API_RELIST_REFILL_SPREADS 5u
 #define API_DRAIN_USEC 1000000ull
+/* --watch-list: a streaming list whose initial-events-end bookmark has
+ * not come this long after it was sent is taken for a server that
+ * ignores sendInitialEvents: LIST+WATCH from then on. */
+#define API_WATCH_LIST_WAIT_USEC 30000000ull
 
 /* The checkpoint's defaults (doc/checkpoint.md section 7). */
 #define API_CHECKPOINT_INTERVAL_USEC 60000000ull
@@ -116,6 +148,7 @@ struct api_source_config {
         struct source_stats *stats; /* counted into when not NULL; outlives the source */
         struct api_source_checkpoint checkpoint;
         uint64_t relist_spread_usec; /* API_RELIST_SPREAD_USEC; 0: none */
+        bool watch_list;             /* --watch-list: lists as streaming lists */
         api_state_fn state; /* may be NULL */
         void *state_data;
 };

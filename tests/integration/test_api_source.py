@@ -2277,6 +2277,226 @@ def test_410_error_event_connection_reused(t):
         raise AssertionError("handshake failures: %s" % hs)
 
 
+def api_status(t, d):
+    r = t.run_cmd(["status", "--socket", d.sock, "-o", "json"])
+    return [x for x in json.loads(r.stdout)["sources"] if x["name"] == "api"][0]
+
+
+def retry_pauses(d):
+    """The pauses the source chose, in seconds, from its debug lines."""
+    out = []
+    for x in d.logs():
+        m = re.search(r"api source: retrying in ([0-9.]+) s", x.msg)
+        if m:
+            out.append(float(m.group(1)))
+    return out
+
+
+@api_test("a watch that resumes after an outage, answered 200, makes the "
+          "source ok again with no event: not failing until one comes")
+def test_resumed_watch_200_is_ok(t):
+    srv = server(t)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    # An event first: a watch closed at once with none is a failure,
+    # followed by a list.
+    srv.create("b")
+    converge(c, srv)
+    srv.stop()
+    harness.wait_for(lambda: api_status(t, d)["state"] == "failing",
+                     T_WAIT, "the source failing while the server is down")
+    mark = srv.last_id()
+    srv.start()
+    srv.wait_watch(mark)
+    # No event comes (no change, no bookmark): the 200 alone says it.
+    harness.wait_for(lambda: api_status(t, d)["state"] == "ok", T_WAIT,
+                     "the source ok once its watch is answered 200")
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("the watch could go on, yet a list: %s" %
+                             srv.summary(mark))
+
+
+@api_test("a watch that worked ends the failures before it: the next "
+          "failure waits the first pause again, not a doubled one")
+def test_backoff_reset_after_working_watch(t):
+    srv = server(t)
+    srv.create("a")
+    srv.fail(match="watch", status=500, count=2)
+    d = api_daemon(t, plain_kubeconfig(t, srv), verbosity=1)
+    c = d.connect()
+    converge(c, srv)
+    w = srv.wait_watch()
+    srv.create("b")     # an event on the working watch
+    converge(c, srv)
+    before = retry_pauses(d)
+    if len(before) != 2:
+        raise AssertionError("two failed watches, pauses %s" % before)
+    mark = srv.last_id()
+    srv.fail(match="watch", status=500, count=1)
+    srv.action("close")
+    harness.wait_for(lambda: len(retry_pauses(d)) == 3, T_WAIT,
+                     "the pause after the next failure")
+    p = retry_pauses(d)[2]
+    # The first pause is 0.8 s plus up to as much jitter (logged rounded
+    # to 0.1 s: at most 1.6); a doubled one (the third in a row) would be
+    # at least 3.2 s.
+    if p > 2.0:
+        raise AssertionError("after a working watch (%s) the pause is "
+                             "%.1f s (pauses %s)" % (describe(w), p,
+                                                     retry_pauses(d)))
+    srv.wait_watch(mark)
+    converge(c, srv)
+
+
+@api_test("while the server does not answer, the reconnect pause never "
+          "passes its 10 s cap; once back, the watch goes on with no list")
+def test_reconnect_pause_capped(t):
+    srv = server(t)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv), verbosity=1)
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    srv.create("b")     # an event first, as above
+    converge(c, srv)
+    srv.stop()
+    # Doubling from 0.8 s, the fifth pause of client-go's backoff is at
+    # least 12.8 s; the reconnect's stays within 10 s.
+    harness.wait_for(lambda: len(retry_pauses(d)) >= 5, 90,
+                     "five pauses while the server is down")
+    p = retry_pauses(d)
+    if max(p) > 10.0:
+        raise AssertionError("reconnect pauses %s: over the 10 s cap" % p)
+    mark = srv.last_id()
+    srv.start()
+    srv.wait_watch(mark)
+    srv.create("c")
+    converge(c, srv)
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("a reconnect listed: %s" % srv.summary(mark))
+
+
+@api_test("a server that keeps losing its history: three lists after a "
+          "410, then the budget makes the next one wait (said once, "
+          "warn); the node keeps its pods meanwhile")
+def test_relist_budget_410_loop(t):
+    srv = server(t)
+    srv.create("a")
+    # The budget scales with the spread: 3 lists, then one per 5
+    # spreads (here 50 s).  Three cycles (each at most the first pause,
+    # 1.6 s, the spread, 10 s, and a list) take well under the 50 s that
+    # would give the fourth a token.
+    d = api_daemon(t, plain_kubeconfig(t, srv),
+                   extra=["--relist-spread", "10s"])
+    c = d.connect()
+    converge(c, srv)
+    srv.wait_watch()
+    for i in range(3):
+        # A watch that worked first (an event), so each 410 is a cycle
+        # of its own and the backoff starts over.
+        srv.create("p%d" % i)
+        converge(c, srv)
+        mark = srv.last_id()
+        srv.action("expire")
+        srv.wait_request(lambda r: r["kind"] == "list", "relist %d" % i,
+                         since=mark, timeout=30)
+        srv.wait_watch(mark)
+    srv.create("late")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    line = d.wait_log(lambda x: "keeps losing its history" in x.msg,
+                      "the budget's line")
+    if line.level not in ("warn", "warning"):
+        raise AssertionError("budget line at %s: %s" % (line.level, line.msg))
+    harness.settle(3)   # a list that did not wait would come by now
+    if srv.requests(mark, kind=("list", "continue")):
+        raise AssertionError("a fourth list after a 410 did not wait "
+                             "(%s): %s" % (line.msg, srv.summary(mark)))
+    if sorted(pod_name(p) for p in c.state.pods.values()) != \
+            ["a", "late", "p0", "p1", "p2"]:
+        raise AssertionError("pods while waiting: %s" % sorted(
+            c.state.pods))
+
+
+def watch_lists(srv, since=0):
+    return [r for r in srv.requests(since, kind="watch")
+            if "sendInitialEvents=true" in (r.get("query") or "")]
+
+
+@api_test("--watch-list: the start and the relist after a 410 are "
+          "streaming lists (no LIST): the store is replaced at the "
+          "initial-events-end bookmark, and the same watch goes on")
+def test_watch_list_streams(t):
+    srv = server(t)
+    srv.create("a")
+    srv.create("b")
+    srv.create("elsewhere", node="node2")
+    d = api_daemon(t, plain_kubeconfig(t, srv), extra=["--watch-list"])
+    c = d.connect()
+    c.expect_type("sources_ready", timeout=T_WAIT)
+    converge(c, srv)
+    wl = watch_lists(srv)
+    if len(wl) != 1 or "resourceVersionMatch=NotOlderThan" not in \
+            wl[0]["query"] or "allowWatchBookmarks=true" not in \
+            wl[0]["query"]:
+        raise AssertionError("the start: %s" % srv.summary())
+    srv.create("c")             # on the same watch
+    srv.delete("a")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    srv.wait_request(lambda r: r["kind"] == "watch" and
+                     "sendInitialEvents=true" in (r.get("query") or ""),
+                     "the relist, streaming", since=mark)
+    srv.create("d")
+    converge(c, srv)
+    if srv.requests(kind=("list", "continue")):
+        raise AssertionError("a LIST with --watch-list: %s" % srv.summary())
+    if any(x.level in ("warn", "warning") and "streaming" in x.msg
+           for x in d.logs()):
+        raise AssertionError("a fallback said: %s" % [
+            x.msg for x in d.logs() if "streaming" in x.msg])
+
+
+@api_test("--watch-list against a server that refuses it (422) or lets the "
+          "parameters by and never ends the initial events: LIST+WATCH "
+          "from then on, said once; nothing lost",
+          params=("refuse", "ignore"))
+def test_watch_list_fallback(t):
+    how = t.param
+    srv = server(t)
+    srv.config(watch_list=how)
+    srv.create("a")
+    d = api_daemon(t, plain_kubeconfig(t, srv), extra=["--watch-list"])
+    c = d.connect()
+    # "ignore": the fallback comes after the 30 s bound.
+    converge(c, srv, timeout=90)
+    said = [x for x in d.logs() if "does not serve streaming lists" in x.msg]
+    if len(said) != 1 or said[0].level not in ("warn", "warning"):
+        raise AssertionError("the fallback said %s" % [x.msg for x in said])
+    if len(srv.requests(kind=("list",))) != 1:
+        raise AssertionError("one LIST after the fallback: %s" %
+                             srv.summary())
+    srv.create("b")
+    converge(c, srv)
+    mark = srv.last_id()
+    srv.action("expire")
+    srv.wait_request(lambda r: r["kind"] == "list", "the relist",
+                     since=mark)
+    srv.create("c")
+    converge(c, srv)
+    if watch_lists(srv, mark):
+        raise AssertionError("a streaming list after the fallback: %s" %
+                             srv.summary(mark))
+    if len([x for x in d.logs()
+            if "does not serve streaming lists" in x.msg]) != 1:
+        raise AssertionError("the fallback said more than once")
+
+
 @api_test("a watch event larger than the 16 MiB limit ends the watch with an error logged; the relist still brings the pod")
 def test_watch_event_larger_16_mib_limit(t):
     srv = server(t)

@@ -649,6 +649,10 @@ static const char *const api_events[N_API_EVENTS] = {
         "{\"type\":\"DELETED\",\"object\":" API_POD("keep", "13", "two") "}\n",
 };
 
+/* The API source runs with --watch-list: its lists are streaming lists,
+ * which api_serve() answers with the state as events. */
+static bool api_watch_list;
+
 static void chunk(int fd, const char *p, size_t n)
 {
         char head[32];
@@ -728,7 +732,31 @@ static void api_serve(struct server *s, int fd, const char *request)
         pthread_mutex_unlock(&s->lock);
         /* Events after the version asked for (event i has API_RV0 + i + 1). */
         sent = from > API_RV0 ? from - API_RV0 : 0;
-        for (bool marked = false;;) {
+        bool marked = false;
+        if (strstr(request, "sendInitialEvents=true")) {
+                /* A streaming list: the state as events (the first state's
+                 * pods, then the events since), then the bookmark that
+                 * ends them, then the changes as any watch. */
+                static const char *const first[] = {
+                        "{\"type\":\"ADDED\",\"object\":" API_POD("a", "5", "one") "}\n",
+                        "{\"type\":\"ADDED\",\"object\":" API_POD("keep", "4", "two") "}\n",
+                };
+
+                chunk(fd, first[0], strlen(first[0]));
+                chunk(fd, first[1], strlen(first[1]));
+                pthread_mutex_lock(&s->lock);
+                for (sent = 0; sent < s->n_events; sent++)
+                        chunk(fd, api_events[sent], strlen(api_events[sent]));
+                n = snprintf(buf, sizeof(buf),
+                             "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\","
+                             "\"metadata\":{\"resourceVersion\":\"%lu\",\"annotations\":"
+                             "{\"k8s.io/initial-events-end\":\"true\"}}}}\n",
+                             API_RV0 + (unsigned long)sent);
+                pthread_mutex_unlock(&s->lock);
+                chunk(fd, buf, (size_t)n);
+                marked = true;
+        }
+        for (;;) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
                 bool stop;
 
@@ -786,6 +814,7 @@ static void api_world_up_dir(struct world *w, const char *dir)
         cfg.kube = w->kube;
         cfg.node_name = "node1";
         cfg.stats = &w->stats;
+        cfg.watch_list = api_watch_list;
         cfg.checkpoint = (struct api_source_checkpoint){
                 .dir = dir, .interval_usec = 1000, .grace_usec = 3600000000ull, /* served on a failed list only */
         };
@@ -934,6 +963,18 @@ START_TEST(test_api_alloc_sweep_persistent)
 {
         ONLY("test_api_alloc_sweep_persistent");
         api_sweep(true, 3);
+}
+END_TEST
+
+/* The same with --watch-list: a streaming list cut short by a failed
+ * allocation (its URL, its events, the swap at its end) is started
+ * again, never watched on, and no SET is a partial state. */
+START_TEST(test_api_watch_list_alloc_sweep)
+{
+        ONLY("test_api_watch_list_alloc_sweep");
+        api_watch_list = true;
+        api_sweep(false, 1);
+        api_watch_list = false;
 }
 END_TEST
 
@@ -1437,6 +1478,6 @@ START_TEST(test_api_resume_confirmed_by_clean_end)
 END_TEST
 
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent, test_api_relist_keeps_unchanged_pods, test_api_checkpoint_alloc_sweep,
-          test_api_resume_alloc_sweep, test_api_resume_expired, test_api_error_drain_bounded,
-          test_api_resume_confirmed_by_clean_end)
+          test_api_alloc_sweep_persistent, test_api_watch_list_alloc_sweep, test_api_relist_keeps_unchanged_pods,
+          test_api_checkpoint_alloc_sweep, test_api_resume_alloc_sweep, test_api_resume_expired,
+          test_api_error_drain_bounded, test_api_resume_confirmed_by_clean_end)
