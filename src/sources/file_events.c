@@ -33,25 +33,25 @@
 #include "util/str.h"
 #include "util/strmap.h"
 
-void change_clear(struct change *c)
+static void change_clear(struct change *c)
 {
         for (size_t i = 0; i < c->n; i++) {
                 pod_unref(c->before[i]);
                 pod_unref(c->after[i]);
-                name_unref(c->held[i]);
+                file_store_name_unref(c->held[i]);
         }
         c->n = 0;
 }
 
 /* Whether the merger would find nothing changed from before to after. */
-bool pod_unchanged(const struct pod *before, const struct pod *after)
+bool file_events_pod_unchanged(const struct pod *before, const struct pod *after)
 {
         return before == after || (before && after && strcmp(pod_uid(before), pod_uid(after)) == 0 &&
                                    pod_semantic_equal(before, after) && pod_status_equal(before, after));
 }
 
 /* Whether one of the first n before pods of c has uid. */
-bool uid_before(const struct change *c, size_t n, const char *uid)
+static bool uid_before(const struct change *c, size_t n, const char *uid)
 {
         for (size_t i = 0; i < n; i++)
                 if (c->before[i] && strcmp(pod_uid(c->before[i]), uid) == 0)
@@ -68,33 +68,33 @@ bool uid_before(const struct change *c, size_t n, const char *uid)
  * name to another) the merger's choice depends on the whole set (a full
  * SET keeps only the last pod of a UID).
  */
-bool change_is_local(const struct state *st, const struct change *c)
+static bool change_is_local(const struct state *st, const struct change *c)
 {
         for (size_t i = 0; i < c->n; i++) {
                 const struct pod *b = c->before[i], *a = c->after[i];
 
-                if (a && count_of(st->uids, pod_uid(a)) > 1)
+                if (a && file_store_count_of(st->uids, pod_uid(a)) > 1)
                         return false;
-                if (b && count_of(st->uids, pod_uid(b)) > 0 && !(a && strcmp(pod_uid(a), pod_uid(b)) == 0))
+                if (b && file_store_count_of(st->uids, pod_uid(b)) > 0 && !(a && strcmp(pod_uid(a), pod_uid(b)) == 0))
                         return false;
         }
         return true;
 }
 
-/* The outcomes c sent (log_outcome()): a pod applied, replaced or
+/* The outcomes c sent (file_reports_outcome()): a pod applied, replaced or
  * removed under each key it touched. */
-void log_changes(struct file_source *fs, const struct change *c)
+static void log_changes(struct file_source *fs, const struct change *c)
 {
         for (size_t i = 0; i < c->n; i++) {
                 const struct pod *b = c->before[i], *a = c->after[i];
                 const struct entry *e = a ? keymap_get(fs->st.store, pod_key(a)) : NULL;
 
-                if (pod_unchanged(b, a))
+                if (file_events_pod_unchanged(b, a))
                         continue;
                 if (a && e)
-                        log_outcome(b ? "replaced" : "applied", a, NAME(e->file));
+                        file_reports_outcome(b ? "replaced" : "applied", a, NAME(e->file));
                 else if (b && c->held[i])
-                        log_outcome("removed", b, NAME(c->held[i]));
+                        file_reports_outcome("removed", b, NAME(c->held[i]));
         }
 }
 
@@ -106,7 +106,7 @@ void log_changes(struct file_source *fs, const struct change *c)
  * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
  * caller re-lists).
  */
-int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent)
+static int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent)
 {
         struct pod_update *u;
         bool any = false;
@@ -114,11 +114,11 @@ int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_s
 
         *ret_sent = 0;
         for (size_t i = 0; i < c->n; i++)
-                any = any || !pod_unchanged(c->before[i], c->after[i]);
+                any = any || !file_events_pod_unchanged(c->before[i], c->after[i]);
         if (!any || fs->diverged)
                 return 0; /* unchanged, or the relist due sends it all */
         if (!change_is_local(&fs->st, c)) {
-                r = send_state(fs, fs->st.store, ret_sent);
+                r = file_source_send_state(fs, fs->st.store, ret_sent);
                 if (r == 0)
                         log_changes(fs, c);
                 return r;
@@ -129,9 +129,9 @@ int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_s
         for (size_t i = 0; i < c->n; i++) {
                 const struct pod *b = c->before[i];
 
-                if (c->after[i] && !pod_unchanged(b, c->after[i]) && pod_update_add(u, c->after[i]) < 0)
+                if (c->after[i] && !file_events_pod_unchanged(b, c->after[i]) && pod_update_add(u, c->after[i]) < 0)
                         goto nomem;
-                if (b && count_of(fs->st.uids, pod_uid(b)) == 0 && !uid_before(c, i, pod_uid(b)) &&
+                if (b && file_store_count_of(fs->st.uids, pod_uid(b)) == 0 && !uid_before(c, i, pod_uid(b)) &&
                     pod_update_add_gone(u, c->before[i]) < 0)
                         goto nomem;
         }
@@ -148,7 +148,7 @@ nomem:
 }
 
 /* The pod stored under key now (a new reference), or NULL. */
-struct pod *stored_pod(struct file_source *fs, const char *key)
+static struct pod *stored_pod(struct file_source *fs, const char *key)
 {
         struct entry *e = key ? keymap_get(fs->st.store, key) : NULL;
 
@@ -156,7 +156,7 @@ struct pod *stored_pod(struct file_source *fs, const char *key)
 }
 
 /* The file holding key now (a new reference), or NULL. */
-struct file_name *holder_of(struct file_source *fs, const char *key)
+static struct file_name *holder_of(struct file_source *fs, const char *key)
 {
         struct entry *e = keymap_get(fs->st.store, key);
 
@@ -174,7 +174,7 @@ struct file_name *holder_of(struct file_source *fs, const char *key)
  * look through every file, which only a key several files name costs
  * (as its hand-over does).  The event's own file is the caller's.
  */
-void settle_change(struct file_source *fs, const struct change *c, uint64_t sent)
+void file_events_settle(struct file_source *fs, const struct change *c, uint64_t sent)
 {
         for (size_t i = 0; i < c->n; i++) {
                 const struct pod *any = c->after[i] ? c->after[i] : c->before[i];
@@ -185,15 +185,16 @@ void settle_change(struct file_source *fs, const struct change *c, uint64_t sent
                 void *v;
 
                 if (holder)
-                        settle_file(fs, &fs->st, holder, pod_unchanged(c->before[i], c->after[i]) ? 0 : sent, 0, NULL);
+                        file_store_settle(fs, &fs->st, holder,
+                                          file_events_pod_unchanged(c->before[i], c->after[i]) ? 0 : sent, 0, NULL);
                 if (!kr || holder == c->held[i] || kr->files <= (holder ? 1u : 0u))
                         continue;
                 while (keymap_next(fs->st.files, &it, &v)) {
                         const struct file_name *f = v;
 
                         if (f->key == kr && f != holder)
-                                settle_file(fs, &fs->st, f, 0, 0,
-                                            f == c->held[i] && c->before[i] ? pod_uid(c->before[i]) : NULL);
+                                file_store_settle(fs, &fs->st, f, 0, 0,
+                                                  f == c->held[i] && c->before[i] ? pod_uid(c->before[i]) : NULL);
                 }
         }
 }
@@ -205,7 +206,7 @@ void settle_change(struct file_source *fs, const struct change *c, uint64_t sent
  * another file names the key (a duplicate), so the common delete costs
  * O(1).  0 or -errno (a resource error).
  */
-int take_over(struct file_source *fs, struct keyref *kr)
+static int take_over(struct file_source *fs, struct keyref *kr)
 {
         const char **cands = NULL;
         size_t n = 0, it = 0;
@@ -229,7 +230,7 @@ int take_over(struct file_source *fs, struct keyref *kr)
                         cands[n++] = NAME(f);
         }
         if (n > 1)
-                qsort(cands, n, sizeof(*cands), cmp_str);
+                qsort(cands, n, sizeof(*cands), file_source_cmp_str);
         for (size_t i = 0; i < n && r == 0 && !keymap_get(fs->st.store, kr->key); i++) {
                 struct frec *rec = file_records_get(&fs->recs, cands[i], false);
                 struct pod *pod = NULL;
@@ -237,9 +238,9 @@ int take_over(struct file_source *fs, struct keyref *kr)
 
                 if (!rec)
                         continue;
-                r = load_file(fs, rec, 0, false, &pod);
+                r = file_source_load(fs, rec, 0, false, &pod);
                 if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, kr->key) == 0)
-                        r = store_put(fs, &fs->st, rec, pod);
+                        r = file_store_put(fs, &fs->st, rec, pod);
                 /* A bad file is skipped (reported); a file that now
                  * defines another pod is left to its own event. */
                 if (r > 0 || (r < 0 && !static_pod_resource_error(r)))
@@ -257,7 +258,7 @@ int take_over(struct file_source *fs, struct keyref *kr)
  * the key, and c records the key's before and after.  O(1) unless another
  * file names the key (take_over).  0 or -errno (a resource error).
  */
-int release_key(struct file_source *fs, struct keyref *kr, const char *file, struct change *c)
+static int release_key(struct file_source *fs, struct keyref *kr, const char *file, struct change *c)
 {
         struct entry *e = keymap_get(fs->st.store, kr->key);
         size_t i = c->n;
@@ -272,7 +273,7 @@ int release_key(struct file_source *fs, struct keyref *kr, const char *file, str
         e->file->refs++;
         c->after[i] = NULL;
         c->n++;
-        store_del(&fs->st, kr->key);
+        file_store_del(&fs->st, kr->key);
         /* Another file defining the same pod takes over at once (the
          * kubelet waits for the next relist). */
         r = take_over(fs, kr);
@@ -286,10 +287,11 @@ int release_key(struct file_source *fs, struct keyref *kr, const char *file, str
  * and the change is sent; the records of the files naming its key follow
  * (the file's own is the caller's).  What was said about the file is
  * kept.  Returns the number of the send that took the file's pod away,
- * 0 when it held none (or its going changed nothing), FILE_RECORDS_SENT_NONE when the
- * change could not be made (a relist will).
+ * 0 when it held none (or its going changed nothing),
+ * FILE_RECORDS_SENT_NONE when the change could not be made (a relist
+ * will).
  */
-uint64_t file_drop(struct file_source *fs, const char *file)
+uint64_t file_events_drop(struct file_source *fs, const char *file)
 {
         struct file_name *f = keymap_remove(fs->st.files, file);
         struct change c = {.n = 0};
@@ -311,30 +313,30 @@ uint64_t file_drop(struct file_source *fs, const char *file)
         if (r >= 0)
                 r = send_changes(fs, &c, &sent);
         if (r < 0) {
-                event_failed(fs, file, r);
+                file_source_event_failed(fs, file, r);
                 sent = FILE_RECORDS_SENT_NONE;
         } else {
-                settle_change(fs, &c, sent);
+                file_events_settle(fs, &c, sent);
         }
         if (held)
                 file_records_no_pod(&fs->recs, f->rec);
         change_clear(&c);
-        key_forget_unused(fs->st.keyrefs, kr);
-        name_unref(f); /* the files map's reference */
+        file_store_key_forget_unused(fs->st.keyrefs, kr);
+        file_store_name_unref(f); /* the files map's reference */
         return held ? sent : 0;
 }
 
 /* A file that is gone: what was said about it is forgotten, its pod goes
  * or moves to another file, and its record goes once that is merged. */
-void file_gone(struct file_source *fs, const char *file)
+void file_events_gone(struct file_source *fs, const char *file)
 {
         struct frec *r = file_records_get(&fs->recs, file, false);
         uint64_t sent;
 
         if (r)
-                r->refs++; /* file_drop() may let go of the last name */
-        forget_reports(fs, file);
-        sent = file_drop(fs, file);
+                r->refs++; /* file_events_drop() may let go of the last name */
+        file_reports_forget(fs, file);
+        sent = file_events_drop(fs, file);
         if (r && sent)
                 file_records_gone(&fs->recs, r, sent);
         else if (r && !r->gone)
@@ -348,7 +350,7 @@ void file_gone(struct file_source *fs, const char *file)
  * that the key passes to the first file in sorted order that defines it
  * (file among them), not to file merely because it came first.
  */
-void take_holder_event(struct file_source *fs, const char *key, const char *file)
+static void take_holder_event(struct file_source *fs, const char *key, const char *file)
 {
         struct entry *e = keymap_get(fs->st.store, key);
         struct file_name *holder;
@@ -358,8 +360,8 @@ void take_holder_event(struct file_source *fs, const char *key, const char *file
                 return;
         holder = e->file;
         holder->refs++; /* its path outlives the entry */
-        file_gone(fs, NAME(holder));
-        name_unref(holder);
+        file_events_gone(fs, NAME(holder));
+        file_store_name_unref(holder);
 }
 
 /*
@@ -369,7 +371,7 @@ void take_holder_event(struct file_source *fs, const char *key, const char *file
  * next relist would: its pod goes, or another file defining it takes
  * over.  0 or -errno.
  */
-int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struct change *c)
+static int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struct change *c)
 {
         const char *file = rec->path;
         struct file_name *f = keymap_get(fs->st.files, file);
@@ -382,18 +384,18 @@ int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struc
         take_holder_event(fs, key.data, file);
         if (f && strcmp(f->key->key, key.data) != 0) {
                 old = f->key;
-                old->files++; /* held: store_put's rename of f must not free it */
+                old->files++; /* held: file_store_put's rename of f must not free it */
         }
         c->before[c->n] = stored_pod(fs, key.data);
         c->held[c->n] = holder_of(fs, key.data);
-        r = store_put(fs, &fs->st, rec, pod);
+        r = file_store_put(fs, &fs->st, rec, pod);
         c->after[c->n] = stored_pod(fs, key.data);
         c->n++;
         if (old) {
                 old->files--;
                 if (r >= 0 && f->key != old)
                         r = release_key(fs, old, file, c);
-                key_forget_unused(fs->st.keyrefs, old);
+                file_store_key_forget_unused(fs->st.keyrefs, old);
         }
         buf_free(&key);
         return r;
@@ -403,7 +405,7 @@ int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struc
  * records it touched.  A file that is now bad defines no pod, as in a
  * relist (a single file path keeps its pod, as its relist does); one
  * --static-pod-file-pattern leaves out only names its key. */
-void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask)
+void file_events_changed(struct file_source *fs, struct frec *rec, uint32_t mask)
 {
         const char *file = rec->path;
         struct change c = {.n = 0};
@@ -415,26 +417,26 @@ void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask)
         int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
         int r;
 
-        r = load_file(fs, rec, quiet, name_filtered(fs, file), &pod);
+        r = file_source_load(fs, rec, quiet, file_source_filtered(fs, file), &pod);
         if (r == LOAD_UNREADABLE)
                 return; /* what the file gave stays */
         if (r < 0) {
                 if (static_pod_resource_error(r))
-                        event_failed(fs, file, r);
+                        file_source_event_failed(fs, file, r);
                 else if (!quiet && r != -ENOENT && fs->watch_is_dir)
-                        file_drop(fs, file);
+                        file_events_drop(fs, file);
                 return;
         }
-        pod = keep_stored(&fs->st, file, pod);
+        pod = file_store_keep_stored(&fs->st, file, pod);
         r = put_changed(fs, rec, pod, &c);
         if (r >= 0)
                 r = send_changes(fs, &c, &sent);
         if (r < 0) {
-                event_failed(fs, file, r);
+                file_source_event_failed(fs, file, r);
         } else {
-                settle_change(fs, &c, sent);
+                file_events_settle(fs, &c, sent);
                 if ((f = keymap_get(fs->st.files, file)))
-                        settle_file(fs, &fs->st, f, 0, 0, pod_uid(pod));
+                        file_store_settle(fs, &fs->st, f, 0, 0, pod_uid(pod));
         }
         change_clear(&c);
         pod_unref(pod);

@@ -5,7 +5,7 @@
  * one delta and the records of the files it touched settled.
  *
  * Never lists the directory or arms the watch (src/sources/file_source.c
- * queues the events and calls file_changed()).
+ * queues the events and calls file_events_changed()).
  *
  * Costs: an event is O(1) in the number of pods held (the indexes of
  * src/sources/file_store.h), plus the files naming the keys it touches;
@@ -36,21 +36,20 @@ struct change {
         size_t n;
 };
 
-void change_clear(struct change *c);
-bool pod_unchanged(const struct pod *before, const struct pod *after);
-bool uid_before(const struct change *c, size_t n, const char *uid);
-bool change_is_local(const struct state *st, const struct change *c);
-void log_changes(struct file_source *fs, const struct change *c);
-int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent);
-struct pod *stored_pod(struct file_source *fs, const char *key);
-struct file_name *holder_of(struct file_source *fs, const char *key);
-void settle_change(struct file_source *fs, const struct change *c, uint64_t sent);
-int take_over(struct file_source *fs, struct keyref *kr);
-int release_key(struct file_source *fs, struct keyref *kr, const char *file, struct change *c);
-uint64_t file_drop(struct file_source *fs, const char *file);
-void file_gone(struct file_source *fs, const char *file);
-void take_holder_event(struct file_source *fs, const char *key, const char *file);
-int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struct change *c);
-void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask);
+/* Whether the merger would find nothing changed from before to after. */
+bool file_events_pod_unchanged(const struct pod *before, const struct pod *after);
+/* Sets the records of the files c touched, its change sent as number
+ * sent. */
+void file_events_settle(struct file_source *fs, const struct change *c, uint64_t sent);
+/* file is gone or names no pod now: its pod goes, or the next file
+ * naming the key takes it over.  The send number of the change, 0 when
+ * none, FILE_RECORDS_SENT_NONE when it could not be made (a relist
+ * will).  file_events_gone() also forgets what was said about the file,
+ * and its record goes once that send is merged. */
+uint64_t file_events_drop(struct file_source *fs, const char *file);
+void file_events_gone(struct file_source *fs, const char *file);
+/* An event (mask) on rec's file: read again and applied as a relist
+ * would find it, sent as one delta. */
+void file_events_changed(struct file_source *fs, struct frec *rec, uint32_t mask);
 
 #endif

@@ -34,7 +34,7 @@
 #include "util/strmap.h"
 
 /* Logs a bad file once per distinct reason. */
-void report_bad(struct file_source *fs, const char *file, const char *reason, int quiet, bool parse)
+void file_reports_bad(struct file_source *fs, const char *file, const char *reason, int quiet, bool parse)
 {
         char *prev = strmap_get(fs->errors, file), *copy;
 
@@ -61,7 +61,7 @@ void report_bad(struct file_source *fs, const char *file, const char *reason, in
                 free(copy);
 }
 
-void clear_bad(struct file_source *fs, const char *file)
+void file_reports_clear_bad(struct file_source *fs, const char *file)
 {
         char *prev = strmap_remove(fs->errors, file);
 
@@ -73,7 +73,7 @@ void clear_bad(struct file_source *fs, const char *file)
 
 /* A file that is gone: what was said about it is forgotten, silently (it
  * is said again if the file comes back still bad). */
-void forget_reports(struct file_source *fs, const char *file)
+void file_reports_forget(struct file_source *fs, const char *file)
 {
         free(strmap_remove(fs->errors, file));
         free(strmap_remove(fs->unknown, file));
@@ -82,14 +82,14 @@ void forget_reports(struct file_source *fs, const char *file)
         free(strmap_remove(fs->unreadable, file));
 }
 
-int cmp_name(const void *key, const void *elem)
+static int cmp_name(const void *key, const void *elem)
 {
         return strcmp(key, *(char *const *)elem);
 }
 
 /* After a listing of the directory (names, sorted): files it did not
  * find are gone, whatever events were missed.  O(reports log n). */
-void trim_reports(struct file_source *fs, char **names, size_t n)
+void file_reports_trim(struct file_source *fs, char **names, size_t n)
 {
         struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups, fs->unreadable};
 
@@ -105,7 +105,7 @@ void trim_reports(struct file_source *fs, char **names, size_t n)
 
 /* Warns about the fields a file's manifest has that v1 does not define
  * (dropped, as the kubelet drops them) when that list changes. */
-void warn_unknown(struct file_source *fs, const char *file, const struct v1_unknown *u)
+void file_reports_unknown(struct file_source *fs, const char *file, const struct v1_unknown *u)
 {
         struct buf list = BUF_INIT;
         char *prev = strmap_get(fs->unknown, file), *copy;
@@ -129,7 +129,7 @@ out:
 
 /* Records text in map as what was said last about file (out of memory:
  * it is said again next time). */
-void remember(struct strmap *map, const char *file, const char *text)
+void file_reports_remember(struct strmap *map, const char *file, const char *text)
 {
         char *copy = strdup(text), *prev = NULL;
 
@@ -141,7 +141,7 @@ void remember(struct strmap *map, const char *file, const char *text)
 
 /* Logs text as a warning about file unless map says it was said last,
  * then at debug only. */
-void warn_once(struct strmap *map, const char *file, const char *text)
+static void warn_once(struct strmap *map, const char *file, const char *text)
 {
         const char *prev = strmap_get(map, file);
 
@@ -150,12 +150,12 @@ void warn_once(struct strmap *map, const char *file, const char *text)
                 return;
         }
         log_warn("file \"%s\": %s", file, text);
-        remember(map, file, text);
+        file_reports_remember(map, file, text);
 }
 
 /* Warns that a file holds documents after its first, which are ignored
  * (as the kubelet ignores them, silently), when their number changes. */
-void warn_docs(struct file_source *fs, const char *file, int docs)
+void file_reports_docs(struct file_source *fs, const char *file, int docs)
 {
         char text[128];
 
@@ -168,7 +168,7 @@ void warn_docs(struct file_source *fs, const char *file, int docs)
 }
 
 /* The text a duplicate is warned with. */
-void dup_text(char *text, size_t size, const char *key, const char *winner)
+static void dup_text(char *text, size_t size, const char *key, const char *winner)
 {
         (void)snprintf(text, size,
                        "pod \"%s\" is already defined by file \"%s\": ignored (the first file in "
@@ -180,7 +180,7 @@ void dup_text(char *text, size_t size, const char *key, const char *winner)
  * leaves beside a manifest (x.yaml~, x.yaml.bak, .swp, .orig,
  * .dpkg-old/-dist/-new, sed's sedXXXXXX temp file): every visible name is
  * read, so such a copy is the usual duplicate. */
-bool looks_leftover(const char *file)
+static bool looks_leftover(const char *file)
 {
         static const char *const ends[] = {"~", ".bak", ".swp", ".orig"};
         const char *slash = strrchr(file, '/'), *base = slash ? slash + 1 : file;
@@ -202,7 +202,7 @@ bool looks_leftover(const char *file)
 /* The warning about file, a duplicate of key which winner keeps: its
  * text, and for a leftover copy how to keep such names from being
  * read. */
-void dup_warning(char *text, size_t size, const char *file, const char *key, const char *winner)
+static void dup_warning(char *text, size_t size, const char *file, const char *key, const char *winner)
 {
         dup_text(text, size, key, winner);
         if (looks_leftover(file))
@@ -213,7 +213,7 @@ void dup_warning(char *text, size_t size, const char *file, const char *key, con
 
 /* file defines key, which winner keeps: one warning while that stays so
  * (a relist finds it again every period). */
-void note_dup(struct file_source *fs, const char *file, const char *key, const char *winner)
+void file_reports_dup(struct file_source *fs, const char *file, const char *key, const char *winner)
 {
         char text[DUP_WARNING];
 
@@ -223,7 +223,7 @@ void note_dup(struct file_source *fs, const char *file, const char *key, const c
 
 /* file's pod is stored: if it was a duplicate, that is over (one info
  * line). */
-void clear_dup(struct file_source *fs, const char *file, const char *key)
+void file_reports_clear_dup(struct file_source *fs, const char *file, const char *key)
 {
         char *prev = strmap_remove(fs->dups, file);
 
@@ -239,10 +239,10 @@ void clear_dup(struct file_source *fs, const char *file, const char *key)
  * distinct reason (unless filtered); every such file is read again after
  * the read backoff.
  */
-void note_unreadable(struct file_source *fs, struct frec *rec, const char *reason, int r, bool filtered)
+void file_reports_unreadable(struct file_source *fs, struct frec *rec, const char *reason, int r, bool filtered)
 {
         const struct file_name *f = NULL;
-        const struct entry *e = rec_entry(&fs->st, rec, &f);
+        const struct entry *e = file_store_rec_entry(&fs->st, rec, &f);
         const char *prev = strmap_get(fs->unreadable, rec->path);
         char text[FILE_RECORD_REASON_MAX];
 
@@ -264,11 +264,11 @@ void note_unreadable(struct file_source *fs, struct frec *rec, const char *reaso
                 log_error("file \"%s\": %s (errno %d): no pod to keep (never read), trying again in %.1f s", rec->path,
                           text, -r, (double)fs->read_retry.delay / 1e6);
         source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
-        remember(fs->unreadable, rec->path, text);
+        file_reports_remember(fs->unreadable, rec->path, text);
 }
 
 /* rec's file was read: if it could not be before, that is over. */
-void readable_again(struct file_source *fs, const char *file)
+void file_reports_readable_again(struct file_source *fs, const char *file)
 {
         char *prev = strmap_remove(fs->unreadable, file);
 
@@ -283,7 +283,7 @@ void readable_again(struct file_source *fs, const char *file)
 /* One line per pod that goes out, comes back changed or goes (info, the
  * default level): what an admin greps the journal for, as the kubelet's
  * SyncLoop ADD/REMOVE lines.  A burst of n files logs n lines. */
-void log_outcome(const char *what, const struct pod *p, const char *file)
+void file_reports_outcome(const char *what, const struct pod *p, const char *file)
 {
         log_info("static pod \"%s\" %s: file \"%s\" (uid %s)", pod_key(p), what, file, pod_uid(p));
 }
@@ -291,7 +291,7 @@ void log_outcome(const char *what, const struct pod *p, const char *file)
 /* The reason a duplicate's record gives: the warning's words for a file
  * that is read; for a name --static-pod-file-pattern leaves out, that it
  * is a copy of a pod another file defines. */
-void dup_reason(char *text, size_t size, const char *key, const char *holder, bool filtered)
+void file_reports_dup_reason(char *text, size_t size, const char *key, const char *holder, bool filtered)
 {
         if (filtered)
                 (void)snprintf(text, size,
@@ -305,7 +305,7 @@ void dup_reason(char *text, size_t size, const char *key, const char *holder, bo
 /* file now defines key in other's place: other sorts later (file is new)
  * or is gone (its event is still to come).  One warning; other, if it is
  * still there, is now a duplicate, which that warning said already. */
-void take_from(struct file_source *fs, const char *file, const char *key, const char *other)
+void file_reports_take_from(struct file_source *fs, const char *file, const char *key, const char *other)
 {
         char text[DUP_WARNING];
         struct stat st;
@@ -315,5 +315,5 @@ void take_from(struct file_source *fs, const char *file, const char *key, const 
         if (stat(other, &st) < 0)
                 return;
         dup_warning(text, sizeof(text), other, key, file);
-        remember(fs->dups, other, text);
+        file_reports_remember(fs->dups, other, text);
 }

@@ -29,7 +29,7 @@
  * Records (struct frec, src/sources/file_records.h, doc/pod-config.md
  * 6.7): one per path seen, in recs, holding the path the file's names
  * borrow.  An event sets the records of the files it touches (the file,
- * and the files naming a key whose holder changed: settle_change())
+ * and the files naming a key whose holder changed: file_events_settle())
  * after its change is sent, and tells them once, at its end
  * (file_records_flush()), so a record never shows new bytes with an old
  * verdict.  A relist sets what each file is as it reads it, and the rest
@@ -73,7 +73,7 @@
 
 /* ---- reading a file ------------------------------------------------------------ */
 
-bool name_filtered(const struct file_source *fs, const char *path)
+bool file_source_filtered(const struct file_source *fs, const char *path)
 {
         const char *slash = strrchr(path, '/');
 
@@ -104,10 +104,10 @@ static void on_read_retry(struct loop_timer *t, void *data)
  * that fails changes nothing.  Returns -ENOENT quietly when the file
  * vanished, a resource error (see static_pod_resource_error()) quietly
  * for the caller to handle, and LOAD_UNREADABLE, without a pod, when
- * the bytes could not be read (note_unreadable()); other errors are the
+ * the bytes could not be read (file_reports_unreadable()); other errors are the
  * file's, reported (once) unless quiet or filtered.
  */
-int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
+int file_source_load(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
 {
         struct v1_unknown unknown = {NULL, 0, 0};
         struct static_pod_read rd;
@@ -121,11 +121,11 @@ int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered
                 goto out; /* gone, or not the file's fault: the caller retries */
         if (static_pod_unreadable(r, &rd)) {
                 /* Not a verdict on the file: what it gave stays. */
-                note_unreadable(fs, rec, err.len ? err.data : ERRNO_STR(r), r, filtered);
+                file_reports_unreadable(fs, rec, err.len ? err.data : ERRNO_STR(r), r, filtered);
                 r = LOAD_UNREADABLE;
                 goto out;
         }
-        readable_again(fs, file);
+        file_reports_readable_again(fs, file);
         if (rec->state == FILE_RECORD_UNREADABLE)
                 file_records_pending(&fs->recs, rec, FILE_RECORDS_SENT_NONE); /* read: judged below */
         if (r == 0 || !quiet)
@@ -137,11 +137,11 @@ int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered
         } else if (r < 0) {
                 if (!quiet)
                         file_records_set(&fs->recs, rec, FILE_RECORD_REJECTED, why);
-                report_bad(fs, file, why, quiet, r != -EACCES && r != -EIO);
+                file_reports_bad(fs, file, why, quiet, r != -EACCES && r != -EIO);
         } else if (!filtered) {
-                clear_bad(fs, file);
-                warn_unknown(fs, file, &unknown);
-                warn_docs(fs, file, docs);
+                file_reports_clear_bad(fs, file);
+                file_reports_unknown(fs, file, &unknown);
+                file_reports_docs(fs, file, docs);
         }
 out:
         v1_unknown_clear(&unknown);
@@ -153,11 +153,11 @@ out:
 
 /* Sends store as the source's state.  0 with *ret_sent its number
  * (mux_channel_sent()), or -ENOMEM with nothing sent. */
-int send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent)
+int file_source_send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent)
 {
         struct pod_update *u = NULL;
         size_t n;
-        int r = store_update(store, &u);
+        int r = file_store_update(store, &u);
 
         if (r < 0)
                 return r;
@@ -186,7 +186,7 @@ static void not_read(struct file_source *fs, struct frec *rec, int kind, const c
                 log_debug("file source: skipping directory \"%s\"", rec->path);
                 (void)snprintf(why, sizeof(why), "a directory (the file source does not recurse)");
         } else {
-                report_bad(fs, rec->path, reason, 0, false);
+                file_reports_bad(fs, rec->path, reason, 0, false);
                 if (len >= sizeof(skipped) - 1 && strcmp(reason + len - (sizeof(skipped) - 1), skipped) == 0)
                         len -= sizeof(skipped) - 1;
                 (void)snprintf(why, sizeof(why), "%.*s", (int)len, reason);
@@ -221,7 +221,7 @@ static int dot_file(struct file_source *fs, const char *path)
 
 /* ---- relist ------------------------------------------------------------------------- */
 
-int cmp_str(const void *a, const void *b)
+int file_source_cmp_str(const void *a, const void *b)
 {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -246,20 +246,20 @@ static void note_ident(struct file_source *fs, const struct state *st, struct fr
 static int keep_last(struct file_source *fs, struct state *st, struct frec *rec)
 {
         const struct file_name *old = NULL;
-        const struct entry *e = rec_entry(&fs->st, rec, &old);
+        const struct entry *e = file_store_rec_entry(&fs->st, rec, &old);
         struct file_name *f;
         int r;
 
         if (e)
-                return store_put(fs, st, rec, e->pod) < 0 ? -ENOMEM : 0;
+                return file_store_put(fs, st, rec, e->pod) < 0 ? -ENOMEM : 0;
         if (!old)
                 return 0;
         f = keymap_get(st->files, rec->path);
-        if (!f && !(f = name_new(rec, old->filtered)))
+        if (!f && !(f = file_store_name_new(rec, old->filtered)))
                 return -ENOMEM;
         f->refs++; /* ours until the end: a new name nothing took goes there */
-        r = name_key(st, f, old->key->key);
-        name_unref(f);
+        r = file_store_name_key(st, f, old->key->key);
+        file_store_name_unref(f);
         return r;
 }
 
@@ -297,7 +297,7 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
                 rec->seen = fs->gen;
                 goto out;
         }
-        r = load_file(fs, rec, 0, nk == STATIC_POD_NAME_FILTERED, &pod);
+        r = file_source_load(fs, rec, 0, nk == STATIC_POD_NAME_FILTERED, &pod);
         *ret_what = "cannot load a file";
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out;
@@ -311,9 +311,9 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
                 r = 0;
                 goto out;
         }
-        pod = keep_stored(&fs->st, path, pod);
+        pod = file_store_keep_stored(&fs->st, path, pod);
         *ret_what = "cannot store a pod";
-        r = store_put(fs, st, rec, pod);
+        r = file_store_put(fs, st, rec, pod);
         if (r >= 0)
                 note_ident(fs, st, rec, pod);
 out:
@@ -355,10 +355,10 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                 const struct entry *eo, *en;
 
                 r = v;
-                eo = rec_entry(&fs->st, r, &fo);
+                eo = file_store_rec_entry(&fs->st, r, &fo);
                 if (r->seen != fs->gen) {
                         if (eo)
-                                log_outcome("removed", eo->pod, r->path);
+                                file_reports_outcome("removed", eo->pod, r->path);
                         if (eo || r->gone) {
                                 file_records_gone(&fs->recs, r, sent);
                         } else {
@@ -368,13 +368,13 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                         }
                         continue;
                 }
-                en = rec_entry(st, r, &f);
-                if (en && (!eo || !pod_unchanged(eo->pod, en->pod)))
-                        log_outcome(eo ? "replaced" : "applied", en->pod, r->path);
+                en = file_store_rec_entry(st, r, &f);
+                if (en && (!eo || !file_events_pod_unchanged(eo->pod, en->pod)))
+                        file_reports_outcome(eo ? "replaced" : "applied", en->pod, r->path);
                 else if (eo && !en)
-                        log_outcome("removed", eo->pod, r->path);
+                        file_reports_outcome("removed", eo->pod, r->path);
                 if (f)
-                        settle_file(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
+                        file_store_settle(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
                 else if (eo)
                         file_records_no_pod(&fs->recs, r);
         }
@@ -391,13 +391,13 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
 static int replace_state(struct file_source *fs, struct state *st)
 {
         uint64_t sent = 0;
-        int r = send_state(fs, st->store, &sent);
+        int r = file_source_send_state(fs, st->store, &sent);
 
         if (r < 0)
                 return r;
         fs->diverged = false;
         settle_relist(fs, st, sent);
-        state_free(&fs->st);
+        file_store_state_free(&fs->st);
         fs->st = *st;
         memset(st, 0, sizeof(*st));
         return 0;
@@ -411,7 +411,7 @@ static void job_free(struct relist_job *j)
         if (!j)
                 return;
         dir_list_free(j->names, j->n);
-        state_free(&j->st);
+        file_store_state_free(&j->st);
         free(j);
 }
 
@@ -465,7 +465,7 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
         *ret_what = "cannot record the file";
         if (!rec)
                 return -ENOMEM;
-        r = load_file(fs, rec, 0, false, &pod);
+        r = file_source_load(fs, rec, 0, false, &pod);
         if (r == -ENOENT)
                 return 0; /* gone: no pods */
         rec->seen = fs->gen;
@@ -475,8 +475,8 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
                 *ret_what = "cannot load the file";
                 return static_pod_resource_error(r) ? r : 1;
         }
-        pod = keep_stored(&fs->st, fs->path, pod);
-        r = store_put(fs, st, rec, pod);
+        pod = file_store_keep_stored(&fs->st, fs->path, pod);
+        r = file_store_put(fs, st, rec, pod);
         pod_unref(pod);
         *ret_what = "cannot store the pod";
         return r > 0 ? 0 : r;
@@ -531,7 +531,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                 fs->absent = false;
                 log_info("file source: \"%s\" exists now: reading it", fs->path);
         }
-        r = state_init(&found);
+        r = file_store_state_init(&found);
         if (r < 0) {
                 *ret_what = "cannot list";
                 goto out;
@@ -555,10 +555,10 @@ static int relist(struct file_source *fs, const char **ret_what)
                 /* An empty or missing directory: no file is left to be
                  * bad (a single file keeps what was said about it). */
                 if (r == 0 && !S_ISREG(st.st_mode))
-                        trim_reports(fs, NULL, 0);
+                        file_reports_trim(fs, NULL, 0);
         }
 out:
-        state_free(&found);
+        file_store_state_free(&found);
         return r;
 }
 
@@ -650,7 +650,7 @@ static void relist_step(struct loop_timer *t, void *data)
                 what = "cannot send the pods";
                 r = replace_state(fs, &j->st);
                 if (r == 0)
-                        trim_reports(fs, j->names, j->n);
+                        file_reports_trim(fs, j->names, j->n);
         }
         job_free(j);
         fs->job = NULL;
@@ -682,7 +682,7 @@ void file_source_relist(struct file_source *fs)
 
 /* An event could not be applied for want of a resource: the store may
  * now differ from what was sent, so a relist puts both right. */
-void event_failed(struct file_source *fs, const char *file, int r)
+void file_source_event_failed(struct file_source *fs, const char *file, int r)
 {
         log_debug("file source: file \"%s\": %s: re-listing", file, ERRNO_STR(r));
         /* Deltas from a store that differs from what was sent would add
@@ -704,7 +704,7 @@ static void recs_told(struct file_source *fs, const char *file)
         file_records_flush(&fs->recs);
         if (fs->recs.oom) {
                 fs->recs.oom = false;
-                event_failed(fs, file, -ENOMEM);
+                file_source_event_failed(fs, file, -ENOMEM);
         }
 }
 
@@ -742,24 +742,24 @@ static void process_file(struct file_source *fs, const char *file, uint32_t mask
 
         if (fs->watch_is_dir && slash && slash[1] == '.') {
                 if ((kind = dot_file(fs, file)) < 0)
-                        event_failed(fs, file, kind);
+                        file_source_event_failed(fs, file, kind);
                 return;
         }
         kind = static_pod_entry(file, &reason);
         if (kind < 0) {
-                event_failed(fs, file, kind);
+                file_source_event_failed(fs, file, kind);
         } else if (kind == STATIC_POD_GONE) {
-                file_gone(fs, file);
+                file_events_gone(fs, file);
         } else if (!(rec = file_records_get(&fs->recs, file, true))) {
-                event_failed(fs, file, -ENOMEM);
+                file_source_event_failed(fs, file, -ENOMEM);
         } else if (kind != STATIC_POD_MANIFEST) {
                 not_read(fs, rec, kind, reason.len ? reason.data : "skipped");
-                file_drop(fs, file); /* what was just said stays said */
+                file_events_drop(fs, file); /* what was just said stays said */
         } else if (!((mask & IN_CREATE) && !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) && stat(file, &st) == 0 &&
                      st.st_size == 0)) {
                 /* (An empty file just created: content follows with
                  * IN_MODIFY / IN_CLOSE_WRITE.) */
-                file_changed(fs, rec, mask);
+                file_events_changed(fs, rec, mask);
         }
         buf_free(&reason);
 }
@@ -813,7 +813,7 @@ static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask)
         if (!d || (memcpy(d->path, file, len), strmap_put(fs->dirty, d->path, d, NULL) < 0)) {
                 free(d);
                 /* Cannot remember it: a relist will find the change. */
-                event_failed(fs, file, -ENOMEM);
+                file_source_event_failed(fs, file, -ENOMEM);
                 return;
         }
         d->mask = mask;
@@ -839,7 +839,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         }
         if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
                 if (!fs->watch_is_dir && (mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
-                        file_gone(fs, fs->path);
+                        file_events_gone(fs, fs->path);
                 if (mask & (IN_IGNORED | IN_MOVE_SELF)) {
                         /* The kernel dropped the watch (the path went
                          * away), or it follows an inode that was moved off
@@ -869,7 +869,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
                 file = strdup(fs->path);
         }
         if (!file) {
-                event_failed(fs, fs->path, -ENOMEM);
+                file_source_event_failed(fs, fs->path, -ENOMEM);
                 return;
         }
         mark_dirty(fs, file, mask);
@@ -970,7 +970,8 @@ void file_source_carried(struct file_source *fs, const struct pod_update *u, uin
                         continue;
                 r = e->file->rec;
                 /* An older version of the pod does not do. */
-                if (r->state == FILE_RECORD_PENDING && r->sent != FILE_RECORDS_SENT_NONE && !r->gone && pod_unchanged(e->pod, p))
+                if (r->state == FILE_RECORD_PENDING && r->sent != FILE_RECORDS_SENT_NONE && !r->gone &&
+                    file_events_pod_unchanged(e->pod, p))
                         file_records_applied(&fs->recs, r, seq);
         }
         file_records_flush(&fs->recs);
@@ -1049,9 +1050,9 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->docs = strmap_new();
         fs->dups = strmap_new();
         fs->unreadable = strmap_new();
-        if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
-            !fs->docs || !fs->dups || !fs->unreadable ||
-            file_records_init(&fs->recs, rec_view, fs, cfg->record, cfg->record_data) < 0)
+        if (!fs->path || !fs->node_name || file_store_state_init(&fs->st) < 0 || !fs->errors || !fs->dirty ||
+            !fs->unknown || !fs->docs || !fs->dups || !fs->unreadable ||
+            file_records_init(&fs->recs, file_store_rec_view, fs, cfg->record, cfg->record_data) < 0)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
         fs->retry = BACKOFF_INIT(FILE_SOURCE_RETRY_USEC, FILE_SOURCE_RETRY_MAX_USEC);
@@ -1097,7 +1098,7 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->read_retry_timer);
         job_free(fs->job);
         free(fs->failure);
-        state_free(&fs->st);
+        file_store_state_free(&fs->st);
         /* Records last: the names above hold theirs. */
         file_records_clear(&fs->recs);
         for (size_t i = 0; i < fs->n_patterns; i++)

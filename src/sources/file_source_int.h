@@ -29,7 +29,7 @@
          IN_DELETE_SELF | IN_MOVE_SELF)
 #define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
 
-/* load_file(): the bytes could not be read; nothing changes but the
+/* file_source_load(): the bytes could not be read; nothing changes but the
  * record (doc/pod-config.md 6.8). */
 #define LOAD_UNREADABLE 1
 
@@ -105,11 +105,11 @@ struct file_source {
 
 /* Names are never read when they start with '.', and, in a directory,
  * only when they match a --static-pod-file-pattern if some are given. */
-bool name_filtered(const struct file_source *fs, const char *path);
+bool file_source_filtered(const struct file_source *fs, const char *path);
 
-int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod);
-int cmp_str(const void *a, const void *b);
-void event_failed(struct file_source *fs, const char *file, int r);
-int send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent);
+int file_source_load(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod);
+int file_source_cmp_str(const void *a, const void *b);
+void file_source_event_failed(struct file_source *fs, const char *file, int r);
+int file_source_send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent);
 
 #endif

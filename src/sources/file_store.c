@@ -34,7 +34,7 @@
 #include "util/strmap.h"
 
 /* How many stored pods have uid. */
-size_t count_of(struct keymap *uids, const char *uid)
+size_t file_store_count_of(struct keymap *uids, const char *uid)
 {
         struct entry *e = keymap_get(uids, uid);
 
@@ -42,7 +42,7 @@ size_t count_of(struct keymap *uids, const char *uid)
 }
 
 /* A name for rec's path, not yet referenced.  NULL on ENOMEM. */
-struct file_name *name_new(struct frec *rec, bool filtered)
+struct file_name *file_store_name_new(struct frec *rec, bool filtered)
 {
         struct file_name *f = malloc(sizeof(*f));
 
@@ -57,7 +57,7 @@ struct file_name *name_new(struct frec *rec, bool filtered)
 }
 
 /* Drops a reference to a struct file_name; frees it at zero.  NULL-safe. */
-void name_unref(void *v)
+void file_store_name_unref(void *v)
 {
         struct file_name *f = v;
 
@@ -67,40 +67,40 @@ void name_unref(void *v)
         }
 }
 
-const char *entry_key(const void *v)
+static const char *entry_key(const void *v)
 {
         return pod_key(((const struct entry *)v)->pod);
 }
 
-const char *entry_uid(const void *v)
+static const char *entry_uid(const void *v)
 {
         return pod_uid(((const struct entry *)v)->pod);
 }
 
-const char *name_path(const void *v)
+static const char *name_path(const void *v)
 {
         return ((const struct file_name *)v)->rec->path;
 }
 
-const char *keyref_text(const void *v)
+static const char *keyref_text(const void *v)
 {
         return ((const struct keyref *)v)->key;
 }
 
-void entry_free(void *v)
+static void entry_free(void *v)
 {
         struct entry *e = v;
 
         if (!e)
                 return;
         pod_unref(e->pod);
-        name_unref(e->file);
+        file_store_name_unref(e->file);
         free(e);
 }
 
 /* The keyref of key, with one more file naming it (made if there is none).
  * NULL on ENOMEM, keyrefs unchanged. */
-struct keyref *key_hold(struct keymap *keyrefs, const char *key)
+static struct keyref *key_hold(struct keymap *keyrefs, const char *key)
 {
         struct keyref *kr = keymap_get(keyrefs, key);
         size_t len = strlen(key) + 1;
@@ -122,7 +122,7 @@ struct keyref *key_hold(struct keymap *keyrefs, const char *key)
 
 /* Frees kr (and its place in keyrefs) if no file names it.  Never
  * allocates. */
-void key_forget_unused(struct keymap *keyrefs, struct keyref *kr)
+void file_store_key_forget_unused(struct keymap *keyrefs, struct keyref *kr)
 {
         if (kr->files == 0) {
                 (void)keymap_remove(keyrefs, kr->key);
@@ -130,25 +130,25 @@ void key_forget_unused(struct keymap *keyrefs, struct keyref *kr)
         }
 }
 
-void key_drop(struct keymap *keyrefs, struct keyref *kr)
+static void key_drop(struct keymap *keyrefs, struct keyref *kr)
 {
         kr->files--;
-        key_forget_unused(keyrefs, kr);
+        file_store_key_forget_unused(keyrefs, kr);
 }
 
-void state_free(struct state *s)
+void file_store_state_free(struct state *s)
 {
         /* A map with borrowed keys never reads them while it is freed, so
          * the order does not matter. */
         keymap_free(s->store, entry_free);
-        keymap_free(s->files, name_unref);
+        keymap_free(s->files, file_store_name_unref);
         keymap_free(s->uids, NULL);
         keymap_free(s->keyrefs, free);
         memset(s, 0, sizeof(*s));
 }
 
 /* Empty maps.  0 or -ENOMEM (s left empty). */
-int state_init(struct state *s)
+int file_store_state_init(struct state *s)
 {
         s->store = keymap_new(entry_key);
         s->files = keymap_new(name_path);
@@ -156,12 +156,12 @@ int state_init(struct state *s)
         s->keyrefs = keymap_new(keyref_text);
         if (s->store && s->files && s->uids && s->keyrefs)
                 return 0;
-        state_free(s);
+        file_store_state_free(s);
         return -ENOMEM;
 }
 
 /* The file r's state names, and its stored pod, or NULL. */
-const struct entry *rec_entry(const struct state *st, const struct frec *r, const struct file_name **ret_f)
+const struct entry *file_store_rec_entry(const struct state *st, const struct frec *r, const struct file_name **ret_f)
 {
         const struct file_name *f = keymap_get(st->files, r->path);
         const struct entry *e = f ? keymap_get(st->store, f->key->key) : NULL;
@@ -171,11 +171,11 @@ const struct entry *rec_entry(const struct state *st, const struct frec *r, cons
 }
 
 /* r as a view (src/core/file_record.h); pod is where its pod goes. */
-void rec_view(void *data, const struct frec *r, struct file_record_view *v, struct file_record_pod *pod)
+void file_store_rec_view(void *data, const struct frec *r, struct file_record_view *v, struct file_record_pod *pod)
 {
         const struct file_source *fs = data;
         const struct file_name *f = NULL;
-        const struct entry *e = r->state == FILE_RECORD_GONE ? NULL : rec_entry(&fs->st, r, &f);
+        const struct entry *e = r->state == FILE_RECORD_GONE ? NULL : file_store_rec_entry(&fs->st, r, &f);
 
         *v = (struct file_record_view){
                 .source = POD_SOURCE_FILE,
@@ -201,7 +201,7 @@ void rec_view(void *data, const struct frec *r, struct file_record_view *v, stru
 
 /* Counts e, just stored, under its pod's UID.  Cannot fail after
  * keymap_reserve(uids, 1). */
-void uid_count(struct keymap *uids, struct entry *e)
+static void uid_count(struct keymap *uids, struct entry *e)
 {
         struct entry *held = keymap_get(uids, pod_uid(e->pod));
 
@@ -220,7 +220,7 @@ void uid_count(struct keymap *uids, struct entry *e)
  * share, and such a change goes out as a full SET, O(n) anyway.  Cannot
  * fail.
  */
-void uid_uncount(struct keymap *uids, struct keymap *store, struct entry *e)
+static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry *e)
 {
         struct entry *held = keymap_get(uids, pod_uid(e->pod));
         size_t it = 0;
@@ -249,7 +249,7 @@ void uid_uncount(struct keymap *uids, struct keymap *store, struct entry *e)
 
 /* Stores pod, defined by file f, in place of what its key held (freed,
  * once uncounted).  0 or -ENOMEM with nothing changed. */
-int store_set(struct state *s, struct file_name *f, struct pod *pod)
+static int store_set(struct state *s, struct file_name *f, struct pod *pod)
 {
         struct entry *e = calloc(1, sizeof(*e)), *old = NULL;
 
@@ -280,7 +280,7 @@ int store_set(struct state *s, struct file_name *f, struct pod *pod)
 
 /* Takes key's entry, if any, out of the store, uncounts its pod and frees
  * it.  Never allocates. */
-void store_del(struct state *s, const char *key)
+void file_store_del(struct state *s, const char *key)
 {
         struct entry *e = keymap_remove(s->store, key);
 
@@ -291,7 +291,7 @@ void store_del(struct state *s, const char *key)
 
 /* Records that file f names key, listing f in files if it is not there.
  * 0 or -ENOMEM with nothing changed. */
-int name_key(struct state *s, struct file_name *f, const char *key)
+int file_store_name_key(struct state *s, struct file_name *f, const char *key)
 {
         struct keyref *kr;
 
@@ -319,7 +319,7 @@ int name_key(struct state *s, struct file_name *f, const char *key)
  * rather than a second copy of its text.  Takes the caller's reference to
  * pod and returns one to what it keeps.  O(the pod's text).
  */
-struct pod *keep_stored(const struct state *prev, const char *file, struct pod *pod)
+struct pod *file_store_keep_stored(const struct state *prev, const char *file, struct pod *pod)
 {
         struct entry *e = prev->store ? keymap_get(prev->store, pod_key(pod)) : NULL;
 
@@ -331,7 +331,7 @@ struct pod *keep_stored(const struct state *prev, const char *file, struct pod *
 
 /* The store's whole content as one SET, sorted.  0 or -ENOMEM.  O(n) in
  * the source's pods: inherent while a source speaks in SETs. */
-int store_update(struct keymap *store, struct pod_update **ret_u)
+int file_store_update(struct keymap *store, struct pod_update **ret_u)
 {
         struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_FILE);
         size_t it = 0;
@@ -354,10 +354,10 @@ int store_update(struct keymap *store, struct pod_update **ret_u)
 
 /* Puts (rec's file -> pod) into the state.  The first file in sorted
  * order keeps a namespace/name; a later one is refused with a warning
- * naming both, once while that stays so (note_dup()).  A name
+ * naming both, once while that stays so (file_reports_dup()).  A name
  * --static-pod-file-pattern leaves out only names its key, silently.
  * Returns 1 if the store changed, 0 if not, -errno. */
-int store_put(struct file_source *fs, struct state *s, struct frec *rec, struct pod *pod)
+int file_store_put(struct file_source *fs, struct state *s, struct frec *rec, struct pod *pod)
 {
         const char *file = rec->path;
         struct buf key = BUF_INIT;
@@ -368,7 +368,7 @@ int store_put(struct file_source *fs, struct state *s, struct frec *rec, struct 
         if (pod_store_key(pod, &key) < 0)
                 goto out;
         f = keymap_get(s->files, file);
-        if (!f && !(f = name_new(rec, name_filtered(fs, file))))
+        if (!f && !(f = file_store_name_new(rec, file_source_filtered(fs, file))))
                 goto out;
         f->refs++; /* ours until the end: a new name nothing took goes there */
         r = 0;
@@ -380,26 +380,26 @@ int store_put(struct file_source *fs, struct state *s, struct frec *rec, struct 
 
                 /* The earlier file still defines it: it keeps the pod. */
                 if (stat(NAME(old->file), &st) == 0) {
-                        note_dup(fs, file, key.data, NAME(old->file));
+                        file_reports_dup(fs, file, key.data, NAME(old->file));
                         goto record;
                 }
         }
         if (old && old->pod == pod) {
-                clear_dup(fs, file, key.data);
+                file_reports_clear_dup(fs, file, key.data);
                 goto record;
         }
         if (old && strcmp(NAME(old->file), file) != 0)
-                take_from(fs, file, key.data, NAME(old->file));
+                file_reports_take_from(fs, file, key.data, NAME(old->file));
         r = store_set(s, f, pod);
         if (r < 0)
                 goto out;
-        clear_dup(fs, file, key.data);
+        file_reports_clear_dup(fs, file, key.data);
         r = 1;
 record:
-        if (name_key(s, f, key.data) < 0)
+        if (file_store_name_key(s, f, key.data) < 0)
                 r = -ENOMEM;
 out:
-        name_unref(f);
+        file_store_name_unref(f);
         buf_free(&key);
         return r;
 }
@@ -414,14 +414,14 @@ out:
  * a name left out, else pending until the next relist (a resource
  * failure left the key so).
  */
-void settle_file(struct file_source *fs, const struct state *st, const struct file_name *f, uint64_t sent,
-                 uint64_t pend, const char *uid)
+void file_store_settle(struct file_source *fs, const struct state *st, const struct file_name *f, uint64_t sent,
+                       uint64_t pend, const char *uid)
 {
         const struct entry *e = keymap_get(st->store, f->key->key);
         struct frec *r = f->rec;
         char text[DUP_TEXT];
 
-        /* Only a read of the file ends that (load_file()). */
+        /* Only a read of the file ends that (file_source_load()). */
         if (r->state == FILE_RECORD_UNREADABLE)
                 return;
         if (e && e->file == f) {
@@ -443,7 +443,7 @@ void settle_file(struct file_source *fs, const struct state *st, const struct fi
                 return;
         }
         if (e) {
-                dup_reason(text, sizeof(text), f->key->key, NAME(e->file), f->filtered);
+                file_reports_dup_reason(text, sizeof(text), f->key->key, NAME(e->file), f->filtered);
                 file_records_no_pod(&fs->recs, r);
                 file_records_set(&fs->recs, r, FILE_RECORD_DUPLICATE, text);
         } else if (f->filtered) {
