@@ -2,10 +2,12 @@
  * file_source — static pods from a directory or a file (see
  * src/sources/file_source.h and doc/pod-config.md section 6).
  *
- * State (struct state): store (namespace/name -> entry{pod, file}) and
- * files (path -> the key the file names), with two indexes; each name is
- * kept once and shared (see struct file_name and struct keyref), no map
- * copies a key.  A relist sends the store's whole content as one SET; an
+ * State (struct state, src/sources/file_store.h): store (namespace/name
+ * -> entry{pod, file}) and files (path -> the key the file names), with
+ * two indexes; each name is kept once and shared, no map copies a key.
+ * This file keeps the relist, the watch and its queue of dirty files;
+ * what one event does to the state is src/sources/file_events.c, what
+ * is said about the files src/sources/file_reports.c.  A relist sends the store's whole content as one SET; an
  * event marks its file dirty, and dirty files are read in batches
  * (FILE_SOURCE_BATCH per loop turn), each change going out as a delta of
  * that one pod, so an event costs the same whatever the number of files.
@@ -20,14 +22,14 @@
  *
  * Bad files are logged once per distinct reason (a relist every period
  * would otherwise repeat the same line forever), and so are duplicates,
- * extra YAML documents, a missing path and a watch that cannot be set up
- * (doc/design.md "Errors"); a duplicate, the path and the watch say once
- * (info) when that is over.
+ * extra YAML documents (src/sources/file_reports.h), a missing path and
+ * a watch that cannot be set up (doc/design.md "Errors"); a duplicate,
+ * the path and the watch say once (info) when that is over.
  *
  * Records (struct frec, src/sources/file_records.h, doc/pod-config.md
  * 6.7): one per path seen, in recs, holding the path the file's names
  * borrow.  An event sets the records of the files it touches (the file,
- * and the files naming a key whose holder changed: settle_change())
+ * and the files naming a key whose holder changed: file_events_settle())
  * after its change is sent, and tells them once, at its end
  * (file_records_flush()), so a record never shows new bytes with an old
  * verdict.  A relist sets what each file is as it reads it, and the rest
@@ -53,8 +55,11 @@
 #include "util/backoff.h"
 #include "util/digest.h"
 #include "sources/file_records.h"
+#include "sources/file_events.h"
+#include "sources/file_reports.h"
+#include "sources/file_source_int.h"
+#include "sources/file_store.h"
 #include "util/dir.h"
-#include "util/episode.h"
 #include "util/keymap.h"
 #include "sources/file_source.h"
 #include "util/log.h"
@@ -66,309 +71,9 @@
 #include "util/str.h"
 #include "util/strmap.h"
 
-#define DIR_MASK (IN_CREATE | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE | \
-                  IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
-#define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
+/* ---- reading a file ------------------------------------------------------------ */
 
-/*
- * A file as one state names it: the files map (keyed by the record's
- * path) holds it while the file names a key, and each entry whose pod the
- * file defined holds a reference.  An entry can outlive the file's place
- * in files for a moment (file_drop() takes the name out before the pod
- * goes), and a relist's state holds names of its own, hence the count.
- */
-struct file_name {
-        struct keyref *key; /* the key the file names; non-NULL iff in files */
-        unsigned refs;      /* the files map's, while listed, and one per entry */
-        /* --static-pod-file-pattern leaves the name out: it names its key
-         * (to be told a duplicate) but never holds it. */
-        bool filtered;
-        struct frec *rec; /* a reference: the path is there */
-};
-
-/* A store key as the files name it, kept once: shared by the files naming
- * it, and borrowed as its key by the keyrefs index.  It goes with the last
- * of those files (the key need not be stored: a key whose files are all
- * bad now stays named until they go).  The key starts at offset 4. */
-struct keyref {
-        unsigned files; /* how many files name it */
-        char key[];
-};
-
-struct entry {
-        struct pod *pod;
-        struct file_name *file; /* a reference */
-        /* On the entry the uids index holds for its pod's UID: how many
-         * stored pods have that UID (else unused). */
-        unsigned same_uid;
-};
-
-/*
- * The source's pods, or those a relist gathers.  Only store_set(),
- * store_del(), name_key() and file_gone() change the maps (state_free()
- * and replace_state() drop or swap them whole), and they keep them in
- * step.  store, files and keyrefs are keymaps, keyed by the text their
- * items hold (an entry's pod's key, a name's path, a keyref's text); uids
- * holds one stored entry per UID, which keeps the count, and when that
- * entry leaves, another with the same UID takes its place (uid_uncount).
- */
-struct state {
-        struct keymap *store; /* key -> struct entry* (keyed by the entries' pods' keys) */
-        struct keymap *files; /* path -> struct file_name* (keyed by their paths) */
-        /* Indexes that keep an event's cost independent of the number of
-         * files: how many stored pods have each UID (a shared UID needs a
-         * full SET), and how many files name each key (only a key named
-         * by several files needs a search for the next one). */
-        struct keymap *uids;    /* uid -> struct entry* whose same_uid counts it (keyed by its pod's UID) */
-        struct keymap *keyrefs; /* key -> struct keyref* (keyed by their texts) */
-};
-
-/* Names are never read when they start with '.', and, in a directory,
- * only when they match a --static-pod-file-pattern if some are given. */
-static bool name_filtered(const struct file_source *fs, const char *path);
-
-struct dirty_file {
-        struct dirty_file *next;
-        uint32_t mask;
-        char path[];
-};
-
-struct relist_job {
-        char **names; /* the listing, sorted */
-        size_t n, next;
-        struct state st; /* the state being built */
-};
-
-struct file_source {
-        struct loop *loop;
-        struct watcher *watcher;
-        struct mux_channel *ch;
-        char *path;
-        char *node_name;
-        char **patterns; /* --static-pod-file-pattern */
-        size_t n_patterns;
-        struct file_records recs; /* every path seen (struct frec) */
-        uint32_t gen;             /* relists started */
-        uint64_t period;
-        struct source_stats *stats; /* may be NULL */
-        struct state st;            /* the pods sent, with their indexes */
-        struct strmap *errors;      /* file -> last logged reason (char*) */
-        /* Files with events not yet looked at, in the order of their first
-         * event (a queue), each with its events' masks OR'ed, and indexed
-         * by path (keys borrowed from the entries); batch_timer (zero
-         * delay) works through them. */
-        struct strmap *dirty;
-        struct dirty_file *dirty_head, *dirty_tail;
-        bool burst; /* a full batch was read since the queue was empty */
-        struct loop_timer *batch_timer;
-        /* A relist of the directory in progress (step_timer reads its
-         * next batch), or NULL. */
-        struct relist_job *job;
-        struct loop_timer *step_timer;
-        struct strmap *unknown; /* file -> unknown fields last warned about (char*) */
-        struct strmap *docs;    /* file -> the documents last warned about (char*) */
-        /* file -> the duplicate it was last warned as (char*): the pod
-         * and the file that keeps it */
-        struct strmap *dups;
-        bool absent;         /* the path was last found missing (warned once) */
-        struct episode watch_failing; /* the watch cannot be armed (util/episode.h) */
-        struct watcher_watch *watch;
-        int watch_is_dir;
-        struct loop_timer *relist_timer;
-        struct loop_timer *retry_timer;
-        struct backoff retry; /* of the watch (file_source.h) */
-        /* A relist or an event that failed for want of a resource (memory,
-         * descriptors, a directory read error): the last good state stays
-         * and a relist is tried again after the relist backoff. */
-        struct loop_timer *relist_retry_timer;
-        struct backoff relist; /* file_source.h */
-        struct episode failing; /* the relist failing, being retried */
-        /* An event failed half way: the store may differ from what was
-         * sent, so no delta goes out until a relist has sent it whole. */
-        bool diverged;
-        void (*rejected)(void *data, const char *source, const char *path, const char *reason);
-        void *rejected_data;
-        /* Files whose bytes could not be read (doc/pod-config.md 6.8):
-         * path -> the reason logged (char*).  Each keeps what it had;
-         * read_retry_timer reads them all again after the read backoff,
-         * which starts over once none is left. */
-        struct strmap *unreadable;
-        struct loop_timer *read_retry_timer;
-        struct backoff read_retry;
-};
-
-/* ---- small helpers ------------------------------------------------------------ */
-
-/* How many stored pods have uid. */
-static size_t count_of(struct keymap *uids, const char *uid)
-{
-        struct entry *e = keymap_get(uids, uid);
-
-        return e ? e->same_uid : 0;
-}
-
-/* A name for rec's path, not yet referenced.  NULL on ENOMEM. */
-static struct file_name *name_new(struct frec *rec, bool filtered)
-{
-        struct file_name *f = malloc(sizeof(*f));
-
-        if (!f)
-                return NULL;
-        f->refs = 0;
-        f->key = NULL;
-        f->filtered = filtered;
-        f->rec = rec;
-        rec->refs++;
-        return f;
-}
-
-/* Drops a reference to a struct file_name; frees it at zero.  NULL-safe. */
-static void name_unref(void *v)
-{
-        struct file_name *f = v;
-
-        if (f && --f->refs == 0) {
-                file_records_unref(f->rec);
-                free(f);
-        }
-}
-
-static const char *entry_key(const void *v)
-{
-        return pod_key(((const struct entry *)v)->pod);
-}
-
-static const char *entry_uid(const void *v)
-{
-        return pod_uid(((const struct entry *)v)->pod);
-}
-
-static const char *name_path(const void *v)
-{
-        return ((const struct file_name *)v)->rec->path;
-}
-
-/* The path of a file name: shorthand. */
-#define NAME(f) ((f)->rec->path)
-
-static const char *keyref_text(const void *v)
-{
-        return ((const struct keyref *)v)->key;
-}
-
-static void entry_free(void *v)
-{
-        struct entry *e = v;
-
-        if (!e)
-                return;
-        pod_unref(e->pod);
-        name_unref(e->file);
-        free(e);
-}
-
-/* The keyref of key, with one more file naming it (made if there is none).
- * NULL on ENOMEM, keyrefs unchanged. */
-static struct keyref *key_hold(struct keymap *keyrefs, const char *key)
-{
-        struct keyref *kr = keymap_get(keyrefs, key);
-        size_t len = strlen(key) + 1;
-
-        if (!kr) {
-                kr = malloc(sizeof(*kr) + len);
-                if (!kr)
-                        return NULL;
-                kr->files = 0;
-                memcpy(kr->key, key, len);
-                if (keymap_put(keyrefs, kr, NULL) < 0) {
-                        free(kr);
-                        return NULL;
-                }
-        }
-        kr->files++;
-        return kr;
-}
-
-/* Frees kr (and its place in keyrefs) if no file names it.  Never
- * allocates. */
-static void key_forget_unused(struct keymap *keyrefs, struct keyref *kr)
-{
-        if (kr->files == 0) {
-                (void)keymap_remove(keyrefs, kr->key);
-                free(kr);
-        }
-}
-
-static void key_drop(struct keymap *keyrefs, struct keyref *kr)
-{
-        kr->files--;
-        key_forget_unused(keyrefs, kr);
-}
-
-static void state_free(struct state *s)
-{
-        /* A map with borrowed keys never reads them while it is freed, so
-         * the order does not matter. */
-        keymap_free(s->store, entry_free);
-        keymap_free(s->files, name_unref);
-        keymap_free(s->uids, NULL);
-        keymap_free(s->keyrefs, free);
-        memset(s, 0, sizeof(*s));
-}
-
-/* Empty maps.  0 or -ENOMEM (s left empty). */
-static int state_init(struct state *s)
-{
-        s->store = keymap_new(entry_key);
-        s->files = keymap_new(name_path);
-        s->uids = keymap_new(entry_uid);
-        s->keyrefs = keymap_new(keyref_text);
-        if (s->store && s->files && s->uids && s->keyrefs)
-                return 0;
-        state_free(s);
-        return -ENOMEM;
-}
-
-/* The file r's state names, and its stored pod, or NULL. */
-static const struct entry *rec_entry(const struct state *st, const struct frec *r, const struct file_name **ret_f)
-{
-        const struct file_name *f = keymap_get(st->files, r->path);
-        const struct entry *e = f ? keymap_get(st->store, f->key->key) : NULL;
-
-        *ret_f = f;
-        return e && e->file == f ? e : NULL;
-}
-
-/* r as a view (src/core/file_record.h); pod is where its pod goes. */
-static void rec_view(void *data, const struct frec *r, struct file_record_view *v, struct file_record_pod *pod)
-{
-        const struct file_source *fs = data;
-        const struct file_name *f = NULL;
-        const struct entry *e = r->state == FILE_RECORD_GONE ? NULL : rec_entry(&fs->st, r, &f);
-
-        *v = (struct file_record_view){
-                .source = POD_SOURCE_FILE,
-                .path = r->path,
-                .state = (enum file_record_state)r->state,
-                .reason = r->text,
-                .digest = r->have_digest ? r->digest : NULL,
-                .size = r->size,
-                .mtime_usec = r->mtime,
-                .pods = pod,
-                .seq = r->seq,
-        };
-        if (e && r->state != FILE_RECORD_DUPLICATE) {
-                pod->key = pod_key(e->pod);
-                pod->uid = pod_uid(e->pod);
-                v->n_pods = 1;
-        } else if (r->state == FILE_RECORD_DUPLICATE && r->ident) {
-                pod->key = r->ident;
-                pod->uid = r->ident + strlen(r->ident) + 1;
-                v->n_pods = 1;
-        }
-}
-
-static bool name_filtered(const struct file_source *fs, const char *path)
+bool file_source_filtered(const struct file_source *fs, const char *path)
 {
         const char *slash = strrchr(path, '/');
 
@@ -377,224 +82,7 @@ static bool name_filtered(const struct file_source *fs, const char *path)
                        STATIC_POD_NAME_FILTERED;
 }
 
-/* Logs a bad file once per distinct reason. */
-static void report_bad(struct file_source *fs, const char *file, const char *reason,
-                       int quiet, bool parse)
-{
-        /* One line per change of the file's state: a write in progress
-         * says nothing, a reason already given is not repeated. */
-        if (quiet) {
-                log_trace("file \"%s\": %s (still being written?)", file, reason);
-                return;
-        }
-        if (!episode_fail_in(fs->errors, file, reason)) {
-                log_debug("file \"%s\": %s", file, reason);
-                return;
-        }
-        log_error("file \"%s\": %s", file, reason);
-        source_stats_error(fs->stats, parse, "file \"%s\": %s", file, reason);
-        /* Bad, it duplicates nothing: said again if it does once fixed. */
-        free(strmap_remove(fs->dups, file));
-        if (fs->rejected)
-                fs->rejected(fs->rejected_data, POD_SOURCE_FILE, file, reason);
-}
-
-static void clear_bad(struct file_source *fs, const char *file)
-{
-        if (episode_clear_in(fs->errors, file))
-                log_info("file \"%s\": valid again", file);
-}
-
-/* A file that is gone: what was said about it is forgotten, silently (it
- * is said again if the file comes back still bad). */
-static void forget_reports(struct file_source *fs, const char *file)
-{
-        free(strmap_remove(fs->errors, file));
-        free(strmap_remove(fs->unknown, file));
-        free(strmap_remove(fs->docs, file));
-        free(strmap_remove(fs->dups, file));
-        free(strmap_remove(fs->unreadable, file));
-}
-
-static int cmp_name(const void *key, const void *elem)
-{
-        return strcmp(key, *(char *const *)elem);
-}
-
-/* After a listing of the directory (names, sorted): files it did not
- * find are gone, whatever events were missed.  O(reports log n). */
-static void trim_reports(struct file_source *fs, char **names, size_t n)
-{
-        struct strmap *maps[] = {fs->errors, fs->unknown, fs->docs, fs->dups, fs->unreadable};
-
-        for (size_t m = 0; m < sizeof(maps) / sizeof(maps[0]); m++) {
-                size_t it = 0;
-                const char *k;
-
-                while (strmap_next(maps[m], &it, &k, NULL))
-                        if (!n || !bsearch(k, names, n, sizeof(*names), cmp_name))
-                                free(strmap_remove(maps[m], k)); /* the current key */
-        }
-}
-
-/* Warns about the fields a file's manifest has that v1 does not define
- * (dropped, as the kubelet drops them) when that list changes. */
-static void warn_unknown(struct file_source *fs, const char *file, const struct v1_unknown *u)
-{
-        struct buf list = BUF_INIT;
-
-        if (u->total == 0) {
-                (void)episode_clear_in(fs->unknown, file);
-                return;
-        }
-        if (v1_unknown_join(u, &list) < 0 || !episode_fail_in(fs->unknown, file, list.data))
-                goto out;
-        log_warn("file \"%s\": unknown fields ignored (not in core/v1 of Kubernetes %s): %s", file,
-                 v1_schema_kubernetes, list.data);
-out:
-        buf_free(&list);
-}
-
-/* Logs text as a warning about file unless map says it was said last,
- * then at debug only. */
-static void warn_once(struct strmap *map, const char *file, const char *text)
-{
-        if (!episode_fail_in(map, file, text)) {
-                log_debug("file \"%s\": %s", file, text);
-                return;
-        }
-        log_warn("file \"%s\": %s", file, text);
-}
-
-/* Warns that a file holds documents after its first, which are ignored
- * (as the kubelet ignores them, silently), when their number changes. */
-static void warn_docs(struct file_source *fs, const char *file, int docs)
-{
-        char text[128];
-
-        if (docs <= 1) {
-                free(strmap_remove(fs->docs, file));
-                return;
-        }
-        (void)snprintf(text, sizeof(text), "%d YAML documents: only the first is used, the others are ignored", docs);
-        warn_once(fs->docs, file, text);
-}
-
-/* Room for a duplicate's text: a key, a path and words. */
-#define DUP_TEXT (2 * PATH_MAX + 256)
-
-/* The text a duplicate is warned with. */
-static void dup_text(char *text, size_t size, const char *key, const char *winner)
-{
-        (void)snprintf(text, size,
-                       "pod \"%s\" is already defined by file \"%s\": ignored (the first file in "
-                       "sorted order wins)",
-                       key, winner);
-}
-
-/* Whether file's name is what an editor, a package manager or `sed -i`
- * leaves beside a manifest (x.yaml~, x.yaml.bak, .swp, .orig,
- * .dpkg-old/-dist/-new, sed's sedXXXXXX temp file): every visible name is
- * read, so such a copy is the usual duplicate. */
-static bool looks_leftover(const char *file)
-{
-        static const char *const ends[] = {"~", ".bak", ".swp", ".orig"};
-        const char *slash = strrchr(file, '/'), *base = slash ? slash + 1 : file;
-        size_t n = strlen(base), alnum = 0;
-
-        for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
-                if (n >= strlen(ends[i]) && strcmp(base + n - strlen(ends[i]), ends[i]) == 0)
-                        return true;
-        if (strstr(base, ".dpkg-"))
-                return true;
-        while (n == 9 && alnum < 6 &&
-               ((base[3 + alnum] >= 'a' && base[3 + alnum] <= 'z') ||
-                (base[3 + alnum] >= 'A' && base[3 + alnum] <= 'Z') ||
-                (base[3 + alnum] >= '0' && base[3 + alnum] <= '9')))
-                alnum++;
-        return n == 9 && strncmp(base, "sed", 3) == 0 && alnum == 6;
-}
-
-/* Room for a duplicate's warning: its text and the hint. */
-#define DUP_WARNING (DUP_TEXT + 128)
-
-/* The warning about file, a duplicate of key which winner keeps: its
- * text, and for a leftover copy how to keep such names from being
- * read. */
-static void dup_warning(char *text, size_t size, const char *file, const char *key, const char *winner)
-{
-        dup_text(text, size, key, winner);
-        if (looks_leftover(file))
-                (void)snprintf(text + strlen(text), size - strlen(text),
-                               "; it looks like a leftover copy: remove it, or read only manifest names with "
-                               "--static-pod-file-pattern '*.yaml'");
-}
-
-/* file defines key, which winner keeps: one warning while that stays so
- * (a relist finds it again every period). */
-static void note_dup(struct file_source *fs, const char *file, const char *key, const char *winner)
-{
-        char text[DUP_WARNING];
-
-        dup_warning(text, sizeof(text), file, key, winner);
-        warn_once(fs->dups, file, text);
-}
-
-/* file's pod is stored: if it was a duplicate, that is over (one info
- * line). */
-static void clear_dup(struct file_source *fs, const char *file, const char *key)
-{
-        if (episode_clear_in(fs->dups, file))
-                log_info("file \"%s\": now defines pod \"%s\" (no longer a duplicate)", file, key);
-}
-
-/* load_file(): the bytes could not be read; nothing changes but the
- * record (doc/pod-config.md 6.8). */
-#define LOAD_UNREADABLE 1
-
-/*
- * rec's file could not be read (reason, from errno r): it keeps the pod
- * it holds, if any, and its record says so.  Logged and counted once per
- * distinct reason (unless filtered); every such file is read again after
- * the read backoff.
- */
 static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask);
-
-static void note_unreadable(struct file_source *fs, struct frec *rec, const char *reason, int r, bool filtered)
-{
-        const struct file_name *f = NULL;
-        const struct entry *e = rec_entry(&fs->st, rec, &f);
-        char text[FILE_RECORD_REASON_MAX];
-
-        /* The errno's number too: what an admin searches for. */
-        (void)snprintf(text, sizeof(text), "cannot be read: %s (errno %d)", reason, -r);
-        file_records_set(&fs->recs, rec, FILE_RECORD_UNREADABLE, text);
-        if (!loop_timer_armed(fs->read_retry_timer))
-                loop_timer_arm(fs->read_retry_timer, backoff_next(&fs->read_retry, 0));
-        /* A name --static-pod-file-pattern leaves out is read only to
-         * tell a duplicate: nothing is said about it. */
-        if (filtered || !episode_fail_in(fs->unreadable, rec->path, text)) {
-                log_debug("file \"%s\": %s: trying again in %.1f s", rec->path, text,
-                          (double)fs->read_retry.delay / 1e6);
-                return;
-        }
-        if (e)
-                log_error("file \"%s\": %s: keeping its pod \"%s\", trying again in %.1f s", rec->path, text,
-                          pod_key(e->pod), (double)fs->read_retry.delay / 1e6);
-        else
-                log_error("file \"%s\": %s: no pod to keep (never read), trying again in %.1f s", rec->path, text,
-                          (double)fs->read_retry.delay / 1e6);
-        source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
-}
-
-/* rec's file was read: if it could not be before, that is over. */
-static void readable_again(struct file_source *fs, const char *file)
-{
-        if (episode_clear_in(fs->unreadable, file))
-                log_info("file \"%s\": readable again", file);
-        if (strmap_size(fs->unreadable) == 0)
-                backoff_reset(&fs->read_retry);
-}
 
 /* Every file that could not be read is read again, as an event would. */
 static void on_read_retry(struct loop_timer *t, void *data)
@@ -616,10 +104,10 @@ static void on_read_retry(struct loop_timer *t, void *data)
  * that fails changes nothing.  Returns -ENOENT quietly when the file
  * vanished, a resource error (see static_pod_resource_error()) quietly
  * for the caller to handle, and LOAD_UNREADABLE, without a pod, when
- * the bytes could not be read (note_unreadable()); other errors are the
+ * the bytes could not be read (file_reports_unreadable()); other errors are the
  * file's, reported (once) unless quiet or filtered.
  */
-static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
+int file_source_load(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod)
 {
         struct v1_unknown unknown = {NULL, 0, 0};
         struct static_pod_read rd;
@@ -633,11 +121,11 @@ static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool f
                 goto out; /* gone, or not the file's fault: the caller retries */
         if (static_pod_unreadable(r, &rd)) {
                 /* Not a verdict on the file: what it gave stays. */
-                note_unreadable(fs, rec, err.len ? err.data : ERRNO_STR(r), r, filtered);
+                file_reports_unreadable(fs, rec, err.len ? err.data : ERRNO_STR(r), r, filtered);
                 r = LOAD_UNREADABLE;
                 goto out;
         }
-        readable_again(fs, file);
+        file_reports_readable_again(fs, file);
         if (rec->state == FILE_RECORD_UNREADABLE)
                 file_records_pending(&fs->recs, rec, FILE_RECORDS_SENT_NONE); /* read: judged below */
         if (r == 0 || !quiet)
@@ -649,11 +137,11 @@ static int load_file(struct file_source *fs, struct frec *rec, int quiet, bool f
         } else if (r < 0) {
                 if (!quiet)
                         file_records_set(&fs->recs, rec, FILE_RECORD_REJECTED, why);
-                report_bad(fs, file, why, quiet, r != -EACCES && r != -EIO);
+                file_reports_bad(fs, file, why, quiet, r != -EACCES && r != -EIO);
         } else if (!filtered) {
-                clear_bad(fs, file);
-                warn_unknown(fs, file, &unknown);
-                warn_docs(fs, file, docs);
+                file_reports_clear_bad(fs, file);
+                file_reports_unknown(fs, file, &unknown);
+                file_reports_docs(fs, file, docs);
         }
 out:
         v1_unknown_clear(&unknown);
@@ -663,44 +151,13 @@ out:
 
 /* ---- sending ---------------------------------------------------------------------- */
 
-/* One line per pod that goes out, comes back changed or goes (info, the
- * default level): what an admin greps the journal for, as the kubelet's
- * SyncLoop ADD/REMOVE lines.  A burst of n files logs n lines. */
-static void log_outcome(const char *what, const struct pod *p, const char *file)
-{
-        log_info("static pod \"%s\" %s: file \"%s\" (uid %s)", pod_key(p), what, file, pod_uid(p));
-}
-
-/* The store's whole content as one SET, sorted.  0 or -ENOMEM.  O(n) in
- * the source's pods: inherent while a source speaks in SETs. */
-static int store_update(struct keymap *store, struct pod_update **ret_u)
-{
-        struct pod_update *u = pod_update_new(POD_OP_SET, POD_SOURCE_FILE);
-        size_t it = 0;
-        void *v;
-
-        if (!u)
-                return -ENOMEM;
-        while (keymap_next(store, &it, &v)) {
-                struct entry *e = v;
-
-                if (pod_update_add(u, e->pod) < 0) {
-                        pod_update_free(u);
-                        return -ENOMEM;
-                }
-        }
-        pod_update_sort(u);
-        *ret_u = u;
-        return 0;
-}
-
 /* Sends store as the source's state.  0 with *ret_sent its number
  * (mux_channel_sent()), or -ENOMEM with nothing sent. */
-static int send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent)
+int file_source_send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent)
 {
         struct pod_update *u = NULL;
         size_t n;
-        int r = store_update(store, &u);
+        int r = file_store_update(store, &u);
 
         if (r < 0)
                 return r;
@@ -713,270 +170,7 @@ static int send_state(struct file_source *fs, struct keymap *store, uint64_t *re
         return 0;
 }
 
-/* ---- the state ------------------------------------------------------------------- */
-
-/* Counts e, just stored, under its pod's UID.  Cannot fail after
- * keymap_reserve(uids, 1). */
-static void uid_count(struct keymap *uids, struct entry *e)
-{
-        struct entry *held = keymap_get(uids, pod_uid(e->pod));
-
-        if (held) {
-                held->same_uid++;
-                return;
-        }
-        e->same_uid = 1;
-        (void)keymap_put(uids, e, NULL);
-}
-
-/*
- * Uncounts e, which has just left store (and may be freed next).  If uids
- * holds e itself, another stored entry with that UID takes its place and
- * its count.  The search is O(n), but only for a UID that stored pods
- * share, and such a change goes out as a full SET, O(n) anyway.  Cannot
- * fail.
- */
-static void uid_uncount(struct keymap *uids, struct keymap *store, struct entry *e)
-{
-        struct entry *held = keymap_get(uids, pod_uid(e->pod));
-        size_t it = 0;
-        void *v;
-
-        if (held && held != e && held->same_uid > 1) {
-                held->same_uid--;
-                return;
-        }
-        if (held == e && e->same_uid > 1) {
-                while (keymap_next(store, &it, &v)) {
-                        struct entry *o = v;
-
-                        if (o != e && strcmp(pod_uid(o->pod), pod_uid(e->pod)) == 0) {
-                                o->same_uid = e->same_uid - 1;
-                                (void)keymap_put(uids, o, NULL); /* in e's place: no allocation */
-                                return;
-                        }
-                }
-        }
-        /* Its last pod (a count gone wrong would land here too: the entry
-         * goes rather than dangle). */
-        if (held)
-                (void)keymap_remove(uids, pod_uid(e->pod));
-}
-
-/* Stores pod, defined by file f, in place of what its key held (freed,
- * once uncounted).  0 or -ENOMEM with nothing changed. */
-static int store_set(struct state *s, struct file_name *f, struct pod *pod)
-{
-        struct entry *e = calloc(1, sizeof(*e)), *old = NULL;
-
-        if (!e)
-                return -ENOMEM;
-        e->pod = pod_ref(pod);
-        e->file = f;
-        f->refs++;
-        /* With a slot reserved, counting the UID cannot fail. */
-        if (keymap_reserve(s->uids, 1) < 0 || keymap_put(s->store, e, (void **)&old) < 0) {
-                entry_free(e);
-                return -ENOMEM;
-        }
-        if (old && strcmp(pod_uid(old->pod), pod_uid(pod)) == 0) {
-                /* The same count; if uids holds old, e takes its place. */
-                if (keymap_get(s->uids, pod_uid(pod)) == old) {
-                        e->same_uid = old->same_uid;
-                        (void)keymap_put(s->uids, e, NULL);
-                }
-        } else {
-                if (old)
-                        uid_uncount(s->uids, s->store, old);
-                uid_count(s->uids, e);
-        }
-        entry_free(old);
-        return 0;
-}
-
-/* Takes key's entry, if any, out of the store, uncounts its pod and frees
- * it.  Never allocates. */
-static void store_del(struct state *s, const char *key)
-{
-        struct entry *e = keymap_remove(s->store, key);
-
-        if (e)
-                uid_uncount(s->uids, s->store, e);
-        entry_free(e);
-}
-
-/* Records that file f names key, listing f in files if it is not there.
- * 0 or -ENOMEM with nothing changed. */
-static int name_key(struct state *s, struct file_name *f, const char *key)
-{
-        struct keyref *kr;
-
-        if (f->key && strcmp(f->key->key, key) == 0)
-                return 0;
-        kr = key_hold(s->keyrefs, key);
-        if (!kr)
-                return -ENOMEM;
-        if (f->key) {
-                key_drop(s->keyrefs, f->key);
-        } else if (keymap_put(s->files, f, NULL) < 0) {
-                key_drop(s->keyrefs, kr);
-                return -ENOMEM;
-        } else {
-                f->refs++;
-        }
-        f->key = kr;
-        return 0;
-}
-
-/*
- * pod, just read from file, or the pod prev already stores for that file
- * under the same key if it is the same (pod_same): an unchanged re-read or
- * relist then keeps the object the merger stores too (src/core/pod.h)
- * rather than a second copy of its text.  Takes the caller's reference to
- * pod and returns one to what it keeps.  O(the pod's text).
- */
-static struct pod *keep_stored(const struct state *prev, const char *file, struct pod *pod)
-{
-        struct entry *e = prev->store ? keymap_get(prev->store, pod_key(pod)) : NULL;
-
-        if (!e || e->pod == pod || strcmp(NAME(e->file), file) != 0 || !pod_same(e->pod, pod))
-                return pod;
-        pod_unref(pod);
-        return pod_ref(e->pod);
-}
-
-/* file now defines key in other's place: other sorts later (file is new)
- * or is gone (its event is still to come).  One warning; other, if it is
- * still there, is now a duplicate, which that warning said already. */
-static void take_from(struct file_source *fs, const char *file, const char *key, const char *other)
-{
-        char text[DUP_WARNING];
-        struct stat st;
-
-        log_warn("file \"%s\": now defines pod \"%s\" in place of file \"%s\" (which sorts later or is gone)", file,
-                 key, other);
-        if (stat(other, &st) < 0)
-                return;
-        dup_warning(text, sizeof(text), other, key, file);
-        (void)episode_fail_in(fs->dups, other, text); /* said by the line above */
-}
-
-/* Puts (rec's file -> pod) into the state.  The first file in sorted
- * order keeps a namespace/name; a later one is refused with a warning
- * naming both, once while that stays so (note_dup()).  A name
- * --static-pod-file-pattern leaves out only names its key, silently.
- * Returns 1 if the store changed, 0 if not, -errno. */
-static int store_put(struct file_source *fs, struct state *s, struct frec *rec, struct pod *pod)
-{
-        const char *file = rec->path;
-        struct buf key = BUF_INIT;
-        struct file_name *f = NULL;
-        struct entry *old;
-        int r = -ENOMEM;
-
-        if (pod_store_key(pod, &key) < 0)
-                goto out;
-        f = keymap_get(s->files, file);
-        if (!f && !(f = name_new(rec, name_filtered(fs, file))))
-                goto out;
-        f->refs++; /* ours until the end: a new name nothing took goes there */
-        r = 0;
-        if (f->filtered)
-                goto record;
-        old = keymap_get(s->store, key.data);
-        if (old && strcmp(NAME(old->file), file) < 0) {
-                struct stat st;
-
-                /* The earlier file still defines it: it keeps the pod. */
-                if (stat(NAME(old->file), &st) == 0) {
-                        note_dup(fs, file, key.data, NAME(old->file));
-                        goto record;
-                }
-        }
-        if (old && old->pod == pod) {
-                clear_dup(fs, file, key.data);
-                goto record;
-        }
-        if (old && strcmp(NAME(old->file), file) != 0)
-                take_from(fs, file, key.data, NAME(old->file));
-        r = store_set(s, f, pod);
-        if (r < 0)
-                goto out;
-        clear_dup(fs, file, key.data);
-        r = 1;
-record:
-        if (name_key(s, f, key.data) < 0)
-                r = -ENOMEM;
-out:
-        name_unref(f);
-        buf_free(&key);
-        return r;
-}
-
 /* ---- verdicts ------------------------------------------------------------------ */
-
-/* The reason a duplicate's record gives: the warning's words for a file
- * that is read; for a name --static-pod-file-pattern leaves out, that it
- * is a copy of a pod another file defines. */
-static void dup_reason(char *text, size_t size, const char *key, const char *holder, bool filtered)
-{
-        if (filtered)
-                (void)snprintf(text, size,
-                               "pod \"%s\" is already defined by file \"%s\" (this name does not match "
-                               "--static-pod-file-pattern and is not read)",
-                               key, holder);
-        else
-                dup_text(text, size, key, holder);
-}
-
-/*
- * The verdict on file f, which names a key in st.  Holding it: pending
- * under send number sent when its pod went out in it (sent != 0); else,
- * if already pending, under pend when given (a relist's SET carries it
- * again) or under the send it waits for; else applied.  Another file
- * holding the key makes it a duplicate naming that file (uid: its pod's
- * UID; NULL: the one the record has); none holding it, it is ignored for
- * a name left out, else pending until the next relist (a resource
- * failure left the key so).
- */
-static void settle_file(struct file_source *fs, const struct state *st, const struct file_name *f, uint64_t sent,
-                        uint64_t pend, const char *uid)
-{
-        const struct entry *e = keymap_get(st->store, f->key->key);
-        struct frec *r = f->rec;
-        char text[DUP_TEXT];
-
-        /* Only a read of the file ends that (load_file()). */
-        if (r->state == FILE_RECORD_UNREADABLE)
-                return;
-        if (e && e->file == f) {
-                file_records_ident(&fs->recs, r, NULL, NULL);
-                if (sent)
-                        file_records_pending(&fs->recs, r, sent);
-                else if (r->state == FILE_RECORD_PENDING && pend)
-                        file_records_pending(&fs->recs, r, pend);
-                else if (r->state != FILE_RECORD_PENDING || r->sent == FILE_RECORDS_SENT_NONE)
-                        file_records_applied(&fs->recs, r, r->seq ? 0 : fs->recs.last_seq);
-                return;
-        }
-        /* A duplicate without its pod's identity is not told: pending
-         * until the relist that is asked for. */
-        if ((uid || !r->ident || strcmp(r->ident, f->key->key) != 0) &&
-            !file_records_ident(&fs->recs, r, f->key->key, uid ? uid : "")) {
-                file_records_unpend(&fs->recs, r);
-                file_records_pending(&fs->recs, r, FILE_RECORDS_SENT_NONE);
-                return;
-        }
-        if (e) {
-                dup_reason(text, sizeof(text), f->key->key, NAME(e->file), f->filtered);
-                file_records_no_pod(&fs->recs, r);
-                file_records_set(&fs->recs, r, FILE_RECORD_DUPLICATE, text);
-        } else if (f->filtered) {
-                file_records_set(&fs->recs, r, FILE_RECORD_IGNORED, STATIC_POD_FILTERED_REASON);
-        } else {
-                file_records_pending(&fs->recs, r, FILE_RECORDS_SENT_NONE);
-        }
-}
 
 /* An entry that is not read: a directory, or what static_pod_entry()
  * says is bad (reported), with its reason (without ": skipped"). */
@@ -992,7 +186,7 @@ static void not_read(struct file_source *fs, struct frec *rec, int kind, const c
                 log_debug("file source: skipping directory \"%s\"", rec->path);
                 (void)snprintf(why, sizeof(why), "a directory (the file source does not recurse)");
         } else {
-                report_bad(fs, rec->path, reason, 0, false);
+                file_reports_bad(fs, rec->path, reason, 0, false);
                 if (len >= sizeof(skipped) - 1 && strcmp(reason + len - (sizeof(skipped) - 1), skipped) == 0)
                         len -= sizeof(skipped) - 1;
                 (void)snprintf(why, sizeof(why), "%.*s", (int)len, reason);
@@ -1027,7 +221,7 @@ static int dot_file(struct file_source *fs, const char *path)
 
 /* ---- relist ------------------------------------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b)
+int file_source_cmp_str(const void *a, const void *b)
 {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -1052,20 +246,20 @@ static void note_ident(struct file_source *fs, const struct state *st, struct fr
 static int keep_last(struct file_source *fs, struct state *st, struct frec *rec)
 {
         const struct file_name *old = NULL;
-        const struct entry *e = rec_entry(&fs->st, rec, &old);
+        const struct entry *e = file_store_rec_entry(&fs->st, rec, &old);
         struct file_name *f;
         int r;
 
         if (e)
-                return store_put(fs, st, rec, e->pod) < 0 ? -ENOMEM : 0;
+                return file_store_put(fs, st, rec, e->pod) < 0 ? -ENOMEM : 0;
         if (!old)
                 return 0;
         f = keymap_get(st->files, rec->path);
-        if (!f && !(f = name_new(rec, old->filtered)))
+        if (!f && !(f = file_store_name_new(rec, old->filtered)))
                 return -ENOMEM;
         f->refs++; /* ours until the end: a new name nothing took goes there */
-        r = name_key(st, f, old->key->key);
-        name_unref(f);
+        r = file_store_name_key(st, f, old->key->key);
+        file_store_name_unref(f);
         return r;
 }
 
@@ -1103,7 +297,7 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
                 rec->seen = fs->gen;
                 goto out;
         }
-        r = load_file(fs, rec, 0, nk == STATIC_POD_NAME_FILTERED, &pod);
+        r = file_source_load(fs, rec, 0, nk == STATIC_POD_NAME_FILTERED, &pod);
         *ret_what = "cannot load a file";
         if (r == -ENOENT || static_pod_resource_error(r))
                 goto out;
@@ -1117,9 +311,9 @@ static int look_at(struct file_source *fs, const char *path, struct state *st, c
                 r = 0;
                 goto out;
         }
-        pod = keep_stored(&fs->st, path, pod);
+        pod = file_store_keep_stored(&fs->st, path, pod);
         *ret_what = "cannot store a pod";
-        r = store_put(fs, st, rec, pod);
+        r = file_store_put(fs, st, rec, pod);
         if (r >= 0)
                 note_ident(fs, st, rec, pod);
 out:
@@ -1150,8 +344,6 @@ static int load_all(struct file_source *fs, char **names, size_t n, struct state
  * before; a file it did not find is gone: pending until sent is merged
  * if it had a pod, else dropped.  O(records): a relist reads them all.
  */
-static bool pod_unchanged(const struct pod *before, const struct pod *after);
-
 static void settle_relist(struct file_source *fs, const struct state *st, uint64_t sent)
 {
         struct frec *drop = NULL, *r;
@@ -1163,10 +355,10 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                 const struct entry *eo, *en;
 
                 r = v;
-                eo = rec_entry(&fs->st, r, &fo);
+                eo = file_store_rec_entry(&fs->st, r, &fo);
                 if (r->seen != fs->gen) {
                         if (eo)
-                                log_outcome("removed", eo->pod, r->path);
+                                file_reports_outcome("removed", eo->pod, r->path);
                         if (eo || r->gone) {
                                 file_records_gone(&fs->recs, r, sent);
                         } else {
@@ -1176,13 +368,13 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
                         }
                         continue;
                 }
-                en = rec_entry(st, r, &f);
-                if (en && (!eo || !pod_unchanged(eo->pod, en->pod)))
-                        log_outcome(eo ? "replaced" : "applied", en->pod, r->path);
+                en = file_store_rec_entry(st, r, &f);
+                if (en && (!eo || !file_events_pod_unchanged(eo->pod, en->pod)))
+                        file_reports_outcome(eo ? "replaced" : "applied", en->pod, r->path);
                 else if (eo && !en)
-                        log_outcome("removed", eo->pod, r->path);
+                        file_reports_outcome("removed", eo->pod, r->path);
                 if (f)
-                        settle_file(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
+                        file_store_settle(fs, st, f, en && eo && en->pod == eo->pod ? 0 : sent, sent, NULL);
                 else if (eo)
                         file_records_no_pod(&fs->recs, r);
         }
@@ -1199,13 +391,13 @@ static void settle_relist(struct file_source *fs, const struct state *st, uint64
 static int replace_state(struct file_source *fs, struct state *st)
 {
         uint64_t sent = 0;
-        int r = send_state(fs, st->store, &sent);
+        int r = file_source_send_state(fs, st->store, &sent);
 
         if (r < 0)
                 return r;
         fs->diverged = false;
         settle_relist(fs, st, sent);
-        state_free(&fs->st);
+        file_store_state_free(&fs->st);
         fs->st = *st;
         memset(st, 0, sizeof(*st));
         return 0;
@@ -1219,7 +411,7 @@ static void job_free(struct relist_job *j)
         if (!j)
                 return;
         dir_list_free(j->names, j->n);
-        state_free(&j->st);
+        file_store_state_free(&j->st);
         free(j);
 }
 
@@ -1273,7 +465,7 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
         *ret_what = "cannot record the file";
         if (!rec)
                 return -ENOMEM;
-        r = load_file(fs, rec, 0, false, &pod);
+        r = file_source_load(fs, rec, 0, false, &pod);
         if (r == -ENOENT)
                 return 0; /* gone: no pods */
         rec->seen = fs->gen;
@@ -1283,8 +475,8 @@ static int relist_file(struct file_source *fs, struct state *st, const char **re
                 *ret_what = "cannot load the file";
                 return static_pod_resource_error(r) ? r : 1;
         }
-        pod = keep_stored(&fs->st, fs->path, pod);
-        r = store_put(fs, st, rec, pod);
+        pod = file_store_keep_stored(&fs->st, fs->path, pod);
+        r = file_store_put(fs, st, rec, pod);
         pod_unref(pod);
         *ret_what = "cannot store the pod";
         return r > 0 ? 0 : r;
@@ -1339,7 +531,7 @@ static int relist(struct file_source *fs, const char **ret_what)
                 fs->absent = false;
                 log_info("file source: \"%s\" exists now: reading it", fs->path);
         }
-        r = state_init(&found);
+        r = file_store_state_init(&found);
         if (r < 0) {
                 *ret_what = "cannot list";
                 goto out;
@@ -1363,10 +555,10 @@ static int relist(struct file_source *fs, const char **ret_what)
                 /* An empty or missing directory: no file is left to be
                  * bad (a single file keeps what was said about it). */
                 if (r == 0 && !S_ISREG(st.st_mode))
-                        trim_reports(fs, NULL, 0);
+                        file_reports_trim(fs, NULL, 0);
         }
 out:
-        state_free(&found);
+        file_store_state_free(&found);
         return r;
 }
 
@@ -1449,7 +641,7 @@ static void relist_step(struct loop_timer *t, void *data)
                 what = "cannot send the pods";
                 r = replace_state(fs, &j->st);
                 if (r == 0)
-                        trim_reports(fs, j->names, j->n);
+                        file_reports_trim(fs, j->names, j->n);
         }
         job_free(j);
         fs->job = NULL;
@@ -1481,7 +673,7 @@ void file_source_relist(struct file_source *fs)
 
 /* An event could not be applied for want of a resource: the store may
  * now differ from what was sent, so a relist puts both right. */
-static void event_failed(struct file_source *fs, const char *file, int r)
+void file_source_event_failed(struct file_source *fs, const char *file, int r)
 {
         log_debug("file source: file \"%s\": %s: re-listing", file, ERRNO_STR(r));
         /* Deltas from a store that differs from what was sent would add
@@ -1503,7 +695,7 @@ static void recs_told(struct file_source *fs, const char *file)
         file_records_flush(&fs->recs);
         if (fs->recs.oom) {
                 fs->recs.oom = false;
-                event_failed(fs, file, -ENOMEM);
+                file_source_event_failed(fs, file, -ENOMEM);
         }
 }
 
@@ -1526,425 +718,6 @@ static void schedule_retry(struct file_source *fs, int missing)
         loop_timer_arm(fs->retry_timer, backoff_next(&fs->retry, 0));
 }
 
-/*
- * What one event did under each key it touched (at most two: the key a
- * file's pod had and the one it has now): the pod stored there before
- * and after, NULL for none, and the file that held it before, with a
- * reference each.  The store and its UID counts already say after.
- */
-struct change {
-        struct pod *before[2], *after[2];
-        struct file_name *held[2];
-        size_t n;
-};
-
-static void change_clear(struct change *c)
-{
-        for (size_t i = 0; i < c->n; i++) {
-                pod_unref(c->before[i]);
-                pod_unref(c->after[i]);
-                name_unref(c->held[i]);
-        }
-        c->n = 0;
-}
-
-/* Whether the merger would find nothing changed from before to after. */
-static bool pod_unchanged(const struct pod *before, const struct pod *after)
-{
-        return before == after || (before && after && strcmp(pod_uid(before), pod_uid(after)) == 0 &&
-                                   pod_semantic_equal(before, after) && pod_status_equal(before, after));
-}
-
-/* Whether one of the first n before pods of c has uid. */
-static bool uid_before(const struct change *c, size_t n, const char *uid)
-{
-        for (size_t i = 0; i < n; i++)
-                if (c->before[i] && strcmp(pod_uid(c->before[i]), uid) == 0)
-                        return true;
-        return false;
-}
-
-/*
- * Whether c's change can go out as a delta: a delta speaks by UID, so
- * every UID it touches must name one stored pod, before and after.  Each
- * pod now there must be the only one with its UID, and each pod that was
- * there must have left no other pod with its UID, or kept its UID under
- * its key.  Else (pinned UIDs shared between files, or moved from one
- * name to another) the merger's choice depends on the whole set (a full
- * SET keeps only the last pod of a UID).
- */
-static bool change_is_local(const struct state *st, const struct change *c)
-{
-        for (size_t i = 0; i < c->n; i++) {
-                const struct pod *b = c->before[i], *a = c->after[i];
-
-                if (a && count_of(st->uids, pod_uid(a)) > 1)
-                        return false;
-                if (b && count_of(st->uids, pod_uid(b)) > 0 && !(a && strcmp(pod_uid(a), pod_uid(b)) == 0))
-                        return false;
-        }
-        return true;
-}
-
-/*
- * Sends what changed under c's keys as one delta: nothing for unchanged
- * re-reads, the new pods, and the old ones whose UIDs no pod has any more
- * as gone.  A UID shared between stored pods is the one case where the
- * decision needs the whole set, so then the full SET goes: O(n), only
- * for pinned UIDs shared between files.  Else O(1).  0 or -ENOMEM (the
- * caller re-lists).
- */
-/* The outcomes c sent (log_outcome()): a pod applied, replaced or
- * removed under each key it touched. */
-static void log_changes(struct file_source *fs, const struct change *c)
-{
-        for (size_t i = 0; i < c->n; i++) {
-                const struct pod *b = c->before[i], *a = c->after[i];
-                const struct entry *e = a ? keymap_get(fs->st.store, pod_key(a)) : NULL;
-
-                if (pod_unchanged(b, a))
-                        continue;
-                if (a && e)
-                        log_outcome(b ? "replaced" : "applied", a, NAME(e->file));
-                else if (b && c->held[i])
-                        log_outcome("removed", b, NAME(c->held[i]));
-        }
-}
-
-static int send_changes(struct file_source *fs, const struct change *c, uint64_t *ret_sent)
-{
-        struct pod_update *u;
-        bool any = false;
-        int r;
-
-        *ret_sent = 0;
-        for (size_t i = 0; i < c->n; i++)
-                any = any || !pod_unchanged(c->before[i], c->after[i]);
-        if (!any || fs->diverged)
-                return 0; /* unchanged, or the relist due sends it all */
-        if (!change_is_local(&fs->st, c)) {
-                r = send_state(fs, fs->st.store, ret_sent);
-                if (r == 0)
-                        log_changes(fs, c);
-                return r;
-        }
-        u = pod_update_new_delta(POD_SOURCE_FILE);
-        if (!u)
-                return -ENOMEM;
-        for (size_t i = 0; i < c->n; i++) {
-                const struct pod *b = c->before[i];
-
-                if (c->after[i] && !pod_unchanged(b, c->after[i]) && pod_update_add(u, c->after[i]) < 0)
-                        goto nomem;
-                if (b && count_of(fs->st.uids, pod_uid(b)) == 0 && !uid_before(c, i, pod_uid(b)) &&
-                    pod_update_add_gone(u, c->before[i]) < 0)
-                        goto nomem;
-        }
-        r = mux_channel_send(fs->ch, u);
-        if (r == 0) {
-                source_stats_success(fs->stats, keymap_size(fs->st.store));
-                *ret_sent = mux_channel_sent(fs->ch);
-                log_changes(fs, c);
-        }
-        return r;
-nomem:
-        pod_update_free(u);
-        return -ENOMEM;
-}
-
-/* The pod stored under key now (a new reference), or NULL. */
-static struct pod *stored_pod(struct file_source *fs, const char *key)
-{
-        struct entry *e = key ? keymap_get(fs->st.store, key) : NULL;
-
-        return e ? pod_ref(e->pod) : NULL;
-}
-
-/* The file holding key now (a new reference), or NULL. */
-static struct file_name *holder_of(struct file_source *fs, const char *key)
-{
-        struct entry *e = keymap_get(fs->st.store, key);
-
-        if (!e)
-                return NULL;
-        e->file->refs++;
-        return e->file;
-}
-
-/*
- * After an event sent c's changes as send number sent (0: nothing went
- * out), the records of the files naming c's keys: the holder of each key
- * now, pending if its pod changed; and, where the holder changed, every
- * other file naming the key (a duplicate names its holder), found by a
- * look through every file, which only a key several files name costs
- * (as its hand-over does).  The event's own file is the caller's.
- */
-static void settle_change(struct file_source *fs, const struct change *c, uint64_t sent)
-{
-        for (size_t i = 0; i < c->n; i++) {
-                const struct pod *any = c->after[i] ? c->after[i] : c->before[i];
-                struct entry *e = any ? keymap_get(fs->st.store, pod_key(any)) : NULL;
-                struct keyref *kr = any ? keymap_get(fs->st.keyrefs, pod_key(any)) : NULL;
-                const struct file_name *holder = e ? e->file : NULL;
-                size_t it = 0;
-                void *v;
-
-                if (holder)
-                        settle_file(fs, &fs->st, holder, pod_unchanged(c->before[i], c->after[i]) ? 0 : sent, 0, NULL);
-                if (!kr || holder == c->held[i] || kr->files <= (holder ? 1u : 0u))
-                        continue;
-                while (keymap_next(fs->st.files, &it, &v)) {
-                        const struct file_name *f = v;
-
-                        if (f->key == kr && f != holder)
-                                settle_file(fs, &fs->st, f, 0, 0,
-                                            f == c->held[i] && c->before[i] ? pod_uid(c->before[i]) : NULL);
-                }
-        }
-}
-
-/*
- * The pod of kr's key moves to the first other file in sorted order that
- * still defines it (the kubelet's next relist would pick that one, so the
- * pod changes hands once).  Looks through every file, but only when
- * another file names the key (a duplicate), so the common delete costs
- * O(1).  0 or -errno (a resource error).
- */
-static int take_over(struct file_source *fs, struct keyref *kr)
-{
-        const char **cands = NULL;
-        size_t n = 0, it = 0;
-        void *v;
-        int r = 0;
-
-        if (kr->files == 0)
-                return 0;
-        cands = malloc(kr->files * sizeof(*cands));
-        if (!cands)
-                return -ENOMEM;
-        /* The files naming the key share its keyref; a name left out by
-         * --static-pod-file-pattern never holds it. */
-        for (size_t seen = 0; seen < kr->files && keymap_next(fs->st.files, &it, &v);) {
-                const struct file_name *f = v;
-
-                if (f->key != kr)
-                        continue;
-                seen++;
-                if (!f->filtered)
-                        cands[n++] = NAME(f);
-        }
-        if (n > 1)
-                qsort(cands, n, sizeof(*cands), cmp_str);
-        for (size_t i = 0; i < n && r == 0 && !keymap_get(fs->st.store, kr->key); i++) {
-                struct frec *rec = file_records_get(&fs->recs, cands[i], false);
-                struct pod *pod = NULL;
-                struct buf k = BUF_INIT;
-
-                if (!rec)
-                        continue;
-                r = load_file(fs, rec, 0, false, &pod);
-                if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, kr->key) == 0)
-                        r = store_put(fs, &fs->st, rec, pod);
-                /* A bad file is skipped (reported); a file that now
-                 * defines another pod is left to its own event. */
-                if (r > 0 || (r < 0 && !static_pod_resource_error(r)))
-                        r = 0;
-                pod_unref(pod);
-                buf_free(&k);
-        }
-        free(cands);
-        return r;
-}
-
-/*
- * file no longer names kr's key (kr->files already leaves it out): if it
- * held the key's pod, that pod goes, or moves to the next file defining
- * the key, and c records the key's before and after.  O(1) unless another
- * file names the key (take_over).  0 or -errno (a resource error).
- */
-static int release_key(struct file_source *fs, struct keyref *kr, const char *file, struct change *c)
-{
-        struct entry *e = keymap_get(fs->st.store, kr->key);
-        size_t i = c->n;
-        int r;
-
-        /* Another file holds the key, or none does (its files were all
-         * bad when it last changed hands). */
-        if (!e || strcmp(NAME(e->file), file) != 0)
-                return 0;
-        c->before[i] = pod_ref(e->pod);
-        c->held[i] = e->file;
-        e->file->refs++;
-        c->after[i] = NULL;
-        c->n++;
-        store_del(&fs->st, kr->key);
-        /* Another file defining the same pod takes over at once (the
-         * kubelet waits for the next relist). */
-        r = take_over(fs, kr);
-        c->after[i] = stored_pod(fs, kr->key);
-        return r;
-}
-
-/*
- * file no longer defines a pod (it is gone, or is now bad): its pod goes,
- * or moves to another file defining it, as the next relist would decide,
- * and the change is sent; the records of the files naming its key follow
- * (the file's own is the caller's).  What was said about the file is
- * kept.  Returns the number of the send that took the file's pod away,
- * 0 when it held none (or its going changed nothing), FILE_RECORDS_SENT_NONE when the
- * change could not be made (a relist will).
- */
-static uint64_t file_drop(struct file_source *fs, const char *file)
-{
-        struct file_name *f = keymap_remove(fs->st.files, file);
-        struct change c = {.n = 0};
-        uint64_t sent = 0;
-        struct keyref *kr;
-        bool held;
-        int r;
-
-        if (!f)
-                return 0;
-        /* The file names the key no more, but the keyref (whose text is
-         * used below) goes only at the end, if no other file names it:
-         * nothing in between names a key anew. */
-        kr = f->key;
-        f->key = NULL;
-        kr->files--;
-        r = release_key(fs, kr, file, &c);
-        held = c.n > 0;
-        if (r >= 0)
-                r = send_changes(fs, &c, &sent);
-        if (r < 0) {
-                event_failed(fs, file, r);
-                sent = FILE_RECORDS_SENT_NONE;
-        } else {
-                settle_change(fs, &c, sent);
-        }
-        if (held)
-                file_records_no_pod(&fs->recs, f->rec);
-        change_clear(&c);
-        key_forget_unused(fs->st.keyrefs, kr);
-        name_unref(f); /* the files map's reference */
-        return held ? sent : 0;
-}
-
-/* A file that is gone: what was said about it is forgotten, its pod goes
- * or moves to another file, and its record goes once that is merged. */
-static void file_gone(struct file_source *fs, const char *file)
-{
-        struct frec *r = file_records_get(&fs->recs, file, false);
-        uint64_t sent;
-
-        if (r)
-                r->refs++; /* file_drop() may let go of the last name */
-        forget_reports(fs, file);
-        sent = file_drop(fs, file);
-        if (r && sent)
-                file_records_gone(&fs->recs, r, sent);
-        else if (r && !r->gone)
-                file_records_drop(&fs->recs, r, 0);
-        file_records_unref(r);
-}
-
-/*
- * Before file defines key: when the file holding key sorts first but is
- * gone from the disk, its event still queued, that event is taken now, so
- * that the key passes to the first file in sorted order that defines it
- * (file among them), not to file merely because it came first.
- */
-static void take_holder_event(struct file_source *fs, const char *key, const char *file)
-{
-        struct entry *e = keymap_get(fs->st.store, key);
-        struct file_name *holder;
-        struct stat st;
-
-        if (!e || strcmp(NAME(e->file), file) >= 0 || stat(NAME(e->file), &st) == 0 || errno != ENOENT)
-                return;
-        holder = e->file;
-        holder->refs++; /* its path outlives the entry */
-        file_gone(fs, NAME(holder));
-        name_unref(holder);
-}
-
-/*
- * Stores pod, just read from file, and records in c what changed: under
- * its key, and, when the file defined another pod before (a new name or
- * namespace), under that key too, which the file gives up at once as the
- * next relist would: its pod goes, or another file defining it takes
- * over.  0 or -errno.
- */
-static int put_changed(struct file_source *fs, struct frec *rec, struct pod *pod, struct change *c)
-{
-        const char *file = rec->path;
-        struct file_name *f = keymap_get(fs->st.files, file);
-        struct keyref *old = NULL;
-        struct buf key = BUF_INIT;
-        int r = pod_store_key(pod, &key);
-
-        if (r < 0)
-                return r;
-        take_holder_event(fs, key.data, file);
-        if (f && strcmp(f->key->key, key.data) != 0) {
-                old = f->key;
-                old->files++; /* held: store_put's rename of f must not free it */
-        }
-        c->before[c->n] = stored_pod(fs, key.data);
-        c->held[c->n] = holder_of(fs, key.data);
-        r = store_put(fs, &fs->st, rec, pod);
-        c->after[c->n] = stored_pod(fs, key.data);
-        c->n++;
-        if (old) {
-                old->files--;
-                if (r >= 0 && f->key != old)
-                        r = release_key(fs, old, file, c);
-                key_forget_unused(fs->st.keyrefs, old);
-        }
-        buf_free(&key);
-        return r;
-}
-
-/* A file that is there: (re)load it, send what changed, and settle the
- * records it touched.  A file that is now bad defines no pod, as in a
- * relist (a single file path keeps its pod, as its relist does); one
- * --static-pod-file-pattern leaves out only names its key. */
-static void file_changed(struct file_source *fs, struct frec *rec, uint32_t mask)
-{
-        const char *file = rec->path;
-        struct change c = {.n = 0};
-        struct pod *pod = NULL;
-        struct file_name *f;
-        uint64_t sent = 0;
-        /* A file still being written fails to parse on early events; only
-         * the close after writing (or a rename into place) reports errors. */
-        int quiet = !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB));
-        int r;
-
-        r = load_file(fs, rec, quiet, name_filtered(fs, file), &pod);
-        if (r == LOAD_UNREADABLE)
-                return; /* what the file gave stays */
-        if (r < 0) {
-                if (static_pod_resource_error(r))
-                        event_failed(fs, file, r);
-                else if (!quiet && r != -ENOENT && fs->watch_is_dir)
-                        file_drop(fs, file);
-                return;
-        }
-        pod = keep_stored(&fs->st, file, pod);
-        r = put_changed(fs, rec, pod, &c);
-        if (r >= 0)
-                r = send_changes(fs, &c, &sent);
-        if (r < 0) {
-                event_failed(fs, file, r);
-        } else {
-                settle_change(fs, &c, sent);
-                if ((f = keymap_get(fs->st.files, file)))
-                        settle_file(fs, &fs->st, f, 0, 0, pod_uid(pod));
-        }
-        change_clear(&c);
-        pod_unref(pod);
-}
-
 /* What the file is now decides, whatever the events said; the mask only
  * says whether the writer is done (errors are reported) and whether an
  * empty file is still being created.  As a relist would: a dot file is
@@ -1960,24 +733,24 @@ static void process_file(struct file_source *fs, const char *file, uint32_t mask
 
         if (fs->watch_is_dir && slash && slash[1] == '.') {
                 if ((kind = dot_file(fs, file)) < 0)
-                        event_failed(fs, file, kind);
+                        file_source_event_failed(fs, file, kind);
                 return;
         }
         kind = static_pod_entry(file, &reason);
         if (kind < 0) {
-                event_failed(fs, file, kind);
+                file_source_event_failed(fs, file, kind);
         } else if (kind == STATIC_POD_GONE) {
-                file_gone(fs, file);
+                file_events_gone(fs, file);
         } else if (!(rec = file_records_get(&fs->recs, file, true))) {
-                event_failed(fs, file, -ENOMEM);
+                file_source_event_failed(fs, file, -ENOMEM);
         } else if (kind != STATIC_POD_MANIFEST) {
                 not_read(fs, rec, kind, reason.len ? reason.data : "skipped");
-                file_drop(fs, file); /* what was just said stays said */
+                file_events_drop(fs, file); /* what was just said stays said */
         } else if (!((mask & IN_CREATE) && !(mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) && stat(file, &st) == 0 &&
                      st.st_size == 0)) {
                 /* (An empty file just created: content follows with
                  * IN_MODIFY / IN_CLOSE_WRITE.) */
-                file_changed(fs, rec, mask);
+                file_events_changed(fs, rec, mask);
         }
         buf_free(&reason);
 }
@@ -2031,7 +804,7 @@ static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask)
         if (!d || (memcpy(d->path, file, len), strmap_put(fs->dirty, d->path, d, NULL) < 0)) {
                 free(d);
                 /* Cannot remember it: a relist will find the change. */
-                event_failed(fs, file, -ENOMEM);
+                file_source_event_failed(fs, file, -ENOMEM);
                 return;
         }
         d->mask = mask;
@@ -2057,7 +830,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
         }
         if (mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
                 if (!fs->watch_is_dir && (mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
-                        file_gone(fs, fs->path);
+                        file_events_gone(fs, fs->path);
                 if (mask & (IN_IGNORED | IN_MOVE_SELF)) {
                         /* The kernel dropped the watch (the path went
                          * away), or it follows an inode that was moved off
@@ -2087,7 +860,7 @@ static void on_watch_event(void *data, const char *path, const char *name, uint3
                 file = strdup(fs->path);
         }
         if (!file) {
-                event_failed(fs, fs->path, -ENOMEM);
+                file_source_event_failed(fs, fs->path, -ENOMEM);
                 return;
         }
         mark_dirty(fs, file, mask);
@@ -2183,7 +956,8 @@ void file_source_carried(struct file_source *fs, const struct pod_update *u, uin
                         continue;
                 r = e->file->rec;
                 /* An older version of the pod does not do. */
-                if (r->state == FILE_RECORD_PENDING && r->sent != FILE_RECORDS_SENT_NONE && !r->gone && pod_unchanged(e->pod, p))
+                if (r->state == FILE_RECORD_PENDING && r->sent != FILE_RECORDS_SENT_NONE && !r->gone &&
+                    file_events_pod_unchanged(e->pod, p))
                         file_records_applied(&fs->recs, r, seq);
         }
         file_records_flush(&fs->recs);
@@ -2262,9 +1036,9 @@ int file_source_new(struct loop *loop, struct watcher *watcher,
         fs->docs = strmap_new();
         fs->dups = strmap_new();
         fs->unreadable = strmap_new();
-        if (!fs->path || !fs->node_name || state_init(&fs->st) < 0 || !fs->errors || !fs->dirty || !fs->unknown ||
-            !fs->docs || !fs->dups || !fs->unreadable ||
-            file_records_init(&fs->recs, rec_view, fs, cfg->record, cfg->record_data) < 0)
+        if (!fs->path || !fs->node_name || file_store_state_init(&fs->st) < 0 || !fs->errors || !fs->dirty ||
+            !fs->unknown || !fs->docs || !fs->dups || !fs->unreadable ||
+            file_records_init(&fs->recs, file_store_rec_view, fs, cfg->record, cfg->record_data) < 0)
                 goto fail;
         source_stats_target(fs->stats, fs->path);
         fs->retry = BACKOFF_INIT(FILE_SOURCE_RETRY_USEC, FILE_SOURCE_RETRY_MAX_USEC);
@@ -2310,7 +1084,7 @@ void file_source_free(struct file_source *fs)
         loop_timer_free(fs->read_retry_timer);
         job_free(fs->job);
         episode_free(&fs->failing);
-        state_free(&fs->st);
+        file_store_state_free(&fs->st);
         /* Records last: the names above hold theirs. */
         file_records_clear(&fs->recs);
         for (size_t i = 0; i < fs->n_patterns; i++)
