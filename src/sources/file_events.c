@@ -235,12 +235,20 @@ static int take_over(struct file_source *fs, struct keyref *kr)
                 struct frec *rec = file_records_get(&fs->recs, cands[i], false);
                 struct pod *pod = NULL;
                 struct buf k = BUF_INIT;
+                bool retried, same = false;
 
                 if (!rec)
                         continue;
+                /* A file waiting for the read retry had its own event
+                 * while it could not be read: reading it here takes it
+                 * off the retry, so what it now holds, if not this key,
+                 * needs an event of its own. */
+                retried = strmap_get(fs->unreadable, rec->path) != NULL;
                 r = file_source_load(fs, rec, 0, false, &pod);
-                if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && strcmp(k.data, kr->key) == 0)
+                if (r == 0 && (r = pod_store_key(pod, &k)) == 0 && (same = strcmp(k.data, kr->key) == 0))
                         r = file_store_put(fs, &fs->st, rec, pod);
+                if (retried && !same && r != LOAD_UNREADABLE && r != -ENOENT && !static_pod_resource_error(r))
+                        file_source_mark_dirty(fs, rec->path, IN_CLOSE_WRITE);
                 /* A bad file is skipped (reported); a file that now
                  * defines another pod is left to its own event. */
                 if (r > 0 || (r < 0 && !static_pod_resource_error(r)))

@@ -818,6 +818,11 @@ static void mark_dirty(struct file_source *fs, const char *file, uint32_t mask)
                 loop_timer_arm(fs->batch_timer, 0);
 }
 
+void file_source_mark_dirty(struct file_source *fs, const char *file, uint32_t mask)
+{
+        mark_dirty(fs, file, mask);
+}
+
 static void on_watch_event(void *data, const char *path, const char *name, uint32_t mask)
 {
         struct file_source *fs = data;

@@ -111,6 +111,8 @@ bool file_source_filtered(const struct file_source *fs, const char *path);
 int file_source_load(struct file_source *fs, struct frec *rec, int quiet, bool filtered, struct pod **ret_pod);
 int file_source_cmp_str(const void *a, const void *b);
 void file_source_event_failed(struct file_source *fs, const char *file, int r);
+/* file is looked at in a coming batch, as if an event named it. */
+void file_source_mark_dirty(struct file_source *fs, const char *file, uint32_t mask);
 int file_source_send_state(struct file_source *fs, struct keymap *store, uint64_t *ret_sent);
 
 #endif
