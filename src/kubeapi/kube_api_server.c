@@ -34,6 +34,7 @@
 #include "util/clock.h"
 #include "util/log.h" /* ERRNO_STR only: this module never logs */
 #include "util/mhd_loop.h"
+#include "util/tcp_listen.h"
 #include "util/unix_listen.h"
 
 #define JSON_TYPE "application/json"
@@ -1282,38 +1283,11 @@ static int copy_ids(const void *src, size_t n, size_t size, void **ret)
         return 0;
 }
 
-/* Splits "host:port" or "[v6]:port"; host may be empty (every address). */
-static int split_host_port(const char *address, char **ret_host, char **ret_port)
-{
-        const char *colon;
-
-        if (address[0] == '[') {
-                const char *end = strchr(address, ']');
-
-                if (!end || end[1] != ':')
-                        return -EINVAL;
-                *ret_host = strndup(address + 1, (size_t)(end - address - 1));
-                colon = end + 1;
-        } else {
-                colon = strrchr(address, ':');
-                if (!colon || strchr(address, ':') != colon)
-                        return -EINVAL;
-                *ret_host = strndup(address, (size_t)(colon - address));
-        }
-        if (!*ret_host)
-                return -ENOMEM;
-        if (!(*ret_port = strdup(colon + 1))) {
-                free(*ret_host);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 int kube_api_address_check(const char *address, struct buf *err)
 {
         char *host = NULL, *port = NULL, *end;
         unsigned long p;
-        int r = split_host_port(address, &host, &port);
+        int r = tcp_split_host_port(address, &host, &port);
 
         if (r == -ENOMEM) {
                 if (err)
@@ -1326,48 +1300,6 @@ int kube_api_address_check(const char *address, struct buf *err)
         p = strtoul(port, &end, 10);
         if (!port[0] || *end || errno || p == 0 || p > 65535)
                 r = buf_set_err(err, -EINVAL, "--kube-api-address \"%s\": invalid port \"%s\"", address, port);
-        free(host);
-        free(port);
-        return r;
-}
-
-/* A TCP listener at address.  0 or -errno with err set. */
-static int tcp_listen(const char *address, int *ret_fd, struct buf *err)
-{
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_PASSIVE}, *res = NULL;
-        char *host = NULL, *port = NULL;
-        int r, fd = -1, one = 1;
-
-        if ((r = split_host_port(address, &host, &port)) < 0)
-                return r == -ENOMEM ? r : buf_set_err(err, r, "--kube-api-address \"%s\": expected HOST:PORT", address);
-        r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-        if (r != 0) {
-                r = buf_set_err(err, -EINVAL, "--kube-api-address \"%s\": %s", address, gai_strerror(r));
-                goto out;
-        }
-        r = -EADDRNOTAVAIL;
-        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-                if (fd < 0) {
-                        r = -errno;
-                        continue;
-                }
-                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
-                        break;
-                r = -errno;
-                close(fd);
-                fd = -1;
-        }
-        if (fd < 0) {
-                r = buf_set_err(err, r, "--kube-api-address \"%s\": %s", address, ERRNO_STR(r));
-                goto out;
-        }
-        *ret_fd = fd;
-        r = 0;
-out:
-        if (res)
-                freeaddrinfo(res);
         free(host);
         free(port);
         return r;
@@ -1470,7 +1402,7 @@ int kube_api_server_new(struct loop *loop, const struct kube_api_server_config *
                     !(srv->pem[2] = strdup(cfg->client_ca_pem)))
                         goto fail;
 
-                if ((r = tcp_listen(cfg->address, &fd, err)) < 0)
+                if ((r = tcp_listen(cfg->address, false, "--kube-api-address", &fd, NULL, err)) < 0)
                         goto fail;
                 if ((r = endpoint_start(srv, fd, true, cfg->address, err)) < 0)
                         goto fail;

@@ -27,6 +27,7 @@
 #include "util/log.h" /* ERRNO_STR only: this module never logs */
 #include "metrics/metrics_server.h"
 #include "util/mhd_loop.h"
+#include "util/tcp_listen.h"
 #include "util/unix_listen.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -41,50 +42,14 @@ struct metrics_server {
         char *address;
 };
 
-/* Splits "host:port" / "[v6]:port".  0 or -EINVAL.  host is a copy. */
-static int split_host_port(const char *address, char **ret_host, const char **ret_port)
-{
-        const char *colon;
-        char *host;
-
-        if (address[0] == '[') {
-                const char *end = strchr(address, ']');
-
-                if (!end || end[1] != ':')
-                        return -EINVAL;
-                host = strndup(address + 1, (size_t)(end - address - 1));
-                colon = end + 1;
-        } else {
-                colon = strrchr(address, ':');
-                if (!colon || strchr(address, ':') != colon)
-                        return -EINVAL;
-                host = strndup(address, (size_t)(colon - address));
-        }
-        if (!host)
-                return -ENOMEM;
-        *ret_host = host;
-        *ret_port = colon + 1;
-        return 0;
-}
-
 static bool is_unix(const char *address)
 {
         return address[0] == '/' || strncmp(address, "unix:", 5) == 0;
 }
 
-static bool sockaddr_is_loopback(const struct sockaddr *sa)
-{
-        if (sa->sa_family == AF_INET)
-                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-        if (sa->sa_family == AF_INET6)
-                return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-        return false;
-}
-
 int metrics_address_check(const char *address, struct buf *err)
 {
-        char *host = NULL, *end;
-        const char *port;
+        char *host = NULL, *port = NULL, *end;
         unsigned long p;
         int r;
 
@@ -97,7 +62,7 @@ int metrics_address_check(const char *address, struct buf *err)
                         return buf_set_err(err, -EINVAL, "\"%s\": a unix socket needs an absolute path", address);
                 return 0;
         }
-        r = split_host_port(address, &host, &port);
+        r = tcp_split_host_port(address, &host, &port);
         if (r == -ENOMEM) {
                 if (err)
                         buf_reset(err); /* a failure replaces what err held */
@@ -115,79 +80,7 @@ int metrics_address_check(const char *address, struct buf *err)
                                 "\"%s\": the metrics endpoint listens on loopback only (127.0.0.1, ::1, localhost)",
                                 address);
         free(host);
-        return r;
-}
-
-/* A loopback TCP listener.  0 or -errno with err set. */
-static int tcp_listen(struct metrics_server *ms, const char *address, struct buf *err)
-{
-        struct addrinfo hints, *res = NULL, *ai;
-        char *host = NULL;
-        const char *port;
-        int r, fd = -1, one = 1;
-
-        r = split_host_port(address, &host, &port);
-        if (r < 0)
-                return r;
-        memset(&hints, 0, sizeof(hints));
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
-        r = getaddrinfo(host, port, &hints, &res);
-        if (r != 0) {
-                r = buf_set_err(err, -EINVAL, "metrics address \"%s\": %s", address, gai_strerror(r));
-                goto done;
-        }
-        r = -EADDRNOTAVAIL;
-        for (ai = res; ai; ai = ai->ai_next) {
-                if (!sockaddr_is_loopback(ai->ai_addr))
-                        continue;
-                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-                if (fd < 0) {
-                        r = -errno;
-                        continue;
-                }
-                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
-                        break;
-                r = -errno;
-                close(fd);
-                fd = -1;
-        }
-        if (fd < 0) {
-                r = buf_set_err(err, r, "metrics address \"%s\": %s", address,
-                                r == -EADDRNOTAVAIL ? "not a loopback address" : ERRNO_STR(r));
-                goto done;
-        }
-        {
-                struct sockaddr_storage ss;
-                socklen_t len = sizeof(ss);
-                char name[INET6_ADDRSTRLEN] = "?";
-                unsigned port_no = 0;
-
-                if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-                        if (ss.ss_family == AF_INET) {
-                                inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, name, sizeof(name));
-                                port_no = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-                        } else {
-                                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, name, sizeof(name));
-                                port_no = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-                        }
-                }
-                ms->address = malloc(strlen(name) + 16);
-                if (!ms->address) {
-                        close(fd);
-                        r = -ENOMEM;
-                        goto done;
-                }
-                (void)snprintf(ms->address, strlen(name) + 16, ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
-                               name, port_no);
-        }
-        ms->lis.fd = fd;
-        r = 0;
-done:
-        if (res)
-                freeaddrinfo(res);
-        free(host);
+        free(port);
         return r;
 }
 
@@ -273,7 +166,7 @@ int metrics_server_new(struct loop *loop, const struct metrics_server_config *cf
                 memcpy(ms->address, "unix:", 5);
                 memcpy(ms->address + 5, path, strlen(path) + 1);
         } else {
-                r = tcp_listen(ms, cfg->address, err);
+                r = tcp_listen(cfg->address, true, "metrics address", &ms->lis.fd, &ms->address, err);
                 if (r < 0)
                         goto fail;
         }
