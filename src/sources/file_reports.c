@@ -209,6 +209,14 @@ void file_reports_unreadable(struct file_source *fs, struct frec *rec, const cha
         const struct file_name *f = NULL;
         const struct entry *e = file_store_rec_entry(&fs->st, rec, &f);
         char text[FILE_RECORD_REASON_MAX];
+        /* A file read before that holds no pod lost it to another file
+         * or was refused: "never read" would send the admin looking for
+         * the wrong thing. */
+        const char *before = !rec->have_digest                     ? "never read"
+                             : rec->state == FILE_RECORD_DUPLICATE ? "a duplicate when last read"
+                             : rec->state == FILE_RECORD_REJECTED  ? "refused when last read"
+                             : rec->state == FILE_RECORD_IGNORED   ? "ignored when last read"
+                                                                   : "none held";
 
         /* The errno's number too: what an admin searches for. */
         (void)snprintf(text, sizeof(text), "cannot be read: %s (errno %d)", reason, -r);
@@ -226,7 +234,7 @@ void file_reports_unreadable(struct file_source *fs, struct frec *rec, const cha
                 log_error("file \"%s\": %s: keeping its pod \"%s\", trying again in %.1f s", rec->path, text,
                           pod_key(e->pod), (double)fs->read_retry.delay / 1e6);
         else
-                log_error("file \"%s\": %s: no pod to keep (never read), trying again in %.1f s", rec->path, text,
+                log_error("file \"%s\": %s: no pod to keep (%s), trying again in %.1f s", rec->path, text, before,
                           (double)fs->read_retry.delay / 1e6);
         source_stats_error(fs->stats, false, "file \"%s\": %s", rec->path, text);
 }

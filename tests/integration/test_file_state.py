@@ -505,6 +505,48 @@ def test_podmux_wait_unreadable_file_waits_and_says_why(t):
         'Input/output error (errno %d)' % (n, errno.EIO)), lines
 
 
+@test("a file the daemon cannot read that holds no pod says why in the "
+      "log: never read, or a duplicate (or refused) when last read; the "
+      "pod of the file that holds it stays")
+def test_unreadable_without_pod_says_why(t):
+    m = t.mkdir("m")
+    control = t.path("iofault.control")
+    harness.write_iofault(control, {})
+    a = write_file(os.path.join(m, "a.yaml"), pod_yaml("a"))
+    dup = write_file(os.path.join(m, "b.yaml"), pod_yaml("a", image="other:1"))
+    bad = write_file(os.path.join(m, "c.yaml"),
+                     read_fixture("bad", "syntax-error.yaml"))
+    d = t.daemon(m, freq="1h", env=harness.iofault_env(t, control))
+    c = d.connect()
+    c.wait_until_state([pn("a")])
+    recs = wait_records(t, d, lambda r: state_of(r, dup) == "duplicate" and
+                        state_of(r, bad) == "rejected", "b.yaml a duplicate")
+    uid_a, since = recs[a]["pods"][0]["uid"], len(c.msgs)
+
+    n = os.path.join(m, "n.yaml")
+    harness.write_iofault(control, {dup: ("read", errno.EIO),
+                                    bad: ("read", errno.EIO),
+                                    n: ("read", errno.EIO)})
+    for p, body in ((dup, pod_yaml("a", image="other:2")),
+                    (bad, pod_yaml("c")), (n, pod_yaml("n"))):
+        write_file(p, body)
+    wait_records(t, d, lambda r: all(state_of(r, p) == "unreadable"
+                                     for p in (dup, bad, n)),
+                 "three files unreadable")
+    for p, why in ((dup, "a duplicate when last read"),
+                   (bad, "refused when last read"), (n, "never read")):
+        lines = [x.msg for x in d.file_errors(p) if "cannot be read" in x.msg]
+        assert len(lines) == 1 and ("no pod to keep (%s)" % why) in \
+            lines[0], (p, lines)
+    # The pod of a.yaml stayed; nothing of the others came (a file
+    # written last brings every message before it).
+    write_file(os.path.join(m, "z.yaml"), pod_yaml("z"))
+    c.wait_until_state([pn("a"), pn("z")])
+    c.assert_kept([uid_a], since)
+    assert [m["op"] for m in c.pods_msgs(since)] == ["ADD"], \
+        c.pods_msgs(since)
+
+
 @test("podmux wait on the static pod directory itself exits 4 at once, "
       "saying to wait on the manifests in it; with a single file as the "
       "static pod path, the file itself is waited on")
