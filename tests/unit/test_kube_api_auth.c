@@ -303,7 +303,8 @@ static unsigned free_port(void)
         return ntohs(a.sin_port);
 }
 
-static void up(struct world *w)
+/* A world whose server takes client certificates when ca. */
+static void up_ca(struct world *w, bool ca)
 {
         static bool curl_done;
         struct kube_config kc = {0};
@@ -335,7 +336,7 @@ static void up(struct world *w)
         cfg.address = address;
         cfg.tls_cert_pem = pki.server_cert_pem;
         cfg.tls_key_pem = pki.server_key_pem;
-        cfg.client_ca_pem = pki.ca_pem;
+        cfg.client_ca_pem = ca ? pki.ca_pem : NULL;
         cfg.review = w->review;
         cfg.authz_webhook = true;
         cfg.socket_gid = (gid_t)-1;
@@ -350,6 +351,11 @@ static void up(struct world *w)
         pod_unref(p);
         ck_assert_int_eq(kube_api_server_update(w->srv, u, SEQ0 + 1), 0);
         pod_update_free(u);
+}
+
+static void up(struct world *w)
+{
+        up_ca(w, true);
 }
 
 static void down(struct world *w)
@@ -719,5 +725,41 @@ START_TEST(test_answers)
 }
 END_TEST
 
-UNIT_MAIN(test_answers, test_cert_get_alloc_sweep, test_token_list_alloc_sweep, test_cached_alloc_sweep,
-          test_refused_alloc_sweep)
+/* Without a client CA, only tokens: a certificate, even of a CA the
+ * server knew, names nobody (401), a token is served.  Without a CA nor
+ * an API server, nobody could authenticate: the server refuses to start. */
+START_TEST(test_tokens_only)
+{
+        struct kube_api_server_config cfg = {.address = "127.0.0.1:1", .socket_gid = (gid_t)-1};
+        struct kube_api_server *srv = NULL;
+        struct buf err = BUF_INIT;
+        struct loop *loop;
+        struct world w;
+        char out[16384];
+
+        log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
+        up_ca(&w, false);
+        request(&w, "/api/v1/namespaces/ns/pods/a", NULL, true, out, sizeof(out));
+        ck_assert_msg(answered(out, "HTTP/1.1 401"), "%s", out);
+        ck_assert_uint_eq(w.fake.access_reviews, 0);
+        request(&w, "/api/v1/namespaces/ns/pods/a", "tok-alice", false, out, sizeof(out));
+        ck_assert_msg(answered(out, "HTTP/1.1 200") && strstr(out, "\"name\":\"a\""), "%s", out);
+        /* A certificate beside a good token: the token is who asks. */
+        request(&w, "/api/v1/namespaces/ns/pods/a", "tok-bob", true, out, sizeof(out));
+        ck_assert_msg(answered(out, "HTTP/1.1 403") && strstr(out, "User \\\"bob\\\""), "%s", out);
+        down(&w);
+
+        pki_make();
+        cfg.tls_cert_pem = pki.server_cert_pem;
+        cfg.tls_key_pem = pki.server_key_pem;
+        ck_assert_int_eq(loop_new(&loop), 0);
+        ck_assert_int_eq(kube_api_server_new(loop, &cfg, &srv, &err), -EINVAL);
+        ck_assert_ptr_null(srv);
+        ck_assert_msg(strstr(err.data, "nobody could authenticate"), "%s", err.data);
+        buf_free(&err);
+        loop_free(loop);
+}
+END_TEST
+
+UNIT_MAIN(test_answers, test_tokens_only, test_cert_get_alloc_sweep, test_token_list_alloc_sweep,
+          test_cached_alloc_sweep, test_refused_alloc_sweep)
