@@ -1048,9 +1048,12 @@ static void authenticate(struct auth_req *a)
                 a->refused = MHD_HTTP_UNAUTHORIZED;
                 return;
         }
-        /* A cached decision calls on_authn before this returns. */
+        /* A cached decision calls on_authn before this returns.  Out of
+         * memory is ours, not the token's: a 500, which a client retries,
+         * where a 401 would tell it its credentials are bad (refused
+         * either way). */
         if (review_authenticate(srv->review, token, on_authn, a, &a->wait) < 0)
-                a->refused = MHD_HTTP_UNAUTHORIZED; /* out of memory: refused */
+                a->refused = MHD_HTTP_INTERNAL_SERVER_ERROR;
         else if (a->wait)
                 auth_suspend(a);
 }

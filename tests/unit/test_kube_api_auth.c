@@ -631,11 +631,16 @@ static void sweep(const struct scenario *sc)
                         continue;
                 }
                 if (failed) {
+                        /* A refusal only from a review that ran out of
+                         * memory; from the cached decisions, no review
+                         * runs, and our own failure is a 500. */
+                        bool refusal =
+                                !sc->warm && (answered(before, "HTTP/1.1 401") || answered(before, "HTTP/1.1 403"));
+
                         hits++;
                         ck_assert_msg(!before[0] || strstr(before, sc->want) || answered(before, "HTTP/1.1 500") ||
-                                              answered(before, "HTTP/1.1 401") ||
-                                              answered(before, "HTTP/1.1 403"),
-                                      "%s %ld: %s", sc->target, n, before);
+                                              refusal,
+                                      "%s %ld%s: %s", sc->target, n, sc->warm ? " (cached)" : "", before);
                         /* The server answers on, rightly. */
                         request(&w, sc->target, sc->token, sc->cert, out, sizeof(out));
                         ck_assert_msg(strstr(out, sc->want), "%s %ld, then: %s", sc->target, n, out);
