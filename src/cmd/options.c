@@ -207,9 +207,10 @@ const char *options_usage(void)
                "  --kube-api-tls-private-key-file FILE  its key (PEM) (default: the self-signed pair's)\n"
                "  --kube-api-cert-dir DIR       where the self-signed pair is made and kept\n"
                "                                (default " OPTIONS_DEFAULT_KUBE_API_CERT_DIR ")\n"
-               "  --kube-api-client-ca-file FILE  clients of the address must show a certificate of this CA;\n"
-               "                                anonymous requests get 401 (required with the address;\n"
-               "                                default: none)\n"
+               "  --kube-api-client-ca-file FILE  clients of the address may show a certificate of this CA;\n"
+               "                                anonymous requests get 401 (default: none: bearer tokens\n"
+               "                                only, verified by TokenReview, which needs --kubeconfig\n"
+               "                                or --in-cluster)\n"
                "  --kube-api-authorization-mode MODE  AlwaysAllow (any authenticated client) or Webhook\n"
                "                                (SubjectAccessReview; needs --kubeconfig or --in-cluster)\n"
                "                                (default Webhook)\n"
@@ -1075,8 +1076,9 @@ out:
         return r;
 }
 
-/* --kube-api-address needs what authenticates its clients, and an API
- * server to ask for Webhook authorization.  0 or -EINVAL with a message. */
+/* --kube-api-address needs what authenticates its clients (a client CA,
+ * or an API server for tokens), and an API server to ask for Webhook
+ * authorization.  0 or -EINVAL with a message. */
 static int check_kube_api_address(const struct options *o, struct buf *err)
 {
         if (!o->kube_api_address) {
@@ -1090,10 +1092,13 @@ static int check_kube_api_address(const struct options *o, struct buf *err)
                 return buf_set_err(err, -EINVAL,
                                    "--kube-api-tls-cert-file and --kube-api-tls-private-key-file go together: give "
                                    "both, or neither for a self-signed pair in --kube-api-cert-dir");
-        if (!o->kube_api_client_ca)
+        /* Without a client CA, bearer tokens are the only identity, and
+         * only an API server can verify them. */
+        if (!o->kube_api_client_ca && !o->kubeconfig && !o->in_cluster)
                 return buf_set_err(err, -EINVAL,
-                                   "--kube-api-address needs --kube-api-client-ca-file: anonymous requests are "
-                                   "refused, and clients authenticate with a certificate of that CA");
+                                   "--kube-api-address: nobody could authenticate, and anonymous requests are "
+                                   "refused: give --kube-api-client-ca-file (client certificates), or an API "
+                                   "server (--kubeconfig or --in-cluster) to verify bearer tokens");
         if (!o->kube_api_always_allow && !o->kubeconfig && !o->in_cluster)
                 return buf_set_err(err, -EINVAL,
                                    "--kube-api-address: --kube-api-authorization-mode Webhook (the default) asks the "

@@ -954,8 +954,10 @@ static int build_kube_api(struct daemon *d, struct buf *err)
         }
         cfg.authz_webhook = !o->kube_api_always_allow;
         if (o->kube_api_address) {
+                /* No client CA: tokens only (options_parse checks that an
+                 * API server verifies them). */
                 if ((r = kube_tls_load(&tls, &cert, &key, err)) < 0 ||
-                    (r = kube_tls_read(o->kube_api_client_ca, &ca, err)) < 0)
+                    (o->kube_api_client_ca && (r = kube_tls_read(o->kube_api_client_ca, &ca, err)) < 0))
                         goto out;
                 cfg.address = o->kube_api_address;
                 cfg.tls_cert_pem = cert;

@@ -51,7 +51,7 @@ struct endpoint {
         struct kube_api_server *srv;
         struct MHD_Daemon *mhd;
         struct mhd_loop ml;
-        bool tls; /* clients must show a certificate of the client CA */
+        bool tls; /* clients authenticate (certificate or token) */
 };
 
 struct kube_api_server {
@@ -62,7 +62,7 @@ struct kube_api_server {
         size_t n_ep;
         struct kube_view *view;
         /* Copies of the TLS PEM texts, which libmicrohttpd keeps pointers
-         * to: certificate, key, client CA. */
+         * to: certificate, key, client CA (NULL: none, tokens only). */
         char *pem[3];
         uid_t *allow_uids;
         size_t n_allow_uids;
@@ -857,12 +857,14 @@ static enum MHD_Result do_pods(struct endpoint *ep, struct MHD_Connection *conn,
 /* Whether the TLS client showed a certificate the client CA signed:
  * libmicrohttpd asks for one (MHD_OPTION_HTTPS_MEM_TRUST) but lets a
  * client without one in, so anonymous requests are refused here. */
-static bool client_verified(struct MHD_Connection *conn)
+static bool client_verified(const struct kube_api_server *srv, struct MHD_Connection *conn)
 {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         unsigned status = 0;
 
-        if (!ci || !ci->tls_session)
+        /* No client CA: no certificate is asked for, and none is an
+         * identity, whoever signed it. */
+        if (!srv->pem[2] || !ci || !ci->tls_session)
                 return false;
         return gnutls_certificate_verify_peers2((gnutls_session_t)ci->tls_session, &status) == 0 && status == 0;
 }
@@ -1035,7 +1037,7 @@ static void authenticate(struct auth_req *a)
         struct kube_api_server *srv = a->ep->srv;
         const char *token;
 
-        if (client_verified(a->conn)) {
+        if (client_verified(srv, a->conn)) {
                 int r = cert_user(a->conn, &a->user);
 
                 if (r < 0)
@@ -1047,9 +1049,12 @@ static void authenticate(struct auth_req *a)
                 a->refused = MHD_HTTP_UNAUTHORIZED;
                 return;
         }
-        /* A cached decision calls on_authn before this returns. */
+        /* A cached decision calls on_authn before this returns.  Out of
+         * memory is ours, not the token's: a 500, which a client retries,
+         * where a 401 would tell it its credentials are bad (refused
+         * either way). */
         if (review_authenticate(srv->review, token, on_authn, a, &a->wait) < 0)
-                a->refused = MHD_HTTP_UNAUTHORIZED; /* out of memory: refused */
+                a->refused = MHD_HTTP_INTERNAL_SERVER_ERROR;
         else if (a->wait)
                 auth_suspend(a);
 }
@@ -1315,15 +1320,16 @@ static int endpoint_start(struct kube_api_server *srv, int fd, bool tls, const c
         ep->srv = srv;
         ep->tls = tls;
         /* No MHD_USE_ERROR_LOG: the library would write to stderr, past
-         * our log format. */
+         * our log format.  The client CA comes last: without one, its
+         * place ends the options, and no certificate is asked for. */
         if (tls)
-                ep->mhd =
-                        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TLS, 0, NULL, NULL,
-                                         on_request, ep, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                                         (unsigned)KUBE_API_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                                         (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC, MHD_OPTION_HTTPS_MEM_CERT,
-                                         srv->pem[0], MHD_OPTION_HTTPS_MEM_KEY, srv->pem[1], MHD_OPTION_HTTPS_MEM_TRUST,
-                                         srv->pem[2], MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+                ep->mhd = MHD_start_daemon(
+                        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TLS, 0, NULL, NULL, on_request, ep,
+                        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)KUBE_API_MAX_CONNECTIONS,
+                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)KUBE_API_CONNECTION_TIMEOUT_SEC,
+                        MHD_OPTION_HTTPS_MEM_CERT, srv->pem[0], MHD_OPTION_HTTPS_MEM_KEY, srv->pem[1],
+                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                        srv->pem[2] ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, srv->pem[2], MHD_OPTION_END);
         else
                 ep->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, ep,
                                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
@@ -1332,7 +1338,7 @@ static int endpoint_start(struct kube_api_server *srv, int fd, bool tls, const c
         if (!ep->mhd) {
                 close(fd);
                 return buf_set_err(err, -EIO, "kube-api \"%s\": libmicrohttpd could not start%s", what,
-                                   tls ? " (is the certificate, its key and the client CA PEM?)" : "");
+                                   tls ? " (is the certificate, its key and any client CA PEM?)" : "");
         }
         srv->n_ep++;
         if ((r = mhd_loop_attach(&ep->ml, srv->loop, ep->mhd)) == -EIO)
@@ -1391,15 +1397,20 @@ int kube_api_server_new(struct loop *loop, const struct kube_api_server_config *
                 int fd = -1;
 
                 r = -ENOMEM;
-                if (!cfg->tls_cert_pem || !cfg->tls_key_pem || !cfg->client_ca_pem) {
+                if (!cfg->tls_cert_pem || !cfg->tls_key_pem) {
+                        r = buf_set_err(err, -EINVAL, "kube-api \"%s\": TLS needs a certificate and its key",
+                                        cfg->address);
+                        goto fail;
+                }
+                if (!cfg->client_ca_pem && !cfg->review) {
                         r = buf_set_err(err, -EINVAL,
-                                        "kube-api \"%s\": TLS needs a certificate, its key and a "
-                                        "client CA",
+                                        "kube-api \"%s\": nobody could authenticate: no client CA, and no API "
+                                        "server to verify tokens",
                                         cfg->address);
                         goto fail;
                 }
                 if (!(srv->pem[0] = strdup(cfg->tls_cert_pem)) || !(srv->pem[1] = strdup(cfg->tls_key_pem)) ||
-                    !(srv->pem[2] = strdup(cfg->client_ca_pem)))
+                    (cfg->client_ca_pem && !(srv->pem[2] = strdup(cfg->client_ca_pem))))
                         goto fail;
 
                 if ((r = tcp_listen(cfg->address, false, "--kube-api-address", &fd, NULL, err)) < 0)

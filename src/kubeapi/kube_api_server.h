@@ -14,11 +14,11 @@
  * watch with nothing to send is suspended and resumed on the next event.
  *
  * On --kube-api-address, a client is authenticated by a certificate of
- * the client CA or by a bearer token the API server vouches for
- * (TokenReview), and with Webhook authorization each pods request is
- * asked of the API server (SubjectAccessReview), both through
- * src/kube/review.h; a request waiting for a review is suspended, and
- * resumed by the review's answer.
+ * the client CA (when one is given) or by a bearer token the API server
+ * vouches for (TokenReview), and with Webhook authorization each pods
+ * request is asked of the API server (SubjectAccessReview), both
+ * through src/kube/review.h; a request waiting for a review is
+ * suspended, and resumed by the review's answer.
  *
  * Owns: the view (src/kubeapi/kube_view.h), the listening unix socket and
  * its lock, the TCP listener of --kube-api-address, a libmicrohttpd daemon
@@ -74,8 +74,10 @@ struct kube_api_server_config {
         uint64_t bookmark_usec;            /* 0: the default */
         /* --kube-api-address HOST:PORT (NULL: none), always TLS: the
          * serving certificate and key, and the CA whose certificates
-         * clients must show (anonymous requests get 401), as PEM text
-         * (src/kubeapi/kube_tls.h reads them).  Copied by libmicrohttpd. */
+         * identify clients, as PEM text (src/kubeapi/kube_tls.h reads
+         * them); copied.  Without a client CA (NULL), no certificate is
+         * asked for nor taken, and only tokens authenticate: review is
+         * then needed (-EINVAL without).  Anonymous requests get 401. */
         const char *address;
         const char *tls_cert_pem, *tls_key_pem, *client_ca_pem;
         /* Borrowed, outlives the server: bearer tokens are verified by

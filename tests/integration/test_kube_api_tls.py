@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The Kubernetes API view over TCP (--kube-api-address, doc/kube-api.md):
 always TLS, clients authenticated by a certificate of
---kube-api-client-ca-file (anonymous and other CAs get 401), the serving
+--kube-api-client-ca-file (anonymous and other CAs get 401; without the
+file, by tokens only), the serving
 pair from files or self-signed in --kube-api-cert-dir, and kubectl
 unmodified: get pods -A, -o json, get pod NAME -n NS, -l, --field-selector
 and get pods -w (add, modify, delete in order).  With an API server
@@ -34,11 +35,12 @@ def free_port():
     return port
 
 
-def tls_daemon(t, extra=(), own_cert=False, env=None, mode="AlwaysAllow"):
+def tls_daemon(t, extra=(), own_cert=False, env=None, mode="AlwaysAllow", client_ca=True):
     pki = apitls.copy_pki(t.path("pki"))
     port = free_port()
-    args = ["--kube-api-address", "127.0.0.1:%d" % port,
-            "--kube-api-client-ca-file", pki["ca.crt"]]
+    args = ["--kube-api-address", "127.0.0.1:%d" % port]
+    if client_ca:
+        args += ["--kube-api-client-ca-file", pki["ca.crt"]]
     if mode:
         args += ["--kube-api-authorization-mode", mode]
     if own_cert:
@@ -134,10 +136,15 @@ def tls_daemon_again(t, d):
     return d
 
 
-@test("--kube-api-address without a client CA, with Webhook authorization, or half a pair: refused at start (exit 2)")
+@test("--kube-api-address with neither a client CA nor an API server, with Webhook authorization and no API "
+      "server, or half a pair: refused at start (exit 2)")
 def test_tls_flags(t):
+    nobody = ("--kube-api-address: nobody could authenticate, and anonymous requests are refused: give "
+              "--kube-api-client-ca-file (client certificates), or an API server (--kubeconfig or --in-cluster) "
+              "to verify bearer tokens")
     for flags, needle in (
-            (["--kube-api-address", "127.0.0.1:1"], "--kube-api-client-ca-file"),
+            (["--kube-api-address", "127.0.0.1:1"], nobody),
+            (["--kube-api-address", "127.0.0.1:1", "--kube-api-authorization-mode", "AlwaysAllow"], nobody),
             (["--kube-api-address", "127.0.0.1:1", "--kube-api-client-ca-file", "/x"],
              "Webhook (the default) asks the API server, and none is configured"),
             (["--kube-api-address", "127.0.0.1:1", "--kube-api-client-ca-file", "/x",
@@ -234,7 +241,7 @@ ALICE = {"username": "alice", "uid": "u-1", "groups": ["devs"], "extra": {"team"
 BOB = {"username": "bob", "uid": "u-2", "groups": ["others"]}
 
 
-def webhook_daemon(t, mode=None):
+def webhook_daemon(t, mode=None, client_ca=True):
     """A daemon on the test API server (plain HTTP), whose tokens are
     alice's (allowed to read pods of default) and bob's (no rule)."""
     srv = FakeAPI(t)
@@ -242,7 +249,7 @@ def webhook_daemon(t, mode=None):
                     access=[{"user": "alice", "namespace": "default", "allowed": True},
                             {"user": apitls.CLIENT_CN, "allowed": True}])
     kc = apitls.simple_kubeconfig(t.path("api.kubeconfig"), srv.url)
-    d = tls_daemon(t, extra=["--kubeconfig", kc], mode=mode)
+    d = tls_daemon(t, extra=["--kubeconfig", kc], mode=mode, client_ca=client_ca)
     manifest(t, "a")
     return srv, d
 
@@ -391,6 +398,34 @@ def test_kubectl_token(t):
     p = subprocess.run([kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
                        capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode != 0 and "forbidden" in p.stderr.lower(), (p.returncode, p.stderr)
+
+
+@test("no client CA, an API server: tokens only; kubectl with a token is served, a client certificate "
+      "names nobody (401)")
+def test_tokens_only(t):
+    srv, d = webhook_daemon(t, client_ca=False)
+    harness.wait_for(lambda: https_get(d, "/api/v1/namespaces/default/pods", token="alice-token")[0] == 200,
+                     T_WAIT, "alice served")
+    # The certificate the CA signed (whose user the API server allows)
+    # is not asked for, and is no identity: 401, with no review.
+    before = srv.reviews()["subjectaccessreviews"]
+    for cert in ("client", None):
+        status, body = https_get(d, "/api/v1/namespaces/default/pods", cert)
+        assert status == 401 and body["reason"] == "Unauthorized", (cert, status, body)
+    assert srv.reviews()["subjectaccessreviews"] == before
+    assert https_get(d, "/api/v1/namespaces/default/pods", token="bob-token")[0] == 403
+    kubectl = find_kubectl()
+    if not kubectl:
+        t.skip("no kubectl (scripts/deps-test-tools installs Debian's kubernetes-client)")
+    kc = apitls.simple_kubeconfig(
+        t.path("kube.yaml"), "https://127.0.0.1:%d" % d.port,
+        cluster={"certificate-authority": d.server_ca}, user={"token": "alice-token"})
+    env = dict(os.environ, HOME=t.tmp)
+    env.pop("KUBECONFIG", None)
+    p = subprocess.run([kubectl, "--kubeconfig", kc, "get", "pods", "-n", "default", "-o", "name"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["pod/" + pn("a")], (p.returncode, p.stdout, p.stderr)
+    d.assert_alive()
 
 
 PY_CLIENT = r"""

@@ -12,12 +12,14 @@
 #include <execinfo.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -45,6 +47,21 @@ static bool armed, persist, paused, failed_once;
 static long countdown, counted;
 static long live;
 
+/* failalloc_spare_tls(): the code of the spared libraries, found by
+ * failalloc_arm(); a fixed table, so that the check never allocates. */
+#define SPARED_MAX 64
+struct code_range {
+        uintptr_t lo, hi;
+};
+static bool spare_tls;
+static struct code_range spared_code[SPARED_MAX];
+static size_t n_spared_code;
+static long spared;
+static const void *failed_caller;
+static const char *const spared_libs[] = {
+        "libgnutls", "libtasn1", "libnettle", "libhogweed", "libgmp", "libp11-kit", "libidn2", "libunistring",
+};
+
 struct sysfault {
         long countdown, counted;
         int err;
@@ -71,12 +88,60 @@ bool failalloc_enabled(void)
         return FAILALLOC_INTERPOSE;
 }
 
+/* dl_iterate_phdr() callback: the executable segments of one spared
+ * library, by the file name's stem ("libgnutls.so.30": "libgnutls"). */
+static int find_spared(struct dl_phdr_info *info, size_t size, void *data)
+{
+        const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+        bool match = false;
+
+        (void)size;
+        (void)data;
+        name = name ? name + 1 : info->dlpi_name;
+        if (!name)
+                return 0;
+        for (size_t i = 0; i < sizeof(spared_libs) / sizeof(spared_libs[0]) && !match; i++) {
+                size_t len = strlen(spared_libs[i]);
+
+                match = strncmp(name, spared_libs[i], len) == 0 && (name[len] == '.' || name[len] == '-');
+        }
+        for (size_t i = 0; match && i < info->dlpi_phnum && n_spared_code < SPARED_MAX; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+                if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+                        continue;
+                spared_code[n_spared_code].lo = info->dlpi_addr + ph->p_vaddr;
+                spared_code[n_spared_code].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+                n_spared_code++;
+        }
+        return 0;
+}
+
+void failalloc_spare_tls(bool on)
+{
+        spare_tls = on;
+}
+
+long failalloc_spared(void)
+{
+        return spared;
+}
+
 void failalloc_arm(long n)
 {
         armed_thread = pthread_self();
         armed = n > 0;
         countdown = n;
         counted = 0;
+        spared = 0;
+        n_spared_code = 0;
+        if (armed && spare_tls) {
+                bool was = paused;
+
+                paused = true; /* in case the loader allocates */
+                (void)dl_iterate_phdr(find_spared, NULL);
+                paused = was;
+        }
         failed_once = false;
         if (n == 0)
                 persist = false;
@@ -119,6 +184,11 @@ long failalloc_live(void)
 bool failalloc_failed(void)
 {
         return failed_once;
+}
+
+const void *failalloc_failed_caller(void)
+{
+        return failed_once ? failed_caller : NULL;
 }
 
 void failsys_arm(enum failsys_call call, long n, int err)
@@ -180,17 +250,32 @@ extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
 extern void *__libc_memalign(size_t, size_t);
 
-/* True when this allocation is to fail. */
-static bool should_fail(void)
+static bool is_spared(const void *caller)
+{
+        uintptr_t a = (uintptr_t)caller;
+
+        for (size_t i = 0; i < n_spared_code; i++)
+                if (a >= spared_code[i].lo && a < spared_code[i].hi)
+                        return true;
+        return false;
+}
+
+/* True when this allocation, asked for by code at caller, is to fail. */
+static bool should_fail(const void *caller)
 {
         if (!armed || paused || !pthread_equal(pthread_self(), armed_thread))
                 return false;
+        if (n_spared_code && is_spared(caller)) {
+                spared++;
+                return false;
+        }
         counted++;
         if (failed_once && persist)
                 return true;
         if (failed_once || --countdown > 0)
                 return false;
         failed_once = true;
+        failed_caller = caller;
         if (getenv("FAILALLOC_BACKTRACE")) {
                 /* Where the injected failure hit (debugging a sweep). */
                 void *frames[24];
@@ -209,18 +294,23 @@ static void *counted_block(void *p)
         return p;
 }
 
-void *malloc(size_t n)
+static void *malloc_from(size_t n, const void *caller)
 {
-        if (should_fail()) {
+        if (should_fail(caller)) {
                 errno = ENOMEM;
                 return NULL;
         }
         return counted_block(__libc_malloc(n));
 }
 
+void *malloc(size_t n)
+{
+        return malloc_from(n, __builtin_return_address(0));
+}
+
 void *calloc(size_t n, size_t size)
 {
-        if (should_fail()) {
+        if (should_fail(__builtin_return_address(0))) {
                 errno = ENOMEM;
                 return NULL;
         }
@@ -232,12 +322,12 @@ void *realloc(void *p, size_t n)
         void *q;
 
         if (!p)
-                return malloc(n);
+                return malloc_from(n, __builtin_return_address(0));
         if (n == 0) {
                 free(p);
                 return NULL;
         }
-        if (should_fail()) {
+        if (should_fail(__builtin_return_address(0))) {
                 errno = ENOMEM;
                 return NULL;
         }

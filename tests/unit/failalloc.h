@@ -40,6 +40,28 @@ long failalloc_count(void);
 long failalloc_live(void);
 /* Whether a failure was injected since the last arm. */
 bool failalloc_failed(void);
+/* The return address of the allocation that failed (NULL: none), to
+ * tell whose it was with dladdr(). */
+const void *failalloc_failed_caller(void);
+
+/*
+ * With on, allocations made directly by GnuTLS and the libraries it
+ * rests on (libgnutls, libtasn1, libnettle, libhogweed, libgmp,
+ * libp11-kit, libidn2, libunistring) are left alone: never failed, and
+ * counted apart (failalloc_spared()), not in failalloc_count(); they
+ * still count in failalloc_live().  GnuTLS crashes on some of its own
+ * failed allocations (gnutls_x509_crt_import(),
+ * gnutls_certificate_verify_peers2()), which is its defect, not ours: a
+ * sweep of a TLS path spares them to reach our own allocations.  The
+ * caller is the allocation's return address, compared with the loaded
+ * code of those libraries, which failalloc_arm() finds once per arm
+ * (dl_iterate_phdr()); the check itself allocates nothing.  An
+ * allocation that libc makes on their behalf (strdup) is not spared.
+ * Off by failalloc_spare_tls(false) only, not by failalloc_arm(0).
+ */
+void failalloc_spare_tls(bool on);
+/* Allocations spared since the last arm (on the arming thread). */
+long failalloc_spared(void);
 
 enum failsys_call {
         FAILSYS_OPENDIR,

@@ -433,6 +433,54 @@ START_TEST(test_kube_api_flags)
 }
 END_TEST
 
+/* --kube-api-address: a client CA is optional with an API server, whose
+ * TokenReview verifies tokens; with neither, nobody could authenticate,
+ * and the start is refused saying what to give. */
+START_TEST(test_kube_api_address_auth)
+{
+        static const struct {
+                const char *args[6];
+                const char *want; /* NULL: taken */
+        } cases[] = {
+                {{"--kubeconfig", "/k"}, NULL},
+                {{"--in-cluster", "--kube-api-authorization-mode", "AlwaysAllow"}, NULL},
+                {{"--kube-api-client-ca-file", "/ca", "--kube-api-authorization-mode", "AlwaysAllow"}, NULL},
+                {{"--kube-api-client-ca-file", "/ca", "--kubeconfig", "/k"}, NULL},
+                {{"--kube-api-authorization-mode", "AlwaysAllow"}, "nobody could authenticate"},
+                {{"--kube-api-authorization-mode", "Webhook"}, "nobody could authenticate"},
+                {{NULL}, "--kube-api-client-ca-file (client certificates), or an API server"},
+                {{"--kube-api-client-ca-file", "/ca"}, "Webhook (the default) asks the API server"},
+        };
+        struct buf err = BUF_INIT;
+        struct options o;
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *argv[16] = {"run",
+                                  "--node-name",
+                                  "n1",
+                                  "--plugins-registry-dir",
+                                  "",
+                                  "--socket",
+                                  "/r/p.sock",
+                                  "--kube-api-address",
+                                  "127.0.0.1:6443"};
+                size_t argc = 9;
+
+                for (size_t j = 0; j < 6 && cases[i].args[j]; j++)
+                        argv[argc++] = (char *)cases[i].args[j];
+                if (!cases[i].want) {
+                        ck_assert_msg(parse(&o, &err, argv) == 0, "%zu: %s", i, err.data ? err.data : "");
+                        ck_assert_str_eq(o.kube_api_address, "127.0.0.1:6443");
+                        options_free(&o);
+                        continue;
+                }
+                ck_assert_int_eq(parse(&o, &err, argv), -EINVAL);
+                ck_assert_msg(strstr(err.data, cases[i].want), "%zu: %s", i, err.data);
+        }
+        buf_free(&err);
+}
+END_TEST
+
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* Every pair of flags that contradict each other is refused by the
@@ -1132,4 +1180,4 @@ UNIT_MAIN(test_log_format_names, test_file_patterns, test_defaults, test_flags_p
           test_empty_source_flags_turn_the_source_off, test_default_plugin_registry_rule,
           test_hostname_override_as_the_kubelet_takes_it, test_relative_static_pod_paths, test_config_unknown_fields,
           test_parse_out_of_memory, test_event_flags, test_event_config_fields, test_checkpoint_flags,
-          test_file_patterns, test_kube_api_flags)
+          test_file_patterns, test_kube_api_flags, test_kube_api_address_auth)
