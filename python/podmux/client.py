@@ -620,6 +620,9 @@ class Client:
             self.on_line(line)
         if self._known.pods is not self._cache.ordered():
             self._known = _Known(self._cache.ordered(), self._cache.keys())
+        # Live, an ADD or UPDATE carries pods that changed: only a SET's
+        # pods are compared with the cache first.  A full state's are all.
+        self._known.sets_only = self._live
         try:
             m = _parse(line, self._known)
         except _Bad as e:
