@@ -29,11 +29,20 @@ var ErrIndex = errors.New("podmux: index")
 // They are kept as the Pods ByIndex returns, so its copy is one
 // allocation of the exact size and one copy, not a loop wrapping each.
 // A built-in index is built by the first ByIndex that reads it (nil
-// maps before), so a client that never reads it pays nothing.
+// maps before), so a client that never reads it pays nothing.  A pod's
+// keys are kept as the first and the others: most pods have one, and
+// the slice fn returned is then not kept (one object fewer per pod for
+// the collector to mark, which every allocation of ByIndex pays for).
 type index struct {
 	fn   IndexFunc
 	pods map[string][]Pod
-	keys map[*pod][]string
+	keys map[*pod]podKeys
+}
+
+// podKeys is a pod's keys in an index: first, then more (nil for one).
+type podKeys struct {
+	first string
+	more  []string
 }
 
 func newIndex(fn IndexFunc) *index {
@@ -42,7 +51,7 @@ func newIndex(fn IndexFunc) *index {
 
 // build fills the index from the cache (mu held for writing).
 func (x *index) build(st *store) {
-	x.pods, x.keys = map[string][]Pod{}, map[*pod][]string{}
+	x.pods, x.keys = map[string][]Pod{}, map[*pod]podKeys{}
 	for _, p := range st.pods {
 		x.put(p)
 	}
@@ -58,37 +67,56 @@ func (x *index) put(p *pod) {
 	if len(ks) == 0 {
 		return
 	}
-	x.keys[p] = ks
+	pk := podKeys{first: ks[0]}
+	if len(ks) > 1 {
+		pk.more = ks[1:]
+	}
+	x.keys[p] = pk
 	for _, k := range ks {
-		v := x.pods[k]
-		i := at(v, p)
-		if i < len(v) && v[i].p == p {
-			continue // a key given twice
-		}
-		v = append(v, Pod{})
-		copy(v[i+1:], v[i:])
-		v[i] = Pod{p}
-		x.pods[k] = v
+		x.add(k, p)
 	}
 }
 
+// add puts p among the pods of key k (once).
+func (x *index) add(k string, p *pod) {
+	v := x.pods[k]
+	i := at(v, p)
+	if i < len(v) && v[i].p == p {
+		return // a key given twice
+	}
+	v = append(v, Pod{})
+	copy(v[i+1:], v[i:])
+	v[i] = Pod{p}
+	x.pods[k] = v
+}
+
 func (x *index) drop(p *pod) {
-	for _, k := range x.keys[p] {
-		v := x.pods[k]
-		i := at(v, p)
-		if i >= len(v) || v[i].p != p {
-			continue // a key given twice: already out
-		}
-		copy(v[i:], v[i+1:])
-		v[len(v)-1] = Pod{}
-		v = v[:len(v)-1]
-		if len(v) == 0 {
-			delete(x.pods, k)
-		} else {
-			x.pods[k] = v
-		}
+	pk, ok := x.keys[p]
+	if !ok {
+		return
+	}
+	x.remove(pk.first, p)
+	for _, k := range pk.more {
+		x.remove(k, p)
 	}
 	delete(x.keys, p)
+}
+
+// remove takes p out of the pods of key k.
+func (x *index) remove(k string, p *pod) {
+	v := x.pods[k]
+	i := at(v, p)
+	if i >= len(v) || v[i].p != p {
+		return // a key given twice: already out
+	}
+	copy(v[i:], v[i+1:])
+	v[len(v)-1] = Pod{}
+	v = v[:len(v)-1]
+	if len(v) == 0 {
+		delete(x.pods, k)
+	} else {
+		x.pods[k] = v
+	}
 }
 
 // indexWatch is the store's watch: every index follows each pod changed
@@ -146,13 +174,16 @@ func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 		c.mu.Unlock()
 		c.mu.RLock()
 	}
-	defer c.mu.RUnlock()
 	if !ok {
+		c.mu.RUnlock()
 		return nil, fmt.Errorf("%w %q: no such index", ErrIndex, name)
 	}
+	// No defer: nothing below can panic, and the lookup is short enough
+	// for its cost to show (scripts/bench --only client).
 	v := x.pods[key]
 	out := make([]Pod, len(v))
 	copy(out, v)
+	c.mu.RUnlock()
 	return out, nil
 }
 
