@@ -881,6 +881,47 @@ def test_python_live_compares_only_sets(t):
     c.close()
 
 
+@test("python: a line of any length is read as UTF-8: a long one (a full "
+      "state past 64 KB, decoded from a view of the read buffer) and a short "
+      "one give the same pods; a long or short line that is not UTF-8 is "
+      "refused as a bad message, the cache kept whole")
+def test_python_long_lines_utf8(t):
+    from podmux import client as pclient
+    big = pclient._VIEW_LINE
+    for long_line in (True, False):
+        n = 60 if long_line else 2
+        texts = [seen_text("u%03d" % i, "p\u00e9%03d" % i,
+                           '"%s"' % ("\u00e9" * (big // 50 if long_line
+                                                else 1)))
+                 for i in range(n)]
+        line = pods_line(6, "SET", "file", texts).encode()
+        if (len(line) > big) != long_line:
+            raise AssertionError("a line of %d bytes" % len(line))
+        s = Script(t)
+        c = podmux.Client(s.path)
+        rec = Rec(c)
+        s.accept(c)
+        s.send(hello(5), line, synced(7, False))
+        drain(c)
+        if [p.json for p in c.pods()] != texts or \
+                rec.take() != ["ADD file " + ",".join(
+                    "u%03d" % i for i in range(n)), "synced False"]:
+            raise AssertionError("long=%s: the pods read %r" % (
+                long_line, [p.name for p in c.pods()][:3]))
+        bad = pods_line(8, "SET", "file", texts).encode().replace(
+            "\u00e9".encode(), b"\xff", 1)
+        s.send(bad)
+        drain(c)
+        log = rec.take()
+        if log[:1] != ["error bad_message None"] or \
+                [p.json for p in c.pods()] != texts:
+            raise AssertionError("long=%s: after a line not UTF-8: %r, "
+                                 "%d pods" % (long_line, log, len(c)))
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
+
+
 @test("python: a pod is its source and uid: a live UPDATE carrying it "
       "under another name replaces it (no second entry), a REMOVE finds it "
       "whatever name it carries, a SET holds one pod per source and uid")
