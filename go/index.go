@@ -163,8 +163,17 @@ func (c *Client) AddIndex(name string, fn IndexFunc) error {
 // built-in index builds it, O(cache log k), and from then on it is kept
 // in step like the others.
 func (c *Client) ByIndex(name, key string) ([]Pod, error) {
+	var x *index
 	c.mu.RLock()
-	x, ok := c.indexes[name]
+	switch name {
+	case IndexNamespace:
+		x = c.nsIndex
+	case IndexSource:
+		x = c.srcIndex
+	default:
+		x = c.indexes[name]
+	}
+	ok := x != nil
 	if ok && x.pods == nil {
 		c.mu.RUnlock()
 		c.mu.Lock()
