@@ -922,6 +922,36 @@ def test_python_long_lines_utf8(t):
         os.unlink(s.path)
 
 
+@test("python: the cache's look-ups by uid and by name give the first pod "
+      "of the daemon's order holding it, whatever ops brought the pods "
+      "(several sources sharing uids and names, renames, REMOVEs, SETs): "
+      "a key held by one pod and by several, and back")
+def test_python_cache_lookups_as_a_walk(t):
+    import random
+    from podmux import cache, wire
+    rng = random.Random(11)
+    c = cache._Cache()
+    for step in range(3000):
+        op = rng.choice(["ADD", "UPDATE", "REMOVE", "REMOVE", "SET"])
+        src = rng.choice(["file", "http", "api"])
+        texts = [json.dumps(spod("u%d" % rng.randint(0, 5),
+                                 "n%d" % rng.randint(0, 3),
+                                 rng.choice(["file", "http", "api"]),
+                                 gen=step), separators=(",", ":"))
+                 for _ in range(rng.randint(1, 3 if op != "SET" else 6))]
+        c.apply_pods(wire._parse(pods_line(step + 1, op, src, texts)))
+        for uid in ["u%d" % i for i in range(6)]:
+            want = next((p for p in c.ordered() if p.uid == uid), None)
+            if c.by_uid(uid) is not want:
+                raise AssertionError("step %d: by_uid(%s) %r, want %r" % (
+                    step, uid, c.by_uid(uid), want))
+        for name in ["n%d" % i for i in range(4)]:
+            want = next((p for p in c.ordered() if p.name == name), None)
+            if c.by_name("default", name) is not want:
+                raise AssertionError("step %d: by_name(%s) %r, want %r" % (
+                    step, name, c.by_name("default", name), want))
+
+
 @test("python: a pod is its source and uid: a live UPDATE carrying it "
       "under another name replaces it (no second entry), a REMOVE finds it "
       "whatever name it carries, a SET holds one pod per source and uid")
