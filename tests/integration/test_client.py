@@ -803,9 +803,10 @@ def test_python_known_text_as_decoded(t):
 
 @test("python: live, only a SET's pods are compared with the cache before "
       "a decode (an ADD or UPDATE carries pods that changed: no comparison, "
-      "as a one-pod message cost a fifth more with one); a pod of a live SET "
-      "that changed keeps the config.seen place the comparison found, so "
-      "the next SET runs no search for it")
+      "as a one-pod message cost a fifth more with one), and a SET stops "
+      "comparing after 8 changed pods in a row; a changed pod that was "
+      "compared keeps the config.seen place the comparison found, so the "
+      "next SET runs no search for it")
 def test_python_live_compares_only_sets(t):
     from podmux import wire
     n = 20
@@ -826,16 +827,26 @@ def test_python_live_compares_only_sets(t):
         return real_as_known(text, i, known)
 
     class Searches:
-        n = 0
+        uids = []
 
         def match(self, text, *a):
-            Searches.n += 1
+            Searches.uids.append(json.loads(text)["metadata"]["uid"])
             return real_seen.match(text, *a)
+    seq = 8
+
+    def live_set(pods):
+        nonlocal seq
+        del compared[:]
+        del Searches.uids[:]
+        s.send(pods_line(seq, "SET", "file", pods))
+        seq += 1
+        drain(c)
+        if [p.json for p in c.pods()] != pods:
+            raise AssertionError("the SET's pods were not read as sent")
     wire._as_known = counting
     try:
         # Live UPDATEs and ADDs, each a pod changed (extra) but for one
         # whose text is the cached one but for config.seen: decoded all.
-        seq = 8
         for i in range(n):
             new = seen_text("u%02d" % i, "p%02d" % i,
                             '"2026-01-01T00:00:0%dZ"' % (i % 10),
@@ -849,34 +860,37 @@ def test_python_live_compares_only_sets(t):
                                  "cache: %r" % compared[:5])
         if len(rec.take()) != n:
             raise AssertionError("not every live message was handed on")
-        # A live SET: every pod compared, in the cache's order.
+        # A live SET of changed pods: the first 8 compared, in order.
         changed = [seen_text("u%02d" % i, "p%02d" % i, '"2026-02-0%dZ"' %
                              (i % 10), extra=',"h":1') for i in range(n)]
-        s.send(pods_line(seq, "SET", "file", changed))
-        seq += 1
-        drain(c)
-        if compared != ["u%02d" % i for i in range(n)]:
-            raise AssertionError("a live SET compared %r" % compared)
+        live_set(changed)
+        if compared != ["u%02d" % i for i in range(8)]:
+            raise AssertionError("a live SET of changed pods compared %r" %
+                                 compared)
         for p in c.pods():
             m = real_seen.match(p.json)
-            if getattr(p, "_seen", None) != m.span(1):
-                raise AssertionError("%s: config.seen kept at %r, the "
-                                     "search finds %r" % (
-                                         p.uid, getattr(p, "_seen", None),
-                                         m.span(1)))
-        # The next SET, each pod the last one's but for config.seen: no
-        # search, every pod read as known, the texts as sent.
-        again = [x.replace("2026-02-0", "2026-03-0") for x in changed]
+            want = m.span(1) if p.uid < "u08" else None
+            if getattr(p, "_seen", None) != want:
+                raise AssertionError("%s: config.seen kept at %r, want %r" %
+                                     (p.uid, getattr(p, "_seen", None), want))
+        # Twice the same pods but for config.seen: every pod compared and
+        # read as known; a search only for the pods decoded without a
+        # comparison, then none.
         wire._SEEN = Searches()
-        s.send(pods_line(seq, "SET", "file", again))
-        drain(c)
+        again = [x.replace("2026-02-0", "2026-03-0") for x in changed]
+        live_set(again)
+        if compared != ["u%02d" % i for i in range(n)] or \
+                Searches.uids != ["u%02d" % i for i in range(8, n)]:
+            raise AssertionError("compared %r, searched %r" % (
+                compared, Searches.uids))
+        third = [x.replace("2026-03-0", "2026-04-0") for x in changed]
+        live_set(third)
     finally:
         wire._as_known, wire._SEEN = real_as_known, real_seen
-    if Searches.n:
-        raise AssertionError("%d searches for config.seen" % Searches.n)
-    if [p.json for p in c.pods()] != again or \
+    if Searches.uids or len(compared) != n or \
             any(getattr(p, "_like", None) is None for p in c.pods()):
-        raise AssertionError("the last SET was not read as known pods")
+        raise AssertionError("the last SET: searched %r, compared %d" % (
+            Searches.uids, len(compared)))
     rec.check(c)
     c.close()
 
