@@ -33,10 +33,14 @@ var ErrIndex = errors.New("podmux: index")
 // keys are kept as the first and the others: most pods have one, and
 // the slice fn returned is then not kept (one object fewer per pod for
 // the collector to mark, which every allocation of ByIndex pays for).
+//
+// A built-in index has keyOf instead, the one key of a pod read from the
+// pod itself: it keeps no keys at all, as it can read them again.
 type index struct {
-	fn   IndexFunc
-	pods map[string][]Pod
-	keys map[*pod]podKeys
+	fn    IndexFunc
+	keyOf func(*pod) string
+	pods  map[string][]Pod
+	keys  map[*pod]podKeys
 }
 
 // podKeys is a pod's keys in an index: first, then more (nil for one).
@@ -63,6 +67,10 @@ func at(v []Pod, p *pod) int {
 }
 
 func (x *index) put(p *pod) {
+	if x.keyOf != nil {
+		x.add(x.keyOf(p), p)
+		return
+	}
 	ks := x.fn(Pod{p})
 	if len(ks) == 0 {
 		return
@@ -91,6 +99,10 @@ func (x *index) add(k string, p *pod) {
 }
 
 func (x *index) drop(p *pod) {
+	if x.keyOf != nil {
+		x.remove(x.keyOf(p), p)
+		return
+	}
 	pk, ok := x.keys[p]
 	if !ok {
 		return
@@ -198,7 +210,7 @@ func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 
 func builtinIndexes() map[string]*index {
 	return map[string]*index{
-		IndexNamespace: newIndex(func(p Pod) []string { return []string{p.Namespace()} }),
-		IndexSource:    newIndex(func(p Pod) []string { return []string{p.Source()} }),
+		IndexNamespace: {keyOf: func(p *pod) string { return p.namespace }},
+		IndexSource:    {keyOf: func(p *pod) string { return p.source }},
 	}
 }
