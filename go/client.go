@@ -51,6 +51,9 @@ type Client struct {
 	maxLine  int
 	noRetry  bool
 	ran      int32 // atomic: Run was called
+	// The built-in indexes of indexes, set once by NewClient: ByIndex
+	// finds them without hashing their names.
+	nsIndex, srcIndex *index
 
 	// Guarded by mu: written by Run's goroutine only, which reads them
 	// without the lock.
@@ -105,6 +108,7 @@ func NewClient(cfg Config) *Client {
 		backoffMin: BackoffMin,
 		backoffMax: BackoffMax,
 	}
+	c.nsIndex, c.srcIndex = c.indexes[IndexNamespace], c.indexes[IndexSource]
 	c.st.watch = c.indexWatch
 	if c.path == "" {
 		c.path = DefaultSocket

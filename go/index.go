@@ -29,11 +29,24 @@ var ErrIndex = errors.New("podmux: index")
 // They are kept as the Pods ByIndex returns, so its copy is one
 // allocation of the exact size and one copy, not a loop wrapping each.
 // A built-in index is built by the first ByIndex that reads it (nil
-// maps before), so a client that never reads it pays nothing.
+// maps before), so a client that never reads it pays nothing.  A pod's
+// keys are kept as the first and the others: most pods have one, and
+// the slice fn returned is then not kept (one object fewer per pod for
+// the collector to mark, which every allocation of ByIndex pays for).
+//
+// A built-in index has keyOf instead, the one key of a pod read from the
+// pod itself: it keeps no keys at all, as it can read them again.
 type index struct {
-	fn   IndexFunc
-	pods map[string][]Pod
-	keys map[*pod][]string
+	fn    IndexFunc
+	keyOf func(*pod) string
+	pods  map[string][]Pod
+	keys  map[*pod]podKeys
+}
+
+// podKeys is a pod's keys in an index: first, then more (nil for one).
+type podKeys struct {
+	first string
+	more  []string
 }
 
 func newIndex(fn IndexFunc) *index {
@@ -42,7 +55,7 @@ func newIndex(fn IndexFunc) *index {
 
 // build fills the index from the cache (mu held for writing).
 func (x *index) build(st *store) {
-	x.pods, x.keys = map[string][]Pod{}, map[*pod][]string{}
+	x.pods, x.keys = map[string][]Pod{}, map[*pod]podKeys{}
 	for _, p := range st.pods {
 		x.put(p)
 	}
@@ -54,41 +67,68 @@ func at(v []Pod, p *pod) int {
 }
 
 func (x *index) put(p *pod) {
+	if x.keyOf != nil {
+		x.add(x.keyOf(p), p)
+		return
+	}
 	ks := x.fn(Pod{p})
 	if len(ks) == 0 {
 		return
 	}
-	x.keys[p] = ks
+	pk := podKeys{first: ks[0]}
+	if len(ks) > 1 {
+		pk.more = ks[1:]
+	}
+	x.keys[p] = pk
 	for _, k := range ks {
-		v := x.pods[k]
-		i := at(v, p)
-		if i < len(v) && v[i].p == p {
-			continue // a key given twice
-		}
-		v = append(v, Pod{})
-		copy(v[i+1:], v[i:])
-		v[i] = Pod{p}
-		x.pods[k] = v
+		x.add(k, p)
 	}
 }
 
+// add puts p among the pods of key k (once).
+func (x *index) add(k string, p *pod) {
+	v := x.pods[k]
+	i := at(v, p)
+	if i < len(v) && v[i].p == p {
+		return // a key given twice
+	}
+	v = append(v, Pod{})
+	copy(v[i+1:], v[i:])
+	v[i] = Pod{p}
+	x.pods[k] = v
+}
+
 func (x *index) drop(p *pod) {
-	for _, k := range x.keys[p] {
-		v := x.pods[k]
-		i := at(v, p)
-		if i >= len(v) || v[i].p != p {
-			continue // a key given twice: already out
-		}
-		copy(v[i:], v[i+1:])
-		v[len(v)-1] = Pod{}
-		v = v[:len(v)-1]
-		if len(v) == 0 {
-			delete(x.pods, k)
-		} else {
-			x.pods[k] = v
-		}
+	if x.keyOf != nil {
+		x.remove(x.keyOf(p), p)
+		return
+	}
+	pk, ok := x.keys[p]
+	if !ok {
+		return
+	}
+	x.remove(pk.first, p)
+	for _, k := range pk.more {
+		x.remove(k, p)
 	}
 	delete(x.keys, p)
+}
+
+// remove takes p out of the pods of key k.
+func (x *index) remove(k string, p *pod) {
+	v := x.pods[k]
+	i := at(v, p)
+	if i >= len(v) || v[i].p != p {
+		return // a key given twice: already out
+	}
+	copy(v[i:], v[i+1:])
+	v[len(v)-1] = Pod{}
+	v = v[:len(v)-1]
+	if len(v) == 0 {
+		delete(x.pods, k)
+	} else {
+		x.pods[k] = v
+	}
 }
 
 // indexWatch is the store's watch: every index follows each pod changed
@@ -135,8 +175,17 @@ func (c *Client) AddIndex(name string, fn IndexFunc) error {
 // built-in index builds it, O(cache log k), and from then on it is kept
 // in step like the others.
 func (c *Client) ByIndex(name, key string) ([]Pod, error) {
+	var x *index
 	c.mu.RLock()
-	x, ok := c.indexes[name]
+	switch name {
+	case IndexNamespace:
+		x = c.nsIndex
+	case IndexSource:
+		x = c.srcIndex
+	default:
+		x = c.indexes[name]
+	}
+	ok := x != nil
 	if ok && x.pods == nil {
 		c.mu.RUnlock()
 		c.mu.Lock()
@@ -146,19 +195,22 @@ func (c *Client) ByIndex(name, key string) ([]Pod, error) {
 		c.mu.Unlock()
 		c.mu.RLock()
 	}
-	defer c.mu.RUnlock()
 	if !ok {
+		c.mu.RUnlock()
 		return nil, fmt.Errorf("%w %q: no such index", ErrIndex, name)
 	}
+	// No defer: nothing below can panic, and the lookup is short enough
+	// for its cost to show (scripts/bench --only client).
 	v := x.pods[key]
 	out := make([]Pod, len(v))
 	copy(out, v)
+	c.mu.RUnlock()
 	return out, nil
 }
 
 func builtinIndexes() map[string]*index {
 	return map[string]*index{
-		IndexNamespace: newIndex(func(p Pod) []string { return []string{p.Namespace()} }),
-		IndexSource:    newIndex(func(p Pod) []string { return []string{p.Source()} }),
+		IndexNamespace: {keyOf: func(p *pod) string { return p.namespace }},
+		IndexSource:    {keyOf: func(p *pod) string { return p.source }},
 	}
 }

@@ -260,3 +260,64 @@ func TestSortedPods(t *testing.T) {
 		t.Fatal(v[0].text)
 	}
 }
+
+// The built-in indexes, which read a pod's one key from the pod and keep
+// no keys of their own, follow every op as a walk of the cache says:
+// pods moving between namespaces and sources, removed, replaced by SETs.
+func TestBuiltinIndexesFollowOps(t *testing.T) {
+	c := NewClient(Config{})
+	if _, err := c.ByIndex(IndexNamespace, "ns0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ByIndex(IndexSource, "file"); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(3))
+	for step := 0; step < 2000; step++ {
+		var pods []Pod
+		for k := rng.Intn(4); k >= 0; k-- {
+			i := rng.Intn(40)
+			pods = append(pods, mkPod(fmt.Sprintf("u%d", i%25), fmt.Sprintf("ns%d", rng.Intn(3)),
+				fmt.Sprintf("p%d", i*7%40), []string{"file", "api"}[rng.Intn(2)], step))
+		}
+		r := rng.Intn(10)
+		c.mu.Lock()
+		switch {
+		case r == 0:
+			c.st.applyPods(msg(OpSet, pods...))
+		case r < 4:
+			c.st.applyPods(msg(OpRemove, pods...))
+		default:
+			c.st.applyPods(msg(Op([]Op{OpAdd, OpUpdate, OpDelete, OpReconcile}[r%4]), pods...))
+		}
+		c.mu.Unlock()
+		for _, q := range []struct {
+			index string
+			keys  []string
+			key   func(Pod) string
+		}{
+			{IndexNamespace, []string{"ns0", "ns1", "ns2"}, Pod.Namespace},
+			{IndexSource, []string{"file", "api"}, Pod.Source},
+		} {
+			for _, k := range q.keys {
+				var want []string
+				for _, p := range c.Pods() {
+					if q.key(p) == k {
+						want = append(want, p.String())
+					}
+				}
+				v, err := c.ByIndex(q.index, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, p := range v {
+					got = append(got, p.String())
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Fatalf("step %d: %s %q: %v, want %v", step, q.index, k, got, want)
+				}
+			}
+		}
+	}
+}

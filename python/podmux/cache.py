@@ -9,7 +9,7 @@ import bisect
 import collections
 import json
 from typing import (Any, Callable, DefaultDict, Dict, Final, Iterable, List,
-                    Optional, Set, Tuple)
+                    Optional, Set, Tuple, Union)
 
 from . import _words as _w
 from .wire import (_SEEN, Op, PluginOp, Pod, _Msg, _no_constant,
@@ -135,23 +135,21 @@ class _Cache:
         self.watch: Optional[_Watch] = None
         self._keys: List[Tuple[str, str, str, str]] = []  # Pod.key(), sorted
         self._order: List[Pod] = []        # the pods in that order
-        self._by_uid: Dict[str, Dict[str, Pod]] = {}   # uid -> source -> Pod
-        self._by_name: Dict[Tuple[str, str], Dict[_Key, Pod]] = {}
+        # uid -> its pod, or {source: pod} once two sources hold it; and
+        # (namespace, name) -> its pod, or {(source, uid): pod}.  A pod
+        # alone is kept as it is: a dict for each cost a full state's
+        # cache build two thirds of its time.
+        self._by_uid: Dict[str, _Entry] = {}
+        self._by_name: Dict[Tuple[str, str], _Entry] = {}
 
     def _index(self, p: Pod) -> None:
-        self._by_uid.setdefault(p.uid, {})[p.source] = p
-        self._by_name.setdefault((p.namespace, p.name), {})[
-            (p.source, p.uid)] = p
+        _enter(self._by_uid, p.uid, p.source, p, _source)
+        _enter(self._by_name, (p.namespace, p.name), (p.source, p.uid), p,
+               Pod.source_uid)
 
     def _unindex(self, p: Pod) -> None:
-        d = self._by_uid[p.uid]
-        del d[p.source]
-        if not d:
-            del self._by_uid[p.uid]
-        n = self._by_name[(p.namespace, p.name)]
-        del n[(p.source, p.uid)]
-        if not n:
-            del self._by_name[(p.namespace, p.name)]
+        _leave(self._by_uid, p.uid, p.source)
+        _leave(self._by_name, (p.namespace, p.name), (p.source, p.uid))
         i = bisect.bisect_left(self._keys, p.key())
         del self._keys[i]
         del self._order[i]
@@ -191,13 +189,31 @@ class _Cache:
         self.pods = {(p.source, p.uid): p for p in pods}
         # Each pod's key made once (two pods of the cache never share one).
         vals = list(self.pods.values())
-        keys = [p.key() for p in vals]
+        keys = [(p.namespace, p.name, p.uid, p.source) for p in vals]
         at = sorted(range(len(vals)), key=keys.__getitem__)
-        self._order = [vals[i] for i in at]
+        self._order = order = [vals[i] for i in at]
         self._keys = [keys[i] for i in at]
-        self._by_uid, self._by_name = {}, {}
-        for p in self._order:
-            self._index(p)
+        # _index() written out: a restart's resync spent a fifth of its
+        # time here (scripts/bench --only client).  No two pods here
+        # share a source and uid, so a pod found at a key is another.
+        by_uid: Dict[str, _Entry] = {}
+        by_name: Dict[Tuple[str, str], _Entry] = {}
+        self._by_uid, self._by_name = by_uid, by_name
+        for p in order:
+            src, uid = p.source, p.uid
+            q = by_uid.setdefault(uid, p)
+            if q is not p:
+                if isinstance(q, dict):
+                    q[src] = p
+                else:
+                    by_uid[uid] = {q.source: q, src: p}
+            nk = (p.namespace, p.name)
+            q = by_name.setdefault(nk, p)
+            if q is not p:
+                if isinstance(q, dict):
+                    q[(src, uid)] = p
+                else:
+                    by_name[nk] = {(q.source, q.uid): q, (src, uid): p}
         if self.watch is not None:
             _report(self.watch, before, self.pods)
 
@@ -260,18 +276,53 @@ class _Cache:
         return self._keys
 
     def by_uid(self, uid: str) -> Optional[Pod]:
-        d = self._by_uid.get(uid)
-        if not d:
-            return None
-        return min(d.values(), key=Pod.key) if len(d) > 1 else \
-            next(iter(d.values()))
+        return _first(self._by_uid.get(uid))
 
     def by_name(self, namespace: str, name: str) -> Optional[Pod]:
-        d = self._by_name.get((namespace, name))
-        if not d:
-            return None
-        return min(d.values(), key=Pod.key) if len(d) > 1 else \
-            next(iter(d.values()))
+        return _first(self._by_name.get((namespace, name)))
+
+
+# An entry of _Cache's indexes by uid and by name: a pod alone, or the
+# pods sharing the key (by source, or by source and uid).
+_Entry = Union[Pod, Dict[Any, Pod]]
+
+
+def _source(p: Pod) -> str:
+    return p.source
+
+
+def _enter(index: Dict[Any, _Entry], key: Any, inner: Any, p: Pod,
+           inner_of: Callable[[Pod], Any]) -> None:
+    """Puts p at key: alone, in place of the pod of the same inner key
+    (its older version), or among the others by inner key."""
+    q = index.setdefault(key, p)
+    if q is p:
+        return
+    if isinstance(q, dict):
+        q[inner] = p
+    elif inner_of(q) == inner:
+        index[key] = p
+    else:
+        index[key] = {inner_of(q): q, inner: p}
+
+
+def _leave(index: Dict[Any, _Entry], key: Any, inner: Any) -> None:
+    """Takes the pod of inner key inner out of key's entry."""
+    q = index[key]
+    if isinstance(q, dict):
+        del q[inner]
+        if q:
+            return
+    del index[key]
+
+
+def _first(q: Optional[_Entry]) -> Optional[Pod]:
+    """The pod of an entry first in the daemon's order."""
+    if q is None or not isinstance(q, dict):
+        return q
+    if len(q) > 1:
+        return min(q.values(), key=Pod.key)
+    return next(iter(q.values()))
 
 
 def _report(watch: _Watch, before: Dict[_Key, Pod],
@@ -298,11 +349,12 @@ def _diff(old: _Cache, new: _Cache) -> Tuple[
     for k, p in old.pods.items():
         if k not in new.pods:
             ch[(p.source, Op.REMOVE)].append(p)
+    old_pods = old.pods
     for k, p in new.pods.items():
-        o = old.pods.get(k)
+        o = old_pods.get(k)
         if o is None:
             ch[(p.source, Op.ADD)].append(p)
-        elif not _same_pod(o, p):
+        elif getattr(p, "_like", None) != id(o) and not _same_pod(o, p):
             ch[(p.source, Op.UPDATE)].append(p)
     recs: List[_Record] = []
     for src in sorted({s for s, _ in ch}):

@@ -148,6 +148,30 @@ class Pod:
                                      self.uid)
 
 
+# A Pod made without its dataclass __init__, which sets each field through
+# object.__setattr__ (the class is frozen): each slot is set by its own
+# descriptor instead, half the cost of a pod made and annotated
+# (scripts/bench --only client: a restart's resync makes 5,000).  The
+# same fields, so equal to and hashed as Pod(...) of them.
+_NEW = object.__new__
+(_SET_JSON, _SET_UID, _SET_NS, _SET_NAME, _SET_SOURCE, _SET_ANN, _SET_SEEN,
+ _SET_LIKE) = (Pod.__dict__[n].__set__ for n in Pod.__slots__)
+
+
+def _new_pod(text: str, uid: str, namespace: str, name: str,
+             source: str, ann: str) -> Pod:
+    """Pod(text, uid, namespace, name, source) with its _ann (the
+    config.source annotation as read, "" if none)."""
+    p: Pod = _NEW(Pod)
+    _SET_JSON(p, text)
+    _SET_UID(p, uid)
+    _SET_NS(p, namespace)
+    _SET_NAME(p, name)
+    _SET_SOURCE(p, source)
+    _SET_ANN(p, ann)
+    return p
+
+
 @dataclasses.dataclass(frozen=True)
 class Update:
     """One change, given to on_pods after the cache holds it: a "pods"
@@ -355,10 +379,12 @@ def _value(s: str, i: int) -> Tuple[Any, int]:
         raise _Bad("byte %d: %s" % (i, e)) from None
 
 
-def _pod(text: str, obj: Any, msg_source: str, own_source: bool) -> Pod:
+def _pod(text: str, obj: Any, msg_source: str, own_source: bool,
+         seen: Optional[Tuple[int, int]] = None) -> Pod:
     """The pod of one member of "pods": its source is the message's, or
     (own_source: a SET, or source "*") its config.source annotation if it
-    has one."""
+    has one.  seen: where its config.seen is, when a comparison with a
+    cached pod found it on the way (_as_known)."""
     md = obj.get("metadata") if isinstance(obj, dict) else None
     md = md if isinstance(md, dict) else {}
     uid, name, ns = md.get("uid"), md.get("name"), md.get("namespace", "")
@@ -367,9 +393,10 @@ def _pod(text: str, obj: Any, msg_source: str, own_source: bool) -> Pod:
     ann = md.get("annotations")
     a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
     a = a if isinstance(a, str) else ""
-    p = Pod(text, uid, ns if isinstance(ns, str) else "", name,
-            a if own_source and a else msg_source)
-    object.__setattr__(p, "_ann", a)
+    p = _new_pod(text, uid, ns if isinstance(ns, str) else "", name,
+                 a if own_source and a else msg_source, a)
+    if seen is not None:
+        _SET_SEEN(p, seen)
     return p
 
 
@@ -378,11 +405,10 @@ def _pod_like(text: str, known: Pod, seen: Tuple[int, int],
     """The pod of text, which is known's text but for config.seen's value,
     found at seen (_as_known): the same identity and annotations."""
     a: str = getattr(known, "_ann")
-    p = Pod(text, known.uid, known.namespace, known.name,
-            a if own_source and a else msg_source)
-    object.__setattr__(p, "_ann", a)
-    object.__setattr__(p, "_seen", seen)
-    object.__setattr__(p, "_like", id(known))
+    p = _new_pod(text, known.uid, known.namespace, known.name,
+                 a if own_source and a else msg_source, a)
+    _SET_SEEN(p, seen)
+    _SET_LIKE(p, id(known))
     return p
 
 
@@ -409,6 +435,8 @@ _SEEN_NAME = json.dumps(_w.ANNOTATION_SEEN)
 _SEEN = re.compile(re.escape(_TEXT_HEAD) + r'(?:' + _STR + ':' + _STR +
                    r',)*?(' + re.escape(_SEEN_NAME) + ':' + _STR + ')')
 _SEEN_MEMBER = re.compile(re.escape(_SEEN_NAME) + ':' + _JSON_STR)
+# The value's opening quote, from the start of the member.
+_SEEN_VALUE: Final = len(_SEEN_NAME) + 1
 
 
 _NO_SEEN: Final = (-1, -1)
@@ -427,68 +455,114 @@ def seen_span(p: Pod) -> Tuple[int, int]:
     return span
 
 
-def _as_known(s: str, i: int, known: Pod) -> Tuple[int, Tuple[int, int]]:
+def _as_known(s: str, i: int, known: Pod) -> Tuple[
+        int, Optional[Tuple[int, int]]]:
     """Where the pod at s[i:] ends if it is known's text (validated when
     it was parsed) with at most the value of its first config.seen
     annotation replaced by a valid JSON string (as _SEEN finds it), and
-    where its config.seen is (relative to i); else (-1, _NO_SEEN)."""
+    where its config.seen is (relative to i).  Else -1, and where the
+    config.seen of the pod at s[i:] is when the comparison got that far
+    (its text is known's up to a valid config.seen: the place _SEEN
+    finds in it, kept for the pod once decoded), or None.
+
+    Cost when it is not known's text: a pod changed in a live SET gets as
+    far as the text after config.seen, so the value is found with a
+    search for its closing quote and checked by the strict expression
+    only when it holds a backslash or a character str.isprintable()
+    refuses (a control character among them)."""
     t = known.json
     if getattr(known, "_ann", None) is None:
-        return -1, _NO_SEEN   # not a pod this module parsed
+        return -1, None   # not a pod this module parsed
     a, b = seen_span(known)
     if s.startswith(t, i):
         return i + len(t), (a, b)
-    if a < 0 or not s.startswith(t[:a], i):
-        return -1, _NO_SEEN
-    v = _SEEN_MEMBER.match(s, i + a)
-    if v is None:
-        return -1, _NO_SEEN
+    if a < 0:
+        return -1, None
+    v = a + _SEEN_VALUE   # where the value's opening quote is in t
+    if not s.startswith(t[:v + 1], i):
+        return -1, None
+    v += i
+    q = s.find('"', v + 1)
+    if q < 0:
+        return -1, None
+    if s.find("\\", v + 1, q) >= 0 or not s[v + 1:q].isprintable():
+        m = _SEEN_MEMBER.match(s, i + a)
+        if m is None:
+            return -1, None
+        end = m.end()
+    else:
+        end = q + 1   # no escape, no control character: a JSON string
     rest = t[b:]
-    if not s.startswith(rest, v.end()):
-        return -1, _NO_SEEN
-    return v.end() + len(rest), (a, v.end() - i)
+    if not s.startswith(rest, end):
+        return -1, (a, end - i)
+    return end + len(rest), (a, end - i)
+
+
+# A live SET stops comparing its pods with the cache after this many in a
+# row were not the cached ones: a SET that changed every pod then pays
+# for a few comparisons, not 5,000 (4% of its time); a restart's full
+# state compares every pod.
+_LIVE_MISSES: Final = 8
 
 
 class _Known:
     """The pods a message's pods are first compared with (_as_known): the
     client's cache in the daemon's order (pods, and their keys), and where
     the next comparison starts (at: after the last pod found, as a
-    restart's full state comes in that order)."""
-    __slots__ = ("pods", "keys", "at")
+    restart's full state comes in that order).  sets_only: only the pods
+    of a SET are compared (the client sets it while live: an ADD or
+    UPDATE carries pods that changed, and comparing them first cost a
+    one-pod message a fifth more; a SET in snapshot mode carries every
+    pod, most unchanged)."""
+    __slots__ = ("pods", "keys", "at", "sets_only")
 
     def __init__(self, pods: Sequence[Pod],
-                 keys: Sequence[Tuple[str, str, str, str]]) -> None:
+                 keys: Sequence[Tuple[str, str, str, str]],
+                 sets_only: bool = False) -> None:
         self.pods = pods
         self.keys = keys
         self.at = 0
+        self.sets_only = sets_only
 
 
 def _members(s: str, known: Optional[_Known] = None) -> Tuple[
         Dict[str, Any], Optional[List[_PodText]], Optional[Tuple[str, Any]]]:
     """Walks one line's object: its members decoded, but the pods and the
     plugin each with its exact text (_pod_texts; the plugin as a (text,
-    decoded) pair)."""
+    decoded) pair).  The daemon writes no white space: each _skip() is
+    called only at white space (a call per token cost a one-pod message
+    a tenth of its time)."""
+    n = len(s)
     i = _skip(s, 0)
-    if i >= len(s) or s[i] != "{":
+    if i >= n or s[i] != "{":
         raise _Bad("a line that is not a JSON object")
     i = _skip(s, i + 1)
     members: Dict[str, Any] = {}
     pods: Optional[List[_PodText]] = None
     plugin: Optional[Tuple[str, Any]] = None
-    if i < len(s) and s[i] == "}":
+    if i < n and s[i] == "}":
         i += 1
     else:
         while True:
-            i = _skip(s, i)
-            if i >= len(s) or s[i] != '"':
+            if i < n and s[i] in _WS:
+                i = _skip(s, i)
+            if i >= n or s[i] != '"':
                 raise _Bad("expected a member name")
             key, i = _value(s, i)
-            i = _skip(s, i)
-            if i >= len(s) or s[i] != ":":
+            if i < n and s[i] in _WS:
+                i = _skip(s, i)
+            if i >= n or s[i] != ":":
                 raise _Bad("expected ':'")
-            i = _skip(s, i + 1)
+            i += 1
+            if i < n and s[i] in _WS:
+                i = _skip(s, i)
             if key == "pods":
-                pods, i = _pod_texts(s, i, known)
+                # The daemon writes "op" before "pods"; in another order
+                # a SET's pods are decoded, as any pod is.
+                pods, i = _pod_texts(s, i, known if known is None or
+                                     not known.sets_only or
+                                     members.get("op") == _w.OP_SET
+                                     else None)
             elif key == "plugin":
                 start = i
                 obj, i = _value(s, i)
@@ -498,38 +572,48 @@ def _members(s: str, known: Optional[_Known] = None) -> Tuple[
                 plugin = (s[start:i], obj)
             else:
                 members[key], i = _value(s, i)
-            i = _skip(s, i)
-            if i < len(s) and s[i] == "}":
+            if i < n and s[i] in _WS:
+                i = _skip(s, i)
+            if i < n and s[i] == "}":
                 i += 1
                 break
-            if i >= len(s) or s[i] != ",":
+            if i >= n or s[i] != ",":
                 raise _Bad("expected ',' or '}'")
             i += 1
-    if _skip(s, i) < len(s):
+    if _skip(s, i) < n:
         raise _Bad("text after the JSON object")
     return members, pods, plugin
 
 
 def _next_after(known: _Known, obj: Any) -> None:
     """Sets known.at after the pod of obj, where the next pod of the
-    daemon's order would be (a binary search of the keys)."""
-    md = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(md, dict):
-        return
-    ns, name, uid = md.get("namespace", ""), md.get("name"), md.get("uid")
+    daemon's order would be: after the pod it was compared with when it
+    is that pod changed (a live SET's pods), else a binary search of the
+    keys."""
+    try:
+        md = obj["metadata"]
+        ns, name, uid = md.get("namespace", ""), md["name"], md["uid"]
+    except (TypeError, KeyError, AttributeError):
+        return   # not a pod: _pod says so
+    keys, j = known.keys, known.at
+    if j < len(keys):
+        kj = keys[j]
+        if kj[2] == uid and kj[1] == name and kj[0] == ns:
+            known.at = j + 1
+            return
     if not isinstance(ns, str) or not isinstance(name, str) or \
             not isinstance(uid, str):
         return
     k = (ns, name, uid)
-    j = bisect.bisect_left(known.keys, k)
-    if j < len(known.keys) and known.keys[j][:3] == k:
+    j = bisect.bisect_left(keys, k)
+    if j < len(keys) and keys[j][:3] == k:
         j += 1
     known.at = j
 
 
 # One element of "pods": its text, and either its value decoded or the
-# known pod its text is and where its config.seen is (_as_known).
-_PodText = Tuple[str, Any, Optional[Tuple[Pod, Tuple[int, int]]]]
+# known pod its text is (_as_known); where its config.seen is, if found.
+_PodText = Tuple[str, Any, Optional[Pod], Optional[Tuple[int, int]]]
 
 
 def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
@@ -538,31 +622,39 @@ def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
     or the pod of known it is but for config.seen; and where the array
     ends."""
     pods: List[_PodText] = []
-    if i >= len(s) or s[i] != "[":
+    n = len(s)
+    if i >= n or s[i] != "[":
         raise _Bad("pods is not an array")
     i = _skip(s, i + 1)
-    if i < len(s) and s[i] == "]":
+    if i < n and s[i] == "]":
         return pods, i + 1
+    misses = 0
     while True:
-        i = _skip(s, i)
+        if i < n and s[i] in _WS:
+            i = _skip(s, i)
         start = i
         k = known.pods[known.at] if known is not None and \
             known.at < len(known.pods) else None
-        end, seen = _as_known(s, i, k) if k is not None else \
-            (-1, _NO_SEEN)
-        if end >= 0 and known is not None and k is not None:
+        end, seen = _as_known(s, i, k) if k is not None else (-1, None)
+        if end >= 0 and known is not None:
             known.at += 1
+            misses = 0
             i = end
-            pods.append((s[start:i], None, (k, seen)))
+            pods.append((s[start:i], None, k, seen))
         else:
             obj, i = _value(s, i)
-            pods.append((s[start:i], obj, None))
+            pods.append((s[start:i], obj, None, seen))
             if known is not None:
                 _next_after(known, obj)
-        i = _skip(s, i)
-        if i < len(s) and s[i] == "]":
+                misses += 1
+                if known.sets_only and misses >= _LIVE_MISSES:
+                    known = None   # a SET of changed pods: decode them
+
+        if i < n and s[i] in _WS:
+            i = _skip(s, i)
+        if i < n and s[i] == "]":
             return pods, i + 1
-        if i >= len(s) or s[i] != ",":
+        if i >= n or s[i] != ",":
             raise _Bad("expected ',' or ']' in pods")
         i += 1
 
@@ -604,9 +696,9 @@ def _parse(line: str, known: Optional[_Known] = None) -> _Msg:
         if pods is None:
             raise _Bad("a pods message without pods")
         own = op is Op.SET or m.source == "*"
-        m.pods = [_pod(text, obj, m.source, own) if k is None else
-                  _pod_like(text, k[0], k[1], m.source, own)
-                  for text, obj, k in pods]
+        m.pods = [_pod(text, obj, m.source, own, seen) if k is None else
+                  _pod_like(text, k, seen or _NO_SEEN, m.source, own)
+                  for text, obj, k, seen in pods]
     elif t == "synced":
         r = members.get("resumed", False)
         if not isinstance(r, bool):

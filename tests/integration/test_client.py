@@ -743,7 +743,9 @@ def test_python_known_text_as_decoded(t):
     from podmux import wire
     rng = random.Random(7)
     values = ['"x"', '"\\u00e9\\n"', '"a\\q"', '"a\x01"', '7', '"a', '"a"x',
-              '""', '"\\"', '"k\\/v"', 'null', '"a\\ud800"', '"\\u12"']
+              '""', '"\\"', '"k\\/v"', 'null', '"a\\ud800"', '"\\u12"',
+              '"a\x7f"', '"\u00e9"', '"a\u00a0b"', '"a\\"b"', '"a\x1fb"',
+              '"\u2028"', '"a\\\\"', '"a\\\\"b"']
     srcs = ["file", "http", ""]
     for _ in range(3000):
         uid = "u%d" % rng.randint(0, 3)
@@ -797,6 +799,171 @@ def test_python_known_text_as_decoded(t):
     if [p.json for p in c.pods()] != first:
         raise AssertionError("the cache lost its pods: %r" % c.pods())
     c.close()
+
+
+@test("python: live, only a SET's pods are compared with the cache before "
+      "a decode (an ADD or UPDATE carries pods that changed: no comparison, "
+      "as a one-pod message cost a fifth more with one), and a SET stops "
+      "comparing after 8 changed pods in a row; a changed pod that was "
+      "compared keeps the config.seen place the comparison found, so the "
+      "next SET runs no search for it")
+def test_python_live_compares_only_sets(t):
+    from podmux import wire
+    n = 20
+    texts = [seen_text("u%02d" % i, "p%02d" % i, '"2026-01-01T00:00:00Z"')
+             for i in range(n)]
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), pods_line(6, "SET", "file", texts), synced(7, False))
+    drain(c)
+    rec.take()
+    compared = []
+    real_as_known, real_seen = wire._as_known, wire._SEEN
+
+    def counting(text, i, known):
+        compared.append(known.uid)
+        return real_as_known(text, i, known)
+
+    class Searches:
+        uids = []
+
+        def match(self, text, *a):
+            Searches.uids.append(json.loads(text)["metadata"]["uid"])
+            return real_seen.match(text, *a)
+    seq = 8
+
+    def live_set(pods):
+        nonlocal seq
+        del compared[:]
+        del Searches.uids[:]
+        s.send(pods_line(seq, "SET", "file", pods))
+        seq += 1
+        drain(c)
+        if [p.json for p in c.pods()] != pods:
+            raise AssertionError("the SET's pods were not read as sent")
+    wire._as_known = counting
+    try:
+        # Live UPDATEs and ADDs, each a pod changed (extra) but for one
+        # whose text is the cached one but for config.seen: decoded all.
+        for i in range(n):
+            new = seen_text("u%02d" % i, "p%02d" % i,
+                            '"2026-01-01T00:00:0%dZ"' % (i % 10),
+                            extra=',"g":%d' % i if i else "")
+            s.send(pods_line(seq, "UPDATE" if i % 2 else "ADD", "file",
+                             [new]))
+            seq += 1
+        drain(c)
+        if compared:
+            raise AssertionError("live ADD/UPDATE pods compared with the "
+                                 "cache: %r" % compared[:5])
+        if len(rec.take()) != n:
+            raise AssertionError("not every live message was handed on")
+        # A live SET of changed pods: the first 8 compared, in order.
+        changed = [seen_text("u%02d" % i, "p%02d" % i, '"2026-02-0%dZ"' %
+                             (i % 10), extra=',"h":1') for i in range(n)]
+        live_set(changed)
+        if compared != ["u%02d" % i for i in range(8)]:
+            raise AssertionError("a live SET of changed pods compared %r" %
+                                 compared)
+        for p in c.pods():
+            m = real_seen.match(p.json)
+            want = m.span(1) if p.uid < "u08" else None
+            if getattr(p, "_seen", None) != want:
+                raise AssertionError("%s: config.seen kept at %r, want %r" %
+                                     (p.uid, getattr(p, "_seen", None), want))
+        # Twice the same pods but for config.seen: every pod compared and
+        # read as known; a search only for the pods decoded without a
+        # comparison, then none.
+        wire._SEEN = Searches()
+        again = [x.replace("2026-02-0", "2026-03-0") for x in changed]
+        live_set(again)
+        if compared != ["u%02d" % i for i in range(n)] or \
+                Searches.uids != ["u%02d" % i for i in range(8, n)]:
+            raise AssertionError("compared %r, searched %r" % (
+                compared, Searches.uids))
+        third = [x.replace("2026-03-0", "2026-04-0") for x in changed]
+        live_set(third)
+    finally:
+        wire._as_known, wire._SEEN = real_as_known, real_seen
+    if Searches.uids or len(compared) != n or \
+            any(getattr(p, "_like", None) is None for p in c.pods()):
+        raise AssertionError("the last SET: searched %r, compared %d" % (
+            Searches.uids, len(compared)))
+    rec.check(c)
+    c.close()
+
+
+@test("python: a line of any length is read as UTF-8: a long one (a full "
+      "state past 64 KB, decoded from a view of the read buffer) and a short "
+      "one give the same pods; a long or short line that is not UTF-8 is "
+      "refused as a bad message, the cache kept whole")
+def test_python_long_lines_utf8(t):
+    from podmux import client as pclient
+    big = pclient._VIEW_LINE
+    for long_line in (True, False):
+        n = 60 if long_line else 2
+        texts = [seen_text("u%03d" % i, "p\u00e9%03d" % i,
+                           '"%s"' % ("\u00e9" * (big // 50 if long_line
+                                                else 1)))
+                 for i in range(n)]
+        line = pods_line(6, "SET", "file", texts).encode()
+        if (len(line) > big) != long_line:
+            raise AssertionError("a line of %d bytes" % len(line))
+        s = Script(t)
+        c = podmux.Client(s.path)
+        rec = Rec(c)
+        s.accept(c)
+        s.send(hello(5), line, synced(7, False))
+        drain(c)
+        if [p.json for p in c.pods()] != texts or \
+                rec.take() != ["ADD file " + ",".join(
+                    "u%03d" % i for i in range(n)), "synced False"]:
+            raise AssertionError("long=%s: the pods read %r" % (
+                long_line, [p.name for p in c.pods()][:3]))
+        bad = pods_line(8, "SET", "file", texts).encode().replace(
+            "\u00e9".encode(), b"\xff", 1)
+        s.send(bad)
+        drain(c)
+        log = rec.take()
+        if log[:1] != ["error bad_message None"] or \
+                [p.json for p in c.pods()] != texts:
+            raise AssertionError("long=%s: after a line not UTF-8: %r, "
+                                 "%d pods" % (long_line, log, len(c)))
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
+
+
+@test("python: the cache's look-ups by uid and by name give the first pod "
+      "of the daemon's order holding it, whatever ops brought the pods "
+      "(several sources sharing uids and names, renames, REMOVEs, SETs): "
+      "a key held by one pod and by several, and back")
+def test_python_cache_lookups_as_a_walk(t):
+    import random
+    from podmux import cache, wire
+    rng = random.Random(11)
+    c = cache._Cache()
+    for step in range(3000):
+        op = rng.choice(["ADD", "UPDATE", "REMOVE", "REMOVE", "SET"])
+        src = rng.choice(["file", "http", "api"])
+        texts = [json.dumps(spod("u%d" % rng.randint(0, 5),
+                                 "n%d" % rng.randint(0, 3),
+                                 rng.choice(["file", "http", "api"]),
+                                 gen=step), separators=(",", ":"))
+                 for _ in range(rng.randint(1, 3 if op != "SET" else 6))]
+        c.apply_pods(wire._parse(pods_line(step + 1, op, src, texts)))
+        for uid in ["u%d" % i for i in range(6)]:
+            want = next((p for p in c.ordered() if p.uid == uid), None)
+            if c.by_uid(uid) is not want:
+                raise AssertionError("step %d: by_uid(%s) %r, want %r" % (
+                    step, uid, c.by_uid(uid), want))
+        for name in ["n%d" % i for i in range(4)]:
+            want = next((p for p in c.ordered() if p.name == name), None)
+            if c.by_name("default", name) is not want:
+                raise AssertionError("step %d: by_name(%s) %r, want %r" % (
+                    step, name, c.by_name("default", name), want))
 
 
 @test("python: a pod is its source and uid: a live UPDATE carrying it "
