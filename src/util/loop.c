@@ -36,6 +36,10 @@ struct loop_timer {
         void *data;
         uint64_t due;   /* monotonic µs */
         size_t heap_ix; /* index in the heap, or SIZE_MAX when not armed */
+        /* Armed with loop_timer_soon(): on the soon list, not the heap. */
+        bool soon;
+        uint64_t soon_seq; /* see run_soon() */
+        struct loop_timer *soon_prev, *soon_next;
         int dead;
         struct loop_timer *next;
 };
@@ -61,7 +65,10 @@ struct loop {
          * starts, which then does not wait. */
         struct loop_defer *next_head, *next_tail;
         int need_reap;
-        uint64_t turns; /* iterations finished */
+        /* Timers armed with loop_timer_soon(), in the order armed. */
+        struct loop_timer *soon_head, *soon_tail;
+        uint64_t soon_seq; /* soon timers armed so far */
+        uint64_t turns;    /* iterations finished */
 };
 
 /* ---- timer heap (min-heap on due) ---------------------------------------- */
@@ -306,12 +313,29 @@ int loop_timer_new(struct loop *l, loop_timer_fn fn, void *data,
         return 0;
 }
 
+static void soon_remove(struct loop *l, struct loop_timer *t)
+{
+        if (!t->soon)
+                return;
+        if (t->soon_prev)
+                t->soon_prev->soon_next = t->soon_next;
+        else
+                l->soon_head = t->soon_next;
+        if (t->soon_next)
+                t->soon_next->soon_prev = t->soon_prev;
+        else
+                l->soon_tail = t->soon_prev;
+        t->soon_prev = t->soon_next = NULL;
+        t->soon = false;
+}
+
 void loop_timer_arm(struct loop_timer *t, uint64_t delay_usec)
 {
         struct loop *l = t->loop;
 
         if (t->dead)
                 return;
+        soon_remove(l, t);
         heap_remove(l, t);
         t->due = mono_usec() + delay_usec;
         t->heap_ix = l->heap_len;
@@ -320,17 +344,41 @@ void loop_timer_arm(struct loop_timer *t, uint64_t delay_usec)
         timerfd_sync(l);
 }
 
+/*
+ * No timerfd: arming and firing through it would cost two
+ * timerfd_settime() calls and one more wake-up, on the path of every
+ * watched file's change to the consumers (scripts/bench drop_c).  O(1).
+ */
+void loop_timer_soon(struct loop_timer *t)
+{
+        struct loop *l = t->loop;
+
+        if (t->dead)
+                return;
+        heap_remove(l, t);
+        soon_remove(l, t);
+        t->soon = true;
+        t->soon_seq = l->soon_seq++;
+        t->soon_prev = l->soon_tail;
+        if (l->soon_tail)
+                l->soon_tail->soon_next = t;
+        else
+                l->soon_head = t;
+        l->soon_tail = t;
+}
+
 void loop_timer_stop(struct loop_timer *t)
 {
         if (!t)
                 return;
+        soon_remove(t->loop, t);
         heap_remove(t->loop, t);
         timerfd_sync(t->loop);
 }
 
 bool loop_timer_armed(const struct loop_timer *t)
 {
-        return t->heap_ix != SIZE_MAX;
+        return t->heap_ix != SIZE_MAX || t->soon;
 }
 
 void loop_timer_free(struct loop_timer *t)
@@ -467,6 +515,28 @@ static int run_timers(struct loop *l)
         return n;
 }
 
+/*
+ * Runs the soon timers armed before this pass began, oldest first; one a
+ * callback here arms (again) waits for the next iteration, so a timer that
+ * keeps re-arming itself still lets the loop look at its descriptors
+ * between two runs.  A callback may stop, re-arm or free any timer: each
+ * is taken off the list before it runs.
+ */
+static int run_soon(struct loop *l)
+{
+        uint64_t limit = l->soon_seq;
+        int n = 0;
+
+        while (l->soon_head && l->soon_head->soon_seq < limit) {
+                struct loop_timer *t = l->soon_head;
+
+                soon_remove(l, t);
+                t->fn(t, t->data);
+                n++;
+        }
+        return n;
+}
+
 int loop_run_once(struct loop *l, int64_t timeout_usec)
 {
         struct epoll_event evs[LOOP_MAX_EVENTS];
@@ -482,7 +552,7 @@ int loop_run_once(struct loop *l, int64_t timeout_usec)
                 l->defer_tail = l->next_tail;
                 l->next_head = l->next_tail = NULL;
         }
-        if (l->defer_head)
+        if (l->defer_head || l->soon_head)
                 timeout_usec = 0;
         if (timeout_usec < 0)
                 timeout_ms = -1;
@@ -507,6 +577,12 @@ int loop_run_once(struct loop *l, int64_t timeout_usec)
                 ran++;
         }
         ran += run_deferred(l);
+        if (l->soon_head) {
+                ran += run_soon(l);
+                /* What they deferred (a merge, a flush to consumers)
+                 * finishes in this iteration too. */
+                ran += run_deferred(l);
+        }
         reap(l);
         l->turns++;
         return ran;

@@ -56,6 +56,13 @@ int loop_timer_new(struct loop *l, loop_timer_fn fn, void *data, struct loop_tim
 /* (Re)arms the timer to fire once, delay_usec from now.  Never fails: the
  * timer's heap slot was reserved by loop_timer_new(). */
 void loop_timer_arm(struct loop_timer *t, uint64_t delay_usec);
+/* (Re)arms the timer to run once at the end of this iteration, after the
+ * ready descriptors' callbacks and the deferred calls (from outside a
+ * callback: in the next iteration, which then does not wait); armed so
+ * by its own callback, in the next iteration.  No system call, and it
+ * never fails (loop_defer() may).  A timer armed at 0 instead runs after
+ * the next wait: that lets the loop look at its descriptors first. */
+void loop_timer_soon(struct loop_timer *t);
 void loop_timer_stop(struct loop_timer *t);
 bool loop_timer_armed(const struct loop_timer *t);
 /* NULL-safe; safe inside its own callback. */

@@ -21,8 +21,13 @@ void mem_give_back(void);
  * otherwise raise both thresholds after the first large block is freed,
  * and a big list would leave the heap at its peak.  No-op elsewhere.
  */
+/* The trim threshold is above the 64 KiB of buffers libyaml allocates
+ * for every manifest it parses, so a file drop does not give them back
+ * and take them again (two brk() calls and their page work a drop, about
+ * a tenth of its CPU: scripts/bench drop_c).  At most that much more
+ * stays at the top, and little of it is ever touched. */
 #define MEM_MAP_THRESHOLD (128u * 1024u)
-#define MEM_TRIM_THRESHOLD (64u * 1024u)
+#define MEM_TRIM_THRESHOLD (128u * 1024u)
 #define MEM_TOP_PAD (16u * 1024u)
 void mem_tune(void);
 

@@ -269,6 +269,36 @@ START_TEST(test_relist_at_start_reads_sorted_visible_files)
 }
 END_TEST
 
+/* A manifest renamed into the directory is merged in the loop turn that
+ * hands its event over: no timer to wait for in between (the latency of
+ * a drop, scripts/bench drop_c). */
+START_TEST(test_drop_merged_in_the_turn_of_its_event)
+{
+        struct fixture fx;
+        char tmp[128], dst[128];
+        unsigned long before;
+
+        setup(&fx, "/m", 1);
+        file_source_start(fx.fs);
+        expect_names(&fx, "");
+        /* Written beside the watched directory: the rename is its one
+         * event. */
+        pod_file(fx.dir, "drop.yaml", "alpha");
+        snprintf(tmp, sizeof(tmp), "%s/drop.yaml", fx.dir);
+        snprintf(dst, sizeof(dst), "%s/m/drop.yaml", fx.dir);
+        before = watcher_forwarded(fx.watcher);
+        ck_assert_int_eq(rename(tmp, dst), 0);
+        for (int i = 0; i < 100000 && watcher_forwarded(fx.watcher) == before; i++)
+                usleep(100);
+        ck_assert_uint_eq(watcher_forwarded(fx.watcher), before + 1);
+        ck_assert_int_eq(fx.cap.deltas, 0);
+        loop_run_once(fx.loop, 1000000);
+        ck_assert_int_eq(fx.cap.deltas, 1);
+        expect_names(&fx, "alpha-node1,");
+        teardown(&fx);
+}
+END_TEST
+
 START_TEST(test_empty_directory_sends_empty_set)
 {
         struct fixture fx;
@@ -1680,6 +1710,6 @@ UNIT_MAIN(test_unreadable_keeps_its_pod, test_unreadable_sweep, test_records_eve
           test_relative_paths, test_unchanged_rereads_keep_the_pod, test_duplicates_alloc_sweep,
           test_duplicates_and_shared_uids, test_directory_moved_away, test_relist_forgets_reports_of_gone_files,
           test_relist_in_batches, test_burst_in_batches_of_deltas, test_relist_at_start_reads_sorted_visible_files,
-          test_empty_directory_sends_empty_set, test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
+          test_empty_directory_sends_empty_set, test_drop_merged_in_the_turn_of_its_event, test_watch_add_edit_delete, test_bad_file_is_left_out_and_others_stay,
           test_duplicate_name_first_file_wins, test_missing_directory_then_created,
           test_directory_deleted_and_recreated, test_single_file_path, test_path_is_cleaned_for_uid_stability)

@@ -240,6 +240,74 @@ START_TEST(test_lazy_timerfd_never_fires_a_timer_early)
 }
 END_TEST
 
+/* A timer armed soon by a descriptor's callback runs in that iteration,
+ * after its deferred calls; armed soon again by its own callback, in the
+ * next iteration, which does not wait; stopped, it does not run. */
+static struct loop_timer *soon_timer;
+static uint64_t soon_turn[2];
+static int soon_runs;
+
+static void soon_defer_cb(void *data)
+{
+        (void)data;
+        order[n_order++] = 1;
+}
+
+static void soon_timer_cb(struct loop_timer *t, void *data)
+{
+        soon_turn[soon_runs++] = loop_turns(data);
+        order[n_order++] = 2;
+        if (soon_runs < 2)
+                loop_timer_soon(t);
+}
+
+static void soon_io_cb(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        char c;
+
+        (void)events;
+        order[n_order++] = 0;
+        ck_assert_int_eq(read(fd, &c, 1), 1);
+        loop_timer_soon(soon_timer);
+        ck_assert_int_eq(loop_defer(data, soon_defer_cb, NULL), 0);
+        loop_io_free(io);
+}
+
+START_TEST(test_timer_soon_runs_in_the_same_iteration)
+{
+        struct loop *l;
+        int p[2];
+
+        n_order = soon_runs = 0;
+        ck_assert_int_eq(pipe(p), 0);
+        ck_assert_int_eq(loop_new(&l), 0);
+        ck_assert_int_eq(loop_timer_new(l, soon_timer_cb, l, &soon_timer), 0);
+        ck_assert_int_eq(loop_io_add(l, p[0], EPOLLIN, soon_io_cb, l, NULL), 0);
+        ck_assert_int_eq(write(p[1], "a", 1), 1);
+        ck_assert_int_eq(loop_run_once(l, 10000000), 3);
+        ck_assert_int_eq(n_order, 3);
+        ck_assert_int_eq(order[0], 0);
+        ck_assert_int_eq(order[1], 1);
+        ck_assert_int_eq(order[2], 2);
+        ck_assert_int_eq(soon_runs, 1);
+        ck_assert_uint_eq(soon_turn[0], 0);
+        ck_assert(loop_timer_armed(soon_timer));
+        ck_assert_int_eq(loop_run_once(l, 10000000), 1);
+        ck_assert_int_eq(soon_runs, 2);
+        ck_assert_uint_eq(soon_turn[1], 1);
+        ck_assert(!loop_timer_armed(soon_timer));
+        loop_timer_soon(soon_timer);
+        loop_timer_stop(soon_timer);
+        ck_assert(!loop_timer_armed(soon_timer));
+        ck_assert_int_eq(loop_run_once(l, 0), 0);
+        ck_assert_int_eq(soon_runs, 2);
+        loop_free(l);
+        close(p[0]);
+        close(p[1]);
+}
+END_TEST
+
 UNIT_MAIN(test_turns_count_iterations, test_timers_fire_in_due_order, test_stopped_and_rearmed_timers,
           test_lazy_timerfd_never_fires_a_timer_early, test_io_readiness_and_self_free,
-          test_deferred_calls_run_fifo_without_waiting, test_deferred_to_the_next_iteration, test_run_until_stop)
+          test_deferred_calls_run_fifo_without_waiting, test_deferred_to_the_next_iteration, test_run_until_stop,
+          test_timer_soon_runs_in_the_same_iteration)
