@@ -125,6 +125,10 @@ struct server {
         bool refuse;        /* every request is answered 503 */
         unsigned lists;     /* list requests answered */
         unsigned old_watches; /* watches from API_RV0, the checkpoint's version */
+        unsigned streams;     /* streaming lists asked */
+        /* The next this many streaming lists are answered 429 with
+         * Retry-After: API_THROTTLE_SECONDS. */
+        unsigned throttle;
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -649,6 +653,10 @@ static const char *const api_events[N_API_EVENTS] = {
         "{\"type\":\"DELETED\",\"object\":" API_POD("keep", "13", "two") "}\n",
 };
 
+/* The Retry-After of api_srv.throttle's 429s (whole seconds): longer than
+ * test_api_watch_list_bound_per_attempt's bound. */
+#define API_THROTTLE_SECONDS 4
+
 /* The API source runs with --watch-list: its lists are streaming lists,
  * which api_serve() answers with the state as events. */
 static bool api_watch_list;
@@ -679,6 +687,17 @@ static void api_serve(struct server *s, int fd, const char *request)
                 pthread_mutex_unlock(&s->lock);
                 dprintf(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 return;
+        }
+        if (strstr(request, "sendInitialEvents=true")) {
+                s->streams++;
+                if (s->throttle) {
+                        s->throttle--;
+                        pthread_mutex_unlock(&s->lock);
+                        dprintf(fd, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d\r\nContent-Length: 0\r\n"
+                                    "Connection: close\r\n\r\n",
+                                API_THROTTLE_SECONDS);
+                        return;
+                }
         }
         pthread_mutex_unlock(&s->lock);
         if (!strstr(request, "watch=true")) {
@@ -986,6 +1005,53 @@ static struct pod *state_pod(const struct world *w, const char *name)
                         return w->state->pods[i];
         return NULL;
 }
+
+/* --watch-list: the bound on a streaming list's initial events belongs
+ * to one attempt.  The first streaming list is answered 429 with
+ * Retry-After; the source waits it out and sends the same request again.
+ * Before, the bound was armed once per streaming list, fired during that
+ * wait, took the server for one that ignores streaming lists and sent a
+ * LIST beside the retry already planned.  Counted, not timed: the bound
+ * (2 s here, 30 s in the daemon) is far longer than a local answer, and
+ * the Retry-After longer than the bound. */
+START_TEST(test_api_watch_list_bound_per_attempt)
+{
+        struct world w;
+        unsigned lists, streams, lists0, streams0;
+        uint64_t end;
+
+        ONLY("test_api_watch_list_bound_per_attempt");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_publish(0);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.throttle = 1;
+        lists0 = api_srv.lists;
+        streams0 = api_srv.streams;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_watch_list = true;
+        api_world_up(&w);
+        api_watch_list = false;
+        api_source_set_watch_list_wait(w.as, 2000000);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        end = mono_usec() + (API_THROTTLE_SECONDS + 10) * 1000000ull;
+        while (w.n_sets < 1 && mono_usec() < end)
+                loop_run_once(w.loop, 2000);
+        ck_assert_uint_eq(w.n_sets, 1);
+        ck_assert_ptr_nonnull(state_pod(&w, "keep"));
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists - lists0;
+        streams = api_srv.streams - streams0;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_uint_eq(lists, 0);   /* no LIST beside the retry */
+        ck_assert_uint_eq(streams, 2); /* the one answered 429, then its retry */
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        server_stop(&api_srv);
+}
+END_TEST
 
 /* A relist (here after the watch is refused as too old) that finds a pod
  * as it was keeps the pod the source already had: the merger stores that
@@ -1478,6 +1544,7 @@ START_TEST(test_api_resume_confirmed_by_clean_end)
 END_TEST
 
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent, test_api_watch_list_alloc_sweep, test_api_relist_keeps_unchanged_pods,
+          test_api_alloc_sweep_persistent, test_api_watch_list_alloc_sweep, test_api_watch_list_bound_per_attempt,
+          test_api_relist_keeps_unchanged_pods,
           test_api_checkpoint_alloc_sweep, test_api_resume_alloc_sweep, test_api_resume_expired,
           test_api_error_drain_bounded, test_api_resume_confirmed_by_clean_end)
