@@ -1034,9 +1034,21 @@ static void relist_after_gone(struct api_source *as)
                          (double)wait / 1e6, (double)as->relist_spread / 1e6);
 }
 
+/* The answer that ends a cycle asked for a pause (429, or >= 500, with
+ * Retry-After) that maybe_retry_after() no longer grants, its 10 retries
+ * spent: the backoff comes on top of it.  client-go's alone would send
+ * the next request 0.8 s after such an answer, before the time the
+ * server asked for (doc/api-source.md 7.2). */
+static uint64_t retry_after_left(const struct api_source *as)
+{
+        if ((as->status == 429 || as->status >= 500) && as->retry_after >= 0)
+                return (uint64_t)as->retry_after * 1000000u;
+        return 0;
+}
+
 static void back_off(struct api_source *as, enum next next)
 {
-        (void)wait_then(as, next, 0);
+        (void)wait_then(as, next, retry_after_left(as));
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
         serve_checkpoint(as, as->failing.said);
