@@ -322,6 +322,11 @@ static void on_done(void *data, CURL *easy, CURLcode result)
                 w->retry_afters++;
                 loop_timer_arm(er->timer, (uint64_t)er->retry_after * 1000000u);
         } else {
+                /* A Retry-After whose retries are spent drops the write,
+                 * but the server's pause still holds: the next write
+                 * waits it out (next() leaves an armed pump alone). */
+                if ((status == 429 || status >= 500) && er->retry_after >= 0)
+                        loop_timer_arm(er->timer, (uint64_t)er->retry_after * 1000000u);
                 refused(er, w, status);
         }
 }

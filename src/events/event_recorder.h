@@ -15,7 +15,8 @@
  * same client as the API source's (src/kube/kube_client.h).
  *
  * A write the server refuses (any HTTP error, after client-go's
- * Retry-After retries) is dropped; one that gets no answer (refused
+ * Retry-After retries) is dropped; the next write still waits out a
+ * Retry-After that came with the refusal.  One that gets no answer (refused
  * connection, reset, timeout, DNS, TLS: named by kube_describe_failure)
  * is tried again after a random part of
  * EVENT_RETRY_USEC, then every EVENT_RETRY_USEC, EVENT_MAX_TRIES times in

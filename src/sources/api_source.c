@@ -162,6 +162,7 @@ struct api_source {
          * its initial-events-end bookmark (its events go to pages). */
         bool wl_on, wl_initial;
         struct loop_timer *wl_timer;
+        uint64_t wl_wait; /* API_WATCH_LIST_WAIT_USEC; tests make it short */
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -793,7 +794,7 @@ static void send_request(struct api_source *as)
         /* Each attempt of a streaming list has the bound to end its
          * initial events (a retry too). */
         if (as->phase == PHASE_WATCH && as->wl_initial)
-                loop_timer_arm(as->wl_timer, API_WATCH_LIST_WAIT_USEC);
+                loop_timer_arm(as->wl_timer, as->wl_wait);
         return;
 fail:
         if (e)
@@ -974,7 +975,7 @@ static void on_wl_timer(struct loop_timer *t, void *data)
         curl_loop_cancel(as->cl, &as->easy);
         loop_timer_stop(as->hdr_timer);
         (void)snprintf(why, sizeof(why), "no initial-events-end bookmark within %.0f s",
-                       (double)API_WATCH_LIST_WAIT_USEC / 1e6);
+                       (double)as->wl_wait / 1e6);
         watch_list_refused(as, why);
 }
 
@@ -1033,9 +1034,21 @@ static void relist_after_gone(struct api_source *as)
                          (double)wait / 1e6, (double)as->relist_spread / 1e6);
 }
 
+/* The answer that ends a cycle asked for a pause (429, or >= 500, with
+ * Retry-After) that maybe_retry_after() no longer grants, its 10 retries
+ * spent: the backoff comes on top of it.  client-go's alone would send
+ * the next request 0.8 s after such an answer, before the time the
+ * server asked for (doc/api-source.md 7.2). */
+static uint64_t retry_after_left(const struct api_source *as)
+{
+        if ((as->status == 429 || as->status >= 500) && as->retry_after >= 0)
+                return (uint64_t)as->retry_after * 1000000u;
+        return 0;
+}
+
 static void back_off(struct api_source *as, enum next next)
 {
-        (void)wait_then(as, next, 0);
+        (void)wait_then(as, next, retry_after_left(as));
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
         serve_checkpoint(as, as->failing.said);
@@ -1505,6 +1518,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
             (r = loop_timer_new(loop, on_wl_timer, as, &as->wl_timer)) < 0)
                 goto fail;
         as->wl_on = cfg->watch_list;
+        as->wl_wait = API_WATCH_LIST_WAIT_USEC;
         as->state_fn = cfg->state;
         as->state_data = cfg->state_data;
         as->relist_spread = cfg->relist_spread_usec;
@@ -1527,6 +1541,11 @@ void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_
         as->backoff.base = backoff_usec;
         as->reconnect.base = backoff_usec;
         as->push_retry.base = push_retry_usec;
+}
+
+void api_source_set_watch_list_wait(struct api_source *as, uint64_t usec)
+{
+        as->wl_wait = usec;
 }
 
 int api_source_start(struct api_source *as)

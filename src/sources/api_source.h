@@ -166,6 +166,9 @@ int api_source_start(struct api_source *as);
  * before a SET is sent again (API_PUSH_RETRY_USEC); tests make them
  * short.  Before api_source_start().  Tests only. */
 void api_source_set_pauses(struct api_source *as, uint64_t backoff_usec, uint64_t push_retry_usec);
+/* The bound of a streaming list's initial events (API_WATCH_LIST_WAIT_USEC);
+ * tests make it short.  Before api_source_start().  Tests only. */
+void api_source_set_watch_list_wait(struct api_source *as, uint64_t usec);
 /* At a clean shutdown, with the loop no longer run: the live state, if
  * newer than the checkpoint on disk, is written now (blocking).  0 (also
  * without a checkpoint) or the write's error with the reason in err. */

@@ -490,6 +490,26 @@ def test_events_429_503_retry_after_written(t):
         raise AssertionError("a Retry-After is no problem to log")
 
 
+@test("events: a write answered 429 more often than it is retried is "
+      "dropped, and the next write still waits out the last Retry-After")
+def test_events_retry_after_spent_next_waits(t):
+    e = Env(t, connect=False)
+    e.srv.fail(match="event_create", status=429, count=11, retry_after=1)
+    e.bad("one.yaml")
+    e.bad("two.yaml")
+    w = e.wait_writes(12, timeout=T_LONG)
+    expect_eq([r["status"] for r in w], [429] * 11 + [201], "statuses")
+    expect_eq([r["body"].count("one.yaml") > 0 for r in w],
+              [True] * 11 + [False], "the first 11 writes are one.yaml's")
+    # The lower bound podmux guarantees: the next write begins no sooner
+    # than Retry-After after the 429 before it (and so after its start).
+    gap = w[11]["t"] - w[10]["t"]
+    t.note("the next write began %.2f s after the last 429" % gap)
+    if gap < 0.99:
+        raise AssertionError("the next write began %.2f s after the last "
+                             "429, before its Retry-After 1" % gap)
+
+
 # ===========================================================================
 # Load
 

@@ -38,15 +38,19 @@ def pids_alive(pids):
       "one LIST and one WATCH per node, churn and a server restart that "
       "kept its history no LIST, a lost history a LIST from every node, a "
       "restart of every daemon at most one LIST per node, a 429 "
-      "window is answered 429 and counted; every agent synced after each; "
-      "nothing left running")
+      "window is answered 429 and counted, and LIST, WATCH and Event "
+      "requests wait out its Retry-After (no early retry); every agent "
+      "synced after each; nothing left running")
 def test_fleet_counts(t):
     out = t.path("fleet.json")
     argv = [PYTHON, FLEET, "--binary", BIN, "--agents", str(N), "--pods",
             "5", "--scenarios",
-            "cold,churn,restart_kept,restart_lost,upgrade,overload",
+            "cold,churn,restart_kept,restart_lost,upgrade,overload,"
+            "overload_relist",
             "--churn", "2", "--churn-rate", "10", "--down", "0.5",
-            "--overload", "2", "--retry-after", "1",
+            # Longer than a LIST after a 410 can wait here (the backoff,
+            # 1.6 s at most, and the spread of 1 s): every one meets it.
+            "--overload", "3", "--retry-after", "1",
             # Bookmarks often, so a daemon resumed from its checkpoint is
             # confirmed soon; LISTs after a 410 spread over a second only.
             "--bookmark-interval", "0.5", "--daemon-arg=--relist-spread=1s",
@@ -96,6 +100,20 @@ def test_fleet_counts(t):
     ov = res["overload"]
     n429 = sum(v for k, v in ov["codes"].items() if k.endswith(" 429"))
     check("overload", n429 >= 1, "requests answered 429 are counted")
+    # Every kind of request met the 429 and waited out its Retry-After:
+    # the WATCHes and the Events (a rejected static pod) in overload, the
+    # LISTs of the relist in overload_relist.
+    for name, verbs in (("overload", ("WATCH", "POST events")),
+                        ("overload_relist", ("LIST", "POST events"))):
+        th = res[name]["throttled"]
+        for verb in verbs:
+            check(name, th.get(verb, {}).get("sent", 0) >= 1,
+                  "%s requests answered 429" % verb)
+        for verb, x in th.items():
+            check(name, x["no_retry_after"] == 0,
+                  "every %s 429 carried Retry-After" % verb)
+            check(name, x["early"] == 0,
+                  "no %s retried before its Retry-After" % verb)
     # The script stopped every daemon and the server it started.
     pids = []
     for ln in r.stderr.splitlines():

@@ -125,6 +125,14 @@ struct server {
         bool refuse;        /* every request is answered 503 */
         unsigned lists;     /* list requests answered */
         unsigned old_watches; /* watches from API_RV0, the checkpoint's version */
+        unsigned streams;     /* streaming lists asked */
+        /* The next throttle requests that hold throttle_match are
+         * answered 429 with Retry-After: throttle_ra; throttled_at is
+         * when the last was written, next_at when the request after it
+         * came (0: none yet; monotonic microseconds). */
+        unsigned throttle, throttle_ra;
+        const char *throttle_match;
+        uint64_t throttled_at, next_at;
 };
 
 static void write_all(int fd, const char *p, size_t n)
@@ -680,6 +688,20 @@ static void api_serve(struct server *s, int fd, const char *request)
                 dprintf(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 return;
         }
+        if (strstr(request, "sendInitialEvents=true"))
+                s->streams++;
+        if (s->throttled_at && !s->next_at)
+                s->next_at = mono_usec();
+        if (s->throttle && strstr(request, s->throttle_match)) {
+                s->throttle--;
+                dprintf(fd, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %u\r\nContent-Length: 0\r\n"
+                            "Connection: close\r\n\r\n",
+                        s->throttle_ra);
+                s->throttled_at = mono_usec();
+                s->next_at = 0;
+                pthread_mutex_unlock(&s->lock);
+                return;
+        }
         pthread_mutex_unlock(&s->lock);
         if (!strstr(request, "watch=true")) {
                 /* Without the node's field selector (a request that lost
@@ -987,6 +1009,55 @@ static struct pod *state_pod(const struct world *w, const char *name)
         return NULL;
 }
 
+/* --watch-list: the bound on a streaming list's initial events belongs
+ * to one attempt.  The first streaming list is answered 429 with
+ * Retry-After; the source waits it out and sends the same request again.
+ * Before, the bound was armed once per streaming list, fired during that
+ * wait, took the server for one that ignores streaming lists and sent a
+ * LIST beside the retry already planned.  Counted, not timed: the bound
+ * (2 s here, 30 s in the daemon) is far longer than a local answer, and
+ * the Retry-After longer than the bound. */
+START_TEST(test_api_watch_list_bound_per_attempt)
+{
+        struct world w;
+        unsigned lists, streams, lists0, streams0;
+        uint64_t end;
+
+        ONLY("test_api_watch_list_bound_per_attempt");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_publish(0);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.throttle = 1;
+        api_srv.throttle_ra = 4; /* longer than the bound below */
+        api_srv.throttle_match = "sendInitialEvents=true";
+        lists0 = api_srv.lists;
+        streams0 = api_srv.streams;
+        pthread_mutex_unlock(&api_srv.lock);
+        api_watch_list = true;
+        api_world_up(&w);
+        api_watch_list = false;
+        api_source_set_watch_list_wait(w.as, 2000000);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        end = mono_usec() + 15000000ull;
+        while (w.n_sets < 1 && mono_usec() < end)
+                loop_run_once(w.loop, 2000);
+        ck_assert_uint_eq(w.n_sets, 1);
+        ck_assert_ptr_nonnull(state_pod(&w, "keep"));
+        pthread_mutex_lock(&api_srv.lock);
+        lists = api_srv.lists - lists0;
+        streams = api_srv.streams - streams0;
+        pthread_mutex_unlock(&api_srv.lock);
+        ck_assert_uint_eq(lists, 0);   /* no LIST beside the retry */
+        ck_assert_uint_eq(streams, 2); /* the one answered 429, then its retry */
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        server_stop(&api_srv);
+}
+END_TEST
+
 /* A relist (here after the watch is refused as too old) that finds a pod
  * as it was keeps the pod the source already had: the merger stores that
  * one (src/core/pod.h), so the node holds one copy of it, not two.
@@ -1027,6 +1098,54 @@ START_TEST(test_api_relist_keeps_unchanged_pods)
         pod_unref(keep);
         world_down(&w);
         pthread_mutex_lock(&api_srv.lock);
+        api_srv.watch_gen++;
+        pthread_mutex_unlock(&api_srv.lock);
+        server_stop(&api_srv);
+}
+END_TEST
+
+/* A watch answered 429 with Retry-After more often than it is retried
+ * (API_MAX_RETRY_AFTER times) ends its cycle, and the backoff after it
+ * still waits out the last Retry-After: the next request never comes
+ * before the time the server asked for.  Before, it came after the
+ * backoff alone (0.8 s in the daemon, 1 ms here).  The one bound asserted
+ * is a lower one, which load cannot break; 50 ms are allowed for the
+ * thread that stamps the 429 after writing it. */
+START_TEST(test_api_retry_after_spent_still_waited)
+{
+        struct world w;
+        uint64_t gap, end;
+        unsigned left;
+
+        ONLY("test_api_retry_after_spent_still_waited");
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_publish(0);
+        api_world_up(&w);
+        ck_assert_int_eq(api_source_start(w.as), 0);
+        while (w.n_sets < 1)
+                loop_run_once(w.loop, 2000);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.throttle = API_MAX_RETRY_AFTER + 1;
+        api_srv.throttle_ra = 1;
+        api_srv.throttle_match = "watch=true";
+        api_srv.throttled_at = api_srv.next_at = 0;
+        api_srv.watch_gen++; /* the watch ends: the next ones are throttled */
+        pthread_mutex_unlock(&api_srv.lock);
+        end = mono_usec() + (API_MAX_RETRY_AFTER + 20) * 1000000ull;
+        do {
+                loop_run_once(w.loop, 2000);
+                pthread_mutex_lock(&api_srv.lock);
+                left = api_srv.throttle;
+                gap = api_srv.next_at ? api_srv.next_at - api_srv.throttled_at : 0;
+                pthread_mutex_unlock(&api_srv.lock);
+        } while ((left || !gap) && mono_usec() < end);
+        ck_assert_uint_eq(left, 0);
+        ck_assert_msg(gap >= 950000, "the request after the last 429 came %.3f s after it, before its Retry-After (1 s)",
+                      (double)gap / 1e6);
+        world_down(&w);
+        pthread_mutex_lock(&api_srv.lock);
+        api_srv.throttled_at = api_srv.next_at = 0;
         api_srv.watch_gen++;
         pthread_mutex_unlock(&api_srv.lock);
         server_stop(&api_srv);
@@ -1478,6 +1597,7 @@ START_TEST(test_api_resume_confirmed_by_clean_end)
 END_TEST
 
 UNIT_MAIN(test_http_alloc_sweep, test_http_alloc_sweep_persistent, test_api_alloc_sweep,
-          test_api_alloc_sweep_persistent, test_api_watch_list_alloc_sweep, test_api_relist_keeps_unchanged_pods,
+          test_api_alloc_sweep_persistent, test_api_watch_list_alloc_sweep, test_api_watch_list_bound_per_attempt,
+          test_api_retry_after_spent_still_waited, test_api_relist_keeps_unchanged_pods,
           test_api_checkpoint_alloc_sweep, test_api_resume_alloc_sweep, test_api_resume_expired,
           test_api_error_drain_bounded, test_api_resume_confirmed_by_clean_end)
