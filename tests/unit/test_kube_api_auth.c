@@ -35,6 +35,7 @@
 #include <gnutls/x509.h>
 
 #include "failalloc.h"
+#include "fake_http.h"
 #include "kube/review.h"
 #include "kubeapi/kube_api_server.h"
 #include "unit.h"
@@ -132,38 +133,20 @@ static void pki_make(void)
 
 /* ---- the API server's reviews -------------------------------------------------------- */
 
-#define CONNS_MAX 16
-
-struct fconn {
-        int fd;
-        struct loop_io *io;
-        struct buf in;
-};
-
 struct fake {
-        struct loop *loop;
-        int lfd;
-        unsigned port;
-        struct loop_io *lio;
-        struct fconn conns[CONNS_MAX];
+        struct fake_http http;
         unsigned token_reviews, access_reviews;
 };
 
-static void fconn_close(struct fconn *c)
-{
-        loop_io_free(c->io);
-        close(c->fd);
-        buf_free(&c->in);
-        memset(c, 0, sizeof(*c));
-        c->fd = -1;
-}
-
 /* tok-alice is alice, tok-bob bob; alice and carol may read the pods of
  * ns, bob nothing. */
-static void fake_answer(struct fake *f, struct fconn *c)
+static void fake_answer(struct fake_http *h, struct fake_http_conn *c, void *data)
 {
-        const char *body = strstr(c->in.data, "\r\n\r\n") + 4;
-        struct buf out = BUF_INIT, resp = BUF_INIT;
+        struct fake *f = data;
+        const char *body = fake_http_body(c);
+        struct buf out = BUF_INIT;
+
+        (void)h;
 
         if (strstr(c->in.data, "POST /apis/authentication.k8s.io/v1/tokenreviews ")) {
                 const char *user = strstr(body, "\"tok-alice\"") ? "alice"
@@ -187,94 +170,8 @@ static void fake_answer(struct fake *f, struct fconn *c)
                 buf_printf(&out, "{\"kind\":\"SubjectAccessReview\",\"status\":{\"allowed\":%s}}",
                            ok ? "true" : "false,\"reason\":\"no RBAC rule\"");
         }
-        buf_printf(&resp,
-                   "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\n\r\n%s",
-                   out.len, out.data);
-        ck_assert_int_eq(write(c->fd, resp.data, resp.len), (ssize_t)resp.len);
+        fake_http_reply(c, 201, &out);
         buf_free(&out);
-        buf_free(&resp);
-        fconn_close(c);
-}
-
-static bool fake_complete(const struct fconn *c)
-{
-        const char *end = strstr(c->in.data, "\r\n\r\n"), *cl = strcasestr(c->in.data, "content-length:");
-
-        return end && cl && c->in.len - (size_t)(end + 4 - c->in.data) >= strtoul(cl + 15, NULL, 10);
-}
-
-static void on_fconn(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        struct fake *f = data;
-        struct fconn *c = NULL;
-        char b[4096];
-        ssize_t n;
-
-        (void)io;
-        (void)events;
-        failalloc_hold();
-        for (int i = 0; i < CONNS_MAX; i++)
-                if (f->conns[i].fd == fd)
-                        c = &f->conns[i];
-        n = read(fd, b, sizeof(b));
-        if (n <= 0) {
-                fconn_close(c);
-        } else {
-                ck_assert_int_eq(buf_append(&c->in, b, (size_t)n), 0);
-                if (fake_complete(c))
-                        fake_answer(f, c);
-        }
-        failalloc_release();
-}
-
-static void on_faccept(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        struct fake *f = data;
-        int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-        (void)io;
-        (void)events;
-        if (cfd < 0)
-                return;
-        failalloc_hold();
-        for (int i = 0; i < CONNS_MAX; i++) {
-                if (f->conns[i].fd < 0) {
-                        f->conns[i].fd = cfd;
-                        buf_init(&f->conns[i].in);
-                        ck_assert_int_eq(loop_io_add(f->loop, cfd, EPOLLIN, on_fconn, f, &f->conns[i].io), 0);
-                        failalloc_release();
-                        return;
-                }
-        }
-        ck_abort_msg("too many connections");
-}
-
-static void fake_start(struct fake *f, struct loop *loop)
-{
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof(a);
-
-        memset(f, 0, sizeof(*f));
-        f->loop = loop;
-        for (int i = 0; i < CONNS_MAX; i++)
-                f->conns[i].fd = -1;
-        f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        ck_assert_int_ge(f->lfd, 0);
-        ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-        ck_assert_int_eq(listen(f->lfd, 64), 0);
-        ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&a, &len), 0);
-        f->port = ntohs(a.sin_port);
-        ck_assert_int_eq(loop_io_add(loop, f->lfd, EPOLLIN, on_faccept, f, &f->lio), 0);
-}
-
-static void fake_stop(struct fake *f)
-{
-        for (int i = 0; i < CONNS_MAX; i++)
-                if (f->conns[i].fd >= 0)
-                        fconn_close(&f->conns[i]);
-        loop_io_free(f->lio);
-        close(f->lfd);
 }
 
 /* ---- the world: loop, reviews, server ----------------------------------------------- */
@@ -324,8 +221,8 @@ static void up_ca(struct world *w, bool ca)
         memset(w, 0, sizeof(*w));
         ck_assert_int_eq(loop_new(&w->loop), 0);
         ck_assert_int_eq(curl_loop_new(w->loop, &w->cl), 0);
-        fake_start(&w->fake, w->loop);
-        (void)snprintf(url, sizeof(url), "http://127.0.0.1:%u", w->fake.port);
+        fake_http_start(&w->fake.http, w->loop, fake_answer, &w->fake);
+        (void)snprintf(url, sizeof(url), "http://127.0.0.1:%u", w->fake.http.port);
         ck_assert_ptr_nonnull(kc.server = strdup(url));
         ck_assert_ptr_nonnull(kc.token = strdup("podmux-own-token"));
         ck_assert_int_eq(kube_client_new(&kc, &w->kube, NULL), 0);
@@ -362,7 +259,7 @@ static void down(struct world *w)
 {
         kube_api_server_free(w->srv);
         review_free(w->review);
-        fake_stop(&w->fake);
+        fake_http_stop(&w->fake.http);
         kube_client_free(w->kube);
         curl_loop_free(w->cl);
         loop_free(w->loop);

@@ -22,6 +22,7 @@
 #include <openssl/err.h>
 
 #include "failalloc.h"
+#include "fake_http.h"
 #include "kube/review.h"
 #include "unit.h"
 #include "util/digest.h"
@@ -30,22 +31,8 @@
 
 /* ---- the fake API server ---------------------------------------------------------------- */
 
-#define CONNS_MAX 32
-
-struct conn {
-        int fd;
-        struct loop_io *io;
-        struct buf in;
-        bool answered;
-};
-
 struct fake {
-        struct loop *loop;
-        int lfd;
-        unsigned port;
-        struct loop_io *lio;
-        struct conn conns[CONNS_MAX];
-        bool hold; /* requests read are not answered until released */
+        struct fake_http http;
         unsigned token_reviews, access_reviews;
         char last_access[4096]; /* the last SubjectAccessReview's body */
 };
@@ -65,15 +52,6 @@ static bool allowed(const char *user, const char *verb, const char *ns)
 {
         return strcmp(user, "alice") == 0 && strcmp(ns, "default") == 0 &&
                (strcmp(verb, "get") == 0 || strcmp(verb, "list") == 0);
-}
-
-static void conn_close(struct conn *c)
-{
-        loop_io_free(c->io);
-        close(c->fd);
-        buf_free(&c->in);
-        memset(c, 0, sizeof(*c));
-        c->fd = -1;
 }
 
 /* Tokens whose review gets an answer that decides nothing, or is
@@ -121,12 +99,15 @@ static long token_answer(const char *tok, struct buf *out)
 }
 
 /* The answer to a complete request in c->in. */
-static void answer(struct fake *f, struct conn *c)
+static void answer(struct fake_http *h, struct fake_http_conn *c, void *data)
 {
-        const char *body = strstr(c->in.data, "\r\n\r\n") + 4;
+        struct fake *f = data;
+        const char *body = fake_http_body(c);
         json_object *o = json_tokener_parse(body), *spec = json_get(o, "spec");
-        struct buf out = BUF_INIT, resp = BUF_INIT;
+        struct buf out = BUF_INIT;
         long status = 201;
+
+        (void)h;
 
         if (strstr(c->in.data, "POST /apis/authentication.k8s.io/v1/tokenreviews ")) {
                 f->token_reviews++;
@@ -152,111 +133,9 @@ static void answer(struct fake *f, struct conn *c)
         } else {
                 buf_puts(&out, "{\"kind\":\"Status\",\"code\":404}");
         }
-        buf_printf(&resp,
-                   "HTTP/1.1 %ld Whatever\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\n\r\n%s",
-                   status, out.len, out.data);
-        ck_assert_int_eq(write(c->fd, resp.data, resp.len), (ssize_t)resp.len);
+        fake_http_reply(c, status, &out);
         buf_free(&out);
-        buf_free(&resp);
         json_object_put(o);
-        conn_close(c);
-}
-
-/* Whether c->in holds a whole request (headers and Content-Length). */
-static bool complete(const struct conn *c)
-{
-        const char *end = strstr(c->in.data, "\r\n\r\n"), *cl = strcasestr(c->in.data, "content-length:");
-
-        return end && cl && c->in.len - (size_t)(end + 4 - c->in.data) >= strtoul(cl + 15, NULL, 10);
-}
-
-static void on_conn(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        struct fake *f = data;
-        struct conn *c = NULL;
-        char b[4096];
-        ssize_t n;
-
-        (void)io;
-        (void)events;
-        failalloc_hold();
-        for (int i = 0; i < CONNS_MAX; i++)
-                if (f->conns[i].fd == fd)
-                        c = &f->conns[i];
-        n = read(fd, b, sizeof(b));
-        if (n <= 0) {
-                conn_close(c);
-        } else {
-                ck_assert_int_eq(buf_append(&c->in, b, (size_t)n), 0);
-                if (complete(c) && !f->hold)
-                        answer(f, c);
-                else if (complete(c))
-                        loop_io_modify(c->io, 0); /* held */
-        }
-        failalloc_release();
-}
-
-static void on_accept(struct loop_io *io, int fd, uint32_t events, void *data)
-{
-        struct fake *f = data;
-        int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-        (void)io;
-        (void)events;
-        if (cfd < 0)
-                return;
-        failalloc_hold();
-        for (int i = 0; i < CONNS_MAX; i++) {
-                if (f->conns[i].fd < 0) {
-                        f->conns[i].fd = cfd;
-                        buf_init(&f->conns[i].in);
-                        ck_assert_int_eq(loop_io_add(f->loop, cfd, EPOLLIN, on_conn, f, &f->conns[i].io), 0);
-                        failalloc_release();
-                        return;
-                }
-        }
-        ck_abort_msg("too many connections");
-}
-
-static void fake_start(struct fake *f, struct loop *loop)
-{
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof(a);
-
-        memset(f, 0, sizeof(*f));
-        f->loop = loop;
-        for (int i = 0; i < CONNS_MAX; i++)
-                f->conns[i].fd = -1;
-        f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        ck_assert_int_ge(f->lfd, 0);
-        ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-        ck_assert_int_eq(listen(f->lfd, 64), 0);
-        ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&a, &len), 0);
-        f->port = ntohs(a.sin_port);
-        ck_assert_int_eq(loop_io_add(loop, f->lfd, EPOLLIN, on_accept, f, &f->lio), 0);
-}
-
-/* Answers what was held. */
-static void fake_release(struct fake *f)
-{
-        f->hold = false;
-        for (int i = 0; i < CONNS_MAX; i++)
-                if (f->conns[i].fd >= 0 && complete(&f->conns[i]))
-                        answer(f, &f->conns[i]);
-}
-
-/* The API server goes away: connections are refused from now on. */
-static void fake_stop(struct fake *f)
-{
-        for (int i = 0; i < CONNS_MAX; i++)
-                if (f->conns[i].fd >= 0)
-                        conn_close(&f->conns[i]);
-        loop_io_free(f->lio);
-        f->lio = NULL;
-        if (f->lfd >= 0)
-                close(f->lfd);
-        f->lfd = -1;
 }
 
 /* ---- the fixture ---------------------------------------------------------------------- */
@@ -305,8 +184,8 @@ static void setup_cfg(struct fixture *f, size_t cache_max, size_t answer_max)
         cfg.now_data = &f->clock;
         ck_assert_int_eq(loop_new(&f->loop), 0);
         ck_assert_int_eq(curl_loop_new(f->loop, &f->cl), 0);
-        fake_start(&f->fake, f->loop);
-        (void)snprintf(url, sizeof(url), "http://127.0.0.1:%u", f->fake.port);
+        fake_http_start(&f->fake.http, f->loop, answer, &f->fake);
+        (void)snprintf(url, sizeof(url), "http://127.0.0.1:%u", f->fake.http.port);
         ck_assert_ptr_nonnull(kc.server = strdup(url));
         ck_assert_ptr_nonnull(kc.token = strdup("podmux-own-token"));
         ck_assert_int_eq(kube_client_new(&kc, &f->kube, NULL), 0);
@@ -333,7 +212,7 @@ static void got_clear(struct got *g)
 static void teardown(struct fixture *f)
 {
         review_free(f->r);
-        fake_stop(&f->fake);
+        fake_http_stop(&f->fake.http);
         kube_client_free(f->kube);
         curl_loop_free(f->cl);
         loop_free(f->loop);
@@ -526,7 +405,7 @@ START_TEST(test_unreachable)
         authenticate(&f, "good-token-alice", &g);
         authorize(&f, g.user, "get", "default", "web", &z);
         ck_assert_int_eq(z.outcome, REVIEW_OK);
-        fake_stop(&f.fake);
+        fake_http_stop(&f.fake.http);
 
         authenticate(&f, "good-token-alice", &n); /* cached */
         ck_assert_int_eq(n.outcome, REVIEW_OK);
@@ -611,7 +490,7 @@ START_TEST(test_in_flight_shared)
         struct review_user *alice;
 
         setup(&f);
-        f.fake.hold = true;
+        f.fake.http.hold = true;
         for (int i = 0; i < 5; i++) {
                 ck_assert_int_eq(review_authenticate(f.r, "good-token-alice", on_authn, &g[i], &w[i]), 0);
                 ck_assert_ptr_nonnull(w[i]);
@@ -619,8 +498,8 @@ START_TEST(test_in_flight_shared)
         review_cancel(f.r, w[2]);
         for (int i = 0; i < 100 && f.fake.token_reviews == 0; i++) {
                 ck_assert_int_ge(loop_run_once(f.loop, 100000), 0);
-                if (f.fake.conns[0].fd >= 0 || f.fake.conns[1].fd >= 0)
-                        fake_release(&f.fake);
+                if (f.fake.http.conns[0].fd >= 0 || f.fake.http.conns[1].fd >= 0)
+                        fake_http_release(&f.fake.http);
         }
         run_until(&f, &g[4]);
         ck_assert_uint_eq(f.fake.token_reviews, 1);
@@ -634,12 +513,12 @@ START_TEST(test_in_flight_shared)
         ck_assert_uint_eq(st.sent, 1);
 
         alice = review_user_ref(g[0].user);
-        f.fake.hold = true;
+        f.fake.http.hold = true;
         for (int i = 0; i < 3; i++)
                 ck_assert_int_eq(review_authorize(f.r, alice, &a, on_authz, &z[i], &w[i]), 0);
         for (int i = 0; i < 100 && f.fake.access_reviews == 0; i++) {
                 ck_assert_int_ge(loop_run_once(f.loop, 100000), 0);
-                fake_release(&f.fake);
+                fake_http_release(&f.fake.http);
         }
         run_until(&f, &z[2]);
         ck_assert_uint_eq(f.fake.access_reviews, 1);
@@ -682,7 +561,7 @@ START_TEST(test_cache_bound)
         teardown(&f);
 
         setup_max(&f, 3);
-        f.fake.hold = true;
+        f.fake.http.hold = true;
         for (int i = 0; i < 3; i++)
                 ck_assert_int_eq(review_authenticate(f.r, t[i], on_authn, &h[i], &w), 0);
         ck_assert_int_eq(review_authenticate(f.r, t[3], on_authn, &h[3], &w), 0);
@@ -692,8 +571,8 @@ START_TEST(test_cache_bound)
         ck_assert_ptr_null(w);
         for (int i = 0; i < 1000 && !h[2].calls; i++) {
                 ck_assert_int_ge(loop_run_once(f.loop, 100000), 0);
-                fake_release(&f.fake);
-                f.fake.hold = true;
+                fake_http_release(&f.fake.http);
+                f.fake.http.hold = true;
         }
         for (int i = 0; i < 3; i++)
                 run_until(&f, &h[i]);
@@ -724,7 +603,7 @@ START_TEST(test_no_token_in_log)
         authenticate(&f, secret, &g);
         authorize(&f, g.user, "watch", "default", NULL, &z);
         authenticate(&f, "bad-secret-token", &z);
-        fake_stop(&f.fake);
+        fake_http_stop(&f.fake.http);
         authenticate(&f, "another-secret-token", &z);
         authenticate(&f, secret, &z);
         got_clear(&g);
