@@ -3,7 +3,7 @@
  * and the stream server onto one event loop (doc/design.md "Data flow").
  *
  * Signals are taken through a signalfd on the loop, blocked in every thread
- * (the watcher thread inherits the mask), so shutdown runs as an ordinary
+ * (the checkpoint writer inherits the mask), so shutdown runs as an ordinary
  * loop callback: consumers are told, the socket is removed, exit 0.
  *
  * Descriptors: the soft limit is raised to the hard one at start, and
@@ -654,8 +654,8 @@ static const char *rlim_str(rlim_t v, char *buf, size_t size)
  * Raises the soft descriptor limit to the hard one, as the Go runtime
  * does for the kubelet.  The low soft limit (often 1024) protects programs
  * that use select(), whose sets stop at FD_SETSIZE; our one select() is
- * libinotifytools' on the watcher thread, on the inotify descriptor made
- * at start, far below it.  Nothing is exec'd, so no child inherits the
+ * libinotifytools' read on the loop, of the inotify descriptor made at
+ * start, far below it.  Nothing is exec'd, so no child inherits the
  * raised limit.  Returns the soft limit in force (RLIM_INFINITY if it
  * cannot be read).
  */
@@ -873,8 +873,6 @@ static void want_watcher(struct daemon *d, const char *without)
 {
         int r;
 
-        /* The watcher thread starts after the signal mask is set, so
-         * it never takes SIGINT/SIGTERM. */
         if (!d->watcher && (r = watcher_new(d->loop, &d->watcher)) < 0)
                 log_warn("inotify unavailable (%s): %s", ERRNO_STR(r), without);
 }

@@ -1,33 +1,32 @@
 /*
- * watcher — the thread that owns libinotifytools (see
+ * watcher — libinotifytools' events, read on the loop (see
  * src/util/watcher.h).
  *
- * Threads: the watcher thread only reads events, blocked in
- * inotifytools_next_event(-1).  Watches are added and removed by the loop
- * thread with inotify_add_watch()/inotify_rm_watch() on the library's own
- * descriptor, so the wd a handle is filed under is the one the kernel
- * answered.  The library's add files each watch by path and keeps the
- * paths of watches whose directory was moved or deleted, so asking it for
- * "the wd of this path" can answer with another inode's wd (a directory
- * created where a watched one was renamed away would get the old one's).
- * The thread is woken to stop by a write to a private unlinked file it
- * watches, so the stop is never missed.
+ * The library's descriptor is one of the loop's, made non-blocking: when
+ * it is readable, the watcher reads the kernel's event records itself.
+ * libinotifytools 3.22's own read cannot be used on a loop: it waits in
+ * select() even with a timeout of 0.  No thread and no pipe stand between
+ * the kernel and the subscribers, so a drop costs one wake-up, the loop's
+ * (doc/design.md, "Performance").
+ * Watches are added and removed with inotify_add_watch()/inotify_rm_watch()
+ * on that descriptor, so the wd a handle is filed under is the one the
+ * kernel answered.  The library's add files each watch by path and keeps
+ * the paths of watches whose directory was moved or deleted, so asking it
+ * for "the wd of this path" can answer with another inode's wd (a
+ * directory created where a watched one was renamed away would get the
+ * old one's).
  *
- * Events travel as records {wd, mask, name length, name} through a
- * non-blocking pipe.  If the pipe is full the thread drops the event and
- * raises an overflow flag, which the loop turns into an IN_Q_OVERFLOW for
- * every subscriber (they relist) — the same contract as the kernel's own
- * queue overflow, and no way for a slow loop to deadlock the thread.
+ * A burst is handed over WATCHER_BATCH events a turn.  What was read but
+ * not yet handed over does not make the descriptor readable, so a full
+ * batch arms the more timer, which goes on next turn.  Past
+ * what the kernel queues (fs.inotify.max_queued_events) it says
+ * IN_Q_OVERFLOW, and every subscriber relists.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* pipe2, mkostemp, F_SETPIPE_SZ */
+#define _GNU_SOURCE
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -36,22 +35,13 @@
 
 #include <inotifytools/inotifytools.h>
 
-#include "util/buf.h"
 #include "util/watcher.h"
 
-/* Bytes read from the pipe ahead of what was dispatched. */
-#define WATCHER_BUFFER (64u * 1024u)
-
-enum req_kind { REQ_NONE, REQ_STOP };
+/* After a failed read of the descriptor, reading waits this long. */
+#define WATCHER_RETRY_USEC (1000u * 1000u)
 
 /* Events every handle is told, whatever its mask. */
 #define ALWAYS_TOLD (IN_IGNORED | IN_UNMOUNT | IN_Q_OVERFLOW)
-
-struct record {
-        int32_t wd;
-        uint32_t mask;
-        uint32_t len;
-};
 
 /*
  * One subscriber's watch of one path.  inotify has one watch (one wd) per
@@ -73,121 +63,20 @@ struct watcher_watch {
 struct watcher {
         struct loop *loop;
         struct loop_io *io;
-        int pipe_rd, pipe_wr;
         int ino_fd; /* libinotifytools' descriptor (the library owns it) */
-        int wake_fd;
-        int wake_wd;
-        pthread_t thread;
-        int thread_started;
-        atomic_int overflowed;
-        atomic_ulong forwarded; /* records the thread has written */
+        int initialized;
+        unsigned long handed; /* events handed over so far */
+        /* Events read, rd[off, len) not yet handed over.  Room for at
+         * least one event with the longest name. */
+        char rd[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+        size_t off, len;
 
-        pthread_mutex_t mu;
-        pthread_cond_t cv;
-        enum req_kind req;
-        int req_done;
-
-        struct watcher_watch *watches; /* loop thread only */
+        struct watcher_watch *watches;
         /* The next handle a walk over watches visits: unlink_watch()
          * moves it on, so a callback may remove any handle mid-walk. */
         struct watcher_watch *cursor;
-        struct buf in;                 /* records read, not yet dispatched */
-        struct loop_timer *more_timer; /* dispatches what is left in `in` */
-        int dispatching;
+        struct loop_timer *more_timer; /* a full batch: go on next turn */
 };
-
-/* ---- watcher thread ---------------------------------------------------------- */
-
-static void thread_forward(struct watcher *w, int wd, uint32_t mask,
-                           const char *name)
-{
-        char msg[sizeof(struct record) + NAME_MAX + 1];
-        struct record rec;
-        size_t nlen = name ? strnlen(name, NAME_MAX) : 0;
-        ssize_t n;
-
-        rec.wd = wd;
-        rec.mask = mask;
-        rec.len = (uint32_t)nlen;
-        memcpy(msg, &rec, sizeof(rec));
-        if (nlen)
-                memcpy(msg + sizeof(rec), name, nlen);
-        /* Records are at most PIPE_BUF bytes, so each write is atomic:
-         * either the whole record or nothing (EAGAIN). */
-        do {
-                n = write(w->pipe_wr, msg, sizeof(rec) + nlen);
-        } while (n < 0 && errno == EINTR);
-        if (n < 0)
-                atomic_store(&w->overflowed, 1);
-        else
-                atomic_fetch_add(&w->forwarded, 1);
-}
-
-/* Returns 1 when a stop was asked: decided under the same lock that
- * acknowledges it. */
-static int thread_handle_request(struct watcher *w)
-{
-        int stop = 0;
-
-        pthread_mutex_lock(&w->mu);
-        if (!w->req_done && w->req == REQ_STOP) {
-                stop = 1;
-                w->req_done = 1;
-                pthread_cond_signal(&w->cv);
-        }
-        pthread_mutex_unlock(&w->mu);
-        return stop;
-}
-
-static void *thread_main(void *arg)
-{
-        struct watcher *w = arg;
-
-        for (;;) {
-                struct inotify_event *ev = inotifytools_next_event(-1);
-
-                if (!ev) {
-                        int e = inotifytools_error();
-
-                        if (e == EINTR || e == 0)
-                                continue;
-                        /* The library lost events or its descriptor failed:
-                         * tell subscribers to relist. */
-                        atomic_store(&w->overflowed, 1);
-                        thread_forward(w, -1, IN_Q_OVERFLOW, NULL);
-                        continue;
-                }
-                if (ev->wd == w->wake_wd) {
-                        if (thread_handle_request(w))
-                                break;
-                        continue;
-                }
-                thread_forward(w, ev->wd, ev->mask, ev->len ? ev->name : NULL);
-        }
-        return NULL;
-}
-
-/* ---- loop thread --------------------------------------------------------------- */
-
-/* Asks the thread to stop and waits until it has seen the request. */
-static int request_stop(struct watcher *w)
-{
-        pthread_mutex_lock(&w->mu);
-        w->req = REQ_STOP;
-        w->req_done = 0;
-        /* A write to the unlinked wake file produces IN_MODIFY on its watch. */
-        if (pwrite(w->wake_fd, "w", 1, 0) != 1) {
-                int r = -errno;
-
-                w->req = REQ_NONE;
-                pthread_mutex_unlock(&w->mu);
-                return r;
-        }
-        while (!w->req_done)
-                pthread_cond_wait(&w->cv, &w->mu);
-        pthread_mutex_unlock(&w->mu);
-        return 0;
-}
 
 /* This subscriber's handle on wd, or NULL.  O(watches). */
 static struct watcher_watch *find_own(struct watcher *w, int wd, watcher_event_fn fn, void *data)
@@ -256,96 +145,81 @@ static void dispatch_all_overflow(struct watcher *w)
         w->cursor = NULL;
 }
 
-/* The pipe's bytes cannot be framed any more (some were lost): drop what
- * is buffered and what is in the pipe, which ends on a record boundary
- * (records are written whole), and have every subscriber relist. */
-static void lose_events(struct watcher *w)
-{
-        char chunk[8192];
-
-        while (read(w->pipe_rd, chunk, sizeof(chunk)) > 0)
-                ;
-        buf_reset(&w->in);
-        atomic_store(&w->overflowed, 1);
-}
-
 /*
- * Hands at most WATCHER_BATCH buffered records to their subscribers, then
- * returns to the loop: the rest waits for the next turn (the more timer),
- * so a burst of events never keeps the loop from its other descriptors.
+ * Hands at most WATCHER_BATCH events to their subscribers, then returns
+ * to the loop; a full batch arms the more timer for the rest (what is
+ * left in the buffer does not make the descriptor readable).  A failed
+ * read: every subscriber relists, and reading waits WATCHER_RETRY_USEC,
+ * so that a descriptor that keeps failing does not spin the loop.
  */
 static void dispatch(struct watcher *w)
 {
-        size_t off = 0, n = 0;
+        unsigned n = 0;
 
-        while (n < WATCHER_BATCH && w->in.len - off >= sizeof(struct record)) {
-                struct record rec;
-                char name[NAME_MAX + 1];
+        while (n < WATCHER_BATCH) {
+                const struct inotify_event *ev;
 
-                memcpy(&rec, w->in.data + off, sizeof(rec));
-                if (w->in.len - off < sizeof(rec) + rec.len)
-                        break;
-                memcpy(name, w->in.data + off + sizeof(rec), rec.len);
-                name[rec.len] = '\0';
-                off += sizeof(rec) + rec.len;
+                if (w->off == w->len) {
+                        ssize_t got = read(w->ino_fd, w->rd, sizeof(w->rd));
+
+                        w->off = w->len = 0;
+                        if (got < 0 && errno == EINTR)
+                                continue;
+                        if (got < 0 && errno == EAGAIN)
+                                return;
+                        if (got <= 0) {
+                                dispatch_all_overflow(w);
+                                if (w->io && loop_io_modify(w->io, 0) == 0)
+                                        loop_timer_arm(w->more_timer, WATCHER_RETRY_USEC);
+                                return;
+                        }
+                        w->len = (size_t)got;
+                }
+                /* The kernel writes whole events, aligned for the type. */
+                ev = (const struct inotify_event *)(void *)(w->rd + w->off);
+                w->off += sizeof(*ev) + ev->len;
+                w->handed++;
                 n++;
-                if (rec.wd < 0) {
+                if (ev->wd < 0 || (ev->mask & IN_Q_OVERFLOW)) {
                         dispatch_all_overflow(w);
                         continue;
                 }
-                deliver(w, rec.wd, name, rec.mask);
+                deliver(w, ev->wd, ev->len ? ev->name : "", ev->mask);
         }
-        buf_consume(&w->in, off);
-        /* A burst grew the buffer to WATCHER_BUFFER and more; once it is
-         * drained, that memory goes back rather than stay for good. */
-        if (w->in.len == 0 && w->in.cap > WATCHER_KEEP)
-                buf_free(&w->in);
-        if (atomic_exchange(&w->overflowed, 0))
-                dispatch_all_overflow(w);
-        /* Whole records left over, with nothing more to read, would wait
-         * for an event that may never come: continue next turn. */
-        if (w->in.len >= sizeof(struct record))
-                loop_timer_arm(w->more_timer, 0);
+        loop_timer_arm(w->more_timer, 0);
 }
 
-size_t watcher_buffer_bytes(const struct watcher *w)
+unsigned long watcher_handed(const struct watcher *w)
 {
-        return w->in.cap;
+        return w->handed;
 }
 
-unsigned long watcher_forwarded(const struct watcher *w)
-{
-        return atomic_load(&w->forwarded);
-}
-
+/* The rest of a full batch, or reading again after a failed read. */
 static void on_more(struct loop_timer *t, void *data)
 {
-        (void)t;
-        dispatch(data);
-}
-
-/* Reads at most WATCHER_BUFFER bytes ahead of what was dispatched; the
- * rest stays in the pipe (and past the pipe, the thread reports an
- * overflow: the subscribers relist).  Memory stays bounded in any burst. */
-static void on_pipe(struct loop_io *io, int fd, uint32_t events, void *data)
-{
         struct watcher *w = data;
-        char chunk[8192];
-        ssize_t n;
 
-        while (w->in.len < WATCHER_BUFFER) {
-                size_t room = WATCHER_BUFFER - w->in.len;
-
-                n = read(fd, chunk, room < sizeof(chunk) ? room : sizeof(chunk));
-                if (n <= 0)
-                        break;
-                if (buf_append(&w->in, chunk, (size_t)n) < 0) {
-                        lose_events(w);
-                        break;
-                }
+        (void)t;
+        if (w->io && loop_io_modify(w->io, EPOLLIN) < 0) {
+                loop_timer_arm(w->more_timer, WATCHER_RETRY_USEC);
+                return;
         }
         dispatch(w);
 }
+
+/* While the more timer is armed, the rest of a batch (or a retry) is
+ * its to read: a turn where both are ready hands over one batch. */
+static void on_inotify(struct loop_io *io, int fd, uint32_t events, void *data)
+{
+        struct watcher *w = data;
+
+        (void)io;
+        (void)fd;
+        (void)events;
+        if (!loop_timer_armed(w->more_timer))
+                dispatch(w);
+}
+
 /* The lowest descriptor number not in use: the one the next open takes. */
 static int lowest_free_fd(void)
 {
@@ -359,82 +233,69 @@ static int lowest_free_fd(void)
 /*
  * libinotifytools opens its instance with inotify_init(), which takes the
  * lowest free descriptor, and does not say which one it is.  probe is that
- * number, read just before; adding the wake watch to it directly proves it
- * is an inotify descriptor, and the library's is the only one in the
- * process.  -EIO if it is not (the library was already initialised, or
- * another thread opened a descriptor in between).
+ * number, read just before.  A watch added to it and removed at once
+ * proves it is an inotify descriptor (its IN_IGNORED names a wd no handle
+ * has); the library's is the only one in the process.  -EIO if it is not
+ * (the library was already initialised, or another thread opened a
+ * descriptor in between).
  */
-static int library_fd(struct watcher *w, int probe, const char *wake_path)
+static int library_fd(struct watcher *w, int probe)
 {
-        w->wake_wd = inotify_add_watch(probe, wake_path, IN_MODIFY);
-        if (w->wake_wd < 0)
+        int wd = inotify_add_watch(probe, "/", IN_DELETE_SELF);
+
+        if (wd < 0)
                 return errno == EINVAL || errno == EBADF ? -EIO : -errno;
+        (void)inotify_rm_watch(probe, wd);
         w->ino_fd = probe;
         return 0;
+}
+
+/* The probe's IN_IGNORED, the only event of the new instance, is read
+ * and dropped: no subscriber's, and not one to count. */
+static void drop_probe_event(struct watcher *w)
+{
+        ssize_t got;
+
+        do {
+                got = read(w->ino_fd, w->rd, sizeof(w->rd));
+        } while (got < 0 && errno == EINTR);
 }
 
 int watcher_new(struct loop *loop, struct watcher **ret_w)
 {
         struct watcher *w = calloc(1, sizeof(*w));
-        char tmpl[] = "/tmp/podmux-wake-XXXXXX";
-        const char *dir = getenv("TMPDIR");
-        struct buf path = BUF_INIT;
-        int fds[2], probe, r;
+        int probe, r;
 
         if (!w)
                 return -ENOMEM;
         w->loop = loop;
-        buf_init(&w->in);
-        w->pipe_rd = w->pipe_wr = w->wake_fd = w->ino_fd = -1;
-        pthread_mutex_init(&w->mu, NULL);
-        pthread_cond_init(&w->cv, NULL);
-        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
-                r = -errno;
-                goto fail;
-        }
-        w->pipe_rd = fds[0];
-        w->pipe_wr = fds[1];
-        /* A bigger pipe absorbs bursts (rm -rf of a large directory). */
-        fcntl(w->pipe_wr, F_SETPIPE_SZ, 1024 * 1024);
-
-        if (dir && dir[0])
-                r = buf_printf(&path, "%s/podmux-wake-XXXXXX", dir);
-        else
-                r = buf_puts(&path, tmpl);
-        if (r < 0)
-                goto fail;
-        w->wake_fd = mkostemp(path.data, O_CLOEXEC);
-        if (w->wake_fd < 0) {
-                r = -errno;
-                goto fail;
-        }
+        w->ino_fd = -1;
         probe = lowest_free_fd();
         if (!inotifytools_initialize()) {
                 r = -inotifytools_error();
                 if (r == 0)
                         r = -EIO;
-                unlink(path.data);
                 goto fail;
         }
-        r = library_fd(w, probe, path.data);
-        unlink(path.data);
+        w->initialized = 1;
+        r = library_fd(w, probe);
         if (r < 0)
                 goto fail;
-        r = loop_io_add(loop, w->pipe_rd, EPOLLIN, on_pipe, w, &w->io);
+        /* Read on the loop: a read with nothing queued must not block. */
+        if (fcntl(w->ino_fd, F_SETFL, fcntl(w->ino_fd, F_GETFL) | O_NONBLOCK) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        drop_probe_event(w);
+        r = loop_io_add(loop, w->ino_fd, EPOLLIN, on_inotify, w, &w->io);
         if (r < 0)
                 goto fail;
         r = loop_timer_new(loop, on_more, w, &w->more_timer);
         if (r < 0)
                 goto fail;
-        r = -pthread_create(&w->thread, NULL, thread_main, w);
-        if (r < 0)
-                goto fail;
-        w->thread_started = 1;
-        buf_free(&path);
         *ret_w = w;
         return 0;
 fail:
-        buf_free(&path);
         watcher_free(w);
         return r;
 }
@@ -443,25 +304,13 @@ void watcher_free(struct watcher *w)
 {
         if (!w)
                 return;
-        if (w->thread_started) {
-                request_stop(w);
-                pthread_join(w->thread, NULL);
-        }
         while (w->watches)
                 unlink_watch(w, w->watches);
         loop_io_free(w->io);
         loop_timer_free(w->more_timer);
         /* Closes ino_fd, and with it every kernel watch. */
-        inotifytools_cleanup();
-        if (w->wake_fd >= 0)
-                close(w->wake_fd);
-        if (w->pipe_rd >= 0)
-                close(w->pipe_rd);
-        if (w->pipe_wr >= 0)
-                close(w->pipe_wr);
-        buf_free(&w->in);
-        pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
+        if (w->initialized)
+                inotifytools_cleanup();
         free(w);
 }
 

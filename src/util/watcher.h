@@ -1,16 +1,15 @@
 /*
- * watcher — the one thread that owns libinotifytools.
+ * watcher — libinotifytools on the loop.
  *
- * Owns: the library's process-wide inotify instance, the watcher thread, and
- * the pipe that carries events into the loop.
+ * Owns: the library's process-wide inotify instance, whose descriptor is
+ * one of the loop's.
  * Never: interprets events.  Each subscriber (the file source, the plugin
  * watcher) asks for a path and gets that path's events as callbacks on the
  * loop's thread.
  *
- * libinotifytools blocks in its own read, so the thread only reads; watches
- * are added and removed on the library's descriptor by the loop thread,
- * and the thread is woken to stop by a write to a private, already
- * unlinked file it watches (an idle thread never wakes up).
+ * Events are read from the library's descriptor, without blocking, when
+ * the loop sees it readable; watches are added and removed on it
+ * directly.
  *
  * Ownership: a handle belongs to its subscriber until it calls
  * watcher_remove(), or until the callback that saw IN_IGNORED for it
@@ -26,13 +25,10 @@
 
 /* Events handed to subscribers per loop turn at most; the rest wait for
  * the next turn, so a burst never keeps the loop from its other work.
- * Events are read at most 64 KB ahead of that; past it they wait in the
- * kernel, and if they overflow there every subscriber is told
- * (IN_Q_OVERFLOW) and relists. */
+ * At most 16 KiB of events are read ahead of that; the rest waits in the
+ * kernel, and if it overflows there
+ * every subscriber is told (IN_Q_OVERFLOW) and relists. */
 #define WATCHER_BATCH 1024
-/* What the buffer of events read ahead may keep once a burst is handed
- * over (a burst grows it to 64 KiB or more; that goes back). */
-#define WATCHER_KEEP (16u * 1024u)
 
 struct watcher;
 struct watcher_watch;
@@ -45,13 +41,9 @@ struct watcher_watch;
 typedef void (*watcher_event_fn)(void *data, const char *path, const char *name, uint32_t mask);
 
 int watcher_new(struct loop *loop, struct watcher **ret_w);
-/* Bytes allocated for events read ahead and not yet handed over (tests
- * only). */
-size_t watcher_buffer_bytes(const struct watcher *w);
-/* Events the thread has passed on to the loop so far, handed over or not
- * (any thread may ask: a test waits on it).  Tests only. */
-unsigned long watcher_forwarded(const struct watcher *w);
-/* Stops and joins the thread, frees every watch.  NULL-safe. */
+/* Events read and handed over so far (tests only). */
+unsigned long watcher_handed(const struct watcher *w);
+/* Frees every watch and closes the library's instance.  NULL-safe. */
 void watcher_free(struct watcher *w);
 
 /*

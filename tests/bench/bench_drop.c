@@ -13,8 +13,9 @@
  * manifest of a new pod name beside the directory, then renames it to
  * drop.yaml inside: the time from just before rename() to the consumer's
  * pods handler seeing the pod, and to the inotify reader's thread
- * reading IN_MOVED_TO (and to a second thread it wakes through a pipe,
- * the shape of the daemon's watcher thread and loop).
+ * reading IN_MOVED_TO (and to a second thread it wakes through a pipe:
+ * what a thread between inotify and the loop would add, as the daemon's
+ * watcher thread did until 2026-11-28).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -65,9 +66,9 @@ static void write_pod(const char *path, const char *name, int i)
 }
 
 /* The raw reader: when each IN_MOVED_TO of drop.yaml was read; it also
- * passes each on through a pipe to a second thread (relay), as the
- * daemon's watcher thread passes events to its loop: what that one hop
- * between threads costs. */
+ * passes each on through a pipe to a second thread (relay): what one hop
+ * between threads costs (the daemon reads inotify on its loop, without
+ * one). */
 struct raw {
         int fd;
         int want;

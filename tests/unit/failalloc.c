@@ -71,7 +71,7 @@ static struct sysfault sys[_FAILSYS_MAX];
 
 /* failsys_file(): the files that fail, and the descriptors open on one
  * whose reads fail (their errno; 0 none).  Set by the test between
- * steps; the watcher thread only reads them. */
+ * steps; other threads only read them. */
 #define FILE_FAULTS 8
 #define FD_FAULTS 4096
 struct filefault {

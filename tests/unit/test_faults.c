@@ -3,7 +3,7 @@
  * SQLite tests malloc failure.
  *
  * One "world" is what `podmux run` wires for a manifest directory: the
- * file source (with the real watcher thread), the mux, the merger, the
+ * file source (with the real watcher), the mux, the merger, the
  * updates pipe and the stream server, with three consumers connected over
  * its unix socket.  A scenario edits two manifests (inotify events; one
  * keeps its pinned UID, so the merger merges the change into the stored
