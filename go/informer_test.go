@@ -227,6 +227,15 @@ func runScenario(t *testing.T, sc scenario) {
 			if !reflect.DeepEqual(have, q[2]) {
 				t.Fatalf("%s: index %v %v: %q", where, q[0], q[1], have)
 			}
+			// AppendByIndex, after a pod of its caller's: the same pods.
+			w, err := x.c.AppendByIndex([]Pod{{}}, q[0].(string), q[1].(string))
+			have = []any{}
+			for _, p := range w[1:] {
+				have = append(have, p.Source()+"/"+p.UID())
+			}
+			if err != nil || !w[0].IsZero() || !reflect.DeepEqual(have, q[2]) {
+				t.Fatalf("%s: AppendByIndex %v %v: %q, %v", where, q[0], q[1], have, err)
+			}
 		}
 	}
 	if f.cur != nil {
