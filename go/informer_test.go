@@ -227,6 +227,15 @@ func runScenario(t *testing.T, sc scenario) {
 			if !reflect.DeepEqual(have, q[2]) {
 				t.Fatalf("%s: index %v %v: %q", where, q[0], q[1], have)
 			}
+			// AppendByIndex, after a pod of its caller's: the same pods.
+			w, err := x.c.AppendByIndex([]Pod{{}}, q[0].(string), q[1].(string))
+			have = []any{}
+			for _, p := range w[1:] {
+				have = append(have, p.Source()+"/"+p.UID())
+			}
+			if err != nil || !w[0].IsZero() || !reflect.DeepEqual(have, q[2]) {
+				t.Fatalf("%s: AppendByIndex %v %v: %q, %v", where, q[0], q[1], have, err)
+			}
 		}
 	}
 	if f.cur != nil {
@@ -268,5 +277,28 @@ func TestIndexErrors(t *testing.T) {
 	}
 	if v, err := c.ByIndex(IndexSource, "file"); err != nil || len(v) != 0 {
 		t.Fatalf("empty: %v %v", v, err)
+	}
+	dst := []Pod{mkPod("u", "ns", "n", "file", 1)}
+	if v, err := c.AppendByIndex(dst, "nope", "x"); !errors.Is(err, ErrIndex) || len(v) != 1 || v[0] != dst[0] {
+		t.Fatalf("AppendByIndex of no index: %v %v", v, err)
+	}
+	if v, err := c.AppendByIndex(dst, IndexSource, "file"); err != nil || len(v) != 1 || v[0] != dst[0] {
+		t.Fatalf("AppendByIndex, none found: %v %v", v, err)
+	}
+}
+
+// AppendByIndex into a slice large enough allocates nothing: what it is
+// for (scripts/bench --only client has its row).
+func TestAppendByIndexReuses(t *testing.T) {
+	c, nss := benchIndexClient(500)
+	buf, err := c.AppendByIndex(nil, IndexNamespace, nss[0])
+	if err != nil || len(buf) != 100 {
+		t.Fatalf("%d pods, %v", len(buf), err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		buf, err = c.AppendByIndex(buf[:0], IndexNamespace, nss[len(nss)-1])
+	})
+	if err != nil || allocs != 0 || len(buf) != 100 || buf[0].Namespace() != nss[len(nss)-1] {
+		t.Fatalf("%v allocations, %d pods, %v", allocs, len(buf), err)
 	}
 }

@@ -272,6 +272,8 @@ func TestBuiltinIndexesFollowOps(t *testing.T) {
 	if _, err := c.ByIndex(IndexSource, "file"); err != nil {
 		t.Fatal(err)
 	}
+	head := mkPod("h", "ns9", "head", "file", 0)
+	reuse := []Pod{head}
 	rng := rand.New(rand.NewSource(3))
 	for step := 0; step < 2000; step++ {
 		var pods []Pod
@@ -316,6 +318,19 @@ func TestBuiltinIndexesFollowOps(t *testing.T) {
 				}
 				if strings.Join(got, " ") != strings.Join(want, " ") {
 					t.Fatalf("step %d: %s %q: %v, want %v", step, q.index, k, got, want)
+				}
+				// AppendByIndex into a slice reused from the last
+				// lookup, after a pod kept at its head: the same pods,
+				// none left over from the last lookup.
+				if reuse, err = c.AppendByIndex(reuse[:1], q.index, k); err != nil {
+					t.Fatal(err)
+				}
+				got = got[:0]
+				for _, p := range reuse[1:] {
+					got = append(got, p.String())
+				}
+				if reuse[0] != head || strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Fatalf("step %d: AppendByIndex %s %q: %v after %v, want %v", step, q.index, k, got, reuse[0], want)
 				}
 			}
 		}
