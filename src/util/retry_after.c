@@ -1,6 +1,7 @@
 /*
  * retry_after — see src/util/retry_after.h.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -15,6 +16,7 @@ bool retry_after_header(struct retry_after *ra, const char *line, size_t len)
 
         if (len <= 12 || strncasecmp(line, "retry-after:", 12) != 0)
                 return false;
+        errno = 0;
         v = strtol(line + 12, &end, 10);
         /* Only the integer form counts (client-go); no digits is none
          * (checked before the blanks after them are skipped). */
@@ -23,6 +25,8 @@ bool retry_after_header(struct retry_after *ra, const char *line, size_t len)
         while (*end == ' ' || *end == '\t')
                 end++;
         if (!(*end == '\r' || *end == '\n' || !*end) || v < 0)
+                return false;
+        if (errno == ERANGE || (long long)v > RETRY_AFTER_MAX_SECONDS)
                 return false;
         ra->seconds = v;
         return true;

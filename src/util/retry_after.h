@@ -5,8 +5,9 @@
  * recorder's writes; doc/api-source.md 7.2, doc/events.md).
  *
  * - A Retry-After header counts in its integer form only (whole
- *   seconds, 0 or more), as client-go reads it: an HTTP date, a negative
- *   number or anything else is no Retry-After.
+ *   seconds, 0 to RETRY_AFTER_MAX_SECONDS), as client-go reads it: an
+ *   HTTP date, a negative number, one too large or anything else is no
+ *   Retry-After.
  * - An answer 429, or of 500 or more, that carries one: the same request
  *   is sent again after that many seconds, RETRY_AFTER_MAX_RETRIES times
  *   at most per request.
@@ -34,6 +35,12 @@
 
 /* client-go's REST client retries one request this often. */
 #define RETRY_AFTER_MAX_RETRIES 10
+/* The longest Retry-After that counts: the whole seconds a Go
+ * time.Duration holds, so every pause client-go counts right is counted
+ * alike.  A larger number is none (the answer is an error, backed off
+ * from): in microseconds it would wrap around, to a retry at once where
+ * the server asked for the longest pause. */
+#define RETRY_AFTER_MAX_SECONDS 9223372036LL
 
 struct retry_after {
         long seconds;     /* the last answer's Retry-After; -1: none */

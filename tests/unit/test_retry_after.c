@@ -2,7 +2,8 @@
  * read in its integer form only (an HTTP date, past or future, and
  * garbage are none), which answers it makes retry, the retries of one
  * request and when they are spent, the pause that still holds after
- * them, and a retry granted as if the server had said it. */
+ * them, a retry granted as if the server had said it, and the longest
+ * Retry-After that counts. */
 #include <string.h>
 
 #include "util/retry_after.h"
@@ -228,5 +229,38 @@ START_TEST(test_as_if)
 }
 END_TEST
 
+/* Up to RETRY_AFTER_MAX_SECONDS a Retry-After counts, and its pause in
+ * microseconds is whole; a larger number is none (it wrapped around to a
+ * retry at once), and so the answer is no retry and leaves no pause. */
+START_TEST(test_over_the_cap)
+{
+        static const char *const over[] = {
+                "Retry-After: 9223372037\r\n",           /* one more than the cap */
+                "Retry-After: 18446744073710\r\n",       /* wraps around 2^64 in microseconds */
+                "Retry-After: 9223372036854775807\r\n",  /* LONG_MAX */
+                "Retry-After: 99999999999999999999\r\n", /* beyond a long: ERANGE */
+        };
+        struct retry_after ra = RETRY_AFTER_INIT;
+        uint64_t wait = 0;
+
+        ck_assert_int_eq(RETRY_AFTER_MAX_SECONDS, 9223372036LL);
+        ck_assert(header(&ra, "Retry-After: 9223372036\r\n"));
+        ck_assert_int_eq(ra.seconds, RETRY_AFTER_MAX_SECONDS);
+        ck_assert(retry_after_retry(&ra, 503, &wait));
+        ck_assert_uint_eq(wait, 9223372036000000ull);
+        ck_assert_uint_eq(retry_after_left(&ra, 503), 9223372036000000ull);
+        for (size_t i = 0; i < sizeof(over) / sizeof(over[0]); i++) {
+                ra = RETRY_AFTER_INIT;
+                wait = 77;
+                ck_assert_msg(!header(&ra, over[i]), "case %zu: %s", i, over[i]);
+                ck_assert_int_eq(ra.seconds, -1);
+                ck_assert(!retry_after_retry(&ra, 503, &wait));
+                ck_assert_uint_eq(wait, 77);
+                ck_assert_uint_eq(ra.retries, 0);
+                ck_assert_uint_eq(retry_after_left(&ra, 503), 0);
+        }
+}
+END_TEST
+
 UNIT_MAIN(test_header_seconds, test_header_not_seconds, test_date_or_garbage_no_retry, test_statuses, test_zero_seconds,
-          test_retries_spent, test_wait_after_spent, test_as_if)
+          test_retries_spent, test_wait_after_spent, test_as_if, test_over_the_cap)
