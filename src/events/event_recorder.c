@@ -7,7 +7,8 @@
  * in flight, take a token of the --event-qps bucket (or wait for one) and
  * start the oldest write.  done(): 2xx -> next; 404 to a PATCH -> the
  * same event as a POST; 429 or 5xx with Retry-After -> the same request
- * after that many seconds (at most EVENT_MAX_RETRY_AFTER times); any
+ * after that many seconds (at most RETRY_AFTER_MAX_RETRIES times, and
+ * once they are spent the next write waits it: util/retry_after.h); any
  * other status -> dropped; no answer -> the same write after a pause
  * (client-go: a random part of the pause first, then the whole pause),
  * EVENT_MAX_TRIES times in all.  Every write is one request at a time,
@@ -25,6 +26,7 @@
 #include "util/buf.h"
 #include "util/episode.h"
 #include "events/event_recorder.h"
+#include "util/retry_after.h"
 #include "util/ring.h"
 
 /* Of an error answer, this much is kept to say why. */
@@ -37,7 +39,7 @@ struct write {
         char *patch; /* the count patch of a repeat, or NULL */
         bool create; /* POST: a new event, or the PATCH found it gone */
         unsigned tries;
-        unsigned retry_afters;
+        struct retry_after ra; /* its last answer's Retry-After, its retries */
 };
 
 struct event_recorder {
@@ -62,7 +64,6 @@ struct event_recorder {
         CURL *easy;
         struct curl_slist *hdrs;
         struct buf body;
-        long retry_after;
         struct buf failure; /* no answer: what kind of failure */
 
         struct episode problem; /* the writes failing: the kind last reported (util/episode.h) */
@@ -136,7 +137,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
         struct event_recorder *er = data;
         size_t len = size * n;
 
-        (void)kube_retry_after(line, len, &er->retry_after);
+        /* The write in flight is the oldest. */
+        (void)retry_after_header(&head(er)->ra, line, len);
         return len;
 }
 
@@ -215,7 +217,7 @@ static void start(struct event_recorder *er, struct write *w)
         curl_slist_free_all(er->hdrs);
         er->hdrs = NULL;
         buf_reset(&er->body);
-        er->retry_after = -1;
+        retry_after_sent(&w->ra);
         if (e && (r = setup(er, e, w)) == 0 && (r = curl_loop_add(er->cl, e, on_done, er)) == 0) {
                 er->easy = e;
                 return;
@@ -295,6 +297,7 @@ static void on_done(void *data, CURL *easy, CURLcode result)
         struct event_recorder *er = data;
         struct write *w = head(er);
         long status = 0;
+        uint64_t wait;
 
         er->easy = NULL;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -317,16 +320,14 @@ static void on_done(void *data, CURL *easy, CURLcode result)
                  * client-go does. */
                 w->create = true;
                 loop_timer_arm(er->timer, 0);
-        } else if ((status == 429 || status >= 500) && er->retry_after >= 0 &&
-                   w->retry_afters < EVENT_MAX_RETRY_AFTER) {
-                w->retry_afters++;
-                loop_timer_arm(er->timer, (uint64_t)er->retry_after * 1000000u);
+        } else if (retry_after_retry(&w->ra, status, &wait)) {
+                loop_timer_arm(er->timer, wait);
         } else {
                 /* A Retry-After whose retries are spent drops the write,
                  * but the server's pause still holds: the next write
                  * waits it out (next() leaves an armed pump alone). */
-                if ((status == 429 || status >= 500) && er->retry_after >= 0)
-                        loop_timer_arm(er->timer, (uint64_t)er->retry_after * 1000000u);
+                if ((wait = retry_after_left(&w->ra, status)) > 0)
+                        loop_timer_arm(er->timer, wait);
                 refused(er, w, status);
         }
 }

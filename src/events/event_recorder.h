@@ -33,11 +33,11 @@
 #include "util/loop.h"
 #include "metrics/metrics.h"
 
-/* client-go's figures (tools/record/event.go, the REST client). */
+/* client-go's figures (tools/record/event.go, the REST client; its
+ * Retry-After retries are RETRY_AFTER_MAX_RETRIES, util/retry_after.h). */
 #define EVENT_QUEUE_MAX 1000
 #define EVENT_MAX_TRIES 12
 #define EVENT_RETRY_USEC (10ull * 1000000ull)
-#define EVENT_MAX_RETRY_AFTER 10
 /* The kubelet's --event-qps and --event-burst defaults; a burst of 0
  * with a limit is client-go's default burst. */
 #define EVENT_DEFAULT_QPS 50

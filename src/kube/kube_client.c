@@ -381,26 +381,6 @@ int kube_client_prepare(struct kube_client *kc, CURL *e, const char *path, struc
 
 /* ---- answers --------------------------------------------------------------------------- */
 
-int kube_retry_after(const char *line, size_t len, long *ret_seconds)
-{
-        char *end;
-        long v;
-
-        if (len <= 12 || strncasecmp(line, "retry-after:", 12) != 0)
-                return 0;
-        v = strtol(line + 12, &end, 10);
-        /* Only the integer form counts (client-go); no digits is none
-         * (checked before the blanks after them are skipped). */
-        if (end == line + 12)
-                return 0;
-        while (*end == ' ' || *end == '\t')
-                end++;
-        if (!(*end == '\r' || *end == '\n' || !*end) || v < 0)
-                return 0;
-        *ret_seconds = v;
-        return 1;
-}
-
 int kube_describe_status(const char *body, size_t len, long status, struct buf *out)
 {
         json_object *o = NULL, *v;

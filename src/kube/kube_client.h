@@ -12,9 +12,10 @@
  * Never: starts a transfer, logs, or puts a token or key into a message
  * or a log line.  Each user starts and ends its own transfers.
  *
- * Also the one reading of what a server answered: a Retry-After header
- * (kube_retry_after), a Status body (kube_describe_status), and the kind
- * of a failure that got no answer (kube_describe_failure).
+ * Also the one reading of what a server answered: a Status body
+ * (kube_describe_status), and the kind of a failure that got no answer
+ * (kube_describe_failure).  A Retry-After header, and what it asks of
+ * the request, are util/retry_after.h's.
  */
 #ifndef PODMUX_KUBE_CLIENT_H
 #define PODMUX_KUBE_CLIENT_H
@@ -65,11 +66,6 @@ int kube_client_prepare(struct kube_client *kc, CURL *easy, const char *path, st
 void kube_client_unauthorized(struct kube_client *kc);
 /* Requests set up so far (tests). */
 uint64_t kube_client_prepared(const struct kube_client *kc);
-
-/* A response header line (as libcurl's header callback gets it): 1 and
- * *ret_seconds when it is a Retry-After in the integer form (the only
- * one client-go honours), else 0. */
-int kube_retry_after(const char *line, size_t len, long *ret_seconds);
 
 /* "HTTP <status>[ <reason>][: <message>]" from an answer's Status body
  * (any body: what is not a Status adds nothing), appended to out.  0 or

@@ -45,6 +45,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/proto_words.h"
+#include "util/retry_after.h"
 #include "util/str.h"
 #include "util/strmap.h"
 
@@ -77,8 +78,7 @@ struct api_source {
         int list_bad;
         long status;       /* HTTP status of the request in flight */
         struct buf failure; /* what went wrong when no answer came */
-        long retry_after;  /* from the response, -1 if none */
-        unsigned retries;  /* Retry-After retries of this request */
+        struct retry_after ra; /* the response's Retry-After, this request's retries */
 
         /* paged list */
         struct strmap *pages; /* items gathered so far */
@@ -607,7 +607,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *data)
                 if (as->watch_open)
                         recovered(as, "watching");
         }
-        (void)kube_retry_after(line, len, &as->retry_after);
+        (void)retry_after_header(&as->ra, line, len);
         return len;
 }
 
@@ -764,7 +764,7 @@ static void send_request(struct api_source *as)
         as->list_bad = 0;
         list_decoder_reset(as->ldec);
         as->status = 0;
-        as->retry_after = -1;
+        retry_after_sent(&as->ra);
         buf_reset(&as->failure);
         if (!e || !as->url || (r = kube_client_prepare(as->kube, e, as->url, &as->hdrs, &token_problem)) < 0)
                 goto fail;
@@ -840,7 +840,7 @@ static void start_list(struct api_source *as)
         as->wl_initial = false;
         loop_timer_stop(as->wl_timer);
         as->phase = PHASE_LIST;
-        as->retries = 0;
+        retry_after_request(&as->ra);
         if (as->listed && as->stats)
                 as->stats->relists++;
         as->listed = true;
@@ -890,7 +890,7 @@ static void send_watch(struct api_source *as, bool streaming)
         rv = pct_encode(from ? from : "");
 
         as->phase = PHASE_WATCH;
-        as->retries = 0;
+        retry_after_request(&as->ra);
         as->wl_initial = streaming;
         r = rv ? buf_printf(&u,
                             "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=true&allowWatchBookmarks=true"
@@ -1034,21 +1034,14 @@ static void relist_after_gone(struct api_source *as)
                          (double)wait / 1e6, (double)as->relist_spread / 1e6);
 }
 
-/* The answer that ends a cycle asked for a pause (429, or >= 500, with
- * Retry-After) that maybe_retry_after() no longer grants, its 10 retries
- * spent: the backoff comes on top of it.  client-go's alone would send
- * the next request 0.8 s after such an answer, before the time the
- * server asked for (doc/api-source.md 7.2). */
-static uint64_t retry_after_left(const struct api_source *as)
-{
-        if ((as->status == 429 || as->status >= 500) && as->retry_after >= 0)
-                return (uint64_t)as->retry_after * 1000000u;
-        return 0;
-}
-
+/* The answer that ends a cycle may have asked for a pause (429, or >=
+ * 500, with Retry-After) that maybe_retry_after() no longer grants, its
+ * retries spent: the backoff comes on top of it (util/retry_after.h).
+ * client-go's alone would send the next request 0.8 s after such an
+ * answer, before the time the server asked for (doc/api-source.md 7.2). */
 static void back_off(struct api_source *as, enum next next)
 {
-        (void)wait_then(as, next, retry_after_left(as));
+        (void)wait_then(as, next, retry_after_left(&as->ra, as->status));
         /* The server refused or could not be reached: a checkpoint
          * loaded waits no longer for the grace. */
         serve_checkpoint(as, as->failing.said);
@@ -1113,25 +1106,22 @@ static void on_timer(struct loop_timer *t, void *data)
 }
 
 /* 429, or >= 500, with an integer Retry-After: the same request again after
- * that many seconds, up to 10 times. */
+ * that many seconds, up to API_MAX_RETRY_AFTER times (util/retry_after.h). */
 static int maybe_retry_after(struct api_source *as)
 {
-        if ((as->status == 429 || as->status >= 500) && as->retry_after >= 0 &&
-            as->retries < API_MAX_RETRY_AFTER) {
-                as->retries++;
-                as->next = NEXT_RETRY;
-                /* Said for the first retry of a request, unless the
-                 * source is failing already (then say() has spoken). */
-                if (as->retries == 1 && !episode_failing(&as->failing))
-                        log_info("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status,
-                                 as->retry_after);
-                else
-                        log_debug("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status,
-                                  as->retry_after);
-                loop_timer_arm(as->timer, (uint64_t)as->retry_after * 1000000u);
-                return 1;
-        }
-        return 0;
+        uint64_t wait;
+
+        if (!retry_after_retry(&as->ra, as->status, &wait))
+                return 0;
+        as->next = NEXT_RETRY;
+        /* Said for the first retry of a request, unless the source is
+         * failing already (then say() has spoken). */
+        if (as->ra.retries == 1 && !episode_failing(&as->failing))
+                log_info("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status, as->ra.seconds);
+        else
+                log_debug("api source: HTTP %ld: retrying after %ld s (Retry-After)", as->status, as->ra.seconds);
+        loop_timer_arm(as->timer, wait);
+        return 1;
 }
 
 static int too_large_rv(const struct buf *body, long status)
@@ -1199,7 +1189,7 @@ static void list_page(struct api_source *as)
         if (cont) {
                 free(as->cont);
                 as->cont = cont;
-                as->retries = 0;
+                retry_after_request(&as->ra);
                 as->list_had_pages = true;
                 if (build_list_url(as) < 0) {
                         report(as, false, false, "list: out of memory");
@@ -1304,6 +1294,7 @@ static void watch_done(struct api_source *as, CURLcode result)
 {
         struct buf why = BUF_INIT;
         uint64_t lasted = mono_usec() - as->watch_start;
+        uint64_t wait;
 
         if (as->stats)
                 as->stats->watch_restarts++;
@@ -1353,12 +1344,11 @@ static void watch_done(struct api_source *as, CURLcode result)
                  * Retry-After: 1, as client-go takes a probable EOF.  A
                  * certificate that fails verification is no EOF: that
                  * ends the cycle (a relist after the backoff). */
-                if ((result == CURLE_RECV_ERROR || result == CURLE_SEND_ERROR ||
-                     result == CURLE_GOT_NOTHING || result == CURLE_SSL_CONNECT_ERROR) &&
-                    as->retries < API_MAX_RETRY_AFTER) {
-                        as->retries++;
+                if ((result == CURLE_RECV_ERROR || result == CURLE_SEND_ERROR || result == CURLE_GOT_NOTHING ||
+                     result == CURLE_SSL_CONNECT_ERROR) &&
+                    retry_after_as_if(&as->ra, 1, &wait)) {
                         as->next = NEXT_RETRY;
-                        loop_timer_arm(as->timer, 1000000u);
+                        loop_timer_arm(as->timer, wait);
                         return;
                 }
                 /* A failed connection says nothing of the version: a
@@ -1504,6 +1494,7 @@ int api_source_new(struct loop *loop, struct curl_loop *cl, struct mux_channel *
         as->backoff.rand = clock_jitter;
         as->reconnect = BACKOFF_INIT(API_BACKOFF_INITIAL_USEC, API_RECONNECT_CAP_USEC);
         as->push_retry = BACKOFF_INIT(API_PUSH_RETRY_USEC, API_BACKOFF_CAP_USEC);
+        as->ra = RETRY_AFTER_INIT;
         as->node_enc = pct_encode(cfg->node_name);
         as->store = strmap_new_borrowed();
         as->pages = strmap_new_borrowed();

@@ -62,6 +62,7 @@
 #include "util/curl_loop.h"
 #include "kube/kube_client.h"
 #include "util/loop.h"
+#include "util/retry_after.h"
 #include "metrics/metrics.h"
 #include "core/mux.h"
 
@@ -78,7 +79,9 @@
  * at once); one shorter with no event is taken for a failure. */
 #define API_WATCH_HEALTHY_USEC 1000000ull
 #define API_WATCH_MIN_TIMEOUT_SEC 300
-#define API_MAX_RETRY_AFTER 10
+/* Retry-After retries of one request (and of a GET that lost its
+ * connection): client-go's, kept in util/retry_after.h. */
+#define API_MAX_RETRY_AFTER RETRY_AFTER_MAX_RETRIES
 /* A server that accepts and sends no response headers this long is
  * treated as a dropped connection (the API server answers at once). */
 #define API_RESPONSE_TIMEOUT_USEC 30000000ull

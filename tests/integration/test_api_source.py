@@ -1422,6 +1422,34 @@ def test_429_503_retry_after_n_list(t):
                                  "Retry-After" % gap)
 
 
+@api_test("503 with a Retry-After too large to count (more than "
+          "RETRY_AFTER_MAX_SECONDS) on the list: no Retry-After, so an error "
+          "backed off from, not a retry at once; the pods still arrive")
+def test_503_retry_after_too_large_list(t):
+    srv = server(t)
+    srv.create("a")
+    # In microseconds it wrapped around 2^64: the list was sent again at
+    # once, as if the server had asked for no pause at all.
+    srv.fail(match="list", status=503, retry_after="99999999999999999999",
+             count=1)
+    d = api_daemon(t, plain_kubeconfig(t, srv))
+    c = d.connect()
+    converge(c, srv)
+    harness.wait_for(lambda: len(srv.requests(kind="list")) >= 2 and
+                     all(r["status"] is not None for r in srv.requests(kind="list")[:2]),
+                     20, "the fake server's log of two lists")
+    lists = srv.requests(kind="list")
+    if [r["status"] for r in lists[:2]] != [503, 200]:
+        raise AssertionError("lists: %s" % [describe(r) for r in lists])
+    lines = [x for x in d.logs() if x.msg.startswith("api source:")]
+    retried = [x for x in lines if "(Retry-After)" in x.msg]
+    if retried:
+        raise AssertionError("taken for a Retry-After: %s" % retried)
+    errs = [x for x in lines if x.level == "error" and "503" in x.msg]
+    if len(errs) != 1:
+        raise AssertionError("want the 503 said once as an error: %s" % lines)
+
+
 @api_test("429 on opening the watch: with Retry-After the same watch after "
           "N s, without it a backoff and the watch again from lastRV; no "
           "relist either way", params=("retry-after", "no-retry-after"))

@@ -1,5 +1,5 @@
 /* Unit tests: the kube client (kube/kube_client): request setup, the
- * token file, Retry-After, Status bodies, and the kind of a failure that
+ * token file, Status bodies, and the kind of a failure that
  * got no answer, made to happen on the loopback (refused, timed out) and
  * with a name that cannot resolve.  TLS and HTTP status failures of the
  * daemon are tested against real servers by
@@ -161,32 +161,6 @@ START_TEST(test_kinds_without_a_handle)
 }
 END_TEST
 
-START_TEST(test_retry_after)
-{
-        static const struct {
-                const char *line;
-                int is;
-                long seconds;
-        } cases[] = {
-                {"Retry-After: 5\r\n", 1, 5},
-                {"retry-after:3\r\n", 1, 3},
-                {"Retry-After: 0 \r\n", 1, 0},
-                {"Retry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n", 0, 0}, /* the date form: not honoured */
-                {"Retry-After: -1\r\n", 0, 0},
-                {"Retry-After: 5x\r\n", 0, 0},
-                {"Retry-After: \r\n", 0, 0},
-                {"Content-Type: text/plain\r\n", 0, 0},
-        };
-
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                long v = -7;
-
-                ck_assert_msg(kube_retry_after(cases[i].line, strlen(cases[i].line), &v) == cases[i].is, "case %zu", i);
-                ck_assert_int_eq(v, cases[i].is ? cases[i].seconds : -7); /* untouched unless it is one */
-        }
-}
-END_TEST
-
 START_TEST(test_describe_status)
 {
         static const char status[] = "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"pods is forbidden\"}";
@@ -303,5 +277,5 @@ START_TEST(test_fails_cleanly)
 }
 END_TEST
 
-UNIT_MAIN(test_refused, test_timed_out, test_dns, test_kinds_without_a_handle, test_retry_after, test_describe_status,
+UNIT_MAIN(test_refused, test_timed_out, test_dns, test_kinds_without_a_handle, test_describe_status,
           test_server_identity_and_bad_url, test_token_file_problem, test_fails_cleanly)
