@@ -152,16 +152,21 @@ class Pod:
 # object.__setattr__ (the class is frozen): each slot is set by its own
 # descriptor instead, half the cost of a pod made and annotated
 # (scripts/bench --only client: a restart's resync makes 5,000).  The
-# same fields, so equal to and hashed as Pod(...) of them.
+# same fields, so equal to and hashed as Pod(...) of them.  Every slot is
+# set, _seen and _like to None when not known: reading an empty slot
+# (getattr with a default) raises and catches an AttributeError inside,
+# some 0.1 us, paid for each pod of a resync.
 _NEW = object.__new__
 (_SET_JSON, _SET_UID, _SET_NS, _SET_NAME, _SET_SOURCE, _SET_ANN, _SET_SEEN,
  _SET_LIKE) = (Pod.__dict__[n].__set__ for n in Pod.__slots__)
 
 
 def _new_pod(text: str, uid: str, namespace: str, name: str,
-             source: str, ann: str) -> Pod:
+             source: str, ann: str,
+             seen: Optional[Tuple[int, int]] = None) -> Pod:
     """Pod(text, uid, namespace, name, source) with its _ann (the
-    config.source annotation as read, "" if none)."""
+    config.source annotation as read, "" if none) and _seen (None: not
+    worked out yet)."""
     p: Pod = _NEW(Pod)
     _SET_JSON(p, text)
     _SET_UID(p, uid)
@@ -169,6 +174,8 @@ def _new_pod(text: str, uid: str, namespace: str, name: str,
     _SET_NAME(p, name)
     _SET_SOURCE(p, source)
     _SET_ANN(p, ann)
+    _SET_SEEN(p, seen)
+    _SET_LIKE(p, None)
     return p
 
 
@@ -393,23 +400,36 @@ def _pod(text: str, obj: Any, msg_source: str, own_source: bool,
     ann = md.get("annotations")
     a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
     a = a if isinstance(a, str) else ""
-    p = _new_pod(text, uid, ns if isinstance(ns, str) else "", name,
-                 a if own_source and a else msg_source, a)
-    if seen is not None:
-        _SET_SEEN(p, seen)
-    return p
+    return _new_pod(text, uid, ns if isinstance(ns, str) else "", name,
+                    a if own_source and a else msg_source, a, seen)
 
 
 def _pod_like(text: str, known: Pod, seen: Tuple[int, int],
               msg_source: str, own_source: bool) -> Pod:
     """The pod of text, which is known's text but for config.seen's value,
-    found at seen (_as_known): the same identity and annotations."""
+    found at seen (_as_known): the same identity and annotations.
+    _new_pod() written out: one call less for each pod of a restart."""
     a: str = getattr(known, "_ann")
-    p = _new_pod(text, known.uid, known.namespace, known.name,
-                 a if own_source and a else msg_source, a)
+    p: Pod = _NEW(Pod)
+    _SET_JSON(p, text)
+    _SET_UID(p, known.uid)
+    _SET_NS(p, known.namespace)
+    _SET_NAME(p, known.name)
+    _SET_SOURCE(p, a if own_source and a else msg_source)
+    _SET_ANN(p, a)
     _SET_SEEN(p, seen)
     _SET_LIKE(p, id(known))
     return p
+
+
+def _source_again(pods: List[Pod], msg_source: str,
+                  own_source: bool) -> None:
+    """Sets each pod's source again, for a message whose "op" or "source"
+    was not (or not only) before its pods: they were read with the ones
+    seen then (_members)."""
+    for p in pods:
+        a: str = getattr(p, "_ann")
+        _SET_SOURCE(p, a if own_source and a else msg_source)
 
 
 # ---- a pod already validated, but for config.seen --------------------------
@@ -451,7 +471,7 @@ def seen_span(p: Pod) -> Tuple[int, int]:
     if span is None:
         m = _SEEN.match(p.json)
         span = m.span(1) if m else _NO_SEEN
-        object.__setattr__(p, "_seen", span)
+        _SET_SEEN(p, span)
     return span
 
 
@@ -473,19 +493,21 @@ def _as_known(s: str, i: int, known: Pod) -> Tuple[
     t = known.json
     if getattr(known, "_ann", None) is None:
         return -1, None   # not a pod this module parsed
-    a, b = seen_span(known)
-    if s.startswith(t, i):
-        return i + len(t), (a, b)
+    span = seen_span(known)
+    a, b = span
     if a < 0:
-        return -1, None
-    v = a + _SEEN_VALUE   # where the value's opening quote is in t
-    if not s.startswith(t[:v + 1], i):
+        return (i + len(t), span) if s.startswith(t, i) else (-1, None)
+    # Known's text up to its value's first character, which a text equal
+    # to known's passes too.
+    v = a + _SEEN_VALUE + 1
+    if not s.startswith(t[:v], i):
         return -1, None
     v += i
-    q = s.find('"', v + 1)
+    q = s.find('"', v)
     if q < 0:
         return -1, None
-    if s.find("\\", v + 1, q) >= 0 or not s[v + 1:q].isprintable():
+    w = s[v:q]
+    if "\\" in w or not w.isprintable():
         m = _SEEN_MEMBER.match(s, i + a)
         if m is None:
             return -1, None
@@ -525,20 +547,27 @@ class _Known:
         self.sets_only = sets_only
 
 
+# The pods of a message as _members() read them: the pods, the (source,
+# own source) they were read with (None: "op" or "source" was not read
+# yet), and the first element that was no pod.
+_Pods = Tuple[List[Pod], Optional[Tuple[str, bool]], Optional[_Bad]]
+
+
 def _members(s: str, known: Optional[_Known] = None) -> Tuple[
-        Dict[str, Any], Optional[List[_PodText]], Optional[Tuple[str, Any]]]:
-    """Walks one line's object: its members decoded, but the pods and the
-    plugin each with its exact text (_pod_texts; the plugin as a (text,
-    decoded) pair).  The daemon writes no white space: each _skip() is
-    called only at white space (a call per token cost a one-pod message
-    a tenth of its time)."""
+        Dict[str, Any], Optional[_Pods], Optional[Tuple[str, Any]]]:
+    """Walks one line's object: its members decoded, but the pods made
+    as they are read (_pod_list: their source from the "op" and "source"
+    before them, which the daemon writes first), each with its exact
+    text, and the plugin as a (text, decoded) pair.  The daemon writes
+    no white space: each _skip() is called only at white space (a call
+    per token cost a one-pod message a tenth of its time)."""
     n = len(s)
     i = _skip(s, 0)
     if i >= n or s[i] != "{":
         raise _Bad("a line that is not a JSON object")
     i = _skip(s, i + 1)
     members: Dict[str, Any] = {}
-    pods: Optional[List[_PodText]] = None
+    pods: Optional[_Pods] = None
     plugin: Optional[Tuple[str, Any]] = None
     if i < n and s[i] == "}":
         i += 1
@@ -559,10 +588,15 @@ def _members(s: str, known: Optional[_Known] = None) -> Tuple[
             if key == "pods":
                 # The daemon writes "op" before "pods"; in another order
                 # a SET's pods are decoded, as any pod is.
-                pods, i = _pod_texts(s, i, known if known is None or
-                                     not known.sets_only or
-                                     members.get("op") == _w.OP_SET
-                                     else None)
+                op, src = members.get("op"), members.get("source")
+                read_as = (src, op == _w.OP_SET or src == "*") if \
+                    isinstance(src, str) and isinstance(op, str) and \
+                    op in _OP_BY_NAME else None
+                made, bad, i = _pod_list(s, i, known if known is None or
+                                         not known.sets_only or
+                                         op == _w.OP_SET else None,
+                                         read_as or ("", True))
+                pods = (made, read_as, bad)
             elif key == "plugin":
                 start = i
                 obj, i = _value(s, i)
@@ -611,23 +645,24 @@ def _next_after(known: _Known, obj: Any) -> None:
     known.at = j
 
 
-# One element of "pods": its text, and either its value decoded or the
-# known pod its text is (_as_known); where its config.seen is, if found.
-_PodText = Tuple[str, Any, Optional[Pod], Optional[Tuple[int, int]]]
-
-
-def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
-        List[_PodText], int]:
-    """The array "pods" at i: each element's text with its value decoded,
-    or the pod of known it is but for config.seen; and where the array
-    ends."""
-    pods: List[_PodText] = []
+def _pod_list(s: str, i: int, known: Optional[_Known],
+              read_as: Tuple[str, bool]) -> Tuple[
+                  List[Pod], Optional[_Bad], int]:
+    """The array "pods" at i, each element's pod made as it is read
+    (read_as: the message's source and whether a pod's own config.source
+    wins, as _pod() takes them): the pod of known it is but for
+    config.seen (_pod_like), else decoded (_pod); the first element that
+    is JSON but no pod, whose error only a "pods" message raises (the
+    pods end there); and where the array ends."""
+    pods: List[Pod] = []
     n = len(s)
     if i >= n or s[i] != "[":
         raise _Bad("pods is not an array")
     i = _skip(s, i + 1)
     if i < n and s[i] == "]":
-        return pods, i + 1
+        return pods, None, i + 1
+    src, own = read_as
+    bad: Optional[_Bad] = None
     misses = 0
     while True:
         if i < n and s[i] in _WS:
@@ -636,14 +671,19 @@ def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
         k = known.pods[known.at] if known is not None and \
             known.at < len(known.pods) else None
         end, seen = _as_known(s, i, k) if k is not None else (-1, None)
-        if end >= 0 and known is not None:
+        if end >= 0 and known is not None and k is not None:
             known.at += 1
             misses = 0
             i = end
-            pods.append((s[start:i], None, k, seen))
+            pods.append(_pod_like(s[start:i], k, seen or _NO_SEEN, src,
+                                  own))
         else:
             obj, i = _value(s, i)
-            pods.append((s[start:i], obj, None, seen))
+            if bad is None:
+                try:
+                    pods.append(_pod(s[start:i], obj, src, own, seen))
+                except _Bad as e:
+                    bad = e
             if known is not None:
                 _next_after(known, obj)
                 misses += 1
@@ -653,7 +693,7 @@ def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
         if i < n and s[i] in _WS:
             i = _skip(s, i)
         if i < n and s[i] == "]":
-            return pods, i + 1
+            return pods, bad, i + 1
         if i >= n or s[i] != ",":
             raise _Bad("expected ',' or ']' in pods")
         i += 1
@@ -695,10 +735,13 @@ def _parse(line: str, known: Optional[_Known] = None) -> _Msg:
         m.source = _want(members, "source")
         if pods is None:
             raise _Bad("a pods message without pods")
+        made, read_as, bad = pods
+        if bad is not None:
+            raise bad
         own = op is Op.SET or m.source == "*"
-        m.pods = [_pod(text, obj, m.source, own, seen) if k is None else
-                  _pod_like(text, k, seen or _NO_SEEN, m.source, own)
-                  for text, obj, k, seen in pods]
+        if read_as != (m.source, own):
+            _source_again(made, m.source, own)
+        m.pods = made
     elif t == "synced":
         r = members.get("resumed", False)
         if not isinstance(r, bool):

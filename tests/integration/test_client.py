@@ -801,6 +801,76 @@ def test_python_known_text_as_decoded(t):
     c.close()
 
 
+@test("python: a message's pods are made as they are read, with the source "
+      "of the \"op\" and \"source\" before them; in another order, or "
+      "with a member said twice, each pod's source is set again from the "
+      "members that count; an element that is JSON but no pod refuses a "
+      "pods message and nothing else; every slot of a pod read is set")
+def test_python_pods_made_as_read(t):
+    from podmux import wire
+    texts = [seen_text("u1", "p1", '"s1"', "http"),
+             seen_text("u2", "p2", '"s2"', ""),
+             seen_text("u3", "p3", '"s3"', "api")]
+    arr = "[%s]" % ",".join(texts)
+    cached = wire._parse(pods_line(1, "SET", "file", texts)).pods
+    lines = {
+        "daemon's order": '{"type":"pods","seq":2,"op":"%s",'
+                          '"source":"%s","pods":' + arr + '}',
+        "pods first": '{"pods":' + arr + ',"type":"pods","seq":2,'
+                      '"op":"%s","source":"%s"}',
+        "op after": '{"type":"pods","seq":2,"source":"%s","pods":' + arr +
+                    ',"op":"%s"}',
+        "op twice": '{"type":"pods","seq":2,"op":"REMOVE","source":"api",'
+                    '"pods":' + arr + ',"op":"%s","source":"%s"}',
+        "bad op first": '{"type":"pods","seq":2,"op":7,"source":"x",'
+                        '"pods":' + arr + ',"op":"%s","source":"%s"}',
+    }
+    for op, src in (("SET", "file"), ("ADD", "http"), ("UPDATE", "*"),
+                    ("REMOVE", "api")):
+        want = None
+        for what, fmt in lines.items():
+            args = (src, op) if what == "op after" else (op, src)
+            line = fmt % args
+            for k in (None, wire._Known(cached, [p.key() for p in cached])):
+                m = wire._parse(line, k)
+                got = [(p.json, p.uid, p.source) for p in m.pods]
+                if want is None:
+                    want = got
+                    own = op == "SET" or src == "*"
+                    srcs = [("http" if own else src),
+                            src, ("api" if own else src)]
+                    if [x[2] for x in got] != srcs:
+                        raise AssertionError("%s %s: sources %r, want %r" % (
+                            op, src, [x[2] for x in got], srcs))
+                elif got != want:
+                    raise AssertionError("%s %s %s: %r, want %r" % (
+                        what, op, src, got, want))
+                for p in m.pods:
+                    for slot in wire.Pod.__slots__:
+                        try:
+                            getattr(p, slot)
+                        except AttributeError:
+                            raise AssertionError("%s: %s not set" % (
+                                what, slot)) from None
+    # An element that is no pod: a pods message refused, whether it
+    # comes first or after a cached pod; a message of another type that
+    # carries one is read, as before.
+    for k in (None, wire._Known(cached, [p.key() for p in cached])):
+        for bad in ('{"x":1}', '{"metadata":{"name":"n"}}', '7'):
+            for where in ([bad] + texts, texts[:1] + [bad]):
+                try:
+                    wire._parse(pods_line(3, "ADD", "file", where), k)
+                    raise AssertionError("%r read as pods" % bad)
+                except wire._Bad as e:
+                    if "metadata.uid" not in str(e):
+                        raise AssertionError("%r: %s" % (bad, e))
+            m = wire._parse('{"type":"later","seq":4,"pods":[%s,%s]}' % (
+                texts[0], bad), k)
+            if m.type != "later":
+                raise AssertionError("a later type with %r: %r" % (bad,
+                                                                     m.type))
+
+
 @test("python: live, only a SET's pods are compared with the cache before "
       "a decode (an ADD or UPDATE carries pods that changed: no comparison, "
       "as a one-pod message cost a fifth more with one), and a SET stops "
