@@ -1024,6 +1024,10 @@ def test_python_cache_lookups_as_a_walk(t):
                                  gen=step), separators=(",", ":"))
                  for _ in range(rng.randint(1, 3 if op != "SET" else 6))]
         c.apply_pods(wire._parse(pods_line(step + 1, op, src, texts)))
+        if c.ordered() != sorted(c.pods.values(), key=wire.Pod.key) or \
+                c.keys() != [p.key() for p in c.ordered()]:
+            raise AssertionError("step %d: the order %r" % (step,
+                                                             c.ordered()))
         for uid in ["u%d" % i for i in range(6)]:
             want = next((p for p in c.ordered() if p.uid == uid), None)
             if c.by_uid(uid) is not want:
