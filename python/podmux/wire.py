@@ -553,14 +553,17 @@ class _Known:
 _Pods = Tuple[List[Pod], Optional[Tuple[str, bool]], Optional[_Bad]]
 
 
-def _members(s: str, known: Optional[_Known] = None) -> Tuple[
+def _members(s: str, known: Optional[_Known] = None,
+             ahead: Optional[_Ahead] = None) -> Tuple[
         Dict[str, Any], Optional[_Pods], Optional[Tuple[str, Any]]]:
     """Walks one line's object: its members decoded, but the pods made
     as they are read (_pod_list: their source from the "op" and "source"
     before them, which the daemon writes first), each with its exact
     text, and the plugin as a (text, decoded) pair.  The daemon writes
     no white space: each _skip() is called only at white space (a call
-    per token cost a one-pod message a tenth of its time)."""
+    per token cost a one-pod message a tenth of its time).  ahead: the
+    pods of the line read while it arrived (_read_ahead), taken as they
+    are when they are the first elements of its "pods", read as here."""
     n = len(s)
     i = _skip(s, 0)
     if i >= n or s[i] != "{":
@@ -592,10 +595,11 @@ def _members(s: str, known: Optional[_Known] = None) -> Tuple[
                 read_as = (src, op == _w.OP_SET or src == "*") if \
                     isinstance(src, str) and isinstance(op, str) and \
                     op in _OP_BY_NAME else None
-                made, bad, i = _pod_list(s, i, known if known is None or
-                                         not known.sets_only or
-                                         op == _w.OP_SET else None,
-                                         read_as or ("", True))
+                k = known if known is None or not known.sets_only or \
+                    op == _w.OP_SET else None
+                made, bad, i = _pod_list(s, i, k, read_as or ("", True),
+                                         _taken(ahead, i, k, read_as))
+                ahead = None   # a second "pods" is read whole
                 pods = (made, read_as, bad)
             elif key == "plugin":
                 start = i
@@ -646,19 +650,24 @@ def _next_after(known: _Known, obj: Any) -> None:
 
 
 def _pod_list(s: str, i: int, known: Optional[_Known],
-              read_as: Tuple[str, bool]) -> Tuple[
+              read_as: Tuple[str, bool],
+              ahead: Optional[Tuple[List[Pod], int]] = None) -> Tuple[
                   List[Pod], Optional[_Bad], int]:
     """The array "pods" at i, each element's pod made as it is read
     (read_as: the message's source and whether a pod's own config.source
     wins, as _pod() takes them): the pod of known it is but for
     config.seen (_pod_like), else decoded (_pod); the first element that
     is JSON but no pod, whose error only a "pods" message raises (the
-    pods end there); and where the array ends."""
+    pods end there); and where the array ends.  ahead: the first pods,
+    already read (_read_ahead), and where the next element starts."""
     pods: List[Pod] = []
     n = len(s)
     if i >= n or s[i] != "[":
         raise _Bad("pods is not an array")
-    i = _skip(s, i + 1)
+    if ahead is not None:
+        pods, i = ahead
+    else:
+        i = _skip(s, i + 1)
     if i < n and s[i] == "]":
         return pods, None, i + 1
     src, own = read_as
@@ -699,6 +708,124 @@ def _pod_list(s: str, i: int, known: Optional[_Known],
         i += 1
 
 
+# ---- a full state read while it arrives --------------------------------------
+#
+# A restart's full state is one line of 7 MB for 5,000 pods, which the
+# daemon's socket hands over some 200 KB at a time: the client waited
+# for the whole line, a fifth of its resync, then read every pod.  The
+# pods that are cached texts but for config.seen (_as_known) are read
+# from the part that came, as they would be from the whole line; the
+# rest of the line is read when it ends, by _parse, from where this
+# stopped.  Nothing else is taken early: the members, every other pod
+# and the end of the line are checked then, as for any line.
+
+# The head of a pods message as the daemon writes it (compact, its
+# members in its order): read ahead only after it.
+_PODS_HEAD = re.compile(r'\{"type":"pods","seq":[0-9]+,"op":"([A-Z]+)",'
+                        r'"source":"([^"\\]*)","pods":\[')
+# A line whose first characters are not that head is not read ahead.
+_PODS_HEAD_MAX: Final = 256
+# An element not read as known's with this many characters more than
+# known's text come is not known's (a config.seen value this much
+# longer is read at the end, as known's all the same).
+_AHEAD_SLACK: Final = 1024
+
+
+class _Ahead:
+    """A pods line being read while it arrives (_read_ahead): text, the
+    part that came and is not read yet, from base (in characters of the
+    line); the pods read, and where the next element starts (next); the
+    line's head up to the array's first element (head; first, its
+    length, -1 before it is read), the message's source as _members()
+    reads it (read_as), and known, with where it was (at0), to take back
+    what was read if _parse does not take it (_taken).  stopped: nothing
+    more is read ahead.  cut: the line _parse is given is head + what
+    came from next on (the pods read ahead are not decoded again)."""
+    __slots__ = ("text", "base", "pods", "next", "first", "head",
+                 "read_as", "known", "at0", "stopped", "cut")
+
+    def __init__(self, known: _Known) -> None:
+        self.text = ""
+        self.head = ""
+        self.cut = False
+        self.base = 0
+        self.pods: List[Pod] = []
+        self.next = -1
+        self.first = -1
+        self.read_as: Tuple[str, bool] = ("", True)
+        self.known = known
+        self.at0 = known.at
+        self.stopped = False
+
+
+def _read_ahead(ahead: _Ahead, more: str) -> None:
+    """Reads the pods of ahead.known, in a row, from the text that came
+    after what ahead holds (more, the next characters of the line).
+    Stops for good at the first element that is not the next known pod
+    followed by a comma (a changed pod, white space, the array's end):
+    _parse reads from there.  Cost: the pods read, as _pod_list."""
+    if ahead.stopped:
+        return
+    s = ahead.text + more
+    if ahead.first < 0:
+        m = _PODS_HEAD.match(s)
+        if m is None:
+            if len(s) >= _PODS_HEAD_MAX:
+                ahead.stopped = True   # not the daemon's head: wait
+            else:
+                ahead.text = s
+            return
+        op, src = m.group(1), m.group(2)
+        if op not in _OP_BY_NAME:
+            ahead.stopped = True
+            return
+        ahead.first = ahead.next = m.end()
+        ahead.head = m.group(0)
+        ahead.read_as = (src, op == _w.OP_SET or src == "*")
+    known, src, own = ahead.known, ahead.read_as[0], ahead.read_as[1]
+    kpods, n = known.pods, len(s)
+    i = ahead.next - ahead.base
+    while known.at < len(kpods):
+        k = kpods[known.at]
+        end, seen = _as_known(s, i, k)
+        if end < 0 and n - i >= len(k.json) + _AHEAD_SLACK:
+            ahead.stopped = True   # not known's text: read at the end
+            break
+        if end < 0 or end >= n:
+            break   # its end (or the comma after it) has not come
+        if s[end] != ",":
+            ahead.stopped = True
+            break
+        ahead.pods.append(_pod_like(s[i:end], k, seen or _NO_SEEN, src,
+                                    own))
+        known.at += 1
+        i = end + 1
+    else:
+        ahead.stopped = True
+    ahead.next = ahead.base + i
+    ahead.text = s[i:]
+    ahead.base += i
+
+
+def _taken(ahead: Optional[_Ahead], i: int, known: Optional[_Known],
+           read_as: Optional[Tuple[str, bool]]) -> Optional[
+               Tuple[List[Pod], int]]:
+    """What _pod_list takes of ahead for the array at i: its pods and
+    where the next element starts, when it read this array with known
+    and read_as; else None, and known back where ahead found it (_Bad
+    for a cut line, which misses those pods: the caller reads the line
+    whole)."""
+    if ahead is None or ahead.first < 0:
+        return None
+    if ahead.first == i + 1 and ahead.known is known and \
+            ahead.read_as == read_as:
+        return ahead.pods, ahead.first if ahead.cut else ahead.next
+    ahead.known.at = ahead.at0
+    if ahead.cut:
+        raise _Bad("pods read ahead with other cached pods")
+    return None
+
+
 def _want(members: Dict[str, Any], key: str) -> str:
     v = members.get(key)
     if not isinstance(v, str):
@@ -706,11 +833,13 @@ def _want(members: Dict[str, Any], key: str) -> str:
     return v
 
 
-def _parse(line: str, known: Optional[_Known] = None) -> _Msg:
+def _parse(line: str, known: Optional[_Known] = None,
+           ahead: Optional[_Ahead] = None) -> _Msg:
     """One line into a _Msg; each pod keeps its exact text (the walk steps
     over members itself and decodes each value with raw_decode, but a pod
-    that is one of known's but for config.seen: _as_known)."""
-    members, pods, plugin = _members(line, known)
+    that is one of known's but for config.seen: _as_known; ahead: what
+    was read of the line while it arrived, _read_ahead)."""
+    members, pods, plugin = _members(line, known, ahead)
     t = members.get("type")
     if not isinstance(t, str):
         raise _Bad('a message without a string "type"')
