@@ -771,7 +771,7 @@ def _read_ahead(ahead: _Ahead, more: str) -> None:
         m = _PODS_HEAD.match(s)
         if m is None:
             if len(s) >= _PODS_HEAD_MAX:
-                ahead.stopped = True   # not the daemon's head: wait
+                ahead.stopped = True   # not the daemon's head: read whole
             else:
                 ahead.text = s
             return
