@@ -1035,13 +1035,27 @@ def test_python_full_state_read_ahead(t):
     pclient.AHEAD_MIN = 200
     try:
         # Every pod read ahead but the last (whose comma never comes), in
-        # pieces of any size: the same as a line read whole.
-        for piece in (1, 7, 97, 1000, 1 << 20):
-            log, texts, read = run(state(again), piece)
-            if log != ["synced False"] or texts != again or \
-                    read != n - 1:
-                raise AssertionError("pieces of %d: %r, %d read ahead" % (
-                    piece, log, read))
+        # pieces of any size: the same as a line read whole, and each
+        # character of it copied a bounded number of times, however
+        # small the pieces.
+        real_ahead = pclient._read_ahead
+        copied = [0]
+
+        def counting(a, more):
+            copied[0] += len(a.text) + len(more)
+            real_ahead(a, more)
+        pclient._read_ahead = counting
+        try:
+            for piece in (1, 7, 97, 1000, 1 << 20):
+                copied[0] = 0
+                log, texts, read = run(state(again), piece)
+                if log != ["synced False"] or texts != again or \
+                        read != n - 1 or copied[0] > 3 * len(state(again)):
+                    raise AssertionError("pieces of %d: %r, %d read ahead, "
+                                         "%d copied" % (piece, log, read,
+                                                        copied[0]))
+        finally:
+            pclient._read_ahead = real_ahead
         # A changed pod: read ahead up to it, the rest at the end.
         changed = list(again)
         changed[20] = changed[20].replace('"n":[1,2.5]', '"n":[1,2.6]')
@@ -1090,7 +1104,6 @@ def test_python_full_state_read_ahead(t):
             raise AssertionError("a cut: %r, %d" % (log, read))
         # No memory while reading ahead, after a pod was read: what was
         # read is dropped, the line read whole at the end.
-        real_ahead = pclient._read_ahead
 
         def no_memory(a, more):
             if a.first >= 0:
