@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import json
+import operator
 from typing import (Any, Callable, DefaultDict, Dict, Final, Iterable, List,
                     Optional, Set, Tuple, Union)
 
@@ -184,36 +186,36 @@ class _Cache:
                 self.watch(old, None)
 
     def _set(self, pods: Iterable[Pod]) -> None:
+        """Replaces every pod: a pass over them for each structure, as
+        a comprehension (the interpreter's fastest loop; map() of an
+        attrgetter cost more), and the pods entered one by one only in
+        an index where some share a key."""
         before = self.pods
         self.held = set()
         self.pods = {(p.source, p.uid): p for p in pods}
-        # Each pod's key made once (two pods of the cache never share one).
-        vals = list(self.pods.values())
-        keys = [(p.namespace, p.name, p.uid, p.source) for p in vals]
-        at = sorted(range(len(vals)), key=keys.__getitem__)
-        self._order = order = [vals[i] for i in at]
-        self._keys = [keys[i] for i in at]
-        # _index() written out: a restart's resync spent a fifth of its
-        # time here (scripts/bench --only client).  No two pods here
-        # share a source and uid, so a pod found at a key is another.
-        by_uid: Dict[str, _Entry] = {}
-        by_name: Dict[Tuple[str, str], _Entry] = {}
+        # Each pod's key made once (two pods of the cache never share
+        # one); a full state comes in the daemon's order, which is
+        # checked rather than sorted.
+        order = list(self.pods.values())
+        keys = [(p.namespace, p.name, p.uid, p.source) for p in order]
+        if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+            at = sorted(range(len(order)), key=keys.__getitem__)
+            order = [order[i] for i in at]
+            keys = [keys[i] for i in at]
+        self._order, self._keys = order, keys
+        by_uid: Dict[str, _Entry] = {p.uid: p for p in order}
+        if len(by_uid) < len(order):
+            by_uid = {}
+            for p in order:
+                _enter_other(by_uid, p.uid, p.source, p, _source)
+        by_name: Dict[Tuple[str, str], _Entry] = {
+            (p.namespace, p.name): p for p in order}
+        if len(by_name) < len(order):
+            by_name = {}
+            for p in order:
+                _enter_other(by_name, (p.namespace, p.name),
+                             (p.source, p.uid), p, Pod.source_uid)
         self._by_uid, self._by_name = by_uid, by_name
-        for p in order:
-            src, uid = p.source, p.uid
-            q = by_uid.setdefault(uid, p)
-            if q is not p:
-                if isinstance(q, dict):
-                    q[src] = p
-                else:
-                    by_uid[uid] = {q.source: q, src: p}
-            nk = (p.namespace, p.name)
-            q = by_name.setdefault(nk, p)
-            if q is not p:
-                if isinstance(q, dict):
-                    q[(src, uid)] = p
-                else:
-                    by_name[nk] = {(q.source, q.uid): q, (src, uid): p}
         if self.watch is not None:
             _report(self.watch, before, self.pods)
 
@@ -289,6 +291,19 @@ _Entry = Union[Pod, Dict[Any, Pod]]
 
 def _source(p: Pod) -> str:
     return p.source
+
+
+def _enter_other(index: Dict[Any, _Entry], key: Any, inner: Any, p: Pod,
+                 inner_of: Callable[[Pod], Any]) -> None:
+    """Puts p at key: alone, or among the pods there by inner key, for an
+    index whose pods are all of different inner keys (a new cache)."""
+    q = index.setdefault(key, p)
+    if q is p:
+        return
+    if isinstance(q, dict):
+        q[inner] = p
+    else:
+        index[key] = {inner_of(q): q, inner: p}
 
 
 def _enter(index: Dict[Any, _Entry], key: Any, inner: Any, p: Pod,

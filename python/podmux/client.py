@@ -4,6 +4,7 @@ docstring for what it promises)."""
 
 from __future__ import annotations
 
+import codecs
 import collections
 import dataclasses
 import errno
@@ -22,8 +23,8 @@ from .wire import (BAD_MESSAGE, CLOSED, CONNECT, Error, ErrorKind, Event,
                    EventSource, EventSourcesReady, EventSynced, LogLevel,
                    NOMEM, Op, PERMISSION, PROTOCOL, PROTOCOL_MISMATCH,
                    PluginEvent, PluginOp, Pod, Reconnect, SERVER, Serving,
-                   SourceState, Update, _Bad, _Known, _Msg, _OTHER_ERROR,
-                   _SERVER_ERRORS, _live, _parse)
+                   SourceState, Update, _Ahead, _Bad, _Known, _Msg,
+                   _OTHER_ERROR, _SERVER_ERRORS, _live, _parse, _read_ahead)
 
 
 DEFAULT_SOCKET: Final = "/run/podmux/podmux.sock"
@@ -69,6 +70,7 @@ class SourceStatus:
 
 
 _ONE_LINE: Final = {c: "?" for c in list(range(0x20)) + [0x7f]}
+_UTF8 = codecs.getincrementaldecoder("utf-8")
 
 # Why the client stopped: an Error (fatal), or "stopped" (stop(), close()).
 _Stopped = Union[None, Error, Literal["stopped"]]
@@ -78,6 +80,11 @@ _Stopped = Union[None, Error, Literal["stopped"]]
 # out first cost a restart's full state of 7 MB some 3 ms (the copy's
 # fresh pages), where a short line is cheaper to copy than to view.
 _VIEW_LINE: Final = 1 << 16
+
+
+# A partial line this long, before synced, is read as it arrives
+# (wire._read_ahead).  Not Final: the tests lower it.
+AHEAD_MIN = 1 << 20
 
 
 def _text(buf: bytearray, start: int, end: int) -> Optional[str]:
@@ -162,6 +169,11 @@ class Client:
         self._stopped: _Stopped = None    # None while running
         self._stop_requested = False
         self._sel = selectors.DefaultSelector()
+        # Where each read lands before it joins the buffer: one for the
+        # client's life, where a new bytes object a read gave each
+        # 256 KB of a long line fresh memory to fault in.
+        self._rbuf = bytearray(1 << 18)
+        self._rview = memoryview(self._rbuf)
         self._reset_conn()
 
     def __enter__(self) -> Client:
@@ -494,6 +506,10 @@ class Client:
         self._live = False
         self._held: List[_Msg] = []
         self._end: Optional[Tuple[ErrorKind, int, str, Optional[str]]] = None
+        # The partial line read ahead (_read_more), and its bytes decoded.
+        self._ahead: Optional[_Ahead] = None
+        self._ahead_fed = 0
+        self._ahead_dec = _UTF8()
 
     def _close(self) -> None:
         if self._sock is not None:
@@ -575,7 +591,7 @@ class Client:
         while total < READ_BUDGET and self._end is None and \
                 not self._stop_requested and self._sock is not None:
             try:
-                data = self._sock.recv(1 << 18)
+                got = self._sock.recv_into(self._rbuf)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
@@ -583,7 +599,7 @@ class Client:
                               'the connection to "%s" failed: %s' % (
                                   self.path, e))
                 return
-            if not data:
+            if not got:
                 if self._buf:
                     self._log("info", "dropped a partial line of %d bytes: "
                               'the connection to "%s" was cut inside a '
@@ -591,8 +607,9 @@ class Client:
                 self._set_end(CLOSED, errno.ECONNRESET,
                               '"%s" closed the connection' % self.path)
                 return
-            total += len(data)
-            self._buf.extend(data)
+            total += got
+            with self._rview[:got] as data:
+                self._buf.extend(data)
             self._dispatch()
 
     def _dispatch(self) -> None:
@@ -607,8 +624,13 @@ class Client:
                 if nl - start > self.max_line:
                     self._too_long()
                     return
-                line, start = _text(buf, start, nl), nl + 1
-                self._line(line)
+                if start == 0 and self._ahead is not None and \
+                        self._ahead.first >= 0 and self.on_line is None:
+                    start = nl + 1
+                    self._line_ahead(nl)
+                else:
+                    line, start = _text(buf, start, nl), nl + 1
+                    self._line(line)
         finally:
             if buf is self._buf:  # not replaced by a close() in a handler
                 del buf[:start]   # O(1) amortized at a bytearray's front
@@ -616,6 +638,72 @@ class Client:
         if self._end is None and buf is self._buf and \
                 len(buf) > self.max_line:
             self._too_long()
+        elif self._end is None and buf is self._buf and \
+                len(buf) >= AHEAD_MIN and not self._live and self._hello \
+                and self.on_line is None and not self._stop_requested:
+            self._read_more()
+
+    def _read_more(self) -> None:
+        """Reads ahead the partial line at the front of the buffer, a full
+        state's pods message still arriving (wire._read_ahead): what came
+        since the last call is decoded and read.  Any trouble (not
+        UTF-8, no memory) stops it, and what it read is dropped: the
+        line is read whole when it ends, which says what is wrong with
+        it."""
+        a = self._ahead
+        if a is None:
+            self._refresh_known()
+            a = self._ahead = _Ahead(self._known)
+            self._ahead_fed = 0
+            self._ahead_dec.reset()
+        # Read when what came is as long as the part still waiting
+        # (a pod cut by the last read): each character is copied a bounded
+        # number of times, however small the reads.
+        if a.stopped or len(self._buf) - self._ahead_fed < max(
+                AHEAD_MIN >> 4, len(a.text)):
+            return
+        try:
+            with memoryview(self._buf) as mv, \
+                    mv[self._ahead_fed:] as more:
+                text = self._ahead_dec.decode(more)
+            self._ahead_fed = len(self._buf)
+            _read_ahead(a, text)
+        except (UnicodeDecodeError, MemoryError):
+            a.stopped = True
+            a.first = -1
+            a.known.at = a.at0
+
+    def _line_ahead(self, nl: int) -> None:
+        """The line buf[:nl], read ahead while it came: given to _parse
+        cut (its head and what was not read ahead, decoding none of the
+        pods read), which takes the pods read ahead.  Any trouble (not
+        UTF-8, a line that is not what it was read as) reads it whole
+        as before, which says what is wrong with it."""
+        a, self._ahead = self._ahead, None
+        assert a is not None
+        try:
+            with memoryview(self._buf) as mv, \
+                    mv[self._ahead_fed:nl] as rest:
+                cut = a.head + a.text + self._ahead_dec.decode(rest, True)
+            a.cut = True
+            self._refresh_known()
+            m: Optional[_Msg] = _parse(cut, self._known, a)
+        except (UnicodeDecodeError, MemoryError, _Bad):
+            m = None
+        if m is not None:
+            self._message(m)
+            return
+        a.known.at = a.at0
+        self._line(_text(self._buf, 0, nl))
+
+    def _refresh_known(self) -> None:
+        """The cache's pods as the parser compares a line's pods with
+        them: made again when the cache changed.  Live, an ADD or UPDATE
+        carries pods that changed: only a SET's pods are compared with
+        the cache first; a full state's are all."""
+        if self._known.pods is not self._cache.ordered():
+            self._known = _Known(self._cache.ordered(), self._cache.keys())
+        self._known.sets_only = self._live
 
     def _too_long(self) -> None:
         self._set_end(BAD_MESSAGE, errno.EMSGSIZE,
@@ -633,13 +721,10 @@ class Client:
             return
         if self.on_line:
             self.on_line(line)
-        if self._known.pods is not self._cache.ordered():
-            self._known = _Known(self._cache.ordered(), self._cache.keys())
-        # Live, an ADD or UPDATE carries pods that changed: only a SET's
-        # pods are compared with the cache first.  A full state's are all.
-        self._known.sets_only = self._live
+        self._refresh_known()
+        ahead, self._ahead = self._ahead, None
         try:
-            m = _parse(line, self._known)
+            m = _parse(line, self._known, ahead)
         except _Bad as e:
             self._bad(str(e))
             return
@@ -647,6 +732,10 @@ class Client:
             self._set_end(NOMEM, errno.ENOMEM, "out of memory reading a "
                           'message from "%s"; resynchronizing' % self.path)
             return
+        self._message(m)
+
+    def _message(self, m: _Msg) -> None:
+        """A line parsed (_line), acted on."""
         if m.type == "hello" and m.protocol != PROTOCOL:
             self._set_end(PROTOCOL_MISMATCH, errno.EPROTONOSUPPORT,
                           '"%s" speaks protocol %s; this module speaks '

@@ -152,16 +152,21 @@ class Pod:
 # object.__setattr__ (the class is frozen): each slot is set by its own
 # descriptor instead, half the cost of a pod made and annotated
 # (scripts/bench --only client: a restart's resync makes 5,000).  The
-# same fields, so equal to and hashed as Pod(...) of them.
+# same fields, so equal to and hashed as Pod(...) of them.  Every slot is
+# set, _seen and _like to None when not known: reading an empty slot
+# (getattr with a default) raises and catches an AttributeError inside,
+# some 0.1 us, paid for each pod of a resync.
 _NEW = object.__new__
 (_SET_JSON, _SET_UID, _SET_NS, _SET_NAME, _SET_SOURCE, _SET_ANN, _SET_SEEN,
  _SET_LIKE) = (Pod.__dict__[n].__set__ for n in Pod.__slots__)
 
 
 def _new_pod(text: str, uid: str, namespace: str, name: str,
-             source: str, ann: str) -> Pod:
+             source: str, ann: str,
+             seen: Optional[Tuple[int, int]] = None) -> Pod:
     """Pod(text, uid, namespace, name, source) with its _ann (the
-    config.source annotation as read, "" if none)."""
+    config.source annotation as read, "" if none) and _seen (None: not
+    worked out yet)."""
     p: Pod = _NEW(Pod)
     _SET_JSON(p, text)
     _SET_UID(p, uid)
@@ -169,6 +174,8 @@ def _new_pod(text: str, uid: str, namespace: str, name: str,
     _SET_NAME(p, name)
     _SET_SOURCE(p, source)
     _SET_ANN(p, ann)
+    _SET_SEEN(p, seen)
+    _SET_LIKE(p, None)
     return p
 
 
@@ -393,23 +400,36 @@ def _pod(text: str, obj: Any, msg_source: str, own_source: bool,
     ann = md.get("annotations")
     a = ann.get(SOURCE_ANNOTATION) if isinstance(ann, dict) else None
     a = a if isinstance(a, str) else ""
-    p = _new_pod(text, uid, ns if isinstance(ns, str) else "", name,
-                 a if own_source and a else msg_source, a)
-    if seen is not None:
-        _SET_SEEN(p, seen)
-    return p
+    return _new_pod(text, uid, ns if isinstance(ns, str) else "", name,
+                    a if own_source and a else msg_source, a, seen)
 
 
 def _pod_like(text: str, known: Pod, seen: Tuple[int, int],
               msg_source: str, own_source: bool) -> Pod:
     """The pod of text, which is known's text but for config.seen's value,
-    found at seen (_as_known): the same identity and annotations."""
+    found at seen (_as_known): the same identity and annotations.
+    _new_pod() written out: one call less for each pod of a restart."""
     a: str = getattr(known, "_ann")
-    p = _new_pod(text, known.uid, known.namespace, known.name,
-                 a if own_source and a else msg_source, a)
+    p: Pod = _NEW(Pod)
+    _SET_JSON(p, text)
+    _SET_UID(p, known.uid)
+    _SET_NS(p, known.namespace)
+    _SET_NAME(p, known.name)
+    _SET_SOURCE(p, a if own_source and a else msg_source)
+    _SET_ANN(p, a)
     _SET_SEEN(p, seen)
     _SET_LIKE(p, id(known))
     return p
+
+
+def _source_again(pods: List[Pod], msg_source: str,
+                  own_source: bool) -> None:
+    """Sets each pod's source again, for a message whose "op" or "source"
+    was not (or not only) before its pods: they were read with the ones
+    seen then (_members)."""
+    for p in pods:
+        a: str = getattr(p, "_ann")
+        _SET_SOURCE(p, a if own_source and a else msg_source)
 
 
 # ---- a pod already validated, but for config.seen --------------------------
@@ -451,7 +471,7 @@ def seen_span(p: Pod) -> Tuple[int, int]:
     if span is None:
         m = _SEEN.match(p.json)
         span = m.span(1) if m else _NO_SEEN
-        object.__setattr__(p, "_seen", span)
+        _SET_SEEN(p, span)
     return span
 
 
@@ -473,19 +493,21 @@ def _as_known(s: str, i: int, known: Pod) -> Tuple[
     t = known.json
     if getattr(known, "_ann", None) is None:
         return -1, None   # not a pod this module parsed
-    a, b = seen_span(known)
-    if s.startswith(t, i):
-        return i + len(t), (a, b)
+    span = seen_span(known)
+    a, b = span
     if a < 0:
-        return -1, None
-    v = a + _SEEN_VALUE   # where the value's opening quote is in t
-    if not s.startswith(t[:v + 1], i):
+        return (i + len(t), span) if s.startswith(t, i) else (-1, None)
+    # Known's text up to its value's first character, which a text equal
+    # to known's passes too.
+    v = a + _SEEN_VALUE + 1
+    if not s.startswith(t[:v], i):
         return -1, None
     v += i
-    q = s.find('"', v + 1)
+    q = s.find('"', v)
     if q < 0:
         return -1, None
-    if s.find("\\", v + 1, q) >= 0 or not s[v + 1:q].isprintable():
+    w = s[v:q]
+    if "\\" in w or not w.isprintable():
         m = _SEEN_MEMBER.match(s, i + a)
         if m is None:
             return -1, None
@@ -525,20 +547,30 @@ class _Known:
         self.sets_only = sets_only
 
 
-def _members(s: str, known: Optional[_Known] = None) -> Tuple[
-        Dict[str, Any], Optional[List[_PodText]], Optional[Tuple[str, Any]]]:
-    """Walks one line's object: its members decoded, but the pods and the
-    plugin each with its exact text (_pod_texts; the plugin as a (text,
-    decoded) pair).  The daemon writes no white space: each _skip() is
-    called only at white space (a call per token cost a one-pod message
-    a tenth of its time)."""
+# The pods of a message as _members() read them: the pods, the (source,
+# own source) they were read with (None: "op" or "source" was not read
+# yet), and the first element that was no pod.
+_Pods = Tuple[List[Pod], Optional[Tuple[str, bool]], Optional[_Bad]]
+
+
+def _members(s: str, known: Optional[_Known] = None,
+             ahead: Optional[_Ahead] = None) -> Tuple[
+        Dict[str, Any], Optional[_Pods], Optional[Tuple[str, Any]]]:
+    """Walks one line's object: its members decoded, but the pods made
+    as they are read (_pod_list: their source from the "op" and "source"
+    before them, which the daemon writes first), each with its exact
+    text, and the plugin as a (text, decoded) pair.  The daemon writes
+    no white space: each _skip() is called only at white space (a call
+    per token cost a one-pod message a tenth of its time).  ahead: the
+    pods of the line read while it arrived (_read_ahead), taken as they
+    are when they are the first elements of its "pods", read as here."""
     n = len(s)
     i = _skip(s, 0)
     if i >= n or s[i] != "{":
         raise _Bad("a line that is not a JSON object")
     i = _skip(s, i + 1)
     members: Dict[str, Any] = {}
-    pods: Optional[List[_PodText]] = None
+    pods: Optional[_Pods] = None
     plugin: Optional[Tuple[str, Any]] = None
     if i < n and s[i] == "}":
         i += 1
@@ -559,10 +591,16 @@ def _members(s: str, known: Optional[_Known] = None) -> Tuple[
             if key == "pods":
                 # The daemon writes "op" before "pods"; in another order
                 # a SET's pods are decoded, as any pod is.
-                pods, i = _pod_texts(s, i, known if known is None or
-                                     not known.sets_only or
-                                     members.get("op") == _w.OP_SET
-                                     else None)
+                op, src = members.get("op"), members.get("source")
+                read_as = (src, op == _w.OP_SET or src == "*") if \
+                    isinstance(src, str) and isinstance(op, str) and \
+                    op in _OP_BY_NAME else None
+                k = known if known is None or not known.sets_only or \
+                    op == _w.OP_SET else None
+                made, bad, i = _pod_list(s, i, k, read_as or ("", True),
+                                         _taken(ahead, i, k, read_as))
+                ahead = None   # a second "pods" is read whole
+                pods = (made, read_as, bad)
             elif key == "plugin":
                 start = i
                 obj, i = _value(s, i)
@@ -611,23 +649,29 @@ def _next_after(known: _Known, obj: Any) -> None:
     known.at = j
 
 
-# One element of "pods": its text, and either its value decoded or the
-# known pod its text is (_as_known); where its config.seen is, if found.
-_PodText = Tuple[str, Any, Optional[Pod], Optional[Tuple[int, int]]]
-
-
-def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
-        List[_PodText], int]:
-    """The array "pods" at i: each element's text with its value decoded,
-    or the pod of known it is but for config.seen; and where the array
-    ends."""
-    pods: List[_PodText] = []
+def _pod_list(s: str, i: int, known: Optional[_Known],
+              read_as: Tuple[str, bool],
+              ahead: Optional[Tuple[List[Pod], int]] = None) -> Tuple[
+                  List[Pod], Optional[_Bad], int]:
+    """The array "pods" at i, each element's pod made as it is read
+    (read_as: the message's source and whether a pod's own config.source
+    wins, as _pod() takes them): the pod of known it is but for
+    config.seen (_pod_like), else decoded (_pod); the first element that
+    is JSON but no pod, whose error only a "pods" message raises (the
+    pods end there); and where the array ends.  ahead: the first pods,
+    already read (_read_ahead), and where the next element starts."""
+    pods: List[Pod] = []
     n = len(s)
     if i >= n or s[i] != "[":
         raise _Bad("pods is not an array")
-    i = _skip(s, i + 1)
+    if ahead is not None:
+        pods, i = ahead
+    else:
+        i = _skip(s, i + 1)
     if i < n and s[i] == "]":
-        return pods, i + 1
+        return pods, None, i + 1
+    src, own = read_as
+    bad: Optional[_Bad] = None
     misses = 0
     while True:
         if i < n and s[i] in _WS:
@@ -636,14 +680,19 @@ def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
         k = known.pods[known.at] if known is not None and \
             known.at < len(known.pods) else None
         end, seen = _as_known(s, i, k) if k is not None else (-1, None)
-        if end >= 0 and known is not None:
+        if end >= 0 and known is not None and k is not None:
             known.at += 1
             misses = 0
             i = end
-            pods.append((s[start:i], None, k, seen))
+            pods.append(_pod_like(s[start:i], k, seen or _NO_SEEN, src,
+                                  own))
         else:
             obj, i = _value(s, i)
-            pods.append((s[start:i], obj, None, seen))
+            if bad is None:
+                try:
+                    pods.append(_pod(s[start:i], obj, src, own, seen))
+                except _Bad as e:
+                    bad = e
             if known is not None:
                 _next_after(known, obj)
                 misses += 1
@@ -653,10 +702,128 @@ def _pod_texts(s: str, i: int, known: Optional[_Known]) -> Tuple[
         if i < n and s[i] in _WS:
             i = _skip(s, i)
         if i < n and s[i] == "]":
-            return pods, i + 1
+            return pods, bad, i + 1
         if i >= n or s[i] != ",":
             raise _Bad("expected ',' or ']' in pods")
         i += 1
+
+
+# ---- a full state read while it arrives --------------------------------------
+#
+# A restart's full state is one line of 7 MB for 5,000 pods, which the
+# daemon's socket hands over some 200 KB at a time: the client waited
+# for the whole line, a fifth of its resync, then read every pod.  The
+# pods that are cached texts but for config.seen (_as_known) are read
+# from the part that came, as they would be from the whole line; the
+# rest of the line is read when it ends, by _parse, from where this
+# stopped.  Nothing else is taken early: the members, every other pod
+# and the end of the line are checked then, as for any line.
+
+# The head of a pods message as the daemon writes it (compact, its
+# members in its order): read ahead only after it.
+_PODS_HEAD = re.compile(r'\{"type":"pods","seq":[0-9]+,"op":"([A-Z]+)",'
+                        r'"source":"([^"\\]*)","pods":\[')
+# A line whose first characters are not that head is not read ahead.
+_PODS_HEAD_MAX: Final = 256
+# An element not read as known's with this many characters more than
+# known's text come is not known's (a config.seen value this much
+# longer is read at the end, as known's all the same).
+_AHEAD_SLACK: Final = 1024
+
+
+class _Ahead:
+    """A pods line being read while it arrives (_read_ahead): text, the
+    part that came and is not read yet, from base (in characters of the
+    line); the pods read, and where the next element starts (next); the
+    line's head up to the array's first element (head; first, its
+    length, -1 before it is read), the message's source as _members()
+    reads it (read_as), and known, with where it was (at0), to take back
+    what was read if _parse does not take it (_taken).  stopped: nothing
+    more is read ahead.  cut: the line _parse is given is head + what
+    came from next on (the pods read ahead are not decoded again)."""
+    __slots__ = ("text", "base", "pods", "next", "first", "head",
+                 "read_as", "known", "at0", "stopped", "cut")
+
+    def __init__(self, known: _Known) -> None:
+        self.text = ""
+        self.head = ""
+        self.cut = False
+        self.base = 0
+        self.pods: List[Pod] = []
+        self.next = -1
+        self.first = -1
+        self.read_as: Tuple[str, bool] = ("", True)
+        self.known = known
+        self.at0 = known.at
+        self.stopped = False
+
+
+def _read_ahead(ahead: _Ahead, more: str) -> None:
+    """Reads the pods of ahead.known, in a row, from the text that came
+    after what ahead holds (more, the next characters of the line).
+    Stops for good at the first element that is not the next known pod
+    followed by a comma (a changed pod, white space, the array's end):
+    _parse reads from there.  Cost: the pods read, as _pod_list."""
+    if ahead.stopped:
+        return
+    s = ahead.text + more
+    if ahead.first < 0:
+        m = _PODS_HEAD.match(s)
+        if m is None:
+            if len(s) >= _PODS_HEAD_MAX:
+                ahead.stopped = True   # not the daemon's head: read whole
+            else:
+                ahead.text = s
+            return
+        op, src = m.group(1), m.group(2)
+        if op not in _OP_BY_NAME:
+            ahead.stopped = True
+            return
+        ahead.first = ahead.next = m.end()
+        ahead.head = m.group(0)
+        ahead.read_as = (src, op == _w.OP_SET or src == "*")
+    known, src, own = ahead.known, ahead.read_as[0], ahead.read_as[1]
+    kpods, n = known.pods, len(s)
+    i = ahead.next - ahead.base
+    while known.at < len(kpods):
+        k = kpods[known.at]
+        end, seen = _as_known(s, i, k)
+        if end < 0 and n - i >= len(k.json) + _AHEAD_SLACK:
+            ahead.stopped = True   # not known's text: read at the end
+            break
+        if end < 0 or end >= n:
+            break   # its end (or the comma after it) has not come
+        if s[end] != ",":
+            ahead.stopped = True
+            break
+        ahead.pods.append(_pod_like(s[i:end], k, seen or _NO_SEEN, src,
+                                    own))
+        known.at += 1
+        i = end + 1
+    else:
+        ahead.stopped = True
+    ahead.next = ahead.base + i
+    ahead.text = s[i:]
+    ahead.base += i
+
+
+def _taken(ahead: Optional[_Ahead], i: int, known: Optional[_Known],
+           read_as: Optional[Tuple[str, bool]]) -> Optional[
+               Tuple[List[Pod], int]]:
+    """What _pod_list takes of ahead for the array at i: its pods and
+    where the next element starts, when it read this array with known
+    and read_as; else None, and known back where ahead found it (_Bad
+    for a cut line, which misses those pods: the caller reads the line
+    whole)."""
+    if ahead is None or ahead.first < 0:
+        return None
+    if ahead.first == i + 1 and ahead.known is known and \
+            ahead.read_as == read_as:
+        return ahead.pods, ahead.first if ahead.cut else ahead.next
+    ahead.known.at = ahead.at0
+    if ahead.cut:
+        raise _Bad("pods read ahead with other cached pods")
+    return None
 
 
 def _want(members: Dict[str, Any], key: str) -> str:
@@ -666,11 +833,13 @@ def _want(members: Dict[str, Any], key: str) -> str:
     return v
 
 
-def _parse(line: str, known: Optional[_Known] = None) -> _Msg:
+def _parse(line: str, known: Optional[_Known] = None,
+           ahead: Optional[_Ahead] = None) -> _Msg:
     """One line into a _Msg; each pod keeps its exact text (the walk steps
     over members itself and decodes each value with raw_decode, but a pod
-    that is one of known's but for config.seen: _as_known)."""
-    members, pods, plugin = _members(line, known)
+    that is one of known's but for config.seen: _as_known; ahead: what
+    was read of the line while it arrived, _read_ahead)."""
+    members, pods, plugin = _members(line, known, ahead)
     t = members.get("type")
     if not isinstance(t, str):
         raise _Bad('a message without a string "type"')
@@ -695,10 +864,13 @@ def _parse(line: str, known: Optional[_Known] = None) -> _Msg:
         m.source = _want(members, "source")
         if pods is None:
             raise _Bad("a pods message without pods")
+        made, read_as, bad = pods
+        if bad is not None:
+            raise bad
         own = op is Op.SET or m.source == "*"
-        m.pods = [_pod(text, obj, m.source, own, seen) if k is None else
-                  _pod_like(text, k, seen or _NO_SEEN, m.source, own)
-                  for text, obj, k, seen in pods]
+        if read_as != (m.source, own):
+            _source_again(made, m.source, own)
+        m.pods = made
     elif t == "synced":
         r = members.get("resumed", False)
         if not isinstance(r, bool):

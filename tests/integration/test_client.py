@@ -801,6 +801,76 @@ def test_python_known_text_as_decoded(t):
     c.close()
 
 
+@test("python: a message's pods are made as they are read, with the source "
+      "of the \"op\" and \"source\" before them; in another order, or "
+      "with a member said twice, each pod's source is set again from the "
+      "members that count; an element that is JSON but no pod refuses a "
+      "pods message and nothing else; every slot of a pod read is set")
+def test_python_pods_made_as_read(t):
+    from podmux import wire
+    texts = [seen_text("u1", "p1", '"s1"', "http"),
+             seen_text("u2", "p2", '"s2"', ""),
+             seen_text("u3", "p3", '"s3"', "api")]
+    arr = "[%s]" % ",".join(texts)
+    cached = wire._parse(pods_line(1, "SET", "file", texts)).pods
+    lines = {
+        "daemon's order": '{"type":"pods","seq":2,"op":"%s",'
+                          '"source":"%s","pods":' + arr + '}',
+        "pods first": '{"pods":' + arr + ',"type":"pods","seq":2,'
+                      '"op":"%s","source":"%s"}',
+        "op after": '{"type":"pods","seq":2,"source":"%s","pods":' + arr +
+                    ',"op":"%s"}',
+        "op twice": '{"type":"pods","seq":2,"op":"REMOVE","source":"api",'
+                    '"pods":' + arr + ',"op":"%s","source":"%s"}',
+        "bad op first": '{"type":"pods","seq":2,"op":7,"source":"x",'
+                        '"pods":' + arr + ',"op":"%s","source":"%s"}',
+    }
+    for op, src in (("SET", "file"), ("ADD", "http"), ("UPDATE", "*"),
+                    ("REMOVE", "api")):
+        want = None
+        for what, fmt in lines.items():
+            args = (src, op) if what == "op after" else (op, src)
+            line = fmt % args
+            for k in (None, wire._Known(cached, [p.key() for p in cached])):
+                m = wire._parse(line, k)
+                got = [(p.json, p.uid, p.source) for p in m.pods]
+                if want is None:
+                    want = got
+                    own = op == "SET" or src == "*"
+                    srcs = [("http" if own else src),
+                            src, ("api" if own else src)]
+                    if [x[2] for x in got] != srcs:
+                        raise AssertionError("%s %s: sources %r, want %r" % (
+                            op, src, [x[2] for x in got], srcs))
+                elif got != want:
+                    raise AssertionError("%s %s %s: %r, want %r" % (
+                        what, op, src, got, want))
+                for p in m.pods:
+                    for slot in wire.Pod.__slots__:
+                        try:
+                            getattr(p, slot)
+                        except AttributeError:
+                            raise AssertionError("%s: %s not set" % (
+                                what, slot)) from None
+    # An element that is no pod: a pods message refused, whether it
+    # comes first or after a cached pod; a message of another type that
+    # carries one is read, as before.
+    for k in (None, wire._Known(cached, [p.key() for p in cached])):
+        for bad in ('{"x":1}', '{"metadata":{"name":"n"}}', '7'):
+            for where in ([bad] + texts, texts[:1] + [bad]):
+                try:
+                    wire._parse(pods_line(3, "ADD", "file", where), k)
+                    raise AssertionError("%r read as pods" % bad)
+                except wire._Bad as e:
+                    if "metadata.uid" not in str(e):
+                        raise AssertionError("%r: %s" % (bad, e))
+            m = wire._parse('{"type":"later","seq":4,"pods":[%s,%s]}' % (
+                texts[0], bad), k)
+            if m.type != "later":
+                raise AssertionError("a later type with %r: %r" % (bad,
+                                                                     m.type))
+
+
 @test("python: live, only a SET's pods are compared with the cache before "
       "a decode (an ADD or UPDATE carries pods that changed: no comparison, "
       "as a one-pod message cost a fifth more with one), and a SET stops "
@@ -895,6 +965,210 @@ def test_python_live_compares_only_sets(t):
     c.close()
 
 
+@test("python: a full state is read while it arrives: the pods that are "
+      "cached texts but for config.seen are read from the part that came "
+      "(in pieces of any size, a character's bytes cut), the rest when the "
+      "line ends, with the same records and cache as a line read whole; a "
+      "changed pod, a bad one, text after the array, bytes not UTF-8, a "
+      "cut, another head, no memory, or on_line set: read at the end as "
+      "before, the cache kept whole when the line is refused")
+def test_python_full_state_read_ahead(t):
+    from podmux import client as pclient, wire
+    n = 40
+    first = [seen_text("u%02d" % i, "p\u00e9%02d" % i,
+                       '"2026-01-01T00:00:%02dZ"' % i) for i in range(n)]
+    again = [x.replace("2026-01-01", "2026-11-28") for x in first]
+
+    def state(texts, head=None):
+        line = pods_line(9001, "SET", "file", texts)
+        return (line if head is None else line.replace(
+            '{"type":"pods","seq":9001,"op":"SET",', head, 1)).encode()
+
+    def run(line, piece=97, on_line=False, cut=False, last=0):
+        """Two connections: the first state, then line in pieces; returns
+        the records after the restart, the cache's texts, and the pods
+        read ahead before the line's end (its last bytes and newline
+        come together)."""
+        s = Script(t)
+        c = podmux.Client(s.path)
+        rec = Rec(c)
+        if on_line:
+            c.on_line = lambda x: rec.log.append("line %d" % len(x))
+        s.accept(c)
+        s.send(hello(5), state(first), synced(7, False))
+        drain(c)
+        s.send({"type": "error", "seq": 8, "reason": "ShuttingDown",
+                "message": "bye"})
+        drain(c)
+        wait_due(c)
+        s.accept(c)
+        rec.take()
+
+        def feed(data):
+            # What _read() does with each piece it receives.
+            c._buf.extend(data)
+            c._dispatch()
+        feed(b'{"type":"hello","protocol":1,"seq":9000}\n')
+        body = line[:-1 - last]
+        for i in range(0, len(body), piece):
+            feed(body[i:i + piece])
+        read = len(c._ahead.pods) if c._ahead is not None else 0
+        if cut:
+            s.close()
+            drain(c)
+            wait_due(c)
+            s.accept(c)
+            rec.take()
+            s.send(hello(9100), state(again))
+        else:
+            feed(line[-1 - last:])
+        s.send(synced(9002, False))
+        drain(c)
+        log = rec.take()
+        texts = [p.json for p in c.pods()]
+        c.close()
+        s.lis.close()
+        os.unlink(s.path)
+        return log, texts, read
+
+    real_min = pclient.AHEAD_MIN
+    pclient.AHEAD_MIN = 200
+    try:
+        # Every pod read ahead but the last (whose comma never comes), in
+        # pieces of any size: the same as a line read whole, and each
+        # character of it copied a bounded number of times, however
+        # small the pieces.
+        real_ahead = pclient._read_ahead
+        copied = [0]
+
+        def counting(a, more):
+            copied[0] += len(a.text) + len(more)
+            real_ahead(a, more)
+        pclient._read_ahead = counting
+        try:
+            for piece in (1, 7, 97, 1000, 1 << 20):
+                copied[0] = 0
+                log, texts, read = run(state(again), piece)
+                if log != ["synced False"] or texts != again or \
+                        read != n - 1 or copied[0] > 3 * len(state(again)):
+                    raise AssertionError("pieces of %d: %r, %d read ahead, "
+                                         "%d copied" % (piece, log, read,
+                                                        copied[0]))
+        finally:
+            pclient._read_ahead = real_ahead
+        # A changed pod: read ahead up to it, the rest at the end.
+        changed = list(again)
+        changed[20] = changed[20].replace('"n":[1,2.5]', '"n":[1,2.6]')
+        log, texts, read = run(state(changed))
+        if log != ["UPDATE file u20 resync", "synced False"] or \
+                texts != changed or read != 20:
+            raise AssertionError("a changed pod: %r, %d" % (log, read))
+        # Refused at the end, the cache whole: a bad config.seen, text
+        # after the array, bytes that are not UTF-8.
+        bad_seen = list(again)
+        bad_seen[25] = bad_seen[25].replace("2026-11-28", "2026\\q")
+        for what, line in (
+                ("a bad config.seen", state(bad_seen)),
+                ("text after the array", state(again)[:-2] + b"x}\n"),
+                ("not UTF-8", state(again).replace(
+                    "p\u00e930".encode(), b"p\xff30", 1))):
+            log, texts, read = run(line)
+            if log != ["error bad_message None", "reconnect 7"] or \
+                    texts != first or read < 25:
+                raise AssertionError("%s: %r, %d read ahead" % (what, log,
+                                                                 read))
+        # Bytes not UTF-8 that come after the last piece read ahead.
+        log, texts, read = run(state(again).replace(
+            ("p\u00e9%02d" % (n - 1)).encode(), b"p\xff%02d" % (n - 1), 1),
+            last=150)
+        if log != ["error bad_message None", "reconnect 7"] or \
+                texts != first or read != n - 1:
+            raise AssertionError("not UTF-8 at the end: %r, %d" % (log, read))
+        # Not read ahead: another head, an unknown op, on_line set.
+        for what, line, kw in (
+                ("another head", state(again, '{"type":"pods","op":"SET",'
+                                              '"seq":9001,'), {}),
+                ("on_line", state(again), {"on_line": True})):
+            log, texts, read = run(line, **kw)
+            if log[-1:] != ["synced False"] or texts != again or read:
+                raise AssertionError("%s: %r, %d read ahead" % (what, log,
+                                                                 read))
+        log, texts, read = run(state(again, '{"type":"pods","seq":9001,'
+                                            '"op":"BOGUS",'))
+        if log != ["error bad_message None", "reconnect 7"] or read:
+            raise AssertionError("an unknown op: %r, %d" % (log, read))
+        # A cut inside the line after pods were read ahead: the next
+        # connection's full state is read anew.
+        log, texts, read = run(state(again), cut=True)
+        if log != ["synced False"] or texts != again or read != n - 1:
+            raise AssertionError("a cut: %r, %d" % (log, read))
+        # No memory while reading ahead, after a pod was read: what was
+        # read is dropped, the line read whole at the end.
+
+        def no_memory(a, more):
+            if a.first >= 0:
+                raise MemoryError()
+            real_ahead(a, more)
+        pclient._read_ahead = no_memory
+        try:
+            log, texts, read = run(state(again))
+        finally:
+            pclient._read_ahead = real_ahead
+        if log != ["synced False"] or texts != again or read < 1:
+            raise AssertionError("no memory: %r, %d" % (log, read))
+        # on_line set while the line was read ahead: it gets the line.
+        real_more = pclient.Client._read_more
+        seen = []
+
+        def more_then_on_line(c):
+            real_more(c)
+            if c._ahead is not None and c._ahead.pods:
+                c.on_line = lambda x: seen.append(x)
+        pclient.Client._read_more = more_then_on_line
+        try:
+            log, texts, read = run(state(again))
+        finally:
+            pclient.Client._read_more = real_more
+        if log != ["synced False"] or texts != again or read < 1 or \
+                seen[:1] != [state(again).decode()[:-1]]:
+            raise AssertionError("on_line set: %r, %d, %d lines" % (
+                log, read, len(seen)))
+    finally:
+        pclient.AHEAD_MIN = real_min
+    # What was read ahead with other cached pods is not taken, and the
+    # cache's place is given back.
+    base = wire._parse(state(first).decode())
+    line = state(again).decode()
+    for other in (True, False):
+        k1 = wire._Known(base.pods, [p.key() for p in base.pods])
+        a = wire._Ahead(k1)
+        wire._read_ahead(a, line[:len(line) // 2])
+        k2 = wire._Known(base.pods, [p.key() for p in base.pods]) \
+            if other else k1
+        m = wire._parse(line, k2, a)
+        if not a.pods or k1.at != (0 if other else n) or \
+                [p.json for p in m.pods] != again or \
+                (m.pods[0] is a.pods[0]) == other:
+            raise AssertionError("other=%s: %d read ahead, at %d" % (
+                other, len(a.pods), k1.at))
+        # Cut (what was read ahead not in the text): refused, so the
+        # client reads the line whole.
+        k1 = wire._Known(base.pods, [p.key() for p in base.pods])
+        a = wire._Ahead(k1)
+        wire._read_ahead(a, line[:len(line) // 2])
+        a.cut = True
+        cut = a.head + a.text + line[len(line) // 2:]
+        try:
+            m = wire._parse(cut, k2 if other else k1, a)
+            if other:
+                raise AssertionError("a cut line read with other pods")
+        except wire._Bad:
+            if not other:
+                raise
+        if not other and [p.json for p in m.pods] != again:
+            raise AssertionError("a cut line: %r" % m.pods[:1])
+
+
 @test("python: a line of any length is read as UTF-8: a long one (a full "
       "state past 64 KB, decoded from a view of the read buffer) and a short "
       "one give the same pods; a long or short line that is not UTF-8 is "
@@ -954,6 +1228,10 @@ def test_python_cache_lookups_as_a_walk(t):
                                  gen=step), separators=(",", ":"))
                  for _ in range(rng.randint(1, 3 if op != "SET" else 6))]
         c.apply_pods(wire._parse(pods_line(step + 1, op, src, texts)))
+        if c.ordered() != sorted(c.pods.values(), key=wire.Pod.key) or \
+                c.keys() != [p.key() for p in c.ordered()]:
+            raise AssertionError("step %d: the order %r" % (step,
+                                                             c.ordered()))
         for uid in ["u%d" % i for i in range(6)]:
             want = next((p for p in c.ordered() if p.uid == uid), None)
             if c.by_uid(uid) is not want:
@@ -1454,6 +1732,11 @@ class ChunkedSock:
         piece = Chunk(self.data[self.off:self.off + k])
         self.off += k
         return piece
+
+    def recv_into(self, buf):
+        piece = self.recv(len(buf))
+        buf[:len(piece)] = piece
+        return len(piece)
 
     def fileno(self):
         return -1
