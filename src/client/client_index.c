@@ -6,8 +6,8 @@
  * keys include it).  An entry may be in several buckets; by_id owns it.
  * A bucket is never empty: the last entry out frees it.  Beside its set,
  * a bucket keeps the same entries in an array in the cache's order
- * (client_pod_compare() of their pods), so a lookup copies them and sorts
- * nothing; a change pays a binary search and a move within that key's
+ * (client_pod_compare() of their pods), and their pods in a second array
+ * in step with it, so a lookup is one memcpy and sorts nothing; a change pays a binary search and a move within that key's
  * entries, and the room for it is reserved by prepare like the set's.
  *
  * Prepare/commit for a message that is not a SET: prepare makes the new
@@ -45,6 +45,10 @@ struct bucket {
         struct keymap *set; /* struct ix_ent by id */
         struct ix_ent **ord; /* the same entries, in the cache's order */
         size_t n_ord, ord_cap;
+        /* ord[i]->pod, in step with ord: a lookup copies it whole rather
+         * than visit each entry. */
+        struct podmux_pod **pods;
+        size_t pods_cap;
         size_t pending; /* new entries being prepared for it */
         char key[];
 };
@@ -115,6 +119,7 @@ static void bucket_free(void *item)
 
         keymap_free(b->set, NULL);
         free(b->ord);
+        free(b->pods);
         free(b);
 }
 
@@ -126,7 +131,7 @@ static size_t ord_pos(const struct bucket *b, const struct ix_ent *e)
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
 
-                if (client_pod_compare(b->ord[mid]->pod, e->pod) < 0)
+                if (client_pod_compare(b->pods[mid], e->pod) < 0)
                         lo = mid + 1;
                 else
                         hi = mid;
@@ -142,6 +147,7 @@ static void ord_remove(struct bucket *b, const struct ix_ent *e)
         if (i >= b->n_ord || b->ord[i] != e)
                 return;
         memmove(b->ord + i, b->ord + i + 1, (b->n_ord - i - 1) * sizeof(*b->ord));
+        memmove(b->pods + i, b->pods + i + 1, (b->n_ord - i - 1) * sizeof(*b->pods));
         b->n_ord--;
 }
 
@@ -151,7 +157,9 @@ static void ord_insert(struct bucket *b, struct ix_ent *e)
         size_t i = ord_pos(b, e);
 
         memmove(b->ord + i + 1, b->ord + i, (b->n_ord - i) * sizeof(*b->ord));
+        memmove(b->pods + i + 1, b->pods + i, (b->n_ord - i) * sizeof(*b->pods));
         b->ord[i] = e;
+        b->pods[i] = e->pod;
         b->n_ord++;
 }
 
@@ -173,7 +181,8 @@ static void bucket_put(struct bucket *b, struct ix_ent *e)
  * room). */
 static int bucket_reserve(struct bucket *b, size_t more)
 {
-        if (keymap_reserve(b->set, more) < 0 || GROW(b->ord, b->ord_cap, b->n_ord + more, 4) < 0)
+        if (keymap_reserve(b->set, more) < 0 || GROW(b->ord, b->ord_cap, b->n_ord + more, 4) < 0 ||
+            GROW(b->pods, b->pods_cap, b->n_ord + more, 4) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -576,8 +585,7 @@ int index_lookup(struct indexes *ix, const char *name, const char *key, struct p
         v = malloc(b->n_ord * sizeof(*v));
         if (!v)
                 return -ENOMEM;
-        for (size_t i = 0; i < b->n_ord; i++)
-                v[i] = b->ord[i]->pod;
+        memcpy(v, b->pods, b->n_ord * sizeof(*v));
         *ret = v;
         *ret_n = b->n_ord;
         return 0;
