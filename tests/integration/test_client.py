@@ -466,6 +466,17 @@ def wait_due(c):
         time.sleep(w)   # until the client's own timer is due: the condition
 
 
+def reconnect(s, c, rec, seq):
+    """The daemon says it is shutting down (error at seq); the client
+    reconnects, is accepted again, and what it reported is dropped."""
+    s.send({"type": "error", "seq": seq, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    rec.take()
+
+
 @test("python: record_path names a file of the files request byte for "
       "byte: path_hex when the name is not UTF-8, else path; the daemon's "
       "records of such a file and of a plain one; bad members refused as "
@@ -641,12 +652,7 @@ def test_python_after_daemon_restart_resync_diff(t):
                        for i, x in enumerate(cases)], synced(100, False))
     drain(c)
     rec.take()
-    s.send({"type": "error", "seq": 101, "reason": "ShuttingDown",
-            "message": "bye"})
-    drain(c)
-    wait_due(c)
-    s.accept(c)
-    rec.take()
+    reconnect(s, c, rec, 101)
     s.send(hello(9000), *[pods_line(9001 + i, "ADD", "file", [x["after"]])
                           for i, x in enumerate(cases)], synced(9900, False))
     drain(c)
@@ -695,12 +701,7 @@ def test_python_restart_seen_only_decodes_no_pod(t):
     s.accept(c)
     s.send(hello(5), pods_line(6, "SET", "file", first), synced(7, False))
     drain(c)
-    s.send({"type": "error", "seq": 8, "reason": "ShuttingDown",
-            "message": "bye"})
-    drain(c)
-    wait_due(c)
-    s.accept(c)
-    rec.take()
+    reconnect(s, c, rec, 8)
     decoded = []
     real = wire._DEC
 
@@ -782,12 +783,7 @@ def test_python_known_text_as_decoded(t):
     s.accept(c)
     s.send(hello(5), pods_line(6, "SET", "file", first), synced(7, False))
     drain(c)
-    s.send({"type": "error", "seq": 8, "reason": "ShuttingDown",
-            "message": "bye"})
-    drain(c)
-    wait_due(c)
-    s.accept(c)
-    rec.take()
+    reconnect(s, c, rec, 8)
     bad = [first[0], first[1].replace('"s1"', '"s\\q"'), first[2]]
     s.send(hello(9000), pods_line(9001, "SET", "file", bad),
            synced(9002, False))
@@ -997,12 +993,7 @@ def test_python_full_state_read_ahead(t):
         s.accept(c)
         s.send(hello(5), state(first), synced(7, False))
         drain(c)
-        s.send({"type": "error", "seq": 8, "reason": "ShuttingDown",
-                "message": "bye"})
-        drain(c)
-        wait_due(c)
-        s.accept(c)
-        rec.take()
+        reconnect(s, c, rec, 8)
 
         def feed(data):
             # What _read() does with each piece it receives.
@@ -1559,12 +1550,7 @@ def test_python_resume_after_saved_point_after(t):
             len(c) != 1 or c.resume_point != 201:
         raise AssertionError("after the replay: %r, has_synced %s, %d pods"
                              % (rec.log, c.has_synced, len(c)))
-    s.send({"type": "error", "seq": 202, "reason": "ShuttingDown",
-            "message": "bye"})
-    drain(c)
-    wait_due(c)
-    s.accept(c)
-    rec.take()
+    reconnect(s, c, rec, 202)
     s.send(hello(9000), pods(9001, "ADD", "file", spod("a", "alpha", gen=2),
                              spod("b", "beta")),
            {"type": "plugin", "seq": 9002, "op": "REGISTERED",

@@ -1058,6 +1058,19 @@ START_TEST(test_api_watch_list_bound_per_attempt)
 }
 END_TEST
 
+/* The fake API server up with n events published, a world on it, and
+ * the source started and through its first list. */
+static void api_world_synced(struct world *w, size_t n)
+{
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        server_start(&api_srv, api_serve);
+        api_publish(n);
+        api_world_up(w);
+        ck_assert_int_eq(api_source_start(w->as), 0);
+        while (w->n_sets < 1)
+                loop_run_once(w->loop, 2000);
+}
+
 /* A relist (here after the watch is refused as too old) that finds a pod
  * as it was keeps the pod the source already had: the merger stores that
  * one (src/core/pod.h), so the node holds one copy of it, not two.
@@ -1069,13 +1082,7 @@ START_TEST(test_api_relist_keeps_unchanged_pods)
         size_t sets;
 
         ONLY("test_api_relist_keeps_unchanged_pods");
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        server_start(&api_srv, api_serve);
-        api_publish(1);
-        api_world_up(&w);
-        ck_assert_int_eq(api_source_start(w.as), 0);
-        while (w.n_sets < 1)
-                loop_run_once(w.loop, 2000);
+        api_world_synced(&w, 1);
         a = pod_ref(state_pod(&w, "a"));
         keep = pod_ref(state_pod(&w, "keep"));
         ck_assert_ptr_nonnull(a);
@@ -1118,13 +1125,7 @@ START_TEST(test_api_retry_after_spent_still_waited)
         unsigned left;
 
         ONLY("test_api_retry_after_spent_still_waited");
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        server_start(&api_srv, api_serve);
-        api_publish(0);
-        api_world_up(&w);
-        ck_assert_int_eq(api_source_start(w.as), 0);
-        while (w.n_sets < 1)
-                loop_run_once(w.loop, 2000);
+        api_world_synced(&w, 0);
         pthread_mutex_lock(&api_srv.lock);
         api_srv.throttle = API_MAX_RETRY_AFTER + 1;
         api_srv.throttle_ra = 1;
