@@ -348,6 +348,49 @@ START_TEST(test_failed_read_relists_then_reads_on)
 }
 END_TEST
 
+/* The pause after a failed read cannot be set up (epoll_ctl fails):
+ * reading goes on at the next turn instead, and nothing is lost.  The
+ * resume after the pause fails: it is tried again a pause later. */
+START_TEST(test_failed_read_pause_and_resume_fail)
+{
+        struct tmp t;
+        struct counts c = {0};
+        struct watcher_watch *h = NULL;
+
+        if (!failalloc_enabled())
+                return;
+        tmp_init(&t);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_event, &c, &h), 0);
+        touch(t.a, "f");
+        failsys_arm(FAILSYS_READ, 1, EIO);
+        failsys_arm(FAILSYS_EPOLL_CTL, 1, ENOMEM);
+        loop_run_once(t.loop, 100 * 1000);
+        ck_assert(failsys_failed(FAILSYS_READ));
+        ck_assert(failsys_failed(FAILSYS_EPOLL_CTL));
+        failsys_arm(FAILSYS_READ, 0, 0);
+        failsys_arm(FAILSYS_EPOLL_CTL, 0, 0);
+        ck_assert_int_eq(c.overflows, 1);
+        loop_run_once(t.loop, 100 * 1000);
+        ck_assert_int_eq(c.created, 1);
+
+        touch(t.a, "g");
+        failsys_arm(FAILSYS_READ, 1, EIO);
+        loop_run_once(t.loop, 100 * 1000);
+        failsys_arm(FAILSYS_READ, 0, 0);
+        ck_assert_int_eq(c.overflows, 2);
+        failsys_arm(FAILSYS_EPOLL_CTL, 1, ENOMEM);
+        TURN_UNTIL(t.loop, failsys_failed(FAILSYS_EPOLL_CTL));
+        ck_assert(failsys_failed(FAILSYS_EPOLL_CTL));
+        failsys_arm(FAILSYS_EPOLL_CTL, 0, 0);
+        ck_assert_int_eq(c.created, 1);
+        TURN_UNTIL(t.loop, c.created == 2);
+        ck_assert_int_eq(c.created, 2);
+        ck_assert_int_eq(c.overflows, 2);
+        watcher_remove(h);
+        tmp_done(&t);
+}
+END_TEST
+
 /* The library's descriptor cannot be told apart (here: the library was
  * initialised already, so no new descriptor appears): -EIO, no watcher. */
 START_TEST(test_library_descriptor_not_found)
@@ -369,4 +412,4 @@ END_TEST
 
 UNIT_MAIN(test_burst_is_dispatched_in_batches, test_renamed_directory_watch_follows, test_two_subscribers_of_one_inode,
           test_callback_removes_another_handle, test_add_errors_change_nothing, test_failed_read_relists_then_reads_on,
-          test_library_descriptor_not_found)
+          test_failed_read_pause_and_resume_fail, test_library_descriptor_not_found)
