@@ -35,6 +35,7 @@
 
 #include <inotifytools/inotifytools.h>
 
+#include "util/episode.h"
 #include "util/watcher.h"
 
 /* After a failed read of the descriptor, reading waits this long. */
@@ -76,6 +77,7 @@ struct watcher {
          * moves it on, so a callback may remove any handle mid-walk. */
         struct watcher_watch *cursor;
         struct loop_timer *more_timer; /* a full batch: go on next turn */
+        struct episode failing;        /* reads of ino_fd that failed */
 };
 
 /* This subscriber's handle on wd, or NULL.  O(watches). */
@@ -150,7 +152,8 @@ static void dispatch_all_overflow(struct watcher *w)
  * to the loop; a full batch arms the more timer for the rest (what is
  * left in the buffer does not make the descriptor readable).  A failed
  * read: every subscriber relists, and reading waits WATCHER_RETRY_USEC,
- * so that a descriptor that keeps failing does not spin the loop.
+ * so that a descriptor that keeps failing does not spin the loop.  The
+ * failure is logged once per reason (a warning), and its end once.
  */
 static void dispatch(struct watcher *w)
 {
@@ -168,12 +171,24 @@ static void dispatch(struct watcher *w)
                         if (got < 0 && errno == EAGAIN)
                                 return;
                         if (got <= 0) {
+                                const char *reason = got < 0 ? ERRNO_STR(errno) : "end of file";
+
+                                episode_log(&w->failing, LOG_LEVEL_WARN, reason,
+                                            "watcher: reading the inotify descriptor failed: %s; "
+                                            "every watched path is read again, and the descriptor "
+                                            "in %u s",
+                                            reason, WATCHER_RETRY_USEC / 1000000u);
                                 dispatch_all_overflow(w);
                                 if (w->io && loop_io_modify(w->io, 0) == 0)
                                         loop_timer_arm(w->more_timer, WATCHER_RETRY_USEC);
                                 return;
                         }
                         w->len = (size_t)got;
+                        if (episode_failing(&w->failing))
+                                episode_clear(&w->failing,
+                                              "watcher: reading the inotify descriptor works again "
+                                              "after %u failed reads",
+                                              w->failing.failures);
                 }
                 /* The kernel writes whole events, aligned for the type. */
                 ev = (const struct inotify_event *)(void *)(w->rd + w->off);
@@ -308,6 +323,7 @@ void watcher_free(struct watcher *w)
                 unlink_watch(w, w->watches);
         loop_io_free(w->io);
         loop_timer_free(w->more_timer);
+        episode_free(&w->failing);
         /* Closes ino_fd, and with it every kernel watch. */
         if (w->initialized)
                 inotifytools_cleanup();

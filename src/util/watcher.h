@@ -9,7 +9,8 @@
  *
  * Events are read from the library's descriptor, without blocking, when
  * the loop sees it readable; watches are added and removed on it
- * directly.
+ * directly.  A failed read is logged (once per reason, and its end once)
+ * and told to every subscriber as IN_Q_OVERFLOW.
  *
  * Ownership: a handle belongs to its subscriber until it calls
  * watcher_remove(), or until the callback that saw IN_IGNORED for it

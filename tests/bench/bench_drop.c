@@ -13,9 +13,9 @@
  * manifest of a new pod name beside the directory, then renames it to
  * drop.yaml inside: the time from just before rename() to the consumer's
  * pods handler seeing the pod, and to the inotify reader's thread
- * reading IN_MOVED_TO (and to a second thread it wakes through a pipe:
- * what a thread between inotify and the loop would add, as the daemon's
- * watcher thread did until 2026-11-28).
+ * reading IN_MOVED_TO.  The renaming thread sleeps until both have noted
+ * their time (each signals an eventfd once it has): a harness polling
+ * for them would take CPU from what it measures on a 2-core machine.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -65,35 +66,32 @@ static void write_pod(const char *path, const char *name, int i)
         }
 }
 
-/* The raw reader: when each IN_MOVED_TO of drop.yaml was read; it also
- * passes each on through a pipe to a second thread (relay): what one hop
- * between threads costs (the daemon reads inotify on its loop, without
- * one). */
+/* The raw reader: when each IN_MOVED_TO of drop.yaml was read; each is
+ * signalled on done, an eventfd. */
 struct raw {
         int fd;
         int want;
         uint64_t *at;
         int seen; /* read with __atomic */
-        int pipe[2];
-        uint64_t *relay_at;
-        int relayed; /* read with __atomic */
+        int done;
 };
 
-static void *relay_main(void *arg)
+/* Wakes the renaming thread blocked in wait_done(). */
+static void signal_done(int fd)
 {
-        struct raw *r = arg;
-        char b;
+        uint64_t one = 1;
 
-        while (__atomic_load_n(&r->relayed, __ATOMIC_ACQUIRE) < r->want) {
-                ssize_t n = read(r->pipe[0], &b, 1);
-                int k = __atomic_load_n(&r->relayed, __ATOMIC_RELAXED);
+        if (write(fd, &one, sizeof(one)) != sizeof(one))
+                exit(1);
+}
 
-                if (n <= 0)
-                        break;
-                r->relay_at[k] = mono_usec();
-                __atomic_store_n(&r->relayed, k + 1, __ATOMIC_RELEASE);
-        }
-        return NULL;
+/* Sleeps until fd is signalled, at most 60 s; whether it was. */
+static bool wait_done(int fd)
+{
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t n;
+
+        return poll(&pfd, 1, 60 * 1000) == 1 && read(fd, &n, sizeof(n)) == sizeof(n);
 }
 
 static void *raw_main(void *arg)
@@ -117,8 +115,7 @@ static void *raw_main(void *arg)
                         if ((ev->mask & IN_MOVED_TO) && ev->len && !strcmp(ev->name, "drop.yaml") && k < r->want) {
                                 r->at[k] = t;
                                 __atomic_store_n(&r->seen, k + 1, __ATOMIC_RELEASE);
-                                if (write(r->pipe[1], "x", 1) != 1)
-                                        exit(1);
+                                signal_done(r->done);
                         }
                         p += sizeof(*ev) + ev->len;
                 }
@@ -133,7 +130,7 @@ static void *raw_main(void *arg)
  * 150 us here), and a consumer sharing that thread could not see the pod
  * before rename() returned.  The main thread sets want and then drop
  * (release); the consumer notes when the pod named want of drop k was
- * handed to it in at, then sets got to k (release).
+ * handed to it in at, then sets got to k (release) and signals done.
  */
 struct consumer {
         struct podmux_client *c;
@@ -142,6 +139,7 @@ struct consumer {
         int got;  /* with __atomic */
         uint64_t at;
         int stop; /* with __atomic */
+        int done;
 };
 
 static void on_pods(struct podmux_client *c, const struct podmux_update *u, void *data)
@@ -156,6 +154,7 @@ static void on_pods(struct podmux_client *c, const struct podmux_update *u, void
                 if (!strcmp(podmux_pod_name(u->pods[i]), st->want)) {
                         st->at = mono_usec();
                         __atomic_store_n(&st->got, k, __ATOMIC_RELEASE);
+                        signal_done(st->done);
                         return;
                 }
 }
@@ -300,11 +299,11 @@ int main(int argc, char **argv)
         int n_pods = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 1;
         char dir[] = "/tmp/podmux-bench-drop-XXXXXX", mdir[64], sock[64], tmp[64];
         char dst[96];
-        uint64_t cpu0, cpu1, *lat_c, *lat_raw, *lat_relay, *raw_at, *relay_at;
+        uint64_t cpu0, cpu1, *lat_c, *lat_raw, *raw_at;
         struct consumer st = {0};
         struct podmux_client *c = NULL;
         struct raw r = {0};
-        pthread_t th, th_relay, th_consumer;
+        pthread_t th, th_consumer;
         pid_t pid;
         int status;
 
@@ -318,10 +317,10 @@ int main(int argc, char **argv)
         snprintf(dst, sizeof(dst), "%s/drop.yaml", mdir);
         lat_c = calloc((size_t)drops, sizeof(*lat_c));
         lat_raw = calloc((size_t)drops, sizeof(*lat_raw));
-        lat_relay = calloc((size_t)drops, sizeof(*lat_relay));
         raw_at = calloc((size_t)drops, sizeof(*raw_at));
-        relay_at = calloc((size_t)drops, sizeof(*relay_at));
-        if (!lat_c || !lat_raw || !lat_relay || !raw_at || !relay_at || mkdir(mdir, 0755) < 0)
+        st.done = eventfd(0, EFD_CLOEXEC);
+        r.done = eventfd(0, EFD_CLOEXEC);
+        if (!lat_c || !lat_raw || !raw_at || st.done < 0 || r.done < 0 || mkdir(mdir, 0755) < 0)
                 return 1;
         for (int i = 0; i < n_pods - 1; i++) {
                 char path[PATH_MAX + 32], name[32];
@@ -334,11 +333,9 @@ int main(int argc, char **argv)
         r.fd = inotify_init1(IN_CLOEXEC);
         r.want = drops;
         r.at = raw_at;
-        r.relay_at = relay_at;
-        if (r.fd < 0 || inotify_add_watch(r.fd, mdir, IN_MOVED_TO) < 0 || pipe2(r.pipe, O_CLOEXEC) < 0)
+        if (r.fd < 0 || inotify_add_watch(r.fd, mdir, IN_MOVED_TO) < 0)
                 return 1;
         pthread_create(&th, NULL, raw_main, &r);
-        pthread_create(&th_relay, NULL, relay_main, &r);
         if (podmux_client_new(sock, &st, &c) < 0)
                 return 1;
         podmux_client_on_pods(c, on_pods);
@@ -371,7 +368,7 @@ int main(int argc, char **argv)
                 return 1;
         for (int k = 0; k < drops; k++) {
                 char name[32];
-                uint64_t t0, deadline;
+                uint64_t t0;
 
                 snprintf(name, sizeof(name), "drop%d", k);
                 snprintf(st.want, sizeof(st.want), "%s-%s", name, NODE);
@@ -382,49 +379,39 @@ int main(int argc, char **argv)
                         perror("rename");
                         return 1;
                 }
-                deadline = t0 + 60u * 1000u * 1000u;
-                while (__atomic_load_n(&st.got, __ATOMIC_ACQUIRE) != k + 1) {
-                        if (mono_usec() > deadline) {
-                                fprintf(stderr, "bench_drop: %s never reached the consumer\n", name);
-                                return 1;
-                        }
-                        usleep(50);
+                if (!wait_done(st.done) || __atomic_load_n(&st.got, __ATOMIC_ACQUIRE) != k + 1) {
+                        fprintf(stderr, "bench_drop: %s never reached the consumer\n", name);
+                        return 1;
                 }
-                while (__atomic_load_n(&r.relayed, __ATOMIC_ACQUIRE) <= k)
-                        usleep(100);
+                if (!wait_done(r.done) || __atomic_load_n(&r.seen, __ATOMIC_ACQUIRE) <= k) {
+                        fprintf(stderr, "bench_drop: the inotify reader missed %s\n", name);
+                        return 1;
+                }
                 lat_c[k] = st.at - t0;
                 lat_raw[k] = raw_at[k] - t0;
-                lat_relay[k] = relay_at[k] - t0;
         }
         __atomic_store_n(&st.stop, 1, __ATOMIC_RELEASE);
         pthread_join(th_consumer, NULL);
         cpu1 = cpu_usec(pid);
         pthread_join(th, NULL);
-        pthread_join(th_relay, NULL);
         podmux_client_free(c);
         kill(pid, SIGTERM);
         waitpid(pid, &status, 0);
         qsort(lat_c, (size_t)drops, sizeof(*lat_c), cmp_u64);
         qsort(lat_raw, (size_t)drops, sizeof(*lat_raw), cmp_u64);
-        qsort(lat_relay, (size_t)drops, sizeof(*lat_relay), cmp_u64);
         printf("drop_c_consumer pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 " daemon_cpu_us_per_drop=%.0f\n",
                n_pods, drops, pct(lat_c, drops, 50), pct(lat_c, drops, 99), (double)(cpu1 - cpu0) / drops);
         printf("drop_raw_inotify pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 "\n", n_pods, drops,
                pct(lat_raw, drops, 50), pct(lat_raw, drops, 99));
-        printf("drop_raw_inotify_relayed pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64
-               " (one more thread, woken through a pipe)\n",
-               n_pods, drops, pct(lat_relay, drops, 50), pct(lat_relay, drops, 99));
         printf("ratio drop c_consumer/raw_inotify p50=%.2f p99=%.2f (target p50 <= 2)\n",
                (double)pct(lat_c, drops, 50) / (double)(pct(lat_raw, drops, 50) ? pct(lat_raw, drops, 50) : 1),
                (double)pct(lat_c, drops, 99) / (double)(pct(lat_raw, drops, 99) ? pct(lat_raw, drops, 99) : 1));
         close(r.fd);
-        close(r.pipe[0]);
-        close(r.pipe[1]);
+        close(r.done);
+        close(st.done);
         remove_tree(dir, 1);
         free(lat_c);
         free(lat_raw);
         free(raw_at);
-        free(lat_relay);
-        free(relay_at);
         return 0;
 }

@@ -8,46 +8,8 @@
 
 #include "util/episode.h"
 #include "failalloc.h"
+#include "log_capture.h"
 #include "unit.h"
-
-/* stderr into a file while a test logs; the text read back. */
-struct capture {
-        char path[40];
-        int fd, saved;
-};
-
-static void capture_start(struct capture *c)
-{
-        (void)snprintf(c->path, sizeof(c->path), "/tmp/podmux-test-episode-XXXXXX");
-        c->fd = mkstemp(c->path);
-        c->saved = dup(STDERR_FILENO);
-        ck_assert_int_ge(c->fd, 0);
-        ck_assert_int_ge(c->saved, 0);
-        ck_assert_int_ge(dup2(c->fd, STDERR_FILENO), 0);
-}
-
-/* The captured text, NUL-terminated, in text. */
-static void capture_end(struct capture *c, char *text, size_t size)
-{
-        ssize_t n;
-
-        ck_assert_int_ge(dup2(c->saved, STDERR_FILENO), 0);
-        close(c->saved);
-        n = pread(c->fd, text, size - 1, 0);
-        close(c->fd);
-        unlink(c->path);
-        ck_assert_int_ge(n, 0);
-        text[n] = '\0';
-}
-
-static int count(const char *text, const char *what)
-{
-        int n = 0;
-
-        for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
-                n++;
-        return n;
-}
 
 /* The first failure is said, the same reason again is not, another is;
  * the end is said once, and after it the same reason is said again. */
@@ -81,11 +43,11 @@ END_TEST
 START_TEST(test_lines)
 {
         struct episode ep = EPISODE_INIT;
-        struct capture c;
+        struct log_capture c;
         char text[4096];
 
         log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_TEXT);
-        capture_start(&c);
+        log_capture_start(&c);
         ck_assert(episode_log(&ep, LOG_LEVEL_ERROR, "HTTP 500", "src: %s: again in %d s", "HTTP 500", 1));
         ck_assert(!episode_log(&ep, LOG_LEVEL_ERROR, "HTTP 500", "src: %s: again in %d s", "HTTP 500", 2));
         ck_assert(episode_log(&ep, LOG_LEVEL_WARN, "HTTP 503", "src: %s", "HTTP 503"));
@@ -95,14 +57,14 @@ START_TEST(test_lines)
         ck_assert(episode_log(&ep, LOG_LEVEL_ERROR, "x", "src: x"));
         ck_assert(!episode_log(&ep, LOG_LEVEL_ERROR, "x", "src: x (quiet)"));
         episode_free(&ep);
-        capture_end(&c, text, sizeof(text));
+        log_capture_end(&c, text, sizeof(text));
         ck_assert_msg(strstr(text, "error src: HTTP 500: again in 1 s\n"), "%s", text);
         ck_assert_msg(strstr(text, "debug src: HTTP 500: again in 2 s (failure 2 in a row)\n"), "%s", text);
         ck_assert_msg(strstr(text, "warn  src: HTTP 503\n"), "%s", text);
         ck_assert_msg(strstr(text, "info  src: works again (the last problem was: HTTP 503)\n"), "%s", text);
         ck_assert_msg(strstr(text, "error src: x\n"), "%s", text);
         ck_assert_msg(!strstr(text, "must not") && !strstr(text, "quiet"), "%s", text);
-        ck_assert_int_eq(count(text, "\n"), 5);
+        ck_assert_int_eq(log_capture_count(text, "\n"), 5);
 }
 END_TEST
 

@@ -17,6 +17,8 @@
 #include <inotifytools/inotifytools.h>
 
 #include "failalloc.h"
+#include "log_capture.h"
+#include "util/log.h"
 #include "util/loop.h"
 #include "util/watcher.h"
 #include "unit.h"
@@ -316,12 +318,16 @@ END_TEST
 
 /* A failed read of the inotify descriptor: every subscriber is told to
  * relist (IN_Q_OVERFLOW) once, reading pauses instead of spinning, and
- * the event the read missed is still handed over afterwards. */
+ * the event the read missed is still handed over afterwards.  The log
+ * (at the default level) says the failure with its reason once, and
+ * that it is over once. */
 START_TEST(test_failed_read_relists_then_reads_on)
 {
         struct tmp t;
         struct counts c = {0};
         struct watcher_watch *h = NULL;
+        struct log_capture cap;
+        char text[4096];
 
         /* Under the sanitizers nothing is interposed (failalloc.h). */
         if (!failalloc_enabled())
@@ -329,6 +335,8 @@ START_TEST(test_failed_read_relists_then_reads_on)
         tmp_init(&t);
         ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_event, &c, &h), 0);
         touch(t.a, "f");
+        log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
+        log_capture_start(&cap);
         failsys_arm(FAILSYS_READ, 1, EIO);
         loop_run_once(t.loop, 100 * 1000);
         ck_assert(failsys_failed(FAILSYS_READ));
@@ -341,8 +349,16 @@ START_TEST(test_failed_read_relists_then_reads_on)
         ck_assert_int_eq(c.overflows, 1);
         ck_assert_int_eq(c.created, 0);
         TURN_UNTIL(t.loop, c.created == 1);
+        log_capture_end(&cap, text, sizeof(text));
         ck_assert_int_eq(c.created, 1);
         ck_assert_int_eq(c.overflows, 1);
+        ck_assert_msg(log_capture_count(text, "warn  watcher: reading the inotify descriptor failed: "
+                                              "Input/output error; every watched path is read again") == 1,
+                      "%s", text);
+        ck_assert_msg(log_capture_count(text, "info  watcher: reading the inotify descriptor works again "
+                                              "after 1 failed reads\n") == 1,
+                      "%s", text);
+        ck_assert_int_eq(log_capture_count(text, "\n"), 2);
         watcher_remove(h);
         tmp_done(&t);
 }
