@@ -165,14 +165,44 @@ static size_t path_push(struct path *p, const char *fmt, ...)
         return old;
 }
 
+/* Appends len bytes of s, cut where the path is full (as path_push()
+ * cuts): the two callers below run for every field of every pod, where
+ * a printf() per field showed in scripts/bench's normalize line. */
+static void path_append(struct path *p, const char *s, size_t len)
+{
+        size_t room = sizeof(p->s) - 1 - p->n;
+
+        if (len > room)
+                len = room;
+        memcpy(p->s + p->n, s, len);
+        p->n += len;
+        p->s[p->n] = '\0';
+}
+
 static size_t path_key(struct path *p, const char *key)
 {
-        return path_push(p, p->n ? ".%s" : "%s", key);
+        size_t old = p->n;
+
+        if (p->n)
+                path_append(p, ".", 1);
+        path_append(p, key, strlen(key));
+        return old;
 }
 
 static size_t path_idx(struct path *p, size_t i)
 {
-        return path_push(p, "[%zu]", i);
+        char digits[24];
+        size_t k = sizeof(digits);
+        size_t old = p->n;
+
+        digits[--k] = ']';
+        do {
+                digits[--k] = (char)('0' + i % 10);
+                i /= 10;
+        } while (i);
+        digits[--k] = '[';
+        path_append(p, digits + k, sizeof(digits) - k);
+        return old;
 }
 
 static void path_pop(struct path *p, size_t old)
