@@ -12,37 +12,51 @@
 #include "util/json_canon.h"
 #include "util/json_parse.h"
 
-static int cmp_str_ptr(const void *a, const void *b)
+/* A member of an object: its key and value, read together from json-c's
+ * table, so the sorted walk needs no lookup per key. */
+struct member {
+        const char *key;
+        json_object *val;
+};
+
+static int cmp_member(const void *a, const void *b)
 {
-        return strcmp(*(const char *const *)a, *(const char *const *)b);
+        return strcmp(((const struct member *)a)->key, ((const struct member *)b)->key);
 }
+
+/* Members of an object this small are sorted on the stack: most of a
+ * pod's objects (metadata, a port, a mount) are; a spec or a container
+ * is not, and takes one allocation. */
+#define CANON_STACK_MEMBERS 8
 
 static int canon_object(struct buf *out, json_object *v)
 {
         size_t n = (size_t)json_object_object_length(v), i = 0;
-        const char **keys = NULL;
+        struct member stack[CANON_STACK_MEMBERS], *m = stack;
         int r = -ENOMEM;
 
         if (n == 0)
                 return buf_puts(out, "{}");
-        keys = malloc(n * sizeof(*keys));
-        if (!keys)
-                return -ENOMEM;
+        if (n > CANON_STACK_MEMBERS) {
+                m = malloc(n * sizeof(*m));
+                if (!m)
+                        return -ENOMEM;
+        }
         json_object_object_foreach(v, key, val) {
-                (void)val;
-                keys[i++] = key;
+                m[i].key = key;
+                m[i].val = val;
+                i++;
         }
         /* Sorting costs O(k log k) per object; canonical text is computed
          * once per pod version, never per comparison. */
-        qsort(keys, n, sizeof(*keys), cmp_str_ptr);
+        qsort(m, n, sizeof(*m), cmp_member);
         if (buf_putc(out, '{') < 0)
                 goto out;
         for (i = 0; i < n; i++) {
-                if ((i && buf_putc(out, ',') < 0) ||
-                    buf_json_string(out, keys[i], strlen(keys[i])) < 0 ||
+                if ((i && buf_putc(out, ',') < 0) || buf_json_string(out, m[i].key, strlen(m[i].key)) < 0 ||
                     buf_putc(out, ':') < 0)
                         goto out;
-                r = json_canon_append(out, json_object_object_get(v, keys[i]));
+                r = json_canon_append(out, m[i].val);
                 if (r < 0)
                         goto out;
                 r = -ENOMEM;
@@ -51,7 +65,8 @@ static int canon_object(struct buf *out, json_object *v)
                 goto out;
         r = 0;
 out:
-        free(keys);
+        if (m != stack)
+                free(m);
         return r;
 }
 

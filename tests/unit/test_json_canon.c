@@ -29,6 +29,11 @@ START_TEST(test_canon_sorts_keys_and_strips_space)
 
         ck_assert_str_eq(a, "{\"a\":\"x\",\"b\":[1,2,{\"a\":null,\"z\":1}]}");
         free(a);
+        /* More members than are sorted on the stack. */
+        a = canon_of("{\"k\":1,\"j\":2,\"i\":3,\"h\":4,\"g\":5,\"f\":6,\"e\":7,\"d\":8,\"c\":9,\"b\":10,\"a\":11}");
+        ck_assert_str_eq(a,
+                         "{\"a\":11,\"b\":10,\"c\":9,\"d\":8,\"e\":7,\"f\":6,\"g\":5,\"h\":4,\"i\":3,\"j\":2,\"k\":1}");
+        free(a);
 }
 END_TEST
 
