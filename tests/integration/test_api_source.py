@@ -1312,6 +1312,16 @@ def test_watch_closes_once_no_events_error(t):
     converge(c, srv)
 
 
+def logged_lists(srv, n):
+    """The fake server's lists once it has logged the answers to the
+    first n: a consumer can hold the pods before the server's log has
+    the answer it sent (seen on a loaded machine)."""
+    harness.wait_for(lambda: len(srv.requests(kind="list")) >= n and
+                     all(r["status"] is not None for r in srv.requests(kind="list")[:n]),
+                     20, "the fake server's log of %d lists" % n)
+    return srv.requests(kind="list")
+
+
 @api_test("an ERROR event with code 500 (or a watch refused with 500/403) "
           "ends the cycle: backoff, relist from lastRV, watch again",
           params=("error-event", "watch-500", "watch-403"))
@@ -1354,7 +1364,7 @@ def test_list_failures_start_500_status_503(t):
                  timeout=40)
     if m.get("type") != "pods" or msg_names(m) != ["a"]:
         raise AssertionError("first api message %s" % summarize(m))
-    lists = srv.requests(kind="list")
+    lists = logged_lists(srv, 4)
     if [r["status"] for r in lists[:4]] != [500, 503, 403, 200]:
         raise AssertionError("lists: %s" % [describe(r) for r in lists])
     if len({r["query"] for r in lists[:4]}) != 1:
@@ -1374,7 +1384,7 @@ def test_list_fails_again_again_one_reason(t):
     d = api_daemon(t, plain_kubeconfig(t, srv))
     c = d.connect()
     converge(c, srv)
-    lists = srv.requests(kind="list")
+    lists = logged_lists(srv, 4)
     if [r["status"] for r in lists[:4]] != [500, 500, 500, 200]:
         raise AssertionError("lists: %s" % [describe(r) for r in lists])
     above = [x for x in d.logs() if x.level in ("error", "warn", "warning",
@@ -1403,12 +1413,7 @@ def test_429_503_retry_after_n_list(t):
     d = api_daemon(t, plain_kubeconfig(t, srv))
     c = d.connect()
     converge(c, srv)
-    # The consumer can hold the pods before the fake server has logged the
-    # answer it sent: wait for the log, bounded.
-    harness.wait_for(lambda: len(srv.requests(kind="list")) >= 3 and
-                     all(r["status"] is not None for r in srv.requests(kind="list")[:3]),
-                     20, "the fake server's log of three lists")
-    lists = srv.requests(kind="list")
+    lists = logged_lists(srv, 3)
     if [r["status"] for r in lists[:3]] != [int(t.param)] * 2 + [200]:
         raise AssertionError("lists: %s" % [describe(r) for r in lists])
     if len({r["query"] for r in lists[:3]}) != 1:
@@ -1435,10 +1440,7 @@ def test_503_retry_after_too_large_list(t):
     d = api_daemon(t, plain_kubeconfig(t, srv))
     c = d.connect()
     converge(c, srv)
-    harness.wait_for(lambda: len(srv.requests(kind="list")) >= 2 and
-                     all(r["status"] is not None for r in srv.requests(kind="list")[:2]),
-                     20, "the fake server's log of two lists")
-    lists = srv.requests(kind="list")
+    lists = logged_lists(srv, 2)
     if [r["status"] for r in lists[:2]] != [503, 200]:
         raise AssertionError("lists: %s" % [describe(r) for r in lists])
     lines = [x for x in d.logs() if x.msg.startswith("api source:")]
