@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "failalloc.h"
@@ -179,6 +180,22 @@ long failalloc_count(void)
 long failalloc_live(void)
 {
         return __atomic_load_n(&live, __ATOMIC_SEQ_CST);
+}
+
+static void *no_work(void *arg)
+{
+        return arg;
+}
+
+void failalloc_warm_up(void)
+{
+        time_t now = time(NULL);
+        struct tm tm;
+        pthread_t t;
+
+        (void)gmtime_r(&now, &tm);
+        if (pthread_create(&t, NULL, no_work, NULL) == 0)
+                (void)pthread_join(t, NULL);
 }
 
 bool failalloc_failed(void)

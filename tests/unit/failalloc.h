@@ -38,6 +38,14 @@ long failalloc_count(void);
 /* Blocks allocated and not yet freed, all threads: a leak check compares
  * it before and after a piece of work. */
 long failalloc_live(void);
+/* What the C library allocates once and keeps, done before a leak check
+ * takes its first count: the time zone's state (the first time a log
+ * line converts a time), and a thread's stack and bookkeeping (reused by
+ * the next thread without an allocation).  A test
+ * that is the first of its process (as every test is under CK_FORK=yes)
+ * would count them as leaked, and see pthread_create() fail with EAGAIN
+ * at an injected failure. */
+void failalloc_warm_up(void);
 /* Whether a failure was injected since the last arm. */
 bool failalloc_failed(void);
 /* The return address of the allocation that failed (NULL: none), to

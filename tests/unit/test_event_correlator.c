@@ -382,6 +382,7 @@ START_TEST(test_failed_allocations_change_nothing)
 
         if (!failalloc_enabled())
                 return;
+        failalloc_warm_up();
         live = failalloc_live();
         for (int round = 0; round < 2; round++) {
                 for (long n = 1;; n++) {
@@ -425,6 +426,7 @@ START_TEST(test_new_fails_cleanly)
 
         if (!failalloc_enabled())
                 return;
+        failalloc_warm_up();
         live = failalloc_live();
         for (long n = 1;; n++) {
                 struct event_correlator_config cfg = {.component = "podmux", .host = "node1"};

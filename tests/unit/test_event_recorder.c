@@ -196,6 +196,7 @@ START_TEST(test_record_fails_cleanly)
         if (!failalloc_enabled())
                 return;
         init_curl();
+        failalloc_warm_up();
         live = failalloc_live();
         for (long n = 1;; n++) {
                 struct fixture f;
@@ -235,6 +236,7 @@ START_TEST(test_new_fails_cleanly)
                 return;
         init_curl();
         kube = refused_client();
+        failalloc_warm_up();
         live = failalloc_live();
         ck_assert_int_eq(loop_new(&l), 0);
         for (long n = 1;; n++) {

@@ -174,6 +174,7 @@ static void sweep(const char *target, const char *want, bool streamed)
 
         if (!failalloc_enabled())
                 return;
+        failalloc_warm_up();
         for (long n = 1;; n++) {
                 struct world w;
                 struct pod_update *u;

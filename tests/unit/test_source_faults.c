@@ -59,16 +59,12 @@
                         return;                                           \
         } while (0)
 
-/* What the C library allocates once and keeps (the time zone state of
- * the first gmtime_r, as the first log line calls it), done before any
- * leak is counted. */
+/* What the C library allocates once and keeps, done before any leak is
+ * counted (failalloc_warm_up()). */
 static void warm_up(void)
 {
-        time_t now = time(NULL);
-        struct tm tm;
-
         log_setup(getenv("FAULTS_VERBOSE") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
-        (void)gmtime_r(&now, &tm);
+        failalloc_warm_up();
         (void)ERRNO_STR(ENOMEM);
 }
 
