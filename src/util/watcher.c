@@ -27,6 +27,8 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -71,6 +73,7 @@ struct watcher {
          * least one event with the longest name. */
         char rd[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
         size_t off, len;
+        bool drained; /* the read that filled rd emptied the kernel's queue */
 
         struct watcher_watch *watches;
         /* The next handle a walk over watches visits: unlink_watch()
@@ -163,8 +166,19 @@ static void dispatch(struct watcher *w)
                 const struct inotify_event *ev;
 
                 if (w->off == w->len) {
-                        ssize_t got = read(w->ino_fd, w->rd, sizeof(w->rd));
+                        ssize_t got;
 
+                        /* The last read left room for one more event of
+                         * the longest name: it took all the kernel had.
+                         * What came since makes the descriptor readable
+                         * (level-triggered), so this turn need not ask
+                         * again only to hear EAGAIN: a drop costs one
+                         * read, not two. */
+                        if (w->drained) {
+                                w->drained = false;
+                                return;
+                        }
+                        got = read(w->ino_fd, w->rd, sizeof(w->rd));
                         w->off = w->len = 0;
                         if (got < 0 && errno == EINTR)
                                 continue;
@@ -184,6 +198,7 @@ static void dispatch(struct watcher *w)
                                 return;
                         }
                         w->len = (size_t)got;
+                        w->drained = w->len + sizeof(struct inotify_event) + NAME_MAX + 1 <= sizeof(w->rd);
                         if (episode_failing(&w->failing))
                                 episode_clear(&w->failing,
                                               "watcher: reading the inotify descriptor works again "

@@ -407,6 +407,46 @@ START_TEST(test_failed_read_pause_and_resume_fail)
 }
 END_TEST
 
+/* A read that took everything the kernel had is not followed by one
+ * that hears EAGAIN: a drop costs one read() of the descriptor.  Events
+ * that come after it wake the loop again (the descriptor is
+ * level-triggered), and none is lost, one at a time or many. */
+START_TEST(test_one_read_per_wake)
+{
+        struct tmp t;
+        struct counts c = {0};
+        struct watcher_watch *h = NULL;
+
+        if (!failalloc_enabled())
+                return;
+        tmp_init(&t);
+        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_event, &c, &h), 0);
+        for (long k = 1; k <= 3; k++) {
+                char name[16];
+
+                snprintf(name, sizeof(name), "f%ld", k);
+                touch(t.a, name);
+                failsys_arm(FAILSYS_READ, 1000, EIO); /* counts, fails nothing */
+                loop_run_once(t.loop, 1000 * 1000);
+                ck_assert_int_eq(failsys_count(FAILSYS_READ), 1);
+                failsys_arm(FAILSYS_READ, 0, 0);
+                ck_assert_int_eq(c.created, k);
+        }
+        /* Many at once: still every one, whatever the reads. */
+        for (int k = 0; k < 300; k++) {
+                char name[16];
+
+                snprintf(name, sizeof(name), "g%d", k);
+                touch(t.a, name);
+        }
+        TURN_UNTIL(t.loop, c.created == 303);
+        ck_assert_int_eq(c.created, 303);
+        ck_assert_int_eq(c.overflows, 0);
+        watcher_remove(h);
+        tmp_done(&t);
+}
+END_TEST
+
 /* The library's descriptor cannot be told apart (here: the library was
  * initialised already, so no new descriptor appears): -EIO, no watcher. */
 START_TEST(test_library_descriptor_not_found)
@@ -428,4 +468,4 @@ END_TEST
 
 UNIT_MAIN(test_burst_is_dispatched_in_batches, test_renamed_directory_watch_follows, test_two_subscribers_of_one_inode,
           test_callback_removes_another_handle, test_add_errors_change_nothing, test_failed_read_relists_then_reads_on,
-          test_failed_read_pause_and_resume_fail, test_library_descriptor_not_found)
+          test_failed_read_pause_and_resume_fail, test_one_read_per_wake, test_library_descriptor_not_found)
