@@ -1712,15 +1712,53 @@ static int check_type_meta(json_object *root, bool allow_list, const char **ret_
         return 0;
 }
 
+/* Whether the first byte that is not white space is '{': text the
+ * kubelet hands to its JSON decoder as it is, without reading it as
+ * YAML. */
+static bool has_json_prefix(const char *data, size_t len)
+{
+        size_t i = 0;
+
+        while (i < len && data[i] && strchr(" \t\n\r\v\f", data[i]))
+                i++;
+        return i < len && data[i] == '{';
+}
+
+/*
+ * Step 1.  YAML (JSON being YAML) into a tree.  Text that starts as JSON
+ * and that the YAML reader refuses is read as JSON: the kubelet decodes
+ * such text as JSON alone, and JSON that YAML cannot read is accepted
+ * there (a \u escape of a surrogate pair or a lone surrogate, as
+ * Python's json.dumps() writes any character past U+FFFF; a member's name
+ * and its colon on two lines).  Text both refuse gets the YAML reader's
+ * message, as before; what YAML reads is read as before, so no UID of a
+ * manifest that was accepted changes.
+ */
 static int parse(const char *data, size_t len, json_object **ret_root, struct buf *err)
 {
+        struct buf yerr = BUF_INIT;
         int r;
 
         if (len >= MANIFEST_MAX_BYTES)
                 return buf_set_err(err, -EFBIG, "manifest too large (%zu bytes, limit %u)", len, MANIFEST_MAX_BYTES);
-        r = yaml_to_json(data, len, ret_root, err);
-        if (r == -ENODATA)
-                return buf_set_err(err, r, "empty manifest: no YAML or JSON document");
+        if (!has_json_prefix(data, len)) {
+                r = yaml_to_json(data, len, ret_root, err);
+                if (r == -ENODATA)
+                        return buf_set_err(err, r, "empty manifest: no YAML or JSON document");
+                return r;
+        }
+        r = yaml_to_json(data, len, ret_root, err ? &yerr : NULL);
+        if (r == -EINVAL) {
+                r = json_parse_text(data, len, ret_root, NULL);
+                if (r == -EINVAL && err) {
+                        buf_free(err); /* the YAML reader's message */
+                        *err = yerr;
+                        yerr = (struct buf)BUF_INIT;
+                }
+        }
+        if (r == -ENOMEM && err)
+                buf_reset(err); /* util/buf.h: -ENOMEM leaves it empty */
+        buf_free(&yerr);
         return r;
 }
 

@@ -190,6 +190,11 @@ static const struct {
         /* Bad ones: the same message, or -ENOMEM. */
         {"YAML syntax error", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n   bad: [\n"},
         {"JSON syntax error", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":}}"},
+        /* Read as JSON once the YAML reader has refused it. */
+        {"JSON pod YAML cannot read", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"e\","
+                                      "\"annotations\":{\"a\":\"\\ud83d\\ude00\"}},"
+                                      "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:v1\"}]}}"},
+        {"JSON neither reads", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\"\n:\"\\ud83d\" x}}"},
         {"invalid pod", "apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name, labels: {'a b': c}}\n"
                         "spec:\n  containers:\n  - name: c\n  - name: c\n    image: ' x'\n"
                         "  volumes: [{name: v, secret: {secretName: s}}]\n"},

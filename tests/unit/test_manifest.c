@@ -250,6 +250,47 @@ START_TEST(test_yaml_errors_pass_through)
 }
 END_TEST
 
+/* Text that starts as JSON goes to the kubelet's JSON decoder as it is:
+ * JSON that YAML cannot read is accepted, as there (a surrogate pair
+ * escaped, as Python's json.dumps() writes an emoji; a lone surrogate,
+ * which becomes U+FFFD; a member's name and its colon on two lines).
+ * Text both refuse gets the YAML reader's message; a YAML document with
+ * the same escape is refused, as Go's YAML reader refuses it. */
+START_TEST(test_json_read_as_json)
+{
+        static const char pair[] = "  \n{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\","
+                                   "\"annotations\":{\"a\":\"smile \\ud83d\\ude00\"}},"
+                                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:v1\"}]}}\n";
+        static const char lone[] = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\","
+                                   "\"annotations\":{\"a\":\"x\\ud83dy\"}},"
+                                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:v1\"}]}}";
+        static const char split[] = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\"\n:\"p\"},"
+                                    "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:v1\"}]}}";
+        json_object *pod;
+        char *e;
+
+        pod = decode(pair);
+        ck_assert_str_eq(str_at(pod, "metadata.annotations.a"), "smile \xf0\x9f\x98\x80");
+        json_object_put(pod);
+        pod = decode(lone);
+        ck_assert_str_eq(str_at(pod, "metadata.annotations.a"), "x\xef\xbf\xbdy");
+        json_object_put(pod);
+        pod = decode(split);
+        ck_assert_str_eq(str_at(pod, "metadata.name"), "p-random-test-hostname");
+        json_object_put(pod);
+        /* Refused by both: the YAML reader's message. */
+        EXPECT_ERR("{\"apiVersion\": \"v1\",\n  bad\n",
+                   "line 3, column 1: did not find expected ',' or '}' (while parsing a flow mapping at line "
+                   "1, column 1)");
+        /* Not JSON: YAML's rules alone. */
+        e = decode_err_ctx(HEAD "  annotations: {a: \"smile \\ud83d\\ude00\"}\n"
+                                "spec: {containers: [{name: c, image: 'x:v1'}]}\n",
+                           &file_ctx, -EINVAL);
+        ck_assert_msg(strstr(e, "found invalid Unicode character escape code"), "%s", e);
+        free(e);
+}
+END_TEST
+
 START_TEST(test_binary_garbage)
 {
         static const unsigned char gz[] = {0x1f, 0x8b, 0x08, 0x00, 0x12, 0x34, 0x56, 0x78, 0x00, 0x03};
@@ -1658,22 +1699,17 @@ START_TEST(test_many_containers_stay_linear)
 }
 END_TEST
 
-UNIT_MAIN(test_decode_size_limit,
-          test_empty_and_null_manifests, test_not_a_mapping, test_type_meta,
-          test_yaml_errors_pass_through, test_binary_garbage, test_first_document_only,
-          test_field_types, test_yaml_11_scalars_in_pods, test_nulls_are_absent,
-          test_unknown_fields_dropped, test_unknown_fields_bounded_and_optional,
-          test_semantic_equality_as_go_decodes, test_normalized_form, test_normalize_type_errors,
-          test_quantity_spellings, test_api_defaults, test_api_defaults_keep_given_values,
-          test_image_pull_policy, test_grace_period, test_further_api_defaults,
-          test_source_defaults, test_toleration_added, test_toleration_identical_kept,
-          test_toleration_replaced_in_place, test_http_origin_adds_no_toleration,
-          test_uid_algorithm, test_uid_stable_across_encodings,
-          test_uid_changes_with_content_and_origin, test_uid_pinned, test_name_required,
-          test_validation_names, test_validation_containers, test_validation_ports,
-          test_validation_volumes, test_validation_pod_fields, test_api_references_rejected,
-          test_api_references_allowed, test_podlist, test_podlist_all_or_nothing,
-          test_kubelet_file_simple_pod, test_kubelet_decode_single_pod,
-          test_kubelet_rejects_ctb_and_claims, test_kubelet_static_pod_name_generate,
-          test_kubelet_invalid_pods, test_error_buffer_optional,
+UNIT_MAIN(test_decode_size_limit, test_empty_and_null_manifests, test_not_a_mapping, test_type_meta,
+          test_yaml_errors_pass_through, test_json_read_as_json, test_binary_garbage, test_first_document_only,
+          test_field_types, test_yaml_11_scalars_in_pods, test_nulls_are_absent, test_unknown_fields_dropped,
+          test_unknown_fields_bounded_and_optional, test_semantic_equality_as_go_decodes, test_normalized_form,
+          test_normalize_type_errors, test_quantity_spellings, test_api_defaults, test_api_defaults_keep_given_values,
+          test_image_pull_policy, test_grace_period, test_further_api_defaults, test_source_defaults,
+          test_toleration_added, test_toleration_identical_kept, test_toleration_replaced_in_place,
+          test_http_origin_adds_no_toleration, test_uid_algorithm, test_uid_stable_across_encodings,
+          test_uid_changes_with_content_and_origin, test_uid_pinned, test_name_required, test_validation_names,
+          test_validation_containers, test_validation_ports, test_validation_volumes, test_validation_pod_fields,
+          test_api_references_rejected, test_api_references_allowed, test_podlist, test_podlist_all_or_nothing,
+          test_kubelet_file_simple_pod, test_kubelet_decode_single_pod, test_kubelet_rejects_ctb_and_claims,
+          test_kubelet_static_pod_name_generate, test_kubelet_invalid_pods, test_error_buffer_optional,
           test_many_containers_stay_linear)
