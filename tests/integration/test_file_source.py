@@ -185,6 +185,25 @@ def test_new_manifest_file_add_pod_snapshot(t):
     t.soft(check_mode_ops, c, t.mode)
 
 
+@test("a JSON manifest as Python's json.dumps() writes it, an emoji as an "
+      "escaped surrogate pair (YAML cannot read it, the kubelet's JSON "
+      "decoder can): its pod arrives with the emoji, and validate takes it")
+def test_json_manifest_escaped_surrogates(t):
+    m, d, c, _ = setup(t, {"web.yaml": pod_yaml("web")})
+    c.wait_until_state([pn("web")])
+    text = pod_json("smile", annotations={"example.com/mood": "\U0001F600"})
+    if "\\ud83d\\ude00" not in text:
+        raise AssertionError("json.dumps() wrote no surrogate pair: %s" % text)
+    write_file(os.path.join(m, "smile.json"), text)
+    c.wait_until_state([pn("smile"), pn("web")])
+    ann = c.state.one(pn("smile"))["metadata"]["annotations"]
+    if ann.get("example.com/mood") != "\U0001F600":
+        raise AssertionError("annotations: %r" % ann)
+    r = t.run_cmd(["validate", "--node-name", NODE, os.path.join(m, "smile.json")])
+    if r.returncode != 0 or pn("smile") not in r.stdout:
+        raise AssertionError("validate: %d %s %s" % (r.returncode, r.stdout, r.stderr))
+
+
 @test("deleted manifest file: REMOVE of its stored pod (snapshot modes: "
       "SET without it)", params=MODES)
 def test_deleted_manifest_file_remove_stored_pod(t):
