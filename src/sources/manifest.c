@@ -1736,29 +1736,25 @@ static bool has_json_prefix(const char *data, size_t len)
  */
 static int parse(const char *data, size_t len, json_object **ret_root, struct buf *err)
 {
-        struct buf yerr = BUF_INIT;
+        bool json = has_json_prefix(data, len);
+        struct buf yerr = BUF_INIT; /* the YAML reader's message, while JSON may still read it */
         int r;
 
         if (len >= MANIFEST_MAX_BYTES)
                 return buf_set_err(err, -EFBIG, "manifest too large (%zu bytes, limit %u)", len, MANIFEST_MAX_BYTES);
-        if (!has_json_prefix(data, len)) {
-                r = yaml_to_json(data, len, ret_root, err);
-                if (r == -ENODATA)
-                        return buf_set_err(err, r, "empty manifest: no YAML or JSON document");
-                return r;
-        }
-        r = yaml_to_json(data, len, ret_root, err ? &yerr : NULL);
-        if (r == -EINVAL) {
+        r = yaml_to_json(data, len, ret_root, json && err ? &yerr : err);
+        if (r == -EINVAL && json)
                 r = json_parse_text(data, len, ret_root, NULL);
-                if (r == -EINVAL && err) {
-                        buf_free(err); /* the YAML reader's message */
-                        *err = yerr;
-                        yerr = (struct buf)BUF_INIT;
-                }
+        if (json && err && r < 0 && r != -ENOMEM) {
+                buf_free(err);
+                *err = yerr;
+                yerr = (struct buf)BUF_INIT;
         }
+        buf_free(&yerr);
         if (r == -ENOMEM && err)
                 buf_reset(err); /* util/buf.h: -ENOMEM leaves it empty */
-        buf_free(&yerr);
+        if (r == -ENODATA)
+                return buf_set_err(err, r, "empty manifest: no YAML or JSON document");
         return r;
 }
 

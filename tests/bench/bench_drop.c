@@ -39,28 +39,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_pod.h"
 #include "podmux/client.h"
 #include "util/clock.h"
 
 #define NODE "bench"
 
-static const char pod_yaml[] =
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n"
-        "  labels: {app: web, tier: frontend, index: \"%d\"}\n"
-        "spec:\n  containers:\n  - name: app\n    image: registry.example/app:v1\n"
-        "    args: [\"--port=8080\", \"--log-level=info\"]\n    ports: [{containerPort: 8080}]\n"
-        "    env: [{name: MODE, value: prod}, {name: REGION, value: eu-1}]\n"
-        "    resources:\n      requests: {cpu: 100m, memory: 128Mi}\n      limits: {memory: 256Mi}\n"
-        "    livenessProbe:\n      httpGet: {path: /healthz, port: 8080}\n      periodSeconds: 10\n"
-        "    volumeMounts: [{name: data, mountPath: /data}]\n"
-        "  - name: sidecar\n    image: registry.example/proxy:1.2\n    ports: [{containerPort: 9090}]\n"
-        "  volumes:\n  - name: data\n    hostPath: {path: /var/lib/app-%d, type: DirectoryOrCreate}\n";
-
+/* BENCH_POD_YAML (bench_pod.h) named name, at path. */
 static void write_pod(const char *path, const char *name, int i)
 {
         FILE *f = fopen(path, "w");
 
-        if (!f || fprintf(f, pod_yaml, name, i, i) < 0 || fclose(f) != 0) {
+        if (!f || fprintf(f, BENCH_POD_YAML, name, i, i) < 0 || fclose(f) != 0) {
                 perror(path);
                 exit(1);
         }

@@ -175,6 +175,16 @@ static void tmp_init(struct tmp *t)
         ck_assert_int_eq(watcher_new(t->loop, &t->w), 0);
 }
 
+/* tmp_init(), and a handle on a's IN_CREATE counting into c. */
+static struct watcher_watch *tmp_watching(struct tmp *t, struct counts *c)
+{
+        struct watcher_watch *h = NULL;
+
+        tmp_init(t);
+        ck_assert_int_eq(watcher_add(t->w, t->a, IN_CREATE, on_event, c, &h), 0);
+        return h;
+}
+
 static void tmp_done(struct tmp *t)
 {
         char cmd[64];
@@ -332,8 +342,7 @@ START_TEST(test_failed_read_relists_then_reads_on)
         /* Under the sanitizers nothing is interposed (failalloc.h). */
         if (!failalloc_enabled())
                 return;
-        tmp_init(&t);
-        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_event, &c, &h), 0);
+        h = tmp_watching(&t, &c);
         touch(t.a, "f");
         log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
         log_capture_start(&cap);
@@ -375,8 +384,7 @@ START_TEST(test_failed_read_pause_and_resume_fail)
 
         if (!failalloc_enabled())
                 return;
-        tmp_init(&t);
-        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_event, &c, &h), 0);
+        h = tmp_watching(&t, &c);
         touch(t.a, "f");
         failsys_arm(FAILSYS_READ, 1, EIO);
         failsys_arm(FAILSYS_EPOLL_CTL, 1, ENOMEM);
@@ -419,8 +427,7 @@ START_TEST(test_one_read_per_wake)
 
         if (!failalloc_enabled())
                 return;
-        tmp_init(&t);
-        ck_assert_int_eq(watcher_add(t.w, t.a, IN_CREATE, on_event, &c, &h), 0);
+        h = tmp_watching(&t, &c);
         for (long k = 1; k <= 3; k++) {
                 char name[16];
 
