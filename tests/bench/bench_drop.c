@@ -16,6 +16,15 @@
  * reading IN_MOVED_TO.  The renaming thread sleeps until both have noted
  * their time (each signals an eventfd once it has): a harness polling
  * for them would take CPU from what it measures on a 2-core machine.
+ *
+ * Then the same renames into a directory of its own, which the daemon
+ * does not watch, reach a relay: a process of its own reading inotify
+ * that hands one byte per IN_MOVED_TO over a socket to a thread of this
+ * one, timed next to a second raw reader.  Two wake-ups and no work: the
+ * floor of any design with a daemon between the file and the consumer,
+ * so what the C consumer takes beyond it is the daemon's and the
+ * library's work.  A phase of its own, as a third process woken by every
+ * rename would take CPU from the first phase's figures.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,6 +44,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,6 +119,57 @@ static void *raw_main(void *arg)
                         }
                         p += sizeof(*ev) + ev->len;
                 }
+        }
+        return NULL;
+}
+
+/* The relay's process: one byte on out for each IN_MOVED_TO of drop.yaml
+ * in the directory fd watches, until want were handed on. */
+static void relay_run(int fd, int out, int want)
+{
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+        while (want > 0) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+
+                if (n <= 0) {
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        _exit(1);
+                }
+                for (char *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *)p;
+
+                        if ((ev->mask & IN_MOVED_TO) && ev->len && !strcmp(ev->name, "drop.yaml") && want > 0) {
+                                if (write(out, "x", 1) != 1)
+                                        _exit(1);
+                                want--;
+                        }
+                        p += sizeof(*ev) + ev->len;
+                }
+        }
+        _exit(0);
+}
+
+/* The relay's receiving end, a thread: when each byte came (at[k], fd
+ * the socket), each signalled on done. */
+static void *relay_main(void *arg)
+{
+        struct raw *r = arg;
+
+        while (__atomic_load_n(&r->seen, __ATOMIC_ACQUIRE) < r->want) {
+                char b;
+                ssize_t n = read(r->fd, &b, 1);
+                int k = __atomic_load_n(&r->seen, __ATOMIC_RELAXED);
+
+                if (n <= 0) {
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        break;
+                }
+                r->at[k] = mono_usec();
+                __atomic_store_n(&r->seen, k + 1, __ATOMIC_RELEASE);
+                signal_done(r->done);
         }
         return NULL;
 }
@@ -287,31 +348,55 @@ int main(int argc, char **argv)
         const char *podmux = argc > 1 ? argv[1] : NULL;
         int drops = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 200;
         int n_pods = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 1;
-        char dir[] = "/tmp/podmux-bench-drop-XXXXXX", mdir[64], sock[64], tmp[64];
-        char dst[96];
-        uint64_t cpu0, cpu1, *lat_c, *lat_raw, *raw_at;
+        char dir[] = "/tmp/podmux-bench-drop-XXXXXX", mdir[64], rdir[64], sock[64], tmp[64];
+        char dst[96], rdst[96];
+        uint64_t cpu0, cpu1, *lat_c, *lat_raw, *raw_at, *lat_relay, *lat_raw2, *raw2_at, *relay_at;
         struct consumer st = {0};
         struct podmux_client *c = NULL;
-        struct raw r = {0};
-        pthread_t th, th_consumer;
-        pid_t pid;
-        int status;
+        struct raw r = {0}, r2 = {0}, rl = {0};
+        pthread_t th, th_consumer, th_raw2, th_relay;
+        pid_t pid, relay_pid;
+        int status, sv[2], relay_in;
 
         if (!podmux || drops < 1 || n_pods < 1 || !mkdtemp(dir)) {
                 fprintf(stderr, "usage: bench_drop PODMUX DROPS [PODS]\n");
                 return 2;
         }
         snprintf(mdir, sizeof(mdir), "%s/m", dir);
+        snprintf(rdir, sizeof(rdir), "%s/r", dir);
+        snprintf(rdst, sizeof(rdst), "%s/drop.yaml", rdir);
         snprintf(sock, sizeof(sock), "%s/s.sock", dir);
         snprintf(tmp, sizeof(tmp), "%s/drop.tmp", dir);
         snprintf(dst, sizeof(dst), "%s/drop.yaml", mdir);
         lat_c = calloc((size_t)drops, sizeof(*lat_c));
         lat_raw = calloc((size_t)drops, sizeof(*lat_raw));
         raw_at = calloc((size_t)drops, sizeof(*raw_at));
+        lat_relay = calloc((size_t)drops, sizeof(*lat_relay));
+        lat_raw2 = calloc((size_t)drops, sizeof(*lat_raw2));
+        raw2_at = calloc((size_t)drops, sizeof(*raw2_at));
+        relay_at = calloc((size_t)drops, sizeof(*relay_at));
         st.done = eventfd(0, EFD_CLOEXEC);
         r.done = eventfd(0, EFD_CLOEXEC);
-        if (!lat_c || !lat_raw || !raw_at || st.done < 0 || r.done < 0 || mkdir(mdir, 0755) < 0)
+        r2.done = eventfd(0, EFD_CLOEXEC);
+        rl.done = eventfd(0, EFD_CLOEXEC);
+        if (!lat_c || !lat_raw || !raw_at || !lat_relay || !lat_raw2 || !raw2_at || !relay_at || st.done < 0 ||
+            r.done < 0 || r2.done < 0 || rl.done < 0 || mkdir(mdir, 0755) < 0 || mkdir(rdir, 0755) < 0)
                 return 1;
+        /* The relay's process, before any thread: its watch is in place
+         * before it exists, so no rename can come first. */
+        relay_in = inotify_init1(IN_CLOEXEC);
+        if (relay_in < 0 || inotify_add_watch(relay_in, rdir, IN_MOVED_TO) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return 1;
+        relay_pid = fork();
+        if (relay_pid < 0)
+                return 1;
+        if (relay_pid == 0) {
+                close(sv[0]);
+                relay_run(relay_in, sv[1], drops);
+        }
+        close(relay_in);
+        close(sv[1]);
         for (int i = 0; i < n_pods - 1; i++) {
                 char path[PATH_MAX + 32], name[32];
 
@@ -387,8 +472,43 @@ int main(int argc, char **argv)
         podmux_client_free(c);
         kill(pid, SIGTERM);
         waitpid(pid, &status, 0);
+
+        /* The relay's phase: the daemon gone, the same renames into rdir. */
+        r2.fd = inotify_init1(IN_CLOEXEC);
+        r2.want = rl.want = drops;
+        r2.at = raw2_at;
+        rl.at = relay_at;
+        rl.fd = sv[0];
+        if (r2.fd < 0 || inotify_add_watch(r2.fd, rdir, IN_MOVED_TO) < 0 ||
+            pthread_create(&th_raw2, NULL, raw_main, &r2) != 0 || pthread_create(&th_relay, NULL, relay_main, &rl) != 0)
+                return 1;
+        for (int k = 0; k < drops; k++) {
+                char name[32];
+                uint64_t t0;
+
+                snprintf(name, sizeof(name), "drop%d", k);
+                write_pod(tmp, name, n_pods);
+                t0 = mono_usec();
+                if (rename(tmp, rdst) < 0) {
+                        perror("rename");
+                        return 1;
+                }
+                if (!wait_done(rl.done) || __atomic_load_n(&rl.seen, __ATOMIC_ACQUIRE) <= k || !wait_done(r2.done) ||
+                    __atomic_load_n(&r2.seen, __ATOMIC_ACQUIRE) <= k) {
+                        fprintf(stderr, "bench_drop: the relay or its inotify reader missed %s\n", name);
+                        return 1;
+                }
+                lat_relay[k] = relay_at[k] - t0;
+                lat_raw2[k] = raw2_at[k] - t0;
+        }
+        pthread_join(th_raw2, NULL);
+        pthread_join(th_relay, NULL);
+        waitpid(relay_pid, &status, 0);
+
         qsort(lat_c, (size_t)drops, sizeof(*lat_c), cmp_u64);
         qsort(lat_raw, (size_t)drops, sizeof(*lat_raw), cmp_u64);
+        qsort(lat_relay, (size_t)drops, sizeof(*lat_relay), cmp_u64);
+        qsort(lat_raw2, (size_t)drops, sizeof(*lat_raw2), cmp_u64);
         printf("drop_c_consumer pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 " daemon_cpu_us_per_drop=%.0f\n",
                n_pods, drops, pct(lat_c, drops, 50), pct(lat_c, drops, 99), (double)(cpu1 - cpu0) / drops);
         printf("drop_raw_inotify pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 "\n", n_pods, drops,
@@ -396,12 +516,29 @@ int main(int argc, char **argv)
         printf("ratio drop c_consumer/raw_inotify p50=%.2f p99=%.2f (target p50 <= 2)\n",
                (double)pct(lat_c, drops, 50) / (double)(pct(lat_raw, drops, 50) ? pct(lat_raw, drops, 50) : 1),
                (double)pct(lat_c, drops, 99) / (double)(pct(lat_raw, drops, 99) ? pct(lat_raw, drops, 99) : 1));
+        printf("drop_relay_floor pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64
+               " (inotify -> a process -> one byte on a socket -> a thread: two wake-ups, no work)\n",
+               n_pods, drops, pct(lat_relay, drops, 50), pct(lat_relay, drops, 99));
+        printf("drop_raw_inotify_beside_relay pods=%d drops=%d p50_us=%" PRIu64 " p99_us=%" PRIu64 "\n", n_pods, drops,
+               pct(lat_raw2, drops, 50), pct(lat_raw2, drops, 99));
+        printf("ratio drop relay/raw_inotify p50=%.2f; c_consumer - relay p50=%" PRId64
+               " us (the daemon's and the library's own work)\n",
+               (double)pct(lat_relay, drops, 50) / (double)(pct(lat_raw2, drops, 50) ? pct(lat_raw2, drops, 50) : 1),
+               (int64_t)pct(lat_c, drops, 50) - (int64_t)pct(lat_relay, drops, 50));
         close(r.fd);
+        close(r2.fd);
+        close(sv[0]);
+        close(r2.done);
+        close(rl.done);
         close(r.done);
         close(st.done);
         remove_tree(dir, 1);
         free(lat_c);
         free(lat_raw);
         free(raw_at);
+        free(lat_relay);
+        free(lat_raw2);
+        free(raw2_at);
+        free(relay_at);
         return 0;
 }
