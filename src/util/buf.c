@@ -38,7 +38,7 @@ void buf_reset(struct buf *b)
                 b->data = (char *)buf_empty_slot;
 }
 
-int buf_reserve(struct buf *b, size_t extra)
+int buf_grow(struct buf *b, size_t extra)
 {
         size_t need, cap;
         char *p;
@@ -64,25 +64,9 @@ int buf_reserve(struct buf *b, size_t extra)
         return 0;
 }
 
-int buf_append(struct buf *b, const void *p, size_t n)
-{
-        if (buf_reserve(b, n) < 0)
-                return -ENOMEM;
-        if (n)
-                memcpy(b->data + b->len, p, n);
-        b->len += n;
-        b->data[b->len] = '\0';
-        return 0;
-}
-
 int buf_puts(struct buf *b, const char *s)
 {
         return buf_append(b, s, strlen(s));
-}
-
-int buf_putc(struct buf *b, char c)
-{
-        return buf_append(b, &c, 1);
 }
 
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)

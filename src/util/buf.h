@@ -30,9 +30,11 @@
 #ifndef PODMUX_BUF_H
 #define PODMUX_BUF_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct buf {
         char *data;
@@ -52,10 +54,39 @@ void buf_init(struct buf *b);
 void buf_free(struct buf *b);
 /* Keeps the block, sets len to 0: data reads "". */
 void buf_reset(struct buf *b);
-int buf_reserve(struct buf *b, size_t extra);
-int buf_append(struct buf *b, const void *p, size_t n);
+/* Room for extra more bytes and the NUL: buf_grow() when there is not. */
+int buf_grow(struct buf *b, size_t extra);
 int buf_puts(struct buf *b, const char *s);
-int buf_putc(struct buf *b, char c);
+
+/* The appends are inline for their common case, room already there: the
+ * JSON writers (util/json_canon.c) put a byte at a time, and a call per
+ * byte was a fifth of a pod's canonical text. */
+static inline int buf_reserve(struct buf *b, size_t extra)
+{
+        /* cap > len whenever a block is held; cap == 0 always grows. */
+        return extra < b->cap - b->len ? 0 : buf_grow(b, extra);
+}
+
+static inline int buf_append(struct buf *b, const void *p, size_t n)
+{
+        if (buf_reserve(b, n) < 0)
+                return -ENOMEM;
+        if (n)
+                memcpy(b->data + b->len, p, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return 0;
+}
+
+static inline int buf_putc(struct buf *b, char c)
+{
+        if (buf_reserve(b, 1) < 0)
+                return -ENOMEM;
+        b->data[b->len++] = c;
+        b->data[b->len] = '\0';
+        return 0;
+}
+
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Appends s (n bytes) as a JSON string literal, quotes included.  The
