@@ -2,26 +2,39 @@ package podmux
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
 // benchIndexClient is a client holding n pods, 100 to a namespace, as
-// scripts/bench's client line holds them (tests/bench/bench_client.c),
-// and each pod's namespace in a table of keys of their own (as that
-// benchmark's nss[]), so a lookup does not start with cache misses on a
-// pod picked at random.
+// scripts/bench's client line holds them (tests/bench/bench_client.c):
+// pods of some 1.4 KB, in one SET, since the live heap's size sets how
+// often the collector runs.  Each pod's namespace is in a table of keys
+// of their own (as that benchmark's nss[]), so a lookup does not start
+// with cache misses on a pod picked at random.
 func benchIndexClient(n int) (*Client, []string) {
 	c := NewClient(Config{})
-	pods := make([]Pod, n)
-	for i := range pods {
-		pods[i] = mkPod(fmt.Sprintf("uid-%05d", i), fmt.Sprintf("ns-%02d", i/100), fmt.Sprintf("pod-%05d", i), "file", 0)
+	var line strings.Builder
+	pad := strings.Repeat("x", 1200)
+	line.WriteString(`{"type":"pods","seq":1,"op":"SET","source":"file","pods":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			line.WriteByte(',')
+		}
+		fmt.Fprintf(&line, `{"metadata":{"name":"pod-%05d","namespace":"ns-%02d","uid":"uid-%05d",`+
+			`"annotations":{"kubernetes.io/config.source":"file"}},"spec":{"pad":"%s"}}`, i, i/100, i, pad)
+	}
+	line.WriteString("]}")
+	m, err := parseLine([]byte(line.String()))
+	if err != nil {
+		panic(err)
 	}
 	c.mu.Lock()
-	c.st.applyPods(msg(OpSet, pods...))
+	c.st.applyPods(m)
 	c.mu.Unlock()
 	nss := make([]string, n)
-	for i, p := range pods {
-		nss[i] = string([]byte(p.Namespace()))
+	for i := range nss {
+		nss[i] = fmt.Sprintf("ns-%02d", i/100)
 	}
 	return c, nss
 }
