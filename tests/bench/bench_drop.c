@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -264,6 +265,9 @@ static pid_t start_daemon(const char *podmux, const char *sock, const char *mdir
         if (pid == 0) {
                 int null = open("/dev/null", O_WRONLY);
 
+                /* Killed if the benchmark ends early (kept across exec). */
+                (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+
                 if (null >= 0)
                         dup2(null, 2);
                 execl(podmux, podmux, "run", "--socket", sock, "--node-name", NODE, "--plugins-registry-dir", "",
@@ -392,6 +396,8 @@ int main(int argc, char **argv)
         if (relay_pid < 0)
                 return 1;
         if (relay_pid == 0) {
+                /* Gone with this process, however it ends. */
+                (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
                 close(sv[0]);
                 relay_run(relay_in, sv[1], drops);
         }
