@@ -27,12 +27,15 @@ int json_put(json_object *o, const char *key, json_object *v)
         /* json-c 0.16 leaks its copy of a new key when the table cannot
          * grow, so the table is grown here first, where a failure costs
          * nothing; then the add cannot need memory but for the key. */
-        if (t && !json_object_object_get_ex(o, key, NULL) && t->count >= t->size * LH_LOAD_FACTOR &&
+        bool is_new = t && !json_object_object_get_ex(o, key, NULL);
+
+        if (is_new && t->count >= t->size * LH_LOAD_FACTOR &&
             (t->size > INT32_MAX / 2 || lh_table_resize(t, t->size * 2) != 0)) {
                 json_object_put(v);
                 return -ENOMEM;
         }
-        if (json_object_object_add(o, key, v) != 0) {
+        /* A key just found absent is added without json-c looking again. */
+        if (json_object_object_add_ex(o, key, v, is_new ? JSON_C_OBJECT_ADD_KEY_IS_NEW : 0) != 0) {
                 json_object_put(v);
                 return -ENOMEM;
         }
