@@ -259,6 +259,11 @@ def main(argv=None):
         t = TestContext(name, param)
         t0 = time.monotonic()
         status, diag = t.run(fn)
+        left = _stop_podmux_children()
+        if left:
+            status = "not ok"
+            diag = diag + ["podmux left running after the test (stopped "
+                           "now): %s" % "; ".join(left)]
         if os.environ.get("PODMUX_TEST_TIMING") == "1":
             diag = diag + ["took %.1f s" % (time.monotonic() - t0)]
         if status == "ok":
@@ -283,7 +288,8 @@ class TestContext:
         self.name = name
         self.param = param
         self.tmp = None
-        self.daemons = []
+        self.daemons = []   # t.daemon()'s: checked at the end (_teardown)
+        self.started = []   # every Daemon started, however made: stopped
         self.consumers = []
         self.procs = []
         self.notes = []
@@ -365,14 +371,13 @@ class TestContext:
                                 "test with %s" % (d.proc.pid, _rc_str(rc)))
                 continue
             if rc is None:
-                rc = d.stop()
-                if d.killed:
-                    problems.append("podmux (pid %d) ignored SIGTERM for "
-                                    "10 s and was killed" % d.proc.pid)
-                elif rc is not None and rc < 0:
-                    problems.append("podmux (pid %d) died from %s when "
-                                    "stopped with SIGTERM" %
-                                    (d.proc.pid, _rc_str(rc)))
+                problems += _stop_at_end(d)
+        # A Daemon a test made itself (not with t.daemon()) and left
+        # running: stopped here all the same, or it would outlive the
+        # suite.
+        for d in self.started:
+            if d not in self.daemons and d.proc.poll() is None:
+                problems += _stop_at_end(d)
         return problems
 
     def _daemon_logs(self):
@@ -717,8 +722,57 @@ def parse_log_line(raw):
     return LogLine(None, raw, raw)
 
 
+def _stop_podmux_children():
+    """Our child processes still running the podmux binary once a test
+    has ended and cleaned up: each stopped by its PID (SIGTERM, then
+    SIGKILL after 10 s) and described.  A daemon left running outlives
+    the suite."""
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                st = f.read()
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        state, ppid = st[st.rindex(")") + 2:].split()[:2]
+        if int(ppid) != os.getpid() or state == "Z" or \
+                BIN.encode() not in argv:
+            continue
+        pid = int(pid)
+        left.append("pid %d: %s" % (pid, b" ".join(argv).decode(
+            "utf-8", "replace")[:200]))
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                break
+            time.sleep(0.05)  # the poll's interval
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    return left
+
+
+def _stop_at_end(d):
+    """Stops a test's daemon still running at its end: what went wrong,
+    as a list of problems."""
+    rc = d.stop()
+    if d.killed:
+        return ["podmux (pid %d) ignored SIGTERM for 10 s and was killed" %
+                d.proc.pid]
+    if rc is not None and rc < 0:
+        return ["podmux (pid %d) died from %s when stopped with SIGTERM" %
+                (d.proc.pid, _rc_str(rc))]
+    return []
+
+
 class Daemon:
-    """One `podmux run`.  Started by PID, stopped only by that PID."""
+    """One `podmux run`.  Started by PID, stopped only by that PID; the
+    test's context stops it at the end if it is still running."""
 
     _count = 0
 
@@ -782,6 +836,8 @@ class Daemon:
                 env=dict(os.environ, **self.env) if self.env else None)
         self.pid = self.proc.pid
         self.stopped = False
+        if self not in self.t.started:
+            self.t.started.append(self)
         if wait:
             self.wait_socket()
         return self
