@@ -95,30 +95,47 @@ static bool wait_done(int fd)
         return poll(&pfd, 1, 60 * 1000) == 1 && read(fd, &n, sizeof(n)) == sizeof(n);
 }
 
+/* Reads fd, an inotify descriptor (one read, again after EINTR): how
+ * many IN_MOVED_TO of drop.yaml it gave, or -1 when it could not. */
+static int read_drops(int fd)
+{
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        ssize_t n;
+        int drops = 0;
+
+        do
+                n = read(fd, buf, sizeof(buf));
+        while (n < 0 && errno == EINTR);
+        if (n <= 0)
+                return -1;
+        for (char *p = buf; p < buf + n;) {
+                const struct inotify_event *ev = (const struct inotify_event *)p;
+
+                if ((ev->mask & IN_MOVED_TO) && ev->len && !strcmp(ev->name, "drop.yaml"))
+                        drops++;
+                p += sizeof(*ev) + ev->len;
+        }
+        return drops;
+}
+
 static void *raw_main(void *arg)
 {
         struct raw *r = arg;
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
         while (__atomic_load_n(&r->seen, __ATOMIC_ACQUIRE) < r->want) {
-                ssize_t n = read(r->fd, buf, sizeof(buf));
+                int drops = read_drops(r->fd);
                 uint64_t t = mono_usec();
 
-                if (n <= 0) {
-                        if (n < 0 && errno == EINTR)
-                                continue;
+                if (drops < 0)
                         break;
-                }
-                for (char *p = buf; p < buf + n;) {
-                        const struct inotify_event *ev = (const struct inotify_event *)p;
+                for (; drops > 0; drops--) {
                         int k = __atomic_load_n(&r->seen, __ATOMIC_RELAXED);
 
-                        if ((ev->mask & IN_MOVED_TO) && ev->len && !strcmp(ev->name, "drop.yaml") && k < r->want) {
-                                r->at[k] = t;
-                                __atomic_store_n(&r->seen, k + 1, __ATOMIC_RELEASE);
-                                signal_done(r->done);
-                        }
-                        p += sizeof(*ev) + ev->len;
+                        if (k == r->want)
+                                break;
+                        r->at[k] = t;
+                        __atomic_store_n(&r->seen, k + 1, __ATOMIC_RELEASE);
+                        signal_done(r->done);
                 }
         }
         return NULL;
@@ -128,26 +145,14 @@ static void *raw_main(void *arg)
  * in the directory fd watches, until want were handed on. */
 static void relay_run(int fd, int out, int want)
 {
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-
         while (want > 0) {
-                ssize_t n = read(fd, buf, sizeof(buf));
+                int drops = read_drops(fd);
 
-                if (n <= 0) {
-                        if (n < 0 && errno == EINTR)
-                                continue;
+                if (drops < 0)
                         _exit(1);
-                }
-                for (char *p = buf; p < buf + n;) {
-                        const struct inotify_event *ev = (const struct inotify_event *)p;
-
-                        if ((ev->mask & IN_MOVED_TO) && ev->len && !strcmp(ev->name, "drop.yaml") && want > 0) {
-                                if (write(out, "x", 1) != 1)
-                                        _exit(1);
-                                want--;
-                        }
-                        p += sizeof(*ev) + ev->len;
-                }
+                for (; drops > 0 && want > 0; drops--, want--)
+                        if (write(out, "x", 1) != 1)
+                                _exit(1);
         }
         _exit(0);
 }
