@@ -146,6 +146,21 @@ func TestParseMessages(t *testing.T) {
 	if m.pods[1].JSON() != p2 || m.pods[1].Source() != "file" || m.pods[1].Namespace() != "" {
 		t.Fatalf("pod 1: %q %q", m.pods[1].JSON(), m.pods[1].Source())
 	}
+	// Every identity field with an escape, in a pod that does not start
+	// the line; a later duplicate replaces an earlier one, and one that
+	// is not a string clears it.
+	p3 := `{"metadata":{"uid":"u\u0033","name":"a","name":"n\/3","namespace":"n\u0073","namespace":7,` +
+		`"namespace":"\u006es","annotations":{"kubernetes.io/config.source":"fil\u0065"}}}`
+	m, err = parseLine([]byte(`{"type":"pods","seq":4,"op":"SET","source":"api","pods":[` + p2 + `,` + p3 + `]}`))
+	if err != nil || len(m.pods) != 2 {
+		t.Fatalf("%+v %v", m, err)
+	}
+	if q := m.pods[1]; q.JSON() != p3 || q.UID() != "u3" || q.Name() != "n/3" || q.Namespace() != "ns" || q.Source() != "file" {
+		t.Fatalf("pod 3: %q %q %q %q %q", q.JSON(), q.UID(), q.Name(), q.Namespace(), q.Source())
+	}
+	if q := m.pods[0]; q.UID() != "u2" || q.Name() != "n2" || q.Namespace() != "" || q.Source() != "api" {
+		t.Fatalf("pod 2: %q %q %q %q", q.UID(), q.Name(), q.Namespace(), q.Source())
+	}
 	// Outside a SET or "*", the message's source.
 	m, err = parseLine([]byte(`{"type":"pods","seq":4,"op":"ADD","source":"file","pods":[` + p1 + `],"pods":[` + p1 + `]}`))
 	if err != nil || len(m.pods) != 1 || m.pods[0].Source() != "file" {
