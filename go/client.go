@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -227,6 +228,11 @@ func (c *Client) connection(ctx context.Context) *Error {
 			return nil
 		}
 		errno := errnoOf(err)
+		// Linux refuses a connection to a path that is no socket as it
+		// does one nobody listens on: say which.
+		if fi, serr := os.Stat(c.path); errno == syscall.ECONNREFUSED && serr == nil && fi.Mode()&os.ModeSocket == 0 {
+			errno = syscall.ENOTSOCK
+		}
 		if errno == syscall.EACCES || errno == syscall.EPERM {
 			return &Error{Kind: KindPermission, Errno: errno,
 				Message: fmt.Sprintf("cannot connect to \"%s\": %s (the socket's mode and group decide who may read the stream)", c.path, errno)}
@@ -379,7 +385,10 @@ func (c *Client) dispatch(cs *conn, line []byte) *Error {
 		if c.confirming && m.typ != msgSource {
 			c.confirmEnd()
 		}
-		c.applyOne(m)
+		// Unless a source handler confirmEnd called stopped the client.
+		if !c.stopping() {
+			c.applyOne(m)
+		}
 	}
 	return nil
 }
@@ -612,6 +621,11 @@ func (c *Client) synced(cs *conn, m *message) *Error {
 		}
 		c.logf(LogInfo, "resumed after %d on \"%s\": %d messages replayed", c.point, c.path, len(cs.held))
 		for _, h := range cs.held {
+			// A handler stopped the client: nothing more is applied,
+			// and the point stays the last message applied.
+			if c.stopping() {
+				return nil
+			}
 			if h.seq <= c.point {
 				return c.bad(fmt.Sprintf("replayed message %d, not after %d", h.seq, c.point))
 			}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -871,6 +872,18 @@ func TestWrongPath(t *testing.T) {
 	if !strings.Contains(e.Message, `"/nonexistent/podmux.sock"`) {
 		t.Fatalf("message %q", e.Message)
 	}
+	// A regular file and a directory: no socket.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "regular")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{file, dir} {
+		z := start(t, Config{Path: path, NoReconnect: true})
+		if err := z.result(t); !errors.Is(err, syscall.ENOTSOCK) || !errors.Is(err, ErrConnect) {
+			t.Fatalf("%s: Run returned %v", path, err)
+		}
+	}
 	long := "/" + strings.Repeat("x", 198)
 	y := start(t, Config{Path: long})
 	err = y.result(t)
@@ -992,6 +1005,96 @@ func TestCancelFromHandler(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(seen, ",") != "ADD a" || c.Len() != 1 {
 		t.Fatalf("saw %v, %d pods", seen, c.Len())
+	}
+}
+
+// A handler that cancels in a replay: nothing more is applied, and the
+// resume point is the last message the handlers saw, so a client that
+// resumes from it loses nothing.
+func TestCancelMidReplay(t *testing.T) {
+	f := newFake(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var seen []string
+	armed := false
+	c := NewClient(Config{Path: f.path, Handlers: Handlers{
+		Pods: func(u Update) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, u.Op.String()+" "+u.Pods[0].UID())
+			if armed {
+				cancel()
+			}
+		},
+	}})
+	c.setBackoff(time.Millisecond, 8*time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.accept()
+	f.hello(5)
+	f.pods(6, "ADD", "file", podText("a", "default", "alpha", "file", 1))
+	f.synced(10, false)
+	f.pods(20, "UPDATE", "file", podText("a", "default", "alpha", "file", 2))
+	waitFor(t, "the update", func() bool { p, _ := c.ResumePoint(); return p == 20 })
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	f.close()
+	f.accept()
+	if f.first != `{"resume_after":20}` {
+		t.Fatalf("first line %q", f.first)
+	}
+	// One write: the handler's cancel closes the connection.
+	f.write([]byte(`{"type":"hello","protocol":1,"mode":"incremental","node":"n1","seq":40}` + "\n" +
+		`{"type":"pods","seq":21,"op":"ADD","source":"file","pods":[` + podText("e", "default", "eps", "file", 1) + "]}\n" +
+		`{"type":"pods","seq":25,"op":"UPDATE","source":"file","pods":[` + podText("a", "default", "alpha", "file", 3) + "]}\n" +
+		`{"type":"synced","seq":41,"resumed":true}` + "\n"))
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run returned %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if p, _ := c.ResumePoint(); p != 21 || strings.Join(seen, ",") != "ADD a,UPDATE a,ADD e" {
+		t.Fatalf("resume point %d, saw %v", p, seen)
+	}
+	if p, _ := c.PodByUID("a"); !strings.Contains(p.JSON(), `"gen":2`) {
+		t.Fatalf("a applied past the stop: %s", p.JSON())
+	}
+}
+
+// A source handler that cancels as the first live message ends the
+// sources' confirmation (a source not said again is live): that message
+// is not applied.
+func TestCancelFromSourceHandler(t *testing.T) {
+	f := newFake(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := NewClient(Config{Path: f.path, Handlers: Handlers{
+		Source: func(s SourceState) {
+			if s.State == "live" {
+				cancel()
+			}
+		},
+	}})
+	c.setBackoff(time.Millisecond, 8*time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	f.accept()
+	f.hello(100)
+	f.synced(101, false)
+	f.send(`{"type":"source","seq":102,"source":"api","state":"checkpoint"}`)
+	waitFor(t, "the source's state", func() bool { p, _ := c.ResumePoint(); return p == 102 })
+	f.close()
+	f.accept()
+	f.write([]byte(`{"type":"hello","protocol":1,"mode":"incremental","node":"n1","seq":200}` + "\n" +
+		`{"type":"synced","seq":201,"resumed":true}` + "\n" +
+		`{"type":"pods","seq":202,"op":"ADD","source":"file","pods":[` + podText("a", "default", "alpha", "file", 1) + "]}\n"))
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run returned %v", err)
+	}
+	if p, _ := c.ResumePoint(); p != 201 || c.Len() != 0 {
+		t.Fatalf("resume point %d, %d pods", p, c.Len())
 	}
 }
 

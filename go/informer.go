@@ -128,13 +128,15 @@ func (c *Client) follow(u Update) {
 		return
 	}
 	if u.Op == OpSet {
-		now := make(map[podKey]bool, len(u.Pods))
-		for _, p := range u.Pods {
-			now[podKey{p.p.source, p.p.uid}] = true
+		// Of two pods of one source and UID (a malformed SET) the later
+		// wins, as in the cache, and is handed on once.
+		now := make(map[podKey]int, len(u.Pods))
+		for i, p := range u.Pods {
+			now[podKey{p.p.source, p.p.uid}] = i
 		}
 		var gone []*pod
 		for k, p := range inf.seen {
-			if !now[k] {
+			if _, ok := now[k]; !ok {
 				gone = append(gone, p.p)
 			}
 		}
@@ -143,8 +145,10 @@ func (c *Client) follow(u Update) {
 			delete(inf.seen, podKey{p.source, p.uid})
 			c.callDelete(Pod{p})
 		}
-		for _, p := range u.Pods {
-			c.upsert(p, true)
+		for i, p := range u.Pods {
+			if now[podKey{p.p.source, p.p.uid}] == i {
+				c.upsert(p, true)
+			}
 		}
 		return
 	}

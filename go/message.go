@@ -79,6 +79,17 @@ type lineParser struct {
 	n     int
 	fixed [8]member
 	extra []member
+	// The last "pods" and "plugin" members (typedMember).
+	pods, plugin typedAt
+}
+
+// typedAt is where the line's last "pods" or "plugin" member's value
+// starts, and whether the message holds it already: walked as it was
+// met when the type read before it wanted it (the daemon writes "type"
+// first).
+type typedAt struct {
+	have, walked bool
+	at           int
 }
 
 // parseLine decodes one line (without its newline).  The error is a
@@ -124,7 +135,7 @@ func (p *lineParser) walkLine() error {
 	return nil
 }
 
-// walkMember: "pods" and "plugin" are read at once (a repeated one
+// walkMember: "pods" and "plugin" as typedMember says (a repeated one
 // replaces the earlier), any other member is kept as a span.
 func (p *lineParser) walkMember() error {
 	p.ws()
@@ -146,10 +157,9 @@ func (p *lineParser) walkMember() error {
 	p.pos++
 	switch string(key) {
 	case "pods":
-		p.m.pods = p.m.pods[:0]
-		return p.walkPods()
+		return p.typedMember(msgPods)
 	case "plugin":
-		return p.walkPlugin()
+		return p.typedMember(msgPlugin)
 	}
 	p.ws()
 	start := p.pos
@@ -162,6 +172,85 @@ func (p *lineParser) walkMember() error {
 		p.n++
 	} else {
 		p.extra = append(p.extra, v)
+	}
+	return nil
+}
+
+// typedMember reads the value of a "pods" or "plugin" member, the last
+// of its name so far: walked into the message if the type read before it
+// is the one it belongs to, else stepped over (its syntax checked) and
+// left to finishTyped, which walks it only in a message of that type.  A
+// member of another message is one this package does not know, ignored
+// as any other (doc/protocol.md).
+func (p *lineParser) typedMember(typ msgType) error {
+	p.ws()
+	t := p.typed(typ)
+	*t = typedAt{have: true, at: p.pos}
+	if p.typeSoFar() == typ {
+		if err := p.walkTyped(typ); err == nil {
+			t.walked = true
+			return nil
+		}
+		// A value of the wrong shape is judged once the type is
+		// final: a later "type" may still make it another's.
+		p.dropTyped(typ)
+		p.pos = t.at
+	}
+	if typ == msgPods {
+		return p.value(-1) // a pod's depth does not count the array (walkPod)
+	}
+	return p.value(0)
+}
+
+func (p *lineParser) typed(typ msgType) *typedAt {
+	if typ == msgPods {
+		return &p.pods
+	}
+	return &p.plugin
+}
+
+// typeSoFar is the message's type as far as the line was read: msgOther
+// until a string "type" was met.
+func (p *lineParser) typeSoFar() msgType {
+	if v, have := p.get("type"); have && p.kind(v) == '"' {
+		return msgTypes[p.strOf(v)]
+	}
+	return msgOther
+}
+
+// walkTyped walks the "pods" or "plugin" value at p.pos into the
+// message, in place of what it held.
+func (p *lineParser) walkTyped(typ msgType) error {
+	p.dropTyped(typ)
+	if typ == msgPods {
+		return p.walkPods()
+	}
+	return p.walkPlugin()
+}
+
+func (p *lineParser) dropTyped(typ msgType) {
+	if typ == msgPods {
+		p.m.pods = p.m.pods[:0]
+		return
+	}
+	p.m.plugin, p.m.hasPlugin = Plugin{}, false
+}
+
+// finishTyped: once the type is known, the message keeps the "pods" or
+// "plugin" member of its own type, walked now if it was only stepped
+// over, and holds none of the other.
+func (p *lineParser) finishTyped() error {
+	for _, typ := range [...]msgType{msgPods, msgPlugin} {
+		t := p.typed(typ)
+		switch {
+		case p.m.typ != typ:
+			p.dropTyped(typ)
+		case t.have && !t.walked:
+			p.pos = t.at
+			if err := p.walkTyped(typ); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -334,6 +423,9 @@ func (p *lineParser) finish() error {
 		return badLine("a message without a string \"type\"")
 	}
 	m.typ = msgTypes[p.strOf(v)]
+	if err := p.finishTyped(); err != nil {
+		return err
+	}
 	// A hello's seq is checked after its protocol: a peer of another
 	// protocol is told that first, whatever else its hello lacks.
 	if m.typ != msgHello {

@@ -1,6 +1,7 @@
 package podmux
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -212,5 +213,34 @@ func TestParseMessages(t *testing.T) {
 	_, err = parseLine([]byte(`{"type":"x","seq":1,"v":[1,`))
 	if err == nil || err.Error() != "unexpected end of JSON input" {
 		t.Fatalf("%v", err)
+	}
+}
+
+// tests/fixtures/message-lines.json: each line taken or refused as
+// malformed, as the C library and the Python module take it; "pods" and
+// "plugin" count only in a message of their own type.
+func TestMessageLinesFixture(t *testing.T) {
+	b, err := os.ReadFile("../tests/fixtures/message-lines.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Cases []struct {
+			Name, Line string
+			OK         bool
+		}
+	}
+	if err := json.Unmarshal(b, &f); err != nil || len(f.Cases) == 0 {
+		t.Fatalf("the fixture: %v, %d cases", err, len(f.Cases))
+	}
+	for _, c := range f.Cases {
+		m, err := parseLine([]byte(c.Line))
+		if got := outcome(err); got != map[bool]string{true: "ok", false: "bad"}[c.OK] {
+			t.Errorf("%s: %s (%v)", c.Name, got, err)
+			continue
+		}
+		if err == nil && ((m.typ != msgPods && len(m.pods) != 0) || (m.typ != msgPlugin && m.plugin.JSON != "")) {
+			t.Errorf("%s: a %v message holds pods or a plugin", c.Name, m.typ)
+		}
 	}
 }

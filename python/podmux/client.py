@@ -9,8 +9,10 @@ import collections
 import dataclasses
 import errno
 import json
+import os
 import selectors
 import socket
+import stat
 import time
 from typing import (Any, Callable, Deque, Dict, Final, Iterator, List, Literal,
                     Optional, Protocol, Tuple, Union)
@@ -33,6 +35,14 @@ BACKOFF_MIN = 0.1
 BACKOFF_MAX = 5.0
 DEFAULT_MAX_LINE: Final = 256 * 1024 * 1024
 READ_BUDGET: Final = 4 * 1024 * 1024
+
+
+def _not_socket(path: str) -> bool:
+    """Whether path is there and is no socket."""
+    try:
+        return not stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 class Handler(Protocol):
@@ -168,6 +178,7 @@ class Client:
         self._attempt = 0
         self._stopped: _Stopped = None    # None while running
         self._stop_requested = False
+        self._in_process = False   # inside process()
         self._sel = selectors.DefaultSelector()
         # Where each read lands before it joins the buffer: one for the
         # client's life, where a new bytes object a read gave each
@@ -249,17 +260,32 @@ class Client:
 
     def timeout(self) -> Optional[float]:
         """Seconds until process() must run without input; None if none."""
+        if self._stop_requested and self._stopped is None:
+            return 0.0   # process() closes the connection
         if self._stopped is not None or self._sock is not None:
             return None
         return max(0.0, self._next_attempt - time.monotonic())
 
     def stop(self) -> None:
+        """Stops the client: nothing more is dispatched after the current
+        handler returns, the connection is closed (from a handler, once
+        process() returns; from anywhere else, at once) and process()
+        returns False.  The cache stays readable."""
         self._stop_requested = True
+        if not self._in_process and self._stopped is None:
+            self._halt("stopped")
 
     def process(self) -> bool:
         """Connects when due, reads what is there, dispatches it.  Raises
         Error once the client has stopped on a fatal error; returns False
         once stopped with stop() or close(), else True."""
+        self._in_process = True
+        try:
+            return self._process()
+        finally:
+            self._in_process = False
+
+    def _process(self) -> bool:
         if self._stop_requested and self._stopped is None:
             self._halt("stopped")
         if self._stopped is None:
@@ -480,15 +506,18 @@ class Client:
         """Turns one Update into the handlers' calls."""
         seen = self._ensure_seen()
         if u.op is Op.SET:
-            now = {p.source_uid() for p in u.pods}
+            # Of two pods of one source and UID (a malformed SET) the
+            # later wins, as in the cache, and is handed on once.
+            now = {p.source_uid(): i for i, p in enumerate(u.pods)}
             gone = sorted((p for k, p in seen.items() if k not in now),
                           key=Pod.key)
             for p in gone:
                 del seen[p.source_uid()]
                 for h in self._handlers_now():
                     h.on_delete(p)
-            for p in u.pods:
-                self._upsert(seen, p, True)
+            for i, p in enumerate(u.pods):
+                if now[p.source_uid()] == i:
+                    self._upsert(seen, p, True)
             return
         for p in u.pods:
             if u.op is not Op.REMOVE:
@@ -567,10 +596,15 @@ class Client:
                               "and group decide who may read the stream)" % (
                                   self.path, e.strerror))
             else:
-                self._set_end(CONNECT, e.errno or errno.EIO,
+                err = e.errno or errno.EIO
+                # Linux refuses a connection to a path that is no socket
+                # as it does one nobody listens on: say which.
+                if err == errno.ECONNREFUSED and _not_socket(self.path):
+                    err = errno.ENOTSOCK
+                self._set_end(CONNECT, err,
                               'cannot connect to "%s": %s (is podmux run '
                               "serving this path?)" % (self.path,
-                                                       e.strerror or e))
+                                                       os.strerror(err)))
             return
         self._sock = s
         self._reset_conn()
@@ -763,7 +797,9 @@ class Client:
         else:
             if self._confirming and m.type != "source":
                 self._confirm_end()
-            self._apply(m)
+            # Unless a source handler _confirm_end called stopped it.
+            if not self._stop_requested:
+                self._apply(m)
 
     def _apply(self, m: _Msg) -> bool:
         told: List[Update] = []
@@ -776,12 +812,14 @@ class Client:
             elif m.type == "plugin":
                 self._cache.apply_plugin(m)
             elif m.type == "sources_ready" and self._cache.held:
-                self._log("info", 'sources ready on "%s": %d pods held over '
-                          "since the last full state were not delivered "
-                          "again: removed" % (self.path,
-                                              len(self._cache.held)))
+                n = len(self._cache.held)
+                # Dropped before the log handler runs: it may read the
+                # cache, which must be whole.
                 told = [Update(op, src, tuple(pods), 0, True)
                         for op, src, pods in self._cache.drop_held()]
+                self._log("info", 'sources ready on "%s": %d pods held over '
+                          "since the last full state were not delivered "
+                          "again: removed" % (self.path, n))
         except MemoryError:
             self._set_end(NOMEM, errno.ENOMEM, "out of memory applying "
                           "message %d; resynchronizing" % m.seq)
@@ -877,6 +915,10 @@ class Client:
                 self._bad("a replay to a client that did not ask to resume")
                 return
             for h in self._held:
+                # A handler stopped the client: nothing more is applied,
+                # and the point stays the last message applied.
+                if self._stop_requested:
+                    return
                 if h.seq <= self._point:
                     self._bad("replayed message %d, not after %d" % (
                         h.seq, self._point))

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -70,7 +71,7 @@ struct end {
         bool pending;
         enum podmux_error_kind kind;
         int err;
-        char reason[64];
+        char reason[TEXT_MAX];
         char message[TEXT_MAX];
 };
 
@@ -100,6 +101,7 @@ struct podmux_client {
         enum state st;
         int stop_err;
         bool stop_requested;
+        bool in_process; /* inside podmux_client_process() */
 
         /* the reconnection's backoff (client_msg.h) */
         uint64_t next_attempt; /* monotonic usec */
@@ -347,6 +349,8 @@ int podmux_client_timeout(const struct podmux_client *c)
 {
         uint64_t now;
 
+        if (c->stop_requested && c->st != ST_STOPPED)
+                return 0; /* process() closes the connection */
         if (c->st != ST_IDLE)
                 return -1;
         now = mono_usec();
@@ -420,6 +424,11 @@ static void end_connection(struct podmux_client *c)
 void podmux_client_stop(struct podmux_client *c)
 {
         c->stop_requested = true;
+        /* From a handler of podmux_client_process() the connection is
+         * closed once the handler returns (process() is still reading
+         * it); from anywhere else, now. */
+        if (!c->in_process && c->st != ST_STOPPED)
+                stop_now(c, -ECANCELED);
 }
 
 /* ---- connecting -------------------------------------------------------------------- */
@@ -460,6 +469,7 @@ static void flush_out(struct podmux_client *c)
 static void do_connect(struct podmux_client *c)
 {
         struct sockaddr_un sa;
+        struct stat st;
         char eb[128];
         size_t plen = strlen(c->path);
         int fd, r;
@@ -487,6 +497,10 @@ static void do_connect(struct podmux_client *c)
                 if (r == -EINTR)
                         continue;
                 close(fd);
+                /* Linux refuses a connection to a path that is no
+                 * socket as it does one nobody listens on: say which. */
+                if (r == -ECONNREFUSED && stat(c->path, &st) == 0 && !S_ISSOCK(st.st_mode))
+                        r = -ENOTSOCK;
                 if (r == -EACCES || r == -EPERM)
                         set_end(c, PODMUX_ERROR_PERMISSION, r, NULL,
                                 "cannot connect to \"%s\": %s (the socket's mode and group decide "
@@ -835,11 +849,15 @@ static int release_held(struct podmux_client *c, const struct client_msg *m)
         index_commit(&c->ix, &iprep);
         index_prep_free(&iprep);
         if (c->cache.n_held) {
+                size_t n_held = c->cache.n_held;
+
+                /* Dropped before the log handler runs: it may read the
+                 * cache and the indexes, which must agree. */
+                cache_drop_held(&c->cache);
                 logf_(c, PODMUX_LOG_INFO,
                       "sources ready on \"%s\": %zu pods held over since the last full state were not delivered "
                       "again: removed",
-                      c->path, c->cache.n_held);
-                cache_drop_held(&c->cache);
+                      c->path, n_held);
         }
         c->point = m->seq;
         c->have_point = true;
@@ -1107,6 +1125,10 @@ static int on_synced(struct podmux_client *c, const struct client_msg *m)
                 logf_(c, PODMUX_LOG_INFO, "resumed after %" PRIu64 " on \"%s\": %zu messages replayed",
                       c->point, c->path, c->n_held);
                 for (size_t i = 0; i < c->n_held; i++) {
+                        /* A handler stopped the client: nothing more is
+                         * applied, and the point stays the last applied. */
+                        if (c->stop_requested)
+                                return 0;
                         if (c->held[i].seq <= c->point) {
                                 set_end(c, PODMUX_ERROR_BAD_MESSAGE, -EBADMSG, NULL,
                                         "\"%s\" replayed message %" PRIu64 ", not after %" PRIu64, c->path,
@@ -1255,7 +1277,9 @@ static int handle_line(struct podmux_client *c, const char *line, size_t len)
         } else {
                 if (c->confirming && m.type != CLIENT_MSG_SOURCE)
                         confirm_end(c);
-                r = apply_one(c, &m);
+                /* Unless a source handler it called stopped the client. */
+                if (!c->stop_requested)
+                        r = apply_one(c, &m);
         }
         client_msg_clear(&m);
         return r;
@@ -1337,7 +1361,19 @@ static void do_read(struct podmux_client *c)
         }
 }
 
+static int process(struct podmux_client *c);
+
 int podmux_client_process(struct podmux_client *c)
+{
+        int r;
+
+        c->in_process = true;
+        r = process(c);
+        c->in_process = false;
+        return r;
+}
+
+static int process(struct podmux_client *c)
 {
         if (c->st != ST_STOPPED && c->stop_requested)
                 stop_now(c, -ECANCELED);

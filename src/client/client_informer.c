@@ -153,10 +153,21 @@ static int diff_to(struct podmux_client *c, struct informer *inf, struct podmux_
 
         if (!now || !ents || !gone || keymap_reserve(now, n) < 0)
                 goto out;
-        for (size_t i = 0; i < n; i++) {
+        /* From the last: of two pods of one source and UID (a malformed
+         * SET) the later wins, as in the cache, and is handed on once. */
+        for (size_t i = n; i-- > 0;) {
                 ents[i] = ent_new(pods[i]);
-                if (!ents[i] || keymap_put(now, ents[i], NULL) < 0)
+                if (!ents[i])
                         goto out;
+                if (keymap_get(now, ents[i]->key)) {
+                        seen_ent_free(ents[i]);
+                        ents[i] = NULL;
+                        continue;
+                }
+                if (keymap_put(now, ents[i], NULL) < 0) { /* reserved: cannot fail */
+                        seen_ent_free(ents[i]);
+                        goto out;
+                }
         }
         while (keymap_next(inf->seen, &it, &item))
                 if (!keymap_get(now, ((struct seen_ent *)item)->key))
@@ -168,7 +179,8 @@ static int diff_to(struct podmux_client *c, struct informer *inf, struct podmux_
         for (size_t i = 0; i < n_gone; i++)
                 drop(c, inf, gone[i]); /* gone[i] stays valid: drop() calls before it frees */
         for (size_t i = 0; i < n; i++)
-                upsert(c, inf, pods[i], true);
+                if (ents[i])
+                        upsert(c, inf, pods[i], true);
         r = 0;
 out:
         keymap_free(now, seen_ent_free);

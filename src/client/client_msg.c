@@ -158,10 +158,20 @@ static int pod_new(const char *text, size_t len, const struct pod_ids *ids, stru
 
 /* ---- the walk ---------------------------------------------------------------- */
 
+/* Where the line's last "pods" or "plugin" member's value starts, and
+ * whether the message holds it already: walked as it was met when the
+ * type read before it wanted it (the daemon writes "type" first). */
+struct typed_member {
+        bool have;
+        size_t at;
+        bool walked;
+};
+
 struct walk {
         const char *s;
         size_t len, pos;
         struct buf *why;
+        struct typed_member pods, plugin;
 };
 
 static void skip_ws(struct walk *w)
@@ -751,9 +761,108 @@ static int pod_sources(struct client_msg *m)
         return 0;
 }
 
+/* The string "type" among the members read so far, or NULL. */
+static const char *type_text(const struct member_list *l)
+{
+        json_object *v = members_get(l, "type", NULL);
+
+        return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* The type of that name (CLIENT_MSG_OTHER for a name not known, or
+ * NULL). */
+static enum client_msg_type type_named(const char *t)
+{
+        for (size_t i = 0; t && i < sizeof(types) / sizeof(types[0]); i++)
+                if (strcmp(t, types[i].name) == 0)
+                        return types[i].type;
+        return CLIENT_MSG_OTHER;
+}
+
+/* Drops what m holds of a "pods" (type CLIENT_MSG_PODS) or "plugin"
+ * member. */
+static void drop_typed(struct client_msg *m, enum client_msg_type type)
+{
+        if (type == CLIENT_MSG_PODS) {
+                for (size_t i = 0; i < m->n_pods; i++)
+                        client_pod_unref(m->pods[i]);
+                free(m->pods);
+                m->pods = NULL;
+                m->n_pods = 0;
+                return;
+        }
+        free(m->plugin_json);
+        free(m->plugin_type);
+        free(m->plugin_name);
+        free(m->socket);
+        m->plugin_json = m->plugin_type = m->plugin_name = m->socket = NULL;
+}
+
+/* Walks the "pods" or "plugin" value at w->pos into m, in place of what
+ * m held.  0, -EINVAL (why set), -ENOMEM. */
+static int walk_typed(struct walk *w, struct client_msg *m, enum client_msg_type type)
+{
+        drop_typed(m, type);
+        return type == CLIENT_MSG_PODS ? walk_pods(w, m) : walk_plugin(w, m);
+}
+
+/* The value of a "pods" or "plugin" member, the last of its name so far:
+ * walked into m if the type read before it is the one it belongs to,
+ * else stepped over (its syntax checked) and left to finish_typed(),
+ * which walks it only in a message of that type.  A member of another
+ * message is one this library does not know, ignored as any other
+ * (doc/protocol.md).  0, -EINVAL (why set), -ENOMEM. */
+static int typed_member(struct walk *w, struct client_msg *m, const struct member_list *l, enum client_msg_type type)
+{
+        struct typed_member *t = type == CLIENT_MSG_PODS ? &w->pods : &w->plugin;
+        int r;
+
+        skip_ws(w);
+        *t = (struct typed_member){.have = true, .at = w->pos};
+        if (type_named(type_text(l)) == type) {
+                r = walk_typed(w, m, type);
+                t->walked = r == 0;
+                /* A value of the wrong shape is judged once the type is
+                 * final: a later "type" may still make it another's. */
+                if (r != -EINVAL)
+                        return r;
+                drop_typed(m, type);
+                buf_reset(w->why);
+                w->pos = t->at;
+        }
+        /* As deep as the walk takes it: a pod's depth does not count the
+         * pods array (walk_pod()); "plugin" is one value. */
+        r = json_skip_next(w->s, w->len, &w->pos, CLIENT_MSG_MAX_DEPTH + (type == CLIENT_MSG_PODS), w->why);
+        return r == -EAGAIN ? -EINVAL : r;
+}
+
+/* Once the type is known: m keeps the "pods" or "plugin" member of its
+ * own type, walked now if it was only stepped over, and holds none of
+ * the other.  0, -EINVAL (why set), -ENOMEM. */
+static int finish_typed(struct walk *w, struct client_msg *m)
+{
+        static const enum client_msg_type kinds[] = {CLIENT_MSG_PODS, CLIENT_MSG_PLUGIN};
+
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+                struct typed_member *t = kinds[i] == CLIENT_MSG_PODS ? &w->pods : &w->plugin;
+                int r;
+
+                if (m->type != kinds[i]) {
+                        drop_typed(m, kinds[i]);
+                        continue;
+                }
+                if (!t->have || t->walked)
+                        continue;
+                w->pos = t->at;
+                if ((r = walk_typed(w, m, kinds[i])) < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* The member at w->pos (after white space: its name): "pods" and "plugin"
- * walked into m (a repeated one replaces the earlier), any other kept in l
- * as a value.  0, -EINVAL (why set), -ENOMEM. */
+ * as typed_member() says (a repeated one replaces the earlier), any other
+ * kept in l as a value.  0, -EINVAL (why set), -ENOMEM. */
 static int walk_member(struct walk *w, struct client_msg *m, struct member_list *l)
 {
         json_object *v = NULL;
@@ -777,19 +886,11 @@ static int walk_member(struct walk *w, struct client_msg *m, struct member_list 
                 return bad(w, "expected ':'");
         }
         w->pos++;
-        if (strcmp(key, "pods") == 0) {
+        if (strcmp(key, "pods") == 0 || strcmp(key, "plugin") == 0) {
+                enum client_msg_type type = strcmp(key, "pods") == 0 ? CLIENT_MSG_PODS : CLIENT_MSG_PLUGIN;
+
                 free(key);
-                /* A repeated member: the last one wins. */
-                for (size_t i = 0; i < m->n_pods; i++)
-                        client_pod_unref(m->pods[i]);
-                free(m->pods);
-                m->pods = NULL;
-                m->n_pods = 0;
-                return walk_pods(w, m);
-        }
-        if (strcmp(key, "plugin") == 0) {
-                free(key);
-                return walk_plugin(w, m);
+                return typed_member(w, m, l, type);
         }
         r = value(w, &v);
         if (r == 0)
@@ -839,17 +940,13 @@ static int walk_object(struct walk *w, struct client_msg *m, struct member_list 
  * 0 or -EINVAL (why set). */
 static int read_type(struct client_msg *m, const struct member_list *l, struct buf *why)
 {
-        json_object *v = members_get(l, "type", NULL);
-        const char *t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        const char *t = type_text(l);
 
         if (!t) {
                 (void)buf_puts(why, "a message without a string \"type\"");
                 return -EINVAL;
         }
-        m->type = CLIENT_MSG_OTHER;
-        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-                if (strcmp(t, types[i].name) == 0)
-                        m->type = types[i].type;
+        m->type = type_named(t);
         return 0;
 }
 
@@ -878,6 +975,9 @@ int client_msg_parse(const char *line, size_t len, struct client_msg *m, struct 
         if (r < 0)
                 goto done;
         r = read_type(m, &l, why);
+        if (r < 0)
+                goto done;
+        r = finish_typed(&w, m);
         if (r < 0)
                 goto done;
         /* A hello's seq is checked after its protocol: a peer of another

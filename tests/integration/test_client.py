@@ -362,8 +362,8 @@ def test_python_module_installs_offline_pip_python(t):
 class Script:
     """A unix socket the test writes protocol lines to by hand."""
 
-    def __init__(self, t):
-        self.path = t.path("s.sock")
+    def __init__(self, t, name="s.sock"):
+        self.path = t.path(name)
         self.lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.lis.bind(self.path)
         self.lis.listen(8)
@@ -584,6 +584,128 @@ def test_python_full_state_live_ops_seq(t):
     c.close()
 
 
+@test("python: stop() from a handler in a replay applies nothing more and "
+      "keeps the resume point the handlers' last; from a source handler as "
+      "the first live message ends the confirmation, that message is not "
+      "applied; outside a handler it closes the connection at once")
+def test_python_stop_keeps_what_was_told(t):
+    import time
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), pods(6, "ADD", "file", spod("a", "alpha")),
+           synced(10, False),
+           pods(20, "UPDATE", "file", spod("a", "alpha", gen=2)))
+    drain(c)
+    s.close()
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    assert s.first == {"resume_after": 20}, s.first
+    rec.take()
+    stop_on = rec.pods
+
+    def stopping(u):
+        stop_on(u)
+        c.stop()
+    c.on_pods = stopping
+    s.send(hello(40), pods(21, "ADD", "file", spod("e", "eps")),
+           pods(25, "UPDATE", "file", spod("a", "alpha", gen=3)),
+           synced(41, True))
+    drain(c)
+    assert rec.take() == ["ADD file e"], rec.log
+    assert c.resume_point == 21, c.resume_point
+    assert c.pod_by_uid("a").obj()["spec"]["gen"] == 2
+    assert c.process() is False
+    rec.check(c)
+    c.close()
+
+    # The source handler's stop.
+    s2 = Script(t, "s2.sock")
+    c = podmux.Client(s2.path)
+    rec = Rec(c)
+    s2.accept(c)
+    s2.send(hello(100), synced(101, False),
+            {"type": "source", "seq": 102, "source": "api",
+             "state": "checkpoint"})
+    drain(c)
+    s2.close()
+    drain(c)
+    wait_due(c)
+    s2.accept(c)
+    rec.take()
+    c.on_source = lambda st: c.stop()
+    s2.send(hello(200), synced(201, True),
+            pods(202, "ADD", "file", spod("a", "alpha")))
+    drain(c)
+    assert c.resume_point == 201 and len(c.pods()) == 0, (c.resume_point,
+                                                          c.pods())
+    c.close()
+
+    # Outside a handler: the daemon sees the end at once.
+    c = podmux.Client(s2.path)
+    s2.accept(c)
+    s2.send(hello(300), synced(301, False))
+    drain(c)
+    c.stop()
+    s2.conn.settimeout(5)
+    assert s2.conn.recv(1) == b"", "the connection is still open"
+    assert c.timeout() is None and c.process() is False
+    c.close()
+
+
+@test("python: the log handler told of held-over pods removed at "
+      "sources_ready finds them gone from the cache")
+def test_python_log_after_held_dropped(t):
+    s = Script(t)
+    c = podmux.Client(s.path)
+    rec = Rec(c)
+    s.accept(c)
+    s.send(hello(5), pods(6, "ADD", "file", spod("a", "alpha")),
+           pods(7, "ADD", "api", spod("b", "beta", "api")), synced(10, False),
+           {"type": "sources_ready", "seq": 11, "sources": ["api", "file"]})
+    drain(c)
+    s.send({"type": "error", "seq": 12, "reason": "ShuttingDown",
+            "message": "bye"})
+    drain(c)
+    wait_due(c)
+    s.accept(c)
+    seen = []
+
+    def log(level, text):
+        if "not delivered again" in text:
+            seen.append((c.pod_by_uid("b"), len(c.by_index(
+                podmux.INDEX_NAMESPACE, "default"))))
+    c.on_log = log
+    s.send(hello(900), pods(901, "ADD", "file", spod("a", "alpha")),
+           synced(902, False),
+           {"type": "sources_ready", "seq": 903, "sources": ["file"]})
+    drain(c)
+    assert seen == [(None, 1)], seen
+    assert [p.uid for p in c.pods()] == ["a"]
+    rec.check(c)
+    c.close()
+
+
+@test("python: a path that is a regular file or a directory is no socket: "
+      "the connect error says ENOTSOCK")
+def test_python_not_a_socket(t):
+    import errno
+    f = t.path("regular")
+    write_file(f, "x")
+    for path in (f, t.mkdir("adir")):
+        c = podmux.Client(path, reconnect=False)
+        try:
+            c.process()
+            raise AssertionError("connected to %s" % path)
+        except podmux.Error as e:
+            assert e.kind == podmux.CONNECT and e.err == errno.ENOTSOCK, \
+                (path, e.kind, e.err)
+        finally:
+            c.close()
+
+
 def resync_cases():
     with open(os.path.join(SRCDIR, "tests", "fixtures",
                            "resync-diff.json")) as f:
@@ -594,6 +716,31 @@ def pods_line(seq, op, src, texts):
     """A pods message carrying pod texts as they are (not re-encoded)."""
     return '{"type":"pods","seq":%d,"op":"%s","source":"%s","pods":[%s]}\n' \
         % (seq, op, src, ",".join(texts))
+
+
+@test("python: tests/fixtures/message-lines.json: each line taken or "
+      "refused as malformed as the C library and the Go package take it; "
+      "\"pods\" and \"plugin\" count only in a message of their own type")
+def test_python_message_lines_fixture(t):
+    from podmux import wire
+    with open(os.path.join(SRCDIR, "tests", "fixtures",
+                           "message-lines.json")) as f:
+        cases = json.load(f)["cases"]
+    if not cases:
+        raise AssertionError("no cases")
+    for c in cases:
+        try:
+            m = wire._parse(c["line"])
+        except wire._Bad as e:
+            if c["ok"]:
+                raise AssertionError("%s: refused: %s" % (c["name"], e))
+            continue
+        if not c["ok"]:
+            raise AssertionError("%s: taken" % c["name"])
+        if (m.type != "pods" and m.pods) or \
+                (m.type != "plugin" and m.plugin_json):
+            raise AssertionError("%s: a %s message holds pods or a plugin"
+                                 % (c["name"], m.type))
 
 
 @test("python: the span of config.seen in a pod's text is the one a walk "

@@ -223,6 +223,7 @@ struct rec {
         char last_message[600];
         int reconnects;
         bool stop_on_pods;
+        bool stop_on_source;
 };
 
 static __attribute__((unused)) void model_put(struct rec *r, const struct podmux_pod *p)
@@ -332,6 +333,8 @@ static __attribute__((unused)) void on_source(struct podmux_client *c, const str
         /* The query says the same as the handler, from inside it. */
         ck_assert_int_eq(podmux_client_source_state(c, st->source, &q), st->serving != PODMUX_SERVING_LIVE);
         ck_assert_str_eq(q.state, st->state);
+        if (r->stop_on_source)
+                podmux_client_stop(c);
         HOOK_OUT();
 }
 

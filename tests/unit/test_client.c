@@ -8,6 +8,7 @@
 #include "unit.h"
 
 #include <json-c/json.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "util/json_get.h"
@@ -268,6 +269,66 @@ START_TEST(test_unknown_type_ignored)
         ck_assert_str_eq(podmux_pod_source(podmux_client_pod_by_uid(t.c, "a")), "file");
         check_model(&t.r, t.c);
         t_free(&t);
+}
+END_TEST
+
+/* "pods" and "plugin" are walked only in the message they belong to:
+ * in another (a type this library does not know, or one it does) they
+ * are members it does not know, ignored whatever their shape; where the
+ * type comes after them, or is repeated, the last type decides. */
+START_TEST(test_typed_members_of_other_messages)
+{
+        static const char *const bad[] = {
+                /* The last "type" makes it a pods message: its pods count. */
+                "{\"type\":\"synced\",\"seq\":20,\"pods\":[1],\"type\":\"pods\",\"op\":\"ADD\",\"source\":\"file\"}",
+                "{\"plugin\":[],\"seq\":20,\"op\":\"REGISTERED\",\"type\":\"plugin\"}",
+                "{\"type\":\"pods\",\"seq\":20,\"op\":\"ADD\",\"source\":\"file\",\"pods\":{}}",
+                /* Stepped over, but still JSON. */
+                "{\"type\":\"future\",\"seq\":20,\"pods\":[1,}",
+        };
+        struct t t;
+        uint64_t point = 0;
+        char *a2 = pod_text("a", "default", "alpha", "file", 2), *a3 = pod_text("a", "default", "alpha", "file", 3);
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        fake_send(&t.f, "{\"type\":\"pod_summary\",\"seq\":11,\"pods\":[\"default/a\"],\"plugin\":7}");
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":12,\"sources\":[\"file\"],\"plugin\":\"n/a\"}");
+        fake_send(&t.f, "{\"type\":\"synced\",\"seq\":13,\"resumed\":false,\"pods\":[{\"count\":1}]}");
+        fake_send(&t.f,
+                  "{\"type\":\"pods\",\"seq\":14,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[1],\"type\":\"x\"}");
+        /* A pods message whose type comes last, its pods first. */
+        fake_send(&t.f, "{\"pods\":[%s],\"seq\":15,\"op\":\"UPDATE\",\"source\":\"file\",\"type\":\"pods\"}", a2);
+        fake_send(&t.f, "{\"plugin\":{\"socket\":\"/p.sock\"},\"seq\":16,\"op\":\"REGISTERED\",\"type\":\"plugin\"}");
+        /* The last of two "pods": the first walked, then replaced. */
+        fake_send(&t.f,
+                  "{\"type\":\"pods\",\"seq\":17,\"op\":\"UPDATE\",\"source\":\"file\",\"pods\":[1],\"pods\":[%s]}",
+                  a3);
+        /* The daemon's error, which ends the connection: its reason. */
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":18,\"reason\":\"Later\",\"pods\":{},\"plugin\":{\"socket\":1}}");
+        pump(t.c);
+        expect_log(&t, "ready file\npods UPDATE file a\nplugin REGISTERED /p.sock\npods UPDATE file a\nerror 3 Later\n"
+                       "reconnect after 17\n");
+        ck_assert_int_eq(t.r.last_kind, PODMUX_ERROR_SERVER);
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 17);
+        ck_assert_str_eq(podmux_pod_json(podmux_client_pod_by_uid(t.c, "a"), NULL), a3);
+        check_model(&t.r, t.c);
+        t_free(&t);
+        free(a2);
+        free(a3);
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                t_init(&t);
+                start(&t);
+                t.r.errors = 0;
+                fake_send(&t.f, "%s", bad[i]);
+                pump(t.c);
+                ck_assert_msg(t.r.errors == 1 && t.r.last_kind == PODMUX_ERROR_BAD_MESSAGE,
+                              "line %zu: %s: errors %d kind %d", i, bad[i], t.r.errors, (int)t.r.last_kind);
+                t_free(&t);
+        }
 }
 END_TEST
 
@@ -819,6 +880,33 @@ static void tree_identity(const char *text, const char **ret_uid, const char **r
         *ret_tree = o;
 }
 
+/* tests/fixtures/message-lines.json: each line taken or refused as
+ * malformed, as the Go package and the Python module take it; a line
+ * taken holds the pods or plugin of its own type only. */
+START_TEST(test_message_lines_fixture)
+{
+        json_object *o = fixture("message-lines.json"), *cases = json_object_object_get(o, "cases");
+
+        ck_assert_uint_gt(json_object_array_length(cases), 0);
+        for (size_t i = 0; i < json_object_array_length(cases); i++) {
+                json_object *c = json_object_array_get_idx(cases, i);
+                const char *name = json_object_get_string(json_object_object_get(c, "name"));
+                const char *line = json_object_get_string(json_object_object_get(c, "line"));
+                bool ok = json_object_get_boolean(json_object_object_get(c, "ok"));
+                struct buf why = BUF_INIT;
+                struct client_msg m;
+                int r = client_msg_parse(line, strlen(line), &m, &why);
+
+                ck_assert_msg(ok ? r == 0 : r == -EINVAL, "%s: %d (%s)", name, r, why.data ? why.data : "");
+                ck_assert_msg(r < 0 || m.type == CLIENT_MSG_PODS || m.n_pods == 0, "%s: pods kept", name);
+                ck_assert_msg(r < 0 || m.type == CLIENT_MSG_PLUGIN || !m.plugin_json, "%s: plugin kept", name);
+                client_msg_clear(&m);
+                buf_free(&why);
+        }
+        json_object_put(o);
+}
+END_TEST
+
 /* The identity read while stepping over a pod is the one a json-c tree of
  * it holds, for pods written every way JSON allows: escapes in names and
  * values, a NUL (json-c cuts there), repeated members (the last wins),
@@ -1029,6 +1117,26 @@ START_TEST(test_server_errors)
 }
 END_TEST
 
+/* The daemon's reason is handed on whole, however long. */
+START_TEST(test_long_server_reason)
+{
+        char reason[300];
+        char want[400];
+        struct t t;
+
+        memset(reason, 'R', sizeof(reason) - 1);
+        reason[sizeof(reason) - 1] = '\0';
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        fake_send(&t.f, "{\"type\":\"error\",\"seq\":20,\"reason\":\"%s\",\"message\":\"m\"}", reason);
+        pump(t.c);
+        snprintf(want, sizeof(want), "error 3 %s\nreconnect after 10\n", reason);
+        expect_log(&t, want);
+        t_free(&t);
+}
+END_TEST
+
 START_TEST(test_wrong_path)
 {
         struct rec r = {.log = BUF_INIT};
@@ -1043,6 +1151,32 @@ START_TEST(test_wrong_path)
         ck_assert(r.last_fatal);
         podmux_client_free(c);
         rec_free(&r);
+
+        /* A regular file and a directory: no socket. */
+        {
+                char dir[] = "/tmp/podmux-client-XXXXXX", file[64];
+                const char *paths[2] = {dir, file};
+                int fd;
+
+                ck_assert_ptr_nonnull(mkdtemp(dir));
+                snprintf(file, sizeof(file), "%s/regular", dir);
+                fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                ck_assert_int_ge(fd, 0);
+                close(fd);
+                for (size_t i = 0; i < 2; i++) {
+                        memset(&r, 0, sizeof(r));
+                        buf_init(&r.log);
+                        ck_assert_int_eq(podmux_client_new(paths[i], &r, &c), 0);
+                        rec_attach(&r, c);
+                        podmux_client_set_flags(c, PODMUX_CLIENT_NO_RECONNECT);
+                        ck_assert_int_eq(podmux_client_process(c), -ENOTSOCK);
+                        ck_assert_int_eq(r.last_kind, PODMUX_ERROR_CONNECT);
+                        podmux_client_free(c);
+                        rec_free(&r);
+                }
+                ck_assert_int_eq(unlink(file), 0);
+                ck_assert_int_eq(rmdir(dir), 0);
+        }
 
         memset(&r, 0, sizeof(r));
         buf_init(&r.log);
@@ -1135,6 +1269,94 @@ START_TEST(test_stop_and_run)
         expect_log(&t, "pods ADD file a\n");
         ck_assert_int_eq(podmux_client_process(t.c), -ECANCELED);
         ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
+        t_free(&t);
+}
+END_TEST
+
+/* A handler that stops the client in a replay: the replay goes no
+ * further, nothing after the handler is applied, and the resume point is
+ * the last message the handlers saw, so a client resuming from it loses
+ * nothing. */
+START_TEST(test_stop_mid_replay)
+{
+        struct t t;
+        uint64_t point = 0;
+        char *a2 = pod_text("a", "default", "alpha", "file", 2);
+
+        t_init(&t);
+        start(&t);
+        fake_pods(&t.f, 20, "UPDATE", "file", 1, strdup(a2));
+        pump(t.c);
+        fake_close(&t.f);
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":20}");
+        fake_hello(&t.f, 40);
+        fake_pods(&t.f, 21, "ADD", "file", 1, pod_text("e", "default", "eps", "file", 1));
+        fake_pods(&t.f, 25, "UPDATE", "file", 1, pod_text("a", "default", "alpha", "file", 3));
+        fake_synced(&t.f, 41, true);
+        t.r.stop_on_pods = true;
+        ck_assert_int_eq(podmux_client_run(t.c, -1), -ECANCELED);
+        expect_log(&t, "pods ADD file e\n");
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 21);
+        ck_assert_str_eq(podmux_pod_json(podmux_client_pod_by_uid(t.c, "a"), NULL), a2);
+        check_model(&t.r, t.c);
+        free(a2);
+        t_free(&t);
+}
+END_TEST
+
+/* A source handler that stops the client as the first live message ends
+ * the sources' confirmation (a source not said again is live): that
+ * message is not applied. */
+START_TEST(test_stop_from_source_handler)
+{
+        struct t t;
+        uint64_t point = 0;
+
+        t_init(&t);
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 100);
+        fake_synced(&t.f, 101, false);
+        fake_send(&t.f, "{\"type\":\"source\",\"seq\":102,\"source\":\"api\",\"state\":\"checkpoint\"}");
+        pump(t.c);
+        fake_close(&t.f);
+        pump(t.c);
+        free(rec_take(&t.r));
+        fake_accept(&t.f, t.c);
+        ck_assert_str_eq(t.f.first, "{\"resume_after\":102}");
+        fake_hello(&t.f, 200);
+        fake_synced(&t.f, 201, true);
+        fake_pods(&t.f, 202, "ADD", "file", 1, pod_text("a", "default", "alpha", "file", 1));
+        t.r.stop_on_source = true;
+        ck_assert_int_eq(podmux_client_run(t.c, -1), -ECANCELED);
+        expect_log(&t, "synced resumed\nsource api live 0 resync\n");
+        ck_assert(podmux_client_resume_point(t.c, &point));
+        ck_assert_uint_eq(point, 201);
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 0);
+        t_free(&t);
+}
+END_TEST
+
+/* podmux_client_stop() outside a handler closes the connection at once:
+ * the daemon sees it end, and an application's loop polling the
+ * descriptor need not wait for it to be readable. */
+START_TEST(test_stop_outside_handler)
+{
+        struct t t;
+        char b;
+
+        t_init(&t);
+        start(&t);
+        free(rec_take(&t.r));
+        podmux_client_stop(t.c);
+        ck_assert_int_eq(recv(t.f.cfd, &b, 1, MSG_DONTWAIT), 0);
+        ck_assert_int_eq(podmux_client_timeout(t.c), -1);
+        ck_assert_int_eq(podmux_client_process(t.c), -ECANCELED);
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3); /* the cache stays readable */
+        expect_log(&t, "");
         t_free(&t);
 }
 END_TEST
@@ -1383,6 +1605,33 @@ START_TEST(test_handlers_snapshot)
 }
 END_TEST
 
+/* A SET that carries one source and UID twice (malformed): the later pod
+ * wins, as in the cache, and a handler is told of it once; nothing leaks
+ * (the sanitizer build). */
+START_TEST(test_handlers_set_same_uid_twice)
+{
+        struct buf log = BUF_INIT;
+        struct hrec h1 = {"h1", &log};
+        struct t t;
+
+        t_init(&t);
+        ck_assert_int_eq(podmux_client_add_handler(t.c, &hops, &h1), 0);
+        fake_accept(&t.f, t.c);
+        fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"n1\",\"seq\":5}");
+        fake_pods(&t.f, 6, "SET", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("a", "default", "alpha", "file", 2));
+        fake_synced(&t.f, 8, false);
+        fake_pods(&t.f, 9, "SET", "file", 2, pod_text("a", "default", "alpha", "file", 3),
+                  pod_text("a", "default", "alpha", "file", 4));
+        pump(t.c);
+        expect_h(&log, "h1 add file/a 2\nh1 update file/a 2>4\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
+        ck_assert_int_eq(pod_gen(podmux_client_pod_by_uid(t.c, "a")), 4);
+        buf_free(&log);
+        t_free(&t);
+}
+END_TEST
+
 /* ---- indexes ------------------------------------------------------------------ */
 
 /* "source/uid" of the pods of key in the index name, one a line. */
@@ -1427,6 +1676,50 @@ static int index_failing(const struct podmux_pod *p, struct podmux_index_keys *k
 
 /* Bad arguments and names get clear errors; an index added after the
  * pods are cached is filled from the cache. */
+/* The log handler that looks up the namespace index when the client says
+ * held-over pods were removed (the first lookup builds the index from the
+ * cache): what it found, one "source/uid" a line. */
+static char *found_in_log;
+
+static void log_by_index(struct podmux_client *c, enum podmux_log_level level, const char *line, void *data)
+{
+        (void)level;
+        (void)data;
+        if (strstr(line, "not delivered again") && !found_in_log)
+                found_in_log = by_index(c, PODMUX_INDEX_NAMESPACE, "default");
+}
+
+/* sources_ready removes the pods held over that were not delivered again:
+ * a log handler reading the cache or an index as it is told sees them
+ * gone from both, and the index stays the cache's afterwards. */
+START_TEST(test_index_in_log_handler)
+{
+        struct t t;
+        char *after;
+
+        t_init(&t);
+        start_three_sources(&t, "incremental");
+        podmux_client_on_log(t.c, log_by_index);
+        fake_accept(&t.f, t.c);
+        fake_hello(&t.f, 900);
+        fake_pods(&t.f, 901, "ADD", "file", 2, pod_text("a", "default", "alpha", "file", 1),
+                  pod_text("b", "default", "beta", "file", 1));
+        fake_pods(&t.f, 902, "ADD", "http", 1, pod_text("h", "default", "eta", "http", 1));
+        fake_synced(&t.f, 903, false);
+        fake_send(&t.f, "{\"type\":\"sources_ready\",\"seq\":904,\"sources\":[\"file\",\"http\"]}");
+        pump(t.c);
+        ck_assert_ptr_nonnull(found_in_log);
+        ck_assert_str_eq(found_in_log, "file/a\nfile/b\nhttp/h\n");
+        after = by_index(t.c, PODMUX_INDEX_NAMESPACE, "default");
+        ck_assert_str_eq(after, "file/a\nfile/b\nhttp/h\n");
+        ck_assert_uint_eq(podmux_client_pod_count(t.c), 3);
+        free(after);
+        free(found_in_log);
+        found_in_log = NULL;
+        t_free(&t);
+}
+END_TEST
+
 START_TEST(test_index_add_and_errors)
 {
         const struct podmux_pod **v = (const struct podmux_pod **)&v;
@@ -1989,12 +2282,14 @@ START_TEST(test_record_path)
 END_TEST
 
 UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_failed_resume_full_state,
-          test_partial_line_after_cut, test_unknown_type_ignored, test_protocol_mismatch, test_daemon_restart,
-          test_seq_going_back, test_malformed_lines, test_bad_before_hello, test_server_errors, test_wrong_path,
-          test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_run_timeout,
-          test_saved_resume_lines_and_log, test_op_names, test_restart_same_pods_not_told, test_pod_text_same,
-          test_error_message_one_line, test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source,
-          test_restart_source_gone, test_restart_held_across_reconnects, test_restart_late_source_snapshot,
-          test_handlers_ops, test_handlers_snapshot, test_informer_scenarios, test_index_add_and_errors,
-          test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message,
-          test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)
+          test_partial_line_after_cut, test_unknown_type_ignored, test_typed_members_of_other_messages,
+          test_message_lines_fixture, test_protocol_mismatch, test_daemon_restart, test_seq_going_back,
+          test_malformed_lines, test_bad_before_hello, test_server_errors, test_long_server_reason, test_wrong_path,
+          test_permission_refused, test_snapshot_set, test_max_line, test_stop_and_run, test_stop_mid_replay,
+          test_stop_from_source_handler, test_stop_outside_handler, test_run_timeout, test_saved_resume_lines_and_log,
+          test_op_names, test_restart_same_pods_not_told, test_pod_text_same, test_error_message_one_line,
+          test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source, test_restart_source_gone,
+          test_restart_held_across_reconnects, test_restart_late_source_snapshot, test_handlers_ops,
+          test_handlers_snapshot, test_handlers_set_same_uid_twice, test_informer_scenarios, test_index_in_log_handler,
+          test_index_add_and_errors, test_index_fn_error, test_source_state, test_source_state_reconnect,
+          test_source_bad_message, test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)
