@@ -213,12 +213,30 @@ static bool peer_allowed(const struct kube_api_server *srv, struct MHD_Connectio
 struct req_params {
         const char *label_selector, *field_selector;
         const char *rv, *rv_match, *cont;
-        const char *limit, *timeout, *watch, *bookmarks, *initial;
+        const char *limit, *timeout;
+        bool watch, bookmarks, initial, initial_given;
 };
 
 static const char *arg(struct MHD_Connection *conn, const char *name)
 {
         return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* A boolean parameter as the API server decodes one: absent is false
+ * (*ret_given false); "0" and "false" in any case are false; any other
+ * value is true, an empty one too ("?watch"). */
+static bool bool_arg(struct MHD_Connection *conn, const char *name, bool *ret_given)
+{
+        const char *v = NULL;
+        size_t len = 0;
+        bool given =
+                MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &len) == MHD_YES;
+
+        if (ret_given)
+                *ret_given = given;
+        if (!given || !v)
+                return given;
+        return !((len == 1 && v[0] == '0') || (len == 5 && strncasecmp(v, "false", 5) == 0));
 }
 
 static void read_params(struct MHD_Connection *conn, struct req_params *p)
@@ -230,30 +248,9 @@ static void read_params(struct MHD_Connection *conn, struct req_params *p)
         p->cont = arg(conn, "continue");
         p->limit = arg(conn, "limit");
         p->timeout = arg(conn, "timeoutSeconds");
-        p->watch = arg(conn, "watch");
-        p->bookmarks = arg(conn, "allowWatchBookmarks");
-        p->initial = arg(conn, "sendInitialEvents");
-}
-
-/* Go's strconv.ParseBool, as the API server reads its boolean
- * parameters; absent or empty is false. */
-static int parse_bool(const char *s, bool *ret)
-{
-        static const char *const yes[] = {"1", "t", "T", "true", "TRUE", "True"};
-        static const char *const no[] = {"0", "f", "F", "false", "FALSE", "False"};
-
-        *ret = false;
-        if (!s || !s[0])
-                return 0;
-        for (size_t i = 0; i < 6; i++) {
-                if (strcmp(s, yes[i]) == 0) {
-                        *ret = true;
-                        return 0;
-                }
-                if (strcmp(s, no[i]) == 0)
-                        return 0;
-        }
-        return -EINVAL;
+        p->watch = bool_arg(conn, "watch", NULL);
+        p->bookmarks = bool_arg(conn, "allowWatchBookmarks", NULL);
+        p->initial = bool_arg(conn, "sendInitialEvents", &p->initial_given);
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -378,7 +375,7 @@ static enum MHD_Result invalid(struct MHD_Connection *conn, const char *msg)
 static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connection *conn, const struct req_params *p,
                                const struct kv_filter *f)
 {
-        uint64_t cur = kube_view_rv(srv->view), list_rv = cur, asked = 0, limit = 0, remaining = 0;
+        uint64_t cur = kube_view_rv(srv->view), list_rv = cur, asked = 0, limit = 0, remaining = 0, timeout;
         struct kv_obj **objs = NULL;
         size_t n = 0, start = 0, end;
         char *after = NULL;
@@ -392,6 +389,13 @@ static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connectio
         if (p->rv_match && p->rv_match[0] && (!p->rv || !p->rv[0]))
                 return invalid(conn, "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
                                      "resourceVersion is provided");
+        if (p->rv_match && p->rv_match[0] && p->cont && p->cont[0])
+                return invalid(conn, "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when "
+                                     "continue is provided");
+        if (p->initial_given)
+                return invalid(conn, "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list");
+        if (p->timeout && p->timeout[0] && parse_u64(p->timeout, &timeout) < 0)
+                return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid timeoutSeconds", NULL, NULL);
         if (p->rv && p->rv[0] && parse_u64(p->rv, &asked) < 0)
                 return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid resource version", NULL, NULL);
         if (exact && asked == 0)
@@ -401,8 +405,9 @@ static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connectio
                 return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid limit", NULL, NULL);
         if (p->cont && p->cont[0]) {
                 if (p->rv && p->rv[0] && asked != 0)
-                        return invalid(conn, "resourceVersion: Forbidden: specifying resource version is not "
-                                             "allowed when using continue");
+                        return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest",
+                                           "specifying resource version is not allowed when using continue", NULL,
+                                           NULL);
                 r = parse_continue(p->cont, &list_rv, &after);
                 if (r == -ENOMEM)
                         return send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
@@ -664,13 +669,11 @@ static enum MHD_Result do_watch(struct endpoint *ep, struct MHD_Connection *conn
 {
         struct kube_api_server *srv = ep->srv;
         uint64_t cur = kube_view_rv(srv->view), asked = 0, timeout = 0, now = mono_usec();
-        bool bookmarks, initial, initial_given = p->initial && p->initial[0], from_now;
+        bool bookmarks = p->bookmarks, initial = p->initial, initial_given = p->initial_given, from_now;
         struct MHD_Response *resp;
         struct watch *w;
         enum MHD_Result ret;
 
-        if (parse_bool(p->bookmarks, &bookmarks) < 0 || parse_bool(p->initial, &initial) < 0)
-                return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid boolean parameter", NULL, NULL);
         if (p->timeout && p->timeout[0] && parse_u64(p->timeout, &timeout) < 0)
                 return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid timeoutSeconds", NULL, NULL);
         if (p->rv && p->rv[0] && parse_u64(p->rv, &asked) < 0)
@@ -751,6 +754,50 @@ static enum MHD_Result not_found_path(struct MHD_Connection *conn)
                            "{}", NULL);
 }
 
+/* A pods path, what follows "/api/v1/": "pods", "namespaces/NS/pods" or
+ * "namespaces/NS/pods/NAME".  true with *ret_ns and *ret_ns_len the
+ * namespace (NULL: every namespace) and *ret_name the pod's name (NULL: a
+ * collection), pointing into rest; false for any other path (404). */
+static bool pods_path(const char *rest, const char **ret_ns, size_t *ret_ns_len, const char **ret_name)
+{
+        const char *slash;
+
+        *ret_ns = *ret_name = NULL;
+        *ret_ns_len = 0;
+        if (strcmp(rest, "pods") == 0)
+                return true;
+        if (strncmp(rest, "namespaces/", 11) != 0)
+                return false;
+        *ret_ns = rest + 11;
+        slash = strchr(*ret_ns, '/');
+        if (!slash || slash == *ret_ns || strncmp(slash, "/pods", 5) != 0)
+                return false;
+        *ret_ns_len = (size_t)(slash - *ret_ns);
+        if (slash[5] == '/') {
+                *ret_name = slash + 6;
+                return (*ret_name)[0] && !strchr(*ret_name, '/');
+        }
+        return !slash[5];
+}
+
+/* Whether url names something this server serves: the discovery
+ * documents and the pods paths.  A write to one is 405, to anything else
+ * 404, as on the API server. */
+static bool known_path(const char *url)
+{
+        static const char *const docs[] = {"/api", "/api/v1", "/apis", "/version"};
+        const char *ns, *name;
+        size_t ns_len;
+
+        for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+                size_t n = strlen(docs[i]);
+
+                if (strncmp(url, docs[i], n) == 0 && (!url[n] || strcmp(url + n, "/") == 0))
+                        return true;
+        }
+        return strncmp(url, "/api/v1/", 8) == 0 && pods_path(url + 8, &ns, &ns_len, &name);
+}
+
 static enum MHD_Result do_get(struct kube_api_server *srv, struct MHD_Connection *conn, const char *ns,
                               const char *name)
 {
@@ -780,33 +827,18 @@ static enum MHD_Result do_pods(struct endpoint *ep, struct MHD_Connection *conn,
 {
         struct kube_api_server *srv = ep->srv;
         const char *ns = NULL, *name = NULL;
+        size_t ns_len;
         char *ns_copy = NULL;
         struct req_params p;
         struct kv_filter f = {0};
         struct buf err = BUF_INIT;
         enum MHD_Result ret;
-        bool watch = false;
         int r;
 
-        if (strcmp(rest, "pods") != 0) {
-                const char *slash;
-
-                if (strncmp(rest, "namespaces/", 11) != 0)
-                        return not_found_path(conn);
-                ns = rest + 11;
-                slash = strchr(ns, '/');
-                if (!slash || slash == ns || strncmp(slash, "/pods", 5) != 0)
-                        return not_found_path(conn);
-                if (slash[5] == '/') {
-                        name = slash + 6;
-                        if (!name[0] || strchr(name, '/'))
-                                return not_found_path(conn);
-                } else if (slash[5]) {
-                        return not_found_path(conn);
-                }
-                if (!(ns_copy = strndup(ns, (size_t)(slash - ns))))
-                        return send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
-        }
+        if (!pods_path(rest, &ns, &ns_len, &name))
+                return not_found_path(conn);
+        if (ns && !(ns_copy = strndup(ns, ns_len)))
+                return send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
         if (!srv->ready || srv->stale) {
                 free(ns_copy);
                 return send_status(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "ServiceUnavailable",
@@ -815,11 +847,7 @@ static enum MHD_Result do_pods(struct endpoint *ep, struct MHD_Connection *conn,
                                    "{\"retryAfterSeconds\":1}", "1");
         }
         read_params(conn, &p);
-        if (parse_bool(p.watch, &watch) < 0) {
-                free(ns_copy);
-                return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid watch parameter", NULL, NULL);
-        }
-        if (name && !watch) {
+        if (name && !p.watch) {
                 ret = do_get(srv, conn, ns_copy, name);
                 free(ns_copy);
                 return ret;
@@ -845,7 +873,7 @@ static enum MHD_Result do_pods(struct endpoint *ep, struct MHD_Connection *conn,
                 ret = send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
         else if (r < 0)
                 ret = send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", err.data, NULL, NULL);
-        else if (watch)
+        else if (p.watch)
                 ret = do_watch(ep, conn, &p, &f);
         else
                 ret = do_list(srv, conn, &p, &f);
@@ -1064,32 +1092,16 @@ static void authenticate(struct auth_req *a)
  * -ENOMEM. */
 static int pods_access(struct MHD_Connection *conn, const char *url, struct review_access *ret, char **ret_ns)
 {
-        const char *rest, *ns = "", *name = NULL, *slash;
-        bool watch = false;
+        const char *ns, *name;
+        size_t ns_len;
 
-        if (strncmp(url, "/api/v1/", 8) != 0)
-                return 0;
-        rest = url + 8;
         *ret_ns = NULL;
-        if (strcmp(rest, "pods") != 0) {
-                if (strncmp(rest, "namespaces/", 11) != 0)
-                        return 0;
-                ns = rest + 11;
-                slash = strchr(ns, '/');
-                if (!slash || slash == ns || strncmp(slash, "/pods", 5) != 0)
-                        return 0;
-                if (slash[5] == '/')
-                        name = slash + 6;
-                else if (slash[5])
-                        return 0;
-                if (!(*ret_ns = strndup(ns, (size_t)(slash - ns))))
-                        return -ENOMEM;
-                ns = *ret_ns;
-        }
-        /* A bad value gets its 400 after the review, as a list. */
-        (void)parse_bool(arg(conn, "watch"), &watch);
-        *ret = (struct review_access){.verb = "list", .namespace = ns, .name = name};
-        if (watch)
+        if (strncmp(url, "/api/v1/", 8) != 0 || !pods_path(url + 8, &ns, &ns_len, &name))
+                return 0;
+        if (ns && !(*ret_ns = strndup(ns, ns_len)))
+                return -ENOMEM;
+        *ret = (struct review_access){.verb = "list", .namespace = *ret_ns ? *ret_ns : "", .name = name};
+        if (bool_arg(conn, "watch", NULL))
                 ret->verb = "watch";
         else if (name)
                 ret->verb = "get";
@@ -1258,6 +1270,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         *upload_size = 0;
                         return MHD_YES;
                 }
+                if (!known_path(url))
+                        return not_found_path(conn);
                 return send_status(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                                    "the server does not allow this method on the requested resource", "{}", NULL);
         }

@@ -884,50 +884,97 @@ static int parse_labels(struct kv_filter *f, const char *s, struct buf *err)
         return 0;
 }
 
+/* A field selector value as the API server's UnescapeValue reads it: "\\",
+ * "\\," and "\\=" stand for the character; any other escape, and a bare
+ * ',' or '=', are errors.  0, -EINVAL (err set) or -ENOMEM. */
+static int unescape_value(const char *s, size_t n, struct buf *out, struct buf *err)
+{
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+
+                if (c == ',' || c == '=')
+                        return buf_set_err(err, -EINVAL, "invalid field selector: unescaped character in value: %d", c);
+                if (c == '\\') {
+                        if (i + 1 == n)
+                                return buf_set_err(err, -EINVAL, "invalid field selector: invalid escape sequence: \\");
+                        c = s[++i];
+                        if (c != '\\' && c != ',' && c != '=')
+                                return buf_set_err(err, -EINVAL,
+                                                   "invalid field selector: invalid escape sequence: \\%c", c);
+                }
+                if (buf_putc(out, c) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* One term of the field selector sel, [start, end): split where an
+ * operator first starts ("!=", then "==", then "=" at each place, as the
+ * API server's splitTerm), its label one of the pods' (spec.host, an old
+ * client's name, is spec.nodeName), its value unescaped.  0, -EINVAL
+ * (err set) or -ENOMEM. */
+static int parse_field_term(struct kv_filter *f, const char *sel, const char *start, const char *end, struct buf *err)
+{
+        static const struct {
+                const char *text;
+                enum kv_op op;
+        } ops[] = {{"!=", KV_OP_NE}, {"==", KV_OP_EQ}, {"=", KV_OP_EQ}};
+        const char *at = NULL;
+        struct buf val = BUF_INIT;
+        struct kv_req *q;
+        size_t kn, on = 0, k = 0;
+        int r, field = -1;
+
+        for (const char *p = start; p < end && !at; p++)
+                for (k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+                        on = strlen(ops[k].text);
+                        if ((size_t)(end - p) >= on && strncmp(p, ops[k].text, on) == 0) {
+                                at = p;
+                                break;
+                        }
+                }
+        if (!at)
+                return buf_set_err(err, -EINVAL, "invalid selector: '%s'; can't understand '%.*s'", sel,
+                                   (int)(end - start), start);
+        kn = (size_t)(at - start);
+        for (int i = 0; i < _KV_FIELD_MAX; i++)
+                if (strlen(field_name[i]) == kn && strncmp(field_name[i], start, kn) == 0)
+                        field = i;
+        if (kn == 9 && strncmp(start, "spec.host", 9) == 0)
+                field = KV_FIELD_NODE_NAME;
+        if (field < 0)
+                return buf_set_err(err, -EINVAL, "field label not supported: %.*s", (int)kn, start);
+        r = unescape_value(at + on, (size_t)(end - at - on), &val, err);
+        if (r >= 0)
+                r = push_req(&f->fields, &f->n_fields, &q);
+        if (r >= 0) {
+                q->field = field;
+                q->op = ops[k].op;
+                r = add_value(q, val.data ? val.data : "", val.len);
+        }
+        buf_free(&val);
+        return r;
+}
+
+/* The field selector s: terms split at commas not escaped, an empty term
+ * skipped, as the API server's parseSelector. */
 static int parse_fields(struct kv_filter *f, const char *s, struct buf *err)
 {
         const char *p = s;
 
         while (*p) {
-                const char *start = p, *op, *end;
-                struct kv_req *q;
-                size_t kn;
-                int r, field = -1;
+                const char *start = p;
+                int r;
 
-                while (*p && *p != ',')
+                while (*p && *p != ',') {
+                        if (*p == '\\' && p[1])
+                                p++;
                         p++;
-                end = p;
+                }
+                if (p > start && (r = parse_field_term(f, s, start, p, err)) < 0)
+                        return r;
                 if (*p == ',')
                         p++;
-                for (op = start; op < end && *op != '=' && *op != '!'; op++)
-                        ;
-                if (op == end)
-                        return buf_set_err(err, -EINVAL, "invalid selector: '%.*s'; can't understand '%.*s'",
-                                           (int)strlen(s), s, (int)(end - start), start);
-                kn = (size_t)(op - start);
-                for (int i = 0; i < _KV_FIELD_MAX; i++)
-                        if (strlen(field_name[i]) == kn && strncmp(field_name[i], start, kn) == 0)
-                                field = i;
-                if (field < 0)
-                        return buf_set_err(err, -EINVAL, "field label not supported: %.*s", (int)kn, start);
-                if ((r = push_req(&f->fields, &f->n_fields, &q)) < 0)
-                        return r;
-                q->field = field;
-                if (op[0] == '!' && op + 1 < end && op[1] == '=') {
-                        q->op = KV_OP_NE;
-                        op += 2;
-                } else if (op[0] == '=' && op + 1 < end && op[1] == '=') {
-                        q->op = KV_OP_EQ;
-                        op += 2;
-                } else if (op[0] == '=') {
-                        q->op = KV_OP_EQ;
-                        op++;
-                } else {
-                        return buf_set_err(err, -EINVAL, "invalid selector: '%.*s'; can't understand '%.*s'",
-                                           (int)strlen(s), s, (int)(end - start), start);
-                }
-                if ((r = add_value(q, op, (size_t)(end - op))) < 0)
-                        return r;
         }
         return 0;
 }

@@ -83,9 +83,9 @@ def wait_names(d, want, path="/api/v1/pods"):
 class Watch:
     """A watch in progress: its JSON lines as they come."""
 
-    def __init__(self, d, query, base="/api/v1/pods"):
+    def __init__(self, d, query, base="/api/v1/pods", watch="watch=1"):
         self.c = UnixHTTP(d.kube, timeout=T_WAIT)
-        self.c.request("GET", base + "?watch=1&" + query)
+        self.c.request("GET", base + "?" + watch + "&" + query)
         self.r = self.c.getresponse()
         self.status = self.r.status
         assert self.r.getheader("Content-Type") == "application/json"
@@ -165,6 +165,14 @@ def test_errors(t):
     for method in ("POST", "PUT", "PATCH", "DELETE"):
         status, _, body = request(d, "/api/v1/namespaces/default/pods", method, body=b"{}")
         assert status == 405 and body["reason"] == "MethodNotAllowed", (method, status, body)
+    # A write to what is not served is 404, as on the API server; to a
+    # discovery document 405.
+    for path in ("/foo", "/api/v1/nodes", "/api/v1/namespaces/default/pods/a/b", "/api/v1/namespaces//pods"):
+        status, _, body = request(d, path, "POST", body=b"{}")
+        assert status == 404 and body["reason"] == "NotFound", (path, status, body)
+    for path in ("/api", "/api/v1/", "/version"):
+        status, _, body = request(d, path, "DELETE")
+        assert status == 405 and body["reason"] == "MethodNotAllowed", (path, status, body)
     for q in ("labelSelector=app+in+(x", "labelSelector=-x=y", "fieldSelector=spec.foo%3Dbar",
               "fieldSelector=metadata.name"):
         status, _, body = request(d, "/api/v1/pods?" + q)
@@ -251,6 +259,38 @@ def test_list_versions(t):
     assert status == 410 and body["reason"] == "Expired", body
     status, _, body = request(d, "/api/v1/pods?resourceVersion=abc")
     assert status == 400, body
+    # The list options the API server refuses, as it refuses them.
+    status, _, body = request(d, "/api/v1/pods?resourceVersion=%d&continue=x" % rv)
+    assert status == 400 and body["reason"] == "BadRequest", body
+    assert body["message"] == "specifying resource version is not allowed when using continue", body
+    status, _, body = request(d, "/api/v1/pods?resourceVersion=0&resourceVersionMatch=NotOlderThan&continue=x")
+    assert status == 422 and "forbidden when continue is provided" in body["message"], body
+    for v in ("true", "false"):
+        status, _, body = request(d, "/api/v1/pods?sendInitialEvents=" + v)
+        assert status == 422 and "sendInitialEvents is forbidden for list" in body["message"], (v, body)
+    status, _, body = request(d, "/api/v1/pods?timeoutSeconds=abc")
+    assert status == 400 and body["reason"] == "BadRequest", body
+    assert names(get_ok(d, "/api/v1/pods?timeoutSeconds=5")) == [pn("a")]
+
+
+@test("boolean parameters as the API server decodes them: absent, 0 or false (in any case) is false; "
+      "any other value is true, an empty one too")
+def test_boolean_params(t):
+    d = kube_daemon(t)
+    manifest(t, "a")
+    wait_names(d, [pn("a")])
+    for spelling in ("watch", "watch=", "watch=yes", "watch=TRUE", "watch=1"):
+        w = Watch(d, "timeoutSeconds=5&allowWatchBookmarks=on", watch=spelling)
+        assert w.status == 200, spelling
+        assert summary(w.until(1)) == ["ADDED " + pn("a")], spelling
+        w.close()
+    for spelling in ("watch=0", "watch=false", "watch=FaLsE"):
+        assert get_ok(d, "/api/v1/pods?" + spelling)["kind"] == "PodList", spelling
+    # A get of one pod, and no bookmarks with allowWatchBookmarks=0.
+    assert get_ok(d, "/api/v1/namespaces/default/pods/%s?watch=false" % pn("a"))["kind"] == "Pod"
+    w = Watch(d, "resourceVersion=0&timeoutSeconds=1&allowWatchBookmarks=0")
+    assert [e["type"] for e in w.rest()] == ["ADDED"]
+    w.close()
 
 
 @test("watch: add, modify, delete in order, each with its own increasing version")

@@ -297,6 +297,19 @@ START_TEST(test_selectors)
         ck_assert(sel(NULL, "status.phase!=Running", o, &r) && r == 0);
         ck_assert(sel(NULL, "spec.hostNetwork=true", o, &r) && r == 0);
         ck_assert(!sel(NULL, "metadata.name!=a", o, &r) && r == 0);
+        /* As the API server parses them: empty terms skipped, spec.host
+         * an old client's spec.nodeName, values unescaped. */
+        ck_assert(sel(NULL, "metadata.name=a,,spec.host=node1,", o, &r) && r == 0);
+        ck_assert(sel(NULL, ",", o, &r) && r == 0);
+        ck_assert(!sel(NULL, "spec.host!=node1", o, &r) && r == 0);
+        ck_assert(!sel(NULL, "metadata.name=a\\,b", o, &r) && r == 0);
+        ck_assert(sel(NULL, "metadata.name!=a\\=b\\\\", o, &r) && r == 0);
+        sel(NULL, "metadata.name=a=b", o, &r);
+        ck_assert_int_eq(r, -EINVAL);
+        sel(NULL, "metadata.name=a\\x", o, &r);
+        ck_assert_int_eq(r, -EINVAL);
+        sel(NULL, "metadata.name=a\\", o, &r);
+        ck_assert_int_eq(r, -EINVAL);
         /* Bad selectors: a clear error. */
         sel("app in (web", NULL, o, &r);
         ck_assert_int_eq(r, -EINVAL);
