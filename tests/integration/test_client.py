@@ -589,7 +589,6 @@ def test_python_full_state_live_ops_seq(t):
       "the first live message ends the confirmation, that message is not "
       "applied; outside a handler it closes the connection at once")
 def test_python_stop_keeps_what_was_told(t):
-    import time
     s = Script(t)
     c = podmux.Client(s.path)
     rec = Rec(c)
@@ -706,10 +705,17 @@ def test_python_not_a_socket(t):
             c.close()
 
 
+def fixture_table(name, key):
+    """The table key of tests/fixtures/NAME, which must not be empty."""
+    with open(os.path.join(SRCDIR, "tests", "fixtures", name)) as f:
+        table = json.load(f)[key]
+    if not table:
+        raise AssertionError("%s: no %s" % (name, key))
+    return table
+
+
 def resync_cases():
-    with open(os.path.join(SRCDIR, "tests", "fixtures",
-                           "resync-diff.json")) as f:
-        return json.load(f)["cases"]
+    return fixture_table("resync-diff.json", "cases")
 
 
 def pods_line(seq, op, src, texts):
@@ -723,12 +729,7 @@ def pods_line(seq, op, src, texts):
       "\"pods\" and \"plugin\" count only in a message of their own type")
 def test_python_message_lines_fixture(t):
     from podmux import wire
-    with open(os.path.join(SRCDIR, "tests", "fixtures",
-                           "message-lines.json")) as f:
-        cases = json.load(f)["cases"]
-    if not cases:
-        raise AssertionError("no cases")
-    for c in cases:
+    for c in fixture_table("message-lines.json", "cases"):
         try:
             m = wire._parse(c["line"])
         except wire._Bad as e:
@@ -2389,10 +2390,7 @@ def run_scenario(t, sc):
       "tests/fixtures/informer-scenarios.json (the table the C and Go "
       "clients run too)")
 def test_python_informer_style_handlers_hand_records(t):
-    with open(os.path.join(SRCDIR, "tests", "fixtures",
-                           "informer-scenarios.json")) as f:
-        table = json.load(f)
-    for sc in table["scenarios"]:
+    for sc in fixture_table("informer-scenarios.json", "scenarios"):
         run_scenario(t, sc)
     c = podmux.Client(t.path("none.sock"))
     for bad in (lambda: c.add_index(podmux.INDEX_NAMESPACE, gen_keys),
@@ -2411,12 +2409,7 @@ def test_python_informer_style_handlers_hand_records(t):
       "tests/fixtures/informer-scenarios.json gives its error kind, errno "
       "and fatality (the table the C and Go clients run too)")
 def test_python_server_error_reasons(t):
-    with open(os.path.join(SRCDIR, "tests", "fixtures",
-                           "informer-scenarios.json")) as f:
-        cases = json.load(f)["server_errors"]
-    if not cases:
-        raise AssertionError("no server_errors")
-    for k in cases:
+    for k in fixture_table("informer-scenarios.json", "server_errors"):
         s = Script(t)
         c = podmux.Client(s.path)
         got = []

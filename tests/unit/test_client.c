@@ -1605,33 +1605,6 @@ START_TEST(test_handlers_snapshot)
 }
 END_TEST
 
-/* A SET that carries one source and UID twice (malformed): the later pod
- * wins, as in the cache, and a handler is told of it once; nothing leaks
- * (the sanitizer build). */
-START_TEST(test_handlers_set_same_uid_twice)
-{
-        struct buf log = BUF_INIT;
-        struct hrec h1 = {"h1", &log};
-        struct t t;
-
-        t_init(&t);
-        ck_assert_int_eq(podmux_client_add_handler(t.c, &hops, &h1), 0);
-        fake_accept(&t.f, t.c);
-        fake_send(&t.f, "{\"type\":\"hello\",\"protocol\":1,\"mode\":\"snapshot\",\"node\":\"n1\",\"seq\":5}");
-        fake_pods(&t.f, 6, "SET", "file", 2, pod_text("a", "default", "alpha", "file", 1),
-                  pod_text("a", "default", "alpha", "file", 2));
-        fake_synced(&t.f, 8, false);
-        fake_pods(&t.f, 9, "SET", "file", 2, pod_text("a", "default", "alpha", "file", 3),
-                  pod_text("a", "default", "alpha", "file", 4));
-        pump(t.c);
-        expect_h(&log, "h1 add file/a 2\nh1 update file/a 2>4\n");
-        ck_assert_uint_eq(podmux_client_pod_count(t.c), 1);
-        ck_assert_int_eq(pod_gen(podmux_client_pod_by_uid(t.c, "a")), 4);
-        buf_free(&log);
-        t_free(&t);
-}
-END_TEST
-
 /* ---- indexes ------------------------------------------------------------------ */
 
 /* "source/uid" of the pods of key in the index name, one a line. */
@@ -2290,6 +2263,6 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_op_names, test_restart_same_pods_not_told, test_pod_text_same, test_error_message_one_line,
           test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source, test_restart_source_gone,
           test_restart_held_across_reconnects, test_restart_late_source_snapshot, test_handlers_ops,
-          test_handlers_snapshot, test_handlers_set_same_uid_twice, test_informer_scenarios, test_index_in_log_handler,
+          test_handlers_snapshot, test_informer_scenarios, test_index_in_log_handler,
           test_index_add_and_errors, test_index_fn_error, test_source_state, test_source_state_reconnect,
           test_source_bad_message, test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)
