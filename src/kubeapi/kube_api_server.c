@@ -914,7 +914,7 @@ struct auth_req {
         struct review_user *user;     /* authenticated: a reference */
         char *reason;                 /* why an access was refused */
         unsigned refused;             /* 0, or the status answered */
-        bool authorized, suspended, gone, body_seen;
+        bool authorized, suspended, gone, headers_seen;
 };
 
 static void auth_resume(struct auth_req *a)
@@ -1252,20 +1252,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!ep->tls && !peer_allowed(srv, conn))
                 return send_status(conn, MHD_HTTP_FORBIDDEN, "Forbidden",
                                    "this user may not read the pods here (--allow-uids, --allow-gids)", NULL, NULL);
-        /* Read-only.  A write's body is read and dropped before the 405,
-         * as the API server reads it: a client still sending would
-         * otherwise see the connection reset instead of the answer. */
-        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-                static char body_seen;
-                bool *seen = ep->tls ? &((struct auth_req *)*req_cls)->body_seen : NULL;
+        /* The first call has the headers alone, and nothing is answered
+         * in it: libmicrohttpd closes a connection whose response is
+         * queued that early (no keep-alive: a new connection, and a TLS
+         * handshake, for every request).  A write's body is then read and
+         * dropped before its 405 or 404, as the API server reads it: a
+         * client still sending would otherwise see the connection reset
+         * instead of the answer. */
+        if (ep->tls ? !((struct auth_req *)*req_cls)->headers_seen : !*req_cls) {
+                static char headers_seen;
 
-                if (seen ? !*seen : !*req_cls) {
-                        if (seen)
-                                *seen = true;
-                        else
-                                *req_cls = &body_seen;
-                        return MHD_YES;
-                }
+                if (ep->tls)
+                        ((struct auth_req *)*req_cls)->headers_seen = true;
+                else
+                        *req_cls = &headers_seen;
+                return MHD_YES;
+        }
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
                 if (*upload_size) {
                         *upload_size = 0;
                         return MHD_YES;

@@ -149,6 +149,18 @@ def test_discovery(t):
     assert sorted(pods["verbs"]) == ["get", "list", "watch"]
     assert get_ok(d, "/apis") == {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
     assert get_ok(d, "/version")["major"] == "1"
+    # One connection serves request after request, as the API server's
+    # does (keep-alive), answers and errors alike.
+    c = UnixHTTP(d.kube)
+    for path in ("/version", "/api/v1/pods", "/api/v1/nodes", "/api/v1/namespaces/default/pods/nope", "/apis"):
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        assert not r.will_close, (path, r.status, r.getheader("Connection"))
+        if path == "/version":
+            sock = c.sock
+        assert c.sock is sock, path
+    c.close()
 
 
 @test("errors are Status bodies: unknown path 404, unknown pod 404 with details, writes 405, bad selectors 400")

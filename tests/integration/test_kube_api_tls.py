@@ -294,6 +294,14 @@ def test_webhook(t):
               headers={"Authorization": "Bearer alice-token"})
     r = c.getresponse()
     assert r.status == 405 and json.loads(r.read())["reason"] == "MethodNotAllowed", r.status
+    # The same connection (and its TLS session) serves the next requests.
+    sock = c.sock
+    for path in ("/api/v1/namespaces/default/pods", "/version"):
+        c.request("GET", path, headers={"Authorization": "Bearer alice-token"})
+        r = c.getresponse()
+        assert r.status == 200 and not r.will_close, (path, r.status, r.getheader("Connection"))
+        r.read()
+        assert c.sock is sock, path
     c.close()
     d.assert_alive()
 
