@@ -431,9 +431,10 @@ int podmux_client_process(struct podmux_client *c);
  * wait (call again to go on).
  */
 int podmux_client_run(struct podmux_client *c, int timeout_ms);
-/* Stops the client: the connection is closed, nothing more is dispatched
- * after the current handler returns, and _process()/_run() return
- * -ECANCELED.  The cache stays readable. */
+/* Stops the client: nothing more is applied or dispatched after the
+ * current handler returns, the connection is closed by the next
+ * _process() (podmux_client_timeout() says 0 until then), and
+ * _process()/_run() return -ECANCELED.  The cache stays readable. */
 void podmux_client_stop(struct podmux_client *c);
 
 /* ---- the cache ------------------------------------------------------------ */

@@ -178,7 +178,6 @@ class Client:
         self._attempt = 0
         self._stopped: _Stopped = None    # None while running
         self._stop_requested = False
-        self._in_process = False   # inside process()
         self._sel = selectors.DefaultSelector()
         # Where each read lands before it joins the buffer: one for the
         # client's life, where a new bytes object a read gave each
@@ -267,25 +266,16 @@ class Client:
         return max(0.0, self._next_attempt - time.monotonic())
 
     def stop(self) -> None:
-        """Stops the client: nothing more is dispatched after the current
-        handler returns, the connection is closed (from a handler, once
-        process() returns; from anywhere else, at once) and process()
-        returns False.  The cache stays readable."""
+        """Stops the client: nothing more is applied or dispatched after
+        the current handler returns, the connection is closed by the next
+        process() (timeout() says 0 until then) and process() returns
+        False.  The cache stays readable."""
         self._stop_requested = True
-        if not self._in_process and self._stopped is None:
-            self._halt("stopped")
 
     def process(self) -> bool:
         """Connects when due, reads what is there, dispatches it.  Raises
         Error once the client has stopped on a fatal error; returns False
         once stopped with stop() or close(), else True."""
-        self._in_process = True
-        try:
-            return self._process()
-        finally:
-            self._in_process = False
-
-    def _process(self) -> bool:
         if self._stop_requested and self._stopped is None:
             self._halt("stopped")
         if self._stopped is None:

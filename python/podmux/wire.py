@@ -862,8 +862,8 @@ def _parse(line: str, known: Optional[_Known] = None,
             raise _Bad('unknown op "%s"' % name)
         m.op = op
         m.source = _want(members, "source")
-        if pods is None:
-            raise _Bad("a pods message without pods")
+        if pods is None:   # an empty one, as in the C library and Go
+            pods = ([], None, None)
         made, read_as, bad = pods
         if bad is not None:
             raise bad

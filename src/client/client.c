@@ -101,7 +101,6 @@ struct podmux_client {
         enum state st;
         int stop_err;
         bool stop_requested;
-        bool in_process; /* inside podmux_client_process() */
 
         /* the reconnection's backoff (client_msg.h) */
         uint64_t next_attempt; /* monotonic usec */
@@ -423,12 +422,10 @@ static void end_connection(struct podmux_client *c)
 
 void podmux_client_stop(struct podmux_client *c)
 {
+        /* A flag and no more: the connection is closed by the next
+         * podmux_client_process(), which podmux_client_timeout() says is
+         * due at once (from a handler, process() is still reading it). */
         c->stop_requested = true;
-        /* From a handler of podmux_client_process() the connection is
-         * closed once the handler returns (process() is still reading
-         * it); from anywhere else, now. */
-        if (!c->in_process && c->st != ST_STOPPED)
-                stop_now(c, -ECANCELED);
 }
 
 /* ---- connecting -------------------------------------------------------------------- */
@@ -1361,19 +1358,7 @@ static void do_read(struct podmux_client *c)
         }
 }
 
-static int process(struct podmux_client *c);
-
 int podmux_client_process(struct podmux_client *c)
-{
-        int r;
-
-        c->in_process = true;
-        r = process(c);
-        c->in_process = false;
-        return r;
-}
-
-static int process(struct podmux_client *c)
 {
         if (c->st != ST_STOPPED && c->stop_requested)
                 stop_now(c, -ECANCELED);

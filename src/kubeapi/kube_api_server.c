@@ -13,6 +13,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -253,6 +254,17 @@ static void read_params(struct MHD_Connection *conn, struct req_params *p)
         p->initial = bool_arg(conn, "sendInitialEvents", &p->initial_given);
 }
 
+/* Whether s is an integer Go's strconv.ParseInt(s, 10, 64) takes, as the
+ * API server reads timeoutSeconds ("+5", "-1"). */
+static bool is_int64(const char *s)
+{
+        char *end;
+
+        errno = 0;
+        (void)strtoll(s, &end, 10);
+        return end != s && !*end && errno == 0 && !isspace((unsigned char)*s);
+}
+
 static int parse_u64(const char *s, uint64_t *ret)
 {
         char *end;
@@ -375,7 +387,7 @@ static enum MHD_Result invalid(struct MHD_Connection *conn, const char *msg)
 static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connection *conn, const struct req_params *p,
                                const struct kv_filter *f)
 {
-        uint64_t cur = kube_view_rv(srv->view), list_rv = cur, asked = 0, limit = 0, remaining = 0, timeout;
+        uint64_t cur = kube_view_rv(srv->view), list_rv = cur, asked = 0, limit = 0, remaining = 0;
         struct kv_obj **objs = NULL;
         size_t n = 0, start = 0, end;
         char *after = NULL;
@@ -394,7 +406,7 @@ static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connectio
                                      "continue is provided");
         if (p->initial_given)
                 return invalid(conn, "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list");
-        if (p->timeout && p->timeout[0] && parse_u64(p->timeout, &timeout) < 0)
+        if (p->timeout && p->timeout[0] && !is_int64(p->timeout))
                 return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid timeoutSeconds", NULL, NULL);
         if (p->rv && p->rv[0] && parse_u64(p->rv, &asked) < 0)
                 return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid resource version", NULL, NULL);
@@ -404,7 +416,7 @@ static enum MHD_Result do_list(struct kube_api_server *srv, struct MHD_Connectio
         if (p->limit && p->limit[0] && parse_u64(p->limit, &limit) < 0)
                 return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest", "invalid limit", NULL, NULL);
         if (p->cont && p->cont[0]) {
-                if (p->rv && p->rv[0] && asked != 0)
+                if (p->rv && p->rv[0] && strcmp(p->rv, "0") != 0)
                         return send_status(conn, MHD_HTTP_BAD_REQUEST, "BadRequest",
                                            "specifying resource version is not allowed when using continue", NULL,
                                            NULL);
@@ -862,9 +874,14 @@ static enum MHD_Result do_pods(struct endpoint *ep, struct MHD_Connection *conn,
                 /* A watch of one pod: /pods/NAME?watch=1. */
                 struct buf sel = BUF_INIT;
 
+                /* The name escaped, as a field selector's value. */
                 r = buf_puts(&sel, "metadata.name=");
-                if (r >= 0)
-                        r = buf_puts(&sel, name);
+                for (const char *c = name; r >= 0 && *c; c++) {
+                        if (strchr("\\,=", *c))
+                                r = buf_putc(&sel, '\\');
+                        if (r >= 0)
+                                r = buf_putc(&sel, *c);
+                }
                 if (r >= 0)
                         r = kv_filter_parse(&f, NULL, sel.data, &err);
                 buf_free(&sel);
@@ -1255,10 +1272,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* The first call has the headers alone, and nothing is answered
          * in it: libmicrohttpd closes a connection whose response is
          * queued that early (no keep-alive: a new connection, and a TLS
-         * handshake, for every request).  A write's body is then read and
-         * dropped before its 405 or 404, as the API server reads it: a
-         * client still sending would otherwise see the connection reset
-         * instead of the answer. */
+         * handshake, for every request).  A body is then read and
+         * dropped before the answer, as the API server reads a write's
+         * (and ignores a read's): a client still sending would otherwise
+         * see the connection reset instead of the answer. */
         if (ep->tls ? !((struct auth_req *)*req_cls)->headers_seen : !*req_cls) {
                 static char headers_seen;
 
@@ -1268,18 +1285,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         *req_cls = &headers_seen;
                 return MHD_YES;
         }
+        if (*upload_size) {
+                *upload_size = 0; /* a body, dropped: nothing here takes one */
+                return MHD_YES;
+        }
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-                if (*upload_size) {
-                        *upload_size = 0;
-                        return MHD_YES;
-                }
                 if (!known_path(url))
                         return not_found_path(conn);
                 return send_status(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                                    "the server does not allow this method on the requested resource", "{}", NULL);
         }
-        if (*upload_size != 0)
-                return MHD_NO;
         if (strcmp(url, "/api") == 0 || strcmp(url, "/api/") == 0)
                 return send_const(conn, api_versions);
         if (strcmp(url, "/api/v1") == 0 || strcmp(url, "/api/v1/") == 0)

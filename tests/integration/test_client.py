@@ -587,7 +587,7 @@ def test_python_full_state_live_ops_seq(t):
 @test("python: stop() from a handler in a replay applies nothing more and "
       "keeps the resume point the handlers' last; from a source handler as "
       "the first live message ends the confirmation, that message is not "
-      "applied; outside a handler it closes the connection at once")
+      "applied; outside a handler the next process() is due at once")
 def test_python_stop_keeps_what_was_told(t):
     s = Script(t)
     c = podmux.Client(s.path)
@@ -642,15 +642,17 @@ def test_python_stop_keeps_what_was_told(t):
                                                           c.pods())
     c.close()
 
-    # Outside a handler: the daemon sees the end at once.
+    # Outside a handler: process() is due at once, and closes.
     c = podmux.Client(s2.path)
     s2.accept(c)
     s2.send(hello(300), synced(301, False))
     drain(c)
+    assert c.timeout() is None
     c.stop()
+    assert c.timeout() == 0.0 and c.process() is False
     s2.conn.settimeout(5)
     assert s2.conn.recv(1) == b"", "the connection is still open"
-    assert c.timeout() is None and c.process() is False
+    assert c.timeout() is None
     c.close()
 
 

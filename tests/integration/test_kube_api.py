@@ -280,9 +280,20 @@ def test_list_versions(t):
     for v in ("true", "false"):
         status, _, body = request(d, "/api/v1/pods?sendInitialEvents=" + v)
         assert status == 422 and "sendInitialEvents is forbidden for list" in body["message"], (v, body)
+    status, _, body = request(d, "/api/v1/pods?resourceVersion=00&continue=x")
+    assert status == 400 and body["reason"] == "BadRequest", body
     status, _, body = request(d, "/api/v1/pods?timeoutSeconds=abc")
     assert status == 400 and body["reason"] == "BadRequest", body
-    assert names(get_ok(d, "/api/v1/pods?timeoutSeconds=5")) == [pn("a")]
+    for v in ("5", "%2B5", "-1"):
+        assert names(get_ok(d, "/api/v1/pods?timeoutSeconds=" + v)) == [pn("a")], v
+    # A read's body is ignored, as the API server ignores it.
+    status, _, body = request(d, "/api/v1/pods", body=b'{"x":1}')
+    assert status == 200 and names(body) == [pn("a")], (status, body)
+    # A watch of one pod by a name a field selector would have to escape.
+    for name in ("a%5C", "a%3Db", "a%2Cb"):
+        w = Watch(d, "timeoutSeconds=1", base="/api/v1/namespaces/default/pods/" + name)
+        assert w.status == 200 and w.rest() == [], name
+        w.close()
 
 
 @test("boolean parameters as the API server decodes them: absent, 0 or false (in any case) is false; "

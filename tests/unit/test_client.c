@@ -1340,9 +1340,10 @@ START_TEST(test_stop_from_source_handler)
 }
 END_TEST
 
-/* podmux_client_stop() outside a handler closes the connection at once:
- * the daemon sees it end, and an application's loop polling the
- * descriptor need not wait for it to be readable. */
+/* podmux_client_stop() outside a handler: an application's loop polling
+ * the descriptor need not wait for it to be readable, as the timeout is
+ * due at once, and the next podmux_client_process() closes the
+ * connection. */
 START_TEST(test_stop_outside_handler)
 {
         struct t t;
@@ -1351,10 +1352,12 @@ START_TEST(test_stop_outside_handler)
         t_init(&t);
         start(&t);
         free(rec_take(&t.r));
+        ck_assert_int_eq(podmux_client_timeout(t.c), -1);
         podmux_client_stop(t.c);
+        ck_assert_int_eq(podmux_client_timeout(t.c), 0);
+        ck_assert_int_eq(podmux_client_process(t.c), -ECANCELED);
         ck_assert_int_eq(recv(t.f.cfd, &b, 1, MSG_DONTWAIT), 0);
         ck_assert_int_eq(podmux_client_timeout(t.c), -1);
-        ck_assert_int_eq(podmux_client_process(t.c), -ECANCELED);
         ck_assert_uint_eq(podmux_client_pod_count(t.c), 3); /* the cache stays readable */
         expect_log(&t, "");
         t_free(&t);
