@@ -664,28 +664,40 @@ static bool name_ok(const char *s, size_t n, bool empty_ok)
         return true;
 }
 
+static bool is_lower_alnum(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* A DNS-1123 subdomain: at most 253 characters, dot-separated labels of
+ * lower-case alphanumerics and '-', each alphanumeric at both ends. */
+static bool subdomain_ok(const char *s, size_t n)
+{
+        if (n == 0 || n > 253)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                bool edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+
+                if (s[i] == '.' ? edge : !(is_lower_alnum(s[i]) || (s[i] == '-' && !edge)))
+                        return false;
+        }
+        return true;
+}
+
 /* A label key: [prefix/]name, the prefix a DNS subdomain. */
 static bool key_ok(const char *s, size_t n)
 {
         const char *slash = memchr(s, '/', n);
 
-        if (slash) {
-                size_t pl = (size_t)(slash - s);
-
-                if (pl == 0 || pl > 253 || !is_alnum(s[0]) || !is_alnum(s[pl - 1]))
-                        return false;
-                for (size_t i = 0; i < pl; i++)
-                        if (!(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= '0' && s[i] <= '9') && s[i] != '-' &&
-                            s[i] != '.')
-                                return false;
-                return name_ok(slash + 1, n - pl - 1, false);
-        }
+        if (slash)
+                return subdomain_ok(s, (size_t)(slash - s)) && name_ok(slash + 1, n - (size_t)(slash - s) - 1, false);
         return name_ok(s, n, false);
 }
 
+/* White space as the API server's selector lexer knows it. */
 static bool is_space(char c)
 {
-        return c == ' ' || c == '\t';
+        return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
 static const char *skip_space(const char *p)
@@ -822,7 +834,8 @@ static int parse_label_req(const char *s, size_t n, struct kv_req *q, struct buf
 
                 while (ve > p && is_space(ve[-1]))
                         ve--;
-                if ((q->op == KV_OP_GT || q->op == KV_OP_LT) ? ve == p : !name_ok(p, (size_t)(ve - p), true)) {
+                /* A value of 'Gt' and 'Lt' is a label value too: no sign. */
+                if (!name_ok(p, (size_t)(ve - p), q->op != KV_OP_GT && q->op != KV_OP_LT)) {
                         r = buf_set_err(err, -EINVAL, "unable to parse requirement: invalid label value \"%.*s\"",
                                         (int)(ve - p), p);
                         goto out;

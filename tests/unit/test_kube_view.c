@@ -297,6 +297,20 @@ START_TEST(test_selectors)
         ck_assert(sel(NULL, "status.phase!=Running", o, &r) && r == 0);
         ck_assert(sel(NULL, "spec.hostNetwork=true", o, &r) && r == 0);
         ck_assert(!sel(NULL, "metadata.name!=a", o, &r) && r == 0);
+        /* Label selectors as the API server checks them: a Gt/Lt value is
+         * a label value (no sign), a key's prefix a DNS subdomain, and
+         * "\r" and "\n" are white space. */
+        ck_assert(sel("app=web\r\n", NULL, o, &r) && r == 0);
+        ck_assert(sel("\napp in (web)", NULL, o, &r) && r == 0);
+        ck_assert(!sel("a.b-c/x=y", NULL, o, &r) && r == 0);
+        sel("n>-1", NULL, o, &r);
+        ck_assert_int_eq(r, -EINVAL);
+        for (size_t i = 0; i < 5; i++) {
+                static const char *const bad[] = {"a..b/x=y", "-a/x=y", "a-/x=y", "A/x=y", ".a/x=y"};
+
+                sel(bad[i], NULL, o, &r);
+                ck_assert_msg(r == -EINVAL, "%s: %d", bad[i], r);
+        }
         /* As the API server parses them: empty terms skipped, spec.host
          * an old client's spec.nodeName, values unescaped. */
         ck_assert(sel(NULL, "metadata.name=a,,spec.host=node1,", o, &r) && r == 0);
