@@ -830,7 +830,13 @@ def _want(members: Dict[str, Any], key: str) -> str:
     v = members.get(key)
     if not isinstance(v, str):
         raise _Bad('"%s" is missing or of the wrong type' % key)
-    return v
+    return _cut(v)
+
+
+def _cut(s: str) -> str:
+    """s up to a NUL, as the C library and the Go package read a string."""
+    i = s.find("\0")
+    return s if i < 0 else s[:i]
 
 
 def _parse(line: str, known: Optional[_Known] = None,
@@ -843,6 +849,7 @@ def _parse(line: str, known: Optional[_Known] = None,
     t = members.get("type")
     if not isinstance(t, str):
         raise _Bad('a message without a string "type"')
+    t = _cut(t)
     m = _Msg(t)
     if t == "hello":
         p = members.get("protocol")
