@@ -91,6 +91,7 @@ struct watch {
         bool init_end;  /* a bookmark marks the end of the initial events */
         bool bookmarks; /* allowWatchBookmarks */
         bool expired;   /* the version asked for is too old: 410, end */
+        bool too_large; /* a WatchList above the current version: 504, end */
         bool suspended;
         bool finished;      /* the last line is written: end the stream */
         bool final_mark;    /* the bookmark before the deadline is written */
@@ -368,15 +369,22 @@ static enum MHD_Result too_old(struct MHD_Connection *conn, uint64_t asked, uint
         return send_status(conn, MHD_HTTP_GONE, "Expired", msg, NULL, NULL);
 }
 
+/* The API server's words for a version above the current one. */
+#define TOO_LARGE_DETAILS                                                                                              \
+        "{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\",\"message\":\"Too large resource version\"}],"           \
+        "\"retryAfterSeconds\":1}"
+
+static void too_large_msg(char *msg, size_t size, uint64_t asked, uint64_t current)
+{
+        (void)snprintf(msg, size, "Too large resource version: %" PRIu64 ", current: %" PRIu64, asked, current);
+}
+
 static enum MHD_Result too_large(struct MHD_Connection *conn, uint64_t asked, uint64_t current)
 {
         char msg[160];
 
-        (void)snprintf(msg, sizeof(msg), "Too large resource version: %" PRIu64 ", current: %" PRIu64, asked, current);
-        return send_status(conn, MHD_HTTP_GATEWAY_TIMEOUT, "Timeout", msg,
-                           "{\"causes\":[{\"reason\":\"ResourceVersionTooLarge\",\"message\":\"Too large resource "
-                           "version\"}],\"retryAfterSeconds\":1}",
-                           "1");
+        too_large_msg(msg, sizeof(msg), asked, current);
+        return send_status(conn, MHD_HTTP_GATEWAY_TIMEOUT, "Timeout", msg, TOO_LARGE_DETAILS, "1");
 }
 
 static enum MHD_Result invalid(struct MHD_Connection *conn, const char *msg)
@@ -538,14 +546,24 @@ static int put_event(struct buf *b, const char *type, const struct kv_obj *o, ui
         return r < 0 ? r : buf_puts(b, "}\n");
 }
 
-static int put_expired(struct buf *b, uint64_t asked, uint64_t floor)
+/* An ERROR event: w's version too old (410 Expired), or for a WatchList
+ * above the current one (504, as the API server's watch cache answers
+ * one it cannot wait for). */
+static int put_error(struct buf *b, const struct watch *w, uint64_t floor)
 {
         int r = buf_printf(b, "{\"type\":\"ERROR\",\"object\":");
-        char msg[128];
+        char msg[160];
 
-        (void)snprintf(msg, sizeof(msg), "too old resource version: %" PRIu64 " (%" PRIu64 ")", asked, floor);
-        if (r >= 0)
-                r = status_text(b, MHD_HTTP_GONE, "Expired", msg, NULL);
+        if (w->too_large) {
+                too_large_msg(msg, sizeof(msg), w->asked_rv, w->last_rv);
+                if (r >= 0)
+                        r = status_text(b, MHD_HTTP_GATEWAY_TIMEOUT, "Timeout", msg, TOO_LARGE_DETAILS);
+        } else {
+                (void)snprintf(msg, sizeof(msg), "too old resource version: %" PRIu64 " (%" PRIu64 ")", w->asked_rv,
+                               floor);
+                if (r >= 0)
+                        r = status_text(b, MHD_HTTP_GONE, "Expired", msg, NULL);
+        }
         return r < 0 ? r : buf_puts(b, "}\n");
 }
 
@@ -558,9 +576,9 @@ static int watch_fill(struct watch *w)
 
         if (w->finished)
                 return 0;
-        if (w->expired) {
+        if (w->expired || w->too_large) {
                 w->finished = true;
-                return put_expired(&w->out, w->asked_rv, kube_view_floor(view)) < 0 ? -ENOMEM : 1;
+                return put_error(&w->out, w, kube_view_floor(view)) < 0 ? -ENOMEM : 1;
         }
         if (w->i_init < w->n_init) {
                 const struct kv_obj *o = w->init[w->i_init];
@@ -706,8 +724,6 @@ static enum MHD_Result do_watch(struct endpoint *ep, struct MHD_Connection *conn
         from_now = !p->rv || !p->rv[0] || asked == 0;
         if (!initial_given)
                 initial = from_now;
-        if (initial && asked > cur)
-                return too_large(conn, asked, cur);
         if (!(w = calloc(1, sizeof(*w))))
                 return send_status(conn, 500, "InternalError", "out of memory", NULL, NULL);
         w->srv = srv;
@@ -721,7 +737,12 @@ static enum MHD_Result do_watch(struct endpoint *ep, struct MHD_Connection *conn
                 timeout = KUBE_API_MAX_TIMEOUT_SEC;
         w->deadline = now + (timeout ? timeout * 1000000u : srv->min_timeout + clock_jitter(srv->min_timeout));
         w->next_mark = now + srv->bookmark_every;
-        if (initial) {
+        if (initial && asked > cur) {
+                /* 200, then the 504 as an ERROR event. */
+                w->too_large = true;
+                w->asked_rv = asked;
+                w->last_rv = cur;
+        } else if (initial) {
                 if (matching(srv->view, &w->filter, &w->init, &w->n_init) < 0)
                         goto oom;
                 w->last_rv = cur;

@@ -460,6 +460,17 @@ def test_watchlist(t):
     ev = w.until(1, not_bookmark)
     assert summary(ev) == ["ADDED " + pn("c")], summary(ev)
     w.close()
+    # From a version above the current one: 200, then the 504 as an
+    # ERROR event, as the API server's watch cache answers it.
+    rv = int(get_ok(d, "/api/v1/pods")["metadata"]["resourceVersion"])
+    w = Watch(d, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+              "&resourceVersion=%d" % (rv + 1000))
+    ev = w.rest()
+    assert w.status == 200 and [e["type"] for e in ev] == ["ERROR"], summary(ev)
+    st = ev[0]["object"]
+    assert st["code"] == 504 and st["reason"] == "Timeout", st
+    assert st["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge", st
+    w.close()
     # Without bookmarks, sendInitialEvents is refused as the API server does.
     status, _, body = request(d, "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
     assert status == 422 and body["reason"] == "Invalid", body
