@@ -2266,6 +2266,6 @@ UNIT_MAIN(test_full_state, test_live_ops_and_seq_gaps, test_resume_replay, test_
           test_op_names, test_restart_same_pods_not_told, test_pod_text_same, test_error_message_one_line,
           test_saved_resume_partial_cache, test_renamed_same_uid, test_restart_late_source, test_restart_source_gone,
           test_restart_held_across_reconnects, test_restart_late_source_snapshot, test_handlers_ops,
-          test_handlers_snapshot, test_informer_scenarios, test_index_in_log_handler,
-          test_index_add_and_errors, test_index_fn_error, test_source_state, test_source_state_reconnect,
-          test_source_bad_message, test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)
+          test_handlers_snapshot, test_informer_scenarios, test_index_in_log_handler, test_index_add_and_errors,
+          test_index_fn_error, test_source_state, test_source_state_reconnect, test_source_bad_message,
+          test_record_path, test_pod_identity_as_tree, test_index_order_random_ops)
