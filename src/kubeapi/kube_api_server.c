@@ -219,9 +219,43 @@ struct req_params {
         bool watch, bookmarks, initial, initial_given;
 };
 
+struct arg_find {
+        const char *name;
+        size_t len;
+        const char *value;
+        bool given;
+};
+
+static enum MHD_Result arg_match(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                 const char *value, size_t value_size)
+{
+        struct arg_find *a = cls;
+
+        (void)kind;
+        (void)value_size;
+        if (key_size != a->len || memcmp(key, a->name, key_size) != 0)
+                return MHD_YES;
+        a->given = true;
+        a->value = value;
+        return MHD_NO; /* the first, as the API server takes it */
+}
+
+/* The query parameter of exactly this name (libmicrohttpd's own lookup
+ * ignores case; the API server's does not: "?WATCH=1" is no watch): its
+ * value, NULL if absent or given without one (*ret_given says which). */
+static const char *arg_given(struct MHD_Connection *conn, const char *name, bool *ret_given)
+{
+        struct arg_find a = {.name = name, .len = strlen(name)};
+
+        (void)MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, arg_match, &a);
+        if (ret_given)
+                *ret_given = a.given;
+        return a.value;
+}
+
 static const char *arg(struct MHD_Connection *conn, const char *name)
 {
-        return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+        return arg_given(conn, name, NULL);
 }
 
 /* A boolean parameter as the API server decodes one: absent is false
@@ -229,16 +263,14 @@ static const char *arg(struct MHD_Connection *conn, const char *name)
  * value is true, an empty one too ("?watch"). */
 static bool bool_arg(struct MHD_Connection *conn, const char *name, bool *ret_given)
 {
-        const char *v = NULL;
-        size_t len = 0;
-        bool given =
-                MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &len) == MHD_YES;
+        bool given;
+        const char *v = arg_given(conn, name, &given);
 
         if (ret_given)
                 *ret_given = given;
         if (!given || !v)
                 return given;
-        return !((len == 1 && v[0] == '0') || (len == 5 && strncasecmp(v, "false", 5) == 0));
+        return strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0;
 }
 
 static void read_params(struct MHD_Connection *conn, struct req_params *p)

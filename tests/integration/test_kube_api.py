@@ -307,8 +307,11 @@ def test_boolean_params(t):
         assert w.status == 200, spelling
         assert summary(w.until(1)) == ["ADDED " + pn("a")], spelling
         w.close()
-    for spelling in ("watch=0", "watch=false", "watch=FaLsE"):
+    for spelling in ("watch=0", "watch=false", "watch=FaLsE", "WATCH=1", "Watch"):
         assert get_ok(d, "/api/v1/pods?" + spelling)["kind"] == "PodList", spelling
+    # A parameter's name is matched exactly, as the API server matches it.
+    assert names(get_ok(d, "/api/v1/pods?LabelSelector=app%3Dnone")) == [pn("a")]
+    assert names(get_ok(d, "/api/v1/pods?labelSelector=app%3Dnone")) == []
     # A get of one pod, and no bookmarks with allowWatchBookmarks=0.
     assert get_ok(d, "/api/v1/namespaces/default/pods/%s?watch=false" % pn("a"))["kind"] == "Pod"
     w = Watch(d, "resourceVersion=0&timeoutSeconds=1&allowWatchBookmarks=0")
