@@ -602,6 +602,62 @@ START_TEST(test_alloc_msg_decoded_identity)
 }
 END_TEST
 
+/* The lines whose "pods" or "plugin" is walked after the object (the
+ * type comes last) or walked and then replaced (a second "pods"), with
+ * each allocation failing in turn: -ENOMEM, nothing kept and nothing
+ * leaked; then the message as it is. */
+START_TEST(test_alloc_msg_typed_members)
+{
+        static const struct {
+                const char *line;
+                size_t pods;
+                bool plugin;
+        } lines[] = {
+                {"{\"pods\":[{\"metadata\":{\"uid\":\"u\",\"name\":\"a\"}}],\"seq\":4,\"op\":\"ADD\",\"source\":\"file\","
+                 "\"type\":\"pods\"}",
+                 1, false},
+                {"{\"type\":\"pods\",\"seq\":4,\"op\":\"ADD\",\"source\":\"file\",\"pods\":[{\"metadata\":{\"uid\":\"u\","
+                 "\"name\":\"a\"}}],\"pods\":[{\"metadata\":{\"uid\":\"v\",\"name\":\"b\"}},{\"metadata\":{\"uid\":"
+                 "\"w\",\"name\":\"c\"}}]}",
+                 2, false},
+                {"{\"plugin\":{\"socket\":\"/p.sock\",\"name\":\"x\"},\"seq\":4,\"op\":\"REGISTERED\",\"type\":\"plugin\"}",
+                 0, true},
+                {"{\"type\":\"synced\",\"seq\":4,\"pods\":[{\"metadata\":{\"uid\":\"u\",\"name\":\"a\"}}],\"plugin\":"
+                 "{\"socket\":\"/p\"}}",
+                 0, false},
+        };
+        long before = failalloc_live();
+
+        for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+                for (long n = 1;; n++) {
+                        struct client_msg m;
+                        struct buf why = BUF_INIT;
+                        bool failed;
+                        int r;
+
+                        failalloc_arm(failalloc_enabled() ? n : 0);
+                        r = client_msg_parse(lines[i].line, strlen(lines[i].line), &m, &why);
+                        failed = failalloc_failed();
+                        failalloc_arm(0);
+                        buf_free(&why);
+                        if (!failed) {
+                                ck_assert_msg(r == 0, "line %zu: %d", i, r);
+                                ck_assert_uint_eq(m.n_pods, lines[i].pods);
+                                ck_assert(!m.plugin_json == !lines[i].plugin);
+                                client_msg_clear(&m);
+                                break;
+                        }
+                        ck_assert_msg(r == -ENOMEM, "line %zu fault %ld: %d", i, n, r);
+                        ck_assert_uint_eq(m.n_pods, 0);
+                        ck_assert_ptr_null(m.plugin_json);
+                        ck_assert_msg(failalloc_live() == before, "line %zu fault %ld: %ld blocks leaked", i, n,
+                                      failalloc_live() - before);
+                }
+        }
+        ck_assert_int_eq(failalloc_live(), before);
+}
+END_TEST
+
 /* podmux_record_path out of memory: -ENOMEM, *ret_path untouched,
  * nothing left allocated; then the path. */
 START_TEST(test_alloc_record_path)
@@ -639,4 +695,5 @@ START_TEST(test_alloc_record_path)
 END_TEST
 
 UNIT_MAIN(test_alloc_sweep, test_alloc_sweep_persistent, test_alloc_sweep_restart, test_alloc_sweep_late_source,
-          test_alloc_sweep_add_index, test_alloc_record_path, test_alloc_msg_decoded_identity)
+          test_alloc_sweep_add_index, test_alloc_record_path, test_alloc_msg_decoded_identity,
+          test_alloc_msg_typed_members)

@@ -232,6 +232,9 @@ END_TEST
 START_TEST(test_watch_alloc_sweep)
 {
         sweep("/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1", "initial-events-end", true);
+        /* One pod's: its name made a field selector's value. */
+        sweep("/api/v1/namespaces/ns/pods/a?watch=1&allowWatchBookmarks=true&timeoutSeconds=1", "initial-events-end",
+              true);
 }
 END_TEST
 

@@ -426,7 +426,8 @@ START_TEST(test_filter_alloc_sweep)
                 int r;
 
                 failalloc_arm(n);
-                r = kv_filter_parse(&f, "a=b,c in (d,e),!f,g", "metadata.name=x,status.phase!=Failed", &err);
+                r = kv_filter_parse(&f, "a=b,c in (d,e),!f,g,x.io/n>4",
+                                    "metadata.name=x\\,y\\=z,,spec.host==n,status.phase!=Failed", &err);
                 failalloc_arm(0);
                 kv_filter_free(&f);
                 buf_free(&err);
