@@ -845,22 +845,33 @@ static bool pods_path(const char *rest, const char **ret_ns, size_t *ret_ns_len,
         return !slash[5];
 }
 
+/* The discovery document served at url ("/api", "/api/v1", "/apis",
+ * "/version", each with a '/' or without), or NULL. */
+static const char *discovery_doc(const char *url)
+{
+        static const struct {
+                const char *path, *doc;
+        } docs[] = {{"/api", api_versions}, {"/api/v1", api_v1}, {"/apis", apis}, {"/version", version}};
+
+        for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+                size_t n = strlen(docs[i].path);
+
+                if (strncmp(url, docs[i].path, n) == 0 && (!url[n] || strcmp(url + n, "/") == 0))
+                        return docs[i].doc;
+        }
+        return NULL;
+}
+
 /* Whether url names something this server serves: the discovery
  * documents and the pods paths.  A write to one is 405, to anything else
  * 404, as on the API server. */
 static bool known_path(const char *url)
 {
-        static const char *const docs[] = {"/api", "/api/v1", "/apis", "/version"};
         const char *ns, *name;
         size_t ns_len;
 
-        for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
-                size_t n = strlen(docs[i]);
-
-                if (strncmp(url, docs[i], n) == 0 && (!url[n] || strcmp(url + n, "/") == 0))
-                        return true;
-        }
-        return strncmp(url, "/api/v1/", 8) == 0 && pods_path(url + 8, &ns, &ns_len, &name);
+        return discovery_doc(url) ||
+               (strncmp(url, "/api/v1/", 8) == 0 && pods_path(url + 8, &ns, &ns_len, &name));
 }
 
 static enum MHD_Result do_get(struct kube_api_server *srv, struct MHD_Connection *conn, const char *ns,
@@ -1314,6 +1325,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         struct endpoint *ep = cls;
         struct kube_api_server *srv = ep->srv;
         enum MHD_Result ret;
+        const char *doc;
 
         (void)http_version;
         (void)upload_data;
@@ -1348,14 +1360,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return send_status(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "MethodNotAllowed",
                                    "the server does not allow this method on the requested resource", "{}", NULL);
         }
-        if (strcmp(url, "/api") == 0 || strcmp(url, "/api/") == 0)
-                return send_const(conn, api_versions);
-        if (strcmp(url, "/api/v1") == 0 || strcmp(url, "/api/v1/") == 0)
-                return send_const(conn, api_v1);
-        if (strcmp(url, "/apis") == 0 || strcmp(url, "/apis/") == 0)
-                return send_const(conn, apis);
-        if (strcmp(url, "/version") == 0 || strcmp(url, "/version/") == 0)
-                return send_const(conn, version);
+        if ((doc = discovery_doc(url)))
+                return send_const(conn, doc);
         if (strncmp(url, "/api/v1/", 8) == 0)
                 return do_pods(ep, conn, url + 8);
         return not_found_path(conn);
