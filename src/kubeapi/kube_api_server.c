@@ -778,7 +778,10 @@ static enum MHD_Result do_watch(struct endpoint *ep, struct MHD_Connection *conn
                 if (matching(srv->view, &w->filter, &w->init, &w->n_init) < 0)
                         goto oom;
                 w->last_rv = cur;
-                w->init_end = bookmarks;
+                /* Only a WatchList ends its initial events with the
+                 * annotated bookmark; a watch from "" or "0" does not,
+                 * even with bookmarks (as the API server's watch cache). */
+                w->init_end = bookmarks && initial_given;
         } else if (from_now) {
                 w->last_rv = cur;
         } else {

@@ -444,19 +444,25 @@ def test_watchlist(t):
     manifest(t, "a")
     manifest(t, "b")
     wait_names(d, [pn("a"), pn("b")])
-    for q in ("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
-              "resourceVersion=0&allowWatchBookmarks=true", "allowWatchBookmarks=true"):
-        w = Watch(d, q)
-        ev = w.until(3)
+    w = Watch(d, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+    ev = w.until(3)
+    assert summary(ev[:2]) == ["ADDED " + pn("a"), "ADDED " + pn("b")], summary(ev)
+    mark = ev[2]
+    assert mark["type"] == "BOOKMARK", summary(ev)
+    ann = mark["object"]["metadata"]["annotations"]
+    assert ann["k8s.io/initial-events-end"] == "true", ann
+    blueprint = json.loads(base64.b64decode(ann["kubernetes.io/initial-events-list-blueprint"]))
+    assert blueprint["kind"] == "PodList" and blueprint["items"] == [], blueprint
+    assert rv_of(mark) >= max(rv_of(e) for e in ev[:2])
+    w.close()
+    # A watch from "" or "0" also starts with the state, but its bookmarks
+    # (here the last one, at its timeout) carry no annotation.
+    for q in ("resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1",
+              "allowWatchBookmarks=true&timeoutSeconds=1"):
+        ev = Watch(d, q).rest()
         assert summary(ev[:2]) == ["ADDED " + pn("a"), "ADDED " + pn("b")], (q, summary(ev))
-        mark = ev[2]
-        assert mark["type"] == "BOOKMARK", (q, summary(ev))
-        ann = mark["object"]["metadata"]["annotations"]
-        assert ann["k8s.io/initial-events-end"] == "true", ann
-        blueprint = json.loads(base64.b64decode(ann["kubernetes.io/initial-events-list-blueprint"]))
-        assert blueprint["kind"] == "PodList" and blueprint["items"] == [], blueprint
-        assert rv_of(mark) >= max(rv_of(e) for e in ev[:2])
-        w.close()
+        assert ev[2:] and all(e["type"] == "BOOKMARK" for e in ev[2:]), (q, summary(ev))
+        assert not any(e["object"]["metadata"].get("annotations") for e in ev[2:]), (q, ev[2:])
     w = Watch(d, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
     w.until(3)
     manifest(t, "c")

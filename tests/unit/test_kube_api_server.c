@@ -231,10 +231,13 @@ END_TEST
 
 START_TEST(test_watch_alloc_sweep)
 {
-        sweep("/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1", "initial-events-end", true);
+#define WATCH_LIST "watch=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+        sweep("/api/v1/pods?" WATCH_LIST "&timeoutSeconds=1", "initial-events-end", true);
         /* One pod's: its name made a field selector's value. */
-        sweep("/api/v1/namespaces/ns/pods/a?watch=1&allowWatchBookmarks=true&timeoutSeconds=1", "initial-events-end",
-              true);
+        sweep("/api/v1/namespaces/ns/pods/a?" WATCH_LIST "&timeoutSeconds=1", "initial-events-end", true);
+        /* From "": the state as ADDED events. */
+        sweep("/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1", "\"type\":\"ADDED\"", true);
+#undef WATCH_LIST
 }
 END_TEST
 
