@@ -376,13 +376,15 @@ static void *client_main(void *data)
 }
 
 /* Runs the loop until the client is in state (a bound on turns, not a
- * time).  No assertion: the caller may be armed.  0 or -1. */
+ * time).  No assertion: the caller may be armed.  0 or -1.  The client's
+ * thread does not wake the loop: turns of 1 ms see its moves soon (the
+ * sweeps make thousands of requests). */
 static int run_until(struct world *w, struct client *c, int state)
 {
-        for (int turns = 0; turns < 3000; turns++) {
+        for (int turns = 0; turns < 60000; turns++) {
                 if (client_state(c) >= state)
                         return 0;
-                if (loop_run_once(w->loop, 20000) < 0)
+                if (loop_run_once(w->loop, 1000) < 0)
                         return -1;
         }
         return -1;
@@ -428,7 +430,7 @@ static int client_finish(struct world *w, struct client *c)
         if (r < 0) {
                 shutdown(c->fd, SHUT_RDWR); /* the thread ends its request */
                 while (client_state(c) != C_DONE)
-                        (void)loop_run_once(w->loop, 20000);
+                        (void)loop_run_once(w->loop, 1000);
         }
         return r;
 }
