@@ -561,6 +561,19 @@ def demo_on_pty(argv, env, timeout, before_stop=None):
                 raise AssertionError("the demo did not stop on Ctrl-C")
             read(0.2)
         pid = 0
+        # What it printed last (the daemon's "shutting down") may still be
+        # in the terminal's buffer: read to its end (EIO once drained).
+        while True:
+            r, _, _ = select.select([fd], [], [], 1.0)
+            if not r:
+                break
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
     finally:
         if pid:
             os.kill(pid, signal.SIGKILL)
