@@ -1322,6 +1322,13 @@ class Consumer:
             desc += " containing %s" % sorted(contains)
         return self.expect(ok, desc, timeout)
 
+    def initial_seq(self):
+        """The seq of the first message after hello, where this consumer's
+        initial state starts: what the daemon sent before it is in that
+        state.  The hello's own seq can be older than a message the
+        consumer never saw (one sent before the daemon made its state)."""
+        return next(m["seq"] for m in self.msgs if m.get("type") != "hello")
+
     def read_initial(self, timeout=None):
         """Reads up to and including synced; returns the messages before it.
         Only pods (and plugin) messages may come before synced."""

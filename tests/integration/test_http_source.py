@@ -1146,8 +1146,9 @@ def test_manifest_url_has_record_podmux_status(t):
     assert rec["digest"] == "sha256:" + hashlib.sha256(
         body.encode()).hexdigest() and rec["size"] == len(body), rec
     assert sorted(p["name"] for p in rec["pods"]) == [pn("a"), pn("b")], rec
-    # Polled before this consumer came, or in a message it saw.
-    assert rec["seq"] < c.hello["seq"] or [
+    # Polled before this consumer's initial state (which then has them), or
+    # in a message it saw.
+    assert rec["seq"] < c.initial_seq() or [
         m for m in c.pods_msgs() if m["seq"] == rec["seq"]], (rec, c.msgs)
     srv.set(body="apiVersion: v1\nkind: Pod\nmetadata: [\n")
     rec = record("rejected")
