@@ -501,21 +501,14 @@ def unix_listening(path):
 
 
 def wait_listening(path, alive=None, timeout=None):
-    """Waits until something accepts connections on the unix socket path:
-    the daemon has then set the socket's group and mode (it does so
-    before listen()), and a stale file of that name has been replaced.
+    """Waits until a socket bound to the unix path listens (unix_listening:
+    no connection made): the daemon has then set the socket's group and
+    mode, and a stale file of that name has been replaced.
     alive: called on each try (to fail at once if the daemon died)."""
     def ready():
         if alive:
             alive()
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.connect(path)
-            return True
-        except OSError:
-            return False
-        finally:
-            s.close()
+        return unix_listening(path)
     wait_for(ready, timeout or T_SHORT, "a listener on %s" % path)
 
 
@@ -872,14 +865,13 @@ class Daemon:
         return self
 
     def wait_socket(self, timeout=None):
-        def ready():
+        def alive():
             if self.proc.poll() is not None:
                 raise AssertionError(
                     "podmux exited with %s before creating its socket; "
                     "stderr: %s" % (_rc_str(self.proc.returncode),
                                     self.stderr_text()[-1500:]))
-            return unix_listening(self.sock)
-        wait_for(ready, timeout or T_SHORT, "a listener on %s" % self.sock)
+        wait_listening(self.sock, alive, timeout)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -558,6 +558,19 @@ START_TEST(test_alloc_sweep_add_index)
 }
 END_TEST
 
+/* client_msg_parse() of line with its nth allocation failing (none when
+ * allocations cannot be failed); *failed says whether one did. */
+static int parse_failing(const char *line, size_t len, long n, struct client_msg *m, struct buf *why, bool *failed)
+{
+        int r;
+
+        failalloc_arm(failalloc_enabled() ? n : 0);
+        r = client_msg_parse(line, len, m, why);
+        *failed = failalloc_failed();
+        failalloc_arm(0);
+        return r;
+}
+
 /* A pods line whose identities must be decoded (escapes in the names of
  * members and in their values, which the decoder copies aside) with each
  * allocation failing in turn: -ENOMEM, nothing kept and nothing leaked;
@@ -577,10 +590,7 @@ START_TEST(test_alloc_msg_decoded_identity)
                 bool failed;
                 int r;
 
-                failalloc_arm(failalloc_enabled() ? n : 0);
-                r = client_msg_parse(line, sizeof(line) - 1, &m, &why);
-                failed = failalloc_failed();
-                failalloc_arm(0);
+                r = parse_failing(line, sizeof(line) - 1, n, &m, &why, &failed);
                 if (!failed) {
                         ck_assert_int_eq(r, 0);
                         ck_assert_uint_eq(m.n_pods, 2);
@@ -635,10 +645,7 @@ START_TEST(test_alloc_msg_typed_members)
                         bool failed;
                         int r;
 
-                        failalloc_arm(failalloc_enabled() ? n : 0);
-                        r = client_msg_parse(lines[i].line, strlen(lines[i].line), &m, &why);
-                        failed = failalloc_failed();
-                        failalloc_arm(0);
+                        r = parse_failing(lines[i].line, strlen(lines[i].line), n, &m, &why, &failed);
                         buf_free(&why);
                         if (!failed) {
                                 ck_assert_msg(r == 0, "line %zu: %d", i, r);
